@@ -1,0 +1,32 @@
+# nfkit: `make demo` runs the main job, `make test` runs the whole suite.
+# Both install what they need first (Debian packages, Rust).
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+CARGO ?= cargo
+
+.PHONY: all deps build demo test lint bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --bin nfkit
+
+demo: build
+	@bash scripts/demo.sh
+
+lint: deps
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: deps lint
+	$(CARGO) test --workspace --release -- --test-threads=2
+	@bash scripts/test-summary.sh
+
+bench: deps
+	$(CARGO) bench --workspace
+
+clean:
+	$(CARGO) clean

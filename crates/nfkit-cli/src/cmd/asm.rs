@@ -1,0 +1,10 @@
+//! `nfkit asm` (being written: toolchain issue).
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_a: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("nfkit asm is not built yet")
+}

@@ -1,0 +1,5 @@
+//! One module per top-level command (or command group).
+
+pub mod asm;
+pub mod disasm;
+pub mod object;
