@@ -1,0 +1,685 @@
+//! Helper functions, with the kernel's numbers and semantics (return
+//! values, error codes, argument checks), plus the conformance suite's
+//! unwind helper.
+//!
+//! * [`table`]: which helpers exist per profile and program type.
+//! * [`csum`]: the Internet checksum arithmetic the checksum helpers use.
+
+#![forbid(unsafe_code)]
+
+pub mod csum;
+pub mod table;
+
+use crate::config::Profile;
+use crate::error::RunErrorKind;
+use crate::interp::{fault, Machine, Reservation, Step, Stop};
+use crate::maps::{Map, Store};
+use crate::mem::{self, Region, RegionKind};
+use crate::vm::Redirect;
+use nfkit_object::MapType;
+use std::sync::Arc;
+use table::id;
+
+const EINVAL: i64 = 22;
+const EFAULT: i64 = 14;
+const E2BIG: i64 = 7;
+const EACCES: i64 = 13;
+const ENOMEM: i64 = 12;
+const EAGAIN: i64 = 11;
+
+const XDP_ABORTED: u64 = 0;
+const XDP_REDIRECT: u64 = 4;
+const TC_ACT_SHOT: u64 = 2;
+const TC_ACT_REDIRECT: u64 = 7;
+
+fn neg(e: i64) -> u64 {
+    (-e) as u64
+}
+
+impl Machine<'_> {
+    fn herr<T>(&self, pc: usize, helper: &str, why: impl Into<String>) -> Step<T> {
+        fault(
+            pc,
+            RunErrorKind::Helper {
+                helper: format!("bpf_{helper}"),
+                why: why.into(),
+            },
+        )
+    }
+
+    fn map_arg(&self, v: u64, pc: usize, helper: &str) -> Step<Arc<Map>> {
+        if (v >> mem::REGION_SHIFT) as u32 == mem::MAP_HANDLES {
+            if let Some(m) = self.vm.maps.by_index((v & 0xffff_ffff) as usize) {
+                return Ok(m.clone());
+            }
+        }
+        self.herr(pc, helper, format!("{v:#x} is not a map"))
+    }
+
+    fn read_arg(&self, addr: u64, len: usize, pc: usize, helper: &str) -> Step<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        match self.mem.read(addr, &mut v) {
+            Some(()) => Ok(v),
+            None => self.herr(
+                pc,
+                helper,
+                format!("cannot read {len} bytes at {}", self.mem.describe(addr)),
+            ),
+        }
+    }
+
+    fn write_arg(&self, addr: u64, data: &[u8], pc: usize, helper: &str) -> Step<()> {
+        match self.mem.write(addr, data) {
+            Some(()) => Ok(()),
+            None => self.herr(
+                pc,
+                helper,
+                format!(
+                    "cannot write {} bytes at {}",
+                    data.len(),
+                    self.mem.describe(addr)
+                ),
+            ),
+        }
+    }
+
+    fn packet_buf(&self) -> Option<Arc<mem::GuardedBuf>> {
+        self.mem
+            .regions
+            .get(mem::PACKET as usize)
+            .map(|r| r.buf.clone())
+    }
+
+    fn is_xdp(&self) -> bool {
+        matches!(self.ctx, crate::ctx::CtxState::Xdp { .. })
+    }
+
+    /// `callx`: the helper whose id is in a register.
+    pub(crate) fn helper_checked(&mut self, id: u64, cur: usize, next: usize) -> Step<usize> {
+        match table::lookup(self.vm.config.profile, id as i64) {
+            Some(_) => self.helper(id as i64, cur, next),
+            None => fault(cur, RunErrorKind::BadCallx { value: id }),
+        }
+    }
+
+    /// Releases a spin lock at `addr`.
+    pub(crate) fn unlock(&self, addr: u64) {
+        if let Some((buf, off)) = self.mem.resolve(addr, 4, true) {
+            let _ = buf.store(off, 4, 0);
+        }
+    }
+
+    /// Calls helper `hid` from op `cur`; returns the op to continue at.
+    pub(crate) fn helper(&mut self, hid: i64, cur: usize, next: usize) -> Step<usize> {
+        let [_, a1, a2, a3, a4, a5] = [
+            0,
+            self.regs[1],
+            self.regs[2],
+            self.regs[3],
+            self.regs[4],
+            self.regs[5],
+        ];
+        if self.vm.config.profile == Profile::Conformance {
+            return match hid as i32 {
+                id::UNWIND if a1 == 0 => Err(Stop::Exit(0)),
+                id::UNWIND => {
+                    self.regs[0] = a1;
+                    Ok(next)
+                }
+                _ => fault(cur, RunErrorKind::BadCallx { value: hid as u64 }),
+            };
+        }
+        let r0: u64 = match hid as i32 {
+            id::MAP_LOOKUP_ELEM | id::MAP_LOOKUP_PERCPU_ELEM => {
+                let name = "map_lookup_elem";
+                let m = self.map_arg(a1, cur, name)?;
+                let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+                let cpu = if hid as i32 == id::MAP_LOOKUP_PERCPU_ELEM {
+                    if !matches!(
+                        m.spec.map_type,
+                        MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
+                    ) {
+                        return self.herr(cur, "map_lookup_percpu_elem", "map is not per-CPU");
+                    }
+                    a3
+                } else {
+                    self.cpu as u64
+                };
+                if cpu >= m.ncpus() as u64 {
+                    0
+                } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_)) {
+                    return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
+                } else {
+                    match m.prog_lookup(&key, cpu as u32) {
+                        Some(off) => mem::addr(mem::MAP_BASE + m.index as u32, off as u64),
+                        None => 0,
+                    }
+                }
+            }
+            id::MAP_UPDATE_ELEM => {
+                let name = "map_update_elem";
+                let m = self.map_arg(a1, cur, name)?;
+                let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+                let val = self.read_arg(a3, m.spec.value_size as usize, cur, name)?;
+                match m.prog_update(&key, &val, a4, self.cpu) {
+                    Ok(()) => 0,
+                    Err(e) => neg(e.errno()),
+                }
+            }
+            id::MAP_DELETE_ELEM => {
+                let name = "map_delete_elem";
+                let m = self.map_arg(a1, cur, name)?;
+                let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+                match m.delete(&key) {
+                    Ok(()) => 0,
+                    Err(e) => neg(e.errno()),
+                }
+            }
+            id::KTIME_GET_NS | id::KTIME_GET_COARSE_NS => self.clock.now_ns(),
+            id::KTIME_GET_BOOT_NS => self.clock.boot_ns(),
+            id::JIFFIES64 => self.clock.now_ns() / 4_000_000,
+            id::GET_PRANDOM_U32 => self.rng.next_u32() as u64,
+            id::GET_SMP_PROCESSOR_ID => self.cpu as u64,
+            id::GET_NUMA_NODE_ID => 0,
+            id::TRACE_PRINTK => self.trace_printk(a1, a2, [a3, a4, a5], cur)?,
+            id::TAIL_CALL => return self.tail_call(a2, a3, cur, next),
+            id::REDIRECT => {
+                if self.is_xdp() {
+                    if a2 != 0 {
+                        XDP_ABORTED
+                    } else {
+                        self.redirect = Some(Redirect::Ifindex {
+                            ifindex: a1 as u32,
+                            flags: a2,
+                        });
+                        XDP_REDIRECT
+                    }
+                } else if a2 & !1 != 0 {
+                    TC_ACT_SHOT
+                } else {
+                    self.redirect = Some(Redirect::Ifindex {
+                        ifindex: a1 as u32,
+                        flags: a2,
+                    });
+                    TC_ACT_REDIRECT
+                }
+            }
+            id::REDIRECT_MAP => self.redirect_map(a1, a2, a3, cur)?,
+            id::XDP_ADJUST_HEAD => self.adjust_head(a2 as i32 as i64),
+            id::XDP_ADJUST_META => self.adjust_meta(a2 as i32 as i64),
+            id::XDP_ADJUST_TAIL => self.adjust_tail(a2 as i32 as i64),
+            id::XDP_GET_BUFF_LEN => (self.pkt.data_end - self.pkt.data) as u64,
+            id::XDP_LOAD_BYTES | id::XDP_STORE_BYTES => {
+                let store = hid as i32 == id::XDP_STORE_BYTES;
+                let (off, len) = (a2 as u32 as usize, a4 as u32 as usize);
+                if off > 0xffff || len > 0xffff {
+                    neg(EFAULT)
+                } else if off + len > self.pkt.data_end - self.pkt.data {
+                    neg(EINVAL)
+                } else {
+                    self.copy_packet(self.pkt.data + off, a3, len, store, cur)?;
+                    0
+                }
+            }
+            id::SKB_LOAD_BYTES => {
+                let (off, len) = (a2 as u32 as usize, a4 as u32 as usize);
+                if off > i32::MAX as usize || off + len > self.pkt.data_end - self.pkt.data {
+                    let zeros = vec![0u8; len];
+                    self.write_arg(a3, &zeros, cur, "skb_load_bytes")?;
+                    neg(EFAULT)
+                } else {
+                    self.copy_packet(self.pkt.data + off, a3, len, false, cur)?;
+                    0
+                }
+            }
+            id::SKB_STORE_BYTES => {
+                let (off, len) = (a2 as u32 as usize, a4 as u32 as usize);
+                if a5 & !3 != 0 {
+                    neg(EINVAL)
+                } else if off > i32::MAX as usize || off + len > self.pkt.data_end - self.pkt.data {
+                    neg(EFAULT)
+                } else {
+                    self.copy_packet(self.pkt.data + off, a3, len, true, cur)?;
+                    if a5 & 2 != 0 {
+                        if let crate::ctx::CtxState::Skb(s) = &mut self.ctx {
+                            s.out.hash = 0;
+                        }
+                    }
+                    0
+                }
+            }
+            id::SKB_PULL_DATA => {
+                if a2 as u32 as usize > self.pkt.data_end - self.pkt.data {
+                    neg(ENOMEM)
+                } else {
+                    0
+                }
+            }
+            id::GET_HASH_RECALC => match &self.ctx {
+                crate::ctx::CtxState::Skb(s) => s.out.hash as u64,
+                _ => 0,
+            },
+            id::L3_CSUM_REPLACE | id::L4_CSUM_REPLACE => {
+                self.csum_replace(hid as i32 == id::L4_CSUM_REPLACE, a2, a3, a4, a5, cur)?
+            }
+            id::CSUM_DIFF => {
+                let from = self.read_arg(a1, a2 as u32 as usize, cur, "csum_diff")?;
+                let to = self.read_arg(a3, a4 as u32 as usize, cur, "csum_diff")?;
+                csum::bpf_csum_diff(&from, &to, a5 as u32) as u64
+            }
+            id::SPIN_LOCK => {
+                if self.lock_held.is_some() {
+                    return self.herr(cur, "spin_lock", "a spin lock is already held");
+                }
+                let Some((buf, off)) = self.mem.resolve(a1, 4, true) else {
+                    return self.herr(
+                        cur,
+                        "spin_lock",
+                        format!("{a1:#x} is no lock in a map value"),
+                    );
+                };
+                let mut spins = 0u64;
+                loop {
+                    match buf.cmpxchg(off, 4, 0, 1) {
+                        Some(0) => break,
+                        Some(_) => {
+                            spins += 1;
+                            if spins.is_multiple_of(64) {
+                                std::thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        None => return self.herr(cur, "spin_lock", "misaligned lock"),
+                    }
+                }
+                self.lock_held = Some(a1);
+                0
+            }
+            id::SPIN_UNLOCK => {
+                if self.lock_held != Some(a1) {
+                    return self.herr(cur, "spin_unlock", "this lock is not held");
+                }
+                self.lock_held = None;
+                self.unlock(a1);
+                0
+            }
+            id::LOOP => {
+                if a4 != 0 {
+                    neg(EINVAL)
+                } else if a1 > 1 << 23 {
+                    neg(E2BIG)
+                } else {
+                    let cb = (a2 & 0xffff_ffff) as usize;
+                    let is_func = (a2 >> mem::REGION_SHIFT) as u32 == mem::FUNCS
+                        && self.vm.program.funcs.iter().any(|f| f.start_op == cb);
+                    if !is_func {
+                        return self.herr(cur, "loop", format!("{a2:#x} is not a function"));
+                    }
+                    return self.start_loop(a1, cb, a3, next, cur);
+                }
+            }
+            id::RINGBUF_RESERVE => {
+                let m = self.map_arg(a1, cur, "ringbuf_reserve")?;
+                let Some(rb) = m.ringbuf() else {
+                    return self.herr(cur, "ringbuf_reserve", "map is not a ring buffer");
+                };
+                if a3 != 0 {
+                    0
+                } else {
+                    match rb.reserve(a2) {
+                        Some(off) => {
+                            let region = self.mem.regions.len() as u32;
+                            self.mem.regions.push(Region {
+                                kind: RegionKind::Mem,
+                                buf: rb.buf.clone(),
+                                lo: off,
+                                hi: off + a2 as usize,
+                                writable: true,
+                                name: format!("ringbuf record of {}", m.name()).into(),
+                            });
+                            self.reservations.push(Reservation {
+                                region,
+                                map: m.index,
+                                off,
+                            });
+                            mem::addr(region, off as u64)
+                        }
+                        None => 0,
+                    }
+                }
+            }
+            id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
+                let discard = hid as i32 == id::RINGBUF_DISCARD;
+                let region = (a1 >> mem::REGION_SHIFT) as u32;
+                let off = (a1 & 0xffff_ffff) as usize;
+                let Some(pos) = self
+                    .reservations
+                    .iter()
+                    .position(|r| r.region == region && r.off == off)
+                else {
+                    return self.herr(
+                        cur,
+                        "ringbuf_submit",
+                        format!("{a1:#x} is no live reservation"),
+                    );
+                };
+                let r = self.reservations.swap_remove(pos);
+                if let Some(rb) = self.vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
+                    rb.commit(r.off, discard);
+                }
+                if let Some(reg) = self.mem.regions.get_mut(region as usize) {
+                    reg.kind = RegionKind::Opaque;
+                    reg.hi = reg.lo;
+                }
+                0
+            }
+            id::RINGBUF_OUTPUT => {
+                let m = self.map_arg(a1, cur, "ringbuf_output")?;
+                let Some(rb) = m.ringbuf() else {
+                    return self.herr(cur, "ringbuf_output", "map is not a ring buffer");
+                };
+                let data = self.read_arg(a2, a3 as u32 as usize, cur, "ringbuf_output")?;
+                match rb.reserve(data.len() as u64) {
+                    Some(off) => {
+                        let _ = rb.buf.write(off, &data);
+                        rb.commit(off, false);
+                        0
+                    }
+                    None => neg(EAGAIN),
+                }
+            }
+            id::RINGBUF_QUERY => {
+                let m = self.map_arg(a1, cur, "ringbuf_query")?;
+                m.ringbuf().map_or(0, |rb| rb.query(a2))
+            }
+            _ => {
+                return self.herr(
+                    cur,
+                    nfkit_isa::helpers::helper_name(hid as i32).unwrap_or("unknown"),
+                    "not implemented by the VM",
+                )
+            }
+        };
+        self.regs[0] = r0;
+        Ok(next)
+    }
+
+    fn copy_packet(
+        &mut self,
+        pkt_off: usize,
+        addr: u64,
+        len: usize,
+        to_packet: bool,
+        pc: usize,
+    ) -> Step<()> {
+        let Some(buf) = self.packet_buf() else {
+            return self.herr(pc, "load_bytes", "no packet");
+        };
+        let mut tmp = vec![0u8; len];
+        if to_packet {
+            let data = self.read_arg(addr, len, pc, "store_bytes")?;
+            let _ = buf.write(pkt_off, &data);
+        } else {
+            let _ = buf.read(pkt_off, &mut tmp);
+            self.write_arg(addr, &tmp, pc, "load_bytes")?;
+        }
+        Ok(())
+    }
+
+    fn tail_call(&mut self, map: u64, index: u64, cur: usize, next: usize) -> Step<usize> {
+        let m = self.map_arg(map, cur, "tail_call")?;
+        let Some(pa) = m.prog_array() else {
+            return self.herr(
+                cur,
+                "tail_call",
+                format!("map {} is not a prog array", m.name()),
+            );
+        };
+        if self.tail_calls >= self.vm.config.max_tail_calls {
+            return Ok(next);
+        }
+        let Some(e) = pa.get(index as u32).and_then(|e| self.vm.entries.get(e)) else {
+            return Ok(next);
+        };
+        self.tail_calls += 1;
+        self.may_goto = self.vm.config.may_goto_budget;
+        Ok(e.start_op)
+    }
+
+    fn redirect_map(&mut self, map: u64, key: u64, flags: u64, cur: usize) -> Step<u64> {
+        const BROADCAST: u64 = 1 << 3;
+        const EXCLUDE_INGRESS: u64 = 1 << 4;
+        let m = self.map_arg(map, cur, "redirect_map")?;
+        if !matches!(m.spec.map_type, MapType::Devmap | MapType::DevmapHash) {
+            return self.herr(
+                cur,
+                "redirect_map",
+                format!(
+                    "map {} of type {} is not a devmap",
+                    m.name(),
+                    m.spec.map_type.name()
+                ),
+            );
+        }
+        if flags & !(3 | BROADCAST | EXCLUDE_INGRESS) != 0 {
+            return Ok(XDP_ABORTED);
+        }
+        if flags & BROADCAST != 0 {
+            self.redirect = Some(Redirect::Broadcast {
+                map: m.index,
+                exclude_ingress: flags & EXCLUDE_INGRESS != 0,
+            });
+            return Ok(XDP_REDIRECT);
+        }
+        let k = (key as u32).to_le_bytes();
+        match m.lookup(&k).ok().flatten() {
+            Some(v) => {
+                let ifindex = v
+                    .get(..4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                self.redirect = Some(Redirect::Map {
+                    map: m.index,
+                    key: key as u32,
+                    ifindex,
+                });
+                Ok(XDP_REDIRECT)
+            }
+            None => Ok(flags & 3),
+        }
+    }
+
+    fn adjust_head(&mut self, delta: i64) -> u64 {
+        let p = self.pkt;
+        let metalen = p.data - p.meta;
+        let data = p.data as i64 + delta;
+        if data < (self.pkt_min + metalen) as i64
+            || data > p.data_end as i64 - crate::ctx::ETH_HLEN as i64
+        {
+            return neg(EINVAL);
+        }
+        let data = data as usize;
+        let meta = (p.meta as i64 + delta) as usize;
+        if metalen > 0 {
+            if let Some(buf) = self.packet_buf() {
+                let _ = buf.copy_within(p.meta, meta, metalen);
+            }
+        }
+        self.pkt.meta = meta;
+        self.pkt.data = data;
+        self.sync_packet_region();
+        0
+    }
+
+    fn adjust_meta(&mut self, delta: i64) -> u64 {
+        let p = self.pkt;
+        let meta = p.meta as i64 + delta;
+        if meta < self.pkt_min as i64 || meta > p.data as i64 {
+            return neg(EINVAL);
+        }
+        let metalen = p.data - meta as usize;
+        if !metalen.is_multiple_of(4) || metalen > 32 {
+            return neg(EACCES);
+        }
+        self.pkt.meta = meta as usize;
+        self.sync_packet_region();
+        0
+    }
+
+    fn adjust_tail(&mut self, delta: i64) -> u64 {
+        let p = self.pkt;
+        let end = p.data_end as i64 + delta;
+        if end > self.pkt_max as i64 || end < (p.data + crate::ctx::ETH_HLEN) as i64 {
+            return neg(EINVAL);
+        }
+        if delta > 0 {
+            if let Some(buf) = self.packet_buf() {
+                let _ = buf.fill(p.data_end, delta as usize, 0);
+            }
+        }
+        self.pkt.data_end = end as usize;
+        self.sync_packet_region();
+        0
+    }
+
+    fn csum_replace(
+        &mut self,
+        l4: bool,
+        off: u64,
+        from: u64,
+        to: u64,
+        flags: u64,
+        cur: usize,
+    ) -> Step<u64> {
+        const PSEUDO: u64 = 0x10;
+        const MANGLED0: u64 = 0x20;
+        const ENFORCE: u64 = 0x40;
+        const IPV6: u64 = 0x80;
+        let allowed = if l4 {
+            0xf | PSEUDO | MANGLED0 | ENFORCE | IPV6
+        } else {
+            0xf
+        };
+        if flags & !allowed != 0 {
+            return Ok(neg(EINVAL));
+        }
+        let off = off as u32 as usize;
+        if off > 0xffff || off & 1 != 0 || off + 2 > self.pkt.data_end - self.pkt.data {
+            return Ok(neg(EFAULT));
+        }
+        let Some(buf) = self.packet_buf() else {
+            return self.herr(cur, "csum_replace", "no packet");
+        };
+        let at = self.pkt.data + off;
+        let mut b = [0u8; 2];
+        let _ = buf.read(at, &mut b);
+        let sum = u16::from_le_bytes(b);
+        let mmzero = l4 && flags & MANGLED0 != 0;
+        if mmzero && flags & ENFORCE == 0 && sum == 0 {
+            return Ok(0);
+        }
+        let new = match flags & 0xf {
+            0 => {
+                if from != 0 {
+                    return Ok(neg(EINVAL));
+                }
+                csum::replace_by_diff(sum, to as u32)
+            }
+            2 => csum::replace4(sum, from as u16 as u32, to as u16 as u32),
+            4 => csum::replace4(sum, from as u32, to as u32),
+            _ => return Ok(neg(EINVAL)),
+        };
+        let new = if mmzero && new == 0 { 0xffff } else { new };
+        let _ = buf.write(at, &new.to_le_bytes());
+        Ok(0)
+    }
+
+    fn trace_printk(&mut self, fmt: u64, size: u64, args: [u64; 3], cur: usize) -> Step<u64> {
+        let size = size as u32 as usize;
+        if size == 0 {
+            return Ok(neg(EINVAL));
+        }
+        let f = self.read_arg(fmt, size, cur, "trace_printk")?;
+        if f.last() != Some(&0) {
+            return Ok(neg(EINVAL));
+        }
+        let f = &f[..f.len() - 1];
+        let text = self.format(f, &args);
+        let n = text.len() as u64;
+        self.printk.push(text);
+        Ok(n)
+    }
+
+    /// The subset of `printf` that `bpf_trace_printk` supports.
+    fn format(&self, f: &[u8], args: &[u64; 3]) -> String {
+        let mut out = String::new();
+        let mut next = 0usize;
+        let mut i = 0;
+        let end = f.iter().position(|&c| c == 0).unwrap_or(f.len());
+        let f = &f[..end];
+        while i < f.len() {
+            let c = f[i];
+            i += 1;
+            if c != b'%' {
+                out.push(c as char);
+                continue;
+            }
+            if f.get(i) == Some(&b'%') {
+                out.push('%');
+                i += 1;
+                continue;
+            }
+            let mut longs = 0;
+            while f.get(i) == Some(&b'l') {
+                longs += 1;
+                i += 1;
+            }
+            let conv = f.get(i).copied().unwrap_or(b'?');
+            i += 1;
+            let arg = args.get(next).copied().unwrap_or(0);
+            next += 1;
+            let v = if longs == 0 { arg as u32 as u64 } else { arg };
+            match conv {
+                b'd' | b'i' => {
+                    if longs == 0 {
+                        out.push_str(&(v as u32 as i32).to_string())
+                    } else {
+                        out.push_str(&(v as i64).to_string())
+                    }
+                }
+                b'u' => out.push_str(&v.to_string()),
+                b'x' => out.push_str(&format!("{v:x}")),
+                b'X' => out.push_str(&format!("{v:X}")),
+                b'p' => out.push_str(&format!("{arg:#x}")),
+                b'c' => out.push(arg as u8 as char),
+                b's' => {
+                    let mut s = Vec::new();
+                    for k in 0..256u64 {
+                        let mut b = [0u8; 1];
+                        if self.mem.read(arg.wrapping_add(k), &mut b).is_none() || b[0] == 0 {
+                            break;
+                        }
+                        s.push(b[0]);
+                    }
+                    out.push_str(&String::from_utf8_lossy(&s));
+                }
+                other => {
+                    out.push('%');
+                    out.push(other as char);
+                }
+            }
+        }
+        out
+    }
+
+    /// Drops reservations a run left behind; true if there were any.
+    pub(crate) fn drop_reservations(&mut self) -> bool {
+        let any = !self.reservations.is_empty();
+        for r in std::mem::take(&mut self.reservations) {
+            if let Some(rb) = self.vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
+                rb.commit(r.off, true);
+            }
+        }
+        any
+    }
+}

@@ -1,0 +1,182 @@
+//! Which helpers exist, per profile, with the kernel's numbering, the
+//! number of arguments they read, and the program types that may call
+//! them.
+
+#![forbid(unsafe_code)]
+
+use crate::config::Profile;
+use nfkit_object::ProgType;
+
+/// Helper ids (kernel numbering, `__BPF_FUNC_MAPPER` in `linux/bpf.h`).
+pub mod id {
+    pub const MAP_LOOKUP_ELEM: i32 = 1;
+    pub const MAP_UPDATE_ELEM: i32 = 2;
+    pub const MAP_DELETE_ELEM: i32 = 3;
+    pub const KTIME_GET_NS: i32 = 5;
+    pub const TRACE_PRINTK: i32 = 6;
+    pub const GET_PRANDOM_U32: i32 = 7;
+    pub const GET_SMP_PROCESSOR_ID: i32 = 8;
+    pub const SKB_STORE_BYTES: i32 = 9;
+    pub const L3_CSUM_REPLACE: i32 = 10;
+    pub const L4_CSUM_REPLACE: i32 = 11;
+    pub const TAIL_CALL: i32 = 12;
+    pub const REDIRECT: i32 = 23;
+    pub const SKB_LOAD_BYTES: i32 = 26;
+    pub const CSUM_DIFF: i32 = 28;
+    pub const GET_HASH_RECALC: i32 = 34;
+    pub const SKB_PULL_DATA: i32 = 39;
+    pub const GET_NUMA_NODE_ID: i32 = 42;
+    pub const XDP_ADJUST_HEAD: i32 = 44;
+    pub const REDIRECT_MAP: i32 = 51;
+    pub const XDP_ADJUST_META: i32 = 54;
+    pub const XDP_ADJUST_TAIL: i32 = 65;
+    pub const SPIN_LOCK: i32 = 93;
+    pub const SPIN_UNLOCK: i32 = 94;
+    pub const JIFFIES64: i32 = 118;
+    pub const KTIME_GET_BOOT_NS: i32 = 125;
+    pub const RINGBUF_OUTPUT: i32 = 130;
+    pub const RINGBUF_RESERVE: i32 = 131;
+    pub const RINGBUF_SUBMIT: i32 = 132;
+    pub const RINGBUF_DISCARD: i32 = 133;
+    pub const RINGBUF_QUERY: i32 = 134;
+    pub const KTIME_GET_COARSE_NS: i32 = 160;
+    pub const LOOP: i32 = 181;
+    pub const XDP_GET_BUFF_LEN: i32 = 188;
+    pub const XDP_LOAD_BYTES: i32 = 189;
+    pub const XDP_STORE_BYTES: i32 = 190;
+    pub const MAP_LOOKUP_PERCPU_ELEM: i32 = 195;
+    /// The conformance suite's "unwind" helper (same number as ktime_get_ns).
+    pub const UNWIND: i32 = 5;
+}
+
+/// Which program types may call a helper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Avail {
+    /// Every program type.
+    Base,
+    /// XDP only.
+    Xdp,
+    /// TC (sched_cls / sched_act) only.
+    Tc,
+    /// XDP and TC.
+    XdpTc,
+    /// Socket filters and TC (programs with a socket buffer).
+    Skb,
+}
+
+impl Avail {
+    /// True if a program of type `t` may call the helper.
+    pub fn allows(self, t: ProgType) -> bool {
+        let tc = matches!(t, ProgType::SchedCls | ProgType::SchedAct);
+        match self {
+            Avail::Base => true,
+            Avail::Xdp => t == ProgType::Xdp,
+            Avail::Tc => tc,
+            Avail::XdpTc => tc || t == ProgType::Xdp,
+            Avail::Skb => tc || t == ProgType::SocketFilter,
+        }
+    }
+}
+
+/// What the VM knows of one helper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HelperInfo {
+    pub id: i32,
+    pub name: &'static str,
+    /// Number of argument registers (r1..) the helper reads.
+    pub args: u8,
+    pub avail: Avail,
+}
+
+const fn h(id: i32, name: &'static str, args: u8, avail: Avail) -> HelperInfo {
+    HelperInfo {
+        id,
+        name,
+        args,
+        avail,
+    }
+}
+
+/// The kernel profile's helpers.
+pub const KERNEL_HELPERS: &[HelperInfo] = &[
+    h(id::MAP_LOOKUP_ELEM, "map_lookup_elem", 2, Avail::Base),
+    h(id::MAP_UPDATE_ELEM, "map_update_elem", 4, Avail::Base),
+    h(id::MAP_DELETE_ELEM, "map_delete_elem", 2, Avail::Base),
+    h(id::KTIME_GET_NS, "ktime_get_ns", 0, Avail::Base),
+    h(id::TRACE_PRINTK, "trace_printk", 2, Avail::Base),
+    h(id::GET_PRANDOM_U32, "get_prandom_u32", 0, Avail::Base),
+    h(
+        id::GET_SMP_PROCESSOR_ID,
+        "get_smp_processor_id",
+        0,
+        Avail::Base,
+    ),
+    h(id::SKB_STORE_BYTES, "skb_store_bytes", 5, Avail::Tc),
+    h(id::L3_CSUM_REPLACE, "l3_csum_replace", 5, Avail::Tc),
+    h(id::L4_CSUM_REPLACE, "l4_csum_replace", 5, Avail::Tc),
+    h(id::TAIL_CALL, "tail_call", 3, Avail::Base),
+    h(id::REDIRECT, "redirect", 2, Avail::XdpTc),
+    h(id::SKB_LOAD_BYTES, "skb_load_bytes", 4, Avail::Skb),
+    h(id::CSUM_DIFF, "csum_diff", 5, Avail::XdpTc),
+    h(id::GET_HASH_RECALC, "get_hash_recalc", 1, Avail::Tc),
+    h(id::SKB_PULL_DATA, "skb_pull_data", 2, Avail::Tc),
+    h(id::GET_NUMA_NODE_ID, "get_numa_node_id", 0, Avail::Base),
+    h(id::XDP_ADJUST_HEAD, "xdp_adjust_head", 2, Avail::Xdp),
+    h(id::REDIRECT_MAP, "redirect_map", 3, Avail::Xdp),
+    h(id::XDP_ADJUST_META, "xdp_adjust_meta", 2, Avail::Xdp),
+    h(id::XDP_ADJUST_TAIL, "xdp_adjust_tail", 2, Avail::Xdp),
+    h(id::SPIN_LOCK, "spin_lock", 1, Avail::Base),
+    h(id::SPIN_UNLOCK, "spin_unlock", 1, Avail::Base),
+    h(id::JIFFIES64, "jiffies64", 0, Avail::Base),
+    h(id::KTIME_GET_BOOT_NS, "ktime_get_boot_ns", 0, Avail::Base),
+    h(id::RINGBUF_OUTPUT, "ringbuf_output", 4, Avail::Base),
+    h(id::RINGBUF_RESERVE, "ringbuf_reserve", 3, Avail::Base),
+    h(id::RINGBUF_SUBMIT, "ringbuf_submit", 2, Avail::Base),
+    h(id::RINGBUF_DISCARD, "ringbuf_discard", 2, Avail::Base),
+    h(id::RINGBUF_QUERY, "ringbuf_query", 2, Avail::Base),
+    h(
+        id::KTIME_GET_COARSE_NS,
+        "ktime_get_coarse_ns",
+        0,
+        Avail::Base,
+    ),
+    h(id::LOOP, "loop", 4, Avail::Base),
+    h(id::XDP_GET_BUFF_LEN, "xdp_get_buff_len", 1, Avail::Xdp),
+    h(id::XDP_LOAD_BYTES, "xdp_load_bytes", 4, Avail::Xdp),
+    h(id::XDP_STORE_BYTES, "xdp_store_bytes", 4, Avail::Xdp),
+    h(
+        id::MAP_LOOKUP_PERCPU_ELEM,
+        "map_lookup_percpu_elem",
+        3,
+        Avail::Base,
+    ),
+];
+
+/// The conformance profile's helpers.
+pub const CONFORMANCE_HELPERS: &[HelperInfo] = &[h(id::UNWIND, "unwind", 1, Avail::Base)];
+
+/// The helper `id` of `profile`, if it has one.
+pub fn lookup(profile: Profile, id: i64) -> Option<&'static HelperInfo> {
+    let table = match profile {
+        Profile::Kernel => KERNEL_HELPERS,
+        Profile::Conformance => CONFORMANCE_HELPERS,
+    };
+    table.iter().find(|h| h.id as i64 == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_ids_match_the_isa_names() {
+        for h in KERNEL_HELPERS {
+            assert_eq!(
+                nfkit_isa::helpers::helper_id(h.name),
+                Some(h.id),
+                "helper {}",
+                h.name
+            );
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The only module of the VM with `unsafe` code: guard-paged byte buffers
+//! that programs' memory (stacks, packets, contexts, map values) lives in.
+//!
+//! # Audit notes
+//!
+//! * A [`GuardedBuf`] is one anonymous `mmap` of `len` bytes rounded up
+//!   to pages, with one `PROT_NONE` page before and after it. Nothing but
+//!   this module ever holds a raw pointer into it.
+//! * Every method checks `offset + size <= len` itself (with overflow
+//!   checks) before touching memory, so the module is sound on its own;
+//!   the guard pages are a second line of defence should that check ever
+//!   be wrong (an overrun faults instead of touching host memory).
+//! * Buffers are shared between threads (map values of concurrently
+//!   running programs), so every access is an atomic operation (relaxed
+//!   for plain loads and stores, sequentially consistent for the eBPF
+//!   atomics). Aligned accesses use the atomic type of their width;
+//!   unaligned ones go byte by byte. Relaxed atomics compile to plain
+//!   moves on x86-64 and aarch64. Accesses of different widths to the same
+//!   bytes are what eBPF programs do; they are the same hardware
+//!   operations every eBPF runtime performs.
+//! * The mapping is released in `Drop`; `&self` borrows keep it alive.
+
+use std::io;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// Read-modify-write operations of the eBPF atomics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rmw {
+    Add,
+    Or,
+    And,
+    Xor,
+    Xchg,
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p <= 0 {
+        4096
+    } else {
+        p as usize
+    }
+}
+
+/// A zero-initialised byte buffer surrounded by inaccessible guard pages.
+pub struct GuardedBuf {
+    /// First usable byte (one page after the start of the mapping).
+    data: NonNull<u8>,
+    len: usize,
+    /// Start and length of the whole mapping, guard pages included.
+    map: NonNull<libc::c_void>,
+    map_len: usize,
+}
+
+// SAFETY: the buffer is plain memory owned by this value; all access goes
+// through atomic operations on `&self`, so sharing between threads cannot
+// produce a data race.
+unsafe impl Send for GuardedBuf {}
+// SAFETY: as above.
+unsafe impl Sync for GuardedBuf {}
+
+impl std::fmt::Debug for GuardedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GuardedBuf({} bytes)", self.len)
+    }
+}
+
+impl GuardedBuf {
+    /// Maps `len` zeroed bytes (at least one page) between two guard pages.
+    pub fn new(len: usize) -> io::Result<GuardedBuf> {
+        let page = page_size();
+        let body = len
+            .max(1)
+            .checked_add(page - 1)
+            .map(|v| v / page * page)
+            .ok_or_else(|| io::Error::other("buffer size overflows"))?;
+        let map_len = body
+            .checked_add(2 * page)
+            .ok_or_else(|| io::Error::other("buffer size overflows"))?;
+        // SAFETY: an anonymous private mapping at an address of the
+        // kernel's choice; no existing memory is affected.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `map` is the start of a mapping of `map_len` bytes, so
+        // `map + page` .. `map + page + body` lies inside it.
+        let data = unsafe { (map as *mut u8).add(page) };
+        // SAFETY: the range is inside the mapping created above; only the
+        // body becomes accessible, the first and last page stay PROT_NONE.
+        let rc = unsafe {
+            libc::mprotect(
+                data as *mut libc::c_void,
+                body,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: unmapping the mapping created above, never used.
+            unsafe { libc::munmap(map, map_len) };
+            return Err(e);
+        }
+        Ok(GuardedBuf {
+            data: NonNull::new(data).ok_or_else(|| io::Error::other("mmap returned null"))?,
+            len,
+            map: NonNull::new(map).ok_or_else(|| io::Error::other("mmap returned null"))?,
+            map_len,
+        })
+    }
+
+    /// Usable length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Pointer to `off`, if `off..off+size` lies inside the buffer.
+    #[inline(always)]
+    fn at(&self, off: usize, size: usize) -> Option<*mut u8> {
+        let end = off.checked_add(size)?;
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: off + size <= len, so the pointer stays inside the body.
+        Some(unsafe { self.data.as_ptr().add(off) })
+    }
+
+    /// Loads `size` (1, 2, 4 or 8) bytes at `off`, little-endian,
+    /// zero-extended.
+    #[inline(always)]
+    pub fn load(&self, off: usize, size: usize) -> Option<u64> {
+        let p = self.at(off, size)?;
+        // SAFETY (all arms): `p..p+size` is inside the buffer (checked by
+        // `at`), alignment is checked before using a wide atomic, and the
+        // memory is only ever accessed atomically.
+        unsafe {
+            Some(match size {
+                1 => AtomicU8::from_ptr(p).load(Ordering::Relaxed) as u64,
+                2 if off & 1 == 0 => {
+                    AtomicU16::from_ptr(p as *mut u16).load(Ordering::Relaxed) as u64
+                }
+                4 if off & 3 == 0 => {
+                    AtomicU32::from_ptr(p as *mut u32).load(Ordering::Relaxed) as u64
+                }
+                8 if off & 7 == 0 => AtomicU64::from_ptr(p as *mut u64).load(Ordering::Relaxed),
+                2 | 4 | 8 => {
+                    let mut v = 0u64;
+                    for i in 0..size {
+                        let b = AtomicU8::from_ptr(p.add(i)).load(Ordering::Relaxed);
+                        v |= (b as u64) << (8 * i);
+                    }
+                    v
+                }
+                _ => return None,
+            })
+        }
+    }
+
+    /// Stores the low `size` (1, 2, 4 or 8) bytes of `v` at `off`,
+    /// little-endian.
+    #[inline(always)]
+    pub fn store(&self, off: usize, size: usize, v: u64) -> Option<()> {
+        let p = self.at(off, size)?;
+        // SAFETY: as in `load`.
+        unsafe {
+            match size {
+                1 => AtomicU8::from_ptr(p).store(v as u8, Ordering::Relaxed),
+                2 if off & 1 == 0 => {
+                    AtomicU16::from_ptr(p as *mut u16).store(v as u16, Ordering::Relaxed)
+                }
+                4 if off & 3 == 0 => {
+                    AtomicU32::from_ptr(p as *mut u32).store(v as u32, Ordering::Relaxed)
+                }
+                8 if off & 7 == 0 => AtomicU64::from_ptr(p as *mut u64).store(v, Ordering::Relaxed),
+                2 | 4 | 8 => {
+                    for i in 0..size {
+                        AtomicU8::from_ptr(p.add(i)).store((v >> (8 * i)) as u8, Ordering::Relaxed);
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(())
+    }
+
+    /// Atomic read-modify-write of 4 or 8 aligned bytes at `off`; returns
+    /// the old value (zero-extended). `None` when out of range, unaligned
+    /// or of another size.
+    pub fn rmw(&self, off: usize, size: usize, op: Rmw, v: u64) -> Option<u64> {
+        let p = self.at(off, size)?;
+        if off & (size - 1) != 0 {
+            return None;
+        }
+        let sc = Ordering::SeqCst;
+        // SAFETY: in range and aligned (checked above); atomic access only.
+        unsafe {
+            Some(match size {
+                4 => {
+                    let a = AtomicU32::from_ptr(p as *mut u32);
+                    let v = v as u32;
+                    (match op {
+                        Rmw::Add => a.fetch_add(v, sc),
+                        Rmw::Or => a.fetch_or(v, sc),
+                        Rmw::And => a.fetch_and(v, sc),
+                        Rmw::Xor => a.fetch_xor(v, sc),
+                        Rmw::Xchg => a.swap(v, sc),
+                    }) as u64
+                }
+                8 => {
+                    let a = AtomicU64::from_ptr(p as *mut u64);
+                    match op {
+                        Rmw::Add => a.fetch_add(v, sc),
+                        Rmw::Or => a.fetch_or(v, sc),
+                        Rmw::And => a.fetch_and(v, sc),
+                        Rmw::Xor => a.fetch_xor(v, sc),
+                        Rmw::Xchg => a.swap(v, sc),
+                    }
+                }
+                _ => return None,
+            })
+        }
+    }
+
+    /// Atomic compare-and-exchange of 4 or 8 aligned bytes at `off`;
+    /// returns the old value (zero-extended).
+    pub fn cmpxchg(&self, off: usize, size: usize, expected: u64, new: u64) -> Option<u64> {
+        let p = self.at(off, size)?;
+        if off & (size - 1) != 0 {
+            return None;
+        }
+        let sc = Ordering::SeqCst;
+        // SAFETY: in range and aligned (checked above); atomic access only.
+        unsafe {
+            Some(match size {
+                4 => {
+                    let a = AtomicU32::from_ptr(p as *mut u32);
+                    match a.compare_exchange(expected as u32, new as u32, sc, sc) {
+                        Ok(v) | Err(v) => v as u64,
+                    }
+                }
+                8 => {
+                    let a = AtomicU64::from_ptr(p as *mut u64);
+                    match a.compare_exchange(expected, new, sc, sc) {
+                        Ok(v) | Err(v) => v,
+                    }
+                }
+                _ => return None,
+            })
+        }
+    }
+
+    /// Copies `out.len()` bytes from `off` into `out`.
+    pub fn read(&self, off: usize, out: &mut [u8]) -> Option<()> {
+        let p = self.at(off, out.len())?;
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: i < out.len(), so p + i is inside the checked range.
+            *b = unsafe { AtomicU8::from_ptr(p.add(i)).load(Ordering::Relaxed) };
+        }
+        Some(())
+    }
+
+    /// Copies `data` into the buffer at `off`.
+    pub fn write(&self, off: usize, data: &[u8]) -> Option<()> {
+        let p = self.at(off, data.len())?;
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: i < data.len(), so p + i is inside the checked range.
+            unsafe { AtomicU8::from_ptr(p.add(i)).store(*b, Ordering::Relaxed) };
+        }
+        Some(())
+    }
+
+    /// Sets `len` bytes at `off` to `byte` (8 bytes at a time where aligned).
+    pub fn fill(&self, off: usize, len: usize, byte: u8) -> Option<()> {
+        let p = self.at(off, len)?;
+        let word = u64::from_ne_bytes([byte; 8]);
+        let mut i = 0;
+        while i < len {
+            // SAFETY: i < len, so p + i is inside the checked range; the
+            // wide store is used only when 8 aligned bytes remain.
+            unsafe {
+                if (off + i) & 7 == 0 && len - i >= 8 {
+                    AtomicU64::from_ptr(p.add(i) as *mut u64).store(word, Ordering::Relaxed);
+                    i += 8;
+                } else {
+                    AtomicU8::from_ptr(p.add(i)).store(byte, Ordering::Relaxed);
+                    i += 1;
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Moves `len` bytes from `src` to `dst` inside the buffer (overlap
+    /// allowed, like `memmove`).
+    pub fn copy_within(&self, src: usize, dst: usize, len: usize) -> Option<()> {
+        self.at(src, len)?;
+        self.at(dst, len)?;
+        let mut tmp = vec![0u8; len];
+        self.read(src, &mut tmp)?;
+        self.write(dst, &tmp)
+    }
+
+    /// The whole buffer's bytes (a copy).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        // Cannot fail: the range is the whole buffer.
+        let _ = self.read(0, &mut v);
+        v
+    }
+}
+
+impl Drop for GuardedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `map`/`map_len` describe the mapping created in `new`,
+        // which nothing references any more (we have `&mut self`).
+        unsafe {
+            libc::munmap(self.map.as_ptr(), self.map_len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_checked() {
+        let b = GuardedBuf::new(10).expect("mmap");
+        assert_eq!(b.load(8, 2), Some(0));
+        assert_eq!(b.load(9, 2), None);
+        assert_eq!(b.load(usize::MAX, 8), None);
+        assert!(b.store(2, 8, 0x1122_3344_5566_7788).is_some());
+        assert_eq!(b.load(2, 8), Some(0x1122_3344_5566_7788));
+        assert_eq!(b.load(2, 1), Some(0x88));
+        assert_eq!(b.rmw(2, 8, Rmw::Add, 1), None, "unaligned atomic refused");
+        assert_eq!(b.rmw(0, 4, Rmw::Add, 5), Some(0x7788_0000));
+        assert_eq!(b.cmpxchg(0, 4, 0x7788_0005, 9), Some(0x7788_0005));
+        assert_eq!(b.load(0, 4), Some(9));
+    }
+
+    #[test]
+    fn copy_within_overlaps() {
+        let b = GuardedBuf::new(8).expect("mmap");
+        b.write(0, &[1, 2, 3, 4]).expect("in range");
+        b.copy_within(0, 2, 4).expect("in range");
+        assert_eq!(b.to_vec(), vec![1, 2, 1, 2, 3, 4, 0, 0]);
+    }
+}
