@@ -273,6 +273,16 @@ pub struct LineInfo {
     pub text: String,
 }
 
+/// Initial contents of one slot of a prog array declared with
+/// `__array(values, ...)` in C: the loader puts entry program `entry`
+/// (index into [`Image::entries`]) at `slot` of map `map`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MapInit {
+    pub map: usize,
+    pub slot: u32,
+    pub entry: usize,
+}
+
 /// The linked program.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Image {
@@ -289,6 +299,8 @@ pub struct Image {
     /// Line info, sorted by slot.
     pub line_info: Vec<LineInfo>,
     pub license: String,
+    /// Prog array slots to fill after loading (from `__array(values, ...)`).
+    pub map_inits: Vec<MapInit>,
 }
 
 impl Image {
@@ -316,6 +328,7 @@ impl Image {
             btf: None,
             line_info: Vec::new(),
             license: "GPL".to_string(),
+            map_inits: Vec::new(),
         }
     }
 

@@ -1,10 +1,46 @@
-//! eBPF ELF objects and the Image.
+//! eBPF ELF objects, BTF, the linker, and the Image.
 //!
 //! * [`image`]: the linked, backend-independent program every backend runs.
-//! * [`btf`]: BTF types and function signatures.
+//! * [`btf`]: BTF types, function signatures, `.BTF.ext`; parse, query,
+//!   build, merge and encode.
+//! * [`object`]: an unlinked object (functions with symbolic relocations,
+//!   maps, globals), as [`read`] produces it from ELF bytes.
+//! * [`progtype`]: program types from section names (libbpf conventions).
+//! * [`link`]: objects into an [`Image`].
+//! * [`write`]: an [`Image`] back into an eBPF relocatable ELF object.
+//! * [`error`]: read, link and write errors, each naming where.
+
+#![forbid(unsafe_code)]
 
 pub mod btf;
+pub mod error;
 pub mod image;
+pub mod link;
+pub mod object;
+pub mod progtype;
+pub mod read;
+pub mod write;
 
 pub use btf::Btf;
-pub use image::{Entry, Function, Image, LineInfo, MapKind, MapSpec, MapType, ProgType};
+pub use error::{Error, LinkError, Location, ReadError, ReadErrorKind, WriteError};
+pub use image::{Entry, Function, Image, LineInfo, MapInit, MapKind, MapSpec, MapType, ProgType};
+pub use link::{link, link_files};
+pub use object::Object;
+pub use read::read_object;
+pub use write::write_object;
+
+use std::path::Path;
+
+/// Reads the object file at `path` (not linked).
+pub fn read_file(path: impl AsRef<Path>) -> Result<Object, Error> {
+    let path = path.as_ref();
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    read_object(&bytes, &shown).map_err(|source| Error::Read {
+        path: shown,
+        source: Box::new(source),
+    })
+}

@@ -1,0 +1,433 @@
+//! Map definitions: legacy `maps` (`struct bpf_map_def`, one per symbol),
+//! BTF-defined `.maps` (read as libbpf does: `__uint` fields are pointers
+//! to arrays whose length is the value, `__type` fields are pointers to
+//! the key/value type), and global-data sections (`.rodata*`, `.data*`,
+//! `.bss*`), each a single-entry array map named after its section.
+
+use super::elf::{Elf, Section, SymKind, R_BPF_64_ABS64};
+use super::{err, MAX_DATA_SECTION};
+use crate::btf::{Btf, Kind};
+use crate::error::{Location, ReadError, ReadErrorKind};
+use crate::image::{MapKind, MapSpec, MapType};
+use crate::object::{Binding, DataSymbol, FuncRef, ObjFunction, ObjMapInit};
+use object::elf as e;
+use std::collections::HashMap;
+
+/// `BPF_F_RDONLY_PROG`: set on `.rodata` maps.
+pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+/// `LIBBPF_PIN_BY_NAME`.
+const PIN_BY_NAME: u32 = 1;
+
+/// Where a declared map's definition lives.
+pub(crate) struct DeclaredAt {
+    pub section: usize,
+    pub offset: u64,
+    pub size: u64,
+    /// Byte offset of the `values` array inside the definition.
+    pub values_off: Option<u64>,
+}
+
+/// The maps of an object being read.
+pub(crate) struct Maps {
+    pub specs: Vec<MapSpec>,
+    /// For `specs[i]` with `i < declared.len()`.
+    pub declared: Vec<DeclaredAt>,
+    pub global_by_section: HashMap<usize, usize>,
+    pub data_symbols: Vec<DataSymbol>,
+}
+
+impl Maps {
+    /// The declared map whose definition starts at `offset` of `section`.
+    pub fn declared_at(&self, section: usize, offset: u64) -> Option<usize> {
+        self.declared
+            .iter()
+            .position(|d| d.section == section && d.offset == offset)
+    }
+}
+
+fn bad(loc: Location, msg: impl Into<String>) -> ReadError {
+    err(loc, ReadErrorKind::BadMap(msg.into()))
+}
+
+fn is_global_data(name: &str) -> bool {
+    let prefixed = |p: &str| name == p || name.strip_prefix(p).is_some_and(|r| r.starts_with('.'));
+    prefixed(".rodata") || prefixed(".data") || prefixed(".bss")
+}
+
+fn binding(bind: u8) -> Binding {
+    match bind {
+        e::STB_LOCAL => Binding::Local,
+        e::STB_WEAK => Binding::Weak,
+        _ => Binding::Global,
+    }
+}
+
+pub(crate) fn read_maps(elf: &Elf<'_>, btf: Option<&Btf>) -> Result<Maps, ReadError> {
+    let mut maps = Maps {
+        specs: Vec::new(),
+        declared: Vec::new(),
+        global_by_section: HashMap::new(),
+        data_symbols: Vec::new(),
+    };
+    for sec in &elf.sections {
+        if sec.name == "maps" {
+            legacy_maps(elf, sec, &mut maps)?;
+        } else if sec.name == ".maps" {
+            btf_maps(elf, sec, btf, &mut maps)?;
+        }
+    }
+    for sec in &elf.sections {
+        if is_global_data(&sec.name) && sec.is_alloc() && !sec.is_code() && sec.size > 0 {
+            global_map(elf, sec, btf, &mut maps)?;
+        }
+    }
+    Ok(maps)
+}
+
+/// Symbols naming maps in a maps section, by offset.
+fn map_symbols<'e>(elf: &'e Elf<'_>, sec: &Section<'_>) -> Vec<&'e super::elf::Symbol> {
+    let mut syms: Vec<_> = elf
+        .symbols_in(sec.index)
+        .map(|(_, s)| s)
+        .filter(|s| matches!(s.kind, SymKind::Object | SymKind::NoType) && !s.name.is_empty())
+        .collect();
+    syms.sort_by_key(|s| s.value);
+    syms
+}
+
+fn legacy_maps(elf: &Elf<'_>, sec: &Section<'_>, maps: &mut Maps) -> Result<(), ReadError> {
+    let syms = map_symbols(elf, sec);
+    if syms.is_empty() {
+        return Ok(());
+    }
+    let default_size = sec.size / syms.len() as u64;
+    for s in syms {
+        let loc = Location::at(&sec.name, s.value).with_symbol(&s.name);
+        let size = if s.size != 0 { s.size } else { default_size };
+        if size < 16 {
+            return Err(bad(
+                loc,
+                format!("definition is {size} bytes, struct bpf_map_def needs at least 16"),
+            ));
+        }
+        let def = usize::try_from(s.value)
+            .ok()
+            .zip(usize::try_from(size).ok())
+            .and_then(|(o, n)| sec.data.get(o..o.checked_add(n)?))
+            .ok_or_else(|| bad(loc.clone(), "definition is outside the section"))?;
+        let word = |i: usize| -> u32 {
+            def.get(i * 4..i * 4 + 4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .unwrap_or(0)
+        };
+        if def.iter().skip(20).any(|&b| b != 0) {
+            return Err(bad(
+                loc,
+                "fields after map_flags (inner map, NUMA node, pinning) are not supported",
+            ));
+        }
+        let map_type = MapType::from_kernel_id(word(0))
+            .ok_or_else(|| bad(loc.clone(), format!("unknown map type {}", word(0))))?;
+        maps.specs.push(MapSpec {
+            name: s.name.clone(),
+            kind: MapKind::Declared,
+            map_type,
+            key_size: word(1),
+            value_size: word(2),
+            max_entries: word(3),
+            flags: word(4),
+            key_type_id: None,
+            value_type_id: None,
+            data: None,
+            pin_by_name: false,
+        });
+        maps.declared.push(DeclaredAt {
+            section: sec.index,
+            offset: s.value,
+            size,
+            values_off: None,
+        });
+    }
+    Ok(())
+}
+
+fn btf_maps(
+    elf: &Elf<'_>,
+    sec: &Section<'_>,
+    btf: Option<&Btf>,
+    maps: &mut Maps,
+) -> Result<(), ReadError> {
+    let Some(btf) = btf else {
+        if map_symbols(elf, sec).is_empty() {
+            return Ok(());
+        }
+        return Err(bad(
+            Location::section(&sec.name),
+            "BTF-defined maps need a .BTF section (compile with -g)",
+        ));
+    };
+    let vars = btf.datasec_vars(".maps");
+    for v in vars {
+        let sym = elf
+            .symbols_in(sec.index)
+            .find(|(_, s)| s.name == v.name)
+            .map(|(_, s)| s);
+        let offset = sym.map(|s| s.value).unwrap_or(v.offset as u64);
+        let loc = Location::at(".maps", offset).with_symbol(&v.name);
+        let (spec, values_off) = btf_map_def(btf, &v.name, v.ty).map_err(|m| bad(loc, m))?;
+        maps.specs.push(spec);
+        maps.declared.push(DeclaredAt {
+            section: sec.index,
+            offset,
+            size: u64::from(v.size),
+            values_off,
+        });
+    }
+    Ok(())
+}
+
+/// The integer of a `__uint(name, val)` field: `int (*name)[val]`.
+fn uint_field(btf: &Btf, ty: u32, field: &str) -> Result<u32, String> {
+    let p = btf.strip(ty).map_err(|e| e.to_string())?;
+    let Some(Kind::Ptr { ty: arr }) = btf.get(p).map(|t| &t.kind) else {
+        return Err(format!(
+            "field '{field}' is not a pointer to an array (__uint)"
+        ));
+    };
+    let a = btf.strip(*arr).map_err(|e| e.to_string())?;
+    match btf.get(a).map(|t| &t.kind) {
+        Some(Kind::Array { nelems, .. }) => Ok(*nelems),
+        _ => Err(format!(
+            "field '{field}' is not a pointer to an array (__uint)"
+        )),
+    }
+}
+
+/// The type of a `__type(name, T)` field: `T *name`.
+fn type_field(btf: &Btf, ty: u32, field: &str) -> Result<(u32, u32), String> {
+    let p = btf.strip(ty).map_err(|e| e.to_string())?;
+    let Some(Kind::Ptr { ty: target }) = btf.get(p).map(|t| &t.kind) else {
+        return Err(format!("field '{field}' is not a pointer (__type)"));
+    };
+    let size = btf
+        .size_of(*target)
+        .map_err(|e| format!("field '{field}': {e}"))?;
+    Ok((*target, size))
+}
+
+/// Reads one BTF map definition (the struct type of a `.maps` variable).
+/// Returns the spec and the byte offset of its `values` array, if any.
+pub(crate) fn btf_map_def(
+    btf: &Btf,
+    name: &str,
+    ty: u32,
+) -> Result<(MapSpec, Option<u64>), String> {
+    let members = btf.members(ty).map_err(|e| e.to_string())?.to_vec();
+    let mut map_type = None;
+    let (mut key_size, mut value_size) = (None, None);
+    let (mut key_type, mut value_type) = (None, None);
+    let (mut max_entries, mut flags, mut pinning) = (0, 0, 0);
+    let mut values_off = None;
+    for (i, m) in members.iter().enumerate() {
+        let f = m.name.as_str();
+        match f {
+            "type" => {
+                let t = uint_field(btf, m.ty, f)?;
+                map_type = Some(MapType::from_kernel_id(t).ok_or(format!("unknown map type {t}"))?);
+            }
+            "max_entries" => max_entries = uint_field(btf, m.ty, f)?,
+            "map_flags" => flags = uint_field(btf, m.ty, f)?,
+            "pinning" => pinning = uint_field(btf, m.ty, f)?,
+            "numa_node" | "map_extra" => {
+                if uint_field(btf, m.ty, f)? != 0 {
+                    return Err(format!("field '{f}' is not supported"));
+                }
+            }
+            "key_size" => key_size = Some(uint_field(btf, m.ty, f)?),
+            "value_size" => value_size = Some(uint_field(btf, m.ty, f)?),
+            "key" => {
+                let (t, s) = type_field(btf, m.ty, f)?;
+                if key_size.is_some_and(|k| k != s) {
+                    return Err(format!(
+                        "key_size {} disagrees with key type size {s}",
+                        key_size.unwrap_or(0)
+                    ));
+                }
+                key_type = Some(t);
+                key_size = Some(s);
+            }
+            "value" => {
+                let (t, s) = type_field(btf, m.ty, f)?;
+                if value_size.is_some_and(|v| v != s) {
+                    return Err(format!(
+                        "value_size {} disagrees with value type size {s}",
+                        value_size.unwrap_or(0)
+                    ));
+                }
+                value_type = Some(t);
+                value_size = Some(s);
+            }
+            "values" => {
+                if i + 1 != members.len() {
+                    return Err("'values' must be the last field".into());
+                }
+                if m.bit_offset % 8 != 0 {
+                    return Err("'values' is not byte aligned".into());
+                }
+                values_off = Some(u64::from(m.bit_offset / 8));
+            }
+            other => return Err(format!("unknown map definition field '{other}'")),
+        }
+    }
+    let map_type = map_type.ok_or("no map type (__uint(type, ...))")?;
+    if values_off.is_some() {
+        match map_type {
+            MapType::ProgArray => {
+                if value_size.is_some_and(|v| v != 4) {
+                    return Err("a prog array's value_size must be 4".into());
+                }
+                value_size = Some(4);
+                key_size = Some(key_size.unwrap_or(4));
+            }
+            MapType::ArrayOfMaps | MapType::HashOfMaps => {
+                return Err("maps of maps (__array(values, struct ...)) are not supported".into());
+            }
+            t => {
+                return Err(format!(
+                    "'values' is only valid for prog arrays, not {}",
+                    t.name()
+                ))
+            }
+        }
+    }
+    if pinning > PIN_BY_NAME {
+        return Err(format!(
+            "pinning {pinning} is not supported (0 or LIBBPF_PIN_BY_NAME)"
+        ));
+    }
+    Ok((
+        MapSpec {
+            name: name.to_string(),
+            kind: MapKind::Declared,
+            map_type,
+            key_size: key_size.unwrap_or(0),
+            value_size: value_size.unwrap_or(0),
+            max_entries,
+            flags,
+            key_type_id: key_type,
+            value_type_id: value_type,
+            data: None,
+            pin_by_name: pinning == PIN_BY_NAME,
+        },
+        values_off,
+    ))
+}
+
+fn global_map(
+    elf: &Elf<'_>,
+    sec: &Section<'_>,
+    btf: Option<&Btf>,
+    maps: &mut Maps,
+) -> Result<(), ReadError> {
+    let loc = Location::section(&sec.name);
+    if sec.size > MAX_DATA_SECTION {
+        return Err(bad(
+            loc,
+            format!("{} bytes of global data is too large", sec.size),
+        ));
+    }
+    let data = if sec.sh_type == e::SHT_NOBITS {
+        vec![0u8; sec.size as usize]
+    } else {
+        sec.data.to_vec()
+    };
+    let read_only = sec.name.starts_with(".rodata");
+    let idx = maps.specs.len();
+    maps.specs.push(MapSpec {
+        name: sec.name.clone(),
+        kind: MapKind::Global {
+            section: sec.name.clone(),
+            read_only,
+        },
+        map_type: MapType::Array,
+        key_size: 4,
+        value_size: data.len() as u32,
+        max_entries: 1,
+        flags: if read_only { BPF_F_RDONLY_PROG } else { 0 },
+        key_type_id: None,
+        value_type_id: btf.and_then(|b| b.find_datasec(&sec.name)),
+        data: Some(data),
+        pin_by_name: false,
+    });
+    maps.global_by_section.insert(sec.index, idx);
+    for (_, s) in elf.symbols_in(sec.index) {
+        if s.kind != SymKind::Object || s.is_local() || s.name.is_empty() {
+            continue;
+        }
+        maps.data_symbols.push(DataSymbol {
+            name: s.name.clone(),
+            map: idx,
+            offset: s.value as u32,
+            size: s.size as u32,
+            binding: binding(s.bind),
+        });
+    }
+    Ok(())
+}
+
+/// Prog array contents from `__array(values, ...)` initialisers: the
+/// `R_BPF_64_ABS64` relocations of `.maps`.
+pub(crate) fn read_map_inits(
+    elf: &Elf<'_>,
+    maps: &Maps,
+    functions: &[ObjFunction],
+) -> Result<Vec<ObjMapInit>, ReadError> {
+    let mut out = Vec::new();
+    for sec in elf
+        .sections
+        .iter()
+        .filter(|s| s.name == ".maps" || s.name == "maps")
+    {
+        for r in &sec.rels {
+            let sym = &elf.symbols[r.sym];
+            let loc = Location::at(&sec.name, r.offset).with_symbol(&sym.name);
+            if r.rtype != R_BPF_64_ABS64 {
+                return Err(err(loc, ReadErrorKind::RelocationType(r.rtype)));
+            }
+            let found = maps.declared.iter().enumerate().find(|(_, d)| {
+                d.section == sec.index
+                    && r.offset >= d.offset
+                    && r.offset < d.offset + d.size.max(1)
+            });
+            let Some((map, d)) = found else {
+                return Err(bad(loc, "relocation outside every map definition"));
+            };
+            let Some(values) = d.values_off else {
+                return Err(bad(loc, "relocation in a map definition without 'values'"));
+            };
+            let rel = r.offset - d.offset;
+            if rel < values || (rel - values) % 8 != 0 {
+                return Err(bad(loc, "relocation is not on a 'values' slot"));
+            }
+            let slot = ((rel - values) / 8) as u32;
+            if slot >= maps.specs[map].max_entries {
+                return Err(bad(loc, format!("slot {slot} is beyond max_entries")));
+            }
+            let target_sec = sym.section.map(|s| elf.section_name(s).to_string());
+            let func = functions.iter().position(|f| {
+                Some(&f.section) == target_sec.as_ref()
+                    && (f.section_slot as u64) * 8 == sym.value
+                    && f.prog_type.is_some()
+            });
+            let target = match func {
+                Some(i) => FuncRef::Index(i),
+                None if sym.section.is_none() && !sym.name.is_empty() => {
+                    FuncRef::Named(sym.name.clone())
+                }
+                None => return Err(bad(loc, "prog array value is not a program of this object")),
+            };
+            out.push(ObjMapInit { map, slot, target });
+        }
+    }
+    Ok(out)
+}
