@@ -17,9 +17,11 @@ build: deps
 demo: build
 	@bash scripts/demo.sh
 
+# clippy in the release profile shares build-script outputs (libbpf, clang-built
+# NFs and corpus) with the release test build that follows.
 lint: deps
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 test: deps lint
 	$(CARGO) test --workspace --release -- --test-threads=2
