@@ -26,6 +26,9 @@ enum Command {
     /// Inspect ELF objects.
     #[command(subcommand)]
     Object(cmd::object::Command),
+    /// The NF catalogue: list NFs, show one's documentation and code.
+    #[command(subcommand)]
+    Nf(cmd::nf::Command),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Command::Asm(a) => cmd::asm::run(a),
         Command::Disasm(a) => cmd::disasm::run(a),
         Command::Object(c) => cmd::object::run(c),
+        Command::Nf(c) => cmd::nf::run(c),
     };
     match result {
         Ok(code) => code,

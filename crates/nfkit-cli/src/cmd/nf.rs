@@ -1,0 +1,268 @@
+//! `nfkit nf list [--json]` and `nfkit nf show NAME`: the NF catalogue
+//! (embedded, plus users' objects found through `--nf-path` and
+//! `NFKIT_NF_PATH`) with each NF's documentation and disassembly.
+
+use anyhow::{bail, Context as _};
+use nfkit_nf::{Hook, NfDoc, NfKind, Origin, SearchPath};
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// List every NF with its module, arguments, return values and maps.
+    List(ListArgs),
+    /// Show an NF's documentation and the disassembly of its function.
+    Show(ShowArgs),
+}
+
+#[derive(clap::Args)]
+pub struct PathArgs {
+    /// Extra NF directories (colon-separated, searched before
+    /// NFKIT_NF_PATH and the built-in catalogue) holding <module>.<hook>.o
+    /// or <module>.o files.
+    #[arg(long = "nf-path", value_name = "DIRS")]
+    nf_path: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct ListArgs {
+    /// Print JSON (an array of NFs and classifiers) instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    path: PathArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ShowArgs {
+    /// The NF: `tb_dst`, `meter.tb_dst` or `nf.meter.tb_dst`.
+    name: String,
+    /// Hook of the build to disassemble (xdp, tc, socket); default: the NF's first.
+    #[arg(long)]
+    hook: Option<String>,
+    #[command(flatten)]
+    path: PathArgs,
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    match c {
+        Command::List(a) => list(a),
+        Command::Show(a) => show(a),
+    }
+}
+
+fn hooks_text(hooks: &[Hook]) -> String {
+    hooks.iter().map(|h| h.name()).collect::<Vec<_>>().join(" ")
+}
+
+fn maps_text(maps: &[String]) -> String {
+    if maps.is_empty() {
+        "none".to_string()
+    } else {
+        maps.join(", ")
+    }
+}
+
+fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
+    let path = SearchPath::from_env(&a.path.nf_path);
+    let all = path.list_all(true)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    let mut module = "";
+    for kind in [NfKind::Nf, NfKind::Classifier] {
+        if kind == NfKind::Classifier {
+            out.push_str("\nclassifiers (entry programs that pick a chain per packet):\n");
+            module = "";
+        }
+        for d in all.iter().filter(|d| d.kind == kind) {
+            if d.module != module {
+                module = &d.module;
+                let origin = if d.origin == "embedded" {
+                    String::new()
+                } else {
+                    format!("  ({})", d.origin)
+                };
+                let _ = writeln!(out, "{module}{origin}");
+            }
+            let _ = writeln!(out, "  {:<28} [{}]", d.signature(), hooks_text(&d.hooks));
+            for arg in &d.args {
+                if !arg.doc.is_empty() {
+                    let _ = writeln!(out, "      {}: {}", arg.name, arg.doc);
+                }
+            }
+            let _ = writeln!(out, "      returns: {}", d.returns);
+            let _ = writeln!(out, "      maps: {}", maps_text(&d.maps));
+        }
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    let path = SearchPath::from_env(&a.path.nf_path);
+    let found = path.lookup(&a.name)?;
+    let Some(d) = found.first() else {
+        bail!(
+            "no NF called `{}` (see `nfkit nf list`; user objects are found through --nf-path and NFKIT_NF_PATH)",
+            a.name
+        );
+    };
+    let hook = match &a.hook {
+        Some(h) => {
+            let h: Hook = h.parse()?;
+            if !d.hooks.contains(&h) {
+                bail!(
+                    "{} is not built for hook {h} (hooks: {})",
+                    d.full_name(),
+                    hooks_text(&d.hooks)
+                );
+            }
+            h
+        }
+        None => *d
+            .hooks
+            .first()
+            .with_context(|| format!("{} has no hook it can be built for", d.full_name()))?,
+    };
+    let mut out = describe(d);
+    if found.len() > 1 {
+        let others: Vec<String> = found[1..]
+            .iter()
+            .map(|o| format!("{} ({})", o.full_name(), o.origin))
+            .collect();
+        let _ = writeln!(
+            out,
+            "also found (shadowed or other modules): {}",
+            others.join(", ")
+        );
+    }
+    let r = path
+        .resolve(&d.module, hook)?
+        .with_context(|| format!("no object of module {} for hook {hook}", d.module))?;
+    let obj = nfkit_object::read_object(&r.bytes, &r.origin.to_string())
+        .with_context(|| format!("reading {}", r.origin))?;
+    let f = obj
+        .function(&d.symbol)
+        .with_context(|| format!("{} has no function {}", r.origin, d.symbol))?;
+    let origin = match &r.origin {
+        Origin::Embedded => format!(
+            "nf/{}.c, built for {hook}",
+            d.module.trim_start_matches("nf.")
+        ),
+        Origin::File(p) => p.display().to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "\ndisassembly of {} ({origin}, section {}, {} instructions):",
+        d.symbol,
+        f.section,
+        f.insns.len()
+    );
+    // TODO: use nfkit_isa's disassembler (llvm syntax) once it exists; until
+    // then each instruction prints in its structured form.
+    let mut slot = 0usize;
+    for (i, insn) in f.insns.iter().enumerate() {
+        let note = annotation(&obj, f, i, insn);
+        let _ = writeln!(out, "  {slot:4}: {insn:?}{note}");
+        slot += nfkit_isa::slot_count(std::slice::from_ref(insn));
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What instruction `i` of `f` refers to: its relocation (map, global
+/// data, called function) or the helper it calls.
+fn annotation(
+    obj: &nfkit_object::Object,
+    f: &nfkit_object::object::ObjFunction,
+    i: usize,
+    insn: &nfkit_isa::Insn,
+) -> String {
+    use nfkit_object::object::{FuncRef, RelocTarget};
+    let func = |r: &FuncRef| match r {
+        FuncRef::Index(k) => obj
+            .functions
+            .get(*k)
+            .map(|f| f.name.clone())
+            .unwrap_or_default(),
+        FuncRef::Named(n) => n.clone(),
+    };
+    let map = |k: usize| obj.maps.get(k).map(|m| m.name.clone()).unwrap_or_default();
+    if let Some(r) = f.relocs.iter().find(|r| r.insn == i) {
+        return match &r.target {
+            RelocTarget::Map(k) => format!("   ; map {}", map(*k)),
+            RelocTarget::MapValue { map: k, offset } => format!("   ; &{} + {offset}", map(*k)),
+            RelocTarget::Call(t) => format!("   ; call {}", func(t)),
+            RelocTarget::FuncAddr(t) => format!("   ; &{}", func(t)),
+        };
+    }
+    if let nfkit_isa::Insn::Call {
+        kind: nfkit_isa::CallKind::Helper,
+        imm,
+    } = insn
+    {
+        if let Some(name) = nfkit_isa::helpers::helper_name(*imm) {
+            return format!("   ; {name}");
+        }
+    }
+    String::new()
+}
+
+/// The documentation part of `nf show`.
+fn describe(d: &NfDoc) -> String {
+    let mut out = String::new();
+    let what = match d.kind {
+        NfKind::Nf => format!("NF {}", d.full_name()),
+        NfKind::Classifier => format!("classifier {}", d.full_name()),
+    };
+    let _ = writeln!(
+        out,
+        "{what}   (symbol {}, hooks: {})",
+        d.symbol,
+        hooks_text(&d.hooks)
+    );
+    if d.kind == NfKind::Nf {
+        let _ = writeln!(
+            out,
+            "  u64 {}(ctx{})",
+            d.symbol,
+            d.args
+                .iter()
+                .map(|a| format!(", u64 {}", a.name))
+                .collect::<String>()
+        );
+    }
+    let _ = writeln!(out, "\n{}\n", d.doc);
+    if !d.args.is_empty() {
+        out.push_str("arguments:\n");
+        for a in &d.args {
+            let _ = writeln!(out, "  {:<10} {}", a.name, a.doc);
+        }
+    }
+    let _ = writeln!(out, "returns: {}", d.returns);
+    let _ = writeln!(out, "maps: {}", maps_text(&d.maps));
+    if let Some(m) = nfkit_nf::module(&d.module).filter(|_| d.origin == "embedded") {
+        if let Some(doc) = m.doc() {
+            for name in &d.maps {
+                if let Some(md) = doc.maps.iter().find(|x| &x.name == name) {
+                    let _ = writeln!(out, "  {name}: {}", md.doc);
+                }
+            }
+            let consts: Vec<String> = doc
+                .consts
+                .iter()
+                .map(|c| format!("  {} = {}: {}", c.name, c.value, c.doc))
+                .collect();
+            if !consts.is_empty() {
+                let _ = writeln!(out, "constants of {}:\n{}", d.module, consts.join("\n"));
+            }
+        }
+    }
+    if !d.bad.is_empty() {
+        let _ = writeln!(out, "bad arguments: {}", d.bad);
+    }
+    out
+}
