@@ -33,6 +33,32 @@ fn hook_variant(h: &str) -> &'static str {
     }
 }
 
+/// `clang -O2 -g -target bpf -mcpu=v3 -DNF_HOOK_<HOOK> -I include [-I arch] -c src -o obj`.
+fn compile(
+    clang: &str,
+    src: &Path,
+    hook: &str,
+    include: &Path,
+    arch_inc: Option<&str>,
+    obj: &Path,
+) {
+    let mut cmd = Command::new(clang);
+    cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall"])
+        .arg(format!("-DNF_HOOK_{}", hook.to_uppercase()))
+        .arg("-I")
+        .arg(include);
+    if let Some(inc) = arch_inc {
+        cmd.arg(format!("-I{inc}"));
+    }
+    cmd.arg("-c").arg(src).arg("-o").arg(obj);
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {clang} (install clang and libbpf-dev): {e}"));
+    if !status.success() {
+        panic!("{clang} failed on {} for hook {hook}", src.display());
+    }
+}
+
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let nf_dir = manifest.join("../../nf");
@@ -43,6 +69,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", nf_dir.display());
     println!("cargo:rerun-if-changed={}", include.display());
     println!("cargo:rerun-if-changed=src/docblock.rs");
+    println!("cargo:rerun-if-changed=src/caller.c");
     for dir in [&nf_dir, &include] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             println!("cargo:rerun-if-changed={}", entry.path().display());
@@ -105,6 +132,22 @@ fn main() {
         ));
     }
     table.push_str("]\n");
+
+    // The caller (src/caller.c), once per hook.
+    let caller = manifest.join("src/caller.c");
+    let mut callers = String::from("&[\n");
+    for hook in docblock::HOOK_NAMES {
+        let obj = out.join(format!("caller.{hook}.o"));
+        compile(&clang, &caller, hook, &include, arch_inc.as_deref(), &obj);
+        callers.push_str(&format!(
+            "    HookObj {{ hook: {}, object: include_bytes!({:?}), path: {:?} }},\n",
+            hook_variant(hook),
+            path_str(&obj),
+            path_str(&obj),
+        ));
+    }
+    callers.push_str("]\n");
+    std::fs::write(out.join("callers.rs"), callers).expect("write callers.rs");
     std::fs::write(out.join("catalogue.rs"), table).expect("write catalogue.rs");
     std::fs::write(
         out.join("header.rs"),

@@ -25,6 +25,16 @@ pub enum NfError {
     },
     #[error("NF documentation: {0}")]
     Doc(#[from] DocError),
+    #[error("{path} has no function {symbol}")]
+    NoSymbol { path: String, symbol: String },
+    #[error("no {what} on the NF search path")]
+    NotFound { what: String },
+    #[error("linking {what}: {source}")]
+    Link {
+        what: String,
+        #[source]
+        source: Box<nfkit_object::LinkError>,
+    },
     #[error("bad NF name `{0}`: expected NAME or MODULE.NAME (e.g. tb_dst or nf.meter.tb_dst)")]
     BadName(String),
 }

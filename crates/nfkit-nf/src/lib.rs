@@ -8,10 +8,13 @@
 //!   [`find`], [`list`]) and the documentation types ([`NfDoc`]).
 //! * [`search`]: [`SearchPath`] (`--nf-path`, `NFKIT_NF_PATH`): users'
 //!   `<module>.<hook>.o` / `<module>.o` first, then the embedded catalogue.
+//! * [`caller`]: a tiny entry program that runs one NF on a packet and
+//!   reports its 64-bit result (tests in the VM and the kernel).
 //! * [`error`]: the error type, [`NfError`].
 
 #![forbid(unsafe_code)]
 
+pub mod caller;
 pub mod catalogue;
 pub mod docblock;
 pub mod error;

@@ -34,9 +34,9 @@ fn every_nf_has_its_full_signature_in_btf_for_each_hook() {
                     continue;
                 }
                 let sym = format!("nf_{}", nf.name);
-                let id = btf
-                    .find_func(&sym)
-                    .unwrap_or_else(|| panic!("{sym} missing from the BTF of {} {}", m.name, o.hook));
+                let id = btf.find_func(&sym).unwrap_or_else(|| {
+                    panic!("{sym} missing from the BTF of {} {}", m.name, o.hook)
+                });
                 let sig = btf.func_signature(id).expect("signature");
                 let where_ = format!("{sym} ({} {}): {}", m.name, o.hook, sig.c_decl);
                 assert_eq!(sig.linkage, Linkage::Global, "{where_}");
@@ -54,7 +54,9 @@ fn every_nf_has_its_full_signature_in_btf_for_each_hook() {
                     }
                 }
                 match &btf.get(strip(sig.ret)).expect("type").kind {
-                    Kind::Int { size, encoding, .. } => assert_eq!((*size, *encoding & 1), (8, 0), "{where_}"),
+                    Kind::Int { size, encoding, .. } => {
+                        assert_eq!((*size, *encoding & 1), (8, 0), "{where_}")
+                    }
                     k => panic!("{where_}: returns {k:?}"),
                 }
                 // The documented arguments are the named parameters, in order;
@@ -67,11 +69,18 @@ fn every_nf_has_its_full_signature_in_btf_for_each_hook() {
                 let documented: Vec<&str> = nf.args.iter().map(|(n, _)| n.as_str()).collect();
                 assert_eq!(named, documented, "{where_}");
                 // A real function, not folded away.
-                let f = obj.function(&sym).unwrap_or_else(|| panic!("{where_}: no function"));
+                let f = obj
+                    .function(&sym)
+                    .unwrap_or_else(|| panic!("{where_}: no function"));
                 assert!(f.prog_type.is_none(), "{where_}");
                 // Its exports.
-                for export in [format!("{}{}", o.hook.standalone_prefix(), nf.name), format!("dyn_{}", nf.name)] {
-                    let e = obj.function(&export).unwrap_or_else(|| panic!("{where_}: no {export}"));
+                for export in [
+                    format!("{}{}", o.hook.standalone_prefix(), nf.name),
+                    format!("dyn_{}", nf.name),
+                ] {
+                    let e = obj
+                        .function(&export)
+                        .unwrap_or_else(|| panic!("{where_}: no {export}"));
                     assert!(e.prog_type.is_some(), "{export} is not a program");
                     assert_eq!(e.section, o.hook.section(), "{export}");
                 }
@@ -79,7 +88,9 @@ fn every_nf_has_its_full_signature_in_btf_for_each_hook() {
             }
             for c in &doc.classifiers {
                 for p in [c.name.clone(), format!("dyn_{}", c.name)] {
-                    let f = obj.function(&p).unwrap_or_else(|| panic!("{} {}: no {p}", m.name, o.hook));
+                    let f = obj
+                        .function(&p)
+                        .unwrap_or_else(|| panic!("{} {}: no {p}", m.name, o.hook));
                     assert_eq!(f.section, o.hook.section(), "{p}");
                 }
             }
