@@ -418,6 +418,12 @@ static __always_inline __u32 nf_rand(void)
  * bpf_skb_load_bytes when the bytes are not in the linear area); socket
  * filters always copy (offset 0 = network header). */
 
+/* Hides a pointer's origin from the compiler. Without it clang folds
+ * `!p` for p = (void *)(long)skb->data into a 32-bit test of the u32
+ * field, which only works while the packet's address has non-zero low 32
+ * bits (true in the kernel, not a guarantee elsewhere, e.g. in a VM). */
+#define nf__opaque(p) asm volatile("" : "+r"(p))
+
 #if NF_HOOK_ID == NF_HOOKID_XDP
 #define NF__DATA(ctx) ((void *)(long)(ctx)->data)
 #define NF__DATA_END(ctx) ((void *)(long)(ctx)->data_end)
@@ -434,6 +440,7 @@ static __always_inline __u32 nf_rand(void)
 		r_ = (typeof(buf))p_;                                         \
 	else if (bpf_skb_load_bytes(ctx, (off), (buf), sizeof(*(buf))) == 0)  \
 		r_ = (buf);                                                   \
+	nf__opaque(r_);                                                       \
 	r_; })
 #else
 #define nf__hdr(ctx, off, buf) \

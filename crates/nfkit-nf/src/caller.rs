@@ -12,7 +12,7 @@ use crate::catalogue::HookObj;
 use crate::error::NfError;
 use crate::hook::Hook;
 use crate::search::SearchPath;
-use nfkit_object::object::{FuncRef, RelocTarget};
+use nfkit_object::object::{FuncRef, ObjFunction, RelocTarget};
 use nfkit_object::{Image, Object};
 
 /// Entry returning the NF's result as r0 (all 64 bits in the VM).
@@ -46,19 +46,65 @@ pub fn encode_args(args: [u64; 4]) -> [u8; CALL_ARGS_SIZE] {
     v
 }
 
+/// Keeps the functions of `obj` for which `keep` holds, fixing the
+/// function indexes of relocations and prog-array initialisers.
+fn retain_functions(obj: &mut Object, keep: impl Fn(&ObjFunction) -> bool) {
+    let mut new_index = Vec::with_capacity(obj.functions.len());
+    let mut next = 0usize;
+    for f in &obj.functions {
+        if keep(f) {
+            new_index.push(Some(next));
+            next += 1;
+        } else {
+            new_index.push(None);
+        }
+    }
+    let remap = |r: &mut FuncRef| -> bool {
+        match r {
+            FuncRef::Index(i) => match new_index.get(*i).copied().flatten() {
+                Some(n) => {
+                    *i = n;
+                    true
+                }
+                None => false,
+            },
+            FuncRef::Named(_) => true,
+        }
+    };
+    let old = std::mem::take(&mut obj.functions);
+    for (f, keep) in old.into_iter().zip(new_index.iter()) {
+        if keep.is_some() {
+            obj.functions.push(f);
+        }
+    }
+    for f in &mut obj.functions {
+        f.relocs.retain_mut(|r| match &mut r.target {
+            RelocTarget::Call(t) | RelocTarget::FuncAddr(t) => remap(t),
+            _ => true,
+        });
+    }
+    obj.map_inits.retain_mut(|m| remap(&mut m.target));
+}
+
 /// The caller and the module object holding `symbol`, ready to link: the
-/// module's `symbol` renamed to [`TARGET`].
+/// module's `symbol` renamed to [`TARGET`], the module's own programs
+/// (standalone and dynamic exports) left out, and of the caller's
+/// programs only those in `entries` ([`CALL_ENTRY`], [`CALL_ACT_ENTRY`]).
 pub fn caller_objects(
     module_elf: &[u8],
     origin: &str,
     symbol: &str,
     hook: Hook,
+    entries: &[&str],
 ) -> Result<Vec<Object>, NfError> {
     let c = caller_object(hook);
-    let caller = nfkit_object::read_object(c.object, c.path).map_err(|e| NfError::Object {
+    let mut caller = nfkit_object::read_object(c.object, c.path).map_err(|e| NfError::Object {
         path: c.path.to_string(),
         source: Box::new(read_err(c.path, e)),
     })?;
+    retain_functions(&mut caller, |f| {
+        f.prog_type.is_none() || entries.contains(&f.name.as_str())
+    });
     let mut module =
         nfkit_object::read_object(module_elf, origin).map_err(|e| NfError::Object {
             path: origin.to_string(),
@@ -84,7 +130,45 @@ pub fn caller_objects(
             }
         }
     }
+    let wanted = reachable(&module, TARGET);
+    retain_functions(&mut module, |f| wanted.contains(&f.name));
     Ok(vec![caller, module])
+}
+
+/// Names of the functions of `obj` that `from` reaches through calls
+/// (itself included).
+fn reachable(obj: &Object, from: &str) -> Vec<String> {
+    let mut seen: Vec<usize> = obj
+        .functions
+        .iter()
+        .position(|f| f.name == from)
+        .into_iter()
+        .collect();
+    let mut i = 0;
+    while let Some(&k) = seen.get(i) {
+        i += 1;
+        let Some(f) = obj.functions.get(k) else {
+            continue;
+        };
+        for r in &f.relocs {
+            let target = match &r.target {
+                RelocTarget::Call(t) | RelocTarget::FuncAddr(t) => t,
+                _ => continue,
+            };
+            let idx = match target {
+                FuncRef::Index(j) => Some(*j),
+                FuncRef::Named(n) => obj.functions.iter().position(|g| &g.name == n),
+            };
+            if let Some(j) = idx {
+                if !seen.contains(&j) {
+                    seen.push(j);
+                }
+            }
+        }
+    }
+    seen.iter()
+        .filter_map(|&k| obj.functions.get(k).map(|f| f.name.clone()))
+        .collect()
 }
 
 fn read_err(path: &str, e: nfkit_object::ReadError) -> nfkit_object::Error {
@@ -94,13 +178,24 @@ fn read_err(path: &str, e: nfkit_object::ReadError) -> nfkit_object::Error {
     }
 }
 
-/// The linked Image of the caller and NF `module`.`name` for `hook`,
-/// module objects resolved through `path`.
+/// The linked Image of the caller (both entries) and NF `module`.`name`
+/// for `hook`, module objects resolved through `path`.
 pub fn caller_image(
     path: &SearchPath,
     module: &str,
     name: &str,
     hook: Hook,
+) -> Result<Image, NfError> {
+    caller_image_with(path, module, name, hook, &[CALL_ENTRY, CALL_ACT_ENTRY])
+}
+
+/// [`caller_image`] with only the caller entries `entries`.
+pub fn caller_image_with(
+    path: &SearchPath,
+    module: &str,
+    name: &str,
+    hook: Hook,
+    entries: &[&str],
 ) -> Result<Image, NfError> {
     let r = path
         .resolve(module, hook)?
@@ -113,7 +208,7 @@ pub fn caller_image(
     } else {
         origin
     };
-    let objects = caller_objects(&r.bytes, &origin, &format!("nf_{name}"), hook)?;
+    let objects = caller_objects(&r.bytes, &origin, &format!("nf_{name}"), hook, entries)?;
     nfkit_object::link(&objects).map_err(|e| NfError::Link {
         what: format!("{module}.{name} with the caller ({hook})"),
         source: Box::new(e),

@@ -1,0 +1,336 @@
+//! Behaviour of every NF of the catalogue on crafted packets in the VM,
+//! called through the caller exactly as a chain calls an NF (ctx + four
+//! u64 arguments, u64 result), with the clock pinned through nfkit_config.
+
+mod common;
+
+use common::*;
+use nfkit_nf::Hook;
+
+const C1: [u8; 4] = [198, 18, 0, 1];
+const C2: [u8; 4] = [198, 18, 0, 2];
+const S1: [u8; 4] = [198, 19, 0, 1];
+const S2: [u8; 4] = [198, 19, 0, 2];
+
+fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    v4(src, dst, TCP, &tcp(sport, dport, flags))
+}
+
+fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    v4(src, dst, UDP, &udp(sport, dport))
+}
+
+// ---------------------------------------------------------------- nf.base
+
+#[test]
+fn base_verdicts_and_their_hook_codes() {
+    let pkt = udp4(C1, S1, 1000, 53);
+    for (name, v, code) in [
+        ("drop", DROP, 1),
+        ("allow", PASS, 2),
+        ("abort", ABORTED, 0),
+        ("tx", TX, 3),
+    ] {
+        let h = Harness::xdp("nf.base", name);
+        assert_eq!(h.call(&pkt, NOARGS), v, "{name}");
+        assert_eq!(h.stored_result(0), v, "{name}");
+        assert_eq!(
+            h.act(&pkt, NOARGS).result.ok(),
+            Some(code),
+            "{name}: XDP code"
+        );
+    }
+    let h = Harness::xdp("nf.base", "redirect");
+    assert_eq!(h.call(&pkt, args1(7)), redirect(7));
+    let r = h.act(&pkt, args1(7));
+    assert_eq!(r.result.ok(), Some(4), "XDP_REDIRECT");
+    assert!(
+        matches!(
+            r.redirect,
+            Some(nfkit_vm::Redirect::Ifindex { ifindex: 7, .. })
+        ),
+        "{:?}",
+        r.redirect
+    );
+    // Bad argument: an ifindex that does not fit 32 bits is DROP.
+    assert_eq!(h.call(&pkt, args1(1 << 32)), DROP);
+    assert_eq!(h.call(&pkt, args1(u64::MAX)), DROP);
+}
+
+// Socket-filter builds parse through bpf_skb_load_bytes_relative, which
+// the VM does not have yet: they are checked by the kernel (bpftool /
+// nfkit-kernel tests) and for their signatures (tests/signatures.rs).
+#[test]
+fn base_on_tc_build() {
+    let pkt = udp4(C1, S1, 1000, 53);
+    for hook in [Hook::Tc] {
+        let h = Harness::new("nf.base", "redirect", hook);
+        assert_eq!(h.call(&pkt, args1(9)), redirect(9), "{hook}");
+        let h = Harness::new("nf.base", "drop", hook);
+        assert_eq!(h.call(&pkt, NOARGS), DROP, "{hook}");
+    }
+}
+
+// ---------------------------------------------------------------- nf.parse
+
+fn parse_fields(hook: Hook, pkt: &[u8]) -> [u64; 6] {
+    let names = [
+        "ip_version",
+        "l4_proto",
+        "src_port",
+        "dst_port",
+        "dscp",
+        "pkt_len",
+    ];
+    names.map(|n| Harness::new("nf.parse", n, hook).call(pkt, NOARGS))
+}
+
+#[test]
+fn parse_reads_v4_v6_tcp_udp_vlan_and_non_ip() {
+    let p = v4_full(C1, S1, TCP, 46 << 2 | 1, 64, &tcp(40000, 443, SYN));
+    assert_eq!(
+        parse_fields(Hook::Xdp, &p),
+        [4, 6, 40000, 443, 46, p.len() as u64]
+    );
+    let p = v6_full(a6(1), a6(2), UDP, 10 << 2, 64, &udp(5353, 53));
+    assert_eq!(
+        parse_fields(Hook::Xdp, &p),
+        [6, 17, 5353, 53, 10, p.len() as u64]
+    );
+    let p = vlan(&udp4(C1, S1, 1, 2), 100);
+    assert_eq!(
+        parse_fields(Hook::Xdp, &p),
+        [4, 17, 1, 2, 0, p.len() as u64]
+    );
+    let p = v4(C1, S1, ICMP, &[8, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(parse_fields(Hook::Xdp, &p), [4, 1, 0, 0, 0, p.len() as u64]);
+    let p = arp();
+    assert_eq!(parse_fields(Hook::Xdp, &p), [0, 0, 0, 0, 0, p.len() as u64]);
+    // A non-first IPv4 fragment has no ports.
+    let mut p = udp4(C1, S1, 1, 2);
+    p[14 + 6] = 0x00;
+    p[14 + 7] = 0x10; // fragment offset 16 (x8 bytes)
+    assert_eq!(parse_fields(Hook::Xdp, &p)[..4], [4, 17, 0, 0]);
+    // A truncated TCP header: protocol known, ports 0.
+    let p = tcp4(C1, S1, 1, 2, SYN);
+    let cut = &p[..14 + 20 + 10];
+    assert_eq!(parse_fields(Hook::Xdp, cut)[..4], [4, 6, 0, 0]);
+    // IPv6 with a hop-by-hop extension header before TCP.
+    let mut ext = vec![TCP, 0, 0, 0, 0, 0, 0, 0];
+    ext.extend(tcp(7, 8, ACK));
+    let p = v6(a6(1), a6(2), 0, &ext);
+    assert_eq!(parse_fields(Hook::Xdp, &p)[..4], [6, 6, 7, 8]);
+}
+
+#[test]
+fn parse_on_tc() {
+    let p = v4_full(C1, S1, TCP, 46 << 2, 64, &tcp(40000, 443, SYN));
+    assert_eq!(
+        parse_fields(Hook::Tc, &p),
+        [4, 6, 40000, 443, 46, p.len() as u64]
+    );
+    let p = v6_full(a6(1), a6(2), UDP, 10 << 2, 64, &udp(5353, 53));
+    assert_eq!(
+        parse_fields(Hook::Tc, &p),
+        [6, 17, 5353, 53, 10, p.len() as u64]
+    );
+}
+
+// ---------------------------------------------------------------- nf.meter
+
+const SEC: u64 = 1_000_000_000;
+
+#[test]
+fn token_bucket_burst_at_time_zero_then_refill_at_rate() {
+    for name in ["tb_dst", "tb_src", "tb_srcdst"] {
+        let h = Harness::xdp("nf.meter", name);
+        let pkt = udp4(C1, S1, 1000, 53);
+        let (rate, burst) = (10, 5);
+        h.set_clock(0);
+        let got: Vec<u64> = (0..8).map(|_| h.call(&pkt, args2(rate, burst))).collect();
+        assert_eq!(
+            got,
+            [0, 0, 0, 0, 0, 1, 1, 1],
+            "{name}: exactly burst packets at t=0"
+        );
+        // 10 tokens/s: 99.999999 ms later there is not yet a token; at 100 ms one.
+        h.set_clock(SEC / 10 - 1);
+        assert_eq!(h.call(&pkt, args2(rate, burst)), 1, "{name}");
+        h.set_clock(SEC / 10);
+        assert_eq!(h.call(&pkt, args2(rate, burst)), 0, "{name}");
+        assert_eq!(h.call(&pkt, args2(rate, burst)), 1, "{name}");
+        // 250 ms later: 2.5 tokens -> 2 packets.
+        h.set_clock(SEC / 10 + SEC / 4);
+        let got: Vec<u64> = (0..3).map(|_| h.call(&pkt, args2(rate, burst))).collect();
+        assert_eq!(got, [0, 0, 1], "{name}");
+        // Then 0.5 token remains; 50 ms later a whole one.
+        h.set_clock(SEC / 10 + SEC / 4 + SEC / 20);
+        assert_eq!(h.call(&pkt, args2(rate, burst)), 0, "{name}");
+        // A long pause refills to burst, not more.
+        h.set_clock(100 * SEC);
+        let got: Vec<u64> = (0..7).map(|_| h.call(&pkt, args2(rate, burst))).collect();
+        assert_eq!(got, [0, 0, 0, 0, 0, 1, 1], "{name}");
+        // Exactly one bucket exists.
+        assert_eq!(h.map(&format!("nf_meter_{name}")).keys().len(), 1, "{name}");
+    }
+}
+
+#[test]
+fn token_buckets_are_keyed_by_their_addresses_and_parameters() {
+    let h = Harness::xdp("nf.meter", "tb_dst");
+    let a = udp4(C1, S1, 1, 2);
+    let b = udp4(C2, S1, 3, 4); // same destination
+    let c = udp4(C1, S2, 1, 2); // other destination
+    assert_eq!(h.call(&a, args2(1, 2)), 0);
+    assert_eq!(h.call(&b, args2(1, 2)), 0);
+    assert_eq!(
+        h.call(&a, args2(1, 2)),
+        1,
+        "shared destination bucket is empty"
+    );
+    assert_eq!(h.call(&c, args2(1, 2)), 0, "other destination: own bucket");
+    assert_eq!(h.call(&a, args2(1, 3)), 0, "other parameters: own bucket");
+    let keys = h.map("nf_meter_tb_dst").keys();
+    assert_eq!(keys.len(), 3);
+    let mut k = mapped(S1).to_vec();
+    k.extend(1u32.to_le_bytes());
+    k.extend(2u32.to_le_bytes());
+    assert!(keys.contains(&k), "key = {{dst, rate, burst}}");
+
+    let h = Harness::xdp("nf.meter", "tb_src");
+    assert_eq!(h.call(&a, args2(1, 1)), 0);
+    assert_eq!(h.call(&c, args2(1, 1)), 1, "same source");
+    assert_eq!(h.call(&b, args2(1, 1)), 0, "other source");
+
+    let h = Harness::xdp("nf.meter", "tb_srcdst");
+    assert_eq!(h.call(&a, args2(1, 1)), 0);
+    assert_eq!(h.call(&b, args2(1, 1)), 0);
+    assert_eq!(h.call(&c, args2(1, 1)), 0);
+    assert_eq!(h.call(&a, args2(1, 1)), 1);
+
+    // IPv6 addresses have buckets of their own.
+    let h = Harness::xdp("nf.meter", "tb_dst");
+    let p6 = v6(a6(1), a6(2), UDP, &udp(1, 2));
+    assert_eq!(h.call(&p6, args2(1, 1)), 0);
+    assert_eq!(h.call(&p6, args2(1, 1)), 1);
+    let mut k6 = a6(2).to_vec();
+    k6.extend(1u32.to_le_bytes());
+    k6.extend(1u32.to_le_bytes());
+    assert!(h.map("nf_meter_tb_dst").keys().contains(&k6));
+}
+
+#[test]
+fn token_bucket_bad_arguments() {
+    let h = Harness::xdp("nf.meter", "tb_dst");
+    let p = udp4(C1, S1, 1, 2);
+    for (rate, burst) in [(0, 5), (5, 0), (0, 0)] {
+        assert_eq!(
+            h.call(&p, args2(rate, burst)),
+            1,
+            "rate {rate} burst {burst}"
+        );
+    }
+    assert!(h.map("nf_meter_tb_dst").keys().is_empty(), "nothing stored");
+    // Clamped to TB_MAX: the same bucket as rate = burst = 2^32 - 1.
+    assert_eq!(h.call(&p, args2(1 << 40, u64::MAX)), 0);
+    let keys = h.map("nf_meter_tb_dst").keys();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0][16..], [0xff; 8]);
+    // A clock that steps back refills nothing.
+    let h = Harness::xdp("nf.meter", "tb_dst");
+    h.set_clock(10 * SEC);
+    assert_eq!(h.call(&p, args2(1, 1)), 0);
+    h.set_clock(5 * SEC);
+    assert_eq!(h.call(&p, args2(1, 1)), 1);
+    h.set_clock(5 * SEC + SEC);
+    assert_eq!(h.call(&p, args2(1, 1)), 0, "refills from the new time on");
+}
+
+// ---------------------------------------------------------------- nf.sets
+
+const LOOKUP: u64 = 0;
+const ADD: u64 = 1;
+const DELETE: u64 = 2;
+const REFRESH: u64 = 3;
+
+#[test]
+fn set_membership_expires_after_ttl() {
+    for name in ["src_set", "dst_set", "srcdst_set"] {
+        let h = Harness::xdp("nf.sets", name);
+        let p = tcp4(C1, S1, 1, 2, SYN);
+        h.set_clock(1000);
+        assert_eq!(h.call(&p, args2(LOOKUP, 0)), 0, "{name}");
+        assert_eq!(h.call(&p, args2(ADD, 500)), 0, "{name}: was not a member");
+        assert_eq!(h.call(&p, args2(ADD, 500)), 1, "{name}: now a member");
+        h.set_clock(1499);
+        assert_eq!(h.call(&p, args2(LOOKUP, 0)), 1, "{name}");
+        h.set_clock(1500);
+        assert_eq!(
+            h.call(&p, args2(LOOKUP, 0)),
+            0,
+            "{name}: expired at now + ttl"
+        );
+        // lookup-and-refresh extends only members.
+        assert_eq!(h.call(&p, args2(REFRESH, 100)), 0, "{name}");
+        h.set_clock(2000);
+        assert_eq!(h.call(&p, args2(ADD, 100)), 0, "{name}");
+        h.set_clock(2090);
+        assert_eq!(h.call(&p, args2(REFRESH, 100)), 1, "{name}");
+        h.set_clock(2150);
+        assert_eq!(h.call(&p, args2(LOOKUP, 0)), 1, "{name}: refreshed to 2190");
+        h.set_clock(2190);
+        assert_eq!(h.call(&p, args2(LOOKUP, 0)), 0, "{name}");
+        // delete.
+        assert_eq!(h.call(&p, args2(ADD, 0)), 0, "{name}");
+        h.set_clock(u64::MAX - 1);
+        assert_eq!(
+            h.call(&p, args2(LOOKUP, 0)),
+            1,
+            "{name}: ttl 0 never expires"
+        );
+        assert_eq!(h.call(&p, args2(DELETE, 0)), 1, "{name}");
+        assert_eq!(h.call(&p, args2(LOOKUP, 0)), 0, "{name}");
+        assert!(h
+            .map(&format!("nf_sets_{}", name.trim_end_matches("_set")))
+            .keys()
+            .is_empty());
+        // now + ttl overflowing: never expires.
+        h.set_clock(10);
+        assert_eq!(h.call(&p, args2(ADD, u64::MAX)), 0, "{name}");
+        h.set_clock(u64::MAX - 1);
+        assert_eq!(h.call(&p, args2(LOOKUP, 0)), 1, "{name}");
+    }
+}
+
+#[test]
+fn sets_are_keyed_by_their_addresses_and_bad_ops_change_nothing() {
+    let h = Harness::xdp("nf.sets", "src_set");
+    let a = udp4(C1, S1, 1, 2);
+    let b = udp4(C1, S2, 3, 4);
+    let c = udp4(C2, S1, 1, 2);
+    assert_eq!(h.call(&a, args2(ADD, 0)), 0);
+    assert_eq!(h.call(&b, args2(LOOKUP, 0)), 1, "same source");
+    assert_eq!(h.call(&c, args2(LOOKUP, 0)), 0, "other source");
+    assert_eq!(h.map("nf_sets_src").keys(), vec![mapped(C1).to_vec()]);
+    // Unknown op: 0, nothing changes (not even for a member).
+    for op in [4, 5, u64::MAX] {
+        assert_eq!(h.call(&a, args2(op, 0)), 0, "op {op}");
+        assert_eq!(h.call(&c, args2(op, 0)), 0, "op {op}");
+    }
+    assert_eq!(h.map("nf_sets_src").keys().len(), 1);
+    assert_eq!(h.call(&a, args2(LOOKUP, 0)), 1);
+
+    let h = Harness::xdp("nf.sets", "dst_set");
+    assert_eq!(h.call(&a, args2(ADD, 0)), 0);
+    assert_eq!(h.call(&c, args2(LOOKUP, 0)), 1, "same destination");
+    assert_eq!(h.call(&b, args2(LOOKUP, 0)), 0);
+
+    let h = Harness::xdp("nf.sets", "srcdst_set");
+    let p6 = v6(a6(1), a6(2), UDP, &udp(1, 2));
+    assert_eq!(h.call(&p6, args2(ADD, 0)), 0);
+    assert_eq!(h.call(&p6, args2(LOOKUP, 0)), 1);
+    assert_eq!(h.call(&a, args2(LOOKUP, 0)), 0);
+    let mut k = a6(1).to_vec();
+    k.extend(a6(2));
+    assert_eq!(h.map("nf_sets_srcdst").keys(), vec![k]);
+}
