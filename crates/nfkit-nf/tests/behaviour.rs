@@ -332,3 +332,294 @@ fn sets_are_keyed_by_their_addresses_and_bad_ops_change_nothing() {
     k.extend(a6(2));
     assert_eq!(h.map("nf_sets_srcdst").keys(), vec![k]);
 }
+
+// ---------------------------------------------------------------- nf.monitor
+
+#[test]
+fn count_is_per_cpu_with_an_overflow_slot() {
+    let h = Harness::xdp("nf.monitor", "count");
+    let p = udp4(C1, S1, 1, 2);
+    let mut cpu0 = h.vm.runner();
+    let got: Vec<u64> = (0..3)
+        .map(|_| h.call_on(&mut cpu0, 0, &p, args1(5)).0)
+        .collect();
+    assert_eq!(got, [1, 2, 3]);
+    assert_eq!(
+        h.call_on(&mut cpu0, 1, &p, args1(5)).0,
+        1,
+        "CPU 1 counts apart"
+    );
+    let per_cpu = h
+        .map("nf_monitor_count")
+        .lookup(&5u32.to_le_bytes())
+        .unwrap()
+        .unwrap();
+    let values: Vec<u64> = per_cpu.chunks(8).map(|c| u64_at(c, 0)).collect();
+    assert_eq!(values, [3, 1, 0, 0]);
+    assert_eq!(h.call(&p, args1(254)), 1);
+    assert_eq!(h.call(&p, args1(255)), 1);
+    assert_eq!(h.call(&p, args1(1 << 40)), 2, "bad ids share slot 255");
+    assert_eq!(h.call(&p, args1(u64::MAX)), 3);
+    let v = h
+        .map("nf_monitor_count")
+        .lookup_cpu(&254u32.to_le_bytes(), 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(u64_at(&v, 0), 1);
+}
+
+#[test]
+fn flow_rate_is_an_exponential_average_of_the_gaps() {
+    let h = Harness::xdp("nf.monitor", "flow_rate");
+    let a = tcp4(C1, S1, 1000, 80, ACK);
+    let b = tcp4(C1, S1, 1001, 80, ACK);
+    let ms = 1_000_000;
+    h.set_clock(0);
+    assert_eq!(h.call(&a, NOARGS), 0, "first packet");
+    h.set_clock(ms);
+    assert_eq!(h.call(&a, NOARGS), 1000, "1 ms gap: 1000 pps");
+    h.set_clock(2 * ms);
+    assert_eq!(h.call(&a, NOARGS), 1000);
+    assert_eq!(h.call(&b, NOARGS), 0, "another flow starts at 0");
+    // A 9 ms gap moves the average by (9 ms - 1 ms) / 8 to 2 ms: 500 pps.
+    h.set_clock(11 * ms);
+    assert_eq!(h.call(&a, NOARGS), 500);
+    assert_eq!(h.map("nf_monitor_rate").keys().len(), 2);
+    // Back-to-back packets: the average shrinks by 1/8 per packet.
+    assert_eq!(h.call(&a, NOARGS), 571, "2 ms * 7/8 = 1.75 ms");
+}
+
+#[test]
+fn last_seen_measures_the_gap_since_the_flows_previous_packet() {
+    let h = Harness::xdp("nf.monitor", "last_seen");
+    let a = udp4(C1, S1, 1000, 53);
+    let reply = udp4(S1, C1, 53, 1000);
+    h.set_clock(1000);
+    assert_eq!(h.call(&a, NOARGS), (1 << 63) - 1, "LAST_SEEN_NEVER");
+    h.set_clock(1500);
+    assert_eq!(h.call(&a, NOARGS), 500);
+    assert_eq!(
+        h.call(&reply, NOARGS),
+        (1 << 63) - 1,
+        "the other direction is its own flow"
+    );
+    h.set_clock(1200);
+    assert_eq!(h.call(&a, NOARGS), 0, "a clock that went back");
+    h.set_clock(1300);
+    assert_eq!(h.call(&a, NOARGS), 100);
+}
+
+// ---------------------------------------------------------------- nf.sample
+
+#[test]
+fn one_in_n_samples_packets_1_n_plus_1_per_flow() {
+    let h = Harness::xdp("nf.sample", "one_in");
+    let a = udp4(C1, S1, 1000, 53);
+    let b = udp4(C1, S1, 1001, 53);
+    let got: Vec<u64> = (0..7).map(|_| h.call(&a, args1(3))).collect();
+    assert_eq!(got, [1, 0, 0, 1, 0, 0, 1]);
+    assert_eq!(h.call(&b, args1(3)), 1, "own counter per flow");
+    assert_eq!(h.call(&a, args1(2)), 1, "own counter per n");
+    assert_eq!(h.call(&a, args1(2)), 0);
+    assert_eq!(h.map("nf_sample_flows").keys().len(), 3);
+    // Bad and trivial n: nothing stored.
+    let h = Harness::xdp("nf.sample", "one_in");
+    assert!(
+        (0..5).all(|_| h.call(&a, args1(0)) == 0),
+        "n = 0 never samples"
+    );
+    assert!(
+        (0..5).all(|_| h.call(&a, args1(1)) == 1),
+        "n = 1 always samples"
+    );
+    assert!(h.map("nf_sample_flows").keys().is_empty());
+    // Huge n: only the first packet.
+    let got: Vec<u64> = (0..3).map(|_| h.call(&a, args1(u64::MAX))).collect();
+    assert_eq!(got, [1, 0, 0]);
+}
+
+// ---------------------------------------------------------------- nf.mark
+
+const L3: usize = 14;
+
+#[test]
+fn set_dscp_ecn_ttl_keep_the_ipv4_checksum_valid() {
+    let dscp = Harness::xdp("nf.mark", "set_dscp");
+    let ecn = Harness::xdp("nf.mark", "set_ecn");
+    let ttl = Harness::xdp("nf.mark", "set_ttl");
+    for tos in [0u8, 0x01, 0xb8, 0xff, 0x5e] {
+        let p = v4_full(C1, S1, TCP, tos, 61, &tcp(1, 2, ACK));
+        assert!(ipv4_checksum_ok(&p, L3));
+        for v in 0..64u8 {
+            let (r, out) = dscp.call_pkt(&p, args1(v as u64));
+            assert_eq!(r, (tos >> 2) as u64, "previous DSCP");
+            assert_eq!(out[L3 + 1], v << 2 | (tos & 3), "DSCP {v}, ECN kept");
+            assert!(
+                ipv4_checksum_ok(&out, L3),
+                "tos {tos:#x} dscp {v}: {:x?}",
+                &out[L3..L3 + 20]
+            );
+            assert_eq!(out[..L3 + 1], p[..L3 + 1]);
+            assert_eq!(out[L3 + 2..L3 + 10], p[L3 + 2..L3 + 10]);
+            assert_eq!(out[L3 + 12..], p[L3 + 12..]);
+        }
+        for v in 0..4u8 {
+            let (r, out) = ecn.call_pkt(&p, args1(v as u64));
+            assert_eq!(r, (tos & 3) as u64);
+            assert_eq!(out[L3 + 1], (tos & 0xfc) | v);
+            assert!(ipv4_checksum_ok(&out, L3));
+        }
+        for v in [0u8, 1, 63, 64, 128, 255] {
+            let (r, out) = ttl.call_pkt(&p, args1(v as u64));
+            assert_eq!(r, 61);
+            assert_eq!(out[L3 + 8], v);
+            assert!(ipv4_checksum_ok(&out, L3), "ttl {v}");
+        }
+    }
+    // Behind a VLAN tag.
+    let p = vlan(&v4_full(C1, S1, UDP, 0, 9, &udp(1, 2)), 7);
+    let (r, out) = ttl.call_pkt(&p, args1(200));
+    assert_eq!(r, 9);
+    assert_eq!(out[L3 + 4 + 8], 200);
+    assert!(ipv4_checksum_ok(&out, L3 + 4));
+}
+
+#[test]
+fn set_dscp_ecn_ttl_on_ipv6() {
+    let p = v6_full(a6(1), a6(2), UDP, 10 << 2 | 2, 33, &udp(1, 2));
+    let (r, out) = Harness::xdp("nf.mark", "set_dscp").call_pkt(&p, args1(46));
+    assert_eq!(r, 10);
+    let vtf = u32::from_be_bytes(out[L3..L3 + 4].try_into().unwrap());
+    assert_eq!(vtf, (6 << 28) | ((46 << 2 | 2) << 20) | 0x12345, "{vtf:#x}");
+    assert_eq!(out[L3 + 4..], p[L3 + 4..]);
+    let (r, out) = Harness::xdp("nf.mark", "set_ecn").call_pkt(&p, args1(3));
+    assert_eq!(r, 2);
+    let vtf = u32::from_be_bytes(out[L3..L3 + 4].try_into().unwrap());
+    assert_eq!(vtf, (6 << 28) | ((10 << 2 | 3) << 20) | 0x12345);
+    let (r, out) = Harness::xdp("nf.mark", "set_ttl").call_pkt(&p, args1(1));
+    assert_eq!(r, 33);
+    assert_eq!(out[L3 + 7], 1);
+    assert_eq!(out[..L3 + 7], p[..L3 + 7]);
+}
+
+#[test]
+fn mark_bad_arguments_and_non_ip_change_nothing() {
+    let p = v4_full(C1, S1, TCP, 0x10, 64, &tcp(1, 2, ACK));
+    for (name, bad) in [("set_dscp", 64u64), ("set_ecn", 4), ("set_ttl", 256)] {
+        let h = Harness::xdp("nf.mark", name);
+        for v in [bad, u64::MAX] {
+            let (r, out) = h.call_pkt(&p, args1(v));
+            assert_eq!(r, 257, "{name}({v}): MARK_BAD_ARG");
+            assert_eq!(out, p, "{name}({v})");
+        }
+        let a = arp();
+        let (r, out) = h.call_pkt(&a, args1(1));
+        assert_eq!(r, 256, "{name}: MARK_NOT_IP");
+        assert_eq!(out, a);
+    }
+}
+
+// ---------------------------------------------------------------- nf.route
+
+fn route4(h: &Harness, prefix: [u8; 4], len: u32, ifindex: u32, flags: u32) {
+    let mut k = len.to_le_bytes().to_vec();
+    k.extend(prefix);
+    let mut v = ifindex.to_le_bytes().to_vec();
+    v.extend(flags.to_le_bytes());
+    v.extend([0x02, 0xdd, 0, 0, 0, ifindex as u8]); // dmac
+    v.extend([0x02, 0x55, 0, 0, 0, ifindex as u8]); // smac
+    h.map("nf_route_v4").update(&k, &v, 0).unwrap();
+}
+
+fn route6(h: &Harness, prefix: [u8; 16], len: u32, ifindex: u32) {
+    let mut k = len.to_le_bytes().to_vec();
+    k.extend(prefix);
+    let mut v = ifindex.to_le_bytes().to_vec();
+    v.extend([0u8; 16]);
+    h.map("nf_route_v6").update(&k, &v, 0).unwrap();
+}
+
+fn routes(h: &Harness) {
+    route4(h, [198, 18, 0, 0], 15, 2, 0);
+    route4(h, [198, 19, 0, 0], 16, 3, 0);
+    route4(h, [198, 19, 7, 0], 24, 4, 1);
+    route4(h, [198, 19, 7, 9], 32, 0, 0); // a host route with no interface
+    let mut p = a6(0);
+    p[4] = 0xaa;
+    route6(h, a6(0), 32, 6);
+    route6(h, p, 48, 7);
+}
+
+#[test]
+fn lpm_lookup_picks_the_longest_prefix() {
+    let h = Harness::xdp("nf.route", "lpm_lookup");
+    routes(&h);
+    for (dst, want) in [
+        ([198, 19, 7, 1], 4),
+        ([198, 19, 8, 1], 3),
+        ([198, 18, 200, 1], 2),
+        ([198, 20, 0, 1], 0),
+        ([198, 19, 7, 9], 0),
+    ] {
+        assert_eq!(h.call(&udp4(C1, dst, 1, 2), NOARGS), want, "{dst:?}");
+    }
+    let mut in48 = a6(5);
+    in48[4] = 0xaa;
+    assert_eq!(h.call(&v6(a6(1), in48, UDP, &udp(1, 2)), NOARGS), 7);
+    assert_eq!(h.call(&v6(a6(1), a6(5), UDP, &udp(1, 2)), NOARGS), 6);
+    let mut other = a6(5);
+    other[3] = 0xb9;
+    assert_eq!(h.call(&v6(a6(1), other, UDP, &udp(1, 2)), NOARGS), 0);
+    assert_eq!(h.call(&arp(), NOARGS), 0);
+}
+
+#[test]
+fn forward_redirects_to_the_next_hop_and_rewrites_macs() {
+    let h = Harness::xdp("nf.route", "forward");
+    routes(&h);
+    let p = udp4(C1, [198, 19, 8, 1], 1, 2);
+    let (r, out) = h.call_pkt(&p, NOARGS);
+    assert_eq!(r, redirect(3));
+    assert_eq!(out, p, "no ROUTE_F_MAC: unchanged");
+    let p = udp4(C1, [198, 19, 7, 1], 1, 2);
+    let (r, out) = h.call_pkt(&p, NOARGS);
+    assert_eq!(r, redirect(4));
+    assert_eq!(out[0..6], [0x02, 0xdd, 0, 0, 0, 4]);
+    assert_eq!(out[6..12], [0x02, 0x55, 0, 0, 0, 4]);
+    assert_eq!(out[12..], p[12..]);
+    let res = h.act(&p, NOARGS);
+    assert_eq!(res.result.ok(), Some(4), "XDP_REDIRECT");
+    assert!(matches!(
+        res.redirect,
+        Some(nfkit_vm::Redirect::Ifindex { ifindex: 4, .. })
+    ));
+    assert_eq!(
+        h.call(&udp4(C1, [198, 20, 0, 1], 1, 2), NOARGS),
+        0,
+        "no route: value 0"
+    );
+    assert_eq!(
+        h.call(&udp4(C1, [198, 19, 7, 9], 1, 2), NOARGS),
+        0,
+        "ifindex 0: value 0"
+    );
+}
+
+// ---------------------------------------------------------------- nf.l2
+
+#[test]
+fn xconnect_redirects_to_the_paired_port() {
+    let mut h = Harness::xdp("nf.l2", "xconnect");
+    let m = h.map("nf_l2_xconnect");
+    m.update(&1u32.to_le_bytes(), &5u32.to_le_bytes(), 0)
+        .unwrap();
+    m.update(&5u32.to_le_bytes(), &1u32.to_le_bytes(), 0)
+        .unwrap();
+    m.update(&2u32.to_le_bytes(), &0u32.to_le_bytes(), 0)
+        .unwrap();
+    let p = arp();
+    for (ingress, want) in [(1, redirect(5)), (5, redirect(1)), (2, 0), (3, 0)] {
+        h.ingress = ingress;
+        assert_eq!(h.call(&p, NOARGS), want, "ingress {ingress}");
+    }
+}
