@@ -623,3 +623,424 @@ fn xconnect_redirects_to_the_paired_port() {
         assert_eq!(h.call(&p, NOARGS), want, "ingress {ingress}");
     }
 }
+
+// ---------------------------------------------------------------- nf.firewall
+
+const NEW: u64 = 1;
+const EST: u64 = 2;
+const INVALID: u64 = 3;
+const REPLY: u64 = 0x100;
+
+#[test]
+fn conntrack_follows_a_tcp_handshake_with_directions() {
+    let h = Harness::xdp("nf.firewall", "conntrack");
+    let c = |f| tcp4(C1, S1, 40000, 80, f);
+    let s = |f| tcp4(S1, C1, 80, 40000, f);
+    let steps = [
+        (c(SYN), NEW),
+        (c(SYN), NEW), // retransmitted SYN
+        (s(SYN | ACK), EST | REPLY),
+        (c(ACK), EST),
+        (s(ACK | 0x08), EST | REPLY),
+        (c(ACK | 0x08), EST),
+        (c(SYN), INVALID), // SYN on an established connection
+        (c(FIN | ACK), EST),
+        (s(ACK), EST | REPLY),
+        (s(FIN | ACK), EST | REPLY),
+        (c(ACK), EST),
+        (c(SYN), NEW), // both sides closed: the 5-tuple may reopen
+    ];
+    for (i, (p, want)) in steps.iter().enumerate() {
+        assert_eq!(h.call(p, NOARGS), *want, "step {i}");
+    }
+    assert_eq!(
+        h.map("nf_firewall_ct").keys().len(),
+        1,
+        "one entry for both directions"
+    );
+    // The key is the canonical 5-tuple: side a = the smaller address.
+    let mut k = mapped(C1).to_vec();
+    k.extend(mapped(S1));
+    k.extend(40000u16.to_le_bytes());
+    k.extend(80u16.to_le_bytes());
+    k.extend([TCP, 0, 0, 0]);
+    assert_eq!(h.map("nf_firewall_ct").keys(), vec![k]);
+}
+
+#[test]
+fn conntrack_invalid_cases_change_nothing() {
+    let h = Harness::xdp("nf.firewall", "conntrack");
+    let c = |f| tcp4(C1, S1, 40001, 443, f);
+    let s = |f| tcp4(S1, C1, 443, 40001, f);
+    assert_eq!(h.call(&c(ACK), NOARGS), INVALID, "ACK without a connection");
+    assert_eq!(
+        h.call(&c(SYN | ACK), NOARGS),
+        INVALID,
+        "SYN+ACK without a connection"
+    );
+    assert_eq!(h.call(&c(SYN | RST), NOARGS), INVALID);
+    assert!(h.map("nf_firewall_ct").keys().is_empty(), "nothing stored");
+    assert_eq!(h.call(&c(SYN), NOARGS), NEW);
+    assert_eq!(
+        h.call(&s(ACK), NOARGS),
+        INVALID | REPLY,
+        "reply without SYN+ACK"
+    );
+    assert_eq!(
+        h.call(&c(ACK), NOARGS),
+        INVALID,
+        "opener's ACK before the reply"
+    );
+    assert_eq!(
+        h.call(&s(SYN | ACK), NOARGS),
+        EST | REPLY,
+        "state unchanged by the invalid packets"
+    );
+    assert_eq!(h.call(&c(SYN | ACK), NOARGS), INVALID);
+    assert_eq!(h.call(&c(ACK), NOARGS), EST);
+    // RST ends the connection.
+    assert_eq!(h.call(&s(RST), NOARGS), EST | REPLY);
+    assert!(
+        h.map("nf_firewall_ct").keys().is_empty(),
+        "RST deletes the entry"
+    );
+    assert_eq!(h.call(&c(ACK), NOARGS), INVALID);
+    // A RST answering a SYN is NEW in the opener's direction only.
+    assert_eq!(h.call(&c(SYN), NOARGS), NEW);
+    assert_eq!(h.call(&c(RST), NOARGS), NEW);
+    assert!(h.map("nf_firewall_ct").keys().is_empty());
+}
+
+#[test]
+fn conntrack_entries_expire() {
+    let h = Harness::xdp("nf.firewall", "conntrack");
+    let c = |f| tcp4(C2, S2, 5555, 22, f);
+    let s = |f| tcp4(S2, C2, 22, 5555, f);
+    h.set_clock(0);
+    assert_eq!(h.call(&c(SYN), NOARGS), NEW);
+    h.set_clock(59 * SEC);
+    assert_eq!(
+        h.call(&s(SYN | ACK), NOARGS),
+        EST | REPLY,
+        "within the 60 s handshake timeout"
+    );
+    h.set_clock(59 * SEC + 61 * SEC);
+    assert_eq!(h.call(&c(ACK), NOARGS), INVALID, "handshake timed out");
+    // UDP: unreplied 30 s.
+    let u = udp4(C2, S2, 7000, 53);
+    let r = udp4(S2, C2, 53, 7000);
+    h.set_clock(1000 * SEC);
+    assert_eq!(h.call(&u, NOARGS), NEW);
+    h.set_clock(1031 * SEC);
+    assert_eq!(
+        h.call(&r, NOARGS),
+        NEW,
+        "expired: the reply opens a new flow"
+    );
+    assert_eq!(
+        h.call(&u, NOARGS),
+        EST | REPLY,
+        "from the new opener's view"
+    );
+}
+
+#[test]
+fn conntrack_udp_ipv6_and_untracked() {
+    let h = Harness::xdp("nf.firewall", "conntrack");
+    let u = udp4(C1, S1, 7000, 53);
+    let r = udp4(S1, C1, 53, 7000);
+    assert_eq!(h.call(&u, NOARGS), NEW);
+    assert_eq!(h.call(&u, NOARGS), NEW, "still unreplied");
+    assert_eq!(h.call(&r, NOARGS), EST | REPLY);
+    assert_eq!(h.call(&u, NOARGS), EST);
+    let c6 = |f| v6(a6(9), a6(1), TCP, &tcp(1234, 80, f));
+    let s6 = |f| v6(a6(1), a6(9), TCP, &tcp(80, 1234, f));
+    assert_eq!(h.call(&c6(SYN), NOARGS), NEW);
+    assert_eq!(h.call(&s6(SYN | ACK), NOARGS), EST | REPLY);
+    assert_eq!(h.call(&c6(ACK), NOARGS), EST);
+    assert_eq!(h.map("nf_firewall_ct").keys().len(), 2);
+    assert_eq!(
+        h.call(&v4(C1, S1, ICMP, &[8, 0, 0, 0, 0, 0, 0, 0]), NOARGS),
+        0,
+        "ICMP"
+    );
+    assert_eq!(h.call(&arp(), NOARGS), 0, "non-IP");
+    let mut frag = udp4(C1, S1, 7000, 53);
+    frag[L3 + 7] = 0x20; // non-first fragment
+    frag[L3 + 6] = 0;
+    assert_eq!(h.call(&frag, NOARGS), 0, "no ports");
+    assert_eq!(h.map("nf_firewall_ct").keys().len(), 2);
+}
+
+struct Rule {
+    src: [u8; 16],
+    src_len: u32,
+    dst: [u8; 16],
+    dst_len: u32,
+    sport: (u16, u16),
+    dport: (u16, u16),
+    proto: u8,
+    valid: bool,
+    action: u64,
+}
+
+fn mask(len: u32) -> [u8; 16] {
+    let mut m = [0u8; 16];
+    for (i, b) in m.iter_mut().enumerate() {
+        let bits = len.saturating_sub(i as u32 * 8).min(8);
+        *b = (0xff00u16 >> bits) as u8;
+    }
+    m
+}
+
+const ANY: (u16, u16) = (0, 65535);
+
+fn rule(
+    src: [u8; 16],
+    src_len: u32,
+    dst: [u8; 16],
+    dst_len: u32,
+    proto: u8,
+    dport: (u16, u16),
+    action: u64,
+) -> Rule {
+    Rule {
+        src,
+        src_len,
+        dst,
+        dst_len,
+        sport: ANY,
+        dport,
+        proto,
+        valid: true,
+        action,
+    }
+}
+
+fn put_rules(h: &Harness, rules: &[Rule]) {
+    for (i, r) in rules.iter().enumerate() {
+        let mut v = Vec::new();
+        v.extend(r.src);
+        v.extend(mask(r.src_len));
+        v.extend(r.dst);
+        v.extend(mask(r.dst_len));
+        for p in [r.sport.0, r.sport.1, r.dport.0, r.dport.1] {
+            v.extend(p.to_le_bytes());
+        }
+        v.push(r.proto);
+        v.push(r.valid as u8);
+        v.extend([0u8; 6]);
+        v.extend(r.action.to_le_bytes());
+        assert_eq!(v.len(), 88);
+        h.map("nf_firewall_acl")
+            .update(&(i as u32).to_le_bytes(), &v, 0)
+            .unwrap();
+    }
+}
+
+#[test]
+fn acl_first_match_with_wildcards_and_prefixes() {
+    let h = Harness::xdp("nf.firewall", "acl");
+    let z = [0u8; 16];
+    let mut end = rule(z, 0, z, 0, 0, ANY, 99);
+    end.valid = false;
+    put_rules(
+        &h,
+        &[
+            rule(mapped([198, 18, 0, 0]), 96 + 16, z, 0, TCP, (22, 22), DROP),
+            rule(z, 0, z, 0, UDP, ANY, 7),
+            rule(a6(0), 32, z, 0, 0, ANY, 9),
+            rule(z, 0, mapped(S1), 128, TCP, (1, 1023), 11),
+            rule(z, 0, z, 0, TCP, (100, 50), 13), // lo > hi: matches nothing
+            end,
+            rule(z, 0, z, 0, 0, ANY, 99), // after the end: ignored
+        ],
+    );
+    for (p, want) in [
+        (tcp4(C1, S1, 1000, 22, SYN), DROP), // rules 0 and 3 match: the first wins
+        (tcp4(C1, S1, 1000, 80, SYN), 11),   // rule 3
+        (tcp4(C1, S1, 1000, 8080, SYN), 0),  // port outside 1..1023
+        (tcp4([10, 0, 0, 1], S1, 1000, 22, SYN), 11), // source outside 198.18/16
+        (udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2), 7), // protocol wildcard rule
+        (v6(a6(1), a6(2), TCP, &tcp(1, 22, SYN)), 9), // IPv6 prefix, any protocol
+        (
+            v6(
+                [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                a6(2),
+                TCP,
+                &tcp(1, 22, SYN),
+            ),
+            0,
+        ),
+        (v4(C1, S2, ICMP, &[8, 0, 0, 0, 0, 0, 0, 0]), 0),
+    ] {
+        assert_eq!(h.call(&p, NOARGS), want, "{:x?}", &p[L3..]);
+    }
+    // A rule that is the first one is also the only one: wildcard everything.
+    let h = Harness::xdp("nf.firewall", "acl");
+    put_rules(&h, &[rule(z, 0, z, 0, 0, ANY, PASS)]);
+    assert_eq!(h.call(&arp(), NOARGS), PASS);
+    let h = Harness::xdp("nf.firewall", "acl");
+    assert_eq!(h.call(&arp(), NOARGS), 0, "empty table: ACL_NO_MATCH");
+}
+
+// ---------------------------------------------------------------- nf.classify
+
+struct Cls {
+    vm: nfkit_vm::Vm,
+}
+
+impl Cls {
+    fn new() -> Cls {
+        let obj = nfkit_nf::object("nf.classify", Hook::Xdp).unwrap();
+        let image = nfkit_object::Image::from_elf(obj, "classify.xdp.o").unwrap();
+        let vm = nfkit_vm::Vm::new(&image, nfkit_vm::VmConfig::kernel()).unwrap();
+        Cls { vm }
+    }
+    fn map(&self, n: &str) -> &std::sync::Arc<nfkit_vm::Map> {
+        self.vm.map(n).unwrap()
+    }
+    /// Runs classifier `entry`; its XDP code and the nfkit_stats row it counted in.
+    fn run(&self, entry: &str, p: &[u8]) -> (u64, Option<(i64, u64)>) {
+        let before = self.stats();
+        let r = self.vm.run(
+            entry,
+            nfkit_vm::Context::Xdp(nfkit_vm::XdpMd::new(p)),
+            &Default::default(),
+        );
+        let after = self.stats();
+        let changed: Vec<usize> = (0..after.len())
+            .filter(|&i| after[i] != before[i])
+            .collect();
+        assert!(changed.len() <= 1, "{changed:?}");
+        let row = changed.first().map(|&i| (i as i64 / 16 - 1, i as u64 % 16));
+        (r.result.unwrap(), row)
+    }
+    fn stats(&self) -> Vec<u64> {
+        let m = self.map("nfkit_stats");
+        (0..1024u32)
+            .map(|i| u64_at(&m.lookup_cpu(&i.to_le_bytes(), 0).unwrap().unwrap(), 0))
+            .collect()
+    }
+    fn entry(chain: u32, valid: bool) -> Vec<u8> {
+        let mut v = chain.to_le_bytes().to_vec();
+        v.extend((valid as u32).to_le_bytes());
+        v
+    }
+    fn lpm(&self, map: &str, len: u32, addr: &[u8], chain: u32) {
+        let mut k = len.to_le_bytes().to_vec();
+        k.extend(addr);
+        self.map(map)
+            .update(&k, &Cls::entry(chain, true), 0)
+            .unwrap();
+    }
+}
+
+/// A plain value from the weak nfkit_dispatch: counted as k = 8 (value,
+/// default action PASS = XDP code 2) in the picked chain's row.
+const VALUE: u64 = 8;
+
+#[test]
+fn classifiers_pick_chains_from_their_maps() {
+    let c = Cls::new();
+    let p4 = udp4(C1, [198, 19, 7, 1], 1, 443);
+    let p6 = v6(a6(1), a6(2), TCP, &tcp(1, 443, SYN));
+    assert_eq!(c.run("every_packet", &arp()), (2, Some((0, VALUE))));
+
+    c.lpm("nfkit_cls_ip4", 16, &[198, 19, 0, 0], 1);
+    c.lpm("nfkit_cls_ip4", 24, &[198, 19, 7, 0], 2);
+    c.lpm("nfkit_cls_ip4", 32, &C1, 3);
+    assert_eq!(
+        c.run("by_ipv4_dst", &p4).1,
+        Some((2, VALUE)),
+        "longest prefix"
+    );
+    assert_eq!(
+        c.run("by_ipv4_dst", &udp4(C1, [198, 19, 8, 1], 1, 2)).1,
+        Some((1, VALUE))
+    );
+    assert_eq!(
+        c.run("by_ipv4_dst", &udp4(C1, [198, 20, 0, 1], 1, 2)).1,
+        Some((-1, VALUE)),
+        "unclaimed"
+    );
+    assert_eq!(
+        c.run("by_ipv4_dst", &p6).1,
+        Some((-1, VALUE)),
+        "IPv6 is unclaimed"
+    );
+    assert_eq!(c.run("by_ipv4_src", &p4).1, Some((3, VALUE)));
+
+    c.lpm("nfkit_cls_ip6", 32, &a6(0), 4);
+    c.lpm("nfkit_cls_ip6", 128, &a6(1), 5);
+    assert_eq!(c.run("by_ipv6_dst", &p6).1, Some((4, VALUE)));
+    assert_eq!(c.run("by_ipv6_src", &p6).1, Some((5, VALUE)));
+    assert_eq!(c.run("by_ipv6_src", &p4).1, Some((-1, VALUE)));
+
+    c.map("nfkit_cls_port")
+        .update(&443u16.to_le_bytes(), &Cls::entry(6, true), 0)
+        .unwrap();
+    c.map("nfkit_cls_port")
+        .update(&53u16.to_le_bytes(), &Cls::entry(7, false), 0)
+        .unwrap();
+    assert_eq!(c.run("by_l4_dport", &p4).1, Some((6, VALUE)));
+    assert_eq!(c.run("by_l4_dport", &p6).1, Some((6, VALUE)));
+    assert_eq!(
+        c.run("by_l4_dport", &udp4(C1, S1, 1, 53)).1,
+        Some((-1, VALUE)),
+        "entry without CLS_VALID"
+    );
+    assert_eq!(
+        c.run("by_l4_dport", &v4(C1, S1, ICMP, &[0; 8])).1,
+        Some((-1, VALUE))
+    );
+
+    c.map("nfkit_cls_dscp")
+        .update(&46u32.to_le_bytes(), &Cls::entry(8, true), 0)
+        .unwrap();
+    c.map("nfkit_cls_dscp")
+        .update(&10u32.to_le_bytes(), &Cls::entry(63, true), 0)
+        .unwrap();
+    let ef = v4_full(C1, S1, UDP, 46 << 2, 64, &udp(1, 2));
+    assert_eq!(c.run("by_dscp", &ef).1, Some((8, VALUE)));
+    let af11 = v4_full(C1, S1, UDP, 10 << 2, 64, &udp(1, 2));
+    assert_eq!(
+        c.run("by_dscp", &af11).1,
+        Some((-1, VALUE)),
+        "chain id 63 is out of range"
+    );
+    assert_eq!(c.run("by_dscp", &arp()).1, Some((-1, VALUE)));
+}
+
+#[test]
+fn dynamic_classifier_without_a_chain_program_is_a_fault() {
+    let c = Cls::new();
+    c.map("nfkit_cls_dscp")
+        .update(&46u32.to_le_bytes(), &Cls::entry(8, true), 0)
+        .unwrap();
+    let ef = v4_full(C1, S1, UDP, 46 << 2, 64, &udp(1, 2));
+    assert_eq!(
+        c.run("dyn_by_dscp", &ef),
+        (1, Some((8, 9))),
+        "XDP_DROP, counted as a fault of chain 8"
+    );
+    let faults = c
+        .map("nfkit_faults")
+        .lookup_cpu(&0u32.to_le_bytes(), 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(u64_at(&faults, 0), 1);
+    // An unclaimed packet never reaches the tail call.
+    assert_eq!(c.run("dyn_by_dscp", &arp()), (2, Some((-1, VALUE))));
+    // The frame was set up for the chain.
+    let f = c
+        .map("nfkit_frame")
+        .lookup_cpu(&0u32.to_le_bytes(), 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        u32::from_le_bytes(f[48..52].try_into().unwrap()),
+        8,
+        "chain_id"
+    );
+}
