@@ -167,8 +167,13 @@ impl SearchPath {
                     continue;
                 };
                 let module = match stem.rsplit_once('.') {
-                    Some((m, h)) if h.parse::<Hook>().is_ok() => m.to_string(),
-                    _ => stem.to_string(),
+                    Some((m, h)) if h.parse::<Hook>().is_ok() => m,
+                    _ => stem,
+                };
+                // A file named like a catalogue module replaces it.
+                let module = match catalogue::module(module) {
+                    Some(m) => m.module.to_string(),
+                    None => module.to_string(),
                 };
                 if out.iter().any(|(m, _)| *m == module) {
                     continue;
