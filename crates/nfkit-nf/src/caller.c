@@ -29,7 +29,14 @@ struct {
 	__type(value, struct nf_call_args);
 } nfkit_call_args SEC(".maps");
 
+#ifdef NF_CALLER_TARGET
+/* Built together with the module (clang -include nf/<module>.c
+ * -DNF_CALLER_TARGET=nf_<name> caller.c): one object the kernel loads as
+ * it is, for BPF_PROG_TEST_RUN comparisons. */
+#define nf_target NF_CALLER_TARGET
+#else
 extern __u64 nf_target(NF_CTX *ctx, __u64 a1, __u64 a2, __u64 a3, __u64 a4);
+#endif
 
 #if NF_HOOK_ID == NF_HOOKID_XDP
 #define NF_CALL_SEC "xdp"
