@@ -53,12 +53,16 @@ fn bytes_of(v: &Value) -> Vec<u8> {
 
 impl KernelNf {
     fn new(module: &str, name: &str) -> KernelNf {
+        KernelNf::for_hook(module, name, nfkit_nf::Hook::Xdp)
+    }
+
+    fn for_hook(module: &str, name: &str, hook: nfkit_nf::Hook) -> KernelNf {
         if !Path::new("/sys/fs/bpf").join(".").exists() || !is_bpffs_mounted() {
             let _ = Command::new("mount")
                 .args(["-t", "bpf", "bpf", "/sys/fs/bpf"])
                 .status();
         }
-        let tag = format!("nfkit-nf-diff-{}-{name}", std::process::id());
+        let tag = format!("nfkit-nf-diff-{}-{name}-{hook}", std::process::id());
         let tmp = std::env::temp_dir().join(&tag);
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).expect("temp dir");
@@ -72,7 +76,8 @@ impl KernelNf {
         let obj = k.tmp.join("nf.o");
         run(
             Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang".into()))
-                .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-DNF_HOOK_XDP"])
+                .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
+                .arg(format!("-D{}", hook.define()))
                 .arg(format!("-DNF_CALLER_TARGET=nf_{name}"))
                 .arg("-I")
                 .arg(root.join("nf/include"))
@@ -415,5 +420,50 @@ fn routing_acl_and_parsing_agree_with_the_kernel() {
     ] {
         let steps: Vec<Step> = pkts.iter().map(|p| step(0, p.clone(), NOARGS)).collect();
         differential("nf.parse", name, &[], &steps, &[]);
+    }
+}
+
+// The VM has no bpf_skb_load_bytes_relative (socket filters) and no
+// bpf_csum_update (TC marking of IPv6): these builds are checked in the
+// kernel alone, against expected values.
+
+#[test]
+fn socket_filter_builds_parse_in_the_kernel() {
+    let p4 = v4_full(C1, S1, TCP, 46 << 2, 64, &tcp(40000, 443, SYN));
+    let p6 = v6_full(a6(1), a6(2), UDP, 10 << 2, 64, &udp(5353, 53));
+    for (name, w4, w6) in [
+        ("ip_version", 4, 6),
+        ("l4_proto", 6, 17),
+        ("src_port", 40000, 5353),
+        ("dst_port", 443, 53),
+        ("dscp", 46, 10),
+        ("pkt_len", p4.len() as u64 - 14, p6.len() as u64 - 14),
+    ] {
+        let k = KernelNf::for_hook("nf.parse", name, nfkit_nf::Hook::Socket);
+        k.set_clock(0);
+        assert_eq!(k.call(&p4, NOARGS).0, w4, "{name} IPv4");
+        assert_eq!(k.call(&p6, NOARGS).0, w6, "{name} IPv6");
+    }
+    let k = KernelNf::for_hook("nf.firewall", "conntrack", nfkit_nf::Hook::Socket);
+    k.set_clock(0);
+    assert_eq!(k.call(&tcp4(C1, S1, 1, 2, SYN), NOARGS).0, 1);
+    assert_eq!(k.call(&tcp4(S1, C1, 2, 1, SYN | ACK), NOARGS).0, 0x102);
+}
+
+#[test]
+fn tc_marking_in_the_kernel_matches_xdp_marking_in_the_vm() {
+    let p4 = v4_full(C1, S1, TCP, 0x03, 64, &tcp(1, 2, ACK));
+    let p6 = v6_full(a6(1), a6(2), UDP, 0x2a, 9, &udp(1, 2));
+    for (name, v) in [("set_dscp", 46u64), ("set_ecn", 2), ("set_ttl", 1)] {
+        let k = KernelNf::for_hook("nf.mark", name, nfkit_nf::Hook::Tc);
+        k.set_clock(0);
+        let vm = Harness::xdp("nf.mark", name);
+        for p in [&p4, &p6] {
+            let (rk, pk) = k.call(p, args1(v));
+            let (rv, pv) = vm.call_pkt(p, args1(v));
+            assert_eq!((rk, &pk), (rv, &pv), "{name}");
+        }
+        let (_, pk) = k.call(&p4, args1(v));
+        assert!(ipv4_checksum_ok(&pk, 14), "{name}");
     }
 }
