@@ -49,6 +49,25 @@ impl Hook {
         self.name()
     }
 
+    /// The program type of the hook's programs.
+    pub fn prog_type(self) -> nfkit_object::ProgType {
+        match self {
+            Hook::Xdp => nfkit_object::ProgType::Xdp,
+            Hook::Tc => nfkit_object::ProgType::SchedCls,
+            Hook::Socket => nfkit_object::ProgType::SocketFilter,
+        }
+    }
+
+    /// The hook of programs of type `t`, if NFs have one for it.
+    pub fn from_prog_type(t: nfkit_object::ProgType) -> Option<Hook> {
+        match t {
+            nfkit_object::ProgType::Xdp => Some(Hook::Xdp),
+            nfkit_object::ProgType::SchedCls | nfkit_object::ProgType::SchedAct => Some(Hook::Tc),
+            nfkit_object::ProgType::SocketFilter => Some(Hook::Socket),
+            _ => None,
+        }
+    }
+
     /// The hook id of the packet info slot (abi.md 3): 0 XDP, 1 TC, 2 socket.
     pub fn id(self) -> u32 {
         match self {
@@ -92,5 +111,8 @@ mod tests {
             assert_eq!(h.name().parse::<Hook>(), Ok(h));
         }
         assert!("xpd".parse::<Hook>().is_err());
+        for h in Hook::ALL {
+            assert_eq!(Hook::from_prog_type(h.prog_type()), Some(h));
+        }
     }
 }
