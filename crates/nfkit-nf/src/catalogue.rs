@@ -283,6 +283,35 @@ mod tests {
     }
 
     #[test]
+    fn doc_parser_never_panics_on_cut_or_damaged_sources() {
+        for m in catalogue() {
+            let lines: Vec<&str> = m.source.lines().collect();
+            for n in 0..lines.len() {
+                let cut = lines[..n].join("\n");
+                let _ = docblock::parse_source_with("cut.c", &cut, &[HEADER]);
+                let mut damaged = lines.clone();
+                damaged.remove(n);
+                let _ = docblock::parse_source("damaged.c", &damaged.join("\n"));
+            }
+            let mangled = m
+                .source
+                .replace("*/", "")
+                .replace('(', "")
+                .replace('@', "@@");
+            let _ = docblock::parse_source("mangled.c", &mangled);
+        }
+        for weird in [
+            "/**",
+            "/** @nf",
+            "/** @nf (\n */\nNF(",
+            "/**/ /** @module */",
+            "@module x",
+        ] {
+            let _ = docblock::parse_source("weird.c", weird);
+        }
+    }
+
+    #[test]
     fn names_split_on_the_last_dot() {
         assert_eq!(parse_name("tb_dst"), (None, "tb_dst"));
         assert_eq!(parse_name("nf.meter.tb_dst"), (Some("nf.meter"), "tb_dst"));
