@@ -429,7 +429,9 @@ static __always_inline __u32 nf_rand(void)
 #define NF__DATA_END(ctx) ((void *)(long)(ctx)->data_end)
 #define nf__hdr(ctx, off, buf) ({                                             \
 	void *p_ = NF__DATA(ctx) + (off);                                     \
-	(p_ + sizeof(*(buf)) <= NF__DATA_END(ctx)) ? (typeof(buf))p_ : (typeof(buf))0; })
+	typeof(buf) r_ = (p_ + sizeof(*(buf)) <= NF__DATA_END(ctx)) ? (typeof(buf))p_ : (typeof(buf))0; \
+	nf__opaque(r_);                                                       \
+	r_; })
 #elif NF_HOOK_ID == NF_HOOKID_TC
 #define NF__DATA(ctx) ((void *)(long)(ctx)->data)
 #define NF__DATA_END(ctx) ((void *)(long)(ctx)->data_end)

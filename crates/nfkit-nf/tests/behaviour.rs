@@ -1044,3 +1044,33 @@ fn dynamic_classifier_without_a_chain_program_is_a_fault() {
         "chain_id"
     );
 }
+
+// ---------------------------------------------------------------- packet placement
+
+/// With no XDP headroom the VM's packet starts at an address whose low 32
+/// bits are zero. The header must not let clang turn `!p` for a packet
+/// pointer into a 32-bit test of the u32 `data` field (it did: nf__opaque).
+#[test]
+fn packets_at_addresses_with_zero_low_bits_parse_and_mark() {
+    let p = v4_full(C1, S1, UDP, 0, 64, &udp(1000, 53));
+    for (module, name, args, want) in [
+        ("nf.parse", "ip_version", NOARGS, 4),
+        ("nf.parse", "src_port", NOARGS, 1000),
+        ("nf.mark", "set_ttl", args1(5), 64),
+        ("nf.mark", "set_dscp", args1(5), 0),
+    ] {
+        let h = Harness::xdp(module, name);
+        h.map(nfkit_nf::caller::CALL_ARGS_MAP)
+            .update(&0u32.to_le_bytes(), &nfkit_nf::caller::encode_args(args), 0)
+            .unwrap();
+        let mut x = nfkit_vm::XdpMd::new(&p);
+        x.headroom = 0;
+        let r = h.vm.run(
+            nfkit_nf::caller::CALL_ENTRY,
+            nfkit_vm::Context::Xdp(x),
+            &Default::default(),
+        );
+        assert_eq!(r.result.ok(), Some(want), "{name}");
+        assert!(ipv4_checksum_ok(&r.packet, L3), "{name}");
+    }
+}
