@@ -149,10 +149,6 @@ impl NfDoc {
     }
 }
 
-/// Alias kept for readers looking for classifier docs: classifiers are
-/// [`NfDoc`]s of kind [`NfKind::Classifier`].
-pub type ClassifierInfo = NfDoc;
-
 pub(crate) fn hooks_of(names: &[String]) -> Vec<Hook> {
     names.iter().filter_map(|h| h.parse().ok()).collect()
 }

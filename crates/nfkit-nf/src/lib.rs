@@ -22,8 +22,8 @@ pub mod hook;
 pub mod search;
 
 pub use catalogue::{
-    catalogue, classifiers, find, header, list, module, object, parse_name, ArgDoc, ClassifierInfo,
-    HookObj, ModuleObj, NfDoc, NfKind,
+    catalogue, classifiers, find, header, list, module, object, parse_name, ArgDoc, HookObj,
+    ModuleObj, NfDoc, NfKind,
 };
 pub use error::NfError;
 pub use hook::Hook;
