@@ -4,7 +4,7 @@
 //!
 //! * [`hook`]: [`Hook`] (XDP, TC, socket filter), one build per hook.
 //! * [`docblock`]: the `/** @nf ... */` documentation format and its parser.
-//! * [`catalogue`]: the embedded modules ([`catalogue()`], [`object`],
+//! * [`catalogue`](mod@catalogue): the embedded modules ([`catalogue()`], [`object`],
 //!   [`find`], [`list`]) and the documentation types ([`NfDoc`]).
 //! * [`search`]: [`SearchPath`] (`--nf-path`, `NFKIT_NF_PATH`): users'
 //!   `<module>.<hook>.o` / `<module>.o` first, then the embedded catalogue.
