@@ -52,10 +52,6 @@ fn bytes_of(v: &Value) -> Vec<u8> {
 }
 
 impl KernelNf {
-    fn new(module: &str, name: &str) -> KernelNf {
-        KernelNf::for_hook(module, name, nfkit_nf::Hook::Xdp)
-    }
-
     fn for_hook(module: &str, name: &str, hook: nfkit_nf::Hook) -> KernelNf {
         if !Path::new("/sys/fs/bpf").join(".").exists() || !is_bpffs_mounted() {
             let _ = Command::new("mount")
@@ -210,8 +206,20 @@ fn differential(
     steps: &[Step],
     maps: &[&str],
 ) -> Vec<u64> {
-    let vm = Harness::xdp(module, name);
-    let k = KernelNf::new(module, name);
+    differential_on(nfkit_nf::Hook::Xdp, module, name, setup, steps, maps)
+}
+
+/// [`differential`] for the build of `hook`.
+fn differential_on(
+    hook: nfkit_nf::Hook,
+    module: &str,
+    name: &str,
+    setup: &[(&str, Vec<u8>, Vec<u8>)],
+    steps: &[Step],
+    maps: &[&str],
+) -> Vec<u64> {
+    let vm = Harness::new(module, name, hook);
+    let k = KernelNf::for_hook(module, name, hook);
     for (map, key, value) in setup {
         vm.map(map).update(key, value, 0).expect("VM map update");
         k.update(map, key, value);
@@ -466,4 +474,52 @@ fn tc_marking_in_the_kernel_matches_xdp_marking_in_the_vm() {
         let (_, pk) = k.call(&p4, args1(v));
         assert!(ipv4_checksum_ok(&pk, 14), "{name}");
     }
+}
+
+#[test]
+fn tc_builds_agree_with_the_kernel() {
+    let tc = nfkit_nf::Hook::Tc;
+    let pkts = [
+        v4_full(C1, S1, TCP, 46 << 2, 64, &tcp(40000, 443, SYN)),
+        vlan(&v6(a6(1), a6(2), UDP, &udp(5353, 53)), 3),
+        arp(),
+    ];
+    for name in [
+        "ip_version",
+        "l4_proto",
+        "src_port",
+        "dst_port",
+        "dscp",
+        "pkt_len",
+    ] {
+        let steps: Vec<Step> = pkts.iter().map(|p| step(0, p.clone(), NOARGS)).collect();
+        differential_on(tc, "nf.parse", name, &[], &steps, &[]);
+    }
+    let c = |f| tcp4(C1, S1, 40000, 80, f);
+    let s = |f| tcp4(S1, C1, 80, 40000, f);
+    let steps: Vec<Step> = [c(SYN), s(SYN | ACK), c(ACK), s(RST), c(ACK)]
+        .into_iter()
+        .map(|p| step(0, p, NOARGS))
+        .collect();
+    let r = differential_on(
+        tc,
+        "nf.firewall",
+        "conntrack",
+        &[],
+        &steps,
+        &["nf_firewall_ct"],
+    );
+    assert_eq!(r, [1, 0x102, 2, 0x102, 3]);
+    let steps: Vec<Step> = (0..5)
+        .map(|i| step(i * SEC / 2, udp4(C1, S1, 1, 2), args2(1, 2)))
+        .collect();
+    let r = differential_on(
+        tc,
+        "nf.meter",
+        "tb_srcdst",
+        &[],
+        &steps,
+        &["nf_meter_tb_srcdst"],
+    );
+    assert_eq!(r, [0, 0, 0, 1, 0], "1 token/s, 2 deep, every 0.5 s");
 }
