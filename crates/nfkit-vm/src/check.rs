@@ -448,6 +448,7 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
         }
         let n = func.end_op - func.start_op;
         let mut state: Vec<Option<u16>> = vec![None; n];
+        let mut needs: Vec<u16> = vec![0; n];
         state[0] = Some(init);
         let mut work = vec![func.start_op];
         while let Some(i) = work.pop() {
@@ -472,18 +473,11 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
                 | Insn::LdAbs { .. }
                 | Insn::LdInd { .. } => {
                     clobber = ARG_REGS;
+                    writes |= 1;
                 }
                 _ => {}
             }
-            let missing = reads & !s;
-            if missing != 0 {
-                let r = missing.trailing_zeros();
-                return Err(cx.err(
-                    i,
-                    Rule::UninitRead,
-                    format!("r{r} is read but no path to here writes it"),
-                ));
-            }
+            needs[i - func.start_op] = reads;
             let out = (s & !clobber) | writes;
             let mut succ: [Option<usize>; 2] = [None, None];
             if !matches!(insn, Insn::Exit | Insn::Ja { .. } | Insn::Gotol { .. }) {
@@ -506,6 +500,18 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
                     state[k] = Some(new);
                     work.push(t);
                 }
+            }
+        }
+        // With the fixpoint reached: a register no path writes.
+        for (k, (st, need)) in state.iter().zip(&needs).enumerate() {
+            let missing = st.map_or(0, |s| need & !s);
+            if missing != 0 {
+                let r = missing.trailing_zeros();
+                return Err(cx.err(
+                    func.start_op + k,
+                    Rule::UninitRead,
+                    format!("r{r} is read but no path to here writes it"),
+                ));
             }
         }
     }

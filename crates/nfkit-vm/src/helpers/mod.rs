@@ -145,7 +145,7 @@ impl Machine<'_> {
                 } else {
                     self.cpu as u64
                 };
-                if cpu >= m.ncpus() as u64 {
+                if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
                     0
                 } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_)) {
                     return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));

@@ -232,6 +232,7 @@ impl Map {
     /// Program-side lookup: byte offset of the value of `key` for `cpu`
     /// in [`Map::region`].
     pub fn prog_lookup(&self, key: &[u8], cpu: u32) -> Option<usize> {
+        let cpu = if self.ncpus() == 1 { 0 } else { cpu };
         match &self.store {
             Store::Array(a) => a.offset(u32_key(key).ok()?, cpu),
             Store::Hash(h) => h.lookup(key, cpu),
