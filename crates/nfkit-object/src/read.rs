@@ -17,7 +17,8 @@ mod maps;
 use crate::error::{Location, ReadError, ReadErrorKind};
 use crate::object::Object;
 
-pub(crate) use elf::Elf;
+pub(crate) use elf::{Elf, R_BPF_64_32, R_BPF_64_64, R_BPF_64_ABS64};
+pub(crate) use maps::btf_map_def;
 
 /// Largest global-data section accepted (a `.bss` size from a corrupted
 /// header must not make us allocate gigabytes).
