@@ -1,0 +1,52 @@
+//! nfkit's kernel backend (foundation): loads an [`Image`](nfkit_object::Image)
+//! into Linux and runs it with `BPF_PROG_TEST_RUN`.
+//!
+//! * [`load`]: [`load_image`] (BTF, maps, func/line info, verifier errors
+//!   mapped to source lines), [`load_object_file`] (libbpf's own loader,
+//!   for comparison), [`Loaded`], [`Prog`] with [`Prog::test_run`].
+//! * [`maps`]: [`KMap`], a kernel map read and written from Rust.
+//! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
+//! * [`testbed`]: RAII network namespaces and veth pairs for tests.
+//! * [`error`]: [`KernelError`], [`SourceLine`].
+//! * `layout` (private): an entry program's instructions as the kernel
+//!   takes them.
+//! * `sys` (private): the crate's only `unsafe` code (libbpf calls
+//!   libbpf-rs does not wrap, CPU pinning).
+
+#![deny(unsafe_code)]
+
+pub mod bpffs;
+pub mod error;
+mod layout;
+pub mod load;
+pub mod maps;
+mod sys;
+pub mod testbed;
+
+pub use bpffs::{ensure_bpffs, BPFFS, PIN_DIR};
+pub use error::{KernelError, SourceLine};
+pub use load::{load_image, load_object_file, LoadOptions, Loaded, Prog, TestRun, TestRunOut};
+pub use maps::KMap;
+pub use testbed::{Netns, Testbed, Veth};
+
+/// Pins the calling thread to CPU `cpu`, so test runs (which run on the
+/// calling CPU) touch that CPU's slot of per-CPU maps.
+pub fn pin_thread_to_cpu(cpu: usize) -> Result<(), KernelError> {
+    sys::pin_thread_to_cpu(cpu).map_err(|errno| KernelError::Os {
+        what: format!("sched_setaffinity to CPU {cpu}"),
+        errno,
+    })
+}
+
+/// The CPU the calling thread runs on.
+pub fn current_cpu() -> Option<usize> {
+    sys::current_cpu()
+}
+
+/// Number of possible CPUs (the length of per-CPU map values).
+pub fn possible_cpus() -> Result<usize, KernelError> {
+    libbpf_rs::num_possible_cpus().map_err(|e| KernelError::Os {
+        what: format!("possible CPUs: {e}"),
+        errno: libc::EIO,
+    })
+}

@@ -1,0 +1,504 @@
+//! Loading an [`Image`] into the kernel ([`load_image`]) or an ELF object
+//! through libbpf ([`load_object_file`]); the loaded set ([`Loaded`]) and
+//! its programs ([`Prog`]).
+
+use crate::error::{KernelError, SourceLine};
+use crate::layout;
+use crate::maps::{self, KMap};
+use crate::sys;
+use libbpf_rs::{MapCore, MapHandle, ObjectBuilder};
+use nfkit_object::{Image, MapKind, ProgType};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// `BPF_F_XDP_HAS_FRAGS`: the program handles multi-buffer frames.
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
+/// How to load an Image.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// Verifier log level of the first attempt (0: no log unless the
+    /// program is refused, then libbpf retries with level 1).
+    pub log_level: u32,
+    /// Initial size of the verifier log buffer (grown to fit the log);
+    /// 0 means 1 MiB.
+    pub log_size: usize,
+    /// Load only these entry programs (all when `None`).
+    pub entries: Option<Vec<String>>,
+    /// Global variables to set before the maps are created (and
+    /// `.rodata` frozen): `(variable name, bytes)`, found through the
+    /// Image's BTF (`DATASEC` variables).
+    pub globals: Vec<(String, Vec<u8>)>,
+    /// Existing maps to use instead of creating the Image's maps of the
+    /// same name (maps shared between separately loaded Images).
+    pub reuse_maps: Vec<KMap>,
+}
+
+impl LoadOptions {
+    /// Sets global variable `name` to `bytes` before loading.
+    pub fn global(mut self, name: &str, bytes: &[u8]) -> LoadOptions {
+        self.globals.push((name.to_string(), bytes.to_vec()));
+        self
+    }
+}
+
+/// A program loaded in the kernel.
+#[derive(Debug)]
+pub struct Prog {
+    name: String,
+    prog_type: ProgType,
+    fd: OwnedFd,
+    /// The verifier log of a successful load at `log_level` > 0.
+    log: String,
+}
+
+impl Prog {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn prog_type(&self) -> ProgType {
+        self.prog_type
+    }
+
+    /// The program's fd (valid while the `Prog` lives).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The fd, borrowed (for attach calls and prog-array updates).
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The kernel's id of the program.
+    pub fn id(&self) -> Result<u32, KernelError> {
+        libbpf_rs::Program::id_from_fd(self.fd.as_fd()).map_err(|e| KernelError::Os {
+            what: format!("id of program '{}': {e}", self.name),
+            errno: libc::EBADF,
+        })
+    }
+
+    /// The verifier log kept from loading (empty unless `log_level` > 0).
+    pub fn verifier_log(&self) -> &str {
+        &self.log
+    }
+
+    /// Runs the program once (or `repeat` times) on a packet with
+    /// `BPF_PROG_TEST_RUN`.
+    ///
+    /// What the kernel does (and tests must expect): input shorter than
+    /// an Ethernet header (14 bytes) is refused with `EINVAL` for XDP and
+    /// skb programs; XDP gets 256 bytes of headroom and a linear area
+    /// capped at 4096 - 256 - 320 bytes; `repeat` runs re-run on the
+    /// packet as the previous run left it (XDP); the output of XDP starts
+    /// at `data_meta` (metadata, then the frame); socket filters run on
+    /// the packet from the network header but the output includes the
+    /// Ethernet header; `cpu` may only be non-zero for program types that
+    /// take `BPF_F_TEST_RUN_ON_CPU` (not XDP or skb programs: pin the
+    /// calling thread instead, [`pin_thread_to_cpu`](crate::pin_thread_to_cpu)).
+    pub fn test_run(&self, t: &TestRun) -> Result<TestRunOut, KernelError> {
+        let cap = if t.data_size_out == 0 {
+            t.data.len() + 4096
+        } else {
+            t.data_size_out as usize
+        };
+        let mut data_out = vec![0u8; cap];
+        let mut ctx_out = t.ctx_in.as_ref().map(|c| vec![0u8; c.len()]);
+        let raw = sys::test_run(
+            self.fd.as_raw_fd(),
+            sys::RawTestRun {
+                data_in: &t.data,
+                data_out: &mut data_out,
+                ctx_in: t.ctx_in.as_deref(),
+                ctx_out: ctx_out.as_deref_mut(),
+                repeat: t.repeat,
+                cpu: t.cpu,
+                flags: if t.cpu != 0 { 1 } else { 0 },
+            },
+        )
+        .map_err(|errno| KernelError::TestRun {
+            prog: self.name.clone(),
+            errno,
+        })?;
+        data_out.truncate(raw.data_len);
+        if let Some(c) = ctx_out.as_mut() {
+            c.truncate(raw.ctx_len);
+        }
+        Ok(TestRunOut {
+            retval: raw.retval,
+            data: data_out,
+            ctx_out,
+            duration_ns: raw.duration,
+        })
+    }
+}
+
+/// Input of one `BPF_PROG_TEST_RUN`.
+#[derive(Clone, Debug, Default)]
+pub struct TestRun {
+    /// The packet (from the Ethernet header).
+    pub data: Vec<u8>,
+    /// Context to start from (`struct xdp_md` / `struct __sk_buff`).
+    pub ctx_in: Option<Vec<u8>>,
+    /// Runs (0 and 1 both mean once).
+    pub repeat: u32,
+    /// Output buffer size; 0 means the input size plus 4096.
+    pub data_size_out: u32,
+    /// CPU to run on (`BPF_F_TEST_RUN_ON_CPU`); 0 = the calling CPU.
+    pub cpu: u32,
+}
+
+impl TestRun {
+    /// One run on `data`.
+    pub fn packet(data: &[u8]) -> TestRun {
+        TestRun {
+            data: data.to_vec(),
+            ..TestRun::default()
+        }
+    }
+}
+
+/// Output of one `BPF_PROG_TEST_RUN`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestRunOut {
+    /// The program's return value (of the last run).
+    pub retval: u32,
+    /// The packet afterwards (XDP: from `data_meta`).
+    pub data: Vec<u8>,
+    /// The context afterwards, when one was given.
+    pub ctx_out: Option<Vec<u8>>,
+    /// Mean time of one run, in nanoseconds.
+    pub duration_ns: u32,
+}
+
+/// Programs and maps loaded together.
+#[derive(Debug)]
+pub struct Loaded {
+    progs: Vec<Prog>,
+    maps: Vec<KMap>,
+    /// Why the Image's BTF was not used, if it was not.
+    btf_error: Option<String>,
+    _btf: Option<OwnedFd>,
+    _object: Option<libbpf_rs::Object>,
+}
+
+impl Loaded {
+    /// The program called `name`.
+    pub fn prog(&self, name: &str) -> Option<&Prog> {
+        self.progs.iter().find(|p| p.name == name)
+    }
+
+    /// Every loaded program.
+    pub fn progs(&self) -> &[Prog] {
+        &self.progs
+    }
+
+    /// The map called `name` (a new handle on it).
+    pub fn map(&self, name: &str) -> Option<KMap> {
+        self.maps.iter().find(|m| m.name() == name).cloned()
+    }
+
+    /// Every map, in the Image's order.
+    pub fn maps(&self) -> &[KMap] {
+        &self.maps
+    }
+
+    /// Why the Image's BTF was not loaded (no func/line info then).
+    pub fn btf_error(&self) -> Option<&str> {
+        self.btf_error.as_deref()
+    }
+}
+
+/// `expected_attach_type` and program flags of an entry, from its
+/// section name (libbpf's conventions).
+fn attach_of(section: &str) -> (u32, u32) {
+    use libbpf_sys as s;
+    let (t, flags) = match section {
+        x if x.starts_with("xdp.frags/devmap") => (s::BPF_XDP_DEVMAP, BPF_F_XDP_HAS_FRAGS),
+        x if x.starts_with("xdp.frags/cpumap") => (s::BPF_XDP_CPUMAP, BPF_F_XDP_HAS_FRAGS),
+        x if x.starts_with("xdp.frags") => (s::BPF_XDP, BPF_F_XDP_HAS_FRAGS),
+        x if x.starts_with("xdp/devmap") => (s::BPF_XDP_DEVMAP, 0),
+        x if x.starts_with("xdp/cpumap") => (s::BPF_XDP_CPUMAP, 0),
+        x if x.starts_with("xdp") => (s::BPF_XDP, 0),
+        "tcx/ingress" => (s::BPF_TCX_INGRESS, 0),
+        "tcx/egress" => (s::BPF_TCX_EGRESS, 0),
+        "netkit/primary" => (s::BPF_NETKIT_PRIMARY, 0),
+        "netkit/peer" => (s::BPF_NETKIT_PEER, 0),
+        "cgroup_skb/ingress" => (s::BPF_CGROUP_INET_INGRESS, 0),
+        "cgroup_skb/egress" => (s::BPF_CGROUP_INET_EGRESS, 0),
+        _ => (0, 0),
+    };
+    (t, flags)
+}
+
+/// Sets the global variables of `opts` in the global-data maps' bytes.
+fn apply_globals(
+    image: &Image,
+    specs: &mut [nfkit_object::MapSpec],
+    opts: &LoadOptions,
+) -> Result<(), KernelError> {
+    for (name, bytes) in &opts.globals {
+        let gerr = |msg: String| KernelError::Global {
+            name: name.clone(),
+            msg,
+        };
+        let btf = image
+            .btf
+            .as_ref()
+            .ok_or_else(|| gerr("the Image has no BTF".into()))?;
+        let mut done = false;
+        for spec in specs.iter_mut() {
+            let MapKind::Global { section, .. } = &spec.kind else {
+                continue;
+            };
+            let Some(var) = btf
+                .datasec_vars(section)
+                .into_iter()
+                .find(|v| &v.name == name)
+            else {
+                continue;
+            };
+            if bytes.len() != var.size as usize {
+                return Err(gerr(format!(
+                    "is {} bytes, {} given",
+                    var.size,
+                    bytes.len()
+                )));
+            }
+            let data = spec.data.get_or_insert_with(Vec::new);
+            let end = (var.offset + var.size) as usize;
+            if data.len() < end {
+                data.resize(end.max(spec.value_size as usize), 0);
+            }
+            if let Some(dst) = data.get_mut(var.offset as usize..end) {
+                dst.copy_from_slice(bytes);
+            }
+            done = true;
+        }
+        if !done {
+            return Err(gerr("no such variable in the Image's global data".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Loads `image` into the kernel: its BTF, its maps (with initial
+/// data), then every entry program (or those of `opts.entries`) with
+/// its program type, expected attach type, func info and line info;
+/// finally fills prog arrays declared with initial values.
+pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelError> {
+    let log_size = if opts.log_size == 0 {
+        1 << 20
+    } else {
+        opts.log_size
+    };
+    // BTF (with the line-info strings in its string table).
+    let mut btf_fd = None;
+    let mut btf_error = None;
+    let mut line_strs: Vec<(u32, u32)> = Vec::new();
+    if let Some(btf) = &image.btf {
+        let (bytes, strs) = btf.encode_with(|st| {
+            image
+                .line_info
+                .iter()
+                .map(|l| (st.add(&l.file), st.add(&l.text)))
+                .collect::<Vec<_>>()
+        });
+        match sys::btf_load(&bytes, log_size) {
+            Ok(fd) => {
+                btf_fd = Some(fd);
+                line_strs = strs;
+            }
+            Err((errno, log)) => {
+                btf_error = Some(format!(
+                    "{}: {}",
+                    std::io::Error::from_raw_os_error(errno),
+                    crate::error::log_tail(&log, 3)
+                ))
+            }
+        }
+    }
+    let raw_btf = btf_fd.as_ref().map(|f| f.as_raw_fd());
+
+    // Maps.
+    let mut specs = image.maps.clone();
+    apply_globals(image, &mut specs, opts)?;
+    let reuse: HashMap<&str, &KMap> = opts.reuse_maps.iter().map(|m| (m.name(), m)).collect();
+    let mut maps = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        if let Some(m) = reuse.get(spec.name.as_str()) {
+            if m.key_size() != spec.key_size
+                || m.value_size() != spec.value_size
+                || m.map_type() != spec.map_type
+            {
+                return Err(KernelError::Map {
+                    map: spec.name.clone(),
+                    msg: "the map given for reuse has another type, key or value size".into(),
+                });
+            }
+            maps.push((*m).clone());
+            continue;
+        }
+        maps.push(maps::create(spec, raw_btf)?);
+    }
+    let map_fds: Vec<RawFd> = maps.iter().map(|m| m.fd()).collect();
+
+    // Programs.
+    let mut progs = Vec::new();
+    for (i, e) in image.entries.iter().enumerate() {
+        if let Some(only) = &opts.entries {
+            if !only.iter().any(|n| n == &e.name) {
+                continue;
+            }
+        }
+        let code = layout::build(image, i, &map_fds).map_err(|msg| KernelError::Image {
+            entry: e.name.clone(),
+            msg,
+        })?;
+        let line_info: Vec<[u32; 4]> = if raw_btf.is_some() {
+            code.lines
+                .iter()
+                .filter_map(|&(off, idx)| {
+                    let l = image.line_info.get(idx)?;
+                    let &(file, text) = line_strs.get(idx)?;
+                    Some([off, file, text, (l.line << 10) | (l.col & 0x3ff)])
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (attach, flags) = attach_of(&e.section);
+        let load = sys::ProgLoad {
+            prog_type: e.prog_type.kernel_id(),
+            expected_attach_type: attach,
+            prog_flags: flags,
+            name: &maps::kernel_name(&e.name),
+            license: &image.license,
+            insns: &code.insns,
+            btf_fd: raw_btf,
+            func_info: if raw_btf.is_some() {
+                &code.func_info
+            } else {
+                &[]
+            },
+            line_info: &line_info,
+            log_level: opts.log_level,
+            log_size,
+        };
+        match sys::prog_load(&load) {
+            Ok((fd, log)) => progs.push(Prog {
+                name: e.name.clone(),
+                prog_type: e.prog_type,
+                fd,
+                log,
+            }),
+            Err(f) if f.log.trim().is_empty() => {
+                return Err(KernelError::ProgLoad {
+                    entry: e.name.clone(),
+                    errno: f.errno,
+                })
+            }
+            Err(f) => {
+                let line = layout::last_insn_in_log(&f.log)
+                    .and_then(|k| code.slot_map.get(k))
+                    .and_then(|&slot| image.line_of(slot))
+                    .map(|l| SourceLine {
+                        file: l.file.clone(),
+                        line: l.line,
+                        col: l.col,
+                        text: l.text.clone(),
+                    });
+                return Err(KernelError::Verifier {
+                    entry: e.name.clone(),
+                    log: f.log,
+                    line,
+                });
+            }
+        }
+    }
+
+    // Prog arrays with initial contents.
+    for init in &image.map_inits {
+        let (Some(map), Some(entry)) = (maps.get(init.map), image.entries.get(init.entry)) else {
+            continue;
+        };
+        let Some(p) = progs.iter().find(|p| p.name == entry.name) else {
+            continue;
+        };
+        map.update(&init.slot.to_le_bytes(), &(p.fd() as u32).to_le_bytes(), 0)?;
+    }
+    Ok(Loaded {
+        progs,
+        maps,
+        btf_error,
+        _btf: btf_fd,
+        _object: None,
+    })
+}
+
+/// Loads an ELF object with libbpf (its own relocation, BTF and map
+/// handling), for comparison with [`load_image`].
+pub fn load_object_file(path: impl AsRef<Path>) -> Result<Loaded, KernelError> {
+    let path = path.as_ref();
+    let oerr = |source| KernelError::Object {
+        path: path.display().to_string(),
+        source,
+    };
+    let open = ObjectBuilder::default().open_file(path).map_err(oerr)?;
+    let object = open.load().map_err(oerr)?;
+    let mut progs = Vec::new();
+    for p in object.progs() {
+        let name = p.name().to_string_lossy().into_owned();
+        let fd = p
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| KernelError::Os {
+                what: format!("dup of program '{name}'"),
+                errno: e.raw_os_error().unwrap_or(libc::EBADF),
+            })?;
+        let prog_type = prog_type_of(p.prog_type());
+        progs.push(Prog {
+            name,
+            prog_type,
+            fd,
+            log: String::new(),
+        });
+    }
+    let mut maps = Vec::new();
+    for m in object.maps() {
+        let name = m.name().to_string_lossy().into_owned();
+        if m.as_fd().as_raw_fd() < 0 {
+            continue;
+        }
+        let h = MapHandle::try_from(&m).map_err(oerr)?;
+        maps.push(KMap::new(&name, h));
+    }
+    Ok(Loaded {
+        progs,
+        maps,
+        btf_error: None,
+        _btf: None,
+        _object: Some(object),
+    })
+}
+
+/// nfkit's program type for libbpf's (the packet types nfkit runs).
+fn prog_type_of(t: libbpf_rs::ProgramType) -> ProgType {
+    use libbpf_rs::ProgramType as L;
+    match t {
+        L::SocketFilter => ProgType::SocketFilter,
+        L::SchedCls => ProgType::SchedCls,
+        L::SchedAct => ProgType::SchedAct,
+        L::Xdp => ProgType::Xdp,
+        L::CgroupSkb => ProgType::CgroupSkb,
+        L::SkSkb => ProgType::SkSkb,
+        L::LwtIn => ProgType::LwtIn,
+        L::LwtOut => ProgType::LwtOut,
+        L::LwtXmit => ProgType::LwtXmit,
+        L::FlowDissector => ProgType::FlowDissector,
+        L::Syscall => ProgType::Syscall,
+        _ => ProgType::Unspec,
+    }
+}
