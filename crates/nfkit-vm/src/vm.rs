@@ -185,6 +185,30 @@ impl Vm {
                 _ => Region::opaque(&name, &empty),
             });
         }
+        // Prog array slots the object fills at load (`__array(values, ...)`),
+        // as libbpf does.
+        for init in &image.map_inits {
+            let bad = |detail: String| LoadError::Map {
+                index: init.map,
+                name: image
+                    .maps
+                    .get(init.map)
+                    .map_or_else(String::new, |m| m.name.clone()),
+                detail,
+            };
+            let m = maps
+                .by_index(init.map)
+                .ok_or_else(|| bad("initialised, but no such map".into()))?;
+            if init.entry >= checked.entries.len() {
+                return Err(bad(format!("slot {} names no entry program", init.slot)));
+            }
+            m.update(
+                &init.slot.to_le_bytes(),
+                &(init.entry as u32).to_le_bytes(),
+                crate::maps::BPF_ANY,
+            )
+            .map_err(|e| bad(format!("slot {}: {e}", init.slot)))?;
+        }
         Ok(Vm {
             inner: Arc::new(Inner {
                 program: checked.program,

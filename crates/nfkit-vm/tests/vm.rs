@@ -574,6 +574,52 @@ fn tail_calls_stop_after_33() {
 }
 
 #[test]
+fn prog_array_slots_from_the_object_are_filled_at_load() {
+    use nfkit_vm::helpers::table::id;
+    // Same program as above, but slot 0 of "jmp" comes from the Image's
+    // map_inits (as `__array(values, ...)` gives it), not from Rust.
+    let prog = vec![
+        movr(6, 1),
+        map_value(7, 1, 0),
+        ldx(Size::DW, 0, 7, 0),
+        alu64(AluOp::Add, 0, 1),
+        stx(Size::DW, 7, 0, 0),
+        movr(1, 6),
+        map_ptr(2, 0),
+        mov(3, 0),
+        call(id::TAIL_CALL),
+        ldx(Size::DW, 0, 7, 0),
+        exit(),
+    ];
+    let mut g = map("count", MapType::Array, 4, 8, 1);
+    g.kind = nfkit_object::MapKind::Global {
+        section: ".bss".into(),
+        read_only: false,
+    };
+    g.data = Some(vec![0; 8]);
+    let mut img = image(
+        ProgType::Xdp,
+        prog,
+        vec![map("jmp", MapType::ProgArray, 4, 4, 4), g],
+    );
+    img.map_inits.push(nfkit_object::MapInit {
+        map: 0,
+        slot: 0,
+        entry: 0,
+    });
+    let vm = Vm::new(&img, VmConfig::kernel()).expect("loads");
+    let f = udp_frame(60);
+    let res = vm.run(0, Context::Xdp(XdpMd::new(&f)), &RunOptions::default());
+    assert_eq!(res.r0(), Some(34), "{:?}", res.result);
+    // A slot naming a missing entry is refused at load.
+    img.map_inits[0].entry = 5;
+    assert!(matches!(
+        Vm::new(&img, VmConfig::kernel()),
+        Err(nfkit_vm::LoadError::Map { index: 0, .. })
+    ));
+}
+
+#[test]
 fn bpf_loop_calls_back() {
     use nfkit_vm::helpers::table::id;
     // sum i for i in 0..10 into a stack slot via the callback.
