@@ -8,6 +8,7 @@
 //! * [`progtype`]: program types from section names (libbpf conventions).
 //! * [`link`]: objects into an [`Image`].
 //! * [`write`]: an [`Image`] back into an eBPF relocatable ELF object.
+//! * [`summary`]: what an object holds, for `nfkit object show`.
 //! * [`error`]: read, link and write errors, each naming where.
 
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ pub mod link;
 pub mod object;
 pub mod progtype;
 pub mod read;
+pub mod summary;
 pub mod write;
 
 pub use btf::Btf;
@@ -27,6 +29,7 @@ pub use image::{Entry, Function, Image, LineInfo, MapInit, MapKind, MapSpec, Map
 pub use link::{link, link_files};
 pub use object::Object;
 pub use read::read_object;
+pub use summary::ObjectSummary;
 pub use write::write_object;
 
 use std::path::Path;

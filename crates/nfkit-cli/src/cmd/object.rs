@@ -1,10 +1,204 @@
-//! `nfkit object ...` (being written: toolchain issue).
+//! `nfkit object show FILE.o [--json]`: the programs, subprograms, maps
+//! and global data of an eBPF ELF object (see `nfkit_object::summary`).
 
+use anyhow::anyhow;
+use nfkit_object::ObjectSummary;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// List an object's programs (name, section, type, instruction count),
+    /// maps (name, type, key/value size, max entries) and globals.
+    Show(ShowArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ShowArgs {
+    /// The ELF object (as `clang -O2 -g -target bpf` writes it).
+    file: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
 
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
-    match c {}
+    match c {
+        Command::Show(a) => show(a),
+    }
+}
+
+#[derive(Serialize)]
+struct Shown<'a> {
+    file: String,
+    #[serde(flatten)]
+    summary: &'a ObjectSummary,
+}
+
+fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    // One line: "FILE: section '...', symbol '...', offset 0x..: what".
+    let object = nfkit_object::read_file(&a.file).map_err(|e| anyhow!("{e}"))?;
+    let summary = ObjectSummary::of(&object);
+    if a.json {
+        let shown = Shown {
+            file: a.file.display().to_string(),
+            summary: &summary,
+        };
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+    } else {
+        print!("{}", text(&a.file.display().to_string(), &summary));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Left-aligned columns, two spaces apart, indented by two.
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    if rows.is_empty() {
+        out.push_str("  (none)\n");
+        return;
+    }
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::from(" ");
+        for (c, w) in cells.iter().zip(&width) {
+            let _ = write!(l, " {c:<w$} ");
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+fn opt(s: &Option<String>) -> String {
+    s.clone().unwrap_or_else(|| "-".into())
+}
+
+fn text(file: &str, s: &ObjectSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{file}: license {}, {}",
+        if s.license.is_empty() {
+            "none"
+        } else {
+            &s.license
+        },
+        if s.btf { "BTF" } else { "no BTF" }
+    );
+    let _ = writeln!(out, "\nprograms ({}):", s.programs.len());
+    let rows: Vec<Vec<String>> = s
+        .programs
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.section.clone(),
+                p.prog_type.clone(),
+                p.insns.to_string(),
+                p.size.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        &["NAME", "SECTION", "TYPE", "INSNS", "BYTES"],
+        &rows,
+    );
+    if !s.functions.is_empty() {
+        let _ = writeln!(out, "\nfunctions ({}):", s.functions.len());
+        let rows: Vec<Vec<String>> = s
+            .functions
+            .iter()
+            .map(|f| {
+                vec![
+                    f.name.clone(),
+                    f.section.clone(),
+                    f.binding.to_string(),
+                    f.insns.to_string(),
+                    f.size.to_string(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &["NAME", "SECTION", "BINDING", "INSNS", "BYTES"],
+            &rows,
+        );
+    }
+    let _ = writeln!(out, "\nmaps ({}):", s.maps.len());
+    let rows: Vec<Vec<String>> = s
+        .maps
+        .iter()
+        .map(|m| {
+            vec![
+                m.name.clone(),
+                m.map_type.clone(),
+                m.key_size.to_string(),
+                m.value_size.to_string(),
+                m.max_entries.to_string(),
+                format!("0x{:x}", m.flags),
+                opt(&m.key_type),
+                opt(&m.value_type),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        &[
+            "NAME",
+            "TYPE",
+            "KEY",
+            "VALUE",
+            "MAX_ENTRIES",
+            "FLAGS",
+            "KEY_TYPE",
+            "VALUE_TYPE",
+        ],
+        &rows,
+    );
+    let _ = writeln!(out, "\nglobals ({} sections):", s.globals.len());
+    for g in &s.globals {
+        let _ = writeln!(
+            out,
+            "  {} ({} bytes{})",
+            g.section,
+            g.size,
+            if g.read_only { ", read-only" } else { "" }
+        );
+        let rows: Vec<Vec<String>> = g
+            .vars
+            .iter()
+            .map(|v| {
+                vec![
+                    v.name.clone(),
+                    v.offset.to_string(),
+                    v.size.to_string(),
+                    v.linkage.to_string(),
+                    opt(&v.c_type),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            let mut t = String::new();
+            table(
+                &mut t,
+                &["NAME", "OFFSET", "SIZE", "LINKAGE", "TYPE"],
+                &rows,
+            );
+            for l in t.lines() {
+                let _ = writeln!(out, "  {l}");
+            }
+        }
+    }
+    out
 }

@@ -90,6 +90,17 @@ fn malformed(what: impl std::fmt::Display) -> ReadError {
     ReadError::bare(ReadErrorKind::Malformed(what.to_string()))
 }
 
+/// A malformed-file error at a file offset (no section to name).
+fn file_err(offset: u64, what: impl std::fmt::Display) -> ReadError {
+    ReadError::new(
+        Location {
+            offset: Some(offset),
+            ..Location::default()
+        },
+        ReadErrorKind::Malformed(what.to_string()),
+    )
+}
+
 impl<'a> Elf<'a> {
     pub fn parse(data: &'a [u8]) -> Result<Elf<'a>, ReadError> {
         if data.len() < 4 || data[..4] != [0x7f, b'E', b'L', b'F'] {
@@ -109,7 +120,15 @@ impl<'a> Elf<'a> {
             e::ELFDATA2MSB => return Err(ReadError::bare(ReadErrorKind::BigEndian)),
             d => return Err(malformed(format!("unknown ELF data encoding {d}"))),
         }
-        let header = e::FileHeader64::<Endianness>::parse(data).map_err(malformed)?;
+        let header = e::FileHeader64::<Endianness>::parse(data).map_err(|_| {
+            file_err(
+                0,
+                format!(
+                    "file is {} bytes, shorter than the ELF header (64)",
+                    data.len()
+                ),
+            )
+        })?;
         let endian = header.endian().map_err(malformed)?;
         let machine = header.e_machine(endian);
         if machine != e::EM_BPF {
@@ -119,17 +138,36 @@ impl<'a> Elf<'a> {
         if ty != e::ET_REL {
             return Err(ReadError::bare(ReadErrorKind::NotRelocatable(ty)));
         }
-        let table = header.sections(endian, data).map_err(malformed)?;
+        let shoff = header.e_shoff(endian);
+        let table = header.sections(endian, data).map_err(|e| {
+            file_err(
+                shoff,
+                format!(
+                    "section header table ({} entries of {} bytes, file is {} bytes): {e}",
+                    header.e_shnum(endian),
+                    header.e_shentsize(endian),
+                    data.len()
+                ),
+            )
+        })?;
         let mut sections = Vec::with_capacity(table.len());
         for (i, sh) in table.enumerate() {
-            let name = table
-                .section_name(endian, sh)
-                .map_err(|e| malformed(format!("section {}: {e}", i.0)))?;
+            let name = table.section_name(endian, sh).map_err(|e| {
+                file_err(
+                    shoff.saturating_add(i.0 as u64 * 64),
+                    format!("header of section {}: name: {e}", i.0),
+                )
+            })?;
             let name = String::from_utf8_lossy(name).into_owned();
             let sec_data = sh.data(endian, data).map_err(|e| {
                 err(
                     Location::section(&name),
-                    ReadErrorKind::Malformed(e.to_string()),
+                    ReadErrorKind::Malformed(format!(
+                        "contents at file offset 0x{:x}, {} bytes, file is {} bytes: {e}",
+                        sh.sh_offset(endian),
+                        sh.sh_size(endian),
+                        data.len()
+                    )),
                 )
             })?;
             sections.push(Section {
@@ -154,24 +192,32 @@ impl<'a> Elf<'a> {
                 return Err(malformed("more than one symbol table"));
             }
             symtab_index = Some(i.0);
+            let stname = sections[i.0].name.clone();
+            let sym_err = |si: usize, what: String| {
+                err(
+                    Location::at(&stname, si as u64 * 24),
+                    ReadErrorKind::Malformed(what),
+                )
+            };
             let syms = sh
                 .symbols(endian, data, &table, i)
-                .map_err(|e| malformed(format!("symbol table: {e}")))?
-                .ok_or_else(|| malformed("symbol table"))?;
+                .map_err(|e| sym_err(0, format!("symbol table: {e}")))?
+                .ok_or_else(|| sym_err(0, "symbol table".into()))?;
             for (si, sym) in syms.enumerate() {
                 let name = syms
                     .symbol_name(endian, sym)
-                    .map_err(|e| malformed(format!("symbol {}: {e}", si.0)))?;
+                    .map_err(|e| sym_err(si.0, format!("symbol {}: {e}", si.0)))?;
                 let mut name = String::from_utf8_lossy(name).into_owned();
                 let section = syms
                     .symbol_section(endian, sym, si)
-                    .map_err(|e| malformed(format!("symbol {}: {e}", si.0)))?
+                    .map_err(|e| sym_err(si.0, format!("symbol {}: {e}", si.0)))?
                     .map(|s| s.0);
                 if let Some(s) = section {
                     if s >= sections.len() {
-                        return Err(malformed(format!(
-                            "symbol '{name}' is in section {s}, which does not exist"
-                        )));
+                        return Err(sym_err(
+                            si.0,
+                            format!("symbol '{name}' is in section {s}, which does not exist"),
+                        ));
                     }
                 }
                 let kind = match sym.st_type() {
@@ -233,7 +279,12 @@ impl<'a> Elf<'a> {
                         ReadErrorKind::Malformed(e.to_string()),
                     )
                 })?
-                .ok_or_else(|| malformed("relocation section"))?;
+                .ok_or_else(|| {
+                    err(
+                        Location::section(&rname),
+                        ReadErrorKind::Malformed("not a relocation section".into()),
+                    )
+                })?;
             for r in rels {
                 let sym = r.r_sym(endian) as usize;
                 let offset = r.r_offset(endian);
