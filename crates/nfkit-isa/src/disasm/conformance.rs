@@ -1,0 +1,168 @@
+//! Instructions in the bpf_conformance syntax.
+
+use super::{jump_text, pseudo_name, pseudo_text, signed, Ctx};
+use crate::asm::conformance::{alu_name, jmp_name};
+use crate::insn::*;
+
+fn sz(size: Size) -> &'static str {
+    match size {
+        Size::B => "b",
+        Size::H => "h",
+        Size::W => "w",
+        Size::DW => "dw",
+    }
+}
+
+fn w32(width: Width) -> &'static str {
+    match width {
+        Width::W32 => "32",
+        Width::W64 => "",
+    }
+}
+
+fn mem(r: Reg, off: i16) -> String {
+    if off < 0 {
+        format!("[%r{}{off}]", r.num())
+    } else {
+        format!("[%r{}+{off}]", r.num())
+    }
+}
+
+fn operand(o: Operand) -> String {
+    match o {
+        Operand::Reg(r) => format!("%r{}", r.num()),
+        Operand::Imm(i) => i.to_string(),
+    }
+}
+
+pub(crate) fn format(insn: &Insn, ctx: &Ctx) -> String {
+    match *insn {
+        Insn::Alu {
+            width,
+            op,
+            dst,
+            src,
+        } => match op {
+            AluOp::Neg => format!("neg{} %r{}", w32(width), dst.num()),
+            AluOp::MovSx(bits) => {
+                let wb = if width == Width::W32 { 32 } else { 64 };
+                format!("movsx{bits}{wb} %r{}, {}", dst.num(), operand(src))
+            }
+            _ => format!(
+                "{}{} %r{}, {}",
+                alu_name(op),
+                w32(width),
+                dst.num(),
+                operand(src)
+            ),
+        },
+        Insn::Endian { order, bits, dst } => {
+            let n = match order {
+                ByteOrder::Le => "le",
+                ByteOrder::Be => "be",
+                ByteOrder::Swap => "bswap",
+            };
+            format!("{n}{bits} %r{}", dst.num())
+        }
+        Insn::AddrSpaceCast {
+            dst,
+            src,
+            dst_as,
+            src_as,
+        } => format!(
+            "addr_space_cast %r{}, %r{}, {dst_as}, {src_as}",
+            dst.num(),
+            src.num()
+        ),
+        Insn::Ldx {
+            size,
+            signed,
+            dst,
+            src,
+            off,
+        } => format!(
+            "ldx{}{} %r{}, {}",
+            if signed { "s" } else { "" },
+            sz(size),
+            dst.num(),
+            mem(src, off)
+        ),
+        Insn::St {
+            size,
+            dst,
+            off,
+            imm,
+        } => format!("st{} {}, {imm}", sz(size), mem(dst, off)),
+        Insn::Stx {
+            size,
+            dst,
+            src,
+            off,
+        } => format!("stx{} {}, %r{}", sz(size), mem(dst, off), src.num()),
+        Insn::Atomic {
+            size,
+            op,
+            dst,
+            src,
+            off,
+        } => {
+            let (fetch, name) = match op {
+                AtomicOp::Add { fetch } => (fetch, "add"),
+                AtomicOp::Or { fetch } => (fetch, "or"),
+                AtomicOp::And { fetch } => (fetch, "and"),
+                AtomicOp::Xor { fetch } => (fetch, "xor"),
+                AtomicOp::Xchg => (false, "xchg"),
+                AtomicOp::CmpXchg => (false, "cmpxchg"),
+            };
+            format!(
+                "lock {}{name}{} {}, %r{}",
+                if fetch { "fetch " } else { "" },
+                if size == Size::W { "32" } else { "" },
+                mem(dst, off),
+                src.num()
+            )
+        }
+        Insn::Lddw {
+            kind,
+            dst,
+            imm,
+            next_imm,
+        } => match (ctx.symbol, pseudo_name(kind)) {
+            (Some(sym), _) => format!("lddw %r{}, {sym}", dst.num()),
+            (None, Some(name)) => {
+                format!("lddw %r{}, {}", dst.num(), pseudo_text(name, imm, next_imm))
+            }
+            (None, None) => format!("lddw %r{}, 0x{:x}", dst.num(), Insn::imm64(imm, next_imm)),
+        },
+        Insn::LdAbs { size, imm } => format!("ldabs{} {imm}", sz(size)),
+        Insn::LdInd { size, src, imm } => format!("ldind{} %r{}, {imm}", sz(size), src.num()),
+        Insn::Ja { off } => format!("ja {}", jump_text(ctx, off as i64)),
+        Insn::Gotol { imm } => format!("ja32 {}", jump_text(ctx, imm as i64)),
+        Insn::MayGoto { off } => format!("may_goto {}", jump_text(ctx, off as i64)),
+        Insn::Jmp {
+            width,
+            cond,
+            dst,
+            src,
+            off,
+        } => format!(
+            "{}{} %r{}, {}, {}",
+            jmp_name(cond),
+            w32(width),
+            dst.num(),
+            operand(src),
+            jump_text(ctx, off as i64)
+        ),
+        Insn::Call { kind, imm } => match kind {
+            CallKind::Helper => format!("call {imm}"),
+            CallKind::Kfunc => format!("call kfunc {imm}"),
+            CallKind::Local => match (ctx.symbol, &ctx.target) {
+                (Some(sym), _) => format!("call local {sym}"),
+                (None, Some(l)) => format!("call local {l}"),
+                (None, None) => format!("call local {}", signed(imm as i64)),
+            },
+        },
+        Insn::Callx { reg } => format!("call %r{}", reg.num()),
+        Insn::Exit => "exit".to_string(),
+    }
+}
