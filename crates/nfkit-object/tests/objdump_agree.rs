@@ -220,9 +220,10 @@ fn text_agrees(insn: &Insn, t: &str) -> Result<(), String> {
                 Operand::Imm(i) => {
                     // llvm prints 32-bit immediates of 64-bit ops as signed.
                     let alt = (i as u32).to_string();
-                    if t.ends_with(&format!(" {i}")) || t.ends_with(&format!(" {alt}")) {
-                        Ok(())
-                    } else if t.starts_with(&format!("{d} = -{d}")) {
+                    if t.ends_with(&format!(" {i}"))
+                        || t.ends_with(&format!(" {alt}"))
+                        || t.starts_with(&format!("{d} = -{d}"))
+                    {
                         Ok(())
                     } else {
                         Err(format!("immediate {i}"))
