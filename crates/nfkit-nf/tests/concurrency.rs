@@ -8,14 +8,11 @@
 //! packet on CPU 0 and then hammered from all CPUs (`*_on_existing_entries`),
 //! and with the creation itself racing (`*_with_creation_races`).
 //!
-//! Only the per-CPU counter test runs by default: the committed nfkit-vm
-//! cannot yet run programs on CPUs >= 1 against shared maps (lookups give
-//! NULL; the working tree holds an uncommitted fix, with which the
-//! `*_on_existing_entries` tests pass), and a program-side insert into a
-//! shared map from a CPU >= 1 stores zeros (`HashMap::write_value` with
-//! `Some(cpu)` on a map with one value slot), which the creation-race tests
-//! need. `cargo test -p nfkit-nf --test concurrency -- --include-ignored`
-//! runs them all.
+//! The creation-race tests are ignored for now: in nfkit-vm a program-side
+//! insert into a shared map from a CPU >= 1 stores zeros
+//! (`Map::prog_update` passes the CPU to maps with one value slot, and
+//! `HashMap::write_value` then writes no value). `cargo test -p nfkit-nf
+//! --test concurrency -- --include-ignored` runs them.
 
 mod common;
 
@@ -83,13 +80,12 @@ fn token_bucket(warm_up: bool) {
 }
 
 #[test]
-#[ignore = "nfkit-vm as committed: program-side lookups of shared (non-per-CPU) maps from CPU >= 1 return NULL (Map::prog_lookup; fixed by the uncommitted crates/nfkit-vm/src/maps/mod.rs change); run with --include-ignored once it lands"]
 fn token_bucket_hands_out_exactly_burst_tokens_on_existing_entries() {
     token_bucket(true);
 }
 
 #[test]
-#[ignore = "nfkit-vm: as above, and program-side inserts into shared maps from CPU >= 1 store zeros (HashMap::write_value with Some(cpu))"]
+#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn token_bucket_hands_out_exactly_burst_tokens_with_creation_races() {
     token_bucket(false);
 }
@@ -116,13 +112,12 @@ fn one_in(warm_up: bool) {
 }
 
 #[test]
-#[ignore = "nfkit-vm as committed: program-side lookups of shared (non-per-CPU) maps from CPU >= 1 return NULL (Map::prog_lookup; fixed by the uncommitted crates/nfkit-vm/src/maps/mod.rs change); run with --include-ignored once it lands"]
 fn one_in_n_samples_exactly_one_in_n_on_existing_entries() {
     one_in(true);
 }
 
 #[test]
-#[ignore = "nfkit-vm: as above, and program-side inserts into shared maps from CPU >= 1 store zeros (HashMap::write_value with Some(cpu))"]
+#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn one_in_n_samples_exactly_one_in_n_with_creation_races() {
     one_in(false);
 }
@@ -195,13 +190,12 @@ fn sets(warm_up: bool) {
 }
 
 #[test]
-#[ignore = "nfkit-vm as committed: program-side lookups of shared (non-per-CPU) maps from CPU >= 1 return NULL (Map::prog_lookup; fixed by the uncommitted crates/nfkit-vm/src/maps/mod.rs change); run with --include-ignored once it lands"]
 fn set_entries_updated_concurrently_are_all_there_on_existing_entries() {
     sets(true);
 }
 
 #[test]
-#[ignore = "nfkit-vm: as above, and program-side inserts into shared maps from CPU >= 1 store zeros (HashMap::write_value with Some(cpu))"]
+#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn set_entries_added_concurrently_are_all_there_with_creation_races() {
     sets(false);
 }
@@ -265,19 +259,17 @@ fn conntrack(warm_up: bool) {
 }
 
 #[test]
-#[ignore = "nfkit-vm as committed: program-side lookups of shared (non-per-CPU) maps from CPU >= 1 return NULL (Map::prog_lookup; fixed by the uncommitted crates/nfkit-vm/src/maps/mod.rs change); run with --include-ignored once it lands"]
 fn conntrack_tracks_concurrent_handshakes_exactly_on_existing_entries() {
     conntrack(true);
 }
 
 #[test]
-#[ignore = "nfkit-vm: as above, and program-side inserts into shared maps from CPU >= 1 store zeros (HashMap::write_value with Some(cpu))"]
+#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn conntrack_tracks_concurrent_handshakes_exactly_with_creation_races() {
     conntrack(false);
 }
 
 #[test]
-#[ignore = "nfkit-vm as committed: program-side lookups of shared (non-per-CPU) maps from CPU >= 1 return NULL (Map::prog_lookup; fixed by the uncommitted crates/nfkit-vm/src/maps/mod.rs change); run with --include-ignored once it lands"]
 fn conntrack_cas_on_one_connection_from_all_cpus() {
     // One established connection; every CPU sends data both ways at once.
     let h = Arc::new(Harness::xdp("nf.firewall", "conntrack"));
