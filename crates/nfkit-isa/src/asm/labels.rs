@@ -8,7 +8,8 @@ use super::{conformance, llvm, AsmError, FixKind, Program, Stmt, SymbolRef, Synt
 use crate::insn::{CallKind, Insn, LddwKind};
 use std::collections::HashMap;
 
-/// Slot → (line, column) of the instruction that starts there.
+/// Slot → (line, column) of the instruction that starts there (the
+/// column of its label or symbol if it names one).
 pub(crate) type SlotLines = HashMap<usize, (usize, usize)>;
 
 /// A parsed statement and where it came from.
@@ -106,7 +107,8 @@ fn resolve(
     let mut prog = Program::default();
     let mut where_ = HashMap::new();
     for (i, p) in placed.iter().enumerate() {
-        where_.insert(p.slot, (p.line, p.col));
+        let col = p.stmt.fix.as_ref().map_or(p.col, |f| f.col);
+        where_.insert(p.slot, (p.line, col));
         let mut insn = p.stmt.insn;
         if let Some(fix) = &p.stmt.fix {
             let err = |msg: String| AsmError::new(p.line, fix.col, msg);
