@@ -234,6 +234,8 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
     // Per-instruction rules, successors, and the call graph.
     let nfuncs = cx.funcs.len();
     let mut callees: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nfuncs]; // (callee, call op)
+                                                                          // Functions whose address is taken (callbacks: their r0 is read).
+    let mut is_callback = vec![false; nfuncs];
     for (i, insn) in insns.iter().enumerate() {
         let f = cx.op_func[i] as usize;
         let func = &cx.funcs[f];
@@ -257,6 +259,9 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
                 .target(i, rel)
                 .map_err(|why| cx.err(i, Rule::CallTarget, why))?;
             callees[f].push((cx.op_func[t] as usize, i));
+            if matches!(insn, Insn::Lddw { .. }) {
+                is_callback[cx.op_func[t] as usize] = true;
+            }
         }
         let (_, writes) = reads_writes(insn);
         if writes & FP != 0 {
@@ -436,6 +441,9 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
         .map(|f| callees.iter().any(|cs| cs.iter().any(|&(c, _)| c == f)))
         .collect();
     for (fi, func) in cx.funcs.iter().enumerate() {
+        // A subprogram may return nothing (a `void` function): the
+        // kernel checks r0 only at the exits of entries and callbacks.
+        let exit_reads_r0 = is_entry[fi] || is_callback[fi] || !is_callee[fi];
         let mut init: u16 = FP;
         if is_entry[fi] || !is_callee[fi] {
             init |= 1 << 1;
@@ -475,6 +483,7 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
                     clobber = ARG_REGS;
                     writes |= 1;
                 }
+                Insn::Exit if !exit_reads_r0 => reads = 0,
                 _ => {}
             }
             needs[i - func.start_op] = reads;

@@ -791,3 +791,32 @@ fn ringbuf_output_and_reserve() {
         vec![vec![4, 3, 2, 1, 0, 0, 0, 0], vec![0x0d, 0x0c, 0x0b, 0x0a]]
     );
 }
+
+#[test]
+fn void_subprograms_load_but_entries_and_callbacks_must_set_r0() {
+    use nfkit_vm::helpers::table::id;
+    // main: call sub; r0 = 7; exit.  sub: exit without touching r0 (a
+    // `void` function, as clang emits them).
+    let void_sub = vec![call_local(2), mov(0, 7), exit(), exit()];
+    let vm = Vm::new(&image(ProgType::Xdp, void_sub, vec![]), VmConfig::kernel()).expect("loads");
+    let f = udp_frame(60);
+    assert_eq!(
+        vm.run(0, Context::Xdp(XdpMd::new(&f)), &RunOptions::default())
+            .r0(),
+        Some(7)
+    );
+    // The entry's own exit still needs r0.
+    assert_eq!(load_err(vec![exit()]), Rule::UninitRead);
+    // A bpf_loop callback's r0 is read by the helper.
+    let no_r0_callback = vec![
+        mov(1, 4),
+        func_ptr(2, 5),
+        mov(3, 0),
+        mov(4, 0),
+        call(id::LOOP),
+        exit(),
+        exit(),
+    ];
+    // The lddw is at slot 1: target = 1 + 1 + 5 = slot 7, the last exit.
+    assert_eq!(load_err(no_r0_callback), Rule::UninitRead);
+}
