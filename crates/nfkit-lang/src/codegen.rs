@@ -1,0 +1,1170 @@
+//! Code generation: the typed IR straight into eBPF instructions.
+//!
+//! Every chain becomes a function with the NF calling convention (r1 =
+//! ctx, r2..r5 = arguments, r0 = the u64 result); chain-to-chain calls
+//! are inlined. Inside a function r9 keeps ctx, locals live in 8-byte
+//! stack slots in canonical form (zero-extended unsigned, sign-extended
+//! signed), expressions evaluate into r0 with spills to stack
+//! temporaries. NF calls are real calls; a result with bit 63 set (a
+//! verdict or a fault) jumps straight to the function's exit, which ends
+//! the whole chain. Packet pointers are loaded from ctx for every access
+//! (so they are never stale after a call) and bounds-checked the way the
+//! verifier wants; a failed check, a missing info block or an exceeded
+//! loop cap returns `NF_FAULT`.
+
+use crate::ir::{BinOp, Chain, CmpOp, Expr, ExprKind, MapRmw, Program, Stmt, StmtKind};
+use crate::types::Ty;
+use nfkit_isa::{
+    AluOp, AtomicOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width,
+};
+use nfkit_nf::Hook;
+use std::collections::HashMap;
+
+/// Helper ids.
+const MAP_LOOKUP: i32 = 1;
+const MAP_UPDATE: i32 = 2;
+const MAP_DELETE: i32 = 3;
+const SKB_STORE_BYTES: i32 = 9;
+const SKB_LOAD_BYTES: i32 = 26;
+const SKB_LOAD_BYTES_RELATIVE: i32 = 68;
+
+/// Largest stack frame of one generated function.
+pub const MAX_FRAME: i32 = 512;
+
+/// A symbolic reference of one instruction, resolved when linking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ref {
+    /// `lddw` of map `i` of the object ([`Maps`] order).
+    Map(usize),
+    /// Call of the NF with this symbol.
+    Nf(String),
+    /// Call of generated function `i`.
+    Func(usize),
+}
+
+/// The maps a generated object uses: the script's, then shared ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ObjMap {
+    /// A map of the script (index into [`Program::maps`]).
+    User(usize),
+    /// `nfkit_pktinfo`.
+    PktInfo,
+    /// `nfkit_nest`.
+    Nest,
+}
+
+/// One generated function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenFunc {
+    pub name: String,
+    pub insns: Vec<Insn>,
+    /// (instruction index, reference).
+    pub refs: Vec<(usize, Ref)>,
+    /// (instruction index, script line, column) where a statement starts.
+    pub lines: Vec<(usize, u32, u32)>,
+    /// Bytes of stack used.
+    pub stack: u32,
+    /// True for the dispatcher (global symbol).
+    pub global: bool,
+}
+
+/// Code generation errors.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GenError {
+    #[error("chain '{chain}' needs {bytes} bytes of stack (limit {MAX_FRAME}): {why}")]
+    Stack {
+        chain: String,
+        bytes: u32,
+        why: String,
+    },
+    #[error("jump too far in chain '{0}'")]
+    JumpTooFar(String),
+}
+
+/// Generated code of a whole program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generated {
+    /// One function per chain (in [`Program::chains`] order), then the
+    /// dispatcher `nfkit_dispatch` when the script has a classifier.
+    pub funcs: Vec<GenFunc>,
+    pub maps: Vec<ObjMap>,
+}
+
+/// Generates every chain of `prog` for `hook`.
+pub fn generate(prog: &Program, hook: Hook) -> Result<Generated, GenError> {
+    let mut maps: Vec<ObjMap> = (0..prog.maps.len()).map(ObjMap::User).collect();
+    let mut funcs = Vec::new();
+    for (i, c) in prog.chains.iter().enumerate() {
+        let mut g = Gen::new(prog, hook, &mut maps, &c.name);
+        g.chain_function(i)?;
+        funcs.push(g.finish()?);
+    }
+    let dispatched = prog.dispatched();
+    if prog.classifier.is_some() {
+        funcs.push(dispatcher(&dispatched));
+    }
+    Ok(Generated { funcs, maps })
+}
+
+/// `nfkit_dispatch(ctx, chain_id, ...)`: calls the chain with that id.
+fn dispatcher(chains: &[usize]) -> GenFunc {
+    let mut insns = Vec::new();
+    let mut refs = Vec::new();
+    // if r2 == k goto call_k (patched below)
+    let n = chains.len();
+    for (k, _) in chains.iter().enumerate() {
+        // Each call block is 6 instructions; the jumps skip the remaining
+        // tests and the default return (2 instructions).
+        let off = (n - k - 1) + 2 + k * 6;
+        insns.push(Insn::Jmp {
+            width: Width::W64,
+            cond: Cond::Eq,
+            dst: Reg::R2,
+            src: Operand::Imm(k as i32),
+            off: off as i16,
+        });
+    }
+    insns.push(mov_imm(Reg::R0, 0));
+    insns.push(Insn::Exit);
+    for &c in chains {
+        for r in [Reg::R2, Reg::R3, Reg::R4, Reg::R5] {
+            insns.push(mov_imm(r, 0));
+        }
+        refs.push((insns.len(), Ref::Func(c)));
+        insns.push(Insn::Call {
+            kind: CallKind::Local,
+            imm: -1,
+        });
+        insns.push(Insn::Exit);
+    }
+    GenFunc {
+        name: "nfkit_dispatch".into(),
+        insns,
+        refs,
+        lines: Vec::new(),
+        stack: 0,
+        global: true,
+    }
+}
+
+fn mov_imm(dst: Reg, v: i32) -> Insn {
+    Insn::Alu {
+        width: Width::W64,
+        op: AluOp::Mov,
+        dst,
+        src: Operand::Imm(v),
+    }
+}
+
+fn mov_reg(dst: Reg, src: Reg) -> Insn {
+    Insn::Alu {
+        width: Width::W64,
+        op: AluOp::Mov,
+        dst,
+        src: Operand::Reg(src),
+    }
+}
+
+fn alu(op: AluOp, dst: Reg, src: Operand) -> Insn {
+    Insn::Alu {
+        width: Width::W64,
+        op,
+        dst,
+        src,
+    }
+}
+
+fn ldx(size: Size, dst: Reg, src: Reg, off: i16) -> Insn {
+    Insn::Ldx {
+        size,
+        signed: false,
+        dst,
+        src,
+        off,
+    }
+}
+
+fn stx(size: Size, dst: Reg, off: i16, src: Reg) -> Insn {
+    Insn::Stx {
+        size,
+        dst,
+        src,
+        off,
+    }
+}
+
+type Label = usize;
+
+/// Loop targets.
+struct LoopCtx {
+    brk: Label,
+    cont: Label,
+}
+
+/// Inlining context of one chain instance.
+struct Frame {
+    /// Stack offset of local 0 (locals at base - 8 * (i + 1)).
+    base: i32,
+    /// Where `return` goes (None: the function's own exit).
+    ret: Option<Label>,
+    chain: usize,
+    loops: Vec<LoopCtx>,
+}
+
+struct Gen<'a> {
+    prog: &'a Program,
+    hook: Hook,
+    maps: &'a mut Vec<ObjMap>,
+    name: String,
+    insns: Vec<Insn>,
+    refs: Vec<(usize, Ref)>,
+    lines: Vec<(usize, u32, u32)>,
+    /// Label -> instruction index.
+    labels: Vec<Option<usize>>,
+    /// (instruction index, label) of jumps to patch.
+    fixups: Vec<(usize, Label)>,
+    /// Bytes of stack in use / most ever used.
+    used: i32,
+    max_used: i32,
+    frames: Vec<Frame>,
+    exit: Label,
+    fault: Label,
+    /// Inline stack, for the error path of deep nesting.
+    inline_path: Vec<String>,
+    slot_cache: HashMap<(), ()>,
+}
+
+impl<'a> Gen<'a> {
+    fn new(prog: &'a Program, hook: Hook, maps: &'a mut Vec<ObjMap>, name: &str) -> Gen<'a> {
+        let mut g = Gen {
+            prog,
+            hook,
+            maps,
+            name: name.to_string(),
+            insns: Vec::new(),
+            refs: Vec::new(),
+            lines: Vec::new(),
+            labels: Vec::new(),
+            fixups: Vec::new(),
+            used: 0,
+            max_used: 0,
+            frames: Vec::new(),
+            exit: 0,
+            fault: 0,
+            inline_path: vec![name.to_string()],
+            slot_cache: HashMap::new(),
+        };
+        g.exit = g.label();
+        g.fault = g.label();
+        g
+    }
+
+    fn label(&mut self) -> Label {
+        self.labels.push(None);
+        self.labels.len() - 1
+    }
+
+    fn bind(&mut self, l: Label) {
+        self.labels[l] = Some(self.insns.len());
+    }
+
+    fn emit(&mut self, i: Insn) {
+        self.insns.push(i);
+    }
+
+    fn jmp(&mut self, l: Label) {
+        self.fixups.push((self.insns.len(), l));
+        self.emit(Insn::Ja { off: 0 });
+    }
+
+    fn jcond(&mut self, cond: Cond, dst: Reg, src: Operand, l: Label) {
+        self.fixups.push((self.insns.len(), l));
+        self.emit(Insn::Jmp {
+            width: Width::W64,
+            cond,
+            dst,
+            src,
+            off: 0,
+        });
+    }
+
+    /// Allocates an 8-byte stack slot; its offset from r10.
+    fn alloc(&mut self, bytes: i32) -> i16 {
+        self.used += bytes;
+        self.max_used = self.max_used.max(self.used);
+        (-self.used).clamp(i16::MIN as i32, 0) as i16
+    }
+
+    fn free(&mut self, bytes: i32) {
+        self.used -= bytes;
+    }
+
+    fn map_index(&mut self, m: ObjMap) -> usize {
+        match self.maps.iter().position(|x| *x == m) {
+            Some(i) => i,
+            None => {
+                self.maps.push(m);
+                self.maps.len() - 1
+            }
+        }
+    }
+
+    fn load_map(&mut self, dst: Reg, m: ObjMap) {
+        let i = self.map_index(m);
+        self.refs.push((self.insns.len(), Ref::Map(i)));
+        self.emit(Insn::Lddw {
+            kind: LddwKind::MapFd,
+            dst,
+            imm: 0,
+            next_imm: 0,
+        });
+    }
+
+    fn call_helper(&mut self, id: i32) {
+        self.emit(Insn::Call {
+            kind: CallKind::Helper,
+            imm: id,
+        });
+    }
+
+    fn konst(&mut self, dst: Reg, v: u64) {
+        if (v as i64) >= i32::MIN as i64 && (v as i64) <= i32::MAX as i64 {
+            self.emit(mov_imm(dst, v as i64 as i32));
+        } else {
+            self.emit(Insn::lddw(dst, v));
+        }
+    }
+
+    fn finish(mut self) -> Result<GenFunc, GenError> {
+        if self.max_used > MAX_FRAME {
+            return Err(GenError::Stack {
+                chain: self.name.clone(),
+                bytes: self.max_used as u32,
+                why: format!(
+                    "locals and temporaries of {} (chain calls are inlined)",
+                    self.inline_path.join(" -> ")
+                ),
+            });
+        }
+        let slots = nfkit_isa::slot_offsets(&self.insns);
+        let total = nfkit_isa::slot_count(&self.insns);
+        for &(at, l) in &self.fixups {
+            let target = self.labels[l].unwrap_or(self.insns.len());
+            let tslot = slots.get(target).copied().unwrap_or(total) as i64;
+            let rel = tslot - slots[at] as i64 - 1;
+            let rel = i16::try_from(rel).map_err(|_| GenError::JumpTooFar(self.name.clone()))?;
+            match &mut self.insns[at] {
+                Insn::Ja { off } | Insn::Jmp { off, .. } => *off = rel,
+                _ => {}
+            }
+        }
+        let _ = &self.slot_cache;
+        Ok(GenFunc {
+            name: self.name,
+            insns: self.insns,
+            refs: self.refs,
+            lines: self.lines,
+            stack: self.max_used as u32,
+            global: false,
+        })
+    }
+
+    // ------------------------------------------------------------------
+
+    fn chain_function(&mut self, ci: usize) -> Result<(), GenError> {
+        let c: &Chain = &self.prog.chains[ci];
+        self.lines.push((0, c.line, 0));
+        self.emit(mov_reg(Reg::R9, Reg::R1));
+        let n = c.locals.len() as i32;
+        let base = 0;
+        self.alloc(8 * n);
+        for (i, r) in [Reg::R2, Reg::R3, Reg::R4, Reg::R5]
+            .into_iter()
+            .enumerate()
+            .take(c.params.len())
+        {
+            // Parameters arrive as u64: bring them into their type.
+            let ty = c.params[i].1;
+            self.emit(mov_reg(Reg::R0, r));
+            self.normalize(ty);
+            self.emit(stx(Size::DW, Reg::FP, local_off(base, i), Reg::R0));
+        }
+        for i in c.params.len()..c.locals.len() {
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: local_off(base, i),
+                imm: 0,
+            });
+        }
+        self.frames.push(Frame {
+            base,
+            ret: None,
+            chain: ci,
+            loops: Vec::new(),
+        });
+        let body = &self.prog.chains[ci].body;
+        self.block(body);
+        // Falling off the end returns 0.
+        self.emit(mov_imm(Reg::R0, 0));
+        self.bind(self.exit);
+        self.emit(Insn::Exit);
+        self.bind(self.fault);
+        self.emit(mov_imm(Reg::R0, -1));
+        self.emit(Insn::Exit);
+        self.frames.pop();
+        Ok(())
+    }
+
+    fn frame(&self) -> &Frame {
+        // A frame always exists while generating statements.
+        &self.frames[self.frames.len() - 1]
+    }
+
+    fn local(&self, i: usize) -> i16 {
+        local_off(self.frame().base, i)
+    }
+
+    fn block(&mut self, body: &[Stmt]) {
+        for s in body {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        self.lines.push((self.insns.len(), s.line, s.col));
+        match &s.kind {
+            StmtKind::Assign { local, value } => {
+                self.expr(value);
+                let o = self.local(*local);
+                self.emit(stx(Size::DW, Reg::FP, o, Reg::R0));
+            }
+            StmtKind::Expr(e) => self.expr(e),
+            StmtKind::If { cond, then, els } => {
+                let l_else = self.label();
+                let l_end = self.label();
+                self.branch_false(cond, l_else);
+                self.block(then);
+                if !els.is_empty() {
+                    self.jmp(l_end);
+                }
+                self.bind(l_else);
+                self.block(els);
+                self.bind(l_end);
+            }
+            StmtKind::Loop {
+                cond,
+                body,
+                step,
+                cap,
+            } => {
+                if let Some((_, counter)) = cap {
+                    let o = self.local(*counter);
+                    self.emit(Insn::St {
+                        size: Size::DW,
+                        dst: Reg::FP,
+                        off: o,
+                        imm: 0,
+                    });
+                }
+                let top = self.label();
+                let brk = self.label();
+                let cont = self.label();
+                self.bind(top);
+                self.branch_false(cond, brk);
+                if let Some((n, counter)) = cap {
+                    let o = self.local(*counter);
+                    self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                    let fault = self.fault;
+                    self.jcond(Cond::Ge, Reg::R1, Operand::Imm(*n as i32), fault);
+                    self.emit(alu(AluOp::Add, Reg::R1, Operand::Imm(1)));
+                    self.emit(stx(Size::DW, Reg::FP, o, Reg::R1));
+                }
+                let fi = self.frames.len() - 1;
+                self.frames[fi].loops.push(LoopCtx { brk, cont });
+                self.block(body);
+                self.frames[fi].loops.pop();
+                self.bind(cont);
+                self.block(step);
+                self.jmp(top);
+                self.bind(brk);
+            }
+            StmtKind::Break => {
+                if let Some(l) = self.frame().loops.last().map(|l| l.brk) {
+                    self.jmp(l);
+                }
+            }
+            StmtKind::Continue => {
+                if let Some(l) = self.frame().loops.last().map(|l| l.cont) {
+                    self.jmp(l);
+                }
+            }
+            StmtKind::Return(e) => {
+                self.expr(e);
+                match self.frame().ret {
+                    Some(l) => self.jmp(l),
+                    None => {
+                        // A plain value has bit 63 clear.
+                        self.emit(alu(AluOp::Lsh, Reg::R0, Operand::Imm(1)));
+                        self.emit(alu(AluOp::Rsh, Reg::R0, Operand::Imm(1)));
+                        let l = self.exit;
+                        self.jmp(l);
+                    }
+                }
+            }
+            StmtKind::Verdict(e) => {
+                self.expr(e);
+                let l = self.exit;
+                self.jmp(l);
+            }
+            StmtKind::MapSet { map, key, value } => {
+                let k = self.spill_expr(key);
+                let v = self.spill_expr(value);
+                self.load_map(Reg::R1, ObjMap::User(*map));
+                self.fp_addr(Reg::R2, k);
+                self.fp_addr(Reg::R3, v);
+                self.emit(mov_imm(Reg::R4, 0));
+                self.call_helper(MAP_UPDATE);
+                self.free(16);
+            }
+            StmtKind::MapDel { map, key } => {
+                let k = self.spill_expr(key);
+                self.load_map(Reg::R1, ObjMap::User(*map));
+                self.fp_addr(Reg::R2, k);
+                self.call_helper(MAP_DELETE);
+                self.free(8);
+            }
+            StmtKind::MapRmw {
+                map,
+                key,
+                op,
+                value,
+            } => self.map_rmw(*map, key, *op, value),
+            StmtKind::PktWrite { size, off, value } => self.pkt_write(*size, off, value),
+        }
+    }
+
+    fn fp_addr(&mut self, dst: Reg, off: i16) {
+        self.emit(mov_reg(dst, Reg::FP));
+        self.emit(alu(AluOp::Add, dst, Operand::Imm(off as i32)));
+    }
+
+    /// Evaluates `e` into a new 8-byte stack slot (freed by the caller).
+    fn spill_expr(&mut self, e: &Expr) -> i16 {
+        self.expr(e);
+        let o = self.alloc(8);
+        self.emit(stx(Size::DW, Reg::FP, o, Reg::R0));
+        o
+    }
+
+    fn map_rmw(&mut self, map: usize, key: &Expr, op: MapRmw, value: &Expr) {
+        let vt = self.prog.maps[map].value;
+        let k = self.spill_expr(key);
+        self.expr(value);
+        if op == MapRmw::Sub {
+            self.emit(alu(AluOp::Neg, Reg::R0, Operand::Imm(0)));
+        }
+        let v = self.alloc(8);
+        self.emit(stx(Size::DW, Reg::FP, v, Reg::R0));
+        self.load_map(Reg::R1, ObjMap::User(map));
+        self.fp_addr(Reg::R2, k);
+        self.call_helper(MAP_LOOKUP);
+        let l_ins = self.label();
+        let l_end = self.label();
+        self.jcond(Cond::Eq, Reg::R0, Operand::Imm(0), l_ins);
+        self.emit(ldx(Size::DW, Reg::R1, Reg::FP, v));
+        let size = map_size(vt);
+        let aop = match op {
+            MapRmw::Add | MapRmw::Sub => AtomicOp::Add { fetch: false },
+            MapRmw::Or => AtomicOp::Or { fetch: false },
+            MapRmw::And => AtomicOp::And { fetch: false },
+            MapRmw::Xor => AtomicOp::Xor { fetch: false },
+        };
+        if matches!(size, Size::W | Size::DW) {
+            self.emit(Insn::Atomic {
+                size,
+                op: aop,
+                dst: Reg::R0,
+                src: Reg::R1,
+                off: 0,
+            });
+        } else {
+            let aluop = match op {
+                MapRmw::Add | MapRmw::Sub => AluOp::Add,
+                MapRmw::Or => AluOp::Or,
+                MapRmw::And => AluOp::And,
+                MapRmw::Xor => AluOp::Xor,
+            };
+            self.emit(ldx(size, Reg::R2, Reg::R0, 0));
+            self.emit(alu(aluop, Reg::R2, Operand::Reg(Reg::R1)));
+            self.emit(stx(size, Reg::R0, 0, Reg::R2));
+        }
+        self.jmp(l_end);
+        self.bind(l_ins);
+        if op == MapRmw::And {
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: v,
+                imm: 0,
+            });
+        }
+        self.load_map(Reg::R1, ObjMap::User(map));
+        self.fp_addr(Reg::R2, k);
+        self.fp_addr(Reg::R3, v);
+        self.emit(mov_imm(Reg::R4, 1)); // BPF_NOEXIST
+        self.call_helper(MAP_UPDATE);
+        self.bind(l_end);
+        self.free(16);
+    }
+
+    // ------------------------------------------------------------------
+    // Packet access.
+
+    /// Loads data / data_end of the context into r1 / r2 (XDP, TC).
+    fn pkt_ptrs(&mut self) {
+        let (d, e) = match self.hook {
+            Hook::Xdp => (0, 4),
+            _ => (76, 80),
+        };
+        self.emit(ldx(Size::W, Reg::R1, Reg::R9, d));
+        self.emit(ldx(Size::W, Reg::R2, Reg::R9, e));
+    }
+
+    /// With the offset in r0: r1 = packet pointer with `size` readable
+    /// bytes, or a jump to `miss`.
+    fn pkt_check(&mut self, size: Size, miss: Label) {
+        self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), miss);
+        self.pkt_ptrs();
+        self.emit(alu(AluOp::Add, Reg::R1, Operand::Reg(Reg::R0)));
+        self.emit(mov_reg(Reg::R3, Reg::R1));
+        self.emit(alu(AluOp::Add, Reg::R3, Operand::Imm(size.bytes() as i32)));
+        self.jcond(Cond::Gt, Reg::R3, Operand::Reg(Reg::R2), miss);
+    }
+
+    fn swap(&mut self, r: Reg, size: Size) {
+        if size != Size::B {
+            self.emit(Insn::Endian {
+                order: ByteOrder::Be,
+                bits: size.bits() as u8,
+                dst: r,
+            });
+        }
+    }
+
+    fn pkt_read(&mut self, size: Size, off: &Expr) {
+        self.expr(off);
+        let fault = self.fault;
+        match self.hook {
+            Hook::Xdp => {
+                self.pkt_check(size, fault);
+                self.emit(ldx(size, Reg::R0, Reg::R1, 0));
+            }
+            Hook::Tc => {
+                // Direct access when the bytes are in the linear part, else
+                // bpf_skb_load_bytes.
+                let slow = self.label();
+                let done = self.label();
+                let o = self.alloc(8);
+                self.emit(stx(Size::DW, Reg::FP, o, Reg::R0));
+                self.pkt_check(size, slow);
+                self.emit(ldx(size, Reg::R0, Reg::R1, 0));
+                self.jmp(done);
+                self.bind(slow);
+                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), fault);
+                self.emit(mov_reg(Reg::R2, Reg::R0));
+                self.emit(mov_reg(Reg::R1, Reg::R9));
+                self.fp_addr(Reg::R3, o);
+                self.emit(mov_imm(Reg::R4, size.bytes() as i32));
+                self.call_helper(SKB_LOAD_BYTES);
+                self.jcond(Cond::Ne, Reg::R0, Operand::Imm(0), fault);
+                self.emit(ldx(size, Reg::R0, Reg::FP, o));
+                self.bind(done);
+                self.free(8);
+            }
+            Hook::Socket => {
+                let o = self.alloc(8);
+                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), fault);
+                self.emit(mov_reg(Reg::R2, Reg::R0));
+                self.emit(mov_reg(Reg::R1, Reg::R9));
+                self.fp_addr(Reg::R3, o);
+                self.emit(mov_imm(Reg::R4, size.bytes() as i32));
+                self.emit(mov_imm(Reg::R5, 1)); // BPF_HDR_START_NET
+                self.call_helper(SKB_LOAD_BYTES_RELATIVE);
+                self.jcond(Cond::Ne, Reg::R0, Operand::Imm(0), fault);
+                self.emit(ldx(size, Reg::R0, Reg::FP, o));
+                self.free(8);
+            }
+        }
+        self.swap(Reg::R0, size);
+    }
+
+    fn pkt_write(&mut self, size: Size, off: &Expr, value: &Expr) {
+        let v = self.spill_expr(value);
+        self.expr(off);
+        let fault = self.fault;
+        match self.hook {
+            Hook::Xdp => {
+                self.pkt_check(size, fault);
+                self.emit(ldx(Size::DW, Reg::R3, Reg::FP, v));
+                self.swap(Reg::R3, size);
+                self.emit(stx(size, Reg::R1, 0, Reg::R3));
+            }
+            _ => {
+                // bpf_skb_store_bytes handles linear and paged data alike.
+                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), fault);
+                self.emit(mov_reg(Reg::R2, Reg::R0));
+                self.emit(ldx(Size::DW, Reg::R3, Reg::FP, v));
+                self.swap(Reg::R3, size);
+                self.emit(stx(Size::DW, Reg::FP, v, Reg::R3));
+                self.emit(mov_reg(Reg::R1, Reg::R9));
+                self.fp_addr(Reg::R3, v);
+                self.emit(mov_imm(Reg::R4, size.bytes() as i32));
+                self.emit(mov_imm(Reg::R5, 0));
+                self.call_helper(SKB_STORE_BYTES);
+                self.jcond(Cond::Ne, Reg::R0, Operand::Imm(0), fault);
+            }
+        }
+        self.free(8);
+    }
+
+    /// r0 = pointer to the packet info block (or a fault).
+    fn pkt_info(&mut self) {
+        let k = self.alloc(8);
+        if self.hook == Hook::Xdp {
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: k,
+                imm: 0,
+            });
+        } else {
+            // slot = hook * 4 + min(depth - 1, 3) (depth from nfkit_nest).
+            let hid = self.hook.id() as i32;
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: k,
+                imm: hid,
+            });
+            self.load_map(Reg::R1, ObjMap::Nest);
+            self.fp_addr(Reg::R2, k);
+            self.call_helper(MAP_LOOKUP);
+            let zero = self.label();
+            let set = self.label();
+            self.emit(mov_imm(Reg::R1, 0));
+            self.jcond(Cond::Eq, Reg::R0, Operand::Imm(0), set);
+            self.emit(ldx(Size::W, Reg::R1, Reg::R0, 0));
+            self.jcond(Cond::Eq, Reg::R1, Operand::Imm(0), set);
+            self.emit(alu(AluOp::Sub, Reg::R1, Operand::Imm(1)));
+            self.jcond(Cond::Le, Reg::R1, Operand::Imm(3), set);
+            self.emit(mov_imm(Reg::R1, 3));
+            self.bind(zero);
+            self.bind(set);
+            self.emit(alu(AluOp::Add, Reg::R1, Operand::Imm(hid * 4)));
+            self.emit(stx(Size::DW, Reg::FP, k, Reg::R1));
+        }
+        self.load_map(Reg::R1, ObjMap::PktInfo);
+        self.fp_addr(Reg::R2, k);
+        self.call_helper(MAP_LOOKUP);
+        let fault = self.fault;
+        self.jcond(Cond::Eq, Reg::R0, Operand::Imm(0), fault);
+        self.free(8);
+    }
+
+    // ------------------------------------------------------------------
+    // Expressions: the value in r0.
+
+    /// Brings r0 into the canonical form of `ty`.
+    fn normalize(&mut self, ty: Ty) {
+        match ty {
+            Ty::U64 | Ty::S64 => {}
+            Ty::U32 => self.emit(Insn::Alu {
+                width: Width::W32,
+                op: AluOp::Mov,
+                dst: Reg::R0,
+                src: Operand::Reg(Reg::R0),
+            }),
+            Ty::U16 => self.emit(alu(AluOp::And, Reg::R0, Operand::Imm(0xffff))),
+            Ty::U8 => self.emit(alu(AluOp::And, Reg::R0, Operand::Imm(0xff))),
+            Ty::S8 | Ty::S16 | Ty::S32 => {
+                let sh = 64 - ty.bits() as i32;
+                self.emit(alu(AluOp::Lsh, Reg::R0, Operand::Imm(sh)));
+                self.emit(alu(AluOp::Arsh, Reg::R0, Operand::Imm(sh)));
+            }
+            Ty::Bool => {
+                self.emit(Insn::Jmp {
+                    width: Width::W64,
+                    cond: Cond::Eq,
+                    dst: Reg::R0,
+                    src: Operand::Imm(0),
+                    off: 1,
+                });
+                self.emit(mov_imm(Reg::R0, 1));
+            }
+        }
+    }
+
+    /// A simple right operand: an immediate, or a local loaded into r1.
+    fn operand(&mut self, e: &Expr) -> Option<Operand> {
+        match &e.kind {
+            ExprKind::Const(v)
+                if (*v as i64) >= i32::MIN as i64 && (*v as i64) <= i32::MAX as i64 =>
+            {
+                Some(Operand::Imm(*v as i64 as i32))
+            }
+            ExprKind::Local(l) => {
+                let o = self.local(*l);
+                self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                Some(Operand::Reg(Reg::R1))
+            }
+            _ => None,
+        }
+    }
+
+    /// r0 = a, and the second operand as an immediate or in r1.
+    fn pair(&mut self, a: &Expr, b: &Expr) -> Operand {
+        let simple = matches!(b.kind, ExprKind::Const(_) | ExprKind::Local(_));
+        if simple {
+            self.expr(a);
+            if let Some(op) = self.operand(b) {
+                return op;
+            }
+            self.konst(Reg::R1, b.as_const().unwrap_or(0));
+            return Operand::Reg(Reg::R1);
+        }
+        let t = self.spill_expr(a);
+        self.expr(b);
+        self.emit(mov_reg(Reg::R1, Reg::R0));
+        self.emit(ldx(Size::DW, Reg::R0, Reg::FP, t));
+        self.free(8);
+        Operand::Reg(Reg::R1)
+    }
+
+    fn cond_of(op: CmpOp, signed: bool) -> Cond {
+        match (op, signed) {
+            (CmpOp::Eq, _) => Cond::Eq,
+            (CmpOp::Ne, _) => Cond::Ne,
+            (CmpOp::Lt, false) => Cond::Lt,
+            (CmpOp::Le, false) => Cond::Le,
+            (CmpOp::Gt, false) => Cond::Gt,
+            (CmpOp::Ge, false) => Cond::Ge,
+            (CmpOp::Lt, true) => Cond::Slt,
+            (CmpOp::Le, true) => Cond::Sle,
+            (CmpOp::Gt, true) => Cond::Sgt,
+            (CmpOp::Ge, true) => Cond::Sge,
+        }
+    }
+
+    fn negate(op: CmpOp) -> CmpOp {
+        match op {
+            CmpOp::Eq => CmpOp::Ne,
+            CmpOp::Ne => CmpOp::Eq,
+            CmpOp::Lt => CmpOp::Ge,
+            CmpOp::Le => CmpOp::Gt,
+            CmpOp::Gt => CmpOp::Le,
+            CmpOp::Ge => CmpOp::Lt,
+        }
+    }
+
+    /// Jumps to `l` when `c` is false.
+    fn branch_false(&mut self, c: &Expr, l: Label) {
+        match &c.kind {
+            ExprKind::Cmp(op, a, b) => {
+                let src = self.pair(a, b);
+                let cond = Self::cond_of(Self::negate(*op), a.ty.signed());
+                self.jcond(cond, Reg::R0, src, l);
+            }
+            ExprKind::Not(x) => self.branch_true(x, l),
+            ExprKind::And(a, b) => {
+                self.branch_false(a, l);
+                self.branch_false(b, l);
+            }
+            ExprKind::Or(a, b) => {
+                let t = self.label();
+                self.branch_true(a, t);
+                self.branch_false(b, l);
+                self.bind(t);
+            }
+            _ => {
+                self.expr(c);
+                self.jcond(Cond::Eq, Reg::R0, Operand::Imm(0), l);
+            }
+        }
+    }
+
+    /// Jumps to `l` when `c` is true.
+    fn branch_true(&mut self, c: &Expr, l: Label) {
+        match &c.kind {
+            ExprKind::Cmp(op, a, b) => {
+                let src = self.pair(a, b);
+                let cond = Self::cond_of(*op, a.ty.signed());
+                self.jcond(cond, Reg::R0, src, l);
+            }
+            ExprKind::Not(x) => self.branch_false(x, l),
+            ExprKind::Or(a, b) => {
+                self.branch_true(a, l);
+                self.branch_true(b, l);
+            }
+            ExprKind::And(a, b) => {
+                let f = self.label();
+                self.branch_false(a, f);
+                self.branch_true(b, l);
+                self.bind(f);
+            }
+            _ => {
+                self.expr(c);
+                self.jcond(Cond::Ne, Reg::R0, Operand::Imm(0), l);
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) {
+        match &e.kind {
+            ExprKind::Const(v) => self.konst(Reg::R0, *v),
+            ExprKind::Local(l) => {
+                let o = self.local(*l);
+                self.emit(ldx(Size::DW, Reg::R0, Reg::FP, o));
+            }
+            ExprKind::Bin(op, a, b) => self.binop(*op, e.ty, a, b),
+            ExprKind::Neg(x) => {
+                self.expr(x);
+                self.emit(alu(AluOp::Neg, Reg::R0, Operand::Imm(0)));
+                self.normalize(e.ty);
+            }
+            ExprKind::Inv(x) => {
+                self.expr(x);
+                self.emit(alu(AluOp::Xor, Reg::R0, Operand::Imm(-1)));
+                self.normalize(e.ty);
+            }
+            ExprKind::Not(x) => {
+                self.expr(x);
+                self.emit(alu(AluOp::Xor, Reg::R0, Operand::Imm(1)));
+            }
+            ExprKind::Cmp(..) | ExprKind::And(..) | ExprKind::Or(..) => {
+                let f = self.label();
+                let end = self.label();
+                self.branch_false(e, f);
+                self.emit(mov_imm(Reg::R0, 1));
+                self.jmp(end);
+                self.bind(f);
+                self.emit(mov_imm(Reg::R0, 0));
+                self.bind(end);
+            }
+            ExprKind::IfExp(c, a, b) => {
+                let f = self.label();
+                let end = self.label();
+                self.branch_false(c, f);
+                self.expr(a);
+                self.jmp(end);
+                self.bind(f);
+                self.expr(b);
+                self.bind(end);
+            }
+            ExprKind::Cast(x) => {
+                self.expr(x);
+                self.normalize(e.ty);
+            }
+            ExprKind::CallNf { nf, args } => self.call_nf(*nf, args),
+            ExprKind::CallChain { chain, args } => self.call_chain(*chain, args),
+            ExprKind::PktRead { size, off } => self.pkt_read(*size, off),
+            ExprKind::PktLen => {
+                if self.hook == Hook::Xdp {
+                    self.pkt_info();
+                    self.emit(ldx(Size::W, Reg::R0, Reg::R0, 48));
+                } else {
+                    self.emit(ldx(Size::W, Reg::R0, Reg::R9, 0));
+                }
+            }
+            ExprKind::PktInfo { off, size } => {
+                self.pkt_info();
+                self.emit(ldx(*size, Reg::R0, Reg::R0, *off));
+            }
+            ExprKind::MapGet { map, key, default } => {
+                let vt = self.prog.maps[*map].value;
+                let d = default.as_ref().map(|d| self.spill_expr(d));
+                let k = self.spill_expr(key);
+                self.load_map(Reg::R1, ObjMap::User(*map));
+                self.fp_addr(Reg::R2, k);
+                self.call_helper(MAP_LOOKUP);
+                let miss = self.label();
+                let end = self.label();
+                self.jcond(Cond::Eq, Reg::R0, Operand::Imm(0), miss);
+                self.emit(ldx(map_size(vt), Reg::R0, Reg::R0, 0));
+                self.normalize(vt);
+                self.jmp(end);
+                self.bind(miss);
+                match d {
+                    Some(o) => self.emit(ldx(Size::DW, Reg::R0, Reg::FP, o)),
+                    None => self.emit(mov_imm(Reg::R0, 0)),
+                }
+                self.bind(end);
+                self.free(if d.is_some() { 16 } else { 8 });
+            }
+            ExprKind::MapHas { map, key, negate } => {
+                let k = self.spill_expr(key);
+                self.load_map(Reg::R1, ObjMap::User(*map));
+                self.fp_addr(Reg::R2, k);
+                self.call_helper(MAP_LOOKUP);
+                // r0 = (r0 != 0) ^ negate
+                self.emit(Insn::Jmp {
+                    width: Width::W64,
+                    cond: Cond::Eq,
+                    dst: Reg::R0,
+                    src: Operand::Imm(0),
+                    off: 1,
+                });
+                self.emit(mov_imm(Reg::R0, 1));
+                if *negate {
+                    self.emit(alu(AluOp::Xor, Reg::R0, Operand::Imm(1)));
+                }
+                self.free(8);
+            }
+        }
+    }
+
+    fn binop(&mut self, op: BinOp, ty: Ty, a: &Expr, b: &Expr) {
+        let signed = ty.signed();
+        if matches!(op, BinOp::Div | BinOp::Mod) && b.as_const() == Some(0) {
+            // x // 0 == 0, x % 0 == x.
+            self.expr(a);
+            if op == BinOp::Div {
+                self.emit(mov_imm(Reg::R0, 0));
+            }
+            return;
+        }
+        let mut src = self.pair(a, b);
+        let aop = match op {
+            BinOp::Add => AluOp::Add,
+            BinOp::Sub => AluOp::Sub,
+            BinOp::Mul => AluOp::Mul,
+            BinOp::Div => {
+                if signed {
+                    AluOp::SDiv
+                } else {
+                    AluOp::Div
+                }
+            }
+            BinOp::Mod => {
+                if signed {
+                    AluOp::SMod
+                } else {
+                    AluOp::Mod
+                }
+            }
+            BinOp::And => AluOp::And,
+            BinOp::Or => AluOp::Or,
+            BinOp::Xor => AluOp::Xor,
+            BinOp::Shl => AluOp::Lsh,
+            BinOp::Shr => {
+                if signed {
+                    AluOp::Arsh
+                } else {
+                    AluOp::Rsh
+                }
+            }
+        };
+        if matches!(op, BinOp::Shl | BinOp::Shr) {
+            let mask = ty.bits() as i32 - 1;
+            src = match src {
+                Operand::Imm(k) => Operand::Imm(k & mask),
+                Operand::Reg(r) => {
+                    self.emit(alu(AluOp::And, r, Operand::Imm(mask)));
+                    Operand::Reg(r)
+                }
+            };
+        }
+        if matches!(op, BinOp::Div | BinOp::Mod) {
+            if let Operand::Imm(k) = src {
+                // Register divisors only: the verifier and the VM agree on
+                // x/0 with registers.
+                self.emit(mov_imm(Reg::R1, k));
+                src = Operand::Reg(Reg::R1);
+            }
+        }
+        self.emit(alu(aop, Reg::R0, src));
+        self.normalize(ty);
+    }
+
+    fn call_nf(&mut self, nf: usize, args: &[Expr]) {
+        let mut slots = Vec::new();
+        for a in args {
+            slots.push(self.spill_expr(a));
+        }
+        let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
+        for (i, r) in regs.into_iter().enumerate() {
+            match slots.get(i) {
+                Some(&o) => self.emit(ldx(Size::DW, r, Reg::FP, o)),
+                None => self.emit(mov_imm(r, 0)),
+            }
+        }
+        self.emit(mov_reg(Reg::R1, Reg::R9));
+        let sym = self.prog.nfs[nf].symbol.clone();
+        self.refs.push((self.insns.len(), Ref::Nf(sym)));
+        self.emit(Insn::Call {
+            kind: CallKind::Local,
+            imm: -1,
+        });
+        self.free(8 * slots.len() as i32);
+        // A verdict or a fault ends the whole chain.
+        let exit = self.exit;
+        self.jcond(Cond::Slt, Reg::R0, Operand::Imm(0), exit);
+    }
+
+    fn call_chain(&mut self, chain: usize, args: &[Expr]) {
+        let callee = &self.prog.chains[chain];
+        let n = callee.locals.len() as i32;
+        let nparams = callee.params.len();
+        // Arguments are evaluated in the caller's frame into temporaries.
+        let mut tmps = Vec::new();
+        for a in args {
+            tmps.push(self.spill_expr(a));
+        }
+        let before = self.used;
+        self.alloc(8 * n);
+        let base = before;
+        for (i, &t) in tmps.iter().enumerate().take(nparams) {
+            self.emit(ldx(Size::DW, Reg::R0, Reg::FP, t));
+            self.emit(stx(Size::DW, Reg::FP, local_off(-base, i), Reg::R0));
+        }
+        for i in nparams..callee.locals.len() {
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: local_off(-base, i),
+                imm: 0,
+            });
+        }
+        let ret = self.label();
+        self.frames.push(Frame {
+            base: -base,
+            ret: Some(ret),
+            chain,
+            loops: Vec::new(),
+        });
+        self.inline_path.push(callee.name.clone());
+        let body = &self.prog.chains[chain].body;
+        self.block(body);
+        self.emit(mov_imm(Reg::R0, 0));
+        self.bind(ret);
+        self.frames.pop();
+        self.free(8 * n);
+        self.free(8 * tmps.len() as i32);
+        let _ = self.frames.last().map(|f| f.chain);
+    }
+}
+
+/// Stack offset of local `i` in a frame based at `base` (<= 0).
+fn local_off(base: i32, i: usize) -> i16 {
+    (base - 8 * (i as i32 + 1)).clamp(i16::MIN as i32, 0) as i16
+}
+
+/// The memory size of a map value of type `ty`.
+pub fn map_size(ty: Ty) -> Size {
+    match ty.bytes() {
+        1 => Size::B,
+        2 => Size::H,
+        4 => Size::W,
+        _ => Size::DW,
+    }
+}

@@ -1,0 +1,493 @@
+//! Linking: the generated chain functions (as an [`Object`] with BTF and
+//! line info), the NF modules they call (only the reachable functions,
+//! without their standalone programs) and the classifier program into one
+//! [`Image`]; then the stack budget of every call path.
+
+use crate::codegen::{GenFunc, Generated, ObjMap, Ref};
+use crate::ir::{ClsKey, Program};
+use nfkit_isa::{CallKind, Insn, LddwKind, Operand, Reg, Size};
+use nfkit_nf::{Hook, SearchPath};
+use nfkit_object::btf::{Kind, Linkage, Param, Type};
+use nfkit_object::object::{Binding, FuncRef, ObjFunction, Reloc, RelocTarget};
+use nfkit_object::{Btf, Image, LineInfo, MapKind, MapSpec, MapType, Object};
+use std::collections::HashMap;
+
+/// Kernel stack limit summed over one call path.
+pub const STACK_LIMIT: u32 = 512;
+/// Kernel call-frame limit.
+pub const MAX_FRAMES: usize = 8;
+
+/// Link errors.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error("no object for NF module '{module}' (hook {hook})")]
+    NoModule { module: String, hook: String },
+    #[error("{0}")]
+    Object(String),
+    #[error("call path {path} needs {bytes} bytes of stack (the kernel allows {STACK_LIMIT})")]
+    Stack { path: String, bytes: u32 },
+    #[error("call path {path} has {frames} frames (the kernel allows {MAX_FRAMES})")]
+    Frames { path: String, frames: usize },
+}
+
+/// The `MapSpec` of a shared `nfkit_*` map as the NF header defines it.
+fn shared_map(name: &str) -> MapSpec {
+    let (map_type, key, value, n) = match name {
+        "nfkit_pktinfo" => (MapType::PercpuArray, 4, 72, 16),
+        _ => (MapType::PercpuArray, 4, 4, 4), // nfkit_nest
+    };
+    MapSpec {
+        name: name.to_string(),
+        kind: MapKind::Declared,
+        map_type,
+        key_size: key,
+        value_size: value,
+        max_entries: n,
+        flags: 0,
+        key_type_id: None,
+        value_type_id: None,
+        data: None,
+        pin_by_name: false,
+    }
+}
+
+/// The map specifications of the generated object.
+pub fn map_specs(prog: &Program, gen: &Generated) -> Vec<MapSpec> {
+    gen.maps
+        .iter()
+        .map(|m| match m {
+            ObjMap::User(i) => {
+                let d = &prog.maps[*i];
+                MapSpec {
+                    name: d.name.clone(),
+                    kind: MapKind::Declared,
+                    map_type: d.map_type,
+                    key_size: d.key.bytes(),
+                    value_size: d.value.bytes(),
+                    max_entries: d.size,
+                    flags: 0,
+                    key_type_id: None,
+                    value_type_id: None,
+                    data: None,
+                    pin_by_name: false,
+                }
+            }
+            ObjMap::PktInfo => shared_map("nfkit_pktinfo"),
+            ObjMap::Nest => shared_map("nfkit_nest"),
+        })
+        .collect()
+}
+
+/// BTF of the generated functions: each a `FUNC` with the NF signature
+/// `u64 f(void *ctx, u64, u64, u64, u64)`, static linkage (the verifier
+/// checks them in their caller's context).
+fn build_btf(funcs: &[GenFunc]) -> (Btf, Vec<u32>) {
+    let mut btf = Btf::new();
+    let u64_id = btf.add(Type::new(
+        "unsigned long long",
+        Kind::Int {
+            size: 8,
+            encoding: 0,
+            offset: 0,
+            bits: 64,
+        },
+    ));
+    let ptr = btf.add(Type::new("", Kind::Ptr { ty: 0 }));
+    let mut params = vec![Param {
+        name: "ctx".into(),
+        ty: ptr,
+    }];
+    for i in 1..=4 {
+        params.push(Param {
+            name: format!("a{i}"),
+            ty: u64_id,
+        });
+    }
+    let proto = btf.add(Type::new(
+        "",
+        Kind::FuncProto {
+            ret: u64_id,
+            params,
+        },
+    ));
+    let ids = funcs
+        .iter()
+        .map(|f| {
+            btf.add(Type::new(
+                f.name.clone(),
+                Kind::Func {
+                    proto,
+                    linkage: Linkage::Static,
+                },
+            ))
+        })
+        .collect();
+    (btf, ids)
+}
+
+/// The generated code as an unlinked object.
+pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
+    let (btf, ids) = build_btf(&gen.funcs);
+    let lines: Vec<&str> = prog.source.lines().collect();
+    let functions = gen
+        .funcs
+        .iter()
+        .zip(ids)
+        .map(|(f, id)| {
+            let slots = nfkit_isa::slot_offsets(&f.insns);
+            let relocs = f
+                .refs
+                .iter()
+                .map(|(i, r)| Reloc {
+                    insn: *i,
+                    target: match r {
+                        Ref::Map(m) => RelocTarget::Map(*m),
+                        Ref::Nf(s) => RelocTarget::Call(FuncRef::Named(s.clone())),
+                        Ref::Func(k) => RelocTarget::Call(FuncRef::Index(*k)),
+                    },
+                })
+                .collect();
+            let mut line_info: Vec<LineInfo> = Vec::new();
+            for &(i, line, col) in &f.lines {
+                let slot = slots.get(i).copied().unwrap_or(0);
+                if line_info.last().is_some_and(|l| l.slot == slot) {
+                    line_info.pop();
+                }
+                line_info.push(LineInfo {
+                    slot,
+                    file: prog.file.clone(),
+                    line,
+                    col: col + 1,
+                    text: lines.get(line as usize - 1).unwrap_or(&"").to_string(),
+                });
+            }
+            ObjFunction {
+                name: f.name.clone(),
+                section: ".text".into(),
+                section_slot: 0,
+                insns: f.insns.clone(),
+                binding: if f.global {
+                    Binding::Global
+                } else {
+                    Binding::Local
+                },
+                prog_type: None,
+                btf_id: Some(id),
+                relocs,
+                line_info,
+            }
+        })
+        .collect::<Vec<_>>();
+    // Section offsets: functions one after the other in .text.
+    let mut functions = functions;
+    let mut at = 0;
+    for f in &mut functions {
+        f.section_slot = at;
+        at += f.slot_len();
+    }
+    let _ = hook;
+    Object {
+        origin: prog.file.clone(),
+        functions,
+        maps: map_specs(prog, gen),
+        map_inits: Vec::new(),
+        data_symbols: Vec::new(),
+        btf: Some(btf),
+        license: "Dual MIT/GPL".into(),
+    }
+}
+
+/// Names of the functions of `obj` reachable from `roots` through calls.
+fn reachable(obj: &Object, roots: &[String]) -> Vec<bool> {
+    let mut keep = vec![false; obj.functions.len()];
+    let mut work: Vec<usize> = obj
+        .functions
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| roots.contains(&f.name))
+        .map(|(i, _)| i)
+        .collect();
+    while let Some(i) = work.pop() {
+        if keep[i] {
+            continue;
+        }
+        keep[i] = true;
+        for r in &obj.functions[i].relocs {
+            let t = match &r.target {
+                RelocTarget::Call(t) | RelocTarget::FuncAddr(t) => t,
+                _ => continue,
+            };
+            let j = match t {
+                FuncRef::Index(j) => Some(*j),
+                FuncRef::Named(n) => obj.functions.iter().position(|g| &g.name == n),
+            };
+            if let Some(j) = j {
+                if j < keep.len() && !keep[j] {
+                    work.push(j);
+                }
+            }
+        }
+    }
+    keep
+}
+
+/// Keeps the functions marked in `keep`, fixing function indexes.
+fn retain(obj: &mut Object, keep: &[bool]) {
+    let mut new_index = Vec::with_capacity(keep.len());
+    let mut next = 0;
+    for &k in keep {
+        new_index.push(if k {
+            next += 1;
+            Some(next - 1)
+        } else {
+            None
+        });
+    }
+    let old = std::mem::take(&mut obj.functions);
+    for (f, &k) in old.into_iter().zip(keep) {
+        if k {
+            obj.functions.push(f);
+        }
+    }
+    let remap = |r: &mut FuncRef| -> bool {
+        match r {
+            FuncRef::Index(i) => match new_index.get(*i).copied().flatten() {
+                Some(n) => {
+                    *i = n;
+                    true
+                }
+                None => false,
+            },
+            FuncRef::Named(_) => true,
+        }
+    };
+    for f in &mut obj.functions {
+        f.relocs.retain_mut(|r| match &mut r.target {
+            RelocTarget::Call(t) | RelocTarget::FuncAddr(t) => remap(t),
+            _ => true,
+        });
+    }
+    obj.map_inits.retain_mut(|m| remap(&mut m.target));
+    // Global variables of NF modules (nf_args) stay private to them.
+    obj.data_symbols.clear();
+}
+
+/// Loads NF module `module` (`nf.meter`) for `hook`, keeping what `roots` reach.
+fn module_object(
+    search: &SearchPath,
+    module: &str,
+    hook: Hook,
+    roots: &[String],
+) -> Result<Object, LinkError> {
+    let m = module.strip_prefix("nf.").unwrap_or(module);
+    let bytes = search
+        .object(m, hook)
+        .map_err(|e| LinkError::Object(e.to_string()))?
+        .ok_or_else(|| LinkError::NoModule {
+            module: module.to_string(),
+            hook: hook.name().to_string(),
+        })?;
+    let origin = format!("nf.{m} ({})", hook.name());
+    let mut obj = nfkit_object::read_object(&bytes, &origin)
+        .map_err(|e| LinkError::Object(format!("{origin}: {e}")))?;
+    let keep = reachable(&obj, roots);
+    retain(&mut obj, &keep);
+    Ok(obj)
+}
+
+/// Links the generated code with its NFs and (when the script has one)
+/// the classifier program, then checks the stack budget.
+pub fn link_program(
+    prog: &Program,
+    gen: &Generated,
+    hook: Hook,
+    search: &SearchPath,
+) -> Result<(Image, Object), LinkError> {
+    let chains = chain_object(prog, gen, hook);
+    let mut objects = Vec::new();
+    if let Some(c) = &prog.classifier {
+        objects.push(module_object(
+            search,
+            "nf.classify",
+            hook,
+            std::slice::from_ref(&c.name),
+        )?);
+    }
+    objects.push(chains.clone());
+    let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
+    for nf in &prog.nfs {
+        match by_module.iter_mut().find(|(m, _)| *m == nf.module) {
+            Some((_, v)) => v.push(nf.symbol.clone()),
+            None => by_module.push((nf.module.clone(), vec![nf.symbol.clone()])),
+        }
+    }
+    for (m, roots) in &by_module {
+        objects.push(module_object(search, m, hook, roots)?);
+    }
+    let image = nfkit_object::link(&objects).map_err(|e| LinkError::Object(e.to_string()))?;
+    check_stack(&image)?;
+    Ok((image, chains))
+}
+
+/// Stack bytes one function uses (from its r10-relative accesses).
+fn frame_size(insns: &[Insn]) -> u32 {
+    let mut min: i64 = 0;
+    let mut fp_copy: Option<Reg> = None;
+    for i in insns {
+        match *i {
+            Insn::Ldx { src, off, .. } if src == Reg::FP => min = min.min(off as i64),
+            Insn::Stx { dst, off, .. }
+            | Insn::St { dst, off, .. }
+            | Insn::Atomic { dst, off, .. }
+                if dst == Reg::FP =>
+            {
+                min = min.min(off as i64)
+            }
+            _ => {}
+        }
+        match *i {
+            Insn::Alu {
+                op: nfkit_isa::AluOp::Mov,
+                dst,
+                src: Operand::Reg(s),
+                ..
+            } if s == Reg::FP => fp_copy = Some(dst),
+            Insn::Alu {
+                op: nfkit_isa::AluOp::Add,
+                dst,
+                src: Operand::Imm(k),
+                ..
+            } if Some(dst) == fp_copy => {
+                min = min.min(k as i64);
+                fp_copy = None;
+            }
+            _ => fp_copy = None,
+        }
+    }
+    let bytes = (-min) as u32;
+    bytes.div_ceil(16) * 16
+}
+
+/// Checks every call path from every entry against the kernel's stack
+/// and frame limits; the error names the path.
+pub fn check_stack(image: &Image) -> Result<(), LinkError> {
+    let slots = nfkit_isa::slot_offsets(&image.insns);
+    let nf = image.functions.len();
+    let mut frames = vec![0u32; nf];
+    let mut callees: Vec<Vec<usize>> = vec![Vec::new(); nf];
+    for (fi, f) in image.functions.iter().enumerate() {
+        let lo = slots.partition_point(|&s| s < f.start);
+        let hi = slots.partition_point(|&s| s < f.start + f.len);
+        let body = &image.insns[lo..hi];
+        frames[fi] = frame_size(body);
+        for (k, ins) in body.iter().enumerate() {
+            if let Insn::Call {
+                kind: CallKind::Local,
+                imm,
+            } = *ins
+            {
+                let t = slots[lo + k] as i64 + 1 + imm as i64;
+                if let Some(g) = image.functions.iter().position(|g| g.start as i64 == t) {
+                    if !callees[fi].contains(&g) {
+                        callees[fi].push(g);
+                    }
+                }
+            }
+            let _ = LddwKind::Imm64;
+        }
+    }
+    fn walk(
+        f: usize,
+        depth: u32,
+        path: &mut Vec<usize>,
+        frames: &[u32],
+        callees: &[Vec<usize>],
+        image: &Image,
+    ) -> Result<(), LinkError> {
+        let total = depth + frames[f];
+        let names = |p: &[usize]| {
+            p.iter()
+                .map(|&i| image.functions[i].name.as_str())
+                .collect::<Vec<_>>()
+                .join(" -> ")
+        };
+        if total > STACK_LIMIT {
+            return Err(LinkError::Stack {
+                path: names(path),
+                bytes: total,
+            });
+        }
+        if path.len() > MAX_FRAMES {
+            return Err(LinkError::Frames {
+                path: names(path),
+                frames: path.len(),
+            });
+        }
+        for &g in &callees[f] {
+            if path.contains(&g) {
+                continue;
+            }
+            path.push(g);
+            walk(g, total, path, frames, callees, image)?;
+            path.pop();
+        }
+        Ok(())
+    }
+    for e in &image.entries {
+        let mut path = vec![e.function];
+        walk(e.function, 0, &mut path, &frames, &callees, image)?;
+    }
+    Ok(())
+}
+
+/// One control-plane write the script implies: (map, key, value).
+pub type MapWrite = (String, Vec<u8>, Vec<u8>);
+
+/// The classifier table and configuration as map writes: entries of
+/// `nfkit_cls_*` and `nfkit_config` (default and fault actions).
+pub fn control_plane(prog: &Program) -> Vec<MapWrite> {
+    let mut out = Vec::new();
+    let Some(c) = &prog.classifier else {
+        return out;
+    };
+    let dispatched = prog.dispatched();
+    for (key, chain) in &c.entries {
+        let id = dispatched.iter().position(|x| x == chain).unwrap_or(0) as u32;
+        let mut value = id.to_le_bytes().to_vec();
+        value.extend_from_slice(&1u32.to_le_bytes());
+        let (map, k) = match key {
+            ClsKey::All => continue,
+            ClsKey::Ipv4 { addr, prefix } => {
+                let mut k = (*prefix as u32).to_le_bytes().to_vec();
+                k.extend_from_slice(addr);
+                ("nfkit_cls_ip4", k)
+            }
+            ClsKey::Ipv6 { addr, prefix } => {
+                let mut k = (*prefix as u32).to_le_bytes().to_vec();
+                k.extend_from_slice(addr);
+                ("nfkit_cls_ip6", k)
+            }
+            ClsKey::Port(p) => ("nfkit_cls_port", p.to_le_bytes().to_vec()),
+            ClsKey::Dscp(d) => ("nfkit_cls_dscp", (*d as u32).to_le_bytes().to_vec()),
+        };
+        out.push((map.to_string(), k, value));
+    }
+    let mut cfg = Vec::with_capacity(40);
+    cfg.extend_from_slice(&c.default.to_le_bytes());
+    cfg.extend_from_slice(&c.fault.to_le_bytes());
+    cfg.extend_from_slice(&[0u8; 24]);
+    out.push(("nfkit_config".to_string(), 0u32.to_le_bytes().to_vec(), cfg));
+    out
+}
+
+/// Chain id of each dispatched chain, by name.
+pub fn chain_ids(prog: &Program) -> HashMap<String, u32> {
+    prog.dispatched()
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (prog.chains[c].name.clone(), i as u32))
+        .collect()
+}
+
+#[allow(dead_code)]
+fn _size(_: Size) {}

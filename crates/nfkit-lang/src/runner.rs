@@ -1,0 +1,277 @@
+//! Running a compiled script in the userspace VM, packet by packet, the
+//! way `nfkit run` does: the control plane's writes applied first (the
+//! classifier table, default and fault actions), the clock pinned to
+//! each packet's timestamp (docs/abi.md 7), statistics read back from
+//! `nfkit_stats`.
+
+use crate::ir::{verdict, Program};
+use crate::Compiled;
+use nfkit_nf::Hook;
+use nfkit_vm::{Context, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
+
+/// Why a script cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the script has no classifier (every_packet(...), by_dscp(...), ...): nothing to run")]
+    NoClassifier,
+    #[error("loading into the VM: {0}")]
+    Load(String),
+    #[error("map {map}: {why}")]
+    Map { map: String, why: String },
+}
+
+/// The outcome of one packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The hook's return code (XDP action, TC action, socket length).
+    pub code: u64,
+    /// The VM's error, if the run itself failed.
+    pub error: Option<String>,
+    /// The packet afterwards.
+    pub packet: Vec<u8>,
+    /// Redirect target set by a helper (ifindex).
+    pub redirect: Option<u32>,
+    /// (chain slot, k) of the `nfkit_stats` counter this packet moved.
+    pub stat: Option<(u32, u32)>,
+    /// Instructions executed.
+    pub insns: u64,
+}
+
+/// Per-chain counters: `counts[k]`, k = verdict action 0..7, 8 = plain
+/// value (default action), 9 = fault (docs/abi.md 8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainStats {
+    /// The chain's name (`(unclaimed)` for slot 0).
+    pub chain: String,
+    pub counts: [u64; 10],
+}
+
+/// Names of the `k` columns.
+pub const STAT_NAMES: [&str; 10] = [
+    "ABORTED",
+    "DROP",
+    "PASS",
+    "TX",
+    "REDIRECT",
+    "FLOOD",
+    "CONTROLLER",
+    "HOST",
+    "VALUE",
+    "FAULT",
+];
+
+/// A compiled script loaded into the VM.
+pub struct ScriptVm {
+    pub vm: Vm,
+    entry: String,
+    hook: Hook,
+    chains: Vec<String>,
+    last: Vec<u64>,
+}
+
+fn map_err(map: &str, e: impl std::fmt::Display) -> RunError {
+    RunError::Map {
+        map: map.to_string(),
+        why: e.to_string(),
+    }
+}
+
+impl ScriptVm {
+    /// Loads `c` and applies its control-plane writes.
+    pub fn new(c: &Compiled) -> Result<ScriptVm, RunError> {
+        let entry = c.entry().ok_or(RunError::NoClassifier)?.to_string();
+        let vm =
+            Vm::new(&c.image, VmConfig::kernel()).map_err(|e| RunError::Load(e.to_string()))?;
+        for (map, k, v) in c.control_plane() {
+            let m = vm
+                .map(&map)
+                .ok_or_else(|| map_err(&map, "not in the image"))?;
+            m.update(&k, &v, 0).map_err(|e| map_err(&map, e))?;
+        }
+        let chains = c
+            .program
+            .dispatched()
+            .iter()
+            .map(|&i| c.program.chains[i].name.clone())
+            .collect();
+        let mut s = ScriptVm {
+            vm,
+            entry,
+            hook: c.hook,
+            chains,
+            last: Vec::new(),
+        };
+        s.last = s.raw_stats();
+        Ok(s)
+    }
+
+    /// Pins `nf_now()` to `now_ns` (and the random sequence to its seed).
+    fn pin_clock(&self, now_ns: u64) -> Result<(), RunError> {
+        let m = self
+            .vm
+            .map("nfkit_config")
+            .ok_or_else(|| map_err("nfkit_config", "not in the image"))?;
+        let mut v = m
+            .lookup(&0u32.to_le_bytes())
+            .map_err(|e| map_err("nfkit_config", e))?
+            .unwrap_or_else(|| vec![0; 40]);
+        v.resize(40, 0);
+        v[20..24].copy_from_slice(&1u32.to_le_bytes());
+        v[24..32].copy_from_slice(&now_ns.to_le_bytes());
+        m.update(&0u32.to_le_bytes(), &v, 0)
+            .map_err(|e| map_err("nfkit_config", e))
+    }
+
+    fn raw_stats(&self) -> Vec<u64> {
+        let Some(m) = self.vm.map("nfkit_stats") else {
+            return Vec::new();
+        };
+        (0..1024u32)
+            .map(|i| {
+                m.lookup(&i.to_le_bytes())
+                    .ok()
+                    .flatten()
+                    .map(|v| {
+                        v.chunks(8)
+                            .map(|c| {
+                                let mut b = [0u8; 8];
+                                b[..c.len()].copy_from_slice(c);
+                                u64::from_le_bytes(b)
+                            })
+                            .sum()
+                    })
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Runs the whole script on one packet at time `now_ns`.
+    pub fn run(
+        &mut self,
+        frame: &[u8],
+        now_ns: u64,
+        trace: bool,
+    ) -> Result<(Outcome, Vec<String>), RunError> {
+        self.pin_clock(now_ns)?;
+        let opts = RunOptions {
+            trace,
+            ..RunOptions::default()
+        };
+        let ctx = match self.hook {
+            Hook::Xdp => Context::Xdp(XdpMd::new(frame)),
+            _ => Context::Skb(SkBuff::new(frame)),
+        };
+        let res = self.vm.run(self.entry.as_str(), ctx, &opts);
+        let now = self.raw_stats();
+        let stat = now
+            .iter()
+            .zip(self.last.iter().chain(std::iter::repeat(&0)))
+            .position(|(a, b)| a != b)
+            .map(|i| ((i / 16) as u32, (i % 16) as u32));
+        self.last = now;
+        let tr = res
+            .trace
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:5} {}",
+                    s.slot,
+                    s.insn.map(|i| format!("{i:?}")).unwrap_or_default()
+                )
+            })
+            .collect();
+        Ok((
+            Outcome {
+                code: res.code(),
+                error: res.result.as_ref().err().map(|e| e.to_string()),
+                packet: res.packet.clone(),
+                redirect: res.redirect.as_ref().and_then(|r| match r {
+                    nfkit_vm::Redirect::Ifindex { ifindex, .. } => Some(*ifindex),
+                    nfkit_vm::Redirect::Map { ifindex, .. } => *ifindex,
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }),
+                stat,
+                insns: res.insns,
+            },
+            tr,
+        ))
+    }
+
+    /// The name of chain slot `slot` (`(unclaimed)` for 0).
+    pub fn chain_name(&self, slot: u32) -> String {
+        if slot == 0 {
+            "(unclaimed)".into()
+        } else {
+            self.chains
+                .get(slot as usize - 1)
+                .cloned()
+                .unwrap_or_else(|| format!("chain {}", slot - 1))
+        }
+    }
+
+    /// Counters per chain (rows with any count).
+    pub fn stats(&self) -> Vec<ChainStats> {
+        let raw = self.raw_stats();
+        (0..=self.chains.len() as u32)
+            .filter_map(|slot| {
+                let mut counts = [0u64; 10];
+                for (k, c) in counts.iter_mut().enumerate() {
+                    *c = raw.get(slot as usize * 16 + k).copied().unwrap_or(0);
+                }
+                counts.iter().any(|&c| c > 0).then(|| ChainStats {
+                    chain: self.chain_name(slot),
+                    counts,
+                })
+            })
+            .collect()
+    }
+
+    /// The script's maps: (name, sorted (key, value) pairs); per-CPU
+    /// values summed over CPUs.
+    pub fn maps(&self, prog: &Program) -> Vec<(String, Vec<(u64, u64)>)> {
+        prog.maps
+            .iter()
+            .map(|d| {
+                let mut rows: Vec<(u64, u64)> = Vec::new();
+                if let Some(m) = self.vm.map(&d.name) {
+                    for (k, v) in m.entries() {
+                        let key = d.key.wrap(le(&k));
+                        let per_cpu = matches!(
+                            d.map_type,
+                            nfkit_object::MapType::PercpuArray | nfkit_object::MapType::PercpuHash
+                        );
+                        let val = if per_cpu {
+                            v.chunks(8).map(le).fold(0u64, |a, b| a.wrapping_add(b))
+                        } else {
+                            le(&v)
+                        };
+                        let val = d.value.wrap(val);
+                        let is_array = matches!(
+                            d.map_type,
+                            nfkit_object::MapType::Array | nfkit_object::MapType::PercpuArray
+                        );
+                        if is_array && val == 0 {
+                            continue;
+                        }
+                        rows.push((key, val));
+                    }
+                }
+                rows.sort();
+                (d.name.clone(), rows)
+            })
+            .collect()
+    }
+}
+
+fn le(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let n = b.len().min(8);
+    a[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(a)
+}
+
+/// `DROP`, `REDIRECT(3)`, ... for a verdict value.
+pub fn verdict_name(v: u64) -> String {
+    verdict::name(v)
+}
