@@ -84,8 +84,8 @@ pub enum GenError {
 /// Generated code of a whole program.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generated {
-    /// One function per chain (in [`Program::chains`] order), then the
-    /// dispatcher `nfkit_dispatch` when the script has a classifier.
+    /// One function per dispatched chain (chain-id order; every chain when
+    /// the script has no classifier), then the dispatcher `nfkit_dispatch`.
     pub funcs: Vec<GenFunc>,
     pub maps: Vec<ObjMap>,
 }
@@ -94,19 +94,28 @@ pub struct Generated {
 pub fn generate(prog: &Program, hook: Hook) -> Result<Generated, GenError> {
     let mut maps: Vec<ObjMap> = (0..prog.maps.len()).map(ObjMap::User).collect();
     let mut funcs = Vec::new();
-    for (i, c) in prog.chains.iter().enumerate() {
-        let mut g = Gen::new(prog, hook, &mut maps, &c.name);
+    // With a classifier only the dispatched chains become functions (the
+    // others exist inlined); a library keeps every chain.
+    let dispatched = prog.dispatched();
+    let emitted: Vec<usize> = if prog.classifier.is_some() {
+        dispatched.clone()
+    } else {
+        (0..prog.chains.len()).collect()
+    };
+    for &i in &emitted {
+        let mut g = Gen::new(prog, hook, &mut maps, &prog.chains[i].name);
         g.chain_function(i)?;
         funcs.push(g.finish()?);
     }
-    let dispatched = prog.dispatched();
     if prog.classifier.is_some() {
-        funcs.push(dispatcher(&dispatched));
+        let order: Vec<usize> = (0..dispatched.len()).collect();
+        funcs.push(dispatcher(&order));
     }
     Ok(Generated { funcs, maps })
 }
 
-/// `nfkit_dispatch(ctx, chain_id, ...)`: calls the chain with that id.
+/// `nfkit_dispatch(ctx, chain_id, ...)`: calls the chain with that id
+/// (`chains[id]`: the index of its generated function).
 fn dispatcher(chains: &[usize]) -> GenFunc {
     let mut insns = Vec::new();
     let mut refs = Vec::new();
