@@ -1,0 +1,3 @@
+@cached
+def main() -> u32:
+    return 0

@@ -1,0 +1,3 @@
+def main() -> u32:
+    d = {1: 2}
+    return 0

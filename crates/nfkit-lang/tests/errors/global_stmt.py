@@ -1,0 +1,3 @@
+def main() -> u32:
+    global counter
+    return 0

@@ -1,0 +1,4 @@
+from nf.meter import tb_dst
+
+def main() -> u64:
+    return tb_dst(rate=10, burst=5)

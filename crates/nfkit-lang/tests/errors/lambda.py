@@ -1,0 +1,3 @@
+def main() -> u32:
+    f = lambda x: x
+    return 0

@@ -1,0 +1,1 @@
+from lib.common import helper

@@ -1,0 +1,2 @@
+def main(a: u8) -> u8:
+    return a + 300

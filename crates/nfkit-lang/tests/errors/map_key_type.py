@@ -1,0 +1,1 @@
+m = HashMap(bool, u64, 16)

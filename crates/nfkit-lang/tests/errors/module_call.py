@@ -1,0 +1,3 @@
+from nf.base import drop
+
+drop()

@@ -1,0 +1,4 @@
+LIMIT = 10
+
+def main() -> u64:
+    return LIMIT[3]

@@ -1,0 +1,2 @@
+def main(a) -> u32:
+    return 0

@@ -1,0 +1,2 @@
+def main(a: u32) -> u32:
+    return a ** 2

@@ -1,0 +1,3 @@
+def main() -> u32:
+    s = "hello"
+    return 0

@@ -1,0 +1,6 @@
+def main() -> u32:
+    try:
+        pass
+    except Exception:
+        pass
+    return 0

@@ -1,0 +1,3 @@
+def main() -> u32:
+    x += 1
+    return 0

@@ -1,0 +1,1 @@
+attach("eth0", "netfilter")

@@ -1,0 +1,1 @@
+from nf.nosuchmodule import foo

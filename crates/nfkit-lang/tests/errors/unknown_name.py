@@ -1,0 +1,2 @@
+def main() -> u32:
+    return counter + 1

@@ -1,0 +1,1 @@
+from nf.meter import tb_nope

@@ -1,0 +1,2 @@
+def main(a: int) -> u32:
+    return 0

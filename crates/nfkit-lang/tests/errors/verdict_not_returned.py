@@ -1,0 +1,3 @@
+def main() -> u64:
+    x = DROP
+    return 0

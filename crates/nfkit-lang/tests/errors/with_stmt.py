@@ -1,0 +1,4 @@
+def main() -> u32:
+    with open("x") as f:
+        pass
+    return 0
