@@ -9,11 +9,7 @@ fn render(name: &str, src: &str) -> String {
     let file = format!("{name}.py");
     match check::check(&file, src, &Options::default()) {
         Ok(c) => diag::render(&c.warnings),
-        Err(e) => {
-            let mut all = Vec::new();
-            all.push(*e);
-            diag::render(&all)
-        }
+        Err(e) => diag::render(&[*e]),
     }
 }
 
