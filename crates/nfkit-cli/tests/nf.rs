@@ -67,7 +67,8 @@ fn nf_list_text_and_show() {
         assert!(s.contains("NF nf.meter.tb_dst"), "{s}");
         assert!(s.contains("rate == 0 or burst == 0"), "bad arguments shown");
         assert!(s.contains("disassembly of nf_tb_dst"), "{s}");
-        assert!(s.contains("map nf_meter_tb_dst"), "relocations named");
+        assert!(s.contains("= nf_meter_tb_dst ll"), "relocations named: {s}");
+        assert!(s.contains("call 1 ; bpf_map_lookup_elem"), "helpers named");
     }
     let o = nfkit(&["nf", "show", "conntrack", "--hook", "tc"]);
     assert!(stdout(&o).contains("built for tc"));

@@ -161,26 +161,21 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         f.section,
         f.insns.len()
     );
-    // TODO: use nfkit_isa's disassembler (llvm syntax) once it exists; until
-    // then each instruction prints in its structured form.
-    let mut slot = 0usize;
-    for (i, insn) in f.insns.iter().enumerate() {
-        let note = annotation(&obj, f, i, insn);
-        let _ = writeln!(out, "  {slot:4}: {insn:?}{note}");
-        slot += nfkit_isa::slot_count(std::slice::from_ref(insn));
-    }
+    let opts = nfkit_isa::DisasmOptions {
+        symbols: reloc_symbols(&obj, f),
+        ..Default::default()
+    };
+    out.push_str(&nfkit_isa::disassemble(&f.insns, &opts));
     print!("{out}");
     Ok(ExitCode::SUCCESS)
 }
 
-/// What instruction `i` of `f` refers to: its relocation (map, global
-/// data, called function) or the helper it calls.
-fn annotation(
+/// The symbols of `f`'s relocations by slot: the maps its `lddw`s load
+/// (`map+offset` for global data) and the functions it calls.
+fn reloc_symbols(
     obj: &nfkit_object::Object,
     f: &nfkit_object::object::ObjFunction,
-    i: usize,
-    insn: &nfkit_isa::Insn,
-) -> String {
+) -> std::collections::BTreeMap<usize, String> {
     use nfkit_object::object::{FuncRef, RelocTarget};
     let func = |r: &FuncRef| match r {
         FuncRef::Index(k) => obj
@@ -191,24 +186,19 @@ fn annotation(
         FuncRef::Named(n) => n.clone(),
     };
     let map = |k: usize| obj.maps.get(k).map(|m| m.name.clone()).unwrap_or_default();
-    if let Some(r) = f.relocs.iter().find(|r| r.insn == i) {
-        return match &r.target {
-            RelocTarget::Map(k) => format!("   ; map {}", map(*k)),
-            RelocTarget::MapValue { map: k, offset } => format!("   ; &{} + {offset}", map(*k)),
-            RelocTarget::Call(t) => format!("   ; call {}", func(t)),
-            RelocTarget::FuncAddr(t) => format!("   ; &{}", func(t)),
-        };
-    }
-    if let nfkit_isa::Insn::Call {
-        kind: nfkit_isa::CallKind::Helper,
-        imm,
-    } = insn
-    {
-        if let Some(name) = nfkit_isa::helpers::helper_name(*imm) {
-            return format!("   ; {name}");
-        }
-    }
-    String::new()
+    let slots = nfkit_isa::slot_offsets(&f.insns);
+    f.relocs
+        .iter()
+        .filter_map(|r| {
+            let slot = *slots.get(r.insn)?;
+            let sym = match &r.target {
+                RelocTarget::Map(k) => map(*k),
+                RelocTarget::MapValue { map: k, offset } => format!("{}+{offset}", map(*k)),
+                RelocTarget::Call(t) | RelocTarget::FuncAddr(t) => func(t),
+            };
+            Some((slot, sym))
+        })
+        .collect()
 }
 
 /// The documentation part of `nf show`.
