@@ -29,6 +29,15 @@ enum Command {
     /// The NF catalogue: list NFs, show one's documentation and code.
     #[command(subcommand)]
     Nf(cmd::nf::Command),
+    /// Compile a chain script into an eBPF object (or --emit asm).
+    Compile(cmd::compile::Args),
+    /// Check a chain script: errors and warnings only.
+    Check(cmd::check::Args),
+    /// Run a program (or chain script) in the userspace VM on a pcap.
+    Run(cmd::run::Args),
+    /// The userspace VM: `vm plugin` for the bpf_conformance runner.
+    #[command(subcommand)]
+    Vm(cmd::vm::Command),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +47,10 @@ fn main() -> ExitCode {
         Command::Disasm(a) => cmd::disasm::run(a),
         Command::Object(c) => cmd::object::run(c),
         Command::Nf(c) => cmd::nf::run(c),
+        Command::Compile(a) => cmd::compile::run(a),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Vm(c) => cmd::vm::run(c),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,11 @@
 //! One module per top-level command (or command group).
 
 pub mod asm;
+pub mod check;
+pub mod compile;
 pub mod disasm;
 pub mod nf;
 pub mod object;
+pub mod run;
+pub mod run_script;
+pub mod vm;

@@ -1,0 +1,275 @@
+//! `nfkit run FILE.o --pcap IN.pcap [--out OUT.pcap] [--trace] [--json]`
+//! on corpus programs, with captures built by nfkit-pcap.
+
+use nfkit_pcap::Packet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nfkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nfkit"))
+        .args(args)
+        .output()
+        .expect("run nfkit")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "nfkit failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A scratch directory removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("nfkit-run-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        Dir(d)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn corpus(name: &str) -> &'static str {
+    nfkit_corpus::get(name).expect("corpus program").path
+}
+
+/// Ethernet + IPv4 (+ L4 header of `proto`) frame of `len` bytes.
+fn ipv4(proto: u8, dport: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(42)];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12] = 0x08;
+    f[14] = 0x45;
+    let ip_len = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[22] = 64;
+    f[23] = proto;
+    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
+    f[34..36].copy_from_slice(&1234u16.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    if proto == 6 {
+        f[46] = 0x50; // TCP data offset
+    }
+    f
+}
+
+fn write_pcap(path: &str, frames: &[Vec<u8>]) -> Vec<Packet> {
+    let pkts: Vec<Packet> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Packet {
+            ts_ns: 1_000_000_000 + i as u64 * 1_500,
+            data: f.clone(),
+        })
+        .collect();
+    nfkit_pcap::write_file(path, &pkts).expect("write pcap");
+    pkts
+}
+
+fn read_pcap(path: impl AsRef<Path>) -> Vec<Packet> {
+    nfkit_pcap::read_file(path).expect("read pcap")
+}
+
+#[test]
+fn xdp_verdict_counts_and_passed_packets() {
+    let d = Dir::new("xdp");
+    let (inp, out) = (d.path("in.pcap"), d.path("out.pcap"));
+    let mut arp = ipv4(17, 53, 60);
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    let pkts = write_pcap(
+        &inp,
+        &[ipv4(17, 53, 60), vec![1, 2, 3], arp, ipv4(6, 80, 80)],
+    );
+    let text = ok(&nfkit(&[
+        "run",
+        corpus("xdp_port_filter"),
+        "--pcap",
+        &inp,
+        "--out",
+        &out,
+    ]));
+    assert!(text.contains("on 4 packets"), "{text}");
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+    };
+    assert_eq!(line("XDP_PASS").as_deref(), Some("3"), "{text}");
+    assert_eq!(line("XDP_ABORTED").as_deref(), Some("1"), "{text}");
+    assert_eq!(line("XDP_DROP"), None, "{text}");
+    // The passed packets, unchanged, with their timestamps.
+    assert_eq!(
+        read_pcap(&out),
+        vec![pkts[0].clone(), pkts[2].clone(), pkts[3].clone()]
+    );
+}
+
+fn csum(bytes: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for c in bytes.chunks(2) {
+        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+#[test]
+fn xdp_tx_writes_the_modified_packet() {
+    let d = Dir::new("tx");
+    let (inp, out) = (d.path("in.pcap"), d.path("out.pcap"));
+    // An ICMP echo request with a correct checksum.
+    let mut req = ipv4(1, 0, 74);
+    req[34] = 8;
+    req[35] = 0;
+    req[36..38].copy_from_slice(&[0, 0]);
+    req[38..42].copy_from_slice(&[0x12, 0x34, 0, 1]);
+    let c = csum(&req[34..]);
+    req[36..38].copy_from_slice(&c.to_be_bytes());
+    write_pcap(&inp, std::slice::from_ref(&req));
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&[
+        "run",
+        corpus("xdp_icmp_echo"),
+        "--pcap",
+        &inp,
+        "--out",
+        &out,
+        "--json",
+    ])))
+    .expect("JSON");
+    assert_eq!(v["counts"]["XDP_TX"], 1, "{v}");
+    assert_eq!(v["written"], 1);
+    let got = read_pcap(&out);
+    assert_eq!(got.len(), 1);
+    let r = &got[0].data;
+    assert_eq!(r.len(), req.len());
+    assert_eq!(&r[0..6], &req[6..12], "MACs swapped");
+    assert_eq!(&r[6..12], &req[0..6]);
+    assert_eq!(&r[26..30], &req[30..34], "IPs swapped");
+    assert_eq!(&r[30..34], &req[26..30]);
+    assert_eq!(r[34], 0, "echo reply");
+    assert_eq!(csum(&r[34..]), 0, "ICMP checksum still valid");
+}
+
+#[test]
+fn tc_and_socket_filter_verdicts() {
+    let d = Dir::new("tc");
+    let (inp, out) = (d.path("in.pcap"), d.path("out.pcap"));
+    let frames = [ipv4(6, 80, 200), ipv4(6, 22, 200), ipv4(17, 53, 100)];
+    write_pcap(&inp, &frames);
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&[
+        "run",
+        corpus("tc_sample_redirect"),
+        "--pcap",
+        &inp,
+        "--json",
+    ])))
+    .expect("JSON");
+    assert_eq!(v["type"], "sched_cls");
+    assert_eq!(v["counts"]["TC_ACT_OK"], 3, "{v}");
+    // Socket filter: whole TCP/80, TCP/22 cut to 64 bytes of IP, UDP dropped.
+    let text = ok(&nfkit(&[
+        "run",
+        corpus("socket_tcp_port"),
+        "--pcap",
+        &inp,
+        "--out",
+        &out,
+    ]));
+    assert!(text.contains("drop"), "{text}");
+    let got = read_pcap(&out);
+    assert_eq!(got.len(), 2, "{text}");
+    assert_eq!(got[0].data, frames[0]);
+    assert_eq!(got[1].data, frames[1][..14 + 64].to_vec());
+}
+
+#[test]
+fn section_choice_and_tail_calls_from_the_object() {
+    let d = Dir::new("sec");
+    let inp = d.path("in.pcap");
+    write_pcap(
+        &inp,
+        &[ipv4(17, 53, 60), ipv4(17, 53, 100), ipv4(6, 80, 60)],
+    );
+    let obj = corpus("xdp_tail_dispatch");
+    // Several programs: --section is needed, by name or unique section.
+    let o = nfkit(&["run", obj, "--pcap", &inp]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("xdp_dispatch"));
+    let o = nfkit(&["run", obj, "--pcap", &inp, "--section", "nope"]);
+    assert!(!o.status.success());
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&[
+        "run",
+        obj,
+        "--section",
+        "xdp_dispatch",
+        "--pcap",
+        &inp,
+        "--json",
+    ])))
+    .expect("JSON");
+    // UDP below 64 bytes is dropped by the tail-called handler.
+    assert_eq!(v["counts"]["XDP_DROP"], 1, "{v}");
+    assert_eq!(v["counts"]["XDP_PASS"], 2, "{v}");
+}
+
+#[test]
+fn trace_chosen_packets() {
+    let d = Dir::new("trace");
+    let inp = d.path("in.pcap");
+    write_pcap(
+        &inp,
+        &[
+            ipv4(17, 53, 60),
+            vec![0; 10],
+            ipv4(17, 80, 60),
+            ipv4(17, 81, 60),
+        ],
+    );
+    let obj = corpus("xdp_port_filter");
+    let text = ok(&nfkit(&[
+        "run",
+        obj,
+        "--pcap",
+        &inp,
+        "--trace-packets",
+        "2-3",
+    ]));
+    assert!(!text.contains("packet 1 ("), "{text}");
+    assert!(text.contains("packet 2 (10 bytes)"), "{text}");
+    assert!(text.contains("packet 3 (60 bytes)"), "{text}");
+    assert!(!text.contains("packet 4 ("), "{text}");
+    // The first instruction loads data_end into a register: a change shown.
+    assert!(text.contains(" -> "), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&[
+        "run", obj, "--pcap", &inp, "--trace", "--json",
+    ])))
+    .expect("JSON");
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 4);
+    for r in results {
+        let steps = r["trace"].as_array().expect("every packet traced");
+        assert_eq!(steps.len() as u64, r["insns"].as_u64().expect("insns"));
+        assert!(steps[0]["changes"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()));
+    }
+    let o = nfkit(&["run", obj, "--pcap", &inp, "--trace-packets", "3-1"]);
+    assert!(!o.status.success());
+}
