@@ -34,8 +34,9 @@ pub struct DisasmOptions<'a> {
     pub labels: bool,
     /// Comment helper calls with the helper's name.
     pub helper_names: bool,
-    /// Symbols by slot: an `lddw` of 0 prints as `r1 = sym ll`, a local
-    /// call as `call sym`; elsewhere the symbol becomes a comment.
+    /// Symbols by slot (relocations): an `lddw` of 0 prints as
+    /// `r1 = sym ll`, a local call of -1 as `call local sym`; elsewhere
+    /// the symbol becomes a comment. A relocated call gets no label.
     pub symbols: BTreeMap<usize, String>,
     /// Labels and comments to print before the instruction at a slot.
     pub annotate: Option<&'a dyn Fn(usize) -> Vec<Annotation>>,
@@ -116,6 +117,10 @@ pub fn disassemble(insns: &[Insn], opts: &DisasmOptions) -> String {
     let mut labelled = BTreeSet::new();
     if opts.labels {
         for (insn, &slot) in insns.iter().zip(&slots) {
+            // A relocated instruction's immediate is not an offset yet.
+            if opts.symbols.contains_key(&slot) {
+                continue;
+            }
             if let Some(t) = target_slot(insn, slot) {
                 if let Ok(t) = usize::try_from(t) {
                     if starts.contains(&t) {
@@ -152,6 +157,7 @@ pub fn disassemble(insns: &[Insn], opts: &DisasmOptions) -> String {
     for (insn, &slot) in insns.iter().zip(&slots) {
         annotate(&mut out, slot);
         let target = target_slot(insn, slot)
+            .filter(|_| !opts.symbols.contains_key(&slot))
             .and_then(|t| usize::try_from(t).ok())
             .filter(|t| labelled.contains(t))
             .map(label_name);
