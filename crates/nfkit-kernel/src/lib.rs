@@ -25,7 +25,9 @@ pub mod testbed;
 
 pub use bpffs::{ensure_bpffs, BPFFS, PIN_DIR};
 pub use error::{KernelError, SourceLine};
-pub use load::{load_image, load_object_file, LoadOptions, Loaded, Prog, TestRun, TestRunOut};
+pub use load::{
+    load_image, load_object_file, set_global, LoadOptions, Loaded, Prog, TestRun, TestRunOut,
+};
 pub use maps::KMap;
 pub use testbed::{Netns, Testbed, Veth};
 

@@ -233,55 +233,53 @@ fn attach_of(section: &str) -> (u32, u32) {
     (t, flags)
 }
 
-/// Sets the global variables of `opts` in the global-data maps' bytes.
-fn apply_globals(
+/// Sets global variable `name` (a `DATASEC` variable of the Image's
+/// BTF) to `bytes` in the initial data of its global-data map spec
+/// (in `specs`, the Image's maps or a copy of them). The VM and the
+/// kernel then start from the same values.
+pub fn set_global(
     image: &Image,
     specs: &mut [nfkit_object::MapSpec],
-    opts: &LoadOptions,
+    name: &str,
+    bytes: &[u8],
 ) -> Result<(), KernelError> {
-    for (name, bytes) in &opts.globals {
-        let gerr = |msg: String| KernelError::Global {
-            name: name.clone(),
-            msg,
+    let gerr = |msg: String| KernelError::Global {
+        name: name.to_string(),
+        msg,
+    };
+    let btf = image
+        .btf
+        .as_ref()
+        .ok_or_else(|| gerr("the Image has no BTF".into()))?;
+    for spec in specs.iter_mut() {
+        let MapKind::Global { section, .. } = &spec.kind else {
+            continue;
         };
-        let btf = image
-            .btf
-            .as_ref()
-            .ok_or_else(|| gerr("the Image has no BTF".into()))?;
-        let mut done = false;
-        for spec in specs.iter_mut() {
-            let MapKind::Global { section, .. } = &spec.kind else {
-                continue;
-            };
-            let Some(var) = btf
-                .datasec_vars(section)
-                .into_iter()
-                .find(|v| &v.name == name)
-            else {
-                continue;
-            };
-            if bytes.len() != var.size as usize {
-                return Err(gerr(format!(
-                    "is {} bytes, {} given",
-                    var.size,
-                    bytes.len()
-                )));
-            }
-            let data = spec.data.get_or_insert_with(Vec::new);
-            let end = (var.offset + var.size) as usize;
-            if data.len() < end {
-                data.resize(end.max(spec.value_size as usize), 0);
-            }
-            if let Some(dst) = data.get_mut(var.offset as usize..end) {
-                dst.copy_from_slice(bytes);
-            }
-            done = true;
+        let Some(var) = btf
+            .datasec_vars(section)
+            .into_iter()
+            .find(|v| v.name == name)
+        else {
+            continue;
+        };
+        if bytes.len() != var.size as usize {
+            return Err(gerr(format!(
+                "is {} bytes, {} given",
+                var.size,
+                bytes.len()
+            )));
         }
-        if !done {
-            return Err(gerr("no such variable in the Image's global data".into()));
+        let data = spec.data.get_or_insert_with(Vec::new);
+        let end = (var.offset + var.size) as usize;
+        if data.len() < end {
+            data.resize(end.max(spec.value_size as usize), 0);
         }
+        if let Some(dst) = data.get_mut(var.offset as usize..end) {
+            dst.copy_from_slice(bytes);
+        }
+        return Ok(());
     }
-    Ok(())
+    Err(gerr("no such variable in the Image's global data".into()))
 }
 
 /// Loads `image` into the kernel: its BTF, its maps (with initial
@@ -324,7 +322,9 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
 
     // Maps.
     let mut specs = image.maps.clone();
-    apply_globals(image, &mut specs, opts)?;
+    for (name, bytes) in &opts.globals {
+        set_global(image, &mut specs, name, bytes)?;
+    }
     let reuse: HashMap<&str, &KMap> = opts.reuse_maps.iter().map(|m| (m.name(), m)).collect();
     let mut maps = Vec::with_capacity(specs.len());
     for spec in &specs {
