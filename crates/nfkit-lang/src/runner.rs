@@ -275,3 +275,177 @@ fn le(b: &[u8]) -> u64 {
 pub fn verdict_name(v: u64) -> String {
     verdict::name(v)
 }
+
+/// One packet's line of a run report.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PacketLine {
+    /// 1-based packet number.
+    pub index: usize,
+    pub chain: String,
+    /// The stats column (`PASS`, `DROP`, `VALUE`, `FAULT`, ...).
+    pub verdict: String,
+    /// The hook's return code.
+    pub code: u64,
+    pub redirect: Option<u32>,
+    pub insns: u64,
+    pub error: Option<String>,
+}
+
+/// What `nfkit run SCRIPT` reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    pub packets: usize,
+    pub stats: Vec<ChainStats>,
+    pub maps: Vec<(String, Vec<(u64, u64)>)>,
+    pub lines: Vec<PacketLine>,
+    /// Packets the hook lets through (not dropped), as modified: (ts, bytes).
+    pub out: Vec<(u64, Vec<u8>)>,
+    /// Per-instruction traces of each packet (when asked for).
+    pub traces: Vec<Vec<String>>,
+}
+
+/// Whether `code` lets the packet through at `hook`.
+pub fn kept(hook: Hook, code: u64) -> bool {
+    match hook {
+        Hook::Xdp => matches!(code, 2..=4),
+        Hook::Tc => code != 2,
+        Hook::Socket => code != 0,
+    }
+}
+
+/// Runs the whole script on every packet `(timestamp ns, bytes)`.
+pub fn run_capture(
+    c: &Compiled,
+    packets: &[(u64, Vec<u8>)],
+    trace: bool,
+) -> Result<Report, RunError> {
+    let mut vm = ScriptVm::new(c)?;
+    let mut lines = Vec::new();
+    let mut out = Vec::new();
+    let mut traces = Vec::new();
+    for (i, (ts, data)) in packets.iter().enumerate() {
+        let (o, tr) = vm.run(data, *ts, trace)?;
+        let (chain, verdict) = match o.stat {
+            Some((slot, k)) => (
+                vm.chain_name(slot),
+                STAT_NAMES
+                    .get(k as usize)
+                    .copied()
+                    .unwrap_or("?")
+                    .to_string(),
+            ),
+            None => ("?".into(), "?".into()),
+        };
+        if kept(c.hook, o.code) {
+            out.push((*ts, o.packet.clone()));
+        }
+        lines.push(PacketLine {
+            index: i + 1,
+            chain,
+            verdict,
+            code: o.code,
+            redirect: o.redirect,
+            insns: o.insns,
+            error: o.error.clone(),
+        });
+        if trace {
+            traces.push(tr);
+        }
+    }
+    Ok(Report {
+        packets: packets.len(),
+        stats: vm.stats(),
+        maps: vm.maps(&c.program),
+        lines,
+        out,
+        traces,
+    })
+}
+
+impl Report {
+    /// The human-readable report: per chain and verdict counts, then maps.
+    pub fn text(&self, per_packet: bool) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        if per_packet {
+            for (i, l) in self.lines.iter().enumerate() {
+                let _ = write!(
+                    s,
+                    "packet {}: chain {} -> {} (code {}",
+                    l.index, l.chain, l.verdict, l.code
+                );
+                if let Some(r) = l.redirect {
+                    let _ = write!(s, ", redirect {r}");
+                }
+                let _ = writeln!(s, ", {} insns)", l.insns);
+                if let Some(e) = &l.error {
+                    let _ = writeln!(s, "  error: {e}");
+                }
+                if let Some(t) = self.traces.get(i) {
+                    for step in t {
+                        let _ = writeln!(s, "  {step}");
+                    }
+                }
+            }
+        }
+        let _ = writeln!(s, "packets: {}", self.packets);
+        let _ = writeln!(s, "chains:");
+        for st in &self.stats {
+            let parts: Vec<String> = st
+                .counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(k, c)| format!("{} {c}", STAT_NAMES[k]))
+                .collect();
+            let _ = writeln!(s, "  {}: {}", st.chain, parts.join(", "));
+        }
+        let _ = writeln!(s, "maps:");
+        for (name, rows) in &self.maps {
+            let _ = writeln!(s, "  {name}: {} entries", rows.len());
+            for (k, v) in rows {
+                let _ = writeln!(s, "    {k}: {v}");
+            }
+        }
+        s
+    }
+
+    /// The report as JSON.
+    pub fn json(&self, per_packet: bool) -> serde_json::Value {
+        let chains: Vec<serde_json::Value> = self
+            .stats
+            .iter()
+            .map(|st| {
+                let counts: serde_json::Map<String, serde_json::Value> = st
+                    .counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &c)| c > 0)
+                    .map(|(k, &c)| (STAT_NAMES[k].to_string(), c.into()))
+                    .collect();
+                serde_json::json!({"chain": st.chain, "counts": counts})
+            })
+            .collect();
+        let maps: serde_json::Map<String, serde_json::Value> = self
+            .maps
+            .iter()
+            .map(|(n, rows)| {
+                let r: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|(k, v)| serde_json::json!({"key": k, "value": v}))
+                    .collect();
+                (n.clone(), r.into())
+            })
+            .collect();
+        let mut v = serde_json::json!({
+            "packets": self.packets,
+            "chains": chains,
+            "maps": maps,
+            "out_packets": self.out.len(),
+        });
+        if per_packet {
+            v["per_packet"] = serde_json::to_value(&self.lines).unwrap_or_default();
+        }
+        v
+    }
+}

@@ -17,17 +17,24 @@ pub fn run(args: super::run::Args) -> anyhow::Result<ExitCode> {
     let Some(compiled) = compiled else {
         return Ok(ExitCode::from(1));
     };
-    let packets = nfkit_pcap::read_file(&args.pcap)
-        .map_err(|e| anyhow!("{}: {e}", args.pcap.display()))?;
+    let packets =
+        nfkit_pcap::read_file(&args.pcap).map_err(|e| anyhow!("{}: {e}", args.pcap.display()))?;
     let input: Vec<(u64, Vec<u8>)> = packets.into_iter().map(|p| (p.ts_ns, p.data)).collect();
     let report = run_capture(&compiled, &input, args.trace).map_err(|e| anyhow!("{shown}: {e}"))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.json(args.trace))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report.json(args.trace))?
+        );
     } else {
         print!("{}", report.text(args.trace));
     }
     if let Some(out) = &args.out {
-        let pk: Vec<Packet> = report.out.iter().map(|(ts, d)| Packet::new(*ts, d.clone())).collect();
+        let pk: Vec<Packet> = report
+            .out
+            .iter()
+            .map(|(ts, d)| Packet::new(*ts, d.clone()))
+            .collect();
         nfkit_pcap::write_file(out, &pk).map_err(|e| anyhow!("{}: {e}", out.display()))?;
     }
     Ok(ExitCode::SUCCESS)
