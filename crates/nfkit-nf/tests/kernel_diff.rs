@@ -23,6 +23,8 @@ struct KernelNf {
     progs: PathBuf,
     maps: PathBuf,
     tmp: PathBuf,
+    /// The pinned time last written (saves a bpftool run per packet).
+    clock: std::cell::Cell<Option<u64>>,
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -66,6 +68,7 @@ impl KernelNf {
             progs: PathBuf::from("/sys/fs/bpf").join(&tag),
             maps: PathBuf::from("/sys/fs/bpf").join(format!("{tag}-maps")),
             tmp,
+            clock: std::cell::Cell::new(None),
         };
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let arch = run(Command::new("uname").arg("-m")).trim().to_string();
@@ -109,6 +112,9 @@ impl KernelNf {
     }
 
     fn set_clock(&self, now: u64) {
+        if self.clock.replace(Some(now)) == Some(now) {
+            return;
+        }
         let mut cfg = vec![0u8; 40];
         cfg[20..24].copy_from_slice(&1u32.to_le_bytes());
         cfg[24..32].copy_from_slice(&now.to_le_bytes());
