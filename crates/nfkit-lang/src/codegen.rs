@@ -355,12 +355,68 @@ impl<'a> Gen<'a> {
                 ),
             });
         }
-        let slots = nfkit_isa::slot_offsets(&self.insns);
-        let total = nfkit_isa::slot_count(&self.insns);
+        // Jump targets as instruction indices.
+        let n = self.insns.len();
+        let mut target: Vec<Option<usize>> = vec![None; n];
         for &(at, l) in &self.fixups {
-            let target = self.labels[l].unwrap_or(self.insns.len());
-            let tslot = slots.get(target).copied().unwrap_or(total) as i64;
-            let rel = tslot - slots[at] as i64 - 1;
+            target[at] = Some(self.labels[l].unwrap_or(n).min(n.saturating_sub(1)));
+        }
+        // The kernel refuses unreachable instructions: keep only what a
+        // path from the first instruction reaches.
+        let mut live = vec![false; n];
+        let mut work = vec![0usize];
+        while let Some(i) = work.pop() {
+            if i >= n || live[i] {
+                continue;
+            }
+            live[i] = true;
+            if let Some(t) = target[i] {
+                work.push(t);
+            }
+            if !self.insns[i].ends_block() {
+                work.push(i + 1);
+            }
+        }
+        let mut new_index = vec![0usize; n + 1];
+        let mut k = 0;
+        for i in 0..n {
+            new_index[i] = k;
+            if live[i] {
+                k += 1;
+            }
+        }
+        new_index[n] = k;
+        let mut insns = Vec::with_capacity(k);
+        let mut targets = Vec::with_capacity(k);
+        for i in 0..n {
+            if live[i] {
+                insns.push(self.insns[i]);
+                targets.push(target[i].map(|t| new_index[t]));
+            }
+        }
+        self.refs = self
+            .refs
+            .iter()
+            .filter(|(i, _)| live.get(*i).copied().unwrap_or(false))
+            .map(|(i, r)| (new_index[*i], r.clone()))
+            .collect();
+        let mut lines: Vec<(usize, u32, u32)> = Vec::new();
+        for &(i, l, c) in &self.lines {
+            let ni = new_index[i.min(n)];
+            if ni >= k {
+                continue;
+            }
+            if lines.last().is_some_and(|x| x.0 == ni) {
+                lines.pop();
+            }
+            lines.push((ni, l, c));
+        }
+        self.lines = lines;
+        self.insns = insns;
+        let slots = nfkit_isa::slot_offsets(&self.insns);
+        for (at, t) in targets.iter().enumerate() {
+            let Some(t) = *t else { continue };
+            let rel = slots[t] as i64 - slots[at] as i64 - 1;
             let rel = i16::try_from(rel).map_err(|_| GenError::JumpTooFar(self.name.clone()))?;
             match &mut self.insns[at] {
                 Insn::Ja { off } | Insn::Jmp { off, .. } => *off = rel,
