@@ -85,3 +85,65 @@ pub fn map(c: &Compiled, vm: &ScriptVm, name: &str) -> Vec<(u64, u64)> {
         .map(|(_, v)| v)
         .unwrap_or_default()
 }
+
+/// Ones' complement sum of 16-bit big-endian words.
+pub fn ones(data: &[u8], mut s: u32) -> u32 {
+    for w in data.chunks(2) {
+        s += ((w[0] as u32) << 8) | *w.get(1).unwrap_or(&0) as u32;
+    }
+    s
+}
+
+fn fold(mut s: u32) -> u16 {
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// The TCP checksum of the segment `seg` between `src` and `dst`.
+pub fn tcp_checksum(src: [u8; 4], dst: [u8; 4], seg: &[u8]) -> u16 {
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 6]);
+    pseudo.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+    fold(ones(seg, ones(&pseudo, 0)))
+}
+
+/// An Ethernet + IPv4 + TCP frame with `options` (padded to 4 bytes),
+/// correct IPv4 and TCP checksums.
+pub fn tcp4(
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    flags: u8,
+    options: &[u8],
+) -> Vec<u8> {
+    let mut opts = options.to_vec();
+    while opts.len() % 4 != 0 {
+        opts.push(0);
+    }
+    let mut seg = Vec::new();
+    seg.extend_from_slice(&sport.to_be_bytes());
+    seg.extend_from_slice(&dport.to_be_bytes());
+    seg.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0]);
+    seg.push((((20 + opts.len()) / 4) as u8) << 4);
+    seg.push(flags);
+    seg.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+    seg.extend_from_slice(&opts);
+    let c = tcp_checksum(src, dst, &seg);
+    seg[16..18].copy_from_slice(&c.to_be_bytes());
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let mut ip = vec![0x45, 0];
+    ip.extend_from_slice(&((20 + seg.len()) as u16).to_be_bytes());
+    ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&seg);
+    f
+}
