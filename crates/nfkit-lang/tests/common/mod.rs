@@ -122,7 +122,7 @@ pub fn tcp4(
     options: &[u8],
 ) -> Vec<u8> {
     let mut opts = options.to_vec();
-    while opts.len() % 4 != 0 {
+    while !opts.len().is_multiple_of(4) {
         opts.push(0);
     }
     let mut seg = Vec::new();
