@@ -1,1 +1,404 @@
-fn main() {}
+//! Interpreter speed: nfkit's VM against the `rbpf` crate's interpreter on
+//! the same programs and packets, per packet and per executed
+//! instruction.
+//!
+//! Programs (assembled by nfkit-isa, run unchanged by both engines except
+//! for how the parser finds the packet):
+//! * `parser`: an XDP-style Ethernet/IPv4/UDP-TCP parser that drops four
+//!   destination ports (like `corpus/xdp_port_filter`, without maps);
+//!   nfkit runs it on an `xdp_md` context (32-bit `data`/`data_end` loads),
+//!   rbpf on its metadata-buffer form (64-bit loads of the same fields).
+//! * `alu_loop`: 1000 rounds of xorshift mixing (ALU and a backward jump).
+//! * `mem_sum`: 16-bit one's-complement sum of a 1024-byte buffer with a
+//!   stack round trip per word (loads and stores).
+//!
+//! nfkit also runs the clang-built `corpus/xdp_port_filter` (maps and
+//! helpers, which rbpf lacks). After criterion's own report the run
+//! prints a summary table: ns per packet for both, their ratio, and ns
+//! per executed instruction.
+
+use criterion::{black_box, Criterion};
+use nfkit_isa::asm::{assemble, Syntax};
+use nfkit_object::{Image, ProgType};
+use nfkit_vm::{Context, RunOptions, Runner, Vm, VmConfig, XdpMd};
+use std::time::{Duration, Instant};
+
+/// The parser; `{CTX}` becomes the two context loads of each engine.
+const PARSER: &str = "
+    {CTX}
+    r0 = 2
+    r4 = r2
+    r4 += 14
+    if r4 > r3 goto out
+    r5 = *(u16 *)(r2 + 12)
+    if r5 != 8 goto out
+    r4 = r2
+    r4 += 34
+    if r4 > r3 goto out
+    r5 = *(u8 *)(r2 + 23)
+    if r5 == 17 goto l4
+    if r5 != 6 goto out
+l4:
+    r5 = *(u8 *)(r2 + 14)
+    r5 &= 15
+    r5 <<= 2
+    r4 = r2
+    r4 += 14
+    r4 += r5
+    r6 = r4
+    r6 += 4
+    if r6 > r3 goto out
+    r5 = *(u16 *)(r4 + 2)
+    r5 = be16 r5
+    if r5 == 22 goto drop
+    if r5 == 23 goto drop
+    if r5 == 445 goto drop
+    if r5 == 3389 goto drop
+    goto out
+drop:
+    r0 = 1
+out:
+    exit
+";
+const NFKIT_CTX: &str = "r2 = *(u32 *)(r1 + 0)\n    r3 = *(u32 *)(r1 + 4)";
+const RBPF_CTX: &str = "r2 = *(u64 *)(r1 + 0)\n    r3 = *(u64 *)(r1 + 8)";
+
+const ALU_LOOP: &str = "
+    r0 = 0x12345678
+    r1 = 1000
+loop:
+    r2 = r0
+    r2 <<= 13
+    r0 ^= r2
+    r2 = r0
+    r2 >>= 7
+    r0 ^= r2
+    r2 = r0
+    r2 <<= 17
+    r0 ^= r2
+    r0 += r1
+    r1 += -1
+    if r1 != 0 goto loop
+    exit
+";
+
+const MEM_SUM: &str = "
+    r0 = 0
+    r3 = r1
+    r4 = 512
+loop:
+    r5 = *(u16 *)(r3 + 0)
+    r0 += r5
+    *(u64 *)(r10 - 8) = r0
+    r6 = *(u64 *)(r10 - 8)
+    *(u16 *)(r10 - 16) = r5
+    r3 += 2
+    r4 += -1
+    if r4 != 0 goto loop
+    r1 = r0
+    r1 >>= 16
+    r0 &= 0xffff
+    r0 += r1
+    exit
+";
+
+fn asm(text: &str) -> Vec<nfkit_isa::Insn> {
+    assemble(text, Some(Syntax::Llvm)).unwrap_or_else(|e| panic!("bench program: {e}\n{text}"))
+}
+
+/// A UDP frame of `len` bytes to destination port `dport`.
+fn udp_frame(len: usize, dport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(42)];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12] = 0x08;
+    f[14] = 0x45;
+    let ip_len = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
+    f[34..36].copy_from_slice(&1234u16.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    f
+}
+
+/// How one engine runs one program on one packet.
+enum Engine<'a> {
+    Nfkit {
+        runner: Runner,
+        xdp: bool,
+    },
+    Rbpf {
+        vm: rbpf::EbpfVmMbuff<'a>,
+        mbuff: bool,
+    },
+}
+
+impl Engine<'_> {
+    fn run(&mut self, packet: &[u8]) -> u64 {
+        match self {
+            Engine::Nfkit { runner, xdp } => {
+                let ctx = if *xdp {
+                    Context::Xdp(XdpMd::new(packet))
+                } else {
+                    Context::Raw(packet)
+                };
+                runner
+                    .run(0usize, ctx, &RunOptions::default())
+                    .r0()
+                    .unwrap_or(u64::MAX)
+            }
+            Engine::Rbpf { vm, mbuff } => {
+                let mut meta = [0u8; 16];
+                if *mbuff {
+                    let start = packet.as_ptr() as u64;
+                    meta[..8].copy_from_slice(&start.to_le_bytes());
+                    meta[8..].copy_from_slice(&(start + packet.len() as u64).to_le_bytes());
+                    vm.execute_program(packet, &meta).unwrap_or(u64::MAX)
+                } else {
+                    vm.execute_program(packet, &[]).unwrap_or(u64::MAX)
+                }
+            }
+        }
+    }
+}
+
+fn nfkit_vm(insns: Vec<nfkit_isa::Insn>, t: ProgType) -> Runner {
+    let config = VmConfig {
+        budget: u64::MAX,
+        ..VmConfig::default()
+    };
+    Vm::new(&Image::from_insns("bench", t, insns), config)
+        .expect("nfkit loads the bench program")
+        .runner()
+}
+
+/// One benchmark: a program, its packets, and the engines that run it.
+struct Case<'a> {
+    name: &'static str,
+    packets: Vec<Vec<u8>>,
+    nfkit: Engine<'a>,
+    rbpf: Option<Engine<'a>>,
+    /// Instructions nfkit executes per pass over `packets`.
+    insns: u64,
+}
+
+/// Mean ns per packet of `engine` over `packets`, best of several
+/// batches of about 50 ms.
+fn time_per_packet(engine: &mut Engine, packets: &[Vec<u8>]) -> f64 {
+    let mut reps = 1u64;
+    loop {
+        let t = Instant::now();
+        for _ in 0..reps {
+            for p in packets {
+                black_box(engine.run(black_box(p)));
+            }
+        }
+        if t.elapsed() > Duration::from_millis(50) {
+            break;
+        }
+        reps *= 2;
+    }
+    let mut best = f64::MAX;
+    for _ in 0..7 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            for p in packets {
+                black_box(engine.run(black_box(p)));
+            }
+        }
+        let ns = t.elapsed().as_nanos() as f64 / (reps * packets.len() as u64) as f64;
+        best = best.min(ns);
+    }
+    best
+}
+
+fn main() {
+    let parser_nfkit = asm(&PARSER.replace("{CTX}", NFKIT_CTX));
+    let parser_rbpf = nfkit_isa::encode_bytes(&asm(&PARSER.replace("{CTX}", RBPF_CTX)));
+    let alu = asm(ALU_LOOP);
+    let alu_bytes = nfkit_isa::encode_bytes(&alu);
+    let mem = asm(MEM_SUM);
+    let mem_bytes = nfkit_isa::encode_bytes(&mem);
+
+    let parser_packets: Vec<Vec<u8>> = [53u16, 22, 80, 3389, 443, 445, 123, 23]
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| udp_frame(60 + 100 * i, p))
+        .collect();
+    let mem_packets: Vec<Vec<u8>> = (0..4)
+        .map(|k| (0..1024).map(|i| (i * 7 + k) as u8).collect())
+        .collect();
+
+    let rbpf_vm = |bytes: &'static [u8]| rbpf::EbpfVmMbuff::new(Some(bytes)).expect("rbpf loads");
+    let leak = |v: Vec<u8>| -> &'static [u8] { Box::leak(v.into_boxed_slice()) };
+
+    let mut cases = vec![
+        Case {
+            name: "parser",
+            packets: parser_packets.clone(),
+            nfkit: Engine::Nfkit {
+                runner: nfkit_vm(parser_nfkit, ProgType::Xdp),
+                xdp: true,
+            },
+            rbpf: Some(Engine::Rbpf {
+                vm: rbpf_vm(leak(parser_rbpf)),
+                mbuff: true,
+            }),
+            insns: 0,
+        },
+        Case {
+            name: "alu_loop",
+            packets: vec![vec![0u8; 64]],
+            nfkit: Engine::Nfkit {
+                runner: nfkit_vm(alu, ProgType::Unspec),
+                xdp: false,
+            },
+            rbpf: Some(Engine::Rbpf {
+                vm: rbpf_vm(leak(alu_bytes)),
+                mbuff: false,
+            }),
+            insns: 0,
+        },
+        Case {
+            name: "mem_sum",
+            packets: mem_packets,
+            nfkit: Engine::Nfkit {
+                runner: nfkit_vm(mem, ProgType::Unspec),
+                xdp: false,
+            },
+            rbpf: Some(Engine::Rbpf {
+                vm: rbpf_vm(leak(mem_bytes)),
+                mbuff: false,
+            }),
+            insns: 0,
+        },
+    ];
+    if let Some(e) = nfkit_corpus::get("xdp_port_filter") {
+        let image = Image::from_elf(e.object, e.name).expect("corpus object links");
+        let vm = Vm::new(&image, VmConfig::kernel()).expect("corpus program loads");
+        let blocked = vm.map("blocked_ports").expect("map");
+        for port in [22u16, 23, 445, 3389] {
+            blocked
+                .update(&port.to_be_bytes(), &0u64.to_le_bytes(), 0)
+                .expect("insert");
+        }
+        cases.push(Case {
+            name: "xdp_port_filter.o",
+            packets: parser_packets,
+            nfkit: Engine::Nfkit {
+                runner: vm.runner(),
+                xdp: true,
+            },
+            rbpf: None,
+            insns: 0,
+        });
+    }
+
+    // Both engines must agree before their speed means anything; count
+    // the instructions nfkit executes.
+    for case in &mut cases {
+        for p in &case.packets {
+            let ours = case.nfkit.run(p);
+            assert_ne!(ours, u64::MAX, "{}: nfkit failed", case.name);
+            if let Some(r) = &mut case.rbpf {
+                assert_eq!(ours, r.run(p), "{}: engines disagree", case.name);
+            }
+            if let Engine::Nfkit { runner, xdp } = &mut case.nfkit {
+                let ctx = if *xdp {
+                    Context::Xdp(XdpMd::new(p))
+                } else {
+                    Context::Raw(p)
+                };
+                case.insns += runner.run(0usize, ctx, &RunOptions::default()).insns;
+            }
+        }
+    }
+
+    // Instruction-count mode for before/after comparisons on a loaded
+    // machine (`valgrind --tool=cachegrind`): NFKIT_BENCH_PASSES=N runs
+    // N passes of the cases matching NFKIT_BENCH_ONLY (`case/engine`
+    // substring) and nothing else.
+    if let Ok(n) = std::env::var("NFKIT_BENCH_PASSES") {
+        let n: u64 = n.parse().expect("NFKIT_BENCH_PASSES is a number");
+        let only = std::env::var("NFKIT_BENCH_ONLY").unwrap_or_default();
+        for case in &mut cases {
+            let packets = &case.packets;
+            if format!("{}/nfkit", case.name).contains(&only) {
+                for _ in 0..n {
+                    for p in packets {
+                        black_box(case.nfkit.run(black_box(p)));
+                    }
+                }
+            }
+            if let Some(r) = &mut case.rbpf {
+                if format!("{}/rbpf", case.name).contains(&only) {
+                    for _ in 0..n {
+                        for p in packets {
+                            black_box(r.run(black_box(p)));
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+    for case in &mut cases {
+        let mut g = c.benchmark_group(case.name);
+        let packets = &case.packets;
+        g.bench_function("nfkit", |b| {
+            b.iter(|| {
+                for p in packets {
+                    black_box(case.nfkit.run(black_box(p)));
+                }
+            })
+        });
+        if let Some(r) = &mut case.rbpf {
+            g.bench_function("rbpf", |b| {
+                b.iter(|| {
+                    for p in packets {
+                        black_box(r.run(black_box(p)));
+                    }
+                })
+            });
+        }
+        g.finish();
+    }
+    c.final_summary();
+
+    println!();
+    println!("nfkit vs rbpf interpreter, per packet (best of 7 batches of about 50 ms)");
+    println!(
+        "{:<18} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12}",
+        "program", "insns", "nfkit ns", "rbpf ns", "rbpf/nfkit", "nfkit ns/i", "rbpf ns/i"
+    );
+    for case in &mut cases {
+        let n = case.packets.len() as f64;
+        let insns = case.insns as f64 / n;
+        let ours = time_per_packet(&mut case.nfkit, &case.packets);
+        let theirs = case
+            .rbpf
+            .as_mut()
+            .map(|r| time_per_packet(r, &case.packets));
+        let cell = |v: Option<f64>, prec: usize| {
+            v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
+        };
+        println!(
+            "{:<18} {:>8.1} {:>12.1} {:>12} {:>12} {:>12.2} {:>12}",
+            case.name,
+            insns,
+            ours,
+            cell(theirs, 1),
+            cell(theirs.map(|t| t / ours), 2),
+            ours / insns,
+            cell(theirs.map(|t| t / insns), 2),
+        );
+    }
+}

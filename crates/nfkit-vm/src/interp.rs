@@ -352,9 +352,20 @@ impl Machine<'_> {
         r
     }
 
-    fn exec_loop<const TRACE: bool>(&mut self, mut pc: usize) -> Step<u64> {
+    fn exec_loop<const TRACE: bool>(&mut self, pc: usize) -> Step<u64> {
+        // The instruction counter lives in a local (a machine register)
+        // during the loop, and goes back to `self` however the loop ends.
+        let mut count = self.count;
+        let r = self.exec_inner::<TRACE>(pc, &mut count);
+        self.count = count;
+        r
+    }
+
+    #[inline(always)]
+    fn exec_inner<const TRACE: bool>(&mut self, mut pc: usize, count: &mut u64) -> Step<u64> {
         use Code::*;
         let ops = &self.vm.program.ops[..];
+        let budget = self.budget;
         loop {
             let Some(&op) = ops.get(pc) else {
                 return fault(
@@ -362,9 +373,9 @@ impl Machine<'_> {
                     RunErrorKind::Setup(format!("no instruction at op {pc}")),
                 );
             };
-            self.count += 1;
-            if self.count > self.budget {
-                return fault(pc, RunErrorKind::Budget { limit: self.budget });
+            *count += 1;
+            if *count > budget {
+                return fault(pc, RunErrorKind::Budget { limit: budget });
             }
             if TRACE {
                 self.record();
@@ -451,48 +462,70 @@ impl Machine<'_> {
                 Swap16 => r[d] = (r[d] as u16).swap_bytes() as u64,
                 Swap32 => r[d] = (r[d] as u32).swap_bytes() as u64,
                 Swap64 => r[d] = r[d].swap_bytes(),
-                LdxB | LdxH | LdxW | LdxDW | LdxSB | LdxSH | LdxSW => {
+                // One arm per access size, so each inlines a fixed-size
+                // check and load.
+                LdxB => {
                     let a = r[s].wrapping_add(op.off as i64 as u64);
-                    let (size, signed) = match op.code {
-                        LdxB => (1, false),
-                        LdxH => (2, false),
-                        LdxW => (4, false),
-                        LdxDW => (8, false),
-                        LdxSB => (1, true),
-                        LdxSH => (2, true),
-                        _ => (4, true),
-                    };
-                    let v = self.load(a, size, cur)?;
-                    self.regs[d] = if signed {
-                        match size {
-                            1 => v as i8 as i64 as u64,
-                            2 => v as i16 as i64 as u64,
-                            _ => v as i32 as i64 as u64,
-                        }
-                    } else {
-                        v
-                    };
+                    self.regs[d] = self.load(a, 1, cur)?;
                 }
-                StB | StH | StW | StDW => {
-                    let a = r[d].wrapping_add(op.off as i64 as u64);
-                    let size = match op.code {
-                        StB => 1,
-                        StH => 2,
-                        StW => 4,
-                        _ => 8,
-                    };
-                    self.store(a, size, op.imm, cur)?;
+                LdxH => {
+                    let a = r[s].wrapping_add(op.off as i64 as u64);
+                    self.regs[d] = self.load(a, 2, cur)?;
                 }
-                StxB | StxH | StxW | StxDW => {
-                    let a = r[d].wrapping_add(op.off as i64 as u64);
-                    let v = r[s];
-                    let size = match op.code {
-                        StxB => 1,
-                        StxH => 2,
-                        StxW => 4,
-                        _ => 8,
-                    };
-                    self.store(a, size, v, cur)?;
+                LdxW => {
+                    let a = r[s].wrapping_add(op.off as i64 as u64);
+                    self.regs[d] = self.load(a, 4, cur)?;
+                }
+                LdxDW => {
+                    let a = r[s].wrapping_add(op.off as i64 as u64);
+                    self.regs[d] = self.load(a, 8, cur)?;
+                }
+                LdxSB => {
+                    let a = r[s].wrapping_add(op.off as i64 as u64);
+                    let v = self.load(a, 1, cur)?;
+                    self.regs[d] = v as i8 as i64 as u64;
+                }
+                LdxSH => {
+                    let a = r[s].wrapping_add(op.off as i64 as u64);
+                    let v = self.load(a, 2, cur)?;
+                    self.regs[d] = v as i16 as i64 as u64;
+                }
+                LdxSW => {
+                    let a = r[s].wrapping_add(op.off as i64 as u64);
+                    let v = self.load(a, 4, cur)?;
+                    self.regs[d] = v as i32 as i64 as u64;
+                }
+                StB => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), op.imm);
+                    self.store(a, 1, v, cur)?;
+                }
+                StH => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), op.imm);
+                    self.store(a, 2, v, cur)?;
+                }
+                StW => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), op.imm);
+                    self.store(a, 4, v, cur)?;
+                }
+                StDW => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), op.imm);
+                    self.store(a, 8, v, cur)?;
+                }
+                StxB => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), r[s]);
+                    self.store(a, 1, v, cur)?;
+                }
+                StxH => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), r[s]);
+                    self.store(a, 2, v, cur)?;
+                }
+                StxW => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), r[s]);
+                    self.store(a, 4, v, cur)?;
+                }
+                StxDW => {
+                    let (a, v) = (r[d].wrapping_add(op.off as i64 as u64), r[s]);
+                    self.store(a, 8, v, cur)?;
                 }
                 Atomic => self.atomic(d, s, op.aux, op.off, op.imm as usize, cur)?,
                 Lddw => r[d] = op.imm,

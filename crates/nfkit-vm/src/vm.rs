@@ -124,6 +124,14 @@ struct Buffers {
     stack_dirty: usize,
 }
 
+/// Names of the per-run regions, made once.
+struct RegionNames {
+    stack: Arc<str>,
+    context: Arc<str>,
+    packet: Arc<str>,
+    memory: Arc<str>,
+}
+
 /// Shared, immutable part of a VM.
 pub struct Inner {
     pub(crate) program: Program,
@@ -131,6 +139,7 @@ pub struct Inner {
     pub(crate) maps: Maps,
     pub(crate) config: VmConfig,
     base_regions: Vec<Region>,
+    names: RegionNames,
     empty: Arc<GuardedBuf>,
     pool: Mutex<Vec<Buffers>>,
 }
@@ -216,6 +225,12 @@ impl Vm {
                 maps,
                 config,
                 base_regions: base,
+                names: RegionNames {
+                    stack: "stack".into(),
+                    context: "context".into(),
+                    packet: "packet".into(),
+                    memory: "memory".into(),
+                },
                 empty,
                 pool: Mutex::new(Vec::new()),
             }),
@@ -423,36 +438,79 @@ impl Vm {
 
         let mut regions = std::mem::take(&mut bufs.regions);
         regions.truncate(inner.base_regions.len());
-        regions[mem::STACK as usize] = Region::mem("stack", bufs.stack.clone(), true);
-        regions[mem::CTX as usize] = if ctx_len > 0 {
-            Region {
-                kind: RegionKind::Ctx,
-                buf: inner.empty.clone(),
-                lo: 0,
-                hi: ctx_len,
-                writable: true,
-                name: "context".into(),
-            }
-        } else {
-            Region::opaque("context", &inner.empty)
-        };
-        regions[mem::PACKET as usize] = if has_pkt {
-            Region {
-                kind: RegionKind::Mem,
-                buf: pb.clone(),
-                lo: pkt.meta,
-                hi: pkt.data_end,
-                writable: pkt_writable,
-                name: if matches!(ctx, Context::Raw(_)) {
-                    "memory"
-                } else {
-                    "packet"
+        // The fixed regions are set in place: their names are shared
+        // strings made once per VM, so a run allocates nothing here.
+        let set =
+            |r: &mut Region, kind, buf: &Arc<GuardedBuf>, lo, hi, writable, name: &Arc<str>| {
+                r.kind = kind;
+                if !Arc::ptr_eq(&r.buf, buf) {
+                    r.buf = buf.clone();
                 }
-                .into(),
-            }
+                r.lo = lo;
+                r.hi = hi;
+                r.writable = writable;
+                if !Arc::ptr_eq(&r.name, name) {
+                    r.name = name.clone();
+                }
+            };
+        let names = &inner.names;
+        let stack = &bufs.stack;
+        set(
+            &mut regions[mem::STACK as usize],
+            RegionKind::Mem,
+            stack,
+            0,
+            stack.len(),
+            true,
+            &names.stack,
+        );
+        if ctx_len > 0 {
+            set(
+                &mut regions[mem::CTX as usize],
+                RegionKind::Ctx,
+                &inner.empty,
+                0,
+                ctx_len,
+                true,
+                &names.context,
+            );
         } else {
-            Region::opaque("packet", &inner.empty)
-        };
+            set(
+                &mut regions[mem::CTX as usize],
+                RegionKind::Opaque,
+                &inner.empty,
+                0,
+                0,
+                false,
+                &names.context,
+            );
+        }
+        if has_pkt {
+            let name = if matches!(ctx, Context::Raw(_)) {
+                &names.memory
+            } else {
+                &names.packet
+            };
+            set(
+                &mut regions[mem::PACKET as usize],
+                RegionKind::Mem,
+                &pb,
+                pkt.meta,
+                pkt.data_end,
+                pkt_writable,
+                name,
+            );
+        } else {
+            set(
+                &mut regions[mem::PACKET as usize],
+                RegionKind::Opaque,
+                &inner.empty,
+                0,
+                0,
+                false,
+                &names.packet,
+            );
+        }
 
         let mut frames = std::mem::take(&mut bufs.frames);
         frames.clear();

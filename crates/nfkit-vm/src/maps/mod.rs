@@ -250,6 +250,8 @@ impl Map {
         flags: u64,
         cpu: u32,
     ) -> Result<(), MapError> {
+        // Single-CPU maps keep one slot, whatever CPU runs (as prog_lookup).
+        let cpu = if self.ncpus() == 1 { 0 } else { cpu };
         match &self.store {
             Store::Array(a) => a.update(u32_key(key)?, value, flags, Some(cpu)),
             Store::Hash(h) => h.update(key, value, flags, Some(cpu)),

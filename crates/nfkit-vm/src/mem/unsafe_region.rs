@@ -266,43 +266,87 @@ impl GuardedBuf {
         }
     }
 
-    /// Copies `out.len()` bytes from `off` into `out`.
+    /// Copies `out.len()` bytes from `off` into `out` (8 aligned bytes
+    /// at a time where possible).
     pub fn read(&self, off: usize, out: &mut [u8]) -> Option<()> {
         let p = self.at(off, out.len())?;
-        for (i, b) in out.iter_mut().enumerate() {
-            // SAFETY: i < out.len(), so p + i is inside the checked range.
+        // Bytes up to the first 8-aligned offset (the body starts on a
+        // page, so buffer offsets and addresses share their alignment).
+        let head = ((8 - (off & 7)) & 7).min(out.len());
+        let (first, rest) = out.split_at_mut(head);
+        for (i, b) in first.iter_mut().enumerate() {
+            // SAFETY: i < head <= out.len(): inside the checked range.
             *b = unsafe { AtomicU8::from_ptr(p.add(i)).load(Ordering::Relaxed) };
         }
-        Some(())
-    }
-
-    /// Copies `data` into the buffer at `off`.
-    pub fn write(&self, off: usize, data: &[u8]) -> Option<()> {
-        let p = self.at(off, data.len())?;
-        for (i, b) in data.iter().enumerate() {
-            // SAFETY: i < data.len(), so p + i is inside the checked range.
-            unsafe { AtomicU8::from_ptr(p.add(i)).store(*b, Ordering::Relaxed) };
+        let mut words = rest.chunks_exact_mut(8);
+        let mut i = head;
+        for w in &mut words {
+            // SAFETY: off + i is 8-aligned and i + 8 <= out.len(): an
+            // aligned word inside the checked range.
+            let v = unsafe { AtomicU64::from_ptr(p.add(i) as *mut u64).load(Ordering::Relaxed) };
+            w.copy_from_slice(&v.to_ne_bytes());
+            i += 8;
+        }
+        for b in words.into_remainder() {
+            // SAFETY: i < out.len(): inside the checked range.
+            *b = unsafe { AtomicU8::from_ptr(p.add(i)).load(Ordering::Relaxed) };
+            i += 1;
         }
         Some(())
     }
 
-    /// Sets `len` bytes at `off` to `byte` (8 bytes at a time where aligned).
+    /// Copies `data` into the buffer at `off` (8 aligned bytes at a time
+    /// where possible).
+    pub fn write(&self, off: usize, data: &[u8]) -> Option<()> {
+        let p = self.at(off, data.len())?;
+        let head = ((8 - (off & 7)) & 7).min(data.len());
+        let (first, rest) = data.split_at(head);
+        for (i, b) in first.iter().enumerate() {
+            // SAFETY: i < head <= data.len(): inside the checked range.
+            unsafe { AtomicU8::from_ptr(p.add(i)).store(*b, Ordering::Relaxed) };
+        }
+        let mut words = rest.chunks_exact(8);
+        let mut i = head;
+        for w in &mut words {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(w);
+            // SAFETY: off + i is 8-aligned and i + 8 <= data.len(): an
+            // aligned word inside the checked range.
+            unsafe {
+                AtomicU64::from_ptr(p.add(i) as *mut u64)
+                    .store(u64::from_ne_bytes(v), Ordering::Relaxed)
+            };
+            i += 8;
+        }
+        for b in words.remainder() {
+            // SAFETY: i < data.len(): inside the checked range.
+            unsafe { AtomicU8::from_ptr(p.add(i)).store(*b, Ordering::Relaxed) };
+            i += 1;
+        }
+        Some(())
+    }
+
+    /// Sets `len` bytes at `off` to `byte` (8 aligned bytes at a time
+    /// where possible).
     pub fn fill(&self, off: usize, len: usize, byte: u8) -> Option<()> {
         let p = self.at(off, len)?;
         let word = u64::from_ne_bytes([byte; 8]);
-        let mut i = 0;
-        while i < len {
-            // SAFETY: i < len, so p + i is inside the checked range; the
-            // wide store is used only when 8 aligned bytes remain.
+        let head = ((8 - (off & 7)) & 7).min(len);
+        let words = (len - head) / 8;
+        for i in 0..head {
+            // SAFETY: i < head <= len: inside the checked range.
+            unsafe { AtomicU8::from_ptr(p.add(i)).store(byte, Ordering::Relaxed) };
+        }
+        for k in 0..words {
+            // SAFETY: head + 8k is 8-aligned (off + head is) and
+            // head + 8k + 8 <= len: an aligned word inside the range.
             unsafe {
-                if (off + i) & 7 == 0 && len - i >= 8 {
-                    AtomicU64::from_ptr(p.add(i) as *mut u64).store(word, Ordering::Relaxed);
-                    i += 8;
-                } else {
-                    AtomicU8::from_ptr(p.add(i)).store(byte, Ordering::Relaxed);
-                    i += 1;
-                }
-            }
+                AtomicU64::from_ptr(p.add(head + 8 * k) as *mut u64).store(word, Ordering::Relaxed)
+            };
+        }
+        for i in head + 8 * words..len {
+            // SAFETY: i < len: inside the checked range.
+            unsafe { AtomicU8::from_ptr(p.add(i)).store(byte, Ordering::Relaxed) };
         }
         Some(())
     }
@@ -353,6 +397,37 @@ mod tests {
         assert_eq!(b.rmw(0, 4, Rmw::Add, 5), Some(0x7788_0000));
         assert_eq!(b.cmpxchg(0, 4, 0x7788_0005, 9), Some(0x7788_0005));
         assert_eq!(b.load(0, 4), Some(9));
+    }
+
+    #[test]
+    fn word_copies_at_every_alignment() {
+        let b = GuardedBuf::new(64).expect("mmap");
+        for off in 0..9 {
+            for len in [0, 1, 7, 8, 9, 17, 40] {
+                let data: Vec<u8> = (0..len).map(|i| (i * 31 + off + 1) as u8).collect();
+                b.fill(0, 64, 0xee).expect("in range");
+                b.write(off, &data).expect("in range");
+                let mut back = vec![0u8; len];
+                b.read(off, &mut back).expect("in range");
+                assert_eq!(back, data, "off {off} len {len}");
+                let all = b.to_vec();
+                assert!(
+                    all[..off].iter().all(|&x| x == 0xee),
+                    "before: off {off} len {len}"
+                );
+                assert!(
+                    all[off + len..].iter().all(|&x| x == 0xee),
+                    "after: off {off} len {len}"
+                );
+                b.fill(off, len, 0x11).expect("in range");
+                let all = b.to_vec();
+                assert!(all[off..off + len].iter().all(|&x| x == 0x11));
+                assert!(all[off + len..].iter().all(|&x| x == 0xee));
+            }
+        }
+        assert!(b.read(60, &mut [0u8; 5]).is_none());
+        assert!(b.write(57, &[0u8; 8]).is_none());
+        assert!(b.fill(64, 1, 0).is_none());
     }
 
     #[test]
