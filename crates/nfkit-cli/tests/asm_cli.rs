@@ -249,3 +249,97 @@ fn disasm_of_a_damaged_object_is_an_error() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
 }
+
+/// Sections of `llvm-objdump -d`: name → (text, bytes) per instruction.
+fn objdump(obj: &str) -> Vec<(String, Vec<(String, Vec<u8>)>)> {
+    let out = Command::new("llvm-objdump")
+        .args(["-d", obj])
+        .output()
+        .expect("run llvm-objdump");
+    assert!(out.status.success());
+    let mut sections: Vec<(String, Vec<(String, Vec<u8>)>)> = Vec::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        if let Some(name) = line
+            .strip_prefix("Disassembly of section ")
+            .and_then(|s| s.strip_suffix(':'))
+        {
+            sections.push((name.to_string(), Vec::new()));
+            continue;
+        }
+        let parts: Vec<&str> = line.split('\t').collect();
+        if parts.len() < 3 || !parts[0].trim_end().ends_with(':') {
+            continue;
+        }
+        let bytes: Vec<u8> = parts[1]
+            .split_whitespace()
+            .map(|h| u8::from_str_radix(h, 16).unwrap())
+            .collect();
+        sections
+            .last_mut()
+            .unwrap()
+            .1
+            .push((parts[2].trim().to_string(), bytes));
+    }
+    sections
+}
+
+#[test]
+fn corpus_agrees_with_llvm_objdump_in_both_directions() {
+    let dir = TempDir::new();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
+    let mut names: Vec<String> = std::fs::read_dir(&corpus)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 12, "{names:?}");
+    let (mut lines, mut sections) = (0, 0);
+    for name in &names {
+        let obj = clang(&dir, name);
+        for (section, insns) in objdump(&obj) {
+            // llvm-objdump's text, read by our llvm syntax, gives its bytes.
+            for (text, bytes) in &insns {
+                // ISA v4 instructions llvm-objdump 14 cannot print, and
+                // local calls, which it prints as `call N` like helpers.
+                let local_call = bytes.first() == Some(&0x85) && bytes.get(1) == Some(&0x10);
+                if text.contains("<unknown>") || local_call {
+                    continue;
+                }
+                let got = nfkit_isa::assemble_program(text, Some(nfkit_isa::Syntax::Llvm))
+                    .unwrap_or_else(|e| panic!("{name} {section}: `{text}`: {e}"));
+                assert_eq!(
+                    &nfkit_isa::encode_bytes(&got.insns),
+                    bytes,
+                    "{name} {section}: `{text}`"
+                );
+                lines += 1;
+            }
+            // nfkit's disassembly of the section assembles to the same bytes.
+            let expected: Vec<u8> = insns.iter().flat_map(|(_, b)| b.clone()).collect();
+            for syntax in ["llvm", "conformance"] {
+                let text = stdout(&nfkit(&[
+                    "disasm",
+                    &obj,
+                    "--section",
+                    &section,
+                    "--syntax",
+                    syntax,
+                ]));
+                let p = nfkit_isa::assemble_program(&text, None)
+                    .unwrap_or_else(|e| panic!("{name} {section} {syntax}: {e}\n{text}"));
+                assert_eq!(
+                    nfkit_isa::encode_bytes(&p.insns),
+                    expected,
+                    "{name} {section} {syntax}:\n{text}"
+                );
+            }
+            sections += 1;
+        }
+    }
+    println!(
+        "{} objects, {sections} sections, {lines} llvm-objdump lines",
+        names.len()
+    );
+}
