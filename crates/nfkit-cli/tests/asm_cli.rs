@@ -250,14 +250,17 @@ fn disasm_of_a_damaged_object_is_an_error() {
     assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
 }
 
+/// One instruction as llvm-objdump prints it: text and bytes.
+type Line = (String, Vec<u8>);
+
 /// Sections of `llvm-objdump -d`: name → (text, bytes) per instruction.
-fn objdump(obj: &str) -> Vec<(String, Vec<(String, Vec<u8>)>)> {
+fn objdump(obj: &str) -> Vec<(String, Vec<Line>)> {
     let out = Command::new("llvm-objdump")
         .args(["-d", obj])
         .output()
         .expect("run llvm-objdump");
     assert!(out.status.success());
-    let mut sections: Vec<(String, Vec<(String, Vec<u8>)>)> = Vec::new();
+    let mut sections: Vec<(String, Vec<Line>)> = Vec::new();
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         if let Some(name) = line
             .strip_prefix("Disassembly of section ")
