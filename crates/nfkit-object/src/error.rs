@@ -99,13 +99,30 @@ pub struct ReadError {
 }
 
 impl fmt::Display for ReadError {
+    /// One line: names taken from a damaged file may hold control
+    /// characters, which are shown escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.location.is_empty() {
-            write!(f, "{}", self.kind)
+        let text = if self.location.is_empty() {
+            self.kind.to_string()
         } else {
-            write!(f, "{}: {}", self.location, self.kind)
+            format!("{}: {}", self.location, self.kind)
+        };
+        f.write_str(&one_line(&text))
+    }
+}
+
+/// `s` with control characters (newlines, ...) escaped, so that an error
+/// message stays on one line whatever names a file holds.
+pub fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
         }
     }
+    out
 }
 
 impl std::error::Error for ReadError {}

@@ -52,18 +52,42 @@ struct Placement {
 pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
     let nf = image.functions.len();
     let starts = nfkit_isa::slot_offsets(&image.insns);
-    // Instruction index range of each function.
+    // Functions tile the instructions in order; each one's instruction range.
     let mut ranges = Vec::with_capacity(nf);
+    let mut next = 0usize;
     for f in &image.functions {
-        let a = starts.partition_point(|&s| s < f.start);
-        let b = starts.partition_point(|&s| s < f.start + f.len);
-        if starts.get(a) != Some(&f.start) || (b < starts.len() && starts[b] != f.start + f.len) {
+        let what = || format!("function '{}'", f.name);
+        if f.start != next || f.len == 0 {
             return Err(unsupported(
-                format!("function {}", f.name),
-                "its bounds split an instruction",
+                what(),
+                format!(
+                    "it covers slots {}..{}, but functions must follow each other from slot {next} without gaps",
+                    f.start,
+                    f.start.saturating_add(f.len)
+                ),
+            ));
+        }
+        let end = f.start.saturating_add(f.len);
+        let a = starts.partition_point(|&s| s < f.start);
+        let b = starts.partition_point(|&s| s < end);
+        let splits = starts.get(b).is_some_and(|&s| s != end);
+        if starts.get(a) != Some(&f.start)
+            || splits
+            || (b == starts.len() && end != image.slot_count())
+        {
+            return Err(unsupported(
+                what(),
+                "its bounds split an lddw or lie outside the instructions",
             ));
         }
         ranges.push(a..b);
+        next = end;
+    }
+    if next != image.slot_count() {
+        return Err(unsupported(
+            format!("slots {next}..{}", image.slot_count()),
+            "they belong to no function",
+        ));
     }
     let func_at = |slot: i64| image.functions.iter().position(|f| f.start as i64 == slot);
 
@@ -81,8 +105,8 @@ pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
     }
     let mut code_names: Vec<String> = Vec::new();
     let mut func_section = Vec::with_capacity(nf);
-    for (fi, f) in image.functions.iter().enumerate() {
-        let name = match entry_of[fi] {
+    for entry in &entry_of {
+        let name = match *entry {
             Some(ei) => {
                 let e = &image.entries[ei];
                 if e.section.is_empty() {
@@ -102,7 +126,6 @@ pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
             }
             None => ".text".to_string(),
         };
-        let _ = f;
         let idx = match code_names.iter().position(|n| *n == name) {
             Some(i) => i,
             None => {
@@ -213,6 +236,13 @@ pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
                                 format!("lddw into map {imm}, which is not global data"),
                             )
                         })?;
+                        let size = image.maps.get(imm as usize).map_or(0, |m| m.value_size);
+                        if next_imm < 0 || next_imm as u32 >= size.max(1) {
+                            return Err(unsupported(
+                                at,
+                                format!("offset {next_imm} is outside map {imm} ({size} bytes)"),
+                            ));
+                        }
                         ins = Insn::Lddw {
                             kind: LddwKind::Imm64,
                             dst,

@@ -241,8 +241,16 @@ fn hot_ranges() -> Vec<(usize, usize)> {
     .collect()
 }
 
+fn fuzz_cases() -> u32 {
+    std::env::var("NFKIT_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+    // NFKIT_FUZZ_CASES=100000 for a longer soak.
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Anywhere in the file.
     #[test]

@@ -170,3 +170,43 @@ fn linked_objects_are_written_as_one() {
     let names: Vec<&str> = back.entries.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["xdp_port_filter", "tc_proto_stats"]);
 }
+
+#[test]
+fn functions_must_tile_the_instructions() {
+    let mut img = Image::from_insns("p", ProgType::Xdp, vec![Insn::Exit, Insn::Exit]);
+    img.functions[0].len = 1;
+    let err = write_object(&img).unwrap_err().to_string();
+    assert!(
+        err.contains("slots 1..2") && err.contains("no function"),
+        "{err}"
+    );
+    img.functions[0].start = 1;
+    let err = write_object(&img).unwrap_err().to_string();
+    assert!(
+        err.contains("function 'p'") && err.contains("gaps"),
+        "{err}"
+    );
+}
+
+#[test]
+fn global_data_offsets_are_checked() {
+    let e = nfkit_corpus::get("xdp_globals").unwrap();
+    let mut img = Image::from_elf(e.object, e.name).unwrap();
+    let (ri, _) = img.map(".rodata").unwrap();
+    let bad = img
+        .insns
+        .iter_mut()
+        .find_map(|i| match i {
+            Insn::Lddw {
+                kind: LddwKind::MapIdxValue,
+                imm,
+                next_imm,
+                ..
+            } if *imm == ri as i32 => Some(next_imm),
+            _ => None,
+        })
+        .expect("a .rodata load");
+    *bad = 4096;
+    let err = write_object(&img).unwrap_err().to_string();
+    assert!(err.contains("offset 4096 is outside map"), "{err}");
+}

@@ -39,7 +39,8 @@ struct Shown<'a> {
 
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     // One line: "FILE: section '...', symbol '...', offset 0x..: what".
-    let object = nfkit_object::read_file(&a.file).map_err(|e| anyhow!("{e}"))?;
+    let object = nfkit_object::read_file(&a.file)
+        .map_err(|e| anyhow!("{}", nfkit_object::error::one_line(&e.to_string())))?;
     let summary = ObjectSummary::of(&object);
     if a.json {
         let shown = Shown {
