@@ -210,6 +210,19 @@ fn calls() {
         ],
     );
     check("exit", &[raw(0x95, 0, 0, 0, 0)]);
+    // A label wins over a helper of the same name.
+    check(
+        "call redirect\nexit\nredirect:\nexit",
+        &[
+            raw(0x85, 0, 1, 0, 1),
+            raw(0x95, 0, 0, 0, 0),
+            raw(0x95, 0, 0, 0, 0),
+        ],
+    );
+    check(
+        "call redirect\nexit",
+        &[raw(0x85, 0, 0, 0, 23), raw(0x95, 0, 0, 0, 0)],
+    );
 }
 
 #[test]

@@ -512,14 +512,17 @@ fn call(cur: &mut Cursor) -> Result<Stmt, AsmError> {
     named_call(cur)
 }
 
-/// `call name`: a helper name, else a label or symbol (local call).
+/// `call name`: a label (local call), else a helper name, else a symbol
+/// (local call left for relocation).
 pub(crate) fn named_call(cur: &mut Cursor) -> Result<Stmt, AsmError> {
     let (name, col) = cur.ident("call target")?;
     if let Some(id) = helper_id(&name) {
-        return Ok(Stmt::done(Insn::Call {
+        // Stays a helper call unless a label of that name turns up.
+        let insn = Insn::Call {
             kind: CallKind::Helper,
             imm: id,
-        }));
+        };
+        return Ok(Stmt::fix(insn, FixKind::Call, name, col));
     }
     Ok(Stmt::fix(
         Insn::Call {

@@ -152,6 +152,14 @@ fn resolve(
                             imm,
                         };
                     }
+                    // A helper named in the text.
+                    None if matches!(
+                        insn,
+                        Insn::Call {
+                            kind: CallKind::Helper,
+                            ..
+                        }
+                    ) => {}
                     None => prog.relocs.push(SymbolRef {
                         slot: p.slot,
                         symbol: fix.name.clone(),
