@@ -282,6 +282,51 @@ pub fn set_global(
     Err(gerr("no such variable in the Image's global data".into()))
 }
 
+/// The Image's BTF as the kernel takes it: `extern` declarations that
+/// linking left behind (a caller's declaration of a function another
+/// object defines) become typedefs of their prototypes and extern
+/// `VAR`s global (the kernel refuses extern `FUNC`s and `VAR`s); a `DATASEC` that no map uses as its value
+/// type (`.maps`) whose variables overlap after merging gets them laid
+/// out one after the other (the kernel checks the layout, nothing reads it).
+fn sanitize_btf(btf: &nfkit_object::Btf, maps: &[nfkit_object::MapSpec]) -> nfkit_object::Btf {
+    use nfkit_object::btf::{Kind, Linkage};
+    let mut out = btf.clone();
+    for id in 1..out.len() {
+        let is_value = maps.iter().any(|m| m.value_type_id == Some(id));
+        if let Some(t) = out.get_mut(id) {
+            match &mut t.kind {
+                Kind::Datasec { size, vars } if !is_value => {
+                    let ordered = vars
+                        .windows(2)
+                        .all(|w| w[0].offset.saturating_add(w[0].size) <= w[1].offset);
+                    if !ordered {
+                        let mut off = 0u32;
+                        for v in vars.iter_mut() {
+                            v.offset = off;
+                            off = off.saturating_add(v.size);
+                        }
+                        *size = off;
+                    }
+                }
+                Kind::Func { linkage, proto }
+                    if !matches!(linkage, Linkage::Static | Linkage::Global) =>
+                {
+                    // A typedef of the prototype: kept for ids, never checked
+                    // as a function (its parameters may have no names).
+                    t.kind = Kind::Typedef { ty: *proto };
+                }
+                Kind::Var { linkage, .. }
+                    if !matches!(linkage, Linkage::Static | Linkage::Global) =>
+                {
+                    *linkage = Linkage::Global
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 /// Loads `image` into the kernel: its BTF, its maps (with initial
 /// data), then every entry program (or those of `opts.entries`) with
 /// its program type, expected attach type, func info and line info;
@@ -297,6 +342,7 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
     let mut btf_error = None;
     let mut line_strs: Vec<(u32, u32)> = Vec::new();
     if let Some(btf) = &image.btf {
+        let btf = sanitize_btf(btf, &image.maps);
         let (bytes, strs) = btf.encode_with(|st| {
             image
                 .line_info
