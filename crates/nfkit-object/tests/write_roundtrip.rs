@@ -210,3 +210,120 @@ fn global_data_offsets_are_checked() {
     let err = write_object(&img).unwrap_err().to_string();
     assert!(err.contains("offset 4096 is outside map"), "{err}");
 }
+
+mod mutated {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One change to an Image that a buggy producer could make.
+    #[derive(Clone, Debug)]
+    enum Edit {
+        FuncLen(prop::sample::Index, usize),
+        FuncStart(prop::sample::Index, usize),
+        EntryFunction(prop::sample::Index, usize),
+        EntrySection(prop::sample::Index, &'static str),
+        InsnImm(prop::sample::Index, i32),
+        MapValueSize(prop::sample::Index, u32),
+        BtfId(prop::sample::Index, u32),
+        MapInit(usize, u32, usize),
+        LineSlot(prop::sample::Index, usize),
+        DropMap,
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        let small = 0usize..400;
+        prop_oneof![
+            (any::<prop::sample::Index>(), small.clone()).prop_map(|(i, v)| Edit::FuncLen(i, v)),
+            (any::<prop::sample::Index>(), small.clone()).prop_map(|(i, v)| Edit::FuncStart(i, v)),
+            (any::<prop::sample::Index>(), 0usize..8).prop_map(|(i, v)| Edit::EntryFunction(i, v)),
+            (
+                any::<prop::sample::Index>(),
+                prop::sample::select(vec!["", "xdp", "tc", ".text", "socket", "bogus/x"])
+            )
+                .prop_map(|(i, v)| Edit::EntrySection(i, v)),
+            (any::<prop::sample::Index>(), -70000i32..70000).prop_map(|(i, v)| Edit::InsnImm(i, v)),
+            (any::<prop::sample::Index>(), 0u32..100).prop_map(|(i, v)| Edit::MapValueSize(i, v)),
+            (any::<prop::sample::Index>(), 0u32..200).prop_map(|(i, v)| Edit::BtfId(i, v)),
+            (0usize..6, 0u32..40, 0usize..6).prop_map(|(m, s, e)| Edit::MapInit(m, s, e)),
+            (any::<prop::sample::Index>(), small).prop_map(|(i, v)| Edit::LineSlot(i, v)),
+            Just(Edit::DropMap),
+        ]
+    }
+
+    fn apply(img: &mut Image, e: &Edit) {
+        match e {
+            Edit::FuncLen(i, v) if !img.functions.is_empty() => {
+                let n = img.functions.len();
+                img.functions[i.index(n)].len = *v;
+            }
+            Edit::FuncStart(i, v) if !img.functions.is_empty() => {
+                let n = img.functions.len();
+                img.functions[i.index(n)].start = *v;
+            }
+            Edit::EntryFunction(i, v) if !img.entries.is_empty() => {
+                let n = img.entries.len();
+                img.entries[i.index(n)].function = *v;
+            }
+            Edit::EntrySection(i, v) if !img.entries.is_empty() => {
+                let n = img.entries.len();
+                img.entries[i.index(n)].section = v.to_string();
+            }
+            Edit::InsnImm(i, v) if !img.insns.is_empty() => {
+                let n = img.insns.len();
+                match &mut img.insns[i.index(n)] {
+                    Insn::Lddw { imm, .. } | Insn::Call { imm, .. } => *imm = *v,
+                    Insn::Jmp { off, .. } | Insn::Ja { off } => *off = *v as i16,
+                    _ => {}
+                }
+            }
+            Edit::MapValueSize(i, v) if !img.maps.is_empty() => {
+                let n = img.maps.len();
+                img.maps[i.index(n)].value_size = *v;
+            }
+            Edit::BtfId(i, v) if !img.functions.is_empty() => {
+                let n = img.functions.len();
+                img.functions[i.index(n)].btf_id = Some(*v);
+            }
+            Edit::MapInit(map, slot, entry) => img.map_inits.push(nfkit_object::MapInit {
+                map: *map,
+                slot: *slot,
+                entry: *entry,
+            }),
+            Edit::LineSlot(i, v) if !img.line_info.is_empty() => {
+                let n = img.line_info.len();
+                img.line_info[i.index(n)].slot = *v;
+            }
+            Edit::DropMap => {
+                img.maps.pop();
+            }
+            _ => {}
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1500, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// A damaged Image is written or refused with a one-line error,
+        /// never a panic; what is written reads back.
+        #[test]
+        fn damaged_images_never_panic(which in any::<prop::sample::Index>(), edits in prop::collection::vec(edit(), 1..4)) {
+            let all = nfkit_corpus::objects();
+            let (name, obj) = all[which.index(all.len())];
+            let mut img = Image::from_elf(obj, name).unwrap();
+            for e in &edits {
+                apply(&mut img, e);
+            }
+            match write_object(&img) {
+                Ok(bytes) => {
+                    // What the writer accepts, the reader reads.
+                    let back = Image::from_elf(&bytes, name);
+                    prop_assert!(back.is_ok(), "{:?}", back.err().map(|e| e.to_string()));
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    prop_assert!(!msg.contains('\n'), "{}", msg);
+                }
+            }
+        }
+    }
+}

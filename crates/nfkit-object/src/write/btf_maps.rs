@@ -264,10 +264,10 @@ pub(super) fn layout_maps(
                 .filter(|i| i.map == mi)
                 .map(|i| u64::from(i.slot) + 1)
                 .max();
-            if last_init.is_some() && m.map_type != MapType::ProgArray {
+            if last_init.is_some() && (m.map_type != MapType::ProgArray || m.value_size != 4) {
                 return Err(unsupported(
                     format!("map '{}'", m.name),
-                    "initial slots are only supported for prog arrays",
+                    "initial slots need a prog array with 4-byte values",
                 ));
             }
             let reused = old_vars.iter().filter(|v| v.name == m.name).find_map(|v| {
