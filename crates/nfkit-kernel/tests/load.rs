@@ -96,6 +96,34 @@ fn test_run_and_maps() {
 }
 
 #[test]
+fn xdp_metadata_goes_in_and_out_through_the_context() {
+    let img = image("xdp_port_filter");
+    let loaded = load_image(&img, &LoadOptions::default()).expect("load");
+    let prog = loaded.prog("xdp_port_filter").expect("prog");
+    let pkt = ipv4_udp(60);
+    let meta = [0xaau8, 0xbb, 0xcc, 0xdd, 1, 2, 3, 4];
+    let mut data = meta.to_vec();
+    data.extend_from_slice(&pkt);
+    // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
+    let mut ctx = Vec::new();
+    for v in [meta.len() as u32, data.len() as u32, 0, 0, 0, 0] {
+        ctx.extend_from_slice(&v.to_le_bytes());
+    }
+    let out = prog
+        .test_run(&TestRun {
+            data: data.clone(),
+            ctx_in: Some(ctx),
+            ..TestRun::default()
+        })
+        .expect("run");
+    assert_eq!(out.retval, 2);
+    assert_eq!(out.data, data, "the output starts at data_meta");
+    let ctx_out = out.ctx_out.expect("ctx out");
+    assert_eq!(&ctx_out[0..4], &(meta.len() as u32).to_le_bytes());
+    assert_eq!(&ctx_out[4..8], &(data.len() as u32).to_le_bytes());
+}
+
+#[test]
 fn globals_are_set_before_loading() {
     let img = image("xdp_globals");
     let opts = LoadOptions::default().global("min_len", &100u32.to_le_bytes());
@@ -204,6 +232,7 @@ fn compile(name: &str, src: &str) -> PathBuf {
         .status()
         .expect("clang");
     assert!(status.success());
+    let _ = std::fs::remove_file(&c);
     o
 }
 
@@ -220,6 +249,9 @@ fn verifier_rejection_names_the_source_line() {
                char LICENSE[] SEC(\"license\") = \"GPL\";\n";
     let obj = compile("bad", src);
     let img = Image::from_file(&obj).expect("image");
+    if let Some(dir) = obj.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     match load_image(&img, &LoadOptions::default()) {
         Err(KernelError::Verifier { entry, log, line }) => {
             assert_eq!(entry, "bad");
@@ -235,11 +267,21 @@ fn verifier_rejection_names_the_source_line() {
 
 #[test]
 fn bpffs_is_mounted() {
+    let existed = std::path::Path::new(nfkit_kernel::PIN_DIR).exists();
     let dir = nfkit_kernel::ensure_bpffs().expect("bpffs");
     assert!(nfkit_kernel::bpffs::is_bpffs(std::path::Path::new(
         nfkit_kernel::BPFFS
     )));
     assert!(dir.is_dir());
+    // A map pinned under nfkit's directory is there until unpinned.
+    let loaded = load_image(&image("xdp_port_filter"), &LoadOptions::default()).expect("load");
+    let pin = dir.join(format!("test-verdicts-{}", std::process::id()));
+    loaded.map("verdicts").expect("map").pin(&pin).expect("pin");
+    assert!(pin.exists());
+    std::fs::remove_file(&pin).expect("unpin");
+    if !existed {
+        let _ = std::fs::remove_dir(&dir);
+    }
 }
 
 #[test]

@@ -388,7 +388,12 @@ fn subjects() -> Vec<Subject> {
     }
     out.push(Subject {
         label: "helpers".into(),
-        image: Image::from_file(compile_helpers()).expect("helpers image"),
+        image: {
+            let obj = compile_helpers();
+            let image = Image::from_file(&obj).expect("helpers image");
+            let _ = std::fs::remove_file(&obj);
+            image
+        },
         globals: Vec::new(),
         entries: Vec::new(),
         keys_only: Vec::new(),
