@@ -640,6 +640,8 @@ struct Tally {
     compared: usize,
     vm_only: usize,
     frag_unchecked: usize,
+    /// Kernel return values seen, per program: (program, value) -> runs.
+    retvals: BTreeMap<(String, u32), usize>,
     mismatches: Vec<String>,
 }
 
@@ -702,6 +704,7 @@ fn run_subject(s: &Subject, pkts: &[Vec<u8>], t: &mut Tally) {
             }
             let v = vm_run(&sides.vm, &entry, ty, pkt, repeat);
             t.compared += 1;
+            *t.retvals.entry((entry.clone(), k.retval)).or_default() += 1;
             let mut diffs = Vec::new();
             match &v.ret {
                 Ok(r) if *r as u32 == k.retval => {}
@@ -836,6 +839,28 @@ fn vm_and_kernel_agree() {
         eprintln!("MISMATCH {m}");
     }
     assert!(t.compared >= 1000 * t.programs / 2, "too few runs compared");
+    assert!(t.vm_only > 0, "no packet the kernel refuses");
+    // The paths the rules above are about were taken: redirects (to
+    // interfaces that do not exist), transmits, resizing, drops.
+    for (prog, code) in [
+        ("xdp_lpm_route", 4),
+        ("tc_sample_redirect", 7),
+        ("xdp_icmp_echo", 3),
+        ("xdp_adjust", 3),
+        ("xdp_meta", 3),
+        ("xdp_meta", 2),
+        ("xdp_port_filter", 1),
+        ("xdp_dispatch", 1),
+        ("tc_rewrite", 3),
+        ("socket_len", 0),
+    ] {
+        let n = t
+            .retvals
+            .get(&(prog.to_string(), code))
+            .copied()
+            .unwrap_or(0);
+        assert!(n > 0, "{prog} never returned {code}");
+    }
     assert!(
         t.mismatches.is_empty(),
         "{} mismatches (see above)",
