@@ -237,7 +237,7 @@ pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
                             )
                         })?;
                         let size = image.maps.get(imm as usize).map_or(0, |m| m.value_size);
-                        if next_imm < 0 || next_imm as u32 >= size.max(1) {
+                        if next_imm < 0 || next_imm as u32 >= size {
                             return Err(unsupported(
                                 at,
                                 format!("offset {next_imm} is outside map {imm} ({size} bytes)"),

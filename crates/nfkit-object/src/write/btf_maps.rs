@@ -264,6 +264,16 @@ pub(super) fn layout_maps(
                 .filter(|i| i.map == mi)
                 .map(|i| u64::from(i.slot) + 1)
                 .max();
+            if let Some(n) = last_init.filter(|&n| n > u64::from(m.max_entries)) {
+                return Err(unsupported(
+                    format!("map '{}'", m.name),
+                    format!(
+                        "initial slot {} is beyond max_entries {}",
+                        n - 1,
+                        m.max_entries
+                    ),
+                ));
+            }
             if last_init.is_some() && (m.map_type != MapType::ProgArray || m.value_size != 4) {
                 return Err(unsupported(
                     format!("map '{}'", m.name),
@@ -337,6 +347,12 @@ pub(super) fn layout_maps(
             return Err(unsupported(
                 format!("global data map '{}'", m.name),
                 format!("section '{section}' is not .rodata*, .data* or .bss*"),
+            ));
+        }
+        if m.value_size == 0 {
+            return Err(unsupported(
+                format!("global data map '{}'", m.name),
+                "it is empty (an ELF section of 0 bytes is no map)",
             ));
         }
         if out.sections.iter().any(|s| s.name == *section) {
