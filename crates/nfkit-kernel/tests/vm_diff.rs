@@ -11,6 +11,8 @@
 //! * XDP gets 256 bytes of headroom and a linear area of at most
 //!   4096 - 256 - 320 = 3520 bytes; the XDP output starts at `data_meta`;
 //!   skb input longer than a page minus head- and tailroom is refused;
+//! * XDP metadata comes in through the context (`xdp_md.data` = its
+//!   length, every 11th frame) and goes out in front of the frame;
 //! * `repeat` re-runs XDP programs on the packet as the previous run left
 //!   it: every 7th packet runs 3 times, and the VM chains 3 runs likewise;
 //! * redirect helpers return XDP_REDIRECT / TC_ACT_REDIRECT without
@@ -42,6 +44,8 @@ const PACKETS: usize = 1200;
 const SEED: u64 = 0x6e66_6b69_7464_6966;
 const XDP_MAX_LINEAR: usize = 4096 - 256 - 320;
 const REPEAT_EVERY: usize = 7;
+/// Metadata some XDP frames come with.
+const META_IN: [u8; 8] = [0x6e, 0x66, 0x6b, 0x74, 1, 2, 3, 4];
 
 /// The CPU the test thread is pinned to.
 static CPU: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -565,7 +569,7 @@ struct VmOut {
     data: Vec<u8>,
 }
 
-fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], repeat: u32) -> VmOut {
+fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], meta_in: &[u8], repeat: u32) -> VmOut {
     let opts = RunOptions {
         cpu: cpu() as u32,
         ..RunOptions::default()
@@ -574,7 +578,7 @@ fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], repeat: u32) -> VmOut 
         ProgType::Xdp => {
             let linear = &pkt[..pkt.len().min(XDP_MAX_LINEAR)];
             let mut packet = linear.to_vec();
-            let mut meta: Vec<u8> = Vec::new();
+            let mut meta: Vec<u8> = meta_in.to_vec();
             let mut headroom = 256usize;
             let total = 4096 - 320;
             let mut ret = Err("not run".to_string());
@@ -640,6 +644,7 @@ struct Tally {
     compared: usize,
     vm_only: usize,
     frag_unchecked: usize,
+    with_meta: usize,
     /// Kernel return values seen, per program: (program, value) -> runs.
     retvals: BTreeMap<(String, u32), usize>,
     mismatches: Vec<String>,
@@ -661,8 +666,26 @@ fn run_subject(s: &Subject, pkts: &[Vec<u8>], t: &mut Tally) {
             } else {
                 1
             };
+            // Every 11th XDP frame starts with 8 bytes of metadata, given
+            // through the context (xdp_md.data = 8) as test runs take it.
+            let meta: &[u8] =
+                if ty == ProgType::Xdp && i % 11 == 5 && (14..=1600).contains(&pkt.len()) {
+                    &META_IN
+                } else {
+                    &[]
+                };
+            let mut data = meta.to_vec();
+            data.extend_from_slice(pkt);
+            let ctx_in = (!meta.is_empty()).then(|| {
+                let mut c = Vec::new();
+                for v in [meta.len() as u32, data.len() as u32, 0, 0, 0, 0] {
+                    c.extend_from_slice(&v.to_le_bytes());
+                }
+                c
+            });
             let k = kprog.test_run(&TestRun {
-                data: pkt.clone(),
+                data,
+                ctx_in,
                 repeat,
                 data_size_out: 8192,
                 ..TestRun::default()
@@ -672,7 +695,7 @@ fn run_subject(s: &Subject, pkts: &[Vec<u8>], t: &mut Tally) {
                 Err(e) if refused && e.errno() == Some(libc::EINVAL) => {
                     // VM only: it must run to completion without faulting
                     // (verified programs check their bounds).
-                    let v = vm_run(&sides.vm, &entry, ty, pkt, repeat);
+                    let v = vm_run(&sides.vm, &entry, ty, pkt, meta, repeat);
                     if let Err(e) = v.ret {
                         t.mismatches.push(format!(
                             "{} {entry} pkt {i}: VM fault on a VM-only packet: {e}",
@@ -702,8 +725,11 @@ fn run_subject(s: &Subject, pkts: &[Vec<u8>], t: &mut Tally) {
                     pkt.len()
                 ));
             }
-            let v = vm_run(&sides.vm, &entry, ty, pkt, repeat);
+            let v = vm_run(&sides.vm, &entry, ty, pkt, meta, repeat);
             t.compared += 1;
+            if !meta.is_empty() {
+                t.with_meta += 1;
+            }
             *t.retvals.entry((entry.clone(), k.retval)).or_default() += 1;
             let mut diffs = Vec::new();
             match &v.ret {
@@ -820,10 +846,11 @@ fn vm_and_kernel_agree() {
     }
     assert_eq!(nfkit_kernel::current_cpu(), Some(cpu), "still on CPU {cpu}");
     let summary = format!(
-        "kernel-diff: {} programs x {} packets: {} runs compared (VM vs BPF_PROG_TEST_RUN), {} VM-only (refused by the kernel), {} beyond the linear area with a resized frame (bytes not compared), {} mismatches",
+        "kernel-diff: {} programs x {} packets: {} runs compared (VM vs BPF_PROG_TEST_RUN; {} with input metadata), {} VM-only (refused by the kernel), {} beyond the linear area with a resized frame (bytes not compared), {} mismatches",
         t.programs,
         pkts.len(),
         t.compared,
+        t.with_meta,
         t.vm_only,
         t.frag_unchecked,
         t.mismatches.len()
@@ -840,6 +867,7 @@ fn vm_and_kernel_agree() {
     }
     assert!(t.compared >= 1000 * t.programs / 2, "too few runs compared");
     assert!(t.vm_only > 0, "no packet the kernel refuses");
+    assert!(t.with_meta > 1000, "too few frames with input metadata");
     // The paths the rules above are about were taken: redirects (to
     // interfaces that do not exist), transmits, resizing, drops.
     for (prog, code) in [
