@@ -28,6 +28,11 @@ const SKB_STORE_BYTES: i32 = 9;
 const SKB_LOAD_BYTES: i32 = 26;
 const SKB_LOAD_BYTES_RELATIVE: i32 = 68;
 
+/// Largest packet offset a chain can access: the verifier tracks packet
+/// ranges only while offset + size stays below 64 KiB; larger offsets
+/// are a fault.
+pub const MAX_PKT_OFF: i32 = 0x7fff;
+
 /// Largest stack frame of one generated function.
 pub const MAX_FRAME: i32 = 512;
 
@@ -699,7 +704,7 @@ impl<'a> Gen<'a> {
     /// With the offset in r0: r1 = packet pointer with `size` readable
     /// bytes, or a jump to `miss`.
     fn pkt_check(&mut self, size: Size, miss: Label) {
-        self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), miss);
+        self.jcond(Cond::Gt, Reg::R0, Operand::Imm(MAX_PKT_OFF), miss);
         self.pkt_ptrs();
         self.emit(alu(AluOp::Add, Reg::R1, Operand::Reg(Reg::R0)));
         self.emit(mov_reg(Reg::R3, Reg::R1));
@@ -736,7 +741,7 @@ impl<'a> Gen<'a> {
                 self.emit(ldx(size, Reg::R0, Reg::R1, 0));
                 self.jmp(done);
                 self.bind(slow);
-                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), fault);
+                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(MAX_PKT_OFF), fault);
                 self.emit(mov_reg(Reg::R2, Reg::R0));
                 self.emit(mov_reg(Reg::R1, Reg::R9));
                 self.fp_addr(Reg::R3, o);
@@ -749,7 +754,7 @@ impl<'a> Gen<'a> {
             }
             Hook::Socket => {
                 let o = self.alloc(8);
-                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), fault);
+                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(MAX_PKT_OFF), fault);
                 self.emit(mov_reg(Reg::R2, Reg::R0));
                 self.emit(mov_reg(Reg::R1, Reg::R9));
                 self.fp_addr(Reg::R3, o);
@@ -777,7 +782,7 @@ impl<'a> Gen<'a> {
             }
             _ => {
                 // bpf_skb_store_bytes handles linear and paged data alike.
-                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(0xffff), fault);
+                self.jcond(Cond::Gt, Reg::R0, Operand::Imm(MAX_PKT_OFF), fault);
                 self.emit(mov_reg(Reg::R2, Reg::R0));
                 self.emit(ldx(Size::DW, Reg::R3, Reg::FP, v));
                 self.swap(Reg::R3, size);

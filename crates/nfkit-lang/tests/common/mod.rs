@@ -147,3 +147,37 @@ pub fn tcp4(
     f.extend_from_slice(&seg);
     f
 }
+
+/// True when the tests run as root (kernel tests need it).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Loads `c` into the kernel, applies the control plane, and runs every
+/// packet with `BPF_PROG_TEST_RUN` (clock pinned to its timestamp):
+/// (return value, packet afterwards) per packet.
+pub fn kernel_run(c: &Compiled, packets: &[(u64, Vec<u8>)]) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    use nfkit_kernel::{load_image, LoadOptions, TestRun};
+    let _ = nfkit_kernel::pin_thread_to_cpu(0);
+    let loaded = load_image(&c.image, &LoadOptions::default()).map_err(|e| format!("{e}"))?;
+    for (m, k, v) in c.control_plane() {
+        let map = loaded.map(&m).ok_or(format!("no map {m}"))?;
+        map.update(&k, &v, 0).map_err(|e| format!("{m}: {e}"))?;
+    }
+    let entry = c.entry().ok_or("no entry")?;
+    let prog = loaded.prog(entry).ok_or("no prog")?;
+    let cfg = loaded.map("nfkit_config").ok_or("no nfkit_config")?;
+    let mut out = Vec::new();
+    for (ts, data) in packets {
+        let mut v = cfg.lookup(&0u32.to_le_bytes()).map_err(|e| e.to_string())?.unwrap_or(vec![0; 40]);
+        v.resize(40, 0);
+        v[20..24].copy_from_slice(&1u32.to_le_bytes());
+        v[24..32].copy_from_slice(&ts.to_le_bytes());
+        cfg.update(&0u32.to_le_bytes(), &v, 0).map_err(|e| e.to_string())?;
+        let r = prog.test_run(&TestRun::packet(data)).map_err(|e| e.to_string())?;
+        out.push((r.retval as u64, r.data));
+    }
+    Ok(out)
+}
