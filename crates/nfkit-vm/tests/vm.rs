@@ -820,3 +820,61 @@ fn void_subprograms_load_but_entries_and_callbacks_must_set_r0() {
     // The lddw is at slot 1: target = 1 + 1 + 5 = slot 7, the last exit.
     assert_eq!(load_err(no_r0_callback), Rule::UninitRead);
 }
+
+#[test]
+fn shared_maps_take_updates_from_every_cpu() {
+    use nfkit_vm::helpers::table::id;
+    // key 1 -> value 0x1122 via bpf_map_update_elem, in map 0 (hash) and
+    // map 1 (array), from whichever CPU the run is on.
+    let update = |m: i32| {
+        vec![
+            st(Size::W, 10, -4, 1),
+            st(Size::DW, 10, -16, 0x1122),
+            map_ptr(1, m),
+            movr(2, 10),
+            alu64(AluOp::Add, 2, -4),
+            movr(3, 10),
+            alu64(AluOp::Add, 3, -16),
+            mov(4, 0),
+            call(id::MAP_UPDATE_ELEM),
+            exit(),
+        ]
+    };
+    for m in 0..2 {
+        for cpu in 0..4 {
+            let vm = Vm::new(
+                &image(
+                    ProgType::Xdp,
+                    update(m),
+                    vec![
+                        map("h", MapType::Hash, 4, 8, 4),
+                        map("a", MapType::Array, 4, 8, 4),
+                    ],
+                ),
+                VmConfig::kernel(),
+            )
+            .expect("loads");
+            let f = udp_frame(60);
+            let res = vm.run(
+                0,
+                Context::Xdp(XdpMd::new(&f)),
+                &RunOptions {
+                    cpu,
+                    ..Default::default()
+                },
+            );
+            assert_eq!(res.r0(), Some(0), "map {m} cpu {cpu}: {:?}", res.result);
+            let name = if m == 0 { "h" } else { "a" };
+            let v = vm
+                .map(name)
+                .expect("map")
+                .lookup(&1u32.to_le_bytes())
+                .expect("ok");
+            assert_eq!(
+                v,
+                Some(0x1122u64.to_le_bytes().to_vec()),
+                "map {name} cpu {cpu}"
+            );
+        }
+    }
+}
