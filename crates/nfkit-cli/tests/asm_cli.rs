@@ -230,6 +230,25 @@ fn disasm_of_an_object_prints_sections_functions_and_symbols() {
         assert_eq!(std::fs::read(&bin).unwrap(), expected, "{section}:\n{text}");
     }
 
+    // -S: source lines (from BTF line info) as comments, once per line.
+    let text = stdout(&nfkit(&["disasm", &obj, "-S", "--section", "xdp"]));
+    let comments: Vec<&str> = text.lines().filter(|l| l.starts_with("; ")).collect();
+    assert!(
+        comments.iter().any(|l| l.contains("xdp_subprogs.c:")),
+        "{text}"
+    );
+    assert!(comments.windows(2).all(|w| w[0] != w[1]), "{text}");
+    let p = nfkit_isa::assemble_program(&text, None).unwrap();
+    assert_eq!(
+        p.insns.len(),
+        object
+            .functions
+            .iter()
+            .filter(|f| f.section == "xdp")
+            .map(|f| f.insns.len())
+            .sum::<usize>()
+    );
+
     let o = nfkit(&["disasm", &obj, "--section", "nope"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);

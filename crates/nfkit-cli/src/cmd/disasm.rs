@@ -176,7 +176,13 @@ fn section_text(
             }
         }
         if source {
+            // One comment per change of source line.
+            let mut last: Option<(&str, u32)> = None;
             for li in &f.line_info {
+                if last == Some((li.file.as_str(), li.line)) {
+                    continue;
+                }
+                last = Some((li.file.as_str(), li.line));
                 let text = li.text.trim();
                 let c = if text.is_empty() {
                     format!("{}:{}", li.file, li.line)
