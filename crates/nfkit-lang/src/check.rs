@@ -1621,10 +1621,10 @@ impl<'a> Checker<'a> {
                 format!("packet offset {v} is negative"),
                 "offsets count from 0",
             ),
-            TE::Lit(v, at) if v > 0xffff => self.err(
+            TE::Lit(v, at) if v > 0x7fff => self.err(
                 at,
                 format!("packet offset {v} is beyond any packet"),
-                "offsets are below 65536",
+                "offsets are at most 32767 (a larger offset is a fault)",
             ),
             o => {
                 let e = self.typed(o, Ty::U64)?;

@@ -126,7 +126,9 @@ impl ScriptVm {
         let Some(m) = self.vm.map("nfkit_stats") else {
             return Vec::new();
         };
-        (0..1024u32)
+        // Rows of the unclaimed slot and of this script's chains only.
+        let rows = (self.chains.len() as u32 + 1) * 16;
+        (0..rows.min(1024))
             .map(|i| {
                 m.lookup(&i.to_le_bytes())
                     .ok()

@@ -15,7 +15,13 @@ fn examples_give_the_same_verdicts_in_the_kernel() {
         return;
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    for name in ["ddos", "dscp_dispatch", "flow_limiter", "tcp_options", "port_stats"] {
+    for name in [
+        "ddos",
+        "dscp_dispatch",
+        "flow_limiter",
+        "tcp_options",
+        "port_stats",
+    ] {
         let src = std::fs::read_to_string(dir.join(format!("{name}.py"))).expect("script");
         let c = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
         let input: Vec<(u64, Vec<u8>)> = nfkit_pcap::read_file(dir.join(format!("{name}.pcap")))
@@ -24,11 +30,22 @@ fn examples_give_the_same_verdicts_in_the_kernel() {
             .map(|p| (p.ts_ns, p.data))
             .collect();
         let vm = run_capture(&c, &input, false).expect("vm");
-        let k = kernel_run(&c, &input).unwrap_or_else(|e| panic!("{name}: {e}\n{}", nfkit_lang::listing::listing(&c)));
+        let k = kernel_run(&c, &input)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{}", nfkit_lang::listing::listing(&c)));
         for (i, (l, (code, data))) in vm.lines.iter().zip(&k).enumerate() {
-            assert_eq!(l.code, *code, "{name}: packet {} verdict (VM {} / kernel {code})", i + 1, l.verdict);
+            assert_eq!(
+                l.code,
+                *code,
+                "{name}: packet {} verdict (VM {} / kernel {code})",
+                i + 1,
+                l.verdict
+            );
         }
-        let kept: Vec<&Vec<u8>> = k.iter().filter(|(c, _)| (2..=4).contains(c)).map(|(_, d)| d).collect();
+        let kept: Vec<&Vec<u8>> = k
+            .iter()
+            .filter(|(c, _)| (2..=4).contains(c))
+            .map(|(_, d)| d)
+            .collect();
         let vm_out: Vec<&Vec<u8>> = vm.out.iter().map(|(_, d)| d).collect();
         assert_eq!(vm_out, kept, "{name}: output packets");
     }

@@ -151,7 +151,10 @@ pub fn tcp4(
 /// True when the tests run as root (kernel tests need it).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -171,12 +174,18 @@ pub fn kernel_run(c: &Compiled, packets: &[(u64, Vec<u8>)]) -> Result<Vec<(u64, 
     let cfg = loaded.map("nfkit_config").ok_or("no nfkit_config")?;
     let mut out = Vec::new();
     for (ts, data) in packets {
-        let mut v = cfg.lookup(&0u32.to_le_bytes()).map_err(|e| e.to_string())?.unwrap_or(vec![0; 40]);
+        let mut v = cfg
+            .lookup(&0u32.to_le_bytes())
+            .map_err(|e| e.to_string())?
+            .unwrap_or(vec![0; 40]);
         v.resize(40, 0);
         v[20..24].copy_from_slice(&1u32.to_le_bytes());
         v[24..32].copy_from_slice(&ts.to_le_bytes());
-        cfg.update(&0u32.to_le_bytes(), &v, 0).map_err(|e| e.to_string())?;
-        let r = prog.test_run(&TestRun::packet(data)).map_err(|e| e.to_string())?;
+        cfg.update(&0u32.to_le_bytes(), &v, 0)
+            .map_err(|e| e.to_string())?;
+        let r = prog
+            .test_run(&TestRun::packet(data))
+            .map_err(|e| e.to_string())?;
         out.push((r.retval as u64, r.data));
     }
     Ok(out)
