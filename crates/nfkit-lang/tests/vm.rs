@@ -347,3 +347,73 @@ every_packet(main, default=TX)
     );
     assert_eq!(vm.stats()[0].counts[8], 1);
 }
+
+#[test]
+fn stack_budget_error_names_the_path() {
+    let mut src = String::from("from nf.classify import every_packet\n\ndef big(a: u64) -> u64:\n");
+    for i in 0..40 {
+        src.push_str(&format!("    x{i}: u64 = a + {i}\n"));
+    }
+    src.push_str("    return x0\n\ndef main() -> u64:\n");
+    for i in 0..30 {
+        src.push_str(&format!("    y{i}: u64 = {i}\n"));
+    }
+    src.push_str("    return big(y0)\n\nevery_packet(main)\n");
+    let e = nfkit_lang::compile("deep.py", &src, &nfkit_lang::Options::default())
+        .expect_err("too much stack");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("stack") && msg.contains("512") && msg.contains("main -> big"),
+        "{msg}"
+    );
+}
+
+const HOOKED: &str = r#"
+from nf.classify import every_packet
+seen = ArrayMap(u64, 2)
+
+def main() -> u64:
+    seen[0] = u64(Packet.read_u16(12))
+    seen[1] = u64(Packet.len)
+    if Packet.read_u8(23) == 17:
+        return DROP
+    return PASS
+
+every_packet(main)
+"#;
+
+#[test]
+fn tc_and_socket_hooks() {
+    // TC: offsets from L2, TC_ACT_SHOT (2) for DROP, TC_ACT_OK (0) for
+    // PASS. The TC classifier needs bpf_clone_redirect, which the VM
+    // lacks: it runs in the kernel (as root).
+    let tc = format!("{HOOKED}attach(\"eth0\", \"tc-ingress\")\n");
+    let c = build(&tc);
+    assert_eq!(c.hook, nfkit_nf::Hook::Tc);
+    let p = udp4([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 0, 64, b"x");
+    let mut t = tcp4([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 0x10, &[]);
+    if is_root() {
+        let k = kernel_run(&c, &[(1, p.clone()), (2, t.clone())]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k[0].0, 2);
+        assert_eq!(k[1].0, 0);
+    }
+    // Socket filters: offsets from the network header, read-only; the
+    // packet's length to keep it, 0 to drop it (kernel: the VM lacks
+    // bpf_skb_load_bytes_relative).
+    let sock = format!(
+        "{}attach(\"lo\", \"socket\")\n",
+        HOOKED.replace("read_u8(23)", "read_u8(9)")
+    );
+    let c = build(&sock);
+    assert_eq!(c.hook, nfkit_nf::Hook::Socket);
+    t.truncate(t.len());
+    if is_root() {
+        let k = kernel_run(&c, &[(1, t.clone()), (2, p.clone())]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            k[0].0,
+            (t.len() - 14) as u64,
+            "kept: the length after the Ethernet header"
+        );
+        assert_eq!(k[1].0, 0, "UDP dropped");
+    }
+}
