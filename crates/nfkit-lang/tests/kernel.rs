@@ -32,7 +32,7 @@ fn examples_give_the_same_verdicts_in_the_kernel() {
         let vm = run_capture(&c, &input, false).expect("vm");
         let k = kernel_run(&c, &input)
             .unwrap_or_else(|e| panic!("{name}: {e}\n{}", nfkit_lang::listing::listing(&c)));
-        for (i, (l, (code, data))) in vm.lines.iter().zip(&k).enumerate() {
+        for (i, (l, (code, _))) in vm.lines.iter().zip(&k).enumerate() {
             assert_eq!(
                 l.code,
                 *code,

@@ -59,7 +59,7 @@ impl G {
             return self.leaf(ty);
         }
         match self.pick(6) {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let op = ["+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>"][self.pick(10)];
                 let a = self.expr(ty, d - 1);
                 let b = self.expr(ty, d - 1);
@@ -109,7 +109,7 @@ impl G {
         let pad = " ".repeat(ind);
         for _ in 0..n {
             match self.pick(if d == 0 { 4 } else { 7 }) {
-                0 | 1 => {
+                0..=1 => {
                     let k = self.pick(self.locals.len());
                     let (name, t) = self.locals[k].clone();
                     if name.starts_with('i') {
@@ -132,7 +132,7 @@ impl G {
                     let v = ["DROP", "TX", "REDIRECT(3)", "ABORTED"][self.pick(4)];
                     out.push_str(&format!("{pad}if {c}:\n{pad}    return {v}\n"));
                 }
-                4 | 5 => {
+                4..=5 => {
                     let c = self.cond(2);
                     out.push_str(&format!("{pad}if {c}:\n"));
                     let n1 = 1 + self.pick(2);
