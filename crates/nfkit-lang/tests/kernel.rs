@@ -50,3 +50,37 @@ fn examples_give_the_same_verdicts_in_the_kernel() {
         assert_eq!(vm_out, kept, "{name}: output packets");
     }
 }
+
+#[test]
+fn compiled_objects_load_through_libbpf() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let tmp = std::env::temp_dir().join(format!("nfkit-lang-obj-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    for name in [
+        "ddos",
+        "dscp_dispatch",
+        "flow_limiter",
+        "tcp_options",
+        "port_stats",
+    ] {
+        let src = std::fs::read_to_string(dir.join(format!("{name}.py"))).expect("script");
+        let c = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = nfkit_object::write_object(&c.image).expect("ELF");
+        let path = tmp.join(format!("{name}.o"));
+        std::fs::write(&path, bytes).expect("write");
+        let loaded =
+            nfkit_kernel::load_object_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            loaded
+                .prog("every_packet")
+                .or(loaded.prog("by_dscp"))
+                .is_some(),
+            "{name}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
