@@ -22,6 +22,8 @@ pub struct Options {
     pub search: SearchPath,
     /// The hook to compile for (overrides the script's `attach`).
     pub hook: Option<Hook>,
+    /// Nesting of library imports (0 for the script itself).
+    pub depth: u32,
 }
 
 impl Default for Options {
@@ -29,6 +31,7 @@ impl Default for Options {
         Options {
             search: SearchPath::embedded(),
             hook: None,
+            depth: 0,
         }
     }
 }
@@ -125,7 +128,8 @@ struct Checker<'a> {
     loop_cap: u32,
     hook: Hook,
     /// The `def`s, in chain order (bodies are checked after the module pass).
-    defs: Vec<&'a ast::StmtFunctionDef>,
+    /// `None`: a chain imported from another script (already checked).
+    defs: Vec<Option<&'a ast::StmtFunctionDef>>,
     /// Chain call graph: calls[i] = chains chain i calls (with the call's offset).
     calls: Vec<Vec<(usize, usize)>>,
 }
@@ -444,12 +448,8 @@ impl<'a> Checker<'a> {
             );
         }
         let Some(m) = module.strip_prefix("nf.") else {
-            if module.starts_with("lib.") || module == "lib" {
-                return self.err(
-                    off(i),
-                    format!("importing chains of other scripts ('{module}') is not supported yet"),
-                    "define the chain in this script",
-                );
+            if let Some(rest) = module.strip_prefix("lib.") {
+                return self.import_lib(i, rest);
             }
             return self.err(
                 off(i),
@@ -518,6 +518,127 @@ impl<'a> Checker<'a> {
                 format!("module 'nf.{m}' has no NF, classifier or constant '{name}'"),
                 &format!("see 'nfkit nf list' or 'nfkit nf show nf.{m}.NAME'"),
             );
+        }
+        Ok(())
+    }
+
+    /// `from lib.common import f`: chains of `lib/common.chain` (or
+    /// `.py`) next to this script, checked on their own and merged with
+    /// the NFs and maps they use.
+    fn import_lib(&mut self, i: &ast::StmtImportFrom, rest: &str) -> R<()> {
+        let at = off(i);
+        if self.opts.depth >= 8 {
+            return self.err(
+                at,
+                "scripts import each other too deeply (a cycle?)",
+                "import library chains without cycles",
+            );
+        }
+        let base = std::path::Path::new(&self.prog.file)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        let rel: std::path::PathBuf = std::iter::once("lib").chain(rest.split('.')).collect();
+        let mut found = None;
+        for ext in ["chain", "py"] {
+            let p = base.join(&rel).with_extension(ext);
+            if let Ok(src) = std::fs::read_to_string(&p) {
+                found = Some((p, src));
+                break;
+            }
+        }
+        let Some((path, src)) = found else {
+            return self.err(
+                at,
+                format!(
+                    "no script {} (.chain or .py) next to this script",
+                    rel.display()
+                ),
+                "library scripts live in lib/NAME.chain relative to the importing script",
+            );
+        };
+        let opts = Options {
+            search: self.opts.search.clone(),
+            hook: Some(self.hook),
+            depth: self.opts.depth + 1,
+        };
+        let lib = check(&path.display().to_string(), &src, &opts)?;
+        self.warnings.extend(lib.warnings);
+        let lib = lib.program;
+        // Merge its NFs, maps and chains, renumbering their references.
+        let mut nf_map = Vec::new();
+        for nf in &lib.nfs {
+            let k = match self
+                .prog
+                .nfs
+                .iter()
+                .position(|x| x.symbol == nf.symbol && x.module == nf.module)
+            {
+                Some(k) => k,
+                None => {
+                    self.prog.nfs.push(nf.clone());
+                    self.prog.nfs.len() - 1
+                }
+            };
+            nf_map.push(k);
+        }
+        let mut map_map = Vec::new();
+        for m in &lib.maps {
+            let k = match self.prog.maps.iter().position(|x| x.name == m.name) {
+                Some(k) if self.prog.maps[k] == *m => k,
+                Some(_) => {
+                    return self.err(
+                        at,
+                        format!(
+                            "map '{}' of {} clashes with a map of the same name",
+                            m.name,
+                            path.display()
+                        ),
+                        "rename one of the maps",
+                    )
+                }
+                None => {
+                    if self.syms.contains_key(&m.name) {
+                        return self.err(
+                            at,
+                            format!(
+                                "map '{}' of {} clashes with a name of this script",
+                                m.name,
+                                path.display()
+                            ),
+                            "rename one of them",
+                        );
+                    }
+                    self.prog.maps.push(m.clone());
+                    self.syms
+                        .insert(m.name.clone(), Sym::Map(self.prog.maps.len() - 1));
+                    self.prog.maps.len() - 1
+                }
+            };
+            map_map.push(k);
+        }
+        let first = self.prog.chains.len();
+        for c in &lib.chains {
+            let mut c = c.clone();
+            for s in &mut c.body {
+                renumber_stmt(s, &nf_map, &map_map, first);
+            }
+            c.name = format!("{}.{}", rest, c.name);
+            self.prog.chains.push(c);
+            self.defs.push(None);
+        }
+        for alias in &i.names {
+            let name = alias.name.as_str();
+            let local = alias.asname.as_ref().map(|a| a.as_str()).unwrap_or(name);
+            let Some(k) = lib.chains.iter().position(|c| c.name == name) else {
+                return self.err(
+                    off(alias),
+                    format!("{} has no chain '{name}'", path.display()),
+                    "import chains defined with 'def' in the library script",
+                );
+            };
+            self.prog.chains[first + k].name = name.to_string();
+            self.define(local, Sym::Chain(first + k), off(alias))?;
         }
         Ok(())
     }
@@ -936,12 +1057,14 @@ impl<'a> Checker<'a> {
             body: Vec::new(),
             line,
         });
-        self.defs.push(f);
+        self.defs.push(Some(f));
         self.define(f.name.as_str(), Sym::Chain(idx), at)
     }
 
     fn chain_body(&mut self, i: usize) -> R<()> {
-        let f = self.defs[i];
+        let Some(f) = self.defs[i] else {
+            return Ok(());
+        };
         let ch = &self.prog.chains[i];
         let mut sc = Scope {
             locals: Vec::new(),
@@ -2532,4 +2655,84 @@ fn is_builtin(name: &str) -> bool {
         || VERDICT_CALLS.contains(&name)
         || matches!(name, "Packet" | "range" | "attach" | "True" | "False")
         || MAP_CTORS.iter().any(|(n, _, _)| *n == name)
+}
+
+/// Renumbers the NF, map and chain references of an imported script's IR.
+fn renumber_stmt(s: &mut Stmt, nfs: &[usize], maps: &[usize], chain_base: usize) {
+    let e = |x: &mut Expr| renumber_expr(x, nfs, maps, chain_base);
+    match &mut s.kind {
+        StmtKind::Assign { value, .. } => e(value),
+        StmtKind::Expr(x) | StmtKind::Return(x) | StmtKind::Verdict(x) => e(x),
+        StmtKind::If { cond, then, els } => {
+            e(cond);
+            for t in then.iter_mut().chain(els.iter_mut()) {
+                renumber_stmt(t, nfs, maps, chain_base);
+            }
+        }
+        StmtKind::Loop {
+            cond, body, step, ..
+        } => {
+            e(cond);
+            for t in body.iter_mut().chain(step.iter_mut()) {
+                renumber_stmt(t, nfs, maps, chain_base);
+            }
+        }
+        StmtKind::Break | StmtKind::Continue => {}
+        StmtKind::MapSet { map, key, value }
+        | StmtKind::MapRmw {
+            map, key, value, ..
+        } => {
+            *map = maps.get(*map).copied().unwrap_or(*map);
+            e(key);
+            e(value);
+        }
+        StmtKind::MapDel { map, key } => {
+            *map = maps.get(*map).copied().unwrap_or(*map);
+            e(key);
+        }
+        StmtKind::PktWrite { off, value, .. } => {
+            e(off);
+            e(value);
+        }
+    }
+}
+
+fn renumber_expr(x: &mut Expr, nfs: &[usize], maps: &[usize], chain_base: usize) {
+    let r = |y: &mut Expr| renumber_expr(y, nfs, maps, chain_base);
+    match &mut x.kind {
+        ExprKind::Const(_) | ExprKind::Local(_) | ExprKind::PktLen | ExprKind::PktInfo { .. } => {}
+        ExprKind::Bin(_, a, b)
+        | ExprKind::Cmp(_, a, b)
+        | ExprKind::And(a, b)
+        | ExprKind::Or(a, b) => {
+            r(a);
+            r(b);
+        }
+        ExprKind::Neg(a) | ExprKind::Inv(a) | ExprKind::Not(a) | ExprKind::Cast(a) => r(a),
+        ExprKind::IfExp(c, a, b) => {
+            r(c);
+            r(a);
+            r(b);
+        }
+        ExprKind::CallNf { nf, args } => {
+            *nf = nfs.get(*nf).copied().unwrap_or(*nf);
+            args.iter_mut().for_each(r);
+        }
+        ExprKind::CallChain { chain, args } => {
+            *chain += chain_base;
+            args.iter_mut().for_each(r);
+        }
+        ExprKind::PktRead { off, .. } => r(off),
+        ExprKind::MapGet { map, key, default } => {
+            *map = maps.get(*map).copied().unwrap_or(*map);
+            r(key);
+            if let Some(d) = default {
+                r(d);
+            }
+        }
+        ExprKind::MapHas { map, key, .. } => {
+            *map = maps.get(*map).copied().unwrap_or(*map);
+            r(key);
+        }
+    }
 }
