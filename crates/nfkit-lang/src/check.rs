@@ -22,8 +22,6 @@ pub struct Options {
     pub search: SearchPath,
     /// The hook to compile for (overrides the script's `attach`).
     pub hook: Option<Hook>,
-    /// Nesting of library imports (0 for the script itself).
-    pub depth: u32,
 }
 
 impl Default for Options {
@@ -31,7 +29,6 @@ impl Default for Options {
         Options {
             search: SearchPath::embedded(),
             hook: None,
-            depth: 0,
         }
     }
 }
@@ -73,6 +70,16 @@ enum TE {
 
 /// Parses and checks `source` (named `file` in diagnostics).
 pub fn check(file: &str, source: &str, opts: &Options) -> Result<Checked, Box<Diagnostic>> {
+    check_at(file, source, opts, 0)
+}
+
+/// [`check`] of a script imported `depth` levels deep.
+fn check_at(
+    file: &str,
+    source: &str,
+    opts: &Options,
+    depth: u32,
+) -> Result<Checked, Box<Diagnostic>> {
     let sm = SourceMap::new(file, source);
     let module = match rustpython_parser::parse(source, rustpython_parser::Mode::Module, file) {
         Ok(m) => m,
@@ -109,6 +116,7 @@ pub fn check(file: &str, source: &str, opts: &Options) -> Result<Checked, Box<Di
         hook: opts.hook.unwrap_or(Hook::Xdp),
         defs: Vec::new(),
         calls: Vec::new(),
+        depth,
     };
     c.module(&body)?;
     let hook = c.hook;
@@ -132,6 +140,8 @@ struct Checker<'a> {
     defs: Vec<Option<&'a ast::StmtFunctionDef>>,
     /// Chain call graph: calls[i] = chains chain i calls (with the call's offset).
     calls: Vec<Vec<(usize, usize)>>,
+    /// Nesting of library imports (0 for the script itself).
+    depth: u32,
 }
 
 /// Per-chain state while checking a body.
@@ -527,7 +537,7 @@ impl<'a> Checker<'a> {
     /// the NFs and maps they use.
     fn import_lib(&mut self, i: &ast::StmtImportFrom, rest: &str) -> R<()> {
         let at = off(i);
-        if self.opts.depth >= 8 {
+        if self.depth >= 8 {
             return self.err(
                 at,
                 "scripts import each other too deeply (a cycle?)",
@@ -560,9 +570,8 @@ impl<'a> Checker<'a> {
         let opts = Options {
             search: self.opts.search.clone(),
             hook: Some(self.hook),
-            depth: self.opts.depth + 1,
         };
-        let lib = check(&path.display().to_string(), &src, &opts)?;
+        let lib = check_at(&path.display().to_string(), &src, &opts, self.depth + 1)?;
         self.warnings.extend(lib.warnings);
         let lib = lib.program;
         // Merge its NFs, maps and chains, renumbering their references.

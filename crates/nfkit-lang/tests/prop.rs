@@ -275,7 +275,7 @@ fn check_one(seed: u64, kernel: bool) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn random_scripts_compile_and_agree_with_the_kernel(seed in any::<u64>()) {

@@ -21,7 +21,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let opts = Options {
         search: SearchPath::from_env(&a.nf_path),
         hook: None,
-        depth: 0,
     };
     // The whole compilation runs: stack budgets and links are checked too.
     match compile(&shown, &source, &opts) {

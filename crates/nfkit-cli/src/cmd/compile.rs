@@ -45,7 +45,6 @@ fn compile_with(
     let opts = Options {
         search: SearchPath::from_env(nf_path),
         hook,
-        depth: 0,
     };
     match compile(file, source, &opts) {
         Ok(c) => {
