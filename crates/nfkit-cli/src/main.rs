@@ -38,6 +38,10 @@ enum Command {
     /// The userspace VM: `vm plugin` for the bpf_conformance runner.
     #[command(subcommand)]
     Vm(cmd::vm::Command),
+    /// Send raw Ethernet frames (pcap or flows) on an interface.
+    Send(cmd::send::Args),
+    /// Count the frames arriving on an interface (sources, sequence numbers).
+    Recv(cmd::recv::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +55,8 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Vm(c) => cmd::vm::run(c),
+        Command::Send(a) => cmd::send::run(a),
+        Command::Recv(a) => cmd::recv::run(a),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,8 @@ pub mod compile;
 pub mod disasm;
 pub mod nf;
 pub mod object;
+pub mod recv;
 pub mod run;
 pub mod run_script;
+pub mod send;
 pub mod vm;

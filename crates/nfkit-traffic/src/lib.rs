@@ -1,0 +1,32 @@
+//! Test traffic for nfkit: build Ethernet frames, send them on an
+//! interface with a raw packet socket (optionally inside a named network
+//! namespace), and count what arrives on another one.
+//!
+//! * [`frame`]: UDP and TCP over IPv4 and IPv6 with correct checksums
+//!   ([`FrameSpec`], [`build`]), and [`parse`](frame::parse) for the
+//!   fields a receiver counts by.
+//! * [`seq`]: sequence stamps in UDP payloads ([`stamp`](seq::stamp),
+//!   [`read`](seq::read)), so a receiver can tell lost and duplicated
+//!   frames apart.
+//! * [`flows`]: the `--flows` text format ([`parse_flows`]).
+//! * [`send`](mod@send): the paced sender ([`send`], [`SendOptions`], [`SendReport`]).
+//! * [`recv`](mod@recv): the counting receiver ([`Receiver`], [`RecvReport`]).
+//! * [`error`] holds [`TrafficError`].
+//! * `sys` (private): the crate's only `unsafe` code (AF_PACKET
+//!   sockets, `setns`, interface ioctls).
+
+#![deny(unsafe_code)]
+
+pub mod error;
+pub mod flows;
+pub mod frame;
+pub mod recv;
+pub mod send;
+pub mod seq;
+mod sys;
+
+pub use error::TrafficError;
+pub use flows::parse_flows;
+pub use frame::{build, FrameSpec, Mac, Proto};
+pub use recv::{Receiver, RecvOptions, RecvReport, StreamReport};
+pub use send::{send, SendOptions, SendReport, Source};

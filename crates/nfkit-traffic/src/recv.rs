@@ -1,0 +1,266 @@
+//! The receiver: counts the frames arriving on an interface (raw packet
+//! socket, incoming only), by source address and, for stamped UDP
+//! frames, by stream and sequence number.
+
+use crate::error::TrafficError;
+use crate::frame::parse;
+use crate::seq;
+use crate::sys::{enter_netns, PacketSocket};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Sequence numbers above this are counted as `out_of_range` rather
+/// than tracked (the bitmap of one stream stays under 32 MiB).
+pub const MAX_SEQ: u64 = 1 << 28;
+
+/// Where and how long to receive.
+#[derive(Clone, Debug, Default)]
+pub struct RecvOptions {
+    pub dev: String,
+    pub netns: Option<String>,
+    /// Stop after this long (default: until [`Receiver::stop`] or `count`).
+    pub duration: Option<Duration>,
+    /// Stop after this many frames.
+    pub count: Option<u64>,
+}
+
+/// Sequence accounting of one stream.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct StreamReport {
+    pub stream: u32,
+    /// Distinct sequence numbers received.
+    pub received: u64,
+    /// Sequence numbers below the highest received that never arrived
+    /// (frames lost after the last one received cannot be seen).
+    pub missing: u64,
+    /// Frames whose sequence number had already arrived.
+    pub duplicates: u64,
+    /// Frames that arrived after one with a higher number.
+    pub reordered: u64,
+    pub highest: u64,
+    pub out_of_range: u64,
+}
+
+/// What arrived.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct RecvReport {
+    pub frames: u64,
+    pub bytes: u64,
+    /// Frames by source IP address (`other` for non-IP frames).
+    pub by_source: BTreeMap<String, u64>,
+    /// IP frames without a sequence stamp.
+    pub unstamped: u64,
+    pub streams: Vec<StreamReport>,
+    pub seconds: f64,
+}
+
+#[derive(Default)]
+struct Stream {
+    seen: Vec<u64>,
+    report: StreamReport,
+}
+
+impl Stream {
+    fn add(&mut self, n: u64) {
+        let r = &mut self.report;
+        if n >= MAX_SEQ {
+            r.out_of_range += 1;
+            return;
+        }
+        let (word, bit) = ((n / 64) as usize, n % 64);
+        if self.seen.len() <= word {
+            self.seen.resize(word + 1, 0);
+        }
+        let Some(w) = self.seen.get_mut(word) else {
+            return;
+        };
+        if *w & (1 << bit) != 0 {
+            r.duplicates += 1;
+            return;
+        }
+        *w |= 1 << bit;
+        if r.received > 0 && n < r.highest {
+            r.reordered += 1;
+        }
+        r.received += 1;
+        r.highest = if r.received == 1 { n } else { r.highest.max(n) };
+        r.missing = r.highest + 1 - r.received;
+    }
+}
+
+#[derive(Default)]
+struct State {
+    report: RecvReport,
+    streams: BTreeMap<u32, Stream>,
+}
+
+impl State {
+    fn add(&mut self, frame: &[u8], len: usize) {
+        let r = &mut self.report;
+        r.frames += 1;
+        r.bytes += len as u64;
+        match parse(frame) {
+            Some(p) => {
+                *r.by_source.entry(p.src.to_string()).or_default() += 1;
+                match seq::read(p.udp_payload) {
+                    Some((stream, n)) => self
+                        .streams
+                        .entry(stream)
+                        .or_insert_with(|| Stream {
+                            report: StreamReport {
+                                stream,
+                                ..StreamReport::default()
+                            },
+                            ..Stream::default()
+                        })
+                        .add(n),
+                    None => r.unstamped += 1,
+                }
+            }
+            None => *r.by_source.entry("other".into()).or_default() += 1,
+        }
+    }
+
+    fn snapshot(&self, seconds: f64) -> RecvReport {
+        let mut r = self.report.clone();
+        r.streams = self.streams.values().map(|s| s.report.clone()).collect();
+        r.seconds = seconds;
+        r
+    }
+}
+
+/// A receiver running in its own thread (inside the namespace).
+pub struct Receiver {
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    start: Instant,
+    thread: Option<JoinHandle<Result<(), TrafficError>>>,
+}
+
+impl Receiver {
+    /// Starts receiving; returns once the socket is bound, so frames sent
+    /// afterwards are counted.
+    pub fn start(opts: &RecvOptions) -> Result<Receiver, TrafficError> {
+        let state = Arc::new(Mutex::new(State::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (st, sp, o) = (state.clone(), stop.clone(), opts.clone());
+        let thread = std::thread::Builder::new()
+            .name("nfkit-recv".into())
+            .spawn(move || receive(&o, &st, &sp, ready_tx))
+            .map_err(|e| TrafficError::os("spawning the receiver thread", e))?;
+        let start = Instant::now();
+        let mut rx = Receiver {
+            state,
+            stop,
+            start,
+            thread: Some(thread),
+        };
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(rx),
+            Ok(Err(e)) => {
+                rx.thread.take().map(JoinHandle::join);
+                Err(e)
+            }
+            Err(_) => match rx.thread.take().map(JoinHandle::join) {
+                Some(Ok(Err(e))) => Err(e),
+                _ => Err(TrafficError::Empty("the receiver thread stopped".into())),
+            },
+        }
+    }
+
+    /// Counts so far.
+    pub fn snapshot(&self) -> RecvReport {
+        let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.snapshot(self.start.elapsed().as_secs_f64())
+    }
+
+    /// Has the receiver stopped by itself (duration over, count reached)?
+    pub fn finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Asks the receiver to stop (it does within 100 ms).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for the receiver to stop by itself and returns the counts.
+    pub fn wait(mut self) -> Result<RecvReport, TrafficError> {
+        if let Some(t) = self.thread.take() {
+            t.join()
+                .map_err(|_| TrafficError::Empty("the receiver thread panicked".into()))??;
+        }
+        Ok(self.snapshot())
+    }
+
+    /// Stops the receiver and returns the counts.
+    pub fn finish(self) -> Result<RecvReport, TrafficError> {
+        self.stop();
+        self.wait()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn receive(
+    opts: &RecvOptions,
+    state: &Mutex<State>,
+    stop: &AtomicBool,
+    ready: mpsc::Sender<Result<(), TrafficError>>,
+) -> Result<(), TrafficError> {
+    let open = || -> Result<PacketSocket, TrafficError> {
+        if let Some(ns) = &opts.netns {
+            enter_netns(ns)
+                .map_err(|e| TrafficError::os(format!("entering network namespace {ns}"), e))?;
+        }
+        PacketSocket::open(&opts.dev, true)
+            .map_err(|e| TrafficError::os(format!("packet socket on {}", opts.dev), e))
+    };
+    let sock = match open() {
+        Ok(s) => {
+            let _ = ready.send(Ok(()));
+            s
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return Ok(());
+        }
+    };
+    let start = Instant::now();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let left = match opts.duration {
+            Some(d) => match d.checked_sub(start.elapsed()) {
+                Some(l) if !l.is_zero() => l.min(Duration::from_millis(100)),
+                _ => return Ok(()),
+            },
+            None => Duration::from_millis(100),
+        };
+        let got = sock
+            .recv(&mut buf, left)
+            .map_err(|e| TrafficError::os(format!("receiving on {}", opts.dev), e))?;
+        if let Some(len) = got {
+            let frame = buf.get(..len.min(buf.len())).unwrap_or(&[]);
+            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            s.add(frame, len);
+            if opts.count.is_some_and(|c| s.report.frames >= c) {
+                return Ok(());
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The sender: frames from a pcap or from flows, paced to a rate,
+//! written to an interface with a raw packet socket from a thread that
+//! first enters the requested network namespace.
+
+use crate::error::TrafficError;
+use crate::flows::Flow;
+use crate::frame::{build, Mac};
+use crate::seq;
+use crate::sys::{enter_netns, PacketSocket};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to send.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// Frames as they are (e.g. read from a pcap), in order.
+    Frames(Vec<Vec<u8>>),
+    /// Flows, round-robin by weight.
+    Flows(Vec<Flow>),
+}
+
+impl Source {
+    /// The frames of a pcap file.
+    pub fn pcap(path: &Path) -> Result<Source, TrafficError> {
+        let packets = nfkit_pcap::read_file(path)?;
+        if packets.is_empty() {
+            return Err(TrafficError::Empty(format!(
+                "{} has no packets",
+                path.display()
+            )));
+        }
+        Ok(Source::Frames(
+            packets.into_iter().map(|p| p.data).collect(),
+        ))
+    }
+}
+
+/// How to send.
+#[derive(Clone, Debug, Default)]
+pub struct SendOptions {
+    pub dev: String,
+    /// Network namespace (`ip netns` name) to send from.
+    pub netns: Option<String>,
+    /// Frames per second; `None` sends as fast as the socket takes them.
+    pub rate: Option<f64>,
+    /// Frames to send; default: the pcap once, or one round of the flows
+    /// (unlimited when `duration` is given).
+    pub count: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stamp a sequence number (see [`seq`]) into every UDP frame with
+    /// room for one: 0, 1, 2, ... counting stamped frames only.
+    pub seq: bool,
+    /// Stream id of the stamps; default derived from the clock and pid.
+    pub stream: Option<u32>,
+    /// Set to stop early (e.g. on Ctrl-C).
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// What the sender did.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SendReport {
+    pub sent: u64,
+    pub bytes: u64,
+    /// Frames that carried a sequence stamp (UDP with room for one).
+    pub stamped: u64,
+    pub stream: u32,
+    /// Times the socket queue was full and the frame was retried.
+    pub retries: u64,
+    pub seconds: f64,
+}
+
+/// Sends frames as `opts` says; returns when all are sent, the duration
+/// is over or `opts.stop` is set.
+pub fn send(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficError> {
+    if let Some(r) = opts.rate {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(TrafficError::Empty(format!(
+                "rate {r} is not a positive number of frames per second"
+            )));
+        }
+    }
+    let source = source.clone();
+    let opts = opts.clone();
+    std::thread::Builder::new()
+        .name("nfkit-send".into())
+        .spawn(move || send_here(&source, &opts))
+        .map_err(|e| TrafficError::os("spawning the sender thread", e))?
+        .join()
+        .map_err(|_| TrafficError::Empty("the sender thread panicked".into()))?
+}
+
+fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficError> {
+    if let Some(ns) = &opts.netns {
+        enter_netns(ns)
+            .map_err(|e| TrafficError::os(format!("entering network namespace {ns}"), e))?;
+    }
+    let sock = PacketSocket::open(&opts.dev, false)
+        .map_err(|e| TrafficError::os(format!("packet socket on {}", opts.dev), e))?;
+    let frames: Vec<Vec<u8>> = match source {
+        Source::Frames(f) => f.clone(),
+        Source::Flows(flows) => {
+            let own = sock
+                .hwaddr(&opts.dev)
+                .map_err(|e| TrafficError::os(format!("hardware address of {}", opts.dev), e))?;
+            let mut out = Vec::new();
+            for flow in flows {
+                let mut spec = flow.spec.clone();
+                if !flow.src_mac_given {
+                    spec.src_mac = Mac(own);
+                }
+                if opts.seq && spec.payload.len() < seq::STAMP_LEN {
+                    return Err(TrafficError::Frame(format!(
+                        "flow {} -> {}: --seq needs len={} or more",
+                        spec.src,
+                        spec.dst,
+                        seq::STAMP_LEN
+                    )));
+                }
+                let frame = build(&spec)?;
+                for _ in 0..flow.weight {
+                    out.push(frame.clone());
+                }
+            }
+            out
+        }
+    };
+    if frames.is_empty() {
+        return Err(TrafficError::Empty("no frames".into()));
+    }
+    let count = opts.count.unwrap_or(if opts.duration.is_some() {
+        u64::MAX
+    } else {
+        frames.len() as u64
+    });
+    let stream = opts.stream.unwrap_or_else(default_stream);
+    let interval = opts.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let start = Instant::now();
+    let mut report = SendReport {
+        stream,
+        ..SendReport::default()
+    };
+    let mut buf = Vec::new();
+    let mut i: u64 = 0;
+    while i < count {
+        if opts
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            break;
+        }
+        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+        if let Some(iv) = interval {
+            let due = iv.mul_f64(i as f64);
+            let now = start.elapsed();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        let Some(frame) = frames.get((i % frames.len() as u64) as usize) else {
+            break;
+        };
+        buf.clear();
+        buf.extend_from_slice(frame);
+        if opts.seq && seq::stamp(&mut buf, stream, report.stamped) {
+            report.stamped += 1;
+        }
+        loop {
+            match sock.send(&buf) {
+                Ok(true) => break,
+                Ok(false) => {
+                    report.retries += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(e) => return Err(TrafficError::os(format!("sending on {}", opts.dev), e)),
+            }
+        }
+        report.sent += 1;
+        report.bytes += buf.len() as u64;
+        i += 1;
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn default_stream() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+        .unwrap_or(0);
+    t ^ std::process::id().rotate_left(16)
+}
