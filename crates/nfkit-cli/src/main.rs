@@ -38,6 +38,18 @@ enum Command {
     /// The userspace VM: `vm plugin` for the bpf_conformance runner.
     #[command(subcommand)]
     Vm(cmd::vm::Command),
+    /// Deploy a chain script on an interface (or swap the deployed one live).
+    Deploy(cmd::deploy::Args),
+    /// What nfkit has deployed (from its pins and state file).
+    Status(cmd::deploy::StatusArgs),
+    /// Remove what nfkit deployed (links, pins, state).
+    Undeploy(cmd::deploy::UndeployArgs),
+    /// Maps of deployed chains: list, dump, get, set, delete.
+    #[command(subcommand)]
+    Map(cmd::map::Command),
+    /// Programs in the kernel: `prog test` (BPF_PROG_TEST_RUN).
+    #[command(subcommand)]
+    Prog(cmd::prog::Command),
     /// Send raw Ethernet frames (pcap or flows) on an interface.
     Send(cmd::send::Args),
     /// Count the frames arriving on an interface (sources, sequence numbers).
@@ -55,6 +67,11 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Vm(c) => cmd::vm::run(c),
+        Command::Deploy(a) => cmd::deploy::run(a),
+        Command::Status(a) => cmd::deploy::status(a),
+        Command::Undeploy(a) => cmd::deploy::undeploy(a),
+        Command::Map(c) => cmd::map::run(c),
+        Command::Prog(c) => cmd::prog::run(c),
         Command::Send(a) => cmd::send::run(a),
         Command::Recv(a) => cmd::recv::run(a),
     };

@@ -87,6 +87,10 @@ pub enum KernelError {
     /// An operating-system call failed.
     #[error("{what}: {}", std::io::Error::from_raw_os_error(*errno))]
     Os { what: String, errno: i32 },
+
+    /// Deployment (attach, pins, state file) failed: what and why.
+    #[error("{0}")]
+    Deploy(String),
 }
 
 impl KernelError {

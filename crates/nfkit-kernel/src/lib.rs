@@ -5,6 +5,8 @@
 //!   mapped to source lines), [`load_object_file`] (libbpf's own loader,
 //!   for comparison), [`Loaded`], [`Prog`] with [`Prog::test_run`].
 //! * [`maps`]: [`KMap`], a kernel map read and written from Rust.
+//! * [`deploy`]: attaching to interfaces (XDP native/generic, tcx),
+//!   pinned links/programs/maps, the state file, live swaps by link update.
 //! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
 //! * [`testbed`]: RAII network namespaces and veth pairs for tests.
 //! * [`error`]: [`KernelError`], [`SourceLine`].
@@ -16,6 +18,7 @@
 #![deny(unsafe_code)]
 
 pub mod bpffs;
+pub mod deploy;
 pub mod error;
 mod layout;
 pub mod load;

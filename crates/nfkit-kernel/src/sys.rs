@@ -211,3 +211,91 @@ pub(crate) fn current_cpu() -> Option<usize> {
     let c = unsafe { libc::sched_getcpu() };
     usize::try_from(c).ok()
 }
+
+/// Owns a non-negative fd returned by libbpf, or the errno.
+fn own_fd(fd: i32) -> Result<OwnedFd, i32> {
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a non-negative fd returned by libbpf is a new fd that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `BPF_LINK_CREATE` of program `prog_fd` on `target` (an ifindex for
+/// XDP and tcx) with `attach_type` and `flags` (XDP mode flags).
+pub(crate) fn link_create(
+    prog_fd: RawFd,
+    target: i32,
+    attach_type: u32,
+    flags: u32,
+) -> Result<OwnedFd, i32> {
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        flags,
+        ..Default::default()
+    };
+    // SAFETY: `opts` is a zeroed option struct with its size, alive for the call.
+    own_fd(unsafe { libbpf_sys::bpf_link_create(prog_fd, target, attach_type, &opts) })
+}
+
+/// `BPF_LINK_UPDATE`: link `link_fd` runs `prog_fd` from now on (atomically).
+pub(crate) fn link_update(link_fd: RawFd, prog_fd: RawFd) -> Result<(), i32> {
+    let opts = libbpf_sys::bpf_link_update_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_update_opts>() as _,
+        ..Default::default()
+    };
+    // SAFETY: `opts` is a zeroed option struct with its size, alive for the call.
+    let rc = unsafe { libbpf_sys::bpf_link_update(link_fd, prog_fd, &opts) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// `BPF_OBJ_PIN` of any bpf fd at `path` (on bpffs).
+pub(crate) fn obj_pin(fd: RawFd, path: &str) -> Result<(), i32> {
+    let p = CString::new(path).map_err(|_| libc::EINVAL)?;
+    // SAFETY: `p` is a NUL-terminated string alive for the call.
+    let rc = unsafe { libbpf_sys::bpf_obj_pin(fd, p.as_ptr()) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// `BPF_OBJ_GET`: a new fd on the object pinned at `path`.
+pub(crate) fn obj_get(path: &str) -> Result<OwnedFd, i32> {
+    let p = CString::new(path).map_err(|_| libc::EINVAL)?;
+    // SAFETY: `p` is a NUL-terminated string alive for the call.
+    own_fd(unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) })
+}
+
+/// What the kernel says about a link.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkInfo {
+    pub id: u32,
+    pub prog_id: u32,
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on a link.
+pub(crate) fn link_info(fd: RawFd) -> Result<LinkInfo, i32> {
+    let mut info = libbpf_sys::bpf_link_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+    // SAFETY: `info` is a zeroed struct of `len` bytes, alive for the call.
+    let rc = unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(LinkInfo {
+        id: info.id,
+        prog_id: info.prog_id,
+    })
+}
+
+/// The ifindex of interface `name` in the calling thread's namespace.
+pub(crate) fn if_nametoindex(name: &str) -> Option<u32> {
+    let n = CString::new(name).ok()?;
+    // SAFETY: `n` is a NUL-terminated string alive for the call.
+    let i = unsafe { libc::if_nametoindex(n.as_ptr()) };
+    (i != 0).then_some(i)
+}

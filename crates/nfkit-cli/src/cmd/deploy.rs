@@ -1,0 +1,196 @@
+//! `nfkit deploy SCRIPT --dev IFACE [--hook H] [--mode static|dynamic]`,
+//! `nfkit status [--json]`, `nfkit undeploy [--dev IFACE]`: chains on
+//! real interfaces through pinned bpf_links (see `nfkit_kernel::deploy`).
+//! Pins live under /sys/fs/bpf/nfkit (`NFKIT_PIN_ROOT`), the state file
+//! in /run/nfkit (`NFKIT_STATE_DIR`).
+
+use anyhow::{anyhow, bail, Context};
+use nfkit_kernel::deploy::{self, DeployRequest, Hook, Paths};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The chain script (.chain or .py).
+    script: PathBuf,
+    /// Interface to attach to.
+    #[arg(long, value_name = "IFACE")]
+    dev: String,
+    /// xdp, xdp-generic, tc-ingress or tc-egress (default: the script's
+    /// attach(): xdp or tc-ingress).
+    #[arg(long)]
+    hook: Option<String>,
+    /// static (one linked program) or dynamic (not implemented yet).
+    #[arg(long, default_value = "static")]
+    mode: String,
+    /// Directories with users' NF objects (also NFKIT_NF_PATH).
+    #[arg(long = "nf-path", value_name = "DIR")]
+    nf_path: Vec<String>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The language's hook for a deployment hook.
+fn lang_hook(h: Hook) -> nfkit_nf::Hook {
+    if h.is_xdp() {
+        nfkit_nf::Hook::Xdp
+    } else {
+        nfkit_nf::Hook::Tc
+    }
+}
+
+/// Compiles a script for `hook`, printing warnings and errors to stderr;
+/// `None` when the script has errors.
+pub fn compile_script(
+    file: &str,
+    source: &str,
+    nf_path: &[String],
+    hook: Option<nfkit_nf::Hook>,
+) -> anyhow::Result<Option<nfkit_lang::Compiled>> {
+    let opts = nfkit_lang::Options {
+        search: nfkit_nf::SearchPath::from_env(nf_path),
+        hook,
+    };
+    match nfkit_lang::compile(file, source, &opts) {
+        Ok(c) => {
+            eprint!("{}", nfkit_lang::diag::render(&c.warnings));
+            Ok(Some(c))
+        }
+        Err(nfkit_lang::CompileError::Script(d)) => {
+            eprintln!("{d}");
+            Ok(None)
+        }
+        Err(e) => bail!("{e}"),
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    match a.mode.as_str() {
+        "static" => {}
+        "dynamic" => bail!("--mode dynamic is not implemented yet (use --mode static)"),
+        m => bail!("unknown --mode `{m}` (static, dynamic)"),
+    }
+    let hook = a.hook.as_deref().map(str::parse::<Hook>).transpose()?;
+    let shown = a.script.display().to_string();
+    let source = std::fs::read_to_string(&a.script).with_context(|| format!("reading {shown}"))?;
+    let Some(c) = compile_script(&shown, &source, &a.nf_path, hook.map(lang_hook))? else {
+        return Ok(ExitCode::from(1));
+    };
+    let hook = hook.unwrap_or(if c.hook == nfkit_nf::Hook::Xdp {
+        Hook::Xdp
+    } else {
+        Hook::TcIngress
+    });
+    let entry = c
+        .entry()
+        .ok_or_else(|| anyhow!("{shown}: the script has no classifier (nothing to attach)"))?;
+    let writes = c.control_plane();
+    let source_path = std::fs::canonicalize(&a.script).unwrap_or(a.script.clone());
+    let req = DeployRequest {
+        image: &c.image,
+        entry,
+        map_writes: &writes,
+        dev: &a.dev,
+        hook,
+        source: &source_path.display().to_string(),
+    };
+    let out = deploy::deploy(&Paths::from_env(), &req).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let d = &out.deployment;
+    if a.json {
+        let v = json!({
+            "deployment": d,
+            "swapped": out.swapped,
+            "reused_maps": out.reused_maps,
+            "load_us": out.load_time.as_micros() as u64,
+            "switch_us": out.switch_time.as_micros() as u64,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "{} {} on {} ({}): link {} prog {} generation {}",
+            if out.swapped { "swapped" } else { "deployed" },
+            shown,
+            d.dev,
+            d.hook.name(),
+            d.link_id,
+            d.prog_id,
+            d.generation
+        );
+        if !out.reused_maps.is_empty() {
+            println!("  maps kept: {}", out.reused_maps.join(", "));
+        }
+        println!(
+            "  load+attach {:.3} ms, switch {:.3} ms",
+            out.load_time.as_secs_f64() * 1e3,
+            out.switch_time.as_secs_f64() * 1e3
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    let st = deploy::status(&Paths::from_env())?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "deployments": st }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if st.is_empty() {
+        println!("nothing deployed");
+    }
+    for s in &st {
+        let d = &s.deployment;
+        println!(
+            "{} {} {}: {} (entry {}) link {} prog {} {} generation {}",
+            d.dev,
+            d.hook.name(),
+            d.mode,
+            d.source,
+            d.entry,
+            d.link_id,
+            s.live_prog_id,
+            if s.attached { "attached" } else { "DETACHED" },
+            d.generation
+        );
+        for m in &d.maps {
+            println!(
+                "  map {} {} key {} value {} max {}",
+                m.name,
+                m.map_type,
+                m.key_type.as_deref().unwrap_or("?"),
+                m.value_type.as_deref().unwrap_or("?"),
+                m.max_entries
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args)]
+pub struct UndeployArgs {
+    /// Only this interface (default: everything nfkit deployed).
+    #[arg(long, value_name = "IFACE")]
+    dev: Option<String>,
+}
+
+pub fn undeploy(a: UndeployArgs) -> anyhow::Result<ExitCode> {
+    let gone = deploy::undeploy(&Paths::from_env(), a.dev.as_deref())?;
+    if gone.is_empty() {
+        println!("nothing to undeploy");
+    }
+    for d in &gone {
+        println!("undeployed {} {} ({})", d.dev, d.hook.name(), d.source);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,188 @@
+//! `nfkit prog test OBJ_OR_SCRIPT --packet FILE|--pcap FILE [--repeat N]
+//! [--json]`: loads the program (a chain script is compiled, its control
+//! plane written) and runs it in the kernel with `BPF_PROG_TEST_RUN`,
+//! printing per packet the verdict, the output packet (hex) and the
+//! nanoseconds per run. With a pcap, `nf_now()` is pinned to each
+//! packet's capture time (as `nfkit run` does in the VM).
+
+use super::map::{decode_hex, hex};
+use anyhow::{anyhow, bail, Context};
+use nfkit_kernel::{load_image, LoadOptions, TestRun};
+use nfkit_object::{Image, ProgType};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Run a program in the kernel on packets (BPF_PROG_TEST_RUN).
+    Test(TestArgs),
+}
+
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// An eBPF ELF object or a chain script.
+    file: PathBuf,
+    /// One packet: raw bytes, or hex text.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "pcap",
+        required_unless_present = "pcap"
+    )]
+    packet: Option<PathBuf>,
+    /// Packets from a capture (classic pcap, Ethernet).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Runs per packet (the time is the mean of them).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Program of an object with several: section or function name.
+    #[arg(long, value_name = "NAME")]
+    section: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+/// The name of verdict `code` of a program type.
+pub fn verdict_name(t: ProgType, code: u32) -> String {
+    let xdp = [
+        "XDP_ABORTED",
+        "XDP_DROP",
+        "XDP_PASS",
+        "XDP_TX",
+        "XDP_REDIRECT",
+    ];
+    let tc = [
+        "TC_ACT_OK",
+        "TC_ACT_RECLASSIFY",
+        "TC_ACT_SHOT",
+        "TC_ACT_PIPE",
+        "TC_ACT_STOLEN",
+        "TC_ACT_QUEUED",
+        "TC_ACT_REPEAT",
+        "TC_ACT_REDIRECT",
+    ];
+    let named = match t {
+        ProgType::Xdp => xdp.get(code as usize).copied(),
+        ProgType::SchedCls | ProgType::SchedAct if code == u32::MAX => Some("TC_ACT_UNSPEC"),
+        ProgType::SchedCls | ProgType::SchedAct => tc.get(code as usize).copied(),
+        _ => None,
+    };
+    named.map_or_else(|| code.to_string(), str::to_string)
+}
+
+/// A packet and its capture time in ns.
+type Timed = (u64, Vec<u8>);
+
+/// Packets to run, and whether they have capture times.
+fn packets(a: &TestArgs) -> anyhow::Result<(Vec<Timed>, bool)> {
+    if let Some(p) = &a.pcap {
+        let pk = nfkit_pcap::read_file(p).map_err(|e| anyhow!("{}: {e}", p.display()))?;
+        return Ok((pk.into_iter().map(|p| (p.ts_ns, p.data)).collect(), true));
+    }
+    let Some(p) = &a.packet else {
+        bail!("give --packet FILE or --pcap FILE");
+    };
+    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+    let text: Option<String> = std::str::from_utf8(&bytes)
+        .ok()
+        .map(|s| s.chars().filter(|c| !c.is_ascii_whitespace()).collect());
+    let data = text
+        .and_then(|t| decode_hex(&t).filter(|b| !b.is_empty()))
+        .unwrap_or(bytes);
+    Ok((vec![(0, data)], false))
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    let Command::Test(a) = c;
+    let shown = a.file.display().to_string();
+    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {shown}"))?;
+    let (image, entry, writes) = if bytes.starts_with(b"\x7fELF") {
+        let image = Image::from_elf(&bytes, &shown)?;
+        let entry = match &a.section {
+            Some(s) => image
+                .entries
+                .iter()
+                .find(|e| e.name == *s || e.section == *s)
+                .ok_or_else(|| anyhow!("{shown}: no program `{s}`"))?,
+            None => match image.entries.as_slice() {
+                [one] => one,
+                [] => bail!("{shown}: no entry program"),
+                _ => bail!("{shown}: several programs: say which with --section"),
+            },
+        }
+        .name
+        .clone();
+        (image, entry, Vec::new())
+    } else {
+        let source = String::from_utf8(bytes).with_context(|| format!("{shown}: not UTF-8"))?;
+        let Some(c) = super::deploy::compile_script(&shown, &source, &[], None)? else {
+            return Ok(ExitCode::from(1));
+        };
+        let entry = c
+            .entry()
+            .ok_or_else(|| anyhow!("{shown}: the script has no classifier"))?
+            .to_string();
+        let writes = c.control_plane();
+        (c.image, entry, writes)
+    };
+    let (input, pin_clock) = packets(&a)?;
+    // Test runs touch the calling CPU's per-CPU slots: stay on one CPU.
+    let _ = nfkit_kernel::pin_thread_to_cpu(0);
+    let loaded = load_image(
+        &image,
+        &LoadOptions {
+            entries: Some(vec![entry.clone()]),
+            ..LoadOptions::default()
+        },
+    )
+    .map_err(|e| anyhow!("{shown}: {e}"))?;
+    for (m, k, v) in &writes {
+        let map = loaded.map(m).ok_or_else(|| anyhow!("no map {m}"))?;
+        map.update(k, v, 0)?;
+    }
+    let prog = loaded
+        .prog(&entry)
+        .ok_or_else(|| anyhow!("{shown}: program {entry} not loaded"))?;
+    let config = loaded.map("nfkit_config").filter(|_| pin_clock);
+    let mut rows = Vec::new();
+    for (i, (ts, data)) in input.iter().enumerate() {
+        if let Some(cfg) = &config {
+            let mut v = cfg.lookup(&0u32.to_le_bytes())?.unwrap_or_default();
+            v.resize(40, 0);
+            v.splice(20..24, 1u32.to_le_bytes());
+            v.splice(24..32, ts.to_le_bytes());
+            cfg.update(&0u32.to_le_bytes(), &v, 0)?;
+        }
+        let r = prog
+            .test_run(&TestRun {
+                repeat: a.repeat,
+                ..TestRun::packet(data)
+            })
+            .map_err(|e| anyhow!("packet {}: {e}", i + 1))?;
+        let verdict = verdict_name(prog.prog_type(), r.retval);
+        if a.json {
+            rows.push(json!({
+                "packet": i + 1, "retval": r.retval, "verdict": verdict,
+                "ns_per_run": r.duration_ns, "out": hex(&r.data),
+            }));
+        } else {
+            println!(
+                "packet {}: {verdict} ({}) {} ns/run, {} bytes out",
+                i + 1,
+                r.retval,
+                r.duration_ns,
+                r.data.len()
+            );
+            println!("  {}", hex(&r.data));
+        }
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "program": entry, "packets": rows }))?
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

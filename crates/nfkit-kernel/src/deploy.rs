@@ -1,0 +1,538 @@
+//! Deployments: an Image's entry program attached to an interface
+//! through a pinned bpf_link, its maps pinned next to it, and a JSON
+//! state file, so that `status` and `undeploy` work after the deploying
+//! process has exited.
+//!
+//! Layout on bpffs (names without '.', which bpffs refuses):
+//! `<pin root>/<dev>/<hook>/{link,prog,maps/<map>}`. Redeploying on the
+//! same device and hook loads the new program, reuses pinned maps of the
+//! same name and shape, then swaps the program with `BPF_LINK_UPDATE`:
+//! packets see either the old or the new program, never a mix.
+
+use crate::error::KernelError;
+use crate::load::{load_image, LoadOptions};
+use crate::maps::KMap;
+use crate::sys;
+use libbpf_rs::MapHandle;
+use nfkit_object::{Image, MapKind};
+use serde::{Deserialize, Serialize};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// Where a program is attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hook {
+    /// XDP in the driver (native).
+    Xdp,
+    /// XDP in the generic (skb) path.
+    XdpGeneric,
+    /// TC ingress through a tcx link.
+    TcIngress,
+    /// TC egress through a tcx link.
+    TcEgress,
+}
+
+/// `XDP_FLAGS_SKB_MODE` / `XDP_FLAGS_DRV_MODE`.
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+impl Hook {
+    /// The name used on the command line and in the state file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Xdp => "xdp",
+            Hook::XdpGeneric => "xdp-generic",
+            Hook::TcIngress => "tc-ingress",
+            Hook::TcEgress => "tc-egress",
+        }
+    }
+
+    /// The directory name on bpffs.
+    fn dir(self) -> &'static str {
+        match self {
+            Hook::Xdp => "xdp",
+            Hook::XdpGeneric => "xdp_generic",
+            Hook::TcIngress => "tc_ingress",
+            Hook::TcEgress => "tc_egress",
+        }
+    }
+
+    /// Is this an XDP hook (else TC)?
+    pub fn is_xdp(self) -> bool {
+        matches!(self, Hook::Xdp | Hook::XdpGeneric)
+    }
+
+    fn attach(self) -> (u32, u32) {
+        match self {
+            Hook::Xdp => (libbpf_sys::BPF_XDP, XDP_FLAGS_DRV_MODE),
+            Hook::XdpGeneric => (libbpf_sys::BPF_XDP, XDP_FLAGS_SKB_MODE),
+            Hook::TcIngress => (libbpf_sys::BPF_TCX_INGRESS, 0),
+            Hook::TcEgress => (libbpf_sys::BPF_TCX_EGRESS, 0),
+        }
+    }
+
+    /// Every hook.
+    pub const ALL: [Hook; 4] = [Hook::Xdp, Hook::XdpGeneric, Hook::TcIngress, Hook::TcEgress];
+}
+
+impl FromStr for Hook {
+    type Err = KernelError;
+    fn from_str(s: &str) -> Result<Hook, KernelError> {
+        Hook::ALL
+            .into_iter()
+            .find(|h| h.name() == s)
+            .ok_or_else(|| {
+                KernelError::Deploy(format!(
+                    "unknown hook `{s}` (xdp, xdp-generic, tc-ingress, tc-egress)"
+                ))
+            })
+    }
+}
+
+/// Where nfkit keeps its pins and its state file.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// bpffs directory holding one directory per device.
+    pub pin_root: PathBuf,
+    /// The JSON state file.
+    pub state_file: PathBuf,
+}
+
+impl Paths {
+    /// The defaults (`/sys/fs/bpf/nfkit`, `/run/nfkit/state.json`),
+    /// overridden by `NFKIT_PIN_ROOT` and `NFKIT_STATE_DIR` (tests use
+    /// their own, so they never touch a real deployment).
+    pub fn from_env() -> Paths {
+        let pin_root = std::env::var_os("NFKIT_PIN_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(crate::PIN_DIR));
+        let dir = std::env::var_os("NFKIT_STATE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/run/nfkit"));
+        Paths {
+            pin_root,
+            state_file: dir.join("state.json"),
+        }
+    }
+
+    /// Makes sure the pin root exists (mounting bpffs for the default).
+    fn prepare(&self) -> Result<(), KernelError> {
+        if self.pin_root == Path::new(crate::PIN_DIR) {
+            crate::ensure_bpffs()?;
+        }
+        std::fs::create_dir_all(&self.pin_root).map_err(|e| {
+            KernelError::Deploy(format!("cannot create {}: {e}", self.pin_root.display()))
+        })
+    }
+}
+
+/// A pinned map of a deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapRecord {
+    pub name: String,
+    pub pin: PathBuf,
+    pub map_type: String,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    /// BTF names of the key and value types, when known (`u16`, `u32`, ...).
+    pub key_type: Option<String>,
+    pub value_type: Option<String>,
+}
+
+/// One deployment, as the state file records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployment {
+    pub dev: String,
+    pub ifindex: u32,
+    pub hook: Hook,
+    pub mode: String,
+    /// The script (or object) deployed.
+    pub source: String,
+    /// The entry program's name.
+    pub entry: String,
+    /// The deployment's directory on bpffs.
+    pub pin_dir: PathBuf,
+    pub link_id: u32,
+    pub prog_id: u32,
+    /// How many times this device/hook was deployed (1 = first).
+    pub generation: u32,
+    /// Unix time of the last deploy, in seconds.
+    pub deployed_at: u64,
+    pub maps: Vec<MapRecord>,
+}
+
+impl Deployment {
+    fn link_pin(&self) -> PathBuf {
+        self.pin_dir.join("link")
+    }
+}
+
+/// The state file: every deployment nfkit made.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    pub deployments: Vec<Deployment>,
+}
+
+impl State {
+    /// Reads the state file (empty when it does not exist).
+    pub fn load(paths: &Paths) -> Result<State, KernelError> {
+        let f = &paths.state_file;
+        match std::fs::read_to_string(f) {
+            Ok(s) => serde_json::from_str(&s)
+                .map_err(|e| KernelError::Deploy(format!("state file {}: {e}", f.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
+            Err(e) => Err(KernelError::Deploy(format!(
+                "cannot read state file {}: {e}",
+                f.display()
+            ))),
+        }
+    }
+
+    /// Writes the state file atomically (temporary file, rename); an
+    /// empty state removes the file.
+    pub fn save(&self, paths: &Paths) -> Result<(), KernelError> {
+        let f = &paths.state_file;
+        let err = |e: std::io::Error| {
+            KernelError::Deploy(format!("cannot write state file {}: {e}", f.display()))
+        };
+        if self.deployments.is_empty() {
+            return match std::fs::remove_file(f) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(err(e)),
+                _ => Ok(()),
+            };
+        }
+        if let Some(dir) = f.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let tmp = f.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| KernelError::Deploy(format!("state file: {e}")))?;
+        std::fs::write(&tmp, text + "\n").map_err(err)?;
+        std::fs::rename(&tmp, f).map_err(err)
+    }
+
+    /// The deployment on `dev`/`hook`, if any.
+    pub fn find(&self, dev: &str, hook: Hook) -> Option<&Deployment> {
+        self.deployments
+            .iter()
+            .find(|d| d.dev == dev && d.hook == hook)
+    }
+}
+
+/// What to deploy.
+pub struct DeployRequest<'a> {
+    pub image: &'a Image,
+    /// The entry program to attach.
+    pub entry: &'a str,
+    /// Map writes to do before attaching: (map, key, value).
+    pub map_writes: &'a [(String, Vec<u8>, Vec<u8>)],
+    pub dev: &'a str,
+    pub hook: Hook,
+    /// What is deployed (a script path), for `status`.
+    pub source: &'a str,
+}
+
+/// What a deploy did.
+#[derive(Clone, Debug)]
+pub struct DeployOutcome {
+    pub deployment: Deployment,
+    /// The link existed and was updated (a live swap).
+    pub swapped: bool,
+    /// Maps reused from the previous version.
+    pub reused_maps: Vec<String>,
+    /// Time from the start of loading to the attach or link update.
+    pub load_time: Duration,
+    /// Time of the attach or link update alone.
+    pub switch_time: Duration,
+}
+
+fn os(what: String) -> impl FnOnce(i32) -> KernelError {
+    move |errno| KernelError::Os { what, errno }
+}
+
+/// bpffs refuses '.' in names; other characters are kept.
+fn pin_name(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+fn path_str(p: &Path) -> Result<&str, KernelError> {
+    p.to_str()
+        .ok_or_else(|| KernelError::Deploy(format!("path {} is not UTF-8", p.display())))
+}
+
+/// Removes a pin (a file on bpffs) if it exists.
+fn unpin(p: &Path) -> Result<(), KernelError> {
+    match std::fs::remove_file(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(KernelError::Deploy(format!(
+            "cannot remove pin {}: {e}",
+            p.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Opens the map pinned at `path` as `name`.
+pub fn open_pinned_map(name: &str, path: &Path) -> Result<KMap, KernelError> {
+    let h = MapHandle::from_pinned_path(path).map_err(|source| KernelError::MapOp {
+        map: name.to_string(),
+        op: "open pinned",
+        source,
+    })?;
+    Ok(KMap::new(name, h))
+}
+
+fn btf_name(image: &Image, id: Option<u32>) -> Option<String> {
+    let btf = image.btf.as_ref()?;
+    let name = btf.c_type(id?);
+    (!name.is_empty()).then_some(name)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Is a map kept across versions when its name and shape match? State
+/// maps are; global data (constants of one version), prog arrays (they
+/// hold one version's programs) and the control-plane tables (written
+/// for the new version before the swap: `nfkit_cls_*`, `nfkit_config`)
+/// are not.
+fn shared_across_versions(spec: &nfkit_object::MapSpec) -> bool {
+    matches!(spec.kind, MapKind::Declared)
+        && spec.map_type != nfkit_object::MapType::ProgArray
+        && !spec.name.starts_with("nfkit_cls_")
+        && spec.name != "nfkit_config"
+}
+
+/// Deploys (or redeploys, swapping atomically) `req` and records it.
+pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, KernelError> {
+    paths.prepare()?;
+    let ifindex = sys::if_nametoindex(req.dev)
+        .ok_or_else(|| KernelError::Deploy(format!("no interface `{}`", req.dev)))?;
+    let mut state = State::load(paths)?;
+    let dir = paths.pin_root.join(pin_name(req.dev)).join(req.hook.dir());
+    let maps_dir = dir.join("maps");
+    std::fs::create_dir_all(&maps_dir)
+        .map_err(|e| KernelError::Deploy(format!("cannot create {}: {e}", maps_dir.display())))?;
+    let previous = state.find(req.dev, req.hook).cloned();
+
+    // Maps of the previous version with the same name and shape.
+    let mut reuse = Vec::new();
+    if let Some(prev) = &previous {
+        for spec in &req.image.maps {
+            if !shared_across_versions(spec) {
+                continue;
+            }
+            let Some(rec) = prev.maps.iter().find(|m| m.name == spec.name) else {
+                continue;
+            };
+            let Ok(m) = open_pinned_map(&spec.name, &rec.pin) else {
+                continue;
+            };
+            if m.map_type() == spec.map_type
+                && m.key_size() == spec.key_size
+                && m.value_size() == spec.value_size
+                && m.max_entries() == spec.max_entries
+            {
+                reuse.push(m);
+            }
+        }
+    }
+    let reused_maps: Vec<String> = reuse.iter().map(|m| m.name().to_string()).collect();
+    let t0 = Instant::now();
+    let opts = LoadOptions {
+        entries: Some(vec![req.entry.to_string()]),
+        reuse_maps: reuse,
+        ..LoadOptions::default()
+    };
+    let loaded = load_image(req.image, &opts)?;
+    let prog = loaded
+        .prog(req.entry)
+        .ok_or_else(|| KernelError::Deploy(format!("no entry program `{}`", req.entry)))?;
+    for (map, key, value) in req.map_writes {
+        let m = loaded
+            .map(map)
+            .ok_or_else(|| KernelError::Deploy(format!("control plane: no map `{map}`")))?;
+        m.update(key, value, 0)?;
+    }
+
+    // Pin the new maps and program before switching, so a failure
+    // leaves the old version running.
+    let mut records = Vec::new();
+    for (spec, m) in req.image.maps.iter().zip(loaded.maps()) {
+        let pin = maps_dir.join(pin_name(&spec.name));
+        if !reused_maps.contains(&spec.name) {
+            unpin(&pin)?;
+            m.pin(&pin)?;
+        }
+        records.push(MapRecord {
+            name: spec.name.clone(),
+            pin,
+            map_type: format!("{:?}", spec.map_type),
+            key_size: spec.key_size,
+            value_size: spec.value_size,
+            max_entries: spec.max_entries,
+            key_type: btf_name(req.image, spec.key_type_id),
+            value_type: btf_name(req.image, spec.value_type_id),
+        });
+    }
+    // Pins of maps the new version no longer has.
+    if let Some(prev) = &previous {
+        for old in &prev.maps {
+            if !records.iter().any(|r| r.pin == old.pin) {
+                unpin(&old.pin)?;
+            }
+        }
+    }
+    let prog_pin = dir.join("prog");
+    unpin(&prog_pin)?;
+    sys::obj_pin(prog.fd(), path_str(&prog_pin)?)
+        .map_err(os(format!("pin program at {}", prog_pin.display())))?;
+
+    let link_pin = dir.join("link");
+    let link_path = path_str(&link_pin)?;
+    let (attach_type, flags) = req.hook.attach();
+    let t1 = Instant::now();
+    let (link, swapped) = match sys::obj_get(link_path) {
+        Ok(link) => {
+            sys::link_update(link.as_raw_fd(), prog.fd())
+                .map_err(os(format!("update link {}", link_pin.display())))?;
+            (link, true)
+        }
+        Err(_) => {
+            let link = sys::link_create(prog.fd(), ifindex as i32, attach_type, flags).map_err(
+                os(format!(
+                    "attach `{}` to {} ({})",
+                    req.entry,
+                    req.dev,
+                    req.hook.name()
+                )),
+            )?;
+            sys::obj_pin(link.as_raw_fd(), link_path)
+                .map_err(os(format!("pin link at {}", link_pin.display())))?;
+            (link, false)
+        }
+    };
+    let switch_time = t1.elapsed();
+    let load_time = t0.elapsed();
+    let info =
+        sys::link_info(link.as_raw_fd()).map_err(os(format!("info of link {}", link_path)))?;
+    let deployment = Deployment {
+        dev: req.dev.to_string(),
+        ifindex,
+        hook: req.hook,
+        mode: "static".into(),
+        source: req.source.to_string(),
+        entry: req.entry.to_string(),
+        pin_dir: dir,
+        link_id: info.id,
+        prog_id: info.prog_id,
+        generation: previous.as_ref().map_or(1, |p| p.generation + 1),
+        deployed_at: unix_now(),
+        maps: records,
+    };
+    state
+        .deployments
+        .retain(|d| !(d.dev == req.dev && d.hook == req.hook));
+    state.deployments.push(deployment.clone());
+    state.save(paths)?;
+    Ok(DeployOutcome {
+        deployment,
+        swapped,
+        reused_maps,
+        load_time,
+        switch_time,
+    })
+}
+
+/// A deployment as found now: the recorded state and what the kernel says.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    #[serde(flatten)]
+    pub deployment: Deployment,
+    /// The pinned link is there and attached to a program.
+    pub attached: bool,
+    /// The link's current program id (0 when not attached).
+    pub live_prog_id: u32,
+}
+
+/// Every recorded deployment, checked against its pins.
+pub fn status(paths: &Paths) -> Result<Vec<Status>, KernelError> {
+    let state = State::load(paths)?;
+    Ok(state
+        .deployments
+        .into_iter()
+        .map(|d| {
+            let info = path_str(&d.link_pin())
+                .ok()
+                .and_then(|p| sys::obj_get(p).ok())
+                .and_then(|fd| sys::link_info(fd.as_raw_fd()).ok());
+            Status {
+                attached: info.is_some_and(|i| i.prog_id != 0),
+                live_prog_id: info.map_or(0, |i| i.prog_id),
+                deployment: d,
+            }
+        })
+        .collect())
+}
+
+/// Removes the deployments on `dev` (all when `None`): links (which
+/// detaches the programs), pins and state entries. Returns what was removed.
+pub fn undeploy(paths: &Paths, dev: Option<&str>) -> Result<Vec<Deployment>, KernelError> {
+    let mut state = State::load(paths)?;
+    let (gone, kept): (Vec<Deployment>, Vec<Deployment>) = state
+        .deployments
+        .into_iter()
+        .partition(|d| dev.is_none_or(|x| d.dev == x));
+    for d in &gone {
+        for m in &d.maps {
+            unpin(&m.pin)?;
+        }
+        unpin(&d.pin_dir.join("prog"))?;
+        unpin(&d.link_pin())?;
+        for p in [d.pin_dir.join("maps"), d.pin_dir.clone()] {
+            let _ = std::fs::remove_dir(&p);
+        }
+        if let Some(devdir) = d.pin_dir.parent() {
+            let _ = std::fs::remove_dir(devdir);
+        }
+    }
+    state.deployments = kept;
+    state.save(paths)?;
+    Ok(gone)
+}
+
+/// A deployed map found by name (and device when several have it).
+pub fn find_map(
+    paths: &Paths,
+    name: &str,
+    dev: Option<&str>,
+) -> Result<(Deployment, MapRecord, KMap), KernelError> {
+    let state = State::load(paths)?;
+    let hits: Vec<(&Deployment, &MapRecord)> = state
+        .deployments
+        .iter()
+        .filter(|d| dev.is_none_or(|x| d.dev == x))
+        .flat_map(|d| d.maps.iter().map(move |m| (d, m)))
+        .filter(|(_, m)| m.name == name)
+        .collect();
+    match hits.as_slice() {
+        [] => Err(KernelError::Deploy(format!(
+            "no deployed map `{name}`{}",
+            dev.map_or(String::new(), |d| format!(" on {d}"))
+        ))),
+        [(d, m)] => {
+            let k = open_pinned_map(name, &m.pin)?;
+            Ok(((*d).clone(), (*m).clone(), k))
+        }
+        _ => Err(KernelError::Deploy(format!(
+            "map `{name}` is deployed {} times: say which with --dev",
+            hits.len()
+        ))),
+    }
+}
