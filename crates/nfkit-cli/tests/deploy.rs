@@ -1,0 +1,305 @@
+//! `nfkit deploy/status/map/undeploy` on a veth in a network namespace,
+//! and `nfkit prog test` against `nfkit run`. Needs root; skipped
+//! otherwise. Each test uses its own bpffs mount and state directory
+//! (`NFKIT_PIN_ROOT`, `NFKIT_STATE_DIR`), so it never touches a real
+//! deployment; namespaces, the veth and the bpffs mount are removed by
+//! RAII guards even when an assertion fails.
+
+use nfkit_kernel::testbed::{Netns, Veth};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// A private bpffs mount and state directory, unmounted and removed on drop.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("nfkit-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bpf")).expect("scratch dir");
+        let s = Scratch { dir };
+        let ok = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(s.bpf())
+            .status()
+            .expect("mount")
+            .success();
+        assert!(ok, "mount bpffs");
+        s
+    }
+    fn bpf(&self) -> PathBuf {
+        self.dir.join("bpf")
+    }
+    fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.bpf()).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs nfkit in namespace `ns` with the scratch paths; (exit ok, stdout, stderr).
+fn nfkit(ns: &Netns, s: &Scratch, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name(), NFKIT])
+        .args(args)
+        .env("NFKIT_PIN_ROOT", s.bpf())
+        .env("NFKIT_STATE_DIR", s.state())
+        .output()
+        .expect("run nfkit");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn nfkit_ok(ns: &Netns, s: &Scratch, args: &[&str]) -> String {
+    let (ok, out, err) = nfkit(ns, s, args);
+    assert!(ok, "nfkit {args:?} failed:\n{out}\n{err}");
+    out
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// An IPv4/UDP frame from 198.18.1.2 to 198.18.1.1, destination `port`.
+fn udp_frame(port: u16) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend([0x02, 0, 0, 0, 0, 2, 0x08, 0x00]);
+    f.extend([
+        0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 1, 1,
+    ]);
+    f.extend(1234u16.to_be_bytes());
+    f.extend(port.to_be_bytes());
+    f.extend([0, 8, 0, 0]);
+    f.resize(60, 0);
+    f
+}
+
+/// Sends `count` frames on `dev` from inside `ns` through an AF_PACKET
+/// socket (a few lines of Python: the test's own minimal sender).
+fn send(ns: &Netns, dev: &str, frame: &[u8], count: u32) {
+    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+    let py = format!(
+        "import socket\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('{dev}',0))\n\
+         for _ in range({count}): s.send(bytes.fromhex('{hex}'))\n"
+    );
+    ns.exec(&["python3", "-c", &py]).expect("send frames");
+}
+
+/// The value of `key` in a `map dump --json`.
+fn dumped(dump: &Value, key: u64) -> Option<u64> {
+    dump.as_array()?
+        .iter()
+        .find(|e| e["key"] == key)
+        .and_then(|e| e["value"].as_u64())
+}
+
+#[test]
+fn deploy_count_swap_undeploy() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("deploy");
+    let sut = Netns::new("sut").expect("netns");
+    let peer = Netns::new("peer").expect("netns");
+    let veth = Veth::new(
+        Some(&sut),
+        Some("198.18.1.1/24"),
+        Some(&peer),
+        Some("198.18.1.2/24"),
+    )
+    .expect("veth");
+    let dev = veth.a.dev.as_str();
+    let script = examples().join("port_stats.py");
+    let script = script.to_str().expect("utf-8 path");
+
+    let d1 = json(&nfkit_ok(
+        &sut,
+        &s,
+        &["deploy", script, "--dev", dev, "--hook", "xdp", "--json"],
+    ));
+    assert_eq!(d1["swapped"], false);
+    let link = d1["deployment"]["link_id"].as_u64().expect("link id");
+    let prog1 = d1["deployment"]["prog_id"].as_u64().expect("prog id");
+    let shown = sut.ip(&["link", "show", "dev", dev]).expect("ip link");
+    assert!(shown.contains(&format!("prog/xdp id {prog1}")), "{shown}");
+
+    let st = json(&nfkit_ok(&sut, &s, &["status", "--json"]));
+    let deps = st["deployments"].as_array().expect("deployments");
+    assert_eq!(deps.len(), 1);
+    assert_eq!(deps[0]["dev"], dev);
+    assert_eq!(deps[0]["hook"], "xdp");
+    assert_eq!(deps[0]["attached"], true);
+    assert_eq!(deps[0]["live_prog_id"].as_u64(), Some(prog1));
+
+    send(&peer, &veth.b.dev, &udp_frame(4000), 3);
+    let dump = json(&nfkit_ok(&sut, &s, &["map", "dump", "packets", "--json"]));
+    assert_eq!(dumped(&dump, 4000), Some(3), "{dump}");
+    assert_eq!(
+        nfkit_ok(&sut, &s, &["map", "get", "packets", "4000"]).trim(),
+        "3"
+    );
+
+    // Redeploy: the link is updated in place, the counters are kept.
+    let d2 = json(&nfkit_ok(
+        &sut,
+        &s,
+        &["deploy", script, "--dev", dev, "--hook", "xdp", "--json"],
+    ));
+    assert_eq!(d2["swapped"], true);
+    assert_eq!(d2["deployment"]["link_id"].as_u64(), Some(link));
+    let prog2 = d2["deployment"]["prog_id"].as_u64().expect("prog id");
+    assert_ne!(prog1, prog2);
+    assert!(d2["reused_maps"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|x| x == "packets")));
+    send(&peer, &veth.b.dev, &udp_frame(4000), 2);
+    let dump = json(&nfkit_ok(&sut, &s, &["map", "dump", "packets", "--json"]));
+    assert_eq!(dumped(&dump, 4000), Some(5), "{dump}");
+    let shown = sut.ip(&["link", "show", "dev", dev]).expect("ip link");
+    assert!(shown.contains(&format!("prog/xdp id {prog2}")), "{shown}");
+
+    // Maps written from the command line are what the program sees:
+    // a blocked port drops.
+    nfkit_ok(&sut, &s, &["map", "set", "blocked", "4001", "0"]);
+    send(&peer, &veth.b.dev, &udp_frame(4001), 4);
+    assert_eq!(
+        nfkit_ok(&sut, &s, &["map", "get", "blocked", "4001"]).trim(),
+        "4"
+    );
+    nfkit_ok(&sut, &s, &["map", "delete", "blocked", "4001"]);
+    let (ok, _, err) = nfkit(&sut, &s, &["map", "get", "blocked", "4001"]);
+    assert!(!ok && err.contains("no key"), "{err}");
+
+    let (ok, _, err) = nfkit(
+        &sut,
+        &s,
+        &["deploy", script, "--dev", dev, "--mode", "dynamic"],
+    );
+    assert!(!ok && err.contains("not implemented"), "{err}");
+
+    nfkit_ok(&sut, &s, &["undeploy", "--dev", dev]);
+    let shown = sut.ip(&["link", "show", "dev", dev]).expect("ip link");
+    assert!(!shown.contains("prog/xdp"), "{shown}");
+    let st = json(&nfkit_ok(&sut, &s, &["status", "--json"]));
+    assert_eq!(st["deployments"].as_array().map(Vec::len), Some(0));
+    assert!(!s.state().join("state.json").exists());
+    let left: Vec<_> = std::fs::read_dir(s.bpf())
+        .expect("bpffs")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".debug"))
+        .collect();
+    assert!(left.is_empty(), "pins left: {left:?}");
+}
+
+#[test]
+fn tc_ingress_through_tcx() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("tcx");
+    let sut = Netns::new("sut").expect("netns");
+    let peer = Netns::new("peer").expect("netns");
+    let veth = Veth::new(
+        Some(&sut),
+        Some("198.18.2.1/24"),
+        Some(&peer),
+        Some("198.18.2.2/24"),
+    )
+    .expect("veth");
+    let dev = veth.a.dev.as_str();
+    let script = examples().join("port_stats.py");
+    let script = script.to_str().expect("utf-8 path");
+    let d = json(&nfkit_ok(
+        &sut,
+        &s,
+        &[
+            "deploy",
+            script,
+            "--dev",
+            dev,
+            "--hook",
+            "tc-ingress",
+            "--json",
+        ],
+    ));
+    assert_eq!(d["deployment"]["hook"], "tc-ingress");
+    send(&peer, &veth.b.dev, &udp_frame(5000), 2);
+    assert_eq!(
+        nfkit_ok(&sut, &s, &["map", "get", "packets", "5000"]).trim(),
+        "2"
+    );
+    nfkit_ok(&sut, &s, &["undeploy"]);
+    let st = json(&nfkit_ok(&sut, &s, &["status", "--json"]));
+    assert_eq!(st["deployments"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn prog_test_gives_the_vm_verdicts() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    for name in ["port_stats", "flow_limiter", "ddos"] {
+        let script = examples().join(format!("{name}.py"));
+        let pcap = examples().join(format!("{name}.pcap"));
+        let run = |args: &[&str]| {
+            let out = Command::new(NFKIT)
+                .args(args)
+                .arg(&script)
+                .arg("--pcap")
+                .arg(&pcap)
+                .output()
+                .expect("nfkit");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            json(&String::from_utf8_lossy(&out.stdout))
+        };
+        let vm = run(&["run", "--json", "--trace"]);
+        let k = run(&["prog", "test", "--json"]);
+        let vm_codes: Vec<u64> = vm["per_packet"]
+            .as_array()
+            .expect("per_packet")
+            .iter()
+            .filter_map(|p| p["code"].as_u64())
+            .collect();
+        let k_codes: Vec<u64> = k["packets"]
+            .as_array()
+            .expect("packets")
+            .iter()
+            .filter_map(|p| p["retval"].as_u64())
+            .collect();
+        assert!(!k_codes.is_empty(), "{name}: no packets");
+        assert_eq!(vm_codes, k_codes, "{name}: verdicts VM / kernel");
+    }
+}
