@@ -303,3 +303,44 @@ fn prog_test_gives_the_vm_verdicts() {
         assert_eq!(vm_codes, k_codes, "{name}: verdicts VM / kernel");
     }
 }
+
+#[test]
+fn redeploy_after_the_device_came_back() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("gone");
+    let sut = Netns::new("sut").expect("netns");
+    let (dev, peer) = ("nfkgone0", "nfkgone1");
+    let make = || {
+        sut.ip(&["link", "add", dev, "type", "veth", "peer", "name", peer])
+            .expect("veth");
+        sut.ip(&["link", "set", dev, "up"]).expect("up");
+    };
+    make();
+    let script = examples().join("ddos.py");
+    let script = script.to_str().expect("utf-8 path");
+    let args = [
+        "deploy",
+        script,
+        "--dev",
+        dev,
+        "--hook",
+        "xdp-generic",
+        "--json",
+    ];
+    let d1 = json(&nfkit_ok(&sut, &s, &args));
+    sut.ip(&["link", "del", dev]).expect("del");
+    let st = json(&nfkit_ok(&sut, &s, &["status", "--json"]));
+    assert_eq!(st["deployments"][0]["attached"], false, "{st}");
+    make();
+    let d2 = json(&nfkit_ok(&sut, &s, &args));
+    assert_eq!(d2["swapped"], false);
+    assert_ne!(d1["deployment"]["link_id"], d2["deployment"]["link_id"]);
+    let st = json(&nfkit_ok(&sut, &s, &["status", "--json"]));
+    assert_eq!(st["deployments"][0]["attached"], true, "{st}");
+    let shown = sut.ip(&["link", "show", "dev", dev]).expect("ip link");
+    assert!(shown.contains("prog/xdp"), "{shown}");
+    nfkit_ok(&sut, &s, &["undeploy"]);
+}

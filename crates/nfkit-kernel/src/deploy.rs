@@ -398,25 +398,37 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
     let link_path = path_str(&link_pin)?;
     let (attach_type, flags) = req.hook.attach();
     let t1 = Instant::now();
+    let create = || -> Result<std::os::fd::OwnedFd, KernelError> {
+        let link = sys::link_create(prog.fd(), ifindex as i32, attach_type, flags).map_err(os(
+            format!(
+                "attach `{}` to {} ({})",
+                req.entry,
+                req.dev,
+                req.hook.name()
+            ),
+        ))?;
+        sys::obj_pin(link.as_raw_fd(), link_path)
+            .map_err(os(format!("pin link at {}", link_pin.display())))?;
+        Ok(link)
+    };
     let (link, swapped) = match sys::obj_get(link_path) {
-        Ok(link) => {
-            sys::link_update(link.as_raw_fd(), prog.fd())
-                .map_err(os(format!("update link {}", link_pin.display())))?;
-            (link, true)
-        }
-        Err(_) => {
-            let link = sys::link_create(prog.fd(), ifindex as i32, attach_type, flags).map_err(
-                os(format!(
-                    "attach `{}` to {} ({})",
-                    req.entry,
-                    req.dev,
-                    req.hook.name()
-                )),
-            )?;
-            sys::obj_pin(link.as_raw_fd(), link_path)
-                .map_err(os(format!("pin link at {}", link_pin.display())))?;
-            (link, false)
-        }
+        Ok(link) => match sys::link_update(link.as_raw_fd(), prog.fd()) {
+            Ok(()) => (link, true),
+            // The pinned link lost its device (it was deleted and made
+            // again): attach afresh.
+            Err(libc::ENOLINK) => {
+                drop(link);
+                unpin(&link_pin)?;
+                (create()?, false)
+            }
+            Err(errno) => {
+                return Err(KernelError::Os {
+                    what: format!("update link {}", link_pin.display()),
+                    errno,
+                })
+            }
+        },
+        Err(_) => (create()?, false),
     };
     let switch_time = t1.elapsed();
     let load_time = t0.elapsed();
@@ -455,7 +467,7 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
 pub struct Status {
     #[serde(flatten)]
     pub deployment: Deployment,
-    /// The pinned link is there and attached to a program.
+    /// The pinned link is there, runs a program and still has its device.
     pub attached: bool,
     /// The link's current program id (0 when not attached).
     pub live_prog_id: u32,
@@ -473,7 +485,7 @@ pub fn status(paths: &Paths) -> Result<Vec<Status>, KernelError> {
                 .and_then(|p| sys::obj_get(p).ok())
                 .and_then(|fd| sys::link_info(fd.as_raw_fd()).ok());
             Status {
-                attached: info.is_some_and(|i| i.prog_id != 0),
+                attached: info.is_some_and(|i| i.prog_id != 0 && i.ifindex != 0),
                 live_prog_id: info.map_or(0, |i| i.prog_id),
                 deployment: d,
             }

@@ -275,6 +275,8 @@ pub(crate) fn obj_get(path: &str) -> Result<OwnedFd, i32> {
 pub(crate) struct LinkInfo {
     pub id: u32,
     pub prog_id: u32,
+    /// The device of an XDP or tcx link (0 once the device is gone).
+    pub ifindex: u32,
 }
 
 /// `BPF_OBJ_GET_INFO_BY_FD` on a link.
@@ -286,9 +288,18 @@ pub(crate) fn link_info(fd: RawFd) -> Result<LinkInfo, i32> {
     if rc < 0 {
         return Err(errno());
     }
+    let ifindex = match info.type_ {
+        // SAFETY: the kernel filled the union member of the link's type;
+        // `xdp` and `tcx` both start with the u32 ifindex.
+        libbpf_sys::BPF_LINK_TYPE_XDP => unsafe { info.__bindgen_anon_1.xdp.ifindex },
+        // SAFETY: as above.
+        libbpf_sys::BPF_LINK_TYPE_TCX => unsafe { info.__bindgen_anon_1.tcx.ifindex },
+        _ => 0,
+    };
     Ok(LinkInfo {
         id: info.id,
         prog_id: info.prog_id,
+        ifindex,
     })
 }
 
