@@ -102,10 +102,15 @@ fn udp_frame(port: u16) -> Vec<u8> {
 /// Sends `count` frames on `dev` from inside `ns` through an AF_PACKET
 /// socket (a few lines of Python: the test's own minimal sender).
 fn send(ns: &Netns, dev: &str, frame: &[u8], count: u32) {
+    send_paced(ns, dev, frame, count, 0.0);
+}
+
+/// Like [`send`], sleeping `gap` seconds after each frame.
+fn send_paced(ns: &Netns, dev: &str, frame: &[u8], count: u32, gap: f64) {
     let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
     let py = format!(
-        "import socket\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('{dev}',0))\n\
-         for _ in range({count}): s.send(bytes.fromhex('{hex}'))\n"
+        "import socket,time\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('{dev}',0))\n\
+         for _ in range({count}):\n  s.send(bytes.fromhex('{hex}'))\n  time.sleep({gap})\n"
     );
     ns.exec(&["python3", "-c", &py]).expect("send frames");
 }
@@ -342,5 +347,53 @@ fn redeploy_after_the_device_came_back() {
     assert_eq!(st["deployments"][0]["attached"], true, "{st}");
     let shown = sut.ip(&["link", "show", "dev", dev]).expect("ip link");
     assert!(shown.contains("prog/xdp"), "{shown}");
+    nfkit_ok(&sut, &s, &["undeploy"]);
+}
+
+#[test]
+fn swaps_under_traffic_lose_no_packet() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("swap");
+    let sut = Netns::new("sut").expect("netns");
+    let peer = Netns::new("peer").expect("netns");
+    let veth = Veth::new(
+        Some(&sut),
+        Some("198.18.3.1/24"),
+        Some(&peer),
+        Some("198.18.3.2/24"),
+    )
+    .expect("veth");
+    let dev = veth.a.dev.as_str();
+    let script = examples().join("port_stats.py");
+    let script = script.to_str().expect("utf-8 path");
+    let args = ["deploy", script, "--dev", dev, "--hook", "xdp", "--json"];
+    let first = json(&nfkit_ok(&sut, &s, &args));
+    let link = first["deployment"]["link_id"].clone();
+    const SENT: u32 = 2000;
+    let swaps = std::thread::scope(|sc| {
+        let sender = sc.spawn(|| send_paced(&peer, &veth.b.dev, &udp_frame(4100), SENT, 0.001));
+        let mut swaps = 0;
+        while !sender.is_finished() {
+            let d = json(&nfkit_ok(&sut, &s, &args));
+            assert_eq!(d["swapped"], true);
+            assert_eq!(d["deployment"]["link_id"], link);
+            swaps += 1;
+        }
+        sender.join().expect("sender");
+        swaps
+    });
+    assert!(swaps >= 2, "only {swaps} swaps while sending");
+    // Every frame met exactly one version, and all versions count into
+    // the shared maps: port_stats counts a port's first 6 packets in
+    // `packets`, then blocks it and counts each later packet in `blocked`.
+    let dump = json(&nfkit_ok(&sut, &s, &["map", "dump", "blocked", "--json"]));
+    assert_eq!(
+        dumped(&dump, 4100),
+        Some(u64::from(SENT - 6) % 256),
+        "{dump} after {swaps} swaps"
+    );
     nfkit_ok(&sut, &s, &["undeploy"]);
 }
