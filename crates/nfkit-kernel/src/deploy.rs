@@ -548,3 +548,56 @@ pub fn find_map(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_parse_by_their_names_only() {
+        for h in Hook::ALL {
+            assert_eq!(h.name().parse::<Hook>().ok(), Some(h));
+            assert!(!h.dir().contains('.'));
+        }
+        let e = "tc".parse::<Hook>().err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("unknown hook `tc`")));
+    }
+
+    #[test]
+    fn state_file_round_trips_and_empty_state_removes_it() {
+        let dir = std::env::temp_dir().join(format!("nfkit-state-{}", std::process::id()));
+        let paths = Paths {
+            pin_root: dir.join("bpf"),
+            state_file: dir.join("s").join("state.json"),
+        };
+        assert!(State::load(&paths).is_ok_and(|s| s.deployments.is_empty()));
+        let d = Deployment {
+            dev: "veth0".into(),
+            ifindex: 7,
+            hook: Hook::TcEgress,
+            mode: "static".into(),
+            source: "x.py".into(),
+            entry: "every_packet".into(),
+            pin_dir: dir.join("bpf/veth0/tc_egress"),
+            link_id: 3,
+            prog_id: 40,
+            generation: 2,
+            deployed_at: 1,
+            maps: vec![],
+        };
+        let st = State {
+            deployments: vec![d.clone()],
+        };
+        st.save(&paths).expect("save");
+        let back = State::load(&paths).expect("load");
+        assert_eq!(back.deployments, vec![d]);
+        assert!(back.find("veth0", Hook::TcEgress).is_some());
+        assert!(back.find("veth0", Hook::TcIngress).is_none());
+        State::default().save(&paths).expect("save empty");
+        assert!(!paths.state_file.exists());
+        std::fs::write(&paths.state_file, "{not json").expect("write");
+        let e = State::load(&paths).err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("state file")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
