@@ -397,3 +397,68 @@ fn swaps_under_traffic_lose_no_packet() {
     );
     nfkit_ok(&sut, &s, &["undeploy"]);
 }
+
+/// Runs nfkit in the test's own namespaces (no `ip netns exec`).
+fn nfkit_host(s: &Scratch, args: &[&str]) -> String {
+    let out = Command::new(NFKIT)
+        .args(args)
+        .env("NFKIT_PIN_ROOT", s.bpf())
+        .env("NFKIT_STATE_DIR", s.state())
+        .output()
+        .expect("run nfkit");
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "nfkit {args:?} failed:\n{o}\n{e}");
+    o.into_owned()
+}
+
+#[test]
+fn deploy_into_a_named_netns_from_outside() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("netns");
+    let sut = Netns::new("sut").expect("netns");
+    let peer = Netns::new("peer").expect("netns");
+    let veth = Veth::new(
+        Some(&sut),
+        Some("198.18.4.1/24"),
+        Some(&peer),
+        Some("198.18.4.2/24"),
+    )
+    .expect("veth");
+    let dev = veth.a.dev.as_str();
+    let script = examples().join("port_stats.py");
+    let script = script.to_str().expect("utf-8 path");
+    let d = json(&nfkit_host(
+        &s,
+        &[
+            "deploy",
+            script,
+            "--dev",
+            dev,
+            "--netns",
+            sut.name(),
+            "--hook",
+            "xdp-generic",
+            "--json",
+        ],
+    ));
+    assert_eq!(d["deployment"]["netns"], sut.name());
+    // The deploying process is gone; the program stays attached.
+    let shown = sut.ip(&["link", "show", "dev", dev]).expect("ip link");
+    assert!(shown.contains("prog/xdp"), "{shown}");
+    let st = json(&nfkit_host(&s, &["status", "--json"]));
+    assert_eq!(st["deployments"][0]["attached"], true, "{st}");
+    send(&peer, &veth.b.dev, &udp_frame(4200), 2);
+    assert_eq!(
+        nfkit_host(&s, &["map", "get", "packets", "4200"]).trim(),
+        "2"
+    );
+    nfkit_host(&s, &["undeploy", "--dev", dev]);
+    let shown = sut.ip(&["link", "show", "dev", dev]).expect("ip link");
+    assert!(!shown.contains("prog/xdp"), "{shown}");
+}

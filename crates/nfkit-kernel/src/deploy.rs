@@ -147,6 +147,9 @@ pub struct MapRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deployment {
     pub dev: String,
+    /// The named network namespace of `dev` (`ip netns`), if not ours.
+    #[serde(default)]
+    pub netns: Option<String>,
     pub ifindex: u32,
     pub hook: Hook,
     pub mode: String,
@@ -231,6 +234,9 @@ pub struct DeployRequest<'a> {
     /// Map writes to do before attaching: (map, key, value).
     pub map_writes: &'a [(String, Vec<u8>, Vec<u8>)],
     pub dev: &'a str,
+    /// The named network namespace (`/run/netns/NAME`) `dev` lives in;
+    /// the calling thread enters it (its mounts stay, so pins persist).
+    pub netns: Option<&'a str>,
     pub hook: Hook,
     /// What is deployed (a script path), for `status`.
     pub source: &'a str,
@@ -297,6 +303,20 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Moves the calling thread into network namespace `name` (as made by
+/// `ip netns add`), keeping its mount namespace: pins under /sys/fs/bpf
+/// then outlive the process, unlike under `ip netns exec`, which mounts
+/// a fresh /sys.
+pub fn enter_netns(name: &str) -> Result<(), KernelError> {
+    if name.is_empty() || name.contains('/') {
+        return Err(KernelError::Deploy(format!("bad netns name `{name}`")));
+    }
+    let path = Path::new("/run/netns").join(name);
+    let f = std::fs::File::open(&path)
+        .map_err(|e| KernelError::Deploy(format!("netns `{name}` ({}): {e}", path.display())))?;
+    sys::setns_net(f.as_raw_fd()).map_err(os(format!("enter netns `{name}`")))
+}
+
 /// Is a map kept across versions when its name and shape match? State
 /// maps are; global data (constants of one version), prog arrays (they
 /// hold one version's programs) and the control-plane tables (written
@@ -312,6 +332,9 @@ fn shared_across_versions(spec: &nfkit_object::MapSpec) -> bool {
 /// Deploys (or redeploys, swapping atomically) `req` and records it.
 pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, KernelError> {
     paths.prepare()?;
+    if let Some(ns) = req.netns {
+        enter_netns(ns)?;
+    }
     let ifindex = sys::if_nametoindex(req.dev)
         .ok_or_else(|| KernelError::Deploy(format!("no interface `{}`", req.dev)))?;
     let mut state = State::load(paths)?;
@@ -436,6 +459,7 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         sys::link_info(link.as_raw_fd()).map_err(os(format!("info of link {}", link_path)))?;
     let deployment = Deployment {
         dev: req.dev.to_string(),
+        netns: req.netns.map(str::to_string),
         ifindex,
         hook: req.hook,
         mode: "static".into(),
@@ -573,6 +597,7 @@ mod tests {
         assert!(State::load(&paths).is_ok_and(|s| s.deployments.is_empty()));
         let d = Deployment {
             dev: "veth0".into(),
+            netns: None,
             ifindex: 7,
             hook: Hook::TcEgress,
             mode: "static".into(),

@@ -310,3 +310,13 @@ pub(crate) fn if_nametoindex(name: &str) -> Option<u32> {
     let i = unsafe { libc::if_nametoindex(n.as_ptr()) };
     (i != 0).then_some(i)
 }
+
+/// Moves the calling thread into the network namespace `fd` refers to.
+pub(crate) fn setns_net(fd: RawFd) -> Result<(), i32> {
+    // SAFETY: plain syscall on an fd the caller keeps open for the call.
+    let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}

@@ -17,6 +17,10 @@ pub struct Args {
     /// Interface to attach to.
     #[arg(long, value_name = "IFACE")]
     dev: String,
+    /// The named network namespace (`ip netns`) IFACE is in. Prefer this
+    /// to `ip netns exec`, whose fresh /sys hides the bpffs pins.
+    #[arg(long, value_name = "NAME")]
+    netns: Option<String>,
     /// xdp, xdp-generic, tc-ingress or tc-egress (default: the script's
     /// attach(): xdp or tc-ingress).
     #[arg(long)]
@@ -93,6 +97,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         entry,
         map_writes: &writes,
         dev: &a.dev,
+        netns: a.netns.as_deref(),
         hook,
         source: &source_path.display().to_string(),
     };
@@ -151,9 +156,13 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     for s in &st {
         let d = &s.deployment;
+        let dev = match &d.netns {
+            Some(ns) => format!("{} (netns {ns})", d.dev),
+            None => d.dev.clone(),
+        };
         println!(
             "{} {} {}: {} (entry {}) link {} prog {} {} generation {}",
-            d.dev,
+            dev,
             d.hook.name(),
             d.mode,
             d.source,
