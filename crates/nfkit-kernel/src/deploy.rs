@@ -121,6 +121,16 @@ impl Paths {
     /// Makes sure the pin root exists (mounting bpffs for the default).
     fn prepare(&self) -> Result<(), KernelError> {
         if self.pin_root == Path::new(crate::PIN_DIR) {
+            let mnt = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+            let private = mnt("self").is_some() && mnt("self") != mnt("1");
+            if private && !crate::bpffs::is_bpffs(Path::new(crate::BPFFS)) {
+                return Err(KernelError::Deploy(format!(
+                    "{} is not bpffs in this mount namespace (ip netns exec?): pins made \
+                     here would vanish with this process; run from the host with --netns \
+                     NAME, or set NFKIT_PIN_ROOT to a bpffs mount the host sees",
+                    crate::BPFFS
+                )));
+            }
             crate::ensure_bpffs()?;
         }
         std::fs::create_dir_all(&self.pin_root).map_err(|e| {
