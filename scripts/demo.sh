@@ -116,6 +116,15 @@ say "  $SND  $P-s0 198.18.1.1  --veth-->  $SUT  $P-i0 198.18.1.254 ($SUT_MAC)"
 say "  $SUT  $P-o0 198.18.2.254  --veth-->  $RCV  $P-r0 $DST   (IP forwarding in $SUT)"
 say "  $SUT  $P-c0 (ifindex 7)  --veth-->  $RCV  $P-c1   (collector for sampled offenders)"
 
+flows() { # flows SRC...: one UDP flow per source towards the receiver
+    local spec="" i=0 s
+    for s in "$@"; do
+        spec+="src=$s,dst=$DST,sport=$((40000 + i)),dport=9000,len=64,dmac=$SUT_MAC;"
+        i=$((i + 1))
+    done
+    printf '%s' "$spec"
+}
+
 # ---------------------------------------------------------------- deploy
 BACKEND=vm
 if [ "${DEMO_BACKEND:-kernel}" != vm ] && "$NFKIT" deploy --help >/dev/null 2>&1; then
@@ -130,25 +139,23 @@ fi
 
 # ---------------------------------------------------------------- VM fallback
 if [ "$BACKEND" = vm ]; then
-    title "Backend: nfkit's userspace VM (the kernel backend is not available in this build)"
-    say "Running the same chain on examples/ddos.pcap (legitimate sources and a flood)"
-    say "with: nfkit run $SCRIPT --pcap examples/ddos.pcap"
-    "$NFKIT" run "$SCRIPT" --pcap examples/ddos.pcap --out "$TMP/passed.pcap"
+    title "Backend: nfkit's userspace VM (the kernel backend is not available here)"
+    say "The same traffic as the kernel demo, written to a pcap by nfkit send --write"
+    say "(legitimate: ${#LEGIT[@]} sources x 15 packets/s for ${TRAFFIC_S}s; flood: ${#FLOOD[@]} sources"
+    say " x 500 packets/s from second $FLOOD_AT for ${FLOOD_S}s), then run through the chain:"
+    "$NFKIT" send --write "$TMP/demo.pcap" --flows "$(flows "${LEGIT[@]}")" \
+        --rate $((15 * ${#LEGIT[@]})) --duration $TRAFFIC_S --seq --stream 1 | sed 's/^/  /'
+    "$NFKIT" send --write "$TMP/demo.pcap" --append --at $FLOOD_AT --flows "$(flows "${FLOOD[@]}")" \
+        --rate $((500 * ${#FLOOD[@]})) --duration $FLOOD_S --seq --stream 2 | sed 's/^/  /'
+    say "nfkit run $SCRIPT --pcap demo.pcap:"
+    "$NFKIT" run "$SCRIPT" --pcap "$TMP/demo.pcap" --out "$TMP/passed.pcap" | sed 's/^/  /'
     say ""
-    say "counters: 0 = PASSED, 1 = DROPPED, 2 = REDIRECTED to the collector."
-    say "backend: VM (no packets went through the kernel)"
+    say "counters: 0 = PASSED, 1 = DROPPED, 2 = REDIRECTED to the collector (ifindex 7)."
+    say "backend: VM (no packets went through the kernel; nothing was deployed)"
     exit 0
 fi
 
 # ---------------------------------------------------------------- traffic
-flows() { # flows SRC...: one UDP flow per source towards the receiver
-    local spec="" i=0 s
-    for s in "$@"; do
-        spec+="src=$s,dst=$DST,sport=$((40000 + i)),dport=9000,len=64,dmac=$SUT_MAC;"
-        i=$((i + 1))
-    done
-    printf '%s' "$spec"
-}
 DUR=$((TRAFFIC_S + 2))
 title "3. Traffic: ${#LEGIT[@]} legitimate sources at 15 packets/s each for ${TRAFFIC_S}s;"
 say "   ${#FLOOD[@]} flooding sources at 500 packets/s each from second $FLOOD_AT for ${FLOOD_S}s"
@@ -210,6 +217,14 @@ dropped in XDP before the kernel's IP stack saw them, one in ten redirected to
 the collector. The legitimate sources (stream 1) kept their traffic flowing.
 backend: kernel (XDP generic on a veth, pinned under $NFKIT_PIN_ROOT)
 EOF
+
+# The same traffic through the userspace VM, for comparison.
+"$NFKIT" send --write "$TMP/demo.pcap" --flows "$(flows "${LEGIT[@]}")" \
+    --rate $((15 * ${#LEGIT[@]})) --duration $TRAFFIC_S --seq --stream 1 >/dev/null
+"$NFKIT" send --write "$TMP/demo.pcap" --append --at $FLOOD_AT --flows "$(flows "${FLOOD[@]}")" \
+    --rate $((500 * ${#FLOOD[@]})) --duration $FLOOD_S --seq --stream 2 >/dev/null
+say "the same traffic in nfkit's userspace VM (nfkit run on a pcap of it):"
+"$NFKIT" run "$SCRIPT" --pcap "$TMP/demo.pcap" | grep -E 'packets:|mitigate:' | sed 's/^ */  /'
 
 title "6. Clean up: nfkit undeploy, delete the namespaces"
 nsenter --net=/run/netns/$SUT "$NFKIT" undeploy

@@ -100,37 +100,10 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     }
     let sock = PacketSocket::open(&opts.dev, false)
         .map_err(|e| TrafficError::os(format!("packet socket on {}", opts.dev), e))?;
-    let frames: Vec<Vec<u8>> = match source {
-        Source::Frames(f) => f.clone(),
-        Source::Flows(flows) => {
-            let own = sock
-                .hwaddr(&opts.dev)
-                .map_err(|e| TrafficError::os(format!("hardware address of {}", opts.dev), e))?;
-            let mut out = Vec::new();
-            for flow in flows {
-                let mut spec = flow.spec.clone();
-                if !flow.src_mac_given {
-                    spec.src_mac = Mac(own);
-                }
-                if opts.seq && spec.payload.len() < seq::STAMP_LEN {
-                    return Err(TrafficError::Frame(format!(
-                        "flow {} -> {}: --seq needs len={} or more",
-                        spec.src,
-                        spec.dst,
-                        seq::STAMP_LEN
-                    )));
-                }
-                let frame = build(&spec)?;
-                for _ in 0..flow.weight {
-                    out.push(frame.clone());
-                }
-            }
-            out
-        }
-    };
-    if frames.is_empty() {
-        return Err(TrafficError::Empty("no frames".into()));
-    }
+    let own = sock
+        .hwaddr(&opts.dev)
+        .map_err(|e| TrafficError::os(format!("hardware address of {}", opts.dev), e))?;
+    let frames = expand(source, Mac(own), opts.seq)?;
     let count = opts.count.unwrap_or(if opts.duration.is_some() {
         u64::MAX
     } else {
@@ -187,6 +160,91 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     }
     report.seconds = start.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The frames of one round of `source` (flows repeated by weight, their
+/// source MAC `own` unless the flow names one).
+fn expand(source: &Source, own: Mac, stamped: bool) -> Result<Vec<Vec<u8>>, TrafficError> {
+    let frames = match source {
+        Source::Frames(f) => f.clone(),
+        Source::Flows(flows) => {
+            let mut out = Vec::new();
+            for flow in flows {
+                let mut spec = flow.spec.clone();
+                if !flow.src_mac_given {
+                    spec.src_mac = own;
+                }
+                if stamped && spec.payload.len() < seq::STAMP_LEN {
+                    return Err(TrafficError::Frame(format!(
+                        "flow {} -> {}: --seq needs len={} or more",
+                        spec.src,
+                        spec.dst,
+                        seq::STAMP_LEN
+                    )));
+                }
+                let frame = build(&spec)?;
+                for _ in 0..flow.weight {
+                    out.push(frame.clone());
+                }
+            }
+            out
+        }
+    };
+    if frames.is_empty() {
+        return Err(TrafficError::Empty("no frames".into()));
+    }
+    Ok(frames)
+}
+
+/// The MAC address frames built without an interface come from.
+pub const RENDER_MAC: Mac = Mac([0x02, 0, 0, 0, 0, 0x01]);
+
+/// What [`send`] would send, as packets with the times it would send them
+/// (nanoseconds, starting at `start_ns`; `opts.rate` frames per second,
+/// default 1000) instead of sending: for pcaps the VM runs. `opts.dev`
+/// and `opts.netns` are not used; flows come from [`RENDER_MAC`] unless
+/// they name a source MAC. Needs `opts.count` or `opts.duration`.
+pub fn render(
+    source: &Source,
+    opts: &SendOptions,
+    start_ns: u64,
+) -> Result<Vec<nfkit_pcap::Packet>, TrafficError> {
+    let frames = expand(source, RENDER_MAC, opts.seq)?;
+    let rate = opts.rate.unwrap_or(1000.0);
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(TrafficError::Empty(format!(
+            "rate {rate} is not a positive number of frames per second"
+        )));
+    }
+    let by_duration = opts
+        .duration
+        .map(|d| (d.as_secs_f64() * rate).ceil() as u64);
+    let count = match (opts.count, by_duration) {
+        (Some(c), Some(d)) => c.min(d),
+        (Some(c), None) => c,
+        (None, Some(d)) => d,
+        (None, None) => frames.len() as u64,
+    };
+    if count > 10_000_000 {
+        return Err(TrafficError::Empty(format!(
+            "{count} frames is more than a pcap of 10 million"
+        )));
+    }
+    let stream = opts.stream.unwrap_or_else(default_stream);
+    let mut out = Vec::with_capacity(count as usize);
+    let mut stamped = 0u64;
+    for i in 0..count {
+        let Some(frame) = frames.get((i % frames.len() as u64) as usize) else {
+            break;
+        };
+        let mut data = frame.clone();
+        if opts.seq && seq::stamp(&mut data, stream, stamped) {
+            stamped += 1;
+        }
+        let ts = start_ns.saturating_add((i as f64 * 1e9 / rate) as u64);
+        out.push(nfkit_pcap::Packet::new(ts, data));
+    }
+    Ok(out)
 }
 
 fn default_stream() -> u32 {

@@ -205,3 +205,34 @@ fn flows_parse_with_defaults_and_errors_name_the_flow() {
         assert!(e.contains(needle), "{text}: {e}");
     }
 }
+
+#[test]
+fn render_times_and_stamps_frames_as_send_would() {
+    use nfkit_traffic::send::{render, Source, RENDER_MAC};
+    use nfkit_traffic::SendOptions;
+    let flows = parse_flows(
+        "src=198.18.0.1,dst=198.18.0.2,len=20;src=198.18.0.3,dst=198.18.0.2,len=20,proto=tcp",
+    )
+    .unwrap();
+    let opts = SendOptions {
+        rate: Some(10.0),
+        duration: Some(std::time::Duration::from_secs(1)),
+        seq: true,
+        stream: Some(9),
+        ..SendOptions::default()
+    };
+    let packets = render(&Source::Flows(flows), &opts, 5_000_000_000).unwrap();
+    assert_eq!(packets.len(), 10);
+    for (i, p) in packets.iter().enumerate() {
+        assert_eq!(p.ts_ns, 5_000_000_000 + i as u64 * 100_000_000);
+        assert_eq!(&p.data[6..12], &RENDER_MAC.0);
+        let (_, proto, l4) = verify(&p.data);
+        if i % 2 == 0 {
+            assert_eq!(proto, 17);
+            // Only stamped (UDP) frames take numbers: 0, 1, 2, ...
+            assert_eq!(seq::read(&l4[8..]), Some((9, i as u64 / 2)));
+        } else {
+            assert_eq!(proto, 6);
+        }
+    }
+}

@@ -3,20 +3,23 @@
 //! Ethernet frames on an interface (AF_PACKET), optionally from inside a
 //! network namespace. `--seq` stamps a sequence number into every UDP
 //! payload for `nfkit recv` to account. The flow format is described in
-//! `nfkit_traffic::flows`.
+//! `nfkit_traffic::flows`. `--write FILE [--at S] [--append]` writes the
+//! frames to a pcap instead, timed as they would be sent (from second S;
+//! merged by time with FILE's packets with --append), for `nfkit run`.
 
 use anyhow::{bail, Context as _};
+use nfkit_traffic::send::render;
 use nfkit_traffic::send::Source;
 use nfkit_traffic::{parse_flows, send, SendOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
     /// Interface to send on.
-    #[arg(long, value_name = "IFACE")]
-    pub dev: String,
+    #[arg(long, value_name = "IFACE", required_unless_present = "write")]
+    pub dev: Option<String>,
     /// Network namespace (`ip netns` name) to send from.
     #[arg(long, value_name = "NS")]
     pub netns: Option<String>,
@@ -51,6 +54,15 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Write the frames to this pcap (timed by --rate) instead of sending.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dev", "netns"])]
+    pub write: Option<PathBuf>,
+    /// With --write: the first frame's time, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 0.0, requires = "write")]
+    pub at: f64,
+    /// With --write: merge with the packets already in FILE (by time).
+    #[arg(long, requires = "write")]
+    pub append: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -67,7 +79,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let opts = SendOptions {
-        dev: a.dev.clone(),
+        dev: a.dev.clone().unwrap_or_default(),
         netns: a.netns.clone(),
         rate: a.rate,
         count: a.count,
@@ -76,7 +88,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         stream: a.stream,
         stop: None,
     };
-    let r = send(&source, &opts).with_context(|| format!("sending on {}", a.dev))?;
+    if let Some(path) = &a.write {
+        return write(&a, &source, &opts, path);
+    }
+    let r = send(&source, &opts).with_context(|| format!("sending on {}", opts.dev))?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -94,5 +109,27 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         println!();
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(a: &Args, source: &Source, opts: &SendOptions, path: &Path) -> anyhow::Result<ExitCode> {
+    if !(a.at.is_finite() && (0.0..1e9).contains(&a.at)) {
+        bail!("--at {}: want a number of seconds, 0 or more", a.at);
+    }
+    let mut packets = render(source, opts, (a.at * 1e9) as u64)?;
+    let added = packets.len();
+    if a.append && path.exists() {
+        let mut old = nfkit_pcap::read_file(path)?;
+        old.append(&mut packets);
+        packets = old;
+        // Stable: packets of the same time keep their order.
+        packets.sort_by_key(|p| p.ts_ns);
+    }
+    nfkit_pcap::write_file(path, &packets)?;
+    println!(
+        "wrote {added} frames to {} ({} in all)",
+        path.display(),
+        packets.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
