@@ -107,7 +107,7 @@ fn check_reports_errors_and_warnings() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("bad.py:2:11: error: '/' is not supported"),
+        err.contains("bad.py:2:12: error: '/' is not supported"),
         "{err}"
     );
     assert!(

@@ -19,7 +19,7 @@ pub struct Diagnostic {
     pub file: String,
     /// 1-based line.
     pub line: u32,
-    /// 0-based column (characters).
+    /// 0-based column (characters); printed 1-based, as compilers do.
     pub col: u32,
     pub message: String,
     /// What is supported instead (may be empty).
@@ -43,7 +43,11 @@ impl fmt::Display for Diagnostic {
         writeln!(
             f,
             "{}:{}:{}: {}: {}",
-            self.file, self.line, self.col, sev, self.message
+            self.file,
+            self.line,
+            self.col + 1,
+            sev,
+            self.message
         )?;
         writeln!(f, "{}", self.text)?;
         // The caret keeps the line's tabs so that it lines up.
