@@ -56,7 +56,27 @@ enum Command {
     Recv(cmd::recv::Args),
 }
 
+/// `nfkit … | head` closes our standard output early: `println!` then
+/// panics with "Broken pipe". Leave quietly instead, with the status a
+/// shell gives a process killed by SIGPIPE (128 + 13).
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Asm(a) => cmd::asm::run(a),
