@@ -44,7 +44,8 @@ pub struct SendOptions {
     pub dev: String,
     /// Network namespace (`ip netns` name) to send from.
     pub netns: Option<String>,
-    /// Frames per second; `None` sends as fast as the socket takes them.
+    /// Frames per second at most (a late frame shifts the schedule rather
+    /// than cause a burst); `None` sends as fast as the socket takes them.
     pub rate: Option<f64>,
     /// Frames to send; default: the pcap once, or one round of the flows
     /// (unlimited when `duration` is given).
@@ -118,6 +119,7 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     };
     let mut buf = Vec::new();
     let mut i: u64 = 0;
+    let mut next = Duration::ZERO;
     while i < count {
         if opts
             .stop
@@ -129,11 +131,15 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
         if opts.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
+        // Never faster than the rate: a sender that fell behind (a busy
+        // machine) does not catch up with a burst, it carries on from now.
         if let Some(iv) = interval {
-            let due = iv.mul_f64(i as f64);
             let now = start.elapsed();
-            if due > now {
-                std::thread::sleep(due - now);
+            if next > now {
+                std::thread::sleep(next - now);
+                next += iv;
+            } else {
+                next = now + iv;
             }
         }
         let Some(frame) = frames.get((i % frames.len() as u64) as usize) else {
