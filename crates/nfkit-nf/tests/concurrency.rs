@@ -85,7 +85,6 @@ fn token_bucket_hands_out_exactly_burst_tokens_on_existing_entries() {
 }
 
 #[test]
-#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn token_bucket_hands_out_exactly_burst_tokens_with_creation_races() {
     token_bucket(false);
 }
@@ -117,7 +116,6 @@ fn one_in_n_samples_exactly_one_in_n_on_existing_entries() {
 }
 
 #[test]
-#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn one_in_n_samples_exactly_one_in_n_with_creation_races() {
     one_in(false);
 }
@@ -195,7 +193,6 @@ fn set_entries_updated_concurrently_are_all_there_on_existing_entries() {
 }
 
 #[test]
-#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn set_entries_added_concurrently_are_all_there_with_creation_races() {
     sets(false);
 }
@@ -264,7 +261,6 @@ fn conntrack_tracks_concurrent_handshakes_exactly_on_existing_entries() {
 }
 
 #[test]
-#[ignore = "nfkit-vm: a program-side insert into a shared map from CPU >= 1 stores zeros (Map::prog_update passes the CPU to one-slot maps; HashMap::write_value); run with --include-ignored once fixed"]
 fn conntrack_tracks_concurrent_handshakes_exactly_with_creation_races() {
     conntrack(false);
 }
