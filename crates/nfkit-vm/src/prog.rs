@@ -320,6 +320,24 @@ fn op(code: Code, dst: u8, src: u8, aux: u8, off: i32, imm: u64) -> Op {
 /// (from the next slot) to an op index; the checker has already made sure
 /// every target exists, so a missing one cannot happen here (it yields op
 /// 0, which is never reached).
+/// A source operand as the op form holds it: whether it is a register,
+/// the register number, and the immediate extended once, at translation,
+/// as the instruction's width reads it (sign-extended for 64-bit,
+/// zero-extended 32 bits for 32-bit).
+fn source(src: Operand, width: Width) -> (bool, u8, u64) {
+    match src {
+        Operand::Reg(r) => (true, r.num(), 0),
+        Operand::Imm(i) => (
+            false,
+            0,
+            match width {
+                Width::W64 => i as i64 as u64,
+                Width::W32 => i as u32 as u64,
+            },
+        ),
+    }
+}
+
 pub fn translate(insn: &Insn, target: impl Fn(i64) -> usize, func_addr: impl Fn(i64) -> u64) -> Op {
     use Code::*;
     match *insn {
@@ -329,17 +347,7 @@ pub fn translate(insn: &Insn, target: impl Fn(i64) -> usize, func_addr: impl Fn(
             dst,
             src,
         } => {
-            let (reg, s, imm) = match src {
-                Operand::Reg(r) => (true, r.num(), 0),
-                Operand::Imm(i) => (
-                    false,
-                    0,
-                    match width {
-                        Width::W64 => i as i64 as u64,
-                        Width::W32 => i as u32 as u64,
-                    },
-                ),
-            };
+            let (reg, s, imm) = source(src, width);
             op(alu_code(width, aop, reg), dst.num(), s, 0, 0, imm)
         }
         Insn::Endian { order, bits, dst } => {
@@ -461,17 +469,7 @@ pub fn translate(insn: &Insn, target: impl Fn(i64) -> usize, func_addr: impl Fn(
             src,
             off,
         } => {
-            let (reg, s, imm) = match src {
-                Operand::Reg(r) => (true, r.num(), 0),
-                Operand::Imm(i) => (
-                    false,
-                    0,
-                    match width {
-                        Width::W64 => i as i64 as u64,
-                        Width::W32 => i as u32 as u64,
-                    },
-                ),
-            };
+            let (reg, s, imm) = source(src, width);
             op(
                 jmp_code(width, cond, reg),
                 dst.num(),
