@@ -29,9 +29,9 @@ pub enum Hook {
     Xdp,
     /// XDP in the generic (skb) path.
     XdpGeneric,
-    /// TC ingress through a tcx link.
+    /// TC ingress (tcx link, or clsact filter: see [`crate::tc`]).
     TcIngress,
-    /// TC egress through a tcx link.
+    /// TC egress (tcx link, or clsact filter).
     TcEgress,
 }
 
@@ -176,6 +176,9 @@ pub struct Deployment {
     /// Unix time of the last deploy, in seconds.
     pub deployed_at: u64,
     pub maps: Vec<MapRecord>,
+    /// How it is attached (bpf_link, or a clsact filter for TC hooks).
+    #[serde(default)]
+    pub attach: crate::tc::Attach,
 }
 
 impl Deployment {
@@ -430,6 +433,7 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
     let link_pin = dir.join("link");
     let link_path = path_str(&link_pin)?;
     let (attach_type, flags) = req.hook.attach();
+    let clsact = crate::tc::use_clsact(req.hook, previous.as_ref())?;
     let t1 = Instant::now();
     let create = || -> Result<std::os::fd::OwnedFd, KernelError> {
         let link = sys::link_create(prog.fd(), ifindex as i32, attach_type, flags).map_err(os(
@@ -444,29 +448,36 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
             .map_err(os(format!("pin link at {}", link_pin.display())))?;
         Ok(link)
     };
-    let (link, swapped) = match sys::obj_get(link_path) {
-        Ok(link) => match sys::link_update(link.as_raw_fd(), prog.fd()) {
-            Ok(()) => (link, true),
-            // The pinned link lost its device (it was deleted and made
-            // again): attach afresh.
-            Err(libc::ENOLINK) => {
-                drop(link);
-                unpin(&link_pin)?;
-                (create()?, false)
-            }
-            Err(errno) => {
-                return Err(KernelError::Os {
-                    what: format!("update link {}", link_pin.display()),
-                    errno,
-                })
-            }
-        },
-        Err(_) => (create()?, false),
+    let (attach, link_id, prog_id, swapped) = if clsact {
+        let prev = previous.as_ref().map(|p| &p.attach);
+        let c = crate::tc::attach_clsact(req.dev, ifindex, req.hook, prog, prev)?;
+        (c.attach, 0, c.prog_id, c.swapped)
+    } else {
+        let (link, swapped) = match sys::obj_get(link_path) {
+            Ok(link) => match sys::link_update(link.as_raw_fd(), prog.fd()) {
+                Ok(()) => (link, true),
+                // The pinned link lost its device (it was deleted and made
+                // again): attach afresh.
+                Err(libc::ENOLINK) => {
+                    drop(link);
+                    unpin(&link_pin)?;
+                    (create()?, false)
+                }
+                Err(errno) => {
+                    return Err(KernelError::Os {
+                        what: format!("update link {}", link_pin.display()),
+                        errno,
+                    })
+                }
+            },
+            Err(_) => (create()?, false),
+        };
+        let info =
+            sys::link_info(link.as_raw_fd()).map_err(os(format!("info of link {}", link_path)))?;
+        (crate::tc::Attach::Link, info.id, info.prog_id, swapped)
     };
     let switch_time = t1.elapsed();
     let load_time = t0.elapsed();
-    let info =
-        sys::link_info(link.as_raw_fd()).map_err(os(format!("info of link {}", link_path)))?;
     let deployment = Deployment {
         dev: req.dev.to_string(),
         netns: req.netns.map(str::to_string),
@@ -476,11 +487,12 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         source: req.source.to_string(),
         entry: req.entry.to_string(),
         pin_dir: dir,
-        link_id: info.id,
-        prog_id: info.prog_id,
+        link_id,
+        prog_id,
         generation: previous.as_ref().map_or(1, |p| p.generation + 1),
         deployed_at: unix_now(),
         maps: records,
+        attach,
     };
     state
         .deployments
@@ -505,6 +517,8 @@ pub struct Status {
     pub attached: bool,
     /// The link's current program id (0 when not attached).
     pub live_prog_id: u32,
+    /// `xdp-link`, `tcx` or `clsact`.
+    pub attach_kind: &'static str,
 }
 
 /// Every recorded deployment, checked against its pins.
@@ -514,6 +528,16 @@ pub fn status(paths: &Paths) -> Result<Vec<Status>, KernelError> {
         .deployments
         .into_iter()
         .map(|d| {
+            let kind = crate::tc::attach_kind(d.hook, &d.attach);
+            if let crate::tc::Attach::Clsact { .. } = d.attach {
+                let live = crate::tc::clsact_prog_id(&d);
+                return Status {
+                    attached: live != 0,
+                    live_prog_id: live,
+                    attach_kind: kind,
+                    deployment: d,
+                };
+            }
             let info = path_str(&d.link_pin())
                 .ok()
                 .and_then(|p| sys::obj_get(p).ok())
@@ -521,6 +545,7 @@ pub fn status(paths: &Paths) -> Result<Vec<Status>, KernelError> {
             Status {
                 attached: info.is_some_and(|i| i.prog_id != 0 && i.ifindex != 0),
                 live_prog_id: info.map_or(0, |i| i.prog_id),
+                attach_kind: kind,
                 deployment: d,
             }
         })
@@ -535,6 +560,7 @@ pub fn undeploy(paths: &Paths, dev: Option<&str>) -> Result<Vec<Deployment>, Ker
         .deployments
         .into_iter()
         .partition(|d| dev.is_none_or(|x| d.dev == x));
+    crate::tc::undeploy_clsact(&gone, &kept)?;
     for d in &gone {
         for m in &d.maps {
             unpin(&m.pin)?;
@@ -559,26 +585,42 @@ pub fn find_map(
     name: &str,
     dev: Option<&str>,
 ) -> Result<(Deployment, MapRecord, KMap), KernelError> {
+    find_map_at(paths, name, dev, None)
+}
+
+/// A deployed map found by name, device and hook (when several
+/// deployments have it).
+pub fn find_map_at(
+    paths: &Paths,
+    name: &str,
+    dev: Option<&str>,
+    hook: Option<Hook>,
+) -> Result<(Deployment, MapRecord, KMap), KernelError> {
     let state = State::load(paths)?;
     let hits: Vec<(&Deployment, &MapRecord)> = state
         .deployments
         .iter()
-        .filter(|d| dev.is_none_or(|x| d.dev == x))
+        .filter(|d| dev.is_none_or(|x| d.dev == x) && hook.is_none_or(|h| d.hook == h))
         .flat_map(|d| d.maps.iter().map(move |m| (d, m)))
         .filter(|(_, m)| m.name == name)
         .collect();
     match hits.as_slice() {
         [] => Err(KernelError::Deploy(format!(
-            "no deployed map `{name}`{}",
-            dev.map_or(String::new(), |d| format!(" on {d}"))
+            "no deployed map `{name}`{}{}",
+            dev.map_or(String::new(), |d| format!(" on {d}")),
+            hook.map_or(String::new(), |h| format!(" at {}", h.name()))
         ))),
         [(d, m)] => {
             let k = open_pinned_map(name, &m.pin)?;
             Ok(((*d).clone(), (*m).clone(), k))
         }
         _ => Err(KernelError::Deploy(format!(
-            "map `{name}` is deployed {} times: say which with --dev",
-            hits.len()
+            "map `{name}` is deployed {} times ({}): say which with --dev and --hook",
+            hits.len(),
+            hits.iter()
+                .map(|(d, _)| format!("{} {}", d.dev, d.hook.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -619,6 +661,11 @@ mod tests {
             generation: 2,
             deployed_at: 1,
             maps: vec![],
+            attach: crate::tc::Attach::Clsact {
+                handle: 1,
+                priority: 49152,
+                qdisc_created: true,
+            },
         };
         let st = State {
             deployments: vec![d.clone()],

@@ -7,13 +7,15 @@
 //! * [`maps`]: [`KMap`], a kernel map read and written from Rust.
 //! * [`deploy`]: attaching to interfaces (XDP native/generic, tcx),
 //!   pinned links/programs/maps, the state file, live swaps by link update.
+//! * [`tc`]: TC attachment, tcx links or (fallback) clsact filters.
 //! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
 //! * [`testbed`]: RAII network namespaces and veth pairs for tests.
 //! * [`error`]: [`KernelError`], [`SourceLine`].
 //! * `layout` (private): an entry program's instructions as the kernel
 //!   takes them.
 //! * `sys` (private): the crate's only `unsafe` code (libbpf calls
-//!   libbpf-rs does not wrap, CPU pinning).
+//!   libbpf-rs does not wrap, CPU pinning), and `sys_tc` (private):
+//!   libbpf's netlink TC calls for clsact filters.
 
 #![deny(unsafe_code)]
 
@@ -24,6 +26,8 @@ mod layout;
 pub mod load;
 pub mod maps;
 mod sys;
+mod sys_tc;
+pub mod tc;
 pub mod testbed;
 
 pub use bpffs::{ensure_bpffs, BPFFS, PIN_DIR};
