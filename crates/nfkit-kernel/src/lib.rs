@@ -9,7 +9,7 @@
 //!   pinned links/programs/maps, the state file, live swaps by link update.
 //! * [`tc`]: TC attachment, tcx links or (fallback) clsact filters.
 //! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
-//! * [`testbed`]: RAII network namespaces and veth pairs for tests.
+//! * [`testbed`]: RAII network namespaces, veth pairs and XDP links for tests.
 //! * [`error`]: [`KernelError`], [`SourceLine`].
 //! * `layout` (private): an entry program's instructions as the kernel
 //!   takes them.
@@ -36,7 +36,7 @@ pub use load::{
     load_image, load_object_file, set_global, LoadOptions, Loaded, Prog, TestRun, TestRunOut,
 };
 pub use maps::KMap;
-pub use testbed::{Netns, Testbed, Veth};
+pub use testbed::{Netns, Testbed, Veth, XdpLink};
 
 /// Pins the calling thread to CPU `cpu`, so test runs (which run on the
 /// calling CPU) touch that CPU's slot of per-CPU maps.

@@ -2,9 +2,13 @@
 //! ([`Netns`]) and veth pairs ([`Veth`]) made with `ip`, addresses in
 //! 198.18.0.0/15 only. Dropping a guard removes what it created, also
 //! when a test panics (drop runs during unwinding); [`Testbed`] bundles
-//! two namespaces joined by one veth pair.
+//! two namespaces joined by one veth pair; [`XdpLink`] attaches a
+//! test's own XDP program (a receiver, a probe) until it is dropped.
 
 use crate::error::KernelError;
+use crate::load::Prog;
+use crate::sys;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -209,5 +213,71 @@ impl Testbed {
         let (aa, ab) = (format!("198.18.{n}.1/30"), format!("198.18.{n}.2/30"));
         let veth = Veth::new(Some(&ns_a), Some(&aa), Some(&ns_b), Some(&ab))?;
         Ok(Testbed { veth, ns_a, ns_b })
+    }
+}
+
+/// A program attached at a device's XDP hook through a bpf_link that is
+/// not pinned: the program is detached when this is dropped (or the
+/// process ends).
+#[derive(Debug)]
+pub struct XdpLink {
+    fd: OwnedFd,
+    id: u32,
+}
+
+impl XdpLink {
+    /// Attaches `prog` (an XDP program) to `dev` in namespace `netns`
+    /// (the caller's when `None`), in the driver (`generic` false) or
+    /// in the generic skb path. The calling thread stays where it is.
+    pub fn attach(
+        prog: &Prog,
+        netns: Option<&Netns>,
+        dev: &str,
+        generic: bool,
+    ) -> Result<XdpLink, KernelError> {
+        const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+        const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+        let flags = if generic {
+            XDP_FLAGS_SKB_MODE
+        } else {
+            XDP_FLAGS_DRV_MODE
+        };
+        let fd = prog.fd();
+        let ns_path = netns.map(|n| std::path::Path::new("/run/netns").join(n.name()));
+        let what = format!("attach XDP program `{}` to {dev}", prog.name());
+        let os = |errno| KernelError::Os {
+            what: what.clone(),
+            errno,
+        };
+        // A thread of its own enters the namespace (for the ifindex and
+        // the attach) and ends there; the link fd is the process's.
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<XdpLink, KernelError> {
+                if let Some(p) = &ns_path {
+                    let f = std::fs::File::open(p).map_err(|e| KernelError::Command {
+                        cmd: format!("open {}", p.display()),
+                        msg: e.to_string(),
+                    })?;
+                    sys::setns_net(f.as_raw_fd()).map_err(os)?;
+                }
+                let ifindex = sys::if_nametoindex(dev).ok_or_else(|| os(libc::ENODEV))?;
+                let fd =
+                    sys::link_create(fd, ifindex as i32, libbpf_sys::BPF_XDP, flags).map_err(os)?;
+                let id = sys::link_info(fd.as_raw_fd()).map_err(os)?.id;
+                Ok(XdpLink { fd, id })
+            })
+            .join()
+            .map_err(|_| os(libc::EIO))?
+        })
+    }
+
+    /// The kernel's id of the link.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The link's fd (valid while this lives).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 }
