@@ -42,6 +42,19 @@ fn opts(handle: u32, priority: u32) -> libbpf_sys::bpf_tc_opts {
     }
 }
 
+/// Runs `f` with libbpf's messages off: for calls whose failure is an
+/// expected answer (the qdisc exists, the filter is gone), which libbpf
+/// would otherwise print as kernel errors on stderr.
+fn quiet<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: libbpf_set_print swaps a global function pointer; NULL
+    // silences libbpf, and the previous printer is put back after.
+    let old = unsafe { libbpf_sys::libbpf_set_print(None) };
+    let r = f();
+    // SAFETY: as above, restoring the pointer libbpf gave us.
+    unsafe { libbpf_sys::libbpf_set_print(old) };
+    r
+}
+
 fn check(rc: i32) -> Result<(), i32> {
     if rc < 0 {
         return Err(-rc);
@@ -54,7 +67,7 @@ fn check(rc: i32) -> Result<(), i32> {
 pub(crate) fn qdisc_create(ifindex: u32) -> Result<bool, i32> {
     let mut h = hook(ifindex, Point::Ingress);
     // SAFETY: `h` is a valid, zero-initialised hook with its size.
-    match check(unsafe { libbpf_sys::bpf_tc_hook_create(&mut h) }) {
+    match check(quiet(|| unsafe { libbpf_sys::bpf_tc_hook_create(&mut h) })) {
         Ok(()) => Ok(true),
         Err(libc::EEXIST) => Ok(false),
         Err(e) => Err(e),
@@ -126,7 +139,7 @@ pub(crate) fn filter_query(
     let h = hook(ifindex, point);
     let mut o = opts(handle, priority);
     // SAFETY: as above.
-    check(unsafe { libbpf_sys::bpf_tc_query(&h, &mut o) })?;
+    check(quiet(|| unsafe { libbpf_sys::bpf_tc_query(&h, &mut o) }))?;
     Ok(Filter {
         handle: o.handle,
         priority: o.priority,
