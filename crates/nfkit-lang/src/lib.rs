@@ -5,6 +5,7 @@
 //! * [`diag`]: diagnostics with file:line:col, the line, a caret and help.
 //! * [`types`]: the value types and their wrapping rules.
 //! * [`ir`]: the typed IR.
+//! * [`cache`]: parsed NF objects kept across compiles.
 //! * [`check`]: parsing (rustpython-parser), name resolution, type checking.
 //! * [`eval`]: the reference arithmetic (constant folding, tests).
 //! * [`codegen`]: IR into eBPF instructions.
@@ -13,6 +14,7 @@
 //! * [`listing`]: the generated code as text with script lines.
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod check;
 pub mod codegen;
 pub mod diag;

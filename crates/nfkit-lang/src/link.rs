@@ -288,7 +288,7 @@ fn module_object(
             hook: hook.name().to_string(),
         })?;
     let origin = format!("nf.{m} ({})", hook.name());
-    let mut obj = nfkit_object::read_object(&bytes, &origin)
+    let mut obj = crate::cache::read_object(&bytes, &origin)
         .map_err(|e| LinkError::Object(format!("{origin}: {e}")))?;
     let keep = reachable(&obj, roots);
     retain(&mut obj, &keep);

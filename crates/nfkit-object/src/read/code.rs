@@ -490,13 +490,15 @@ fn attach_ext(
             f.btf_id = Some(r.type_id);
         }
     }
+    // Each function's slot length once (not per line record: objects have
+    // thousands of records).
+    let lens: Vec<usize> = functions.iter().map(|f| f.slot_len()).collect();
     for sec in &ext.line_info {
         for r in &sec.records {
             let slot = (r.insn_off / 8) as usize;
-            let f = functions.iter_mut().find(|f| {
-                f.section == sec.section
-                    && slot >= f.section_slot
-                    && slot < f.section_slot + f.slot_len()
+            let f = functions.iter_mut().zip(&lens).find_map(|(f, &len)| {
+                (f.section == sec.section && slot >= f.section_slot && slot < f.section_slot + len)
+                    .then_some(f)
             });
             let Some(f) = f else {
                 return Err(err(
