@@ -114,11 +114,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "{} {} on {} ({}): link {} prog {} generation {}",
+            "{} {} on {} ({}, {}): link {} prog {} generation {}",
             if out.swapped { "swapped" } else { "deployed" },
             shown,
             d.dev,
             d.hook.name(),
+            attach_text(d),
             d.link_id,
             d.prog_id,
             d.generation
@@ -133,6 +134,27 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a deployment is attached, in words: `via xdp-link`, `via tcx`,
+/// `via clsact (handle 1 pref 49152, qdisc made by nfkit)`.
+fn attach_text(d: &deploy::Deployment) -> String {
+    let kind = nfkit_kernel::tc::attach_kind(d.hook, &d.attach);
+    match d.attach {
+        nfkit_kernel::tc::Attach::Clsact {
+            handle,
+            priority,
+            qdisc_created,
+        } => format!(
+            "via {kind} (handle {handle:#x} pref {priority}, qdisc {})",
+            if qdisc_created {
+                "made by nfkit"
+            } else {
+                "not nfkit's"
+            }
+        ),
+        nfkit_kernel::tc::Attach::Link => format!("via {kind}"),
+    }
 }
 
 #[derive(clap::Args)]
@@ -161,12 +183,13 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             None => d.dev.clone(),
         };
         println!(
-            "{} {} {}: {} (entry {}) link {} prog {} {} generation {}",
+            "{} {} {}: {} (entry {}) {} link {} prog {} {} generation {}",
             dev,
             d.hook.name(),
             d.mode,
             d.source,
             d.entry,
+            attach_text(d),
             d.link_id,
             s.live_prog_id,
             if s.attached { "attached" } else { "DETACHED" },

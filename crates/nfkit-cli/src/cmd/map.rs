@@ -6,7 +6,7 @@
 //! says so, or when typed as an address), else hex bytes.
 
 use anyhow::{anyhow, bail};
-use nfkit_kernel::deploy::{self, MapRecord, Paths};
+use nfkit_kernel::deploy::{self, Hook, MapRecord, Paths};
 use serde_json::{json, Value};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::ExitCode;
@@ -30,6 +30,9 @@ pub struct ListArgs {
     /// Only maps deployed on this interface.
     #[arg(long, value_name = "IFACE")]
     dev: Option<String>,
+    /// Only maps deployed at this hook.
+    #[arg(long, value_name = "HOOK")]
+    hook: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -41,6 +44,10 @@ pub struct MapArgs {
     /// The interface, when the map is deployed on several.
     #[arg(long, value_name = "IFACE")]
     dev: Option<String>,
+    /// The hook (xdp, xdp-generic, tc-ingress, tc-egress), when the
+    /// map is deployed at several on one interface.
+    #[arg(long, value_name = "HOOK")]
+    hook: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -180,6 +187,13 @@ fn show_values(vals: &[Vec<u8>], rec: &MapRecord) -> (String, Value) {
     )
 }
 
+/// The deployed map `a` names (by name, device and hook).
+fn find(paths: &Paths, a: &MapArgs) -> anyhow::Result<(MapRecord, nfkit_kernel::KMap)> {
+    let hook = a.hook.as_deref().map(str::parse::<Hook>).transpose()?;
+    let (_, rec, m) = deploy::find_map_at(paths, &a.map, a.dev.as_deref(), hook)?;
+    Ok((rec, m))
+}
+
 fn values(m: &nfkit_kernel::KMap, key: &[u8]) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
     Ok(if m.is_percpu() {
         m.lookup_percpu(key)?
@@ -193,11 +207,12 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     match c {
         Command::List(a) => {
             let st = deploy::status(&paths)?;
+            let hook = a.hook.as_deref().map(str::parse::<Hook>).transpose()?;
             let mut rows = Vec::new();
-            for s in st
-                .iter()
-                .filter(|s| a.dev.as_ref().is_none_or(|d| *d == s.deployment.dev))
-            {
+            for s in st.iter().filter(|s| {
+                a.dev.as_ref().is_none_or(|d| *d == s.deployment.dev)
+                    && hook.is_none_or(|h| h == s.deployment.hook)
+            }) {
                 for m in &s.deployment.maps {
                     rows.push(json!({
                         "dev": s.deployment.dev, "hook": s.deployment.hook.name(),
@@ -226,7 +241,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Dump(a) => {
-            let (_, rec, m) = deploy::find_map(&paths, &a.map, a.dev.as_deref())?;
+            let (rec, m) = find(&paths, &a)?;
             let mut rows = Vec::new();
             for k in m.keys() {
                 let Some(v) = values(&m, &k)? else { continue };
@@ -243,7 +258,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Get(a) => {
-            let (_, rec, m) = deploy::find_map(&paths, &a.map.map, a.map.dev.as_deref())?;
+            let (rec, m) = find(&paths, &a.map)?;
             let k = parse(&a.key, rec.key_size, rec.key_type.as_deref(), "key")?;
             let Some(v) = values(&m, &k)? else {
                 eprintln!("error: map `{}`: no key {}", a.map.map, a.key);
@@ -260,7 +275,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Set(a) => {
-            let (_, rec, m) = deploy::find_map(&paths, &a.map.map, a.map.dev.as_deref())?;
+            let (rec, m) = find(&paths, &a.map)?;
             let k = parse(&a.key, rec.key_size, rec.key_type.as_deref(), "key")?;
             let v = parse(&a.value, rec.value_size, rec.value_type.as_deref(), "value")?;
             if m.is_percpu() {
@@ -271,7 +286,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Delete(a) => {
-            let (_, rec, m) = deploy::find_map(&paths, &a.map.map, a.map.dev.as_deref())?;
+            let (rec, m) = find(&paths, &a.map)?;
             let k = parse(&a.key, rec.key_size, rec.key_type.as_deref(), "key")?;
             m.delete(&k)?;
         }
