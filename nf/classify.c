@@ -45,6 +45,16 @@ NF_FUNC __u64 nfkit_dispatch(NF_CTX *ctx, __u64 chain_id, __u64 _a2, __u64 _a3, 
 	return 0;
 }
 
+/* Dynamic mode: the chain compiler's segments end here (a global function
+ * they call): count the chain's result for the frame's chain and turn it
+ * into the hook's return code. */
+NF_FUNC __u64 nfkit_dyn_finish(NF_CTX *ctx, __u64 r, __u64 _a2, __u64 _a3, __u64 _a4)
+{
+	__u32 slot = nf__slot();
+	struct nf_frame *f = bpf_map_lookup_elem(&nfkit_frame, &slot);
+	return nf_finish(ctx, f ? f->chain_id : NF_NO_CHAIN, r);
+}
+
 static __always_inline __u32 nf__cls(struct nf_cls_entry *e)
 {
 	return (e && (e->flags & NF_CLS_VALID) && e->chain_id < NF_MAX_CHAINS) ? e->chain_id : NF_NO_CHAIN;

@@ -197,9 +197,9 @@ struct nf_frame {
 	__u32 calls;      /*  44 tail calls so far in this packet */
 	__u32 chain_id;   /*  48 the chain being run */
 	__u32 pad;        /*  52 */
-	__u64 locals[24]; /*  56 chain locals live across NF calls */
+	__u64 locals[56]; /*  56 the chain's stack slots live across an NF call */
 };
-_Static_assert(sizeof(struct nf_frame) == 248, "nf_frame layout");
+_Static_assert(sizeof(struct nf_frame) == 504, "nf_frame layout");
 
 struct nf_cls_entry {
 	__u32 chain_id;

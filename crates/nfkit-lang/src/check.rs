@@ -1362,6 +1362,7 @@ impl<'a> Checker<'a> {
                         body,
                         step: Vec::new(),
                         cap: Some((cap, counter)),
+                        trips: cap,
                     },
                 ));
             }
@@ -1612,6 +1613,12 @@ impl<'a> Checker<'a> {
                 value: end,
             },
         ));
+        let max_trips = match (trips, cap) {
+            (Some(n), Some(c)) => (n.min(c as i128)).clamp(0, u32::MAX as i128) as u32,
+            (Some(n), None) => n.clamp(0, u32::MAX as i128) as u32,
+            (None, Some(c)) => c,
+            (None, None) => self.loop_cap,
+        };
         let cap = cap.map(|c| (c, sc.add(&format!("$cap{}", sc.locals.len()), Ty::U32)));
         sc.loops += 1;
         let body = self.block(&f.body, sc);
@@ -1634,6 +1641,7 @@ impl<'a> Checker<'a> {
                 body,
                 step,
                 cap,
+                trips: max_trips,
             },
         ));
         Ok(())

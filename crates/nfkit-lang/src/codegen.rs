@@ -18,7 +18,7 @@ use nfkit_isa::{
     AluOp, AtomicOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width,
 };
 use nfkit_nf::Hook;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Helper ids.
 const MAP_LOOKUP: i32 = 1;
@@ -27,6 +27,21 @@ const MAP_DELETE: i32 = 3;
 const SKB_STORE_BYTES: i32 = 9;
 const SKB_LOAD_BYTES: i32 = 26;
 const SKB_LOAD_BYTES_RELATIVE: i32 = 68;
+const TAIL_CALL: i32 = 12;
+
+/// The classifier object's end of a dynamic chain (docs/abi.md §5).
+pub const DYN_FINISH: &str = "nfkit_dyn_finish";
+/// `struct nf_frame` (docs/abi.md §5): offsets and the number of stack
+/// slots a chain can keep across an NF call.
+const FRAME_RESULT: i16 = 32;
+const FRAME_CONT: i16 = 40;
+const FRAME_LOCALS: i16 = 56;
+pub const FRAME_SLOTS: i32 = 56;
+/// Tail calls the kernel allows per packet, and the NF calls that fit:
+/// one tail call into the chain, then two per NF call (into the NF's
+/// dynamic entry and back to the chain's next segment).
+pub const TAIL_CALL_LIMIT: u64 = 33;
+pub const DYN_MAX_NF_CALLS: u64 = (TAIL_CALL_LIMIT - 1) / 2;
 
 /// Largest packet offset a chain can access: the verifier tracks packet
 /// ranges only while offset + size stays below 64 KiB; larger offsets
@@ -56,6 +71,37 @@ pub enum ObjMap {
     PktInfo,
     /// `nfkit_nest`.
     Nest,
+    /// `nfkit_frame` (dynamic mode).
+    Frame,
+    /// `nfkit_progs` (dynamic mode).
+    Progs,
+}
+
+/// Slots of `nfkit_progs` for a dynamic build (docs/abi.md §5): the NFs'
+/// dynamic entries already placed, where new NFs go, and the bank the
+/// chain segments are written to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DynSlots {
+    /// NF symbol (`nf_tb_dst`) -> slot of its dynamic entry.
+    pub nfs: BTreeMap<String, u32>,
+    /// Slots new NFs may take: `nf_first..nf_end`.
+    pub nf_first: u32,
+    pub nf_end: u32,
+    /// Slots of segments after the first of each chain: `seg_first..seg_end`.
+    pub seg_first: u32,
+    pub seg_end: u32,
+}
+
+impl Default for DynSlots {
+    fn default() -> DynSlots {
+        DynSlots {
+            nfs: BTreeMap::new(),
+            nf_first: 64,
+            nf_end: 256,
+            seg_first: 256,
+            seg_end: 640,
+        }
+    }
 }
 
 /// One generated function.
@@ -71,6 +117,9 @@ pub struct GenFunc {
     pub stack: u32,
     /// True for the dispatcher (global symbol).
     pub global: bool,
+    /// Dynamic mode: this function is an entry program (a chain segment)
+    /// to be placed at this slot of `nfkit_progs`.
+    pub slot: Option<u32>,
 }
 
 /// Code generation errors.
@@ -84,6 +133,16 @@ pub enum GenError {
     },
     #[error("jump too far in chain '{0}'")]
     JumpTooFar(String),
+    #[error("chain '{chain}' (dynamic mode): {bytes} bytes of locals and temporaries are live across the NF call at line {line}; a call frame keeps {} bytes", FRAME_SLOTS * 8)]
+    DynFrame {
+        chain: String,
+        bytes: u32,
+        line: u32,
+    },
+    #[error("chain '{chain}' (dynamic mode) can make {calls} NF calls on one packet; tail calls allow {DYN_MAX_NF_CALLS} (use static mode, or fewer calls in loops)")]
+    TailCalls { chain: String, calls: u64 },
+    #[error("dynamic mode: no free slot in nfkit_progs for {what}")]
+    NoSlot { what: String },
 }
 
 /// Generated code of a whole program.
@@ -91,8 +150,12 @@ pub enum GenError {
 pub struct Generated {
     /// One function per dispatched chain (chain-id order; every chain when
     /// the script has no classifier), then the dispatcher `nfkit_dispatch`.
+    /// Dynamic mode: the segments of every dispatched chain, each an
+    /// entry program with its slot.
     pub funcs: Vec<GenFunc>,
     pub maps: Vec<ObjMap>,
+    /// Dynamic mode: the slot of every NF the chains call.
+    pub nf_slots: BTreeMap<String, u32>,
 }
 
 /// Generates every chain of `prog` for `hook`.
@@ -116,7 +179,130 @@ pub fn generate(prog: &Program, hook: Hook) -> Result<Generated, GenError> {
         let order: Vec<usize> = (0..dispatched.len()).collect();
         funcs.push(dispatcher(&order));
     }
-    Ok(Generated { funcs, maps })
+    Ok(Generated {
+        funcs,
+        maps,
+        nf_slots: BTreeMap::new(),
+    })
+}
+
+/// Generates the dispatched chains of `prog` for dynamic mode
+/// (docs/abi.md §5): each chain as segments split at its NF calls, the
+/// first at slot = chain id, the others at slots of `slots`' segment
+/// bank; NFs without a slot get one.
+pub fn generate_dynamic(
+    prog: &Program,
+    hook: Hook,
+    slots: &DynSlots,
+) -> Result<Generated, GenError> {
+    let mut maps: Vec<ObjMap> = (0..prog.maps.len()).map(ObjMap::User).collect();
+    let mut nf_slots = BTreeMap::new();
+    for nf in &prog.nfs {
+        if nf_slots.contains_key(&nf.symbol) {
+            continue;
+        }
+        let slot = match slots.nfs.get(&nf.symbol) {
+            Some(&s) => s,
+            None => (slots.nf_first..slots.nf_end)
+                .find(|s| !slots.nfs.values().any(|x| x == s) && !nf_slots.values().any(|x| x == s))
+                .ok_or_else(|| GenError::NoSlot {
+                    what: format!("NF {}", nf.symbol),
+                })?,
+        };
+        nf_slots.insert(nf.symbol.clone(), slot);
+    }
+    let mut funcs = Vec::new();
+    let mut next_seg = slots.seg_first;
+    for (id, &ci) in prog.dispatched().iter().enumerate() {
+        let chain = &prog.chains[ci];
+        let calls = nf_calls_block(prog, &chain.body);
+        if calls > DYN_MAX_NF_CALLS {
+            return Err(GenError::TailCalls {
+                chain: chain.name.clone(),
+                calls,
+            });
+        }
+        let mut g = Gen::new(prog, hook, &mut maps, &chain.name);
+        g.dynamic = Some(DynGen {
+            nf_slots: nf_slots.clone(),
+            next_seg,
+            seg_end: slots.seg_end,
+            sites: Vec::new(),
+            entry: 0,
+            body: 0,
+            error: None,
+        });
+        g.chain_function(ci)?;
+        let segs = g.segments(id as u32)?;
+        next_seg += segs.len() as u32 - 1;
+        funcs.extend(segs);
+    }
+    Ok(Generated {
+        funcs,
+        maps,
+        nf_slots,
+    })
+}
+
+/// The most NF calls one run of `body` can make (loops count their
+/// iterations; chain calls are inlined, so their bodies count).
+fn nf_calls_block(prog: &Program, body: &[Stmt]) -> u64 {
+    body.iter()
+        .map(|s| nf_calls_stmt(prog, s))
+        .fold(0, u64::saturating_add)
+}
+
+fn nf_calls_stmt(prog: &Program, s: &Stmt) -> u64 {
+    let e = |x: &Expr| nf_calls_expr(prog, x);
+    match &s.kind {
+        StmtKind::Assign { value, .. } => e(value),
+        StmtKind::Expr(x) | StmtKind::Return(x) | StmtKind::Verdict(x) => e(x),
+        StmtKind::If { cond, then, els } => {
+            e(cond).saturating_add(nf_calls_block(prog, then).max(nf_calls_block(prog, els)))
+        }
+        StmtKind::Loop {
+            cond,
+            body,
+            step,
+            trips,
+            ..
+        } => {
+            let once = e(cond)
+                .saturating_add(nf_calls_block(prog, body))
+                .saturating_add(nf_calls_block(prog, step));
+            once.saturating_mul(u64::from(*trips))
+                .saturating_add(e(cond))
+        }
+        StmtKind::Break | StmtKind::Continue => 0,
+        StmtKind::MapSet { key, value, .. } | StmtKind::MapRmw { key, value, .. } => {
+            e(key).saturating_add(e(value))
+        }
+        StmtKind::MapDel { key, .. } => e(key),
+        StmtKind::PktWrite { off, value, .. } => e(off).saturating_add(e(value)),
+    }
+}
+
+fn nf_calls_expr(prog: &Program, x: &Expr) -> u64 {
+    let e = |y: &Expr| nf_calls_expr(prog, y);
+    match &x.kind {
+        ExprKind::Const(_) | ExprKind::Local(_) | ExprKind::PktLen | ExprKind::PktInfo { .. } => 0,
+        ExprKind::Bin(_, a, b)
+        | ExprKind::Cmp(_, a, b)
+        | ExprKind::And(a, b)
+        | ExprKind::Or(a, b) => e(a).saturating_add(e(b)),
+        ExprKind::Neg(a) | ExprKind::Inv(a) | ExprKind::Not(a) | ExprKind::Cast(a) => e(a),
+        ExprKind::IfExp(c, a, b) => e(c).saturating_add(e(a).max(e(b))),
+        ExprKind::CallNf { args, .. } => args.iter().map(e).fold(1, u64::saturating_add),
+        ExprKind::CallChain { chain, args } => args.iter().map(e).fold(
+            nf_calls_block(prog, &prog.chains[*chain].body),
+            u64::saturating_add,
+        ),
+        ExprKind::PktRead { off, .. } => e(off),
+        ExprKind::MapGet { key, default, .. } => {
+            e(key).saturating_add(default.as_deref().map_or(0, e))
+        }
+        ExprKind::MapHas { key, .. } => e(key),
+    }
 }
 
 /// `nfkit_dispatch(ctx, chain_id, ...)`: calls the chain with that id
@@ -158,6 +344,7 @@ fn dispatcher(chains: &[usize]) -> GenFunc {
         lines: Vec::new(),
         stack: 0,
         global: true,
+        slot: None,
     }
 }
 
@@ -215,6 +402,32 @@ struct LoopCtx {
     cont: Label,
 }
 
+/// Dynamic mode: the NF call sites that end segments.
+struct DynGen {
+    nf_slots: BTreeMap<String, u32>,
+    /// Slot of the next segment (the continuation of the next call site).
+    next_seg: u32,
+    seg_end: u32,
+    sites: Vec<Site>,
+    /// Target of the first instruction (a `ja`): where a segment starts.
+    entry: Label,
+    /// The chain's own start (segment 0).
+    body: Label,
+    error: Option<GenError>,
+}
+
+/// One NF call site of a dynamic chain.
+struct Site {
+    /// The instruction after the call (where the next segment resumes).
+    resume: Label,
+    /// The next segment's prologue.
+    start: Label,
+    /// Bytes of stack live across the call (copied to the frame).
+    saved: i32,
+    /// The next segment's slot.
+    slot: u32,
+}
+
 /// Inlining context of one chain instance.
 struct Frame {
     /// Stack offset of local 0 (locals at base - 8 * (i + 1)).
@@ -246,6 +459,8 @@ struct Gen<'a> {
     /// Inline stack, for the error path of deep nesting.
     inline_path: Vec<String>,
     slot_cache: HashMap<(), ()>,
+    /// Dynamic mode (segments at NF calls).
+    dynamic: Option<DynGen>,
 }
 
 impl<'a> Gen<'a> {
@@ -267,6 +482,7 @@ impl<'a> Gen<'a> {
             fault: 0,
             inline_path: vec![name.to_string()],
             slot_cache: HashMap::new(),
+            dynamic: None,
         };
         g.exit = g.label();
         g.fault = g.label();
@@ -349,7 +565,12 @@ impl<'a> Gen<'a> {
         }
     }
 
-    fn finish(mut self) -> Result<GenFunc, GenError> {
+    fn finish(self) -> Result<GenFunc, GenError> {
+        self.check_frame()?;
+        self.code(self.name.clone(), None, None)
+    }
+
+    fn check_frame(&self) -> Result<(), GenError> {
         if self.max_used > MAX_FRAME {
             return Err(GenError::Stack {
                 chain: self.name.clone(),
@@ -360,11 +581,28 @@ impl<'a> Gen<'a> {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// The generated code as a function named `name`: with `entry` =
+    /// (label, target) the label is re-pointed first (where a dynamic
+    /// segment starts); code no path reaches is dropped (the kernel
+    /// refuses it) and jumps are resolved.
+    fn code(
+        &self,
+        name: String,
+        entry: Option<(Label, Label)>,
+        slot: Option<u32>,
+    ) -> Result<GenFunc, GenError> {
+        let mut labels = self.labels.clone();
+        if let Some((l, to)) = entry {
+            labels[l] = labels[to];
+        }
         // Jump targets as instruction indices.
         let n = self.insns.len();
         let mut target: Vec<Option<usize>> = vec![None; n];
         for &(at, l) in &self.fixups {
-            target[at] = Some(self.labels[l].unwrap_or(n).min(n.saturating_sub(1)));
+            target[at] = Some(labels[l].unwrap_or(n).min(n.saturating_sub(1)));
         }
         // The kernel refuses unreachable instructions: keep only what a
         // path from the first instruction reaches.
@@ -399,7 +637,7 @@ impl<'a> Gen<'a> {
                 targets.push(target[i].map(|t| new_index[t]));
             }
         }
-        self.refs = self
+        let refs = self
             .refs
             .iter()
             .filter(|(i, _)| live.get(*i).copied().unwrap_or(false))
@@ -416,27 +654,52 @@ impl<'a> Gen<'a> {
             }
             lines.push((ni, l, c));
         }
-        self.lines = lines;
-        self.insns = insns;
-        let slots = nfkit_isa::slot_offsets(&self.insns);
+        let slots = nfkit_isa::slot_offsets(&insns);
         for (at, t) in targets.iter().enumerate() {
             let Some(t) = *t else { continue };
             let rel = slots[t] as i64 - slots[at] as i64 - 1;
             let rel = i16::try_from(rel).map_err(|_| GenError::JumpTooFar(self.name.clone()))?;
-            match &mut self.insns[at] {
+            match &mut insns[at] {
                 Insn::Ja { off } | Insn::Jmp { off, .. } => *off = rel,
                 _ => {}
             }
         }
         let _ = &self.slot_cache;
         Ok(GenFunc {
-            name: self.name,
-            insns: self.insns,
-            refs: self.refs,
-            lines: self.lines,
+            name,
+            insns,
+            refs,
+            lines,
             stack: self.max_used as u32,
             global: false,
+            slot,
         })
+    }
+
+    /// Dynamic mode: the chain (chain id `id`) as its segments, segment 0
+    /// first (at slot `id`), then one per NF call site.
+    fn segments(mut self, id: u32) -> Result<Vec<GenFunc>, GenError> {
+        self.check_frame()?;
+        let Some(d) = self.dynamic.take() else {
+            return Ok(vec![self.finish()?]);
+        };
+        if let Some(e) = d.error {
+            return Err(e);
+        }
+        let short: String = self.name.chars().take(8).collect();
+        let mut out = vec![self.code(
+            format!("c{id}s0_{short}"),
+            Some((d.entry, d.body)),
+            Some(id),
+        )?];
+        for (k, site) in d.sites.iter().enumerate() {
+            out.push(self.code(
+                format!("c{id}s{}_{short}", k + 1),
+                Some((d.entry, site.start)),
+                Some(site.slot),
+            )?);
+        }
+        Ok(out)
     }
 
     // ------------------------------------------------------------------
@@ -444,14 +707,29 @@ impl<'a> Gen<'a> {
     fn chain_function(&mut self, ci: usize) -> Result<(), GenError> {
         let c: &Chain = &self.prog.chains[ci];
         self.lines.push((0, c.line, 0));
+        // Dynamic mode: every segment's first instruction jumps to where
+        // it starts (the chain's start for segment 0); a tail-called
+        // program gets no arguments, so parameters start at 0.
+        let dynamic = self.dynamic.is_some();
+        if dynamic {
+            let entry = self.label();
+            let body = self.label();
+            self.jmp(entry);
+            self.bind(body);
+            if let Some(d) = self.dynamic.as_mut() {
+                d.entry = entry;
+                d.body = body;
+            }
+        }
         self.emit(mov_reg(Reg::R9, Reg::R1));
         let n = c.locals.len() as i32;
         let base = 0;
         self.alloc(8 * n);
+        let nparams = if dynamic { 0 } else { c.params.len() };
         for (i, r) in [Reg::R2, Reg::R3, Reg::R4, Reg::R5]
             .into_iter()
             .enumerate()
-            .take(c.params.len())
+            .take(nparams)
         {
             // Parameters arrive as u64: bring them into their type.
             let ty = c.params[i].1;
@@ -459,7 +737,7 @@ impl<'a> Gen<'a> {
             self.normalize(ty);
             self.emit(stx(Size::DW, Reg::FP, local_off(base, i), Reg::R0));
         }
-        for i in c.params.len()..c.locals.len() {
+        for i in nparams..c.locals.len() {
             self.emit(Insn::St {
                 size: Size::DW,
                 dst: Reg::FP,
@@ -478,12 +756,64 @@ impl<'a> Gen<'a> {
         // Falling off the end returns 0.
         self.emit(mov_imm(Reg::R0, 0));
         self.bind(self.exit);
-        self.emit(Insn::Exit);
-        self.bind(self.fault);
-        self.emit(mov_imm(Reg::R0, -1));
-        self.emit(Insn::Exit);
+        if dynamic {
+            // The chain's end: the classifier object counts the result
+            // and turns it into the hook's return code.
+            self.emit(mov_reg(Reg::R2, Reg::R0));
+            self.emit(mov_reg(Reg::R1, Reg::R9));
+            for r in [Reg::R3, Reg::R4, Reg::R5] {
+                self.emit(mov_imm(r, 0));
+            }
+            self.refs
+                .push((self.insns.len(), Ref::Nf(DYN_FINISH.to_string())));
+            self.emit(Insn::Call {
+                kind: CallKind::Local,
+                imm: -1,
+            });
+            self.emit(Insn::Exit);
+            self.bind(self.fault);
+            self.emit(mov_imm(Reg::R0, -1));
+            let exit = self.exit;
+            self.jmp(exit);
+            self.resume_prologues();
+        } else {
+            self.emit(Insn::Exit);
+            self.bind(self.fault);
+            self.emit(mov_imm(Reg::R0, -1));
+            self.emit(Insn::Exit);
+        }
         self.frames.pop();
         Ok(())
+    }
+
+    /// Dynamic mode: the start of each segment after the first: ctx into
+    /// r9, the stack slots back from the frame, the NF's result into r0,
+    /// then on after the call site.
+    fn resume_prologues(&mut self) {
+        let sites: Vec<(Label, Label, i32)> = self
+            .dynamic
+            .as_ref()
+            .map(|d| {
+                d.sites
+                    .iter()
+                    .map(|s| (s.start, s.resume, s.saved))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let used = self.used;
+        for (start, resume, saved) in sites {
+            self.bind(start);
+            self.emit(mov_reg(Reg::R9, Reg::R1));
+            self.used = saved;
+            self.percpu_slot(ObjMap::Frame);
+            for j in 0..(saved / 8).min(FRAME_SLOTS) {
+                self.emit(ldx(Size::DW, Reg::R1, Reg::R0, FRAME_LOCALS + 8 * j as i16));
+                self.emit(stx(Size::DW, Reg::FP, local_off(0, j as usize), Reg::R1));
+            }
+            self.emit(ldx(Size::DW, Reg::R0, Reg::R0, FRAME_RESULT));
+            self.jmp(resume);
+        }
+        self.used = used;
     }
 
     fn frame(&self) -> &Frame {
@@ -527,6 +857,7 @@ impl<'a> Gen<'a> {
                 body,
                 step,
                 cap,
+                ..
             } => {
                 if let Some((_, counter)) = cap {
                     let o = self.local(*counter);
@@ -800,6 +1131,12 @@ impl<'a> Gen<'a> {
 
     /// r0 = pointer to the packet info block (or a fault).
     fn pkt_info(&mut self) {
+        self.percpu_slot(ObjMap::PktInfo);
+    }
+
+    /// r0 = pointer to this hook's and nesting depth's slot of per-CPU
+    /// map `m` (the info block, the call frame), or a fault.
+    fn percpu_slot(&mut self, m: ObjMap) {
         let k = self.alloc(8);
         if self.hook == Hook::Xdp {
             self.emit(Insn::St {
@@ -834,7 +1171,7 @@ impl<'a> Gen<'a> {
             self.emit(alu(AluOp::Add, Reg::R1, Operand::Imm(hid * 4)));
             self.emit(stx(Size::DW, Reg::FP, k, Reg::R1));
         }
-        self.load_map(Reg::R1, ObjMap::PktInfo);
+        self.load_map(Reg::R1, m);
         self.fp_addr(Reg::R2, k);
         self.call_helper(MAP_LOOKUP);
         let fault = self.fault;
@@ -1161,24 +1498,100 @@ impl<'a> Gen<'a> {
         for a in args {
             slots.push(self.spill_expr(a));
         }
-        let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
-        for (i, r) in regs.into_iter().enumerate() {
-            match slots.get(i) {
-                Some(&o) => self.emit(ldx(Size::DW, r, Reg::FP, o)),
-                None => self.emit(mov_imm(r, 0)),
+        if self.dynamic.is_some() {
+            self.tail_call_nf(nf, &slots);
+        } else {
+            let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
+            for (i, r) in regs.into_iter().enumerate() {
+                match slots.get(i) {
+                    Some(&o) => self.emit(ldx(Size::DW, r, Reg::FP, o)),
+                    None => self.emit(mov_imm(r, 0)),
+                }
             }
+            self.emit(mov_reg(Reg::R1, Reg::R9));
+            let sym = self.prog.nfs[nf].symbol.clone();
+            self.refs.push((self.insns.len(), Ref::Nf(sym)));
+            self.emit(Insn::Call {
+                kind: CallKind::Local,
+                imm: -1,
+            });
         }
-        self.emit(mov_reg(Reg::R1, Reg::R9));
-        let sym = self.prog.nfs[nf].symbol.clone();
-        self.refs.push((self.insns.len(), Ref::Nf(sym)));
-        self.emit(Insn::Call {
-            kind: CallKind::Local,
-            imm: -1,
-        });
         self.free(8 * slots.len() as i32);
         // A verdict or a fault ends the whole chain.
         let exit = self.exit;
         self.jcond(Cond::Slt, Reg::R0, Operand::Imm(0), exit);
+    }
+
+    /// Dynamic mode: the NF call ends this segment. The arguments (in
+    /// stack slots `args`) and every stack slot in use go to the call
+    /// frame, the continuation is the next segment's slot, and the NF's
+    /// dynamic entry is tail-called; the next segment resumes right
+    /// after (r0 = the NF's value: a verdict never comes back).
+    fn tail_call_nf(&mut self, nf: usize, args: &[i16]) {
+        let saved = self.used;
+        let sym = &self.prog.nfs[nf].symbol;
+        let line = self.lines.last().map_or(0, |l| l.1);
+        let resume = self.label();
+        let start = self.label();
+        let name = self.name.clone();
+        let Some(d) = self.dynamic.as_mut() else {
+            return;
+        };
+        let nf_slot = d.nf_slots.get(sym).copied().unwrap_or(0);
+        let slot = d.next_seg;
+        if d.error.is_none() {
+            if saved > FRAME_SLOTS * 8 {
+                d.error = Some(GenError::DynFrame {
+                    chain: name,
+                    bytes: saved as u32,
+                    line,
+                });
+            } else if slot >= d.seg_end {
+                d.error = Some(GenError::NoSlot {
+                    what: format!("a segment of chain '{name}'"),
+                });
+            }
+        }
+        d.next_seg += 1;
+        d.sites.push(Site {
+            resume,
+            start,
+            saved,
+            slot,
+        });
+        self.percpu_slot(ObjMap::Frame);
+        for i in 0..4i16 {
+            match args.get(i as usize) {
+                Some(&o) => {
+                    self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                    self.emit(stx(Size::DW, Reg::R0, 8 * i, Reg::R1));
+                }
+                None => self.emit(Insn::St {
+                    size: Size::DW,
+                    dst: Reg::R0,
+                    off: 8 * i,
+                    imm: 0,
+                }),
+            }
+        }
+        for j in 0..(saved / 8).min(FRAME_SLOTS) {
+            self.emit(ldx(Size::DW, Reg::R1, Reg::FP, local_off(0, j as usize)));
+            self.emit(stx(Size::DW, Reg::R0, FRAME_LOCALS + 8 * j as i16, Reg::R1));
+        }
+        self.emit(Insn::St {
+            size: Size::W,
+            dst: Reg::R0,
+            off: FRAME_CONT,
+            imm: slot as i32,
+        });
+        self.emit(mov_reg(Reg::R1, Reg::R9));
+        self.load_map(Reg::R2, ObjMap::Progs);
+        self.emit(mov_imm(Reg::R3, nf_slot as i32));
+        self.call_helper(TAIL_CALL);
+        // Only a failed tail call comes back: a fault.
+        let fault = self.fault;
+        self.jmp(fault);
+        self.bind(resume);
     }
 
     fn call_chain(&mut self, chain: usize, args: &[Expr]) {

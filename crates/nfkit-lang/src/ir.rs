@@ -167,6 +167,9 @@ pub enum StmtKind {
         body: Vec<Stmt>,
         step: Vec<Stmt>,
         cap: Option<(u32, usize)>,
+        /// The most iterations the loop can run: its proven bound, or
+        /// the cap (bounds the NF calls per packet in dynamic mode).
+        trips: u32,
     },
     Break,
     Continue,

@@ -26,6 +26,7 @@ pub mod runner;
 pub mod types;
 
 pub use check::{check, Checked, Options};
+pub use codegen::DynSlots;
 pub use diag::{Diagnostic, Severity};
 pub use types::Ty;
 
@@ -99,5 +100,90 @@ pub fn compile(file: &str, source: &str, opts: &Options) -> Result<Compiled, Com
         generated,
         object,
         image,
+    })
+}
+
+/// A script compiled for dynamic mode (docs/abi.md §5): the chains as
+/// segments composed through tail calls with the NFs' dynamic entries.
+#[derive(Clone, Debug)]
+pub struct DynCompiled {
+    pub program: ir::Program,
+    pub hook: Hook,
+    pub warnings: Vec<Diagnostic>,
+    pub generated: codegen::Generated,
+    /// The whole dynamic program: classifier `entry`, segments, NF
+    /// dynamic entries; `map_inits` fill `nfkit_progs`.
+    pub image: Image,
+    /// The dynamic classifier (`dyn_<classifier>`), the program to attach.
+    pub entry: String,
+    /// The slot of every NF's dynamic entry.
+    pub nf_slots: std::collections::BTreeMap<String, u32>,
+}
+
+impl DynCompiled {
+    /// Map writes the control plane does before running.
+    pub fn control_plane(&self) -> Vec<link::MapWrite> {
+        link::control_plane(&self.program)
+    }
+
+    /// `(segment program, slot)` of every chain segment; a chain's first
+    /// segment has its chain id as slot.
+    pub fn segments(&self) -> Vec<(String, u32)> {
+        self.generated
+            .funcs
+            .iter()
+            .filter_map(|f| f.slot.map(|s| (f.name.clone(), s)))
+            .collect()
+    }
+
+    /// `(NF symbol, dynamic entry program, slot)` of every NF called.
+    pub fn nf_entries(&self) -> Vec<(String, String, u32)> {
+        self.program
+            .nfs
+            .iter()
+            .filter_map(|nf| {
+                let slot = *self.nf_slots.get(&nf.symbol)?;
+                Some((nf.symbol.clone(), format!("dyn_{}", nf.name), slot))
+            })
+            .collect()
+    }
+}
+
+/// Checks and compiles `source` for dynamic mode, placing segments and
+/// NFs in the slots `slots` allows (NFs already in `slots.nfs` keep
+/// their slots).
+pub fn compile_dynamic(
+    file: &str,
+    source: &str,
+    opts: &Options,
+    slots: &DynSlots,
+) -> Result<DynCompiled, CompileError> {
+    let checked = check::check(file, source, opts).map_err(CompileError::Script)?;
+    let gen_err = |source| CompileError::Gen {
+        file: file.to_string(),
+        source,
+    };
+    let generated =
+        codegen::generate_dynamic(&checked.program, checked.hook, slots).map_err(gen_err)?;
+    let (image, _) = link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search)
+        .map_err(|source| CompileError::Link {
+        file: file.to_string(),
+        source,
+    })?;
+    let entry = checked
+        .program
+        .classifier
+        .as_ref()
+        .map(|c| format!("dyn_{}", c.name))
+        .unwrap_or_default();
+    let nf_slots = generated.nf_slots.clone();
+    Ok(DynCompiled {
+        program: checked.program,
+        hook: checked.hook,
+        warnings: checked.warnings,
+        generated,
+        image,
+        entry,
+        nf_slots,
     })
 }

@@ -34,6 +34,8 @@ pub enum LinkError {
 fn shared_map(name: &str) -> MapSpec {
     let (map_type, key, value, n) = match name {
         "nfkit_pktinfo" => (MapType::PercpuArray, 4, 72, 16),
+        "nfkit_frame" => (MapType::PercpuArray, 4, 504, 16),
+        "nfkit_progs" => (MapType::ProgArray, 4, 4, 1024),
         _ => (MapType::PercpuArray, 4, 4, 4), // nfkit_nest
     };
     MapSpec {
@@ -74,6 +76,8 @@ pub fn map_specs(prog: &Program, gen: &Generated) -> Vec<MapSpec> {
             }
             ObjMap::PktInfo => shared_map("nfkit_pktinfo"),
             ObjMap::Nest => shared_map("nfkit_nest"),
+            ObjMap::Frame => shared_map("nfkit_frame"),
+            ObjMap::Progs => shared_map("nfkit_progs"),
         })
         .collect()
 }
@@ -163,15 +167,19 @@ pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
             }
             ObjFunction {
                 name: f.name.clone(),
-                section: ".text".into(),
+                section: match f.slot {
+                    Some(_) => nfkit_object::progtype::default_section(hook_prog_type(hook)),
+                    None => ".text".into(),
+                },
                 section_slot: 0,
                 insns: f.insns.clone(),
-                binding: if f.global {
+                binding: if f.global || f.slot.is_some() {
                     Binding::Global
                 } else {
                     Binding::Local
                 },
-                prog_type: None,
+                // Dynamic segments are entry programs of the hook.
+                prog_type: f.slot.map(|_| hook_prog_type(hook)),
                 btf_id: Some(id),
                 relocs,
                 line_info,
@@ -180,12 +188,12 @@ pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
         .collect::<Vec<_>>();
     // Section offsets: functions one after the other in .text.
     let mut functions = functions;
-    let mut at = 0;
+    let mut at: HashMap<String, usize> = HashMap::new();
     for f in &mut functions {
-        f.section_slot = at;
-        at += f.slot_len();
+        let at = at.entry(f.section.clone()).or_default();
+        f.section_slot = *at;
+        *at += f.slot_len();
     }
-    let _ = hook;
     Object {
         origin: prog.file.clone(),
         functions,
@@ -194,6 +202,15 @@ pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
         data_symbols: Vec::new(),
         btf: Some(btf),
         license: "Dual MIT/GPL".into(),
+    }
+}
+
+/// The program type of entry programs for `hook`.
+fn hook_prog_type(hook: Hook) -> nfkit_object::ProgType {
+    match hook {
+        Hook::Xdp => nfkit_object::ProgType::Xdp,
+        Hook::Tc => nfkit_object::ProgType::SchedCls,
+        Hook::Socket => nfkit_object::ProgType::SocketFilter,
     }
 }
 
@@ -326,6 +343,100 @@ pub fn link_program(
     }
     let image = nfkit_object::link(&objects).map_err(|e| LinkError::Object(e.to_string()))?;
     check_stack(&image)?;
+    Ok((image, chains))
+}
+
+/// Dynamic mode (docs/abi.md §5): the dynamic classifier
+/// `dyn_<classifier>`, the chains' segments (entry programs) with
+/// `nfkit_dyn_finish`, and the dynamic entry `dyn_<name>` of every NF
+/// they call, in one Image whose `map_inits` fill `nfkit_progs`: NFs,
+/// then later segments, then each chain's first segment at its chain id
+/// (last, so that filling the slots in order switches each chain in one
+/// update). Loading it whole gives a working dynamic program (tests, the
+/// VM); the deployer loads only what is not loaded yet.
+pub fn link_dynamic(
+    prog: &Program,
+    gen: &Generated,
+    hook: Hook,
+    search: &SearchPath,
+) -> Result<(Image, Object), LinkError> {
+    let chains = chain_object(prog, gen, hook);
+    let mut objects = Vec::new();
+    let cls = prog
+        .classifier
+        .as_ref()
+        .map(|c| format!("dyn_{}", c.name))
+        .ok_or_else(|| {
+            LinkError::Object("dynamic mode needs a classifier (every_packet(...), ...)".into())
+        })?;
+    objects.push(module_object(
+        search,
+        "nf.classify",
+        hook,
+        &[cls, crate::codegen::DYN_FINISH.to_string()],
+    )?);
+    objects.push(chains.clone());
+    let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
+    for nf in &prog.nfs {
+        let root = format!("dyn_{}", nf.name);
+        match by_module.iter_mut().find(|(m, _)| *m == nf.module) {
+            Some((_, v)) => {
+                if !v.contains(&root) {
+                    v.push(root)
+                }
+            }
+            None => by_module.push((nf.module.clone(), vec![root])),
+        }
+    }
+    for (m, roots) in &by_module {
+        objects.push(module_object(search, m, hook, roots)?);
+    }
+    let mut image = nfkit_object::link(&objects).map_err(|e| LinkError::Object(e.to_string()))?;
+    check_stack(&image)?;
+    let progs = image
+        .maps
+        .iter()
+        .position(|m| m.name == "nfkit_progs")
+        .ok_or_else(|| LinkError::Object("dynamic image without nfkit_progs".into()))?;
+    let entry = |name: &str| image.entries.iter().position(|e| e.name == name);
+    let mut inits = Vec::new();
+    for nf in &prog.nfs {
+        let (Some(&slot), Some(e)) = (
+            gen.nf_slots.get(&nf.symbol),
+            entry(&format!("dyn_{}", nf.name)),
+        ) else {
+            return Err(LinkError::Object(format!(
+                "no dynamic entry dyn_{} in NF module {}",
+                nf.name, nf.module
+            )));
+        };
+        if !inits.iter().any(|i: &nfkit_object::MapInit| i.slot == slot) {
+            inits.push(nfkit_object::MapInit {
+                map: progs,
+                slot,
+                entry: e,
+            });
+        }
+    }
+    let mut firsts = Vec::new();
+    for f in &gen.funcs {
+        let (Some(slot), Some(e)) = (f.slot, entry(&f.name)) else {
+            continue;
+        };
+        let init = nfkit_object::MapInit {
+            map: progs,
+            slot,
+            entry: e,
+        };
+        // A chain's first segment sits at its chain id (0..62).
+        if slot < 63 {
+            firsts.push(init);
+        } else {
+            inits.push(init);
+        }
+    }
+    inits.extend(firsts);
+    image.map_inits = inits;
     Ok((image, chains))
 }
 

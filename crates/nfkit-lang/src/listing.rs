@@ -33,6 +33,8 @@ pub fn listing(c: &Compiled) -> String {
                         Some(crate::codegen::ObjMap::User(u)) => c.program.maps[*u].name.clone(),
                         Some(crate::codegen::ObjMap::PktInfo) => "nfkit_pktinfo".into(),
                         Some(crate::codegen::ObjMap::Nest) => "nfkit_nest".into(),
+                        Some(crate::codegen::ObjMap::Frame) => "nfkit_frame".into(),
+                        Some(crate::codegen::ObjMap::Progs) => "nfkit_progs".into(),
                         None => "?".into(),
                     },
                     Ref::Nf(s) => s.clone(),

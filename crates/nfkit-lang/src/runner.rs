@@ -79,25 +79,41 @@ fn map_err(map: &str, e: impl std::fmt::Display) -> RunError {
 impl ScriptVm {
     /// Loads `c` and applies its control-plane writes.
     pub fn new(c: &Compiled) -> Result<ScriptVm, RunError> {
-        let entry = c.entry().ok_or(RunError::NoClassifier)?.to_string();
-        let vm =
-            Vm::new(&c.image, VmConfig::kernel()).map_err(|e| RunError::Load(e.to_string()))?;
-        for (map, k, v) in c.control_plane() {
+        let entry = c.entry().ok_or(RunError::NoClassifier)?;
+        ScriptVm::load(&c.image, entry, c.hook, &c.program)
+    }
+
+    /// Loads a script compiled for dynamic mode: the dynamic classifier,
+    /// segments and NF entries composed through `nfkit_progs`.
+    pub fn new_dynamic(c: &crate::DynCompiled) -> Result<ScriptVm, RunError> {
+        if c.entry.is_empty() {
+            return Err(RunError::NoClassifier);
+        }
+        ScriptVm::load(&c.image, &c.entry, c.hook, &c.program)
+    }
+
+    fn load(
+        image: &nfkit_object::Image,
+        entry: &str,
+        hook: Hook,
+        program: &Program,
+    ) -> Result<ScriptVm, RunError> {
+        let vm = Vm::new(image, VmConfig::kernel()).map_err(|e| RunError::Load(e.to_string()))?;
+        for (map, k, v) in crate::link::control_plane(program) {
             let m = vm
                 .map(&map)
                 .ok_or_else(|| map_err(&map, "not in the image"))?;
             m.update(&k, &v, 0).map_err(|e| map_err(&map, e))?;
         }
-        let chains = c
-            .program
+        let chains = program
             .dispatched()
             .iter()
-            .map(|&i| c.program.chains[i].name.clone())
+            .map(|&i| program.chains[i].name.clone())
             .collect();
         let mut s = ScriptVm {
             vm,
-            entry,
-            hook: c.hook,
+            entry: entry.to_string(),
+            hook,
             chains,
             last: Vec::new(),
         };

@@ -162,14 +162,26 @@ pub fn is_root() -> bool {
 /// packet with `BPF_PROG_TEST_RUN` (clock pinned to its timestamp):
 /// (return value, packet afterwards) per packet.
 pub fn kernel_run(c: &Compiled, packets: &[(u64, Vec<u8>)]) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    let entry = c.entry().ok_or("no entry")?;
+    kernel_run_image(&c.image, entry, &c.control_plane(), packets)
+}
+
+/// Loads `image` whole, applies `writes`, and test-runs program `entry`
+/// on each packet with the clock pinned to its timestamp.
+#[allow(dead_code)]
+pub fn kernel_run_image(
+    image: &nfkit_object::Image,
+    entry: &str,
+    writes: &[(String, Vec<u8>, Vec<u8>)],
+    packets: &[(u64, Vec<u8>)],
+) -> Result<Vec<(u64, Vec<u8>)>, String> {
     use nfkit_kernel::{load_image, LoadOptions, TestRun};
     let _ = nfkit_kernel::pin_thread_to_cpu(0);
-    let loaded = load_image(&c.image, &LoadOptions::default()).map_err(|e| format!("{e}"))?;
-    for (m, k, v) in c.control_plane() {
-        let map = loaded.map(&m).ok_or(format!("no map {m}"))?;
-        map.update(&k, &v, 0).map_err(|e| format!("{m}: {e}"))?;
+    let loaded = load_image(image, &LoadOptions::default()).map_err(|e| format!("{e}"))?;
+    for (m, k, v) in writes {
+        let map = loaded.map(m).ok_or(format!("no map {m}"))?;
+        map.update(k, v, 0).map_err(|e| format!("{m}: {e}"))?;
     }
-    let entry = c.entry().ok_or("no entry")?;
     let prog = loaded.prog(entry).ok_or("no prog")?;
     let cfg = loaded.map("nfkit_config").ok_or("no nfkit_config")?;
     let mut out = Vec::new();

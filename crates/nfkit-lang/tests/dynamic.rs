@@ -1,0 +1,156 @@
+//! Dynamic mode (docs/abi.md §5): every example compiled into segments
+//! that tail-call the NFs' dynamic entries gives, packet by packet, the
+//! same verdicts, output packets, statistics and maps as the static
+//! program in the VM, and the same verdicts in the kernel (the whole
+//! dynamic Image loaded, `nfkit_progs` filled, `BPF_PROG_TEST_RUN` on the
+//! dynamic classifier). Also: the compiler's limits of dynamic mode.
+
+mod common;
+use common::*;
+use nfkit_lang::runner::{run_capture, ScriptVm};
+use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
+use std::path::Path;
+
+const EXAMPLES: [&str; 5] = [
+    "ddos",
+    "dscp_dispatch",
+    "flow_limiter",
+    "tcp_options",
+    "port_stats",
+];
+
+fn example(name: &str) -> (String, Vec<(u64, Vec<u8>)>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let src = std::fs::read_to_string(dir.join(format!("{name}.py"))).expect("script");
+    let input = nfkit_pcap::read_file(dir.join(format!("{name}.pcap")))
+        .expect("pcap")
+        .into_iter()
+        .map(|p| (p.ts_ns, p.data))
+        .collect();
+    (src, input)
+}
+
+#[test]
+fn examples_run_the_same_in_dynamic_mode_in_the_vm() {
+    for name in EXAMPLES {
+        let (src, input) = example(name);
+        let st = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let dy = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(dy.entry.starts_with("dyn_"), "{name}: entry {}", dy.entry);
+        // Every chain has a first segment at its chain id, one more per
+        // NF call site; every NF a slot of its own.
+        let segs = dy.segments();
+        let chains = dy.program.dispatched().len();
+        for id in 0..chains as u32 {
+            assert!(segs.iter().any(|(_, s)| *s == id), "{name}: chain {id}");
+        }
+        let nfs = dy.nf_entries();
+        let mut slots: Vec<u32> = nfs.iter().map(|n| n.2).collect();
+        slots.extend(segs.iter().map(|s| s.1));
+        let n = slots.len();
+        slots.sort();
+        slots.dedup();
+        assert_eq!(slots.len(), n, "{name}: slots shared");
+
+        let want = run_capture(&st, &input, false).expect("static run");
+        let mut vm = ScriptVm::new_dynamic(&dy).expect("dynamic load");
+        let mut out = Vec::new();
+        for (i, (ts, data)) in input.iter().enumerate() {
+            let (o, _) = vm.run(data, *ts, false).expect("run");
+            assert_eq!(o.error, None, "{name}: packet {}", i + 1);
+            let l = &want.lines[i];
+            assert_eq!(o.code, l.code, "{name}: packet {} ({})", i + 1, l.verdict);
+            assert_eq!(o.redirect, l.redirect, "{name}: packet {}", i + 1);
+            if (2..=4).contains(&o.code) {
+                out.push(o.packet.clone());
+            }
+        }
+        let want_out: Vec<Vec<u8>> = want.out.iter().map(|(_, d)| d.clone()).collect();
+        assert_eq!(out, want_out, "{name}: output packets");
+        assert_eq!(vm.stats(), want.stats, "{name}: statistics");
+        assert_eq!(vm.maps(&dy.program), want.maps, "{name}: maps");
+    }
+}
+
+#[test]
+fn examples_give_the_same_verdicts_in_the_kernel_in_dynamic_mode() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    for name in EXAMPLES {
+        let (src, input) = example(name);
+        let st = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let want = run_capture(&st, &input, false).expect("static run");
+        let dy = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let k = kernel_run_image(&dy.image, &dy.entry, &dy.control_plane(), &input)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(k.len(), input.len());
+        for (i, (l, (code, _))) in want.lines.iter().zip(&k).enumerate() {
+            assert_eq!(
+                l.code,
+                *code,
+                "{name}: packet {} verdict (VM {} / kernel dynamic {code})",
+                i + 1,
+                l.verdict
+            );
+        }
+        let kept: Vec<&Vec<u8>> = k
+            .iter()
+            .filter(|(c, _)| (2..=4).contains(c))
+            .map(|(_, d)| d)
+            .collect();
+        let want_out: Vec<&Vec<u8>> = want.out.iter().map(|(_, d)| d).collect();
+        assert_eq!(want_out, kept, "{name}: output packets");
+    }
+}
+
+#[test]
+fn slots_of_loaded_nfs_are_kept_and_new_ones_are_free() {
+    let (src, _) = example("ddos");
+    let mut slots = DynSlots::default();
+    slots.nfs.insert("nf_tb_dst".into(), 77);
+    slots.nfs.insert("nf_unrelated".into(), 64);
+    slots.seg_first = 640;
+    slots.seg_end = 1024;
+    let dy = compile_dynamic("ddos", &src, &Options::default(), &slots).expect("compile");
+    assert_eq!(dy.nf_slots.get("nf_tb_dst"), Some(&77));
+    for (sym, _, slot) in dy.nf_entries() {
+        assert!((64..256).contains(&slot), "{sym} at {slot}");
+        assert!(slot != 64, "{sym} took a slot in use");
+    }
+    for (seg, slot) in dy.segments() {
+        assert!(slot == 0 || (640..1024).contains(&slot), "{seg} at {slot}");
+    }
+}
+
+#[test]
+fn too_many_nf_calls_for_tail_calls_is_an_error() {
+    let src = "\
+from nf.monitor import count
+from nf.classify import every_packet
+
+def many() -> u64:
+    for i in range(20):
+        count(1)
+    return PASS
+
+every_packet(many)
+";
+    // Static mode compiles it; dynamic mode names the chain and the count.
+    compile("many.py", src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    match compile_dynamic("many.py", src, &Options::default(), &DynSlots::default()) {
+        Err(CompileError::Gen { source, .. }) => {
+            let m = source.to_string();
+            assert!(m.contains("'many'") && m.contains("20 NF calls"), "{m}");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("20 NF calls compiled in dynamic mode"),
+    }
+    // 16 calls fit (1 + 2 * 16 = 33 tail calls).
+    let ok = src.replace("range(20)", "range(16)");
+    compile_dynamic("ok.py", &ok, &Options::default(), &DynSlots::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+}
