@@ -216,15 +216,7 @@ fn tc_through_clsact_next_to_xdp_with_map_hook() {
     assert!(!rows.is_empty() && rows.iter().all(|r| r["hook"] == "tc-ingress"));
     nfkit_ok(
         &s,
-        &[
-            "map",
-            "set",
-            "packets",
-            "4000",
-            "1",
-            "--hook",
-            "tc-ingress",
-        ],
+        &["map", "set", "packets", "4000", "1", "--hook", "tc-ingress"],
     );
     assert_eq!(packets(&s, 4000, "xdp-generic", "3"), "3");
 
