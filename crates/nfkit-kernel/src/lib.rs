@@ -8,6 +8,7 @@
 //! * [`deploy`]: attaching to interfaces (XDP native/generic, tcx),
 //!   pinned links/programs/maps, the state file, live swaps by link update.
 //! * [`tc`]: TC attachment, tcx links or (fallback) clsact filters.
+//! * [`socket`]: socket filters attached to a process's own sockets.
 //! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
 //! * [`testbed`]: RAII network namespaces, veth pairs and XDP links for tests.
 //! * [`error`]: [`KernelError`], [`SourceLine`].
@@ -15,7 +16,8 @@
 //!   takes them.
 //! * `sys` (private): the crate's only `unsafe` code (libbpf calls
 //!   libbpf-rs does not wrap, CPU pinning), and `sys_tc` (private):
-//!   libbpf's netlink TC calls for clsact filters.
+//!   libbpf's netlink TC calls for clsact filters, `sys_sock` (private):
+//!   `SO_ATTACH_BPF`.
 
 #![deny(unsafe_code)]
 
@@ -26,7 +28,9 @@ mod layout;
 pub mod load;
 pub mod maps;
 mod sys;
+mod sys_sock;
 mod sys_tc;
+pub mod socket;
 pub mod tc;
 pub mod testbed;
 
@@ -36,6 +40,7 @@ pub use load::{
     load_image, load_object_file, set_global, LoadOptions, Loaded, Prog, TestRun, TestRunOut,
 };
 pub use maps::KMap;
+pub use socket::{attach_socket_filter, detach_socket_filter};
 pub use testbed::{Netns, Testbed, Veth, XdpLink};
 
 /// Pins the calling thread to CPU `cpu`, so test runs (which run on the
