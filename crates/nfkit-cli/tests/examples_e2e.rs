@@ -440,6 +440,13 @@ fn run_example(name: &str) -> Outcome {
         assert_eq!(got, want, "{name}: map {map}: kernel / VM");
     }
 
+    // Stop all receivers at once (each takes up to 100 ms to notice).
+    for r in std::iter::once(&at_sut)
+        .chain([&at_snd])
+        .chain(at_col.iter().map(|(_, r)| r))
+    {
+        r.stop();
+    }
     drop((at_sut, at_snd, at_col));
     nfkit(&s, &["undeploy"]);
     let stj = json(&nfkit(&s, &["status", "--json"]));
