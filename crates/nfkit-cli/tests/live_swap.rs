@@ -361,6 +361,7 @@ fn deploy_version(
         netns: Some(bed.sut.name()),
         hook,
         source: &v.name,
+        dynamic: None,
     };
     std::thread::scope(|s| {
         s.spawn(|| {

@@ -179,6 +179,9 @@ pub struct Deployment {
     /// How it is attached (bpf_link, or a clsact filter for TC hooks).
     #[serde(default)]
     pub attach: crate::tc::Attach,
+    /// Dynamic mode: what sits in `nfkit_progs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<crate::dynamic::DynRecord>,
 }
 
 impl Deployment {
@@ -253,6 +256,8 @@ pub struct DeployRequest<'a> {
     pub hook: Hook,
     /// What is deployed (a script path), for `status`.
     pub source: &'a str,
+    /// Dynamic mode (`None`: static, `entry` is the whole program).
+    pub dynamic: Option<crate::dynamic::DynParts<'a>>,
 }
 
 /// What a deploy did.
@@ -357,11 +362,19 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         .map_err(|e| KernelError::Deploy(format!("cannot create {}: {e}", maps_dir.display())))?;
     let previous = state.find(req.dev, req.hook).cloned();
 
-    // Maps of the previous version with the same name and shape.
+    let prev_dyn = previous.as_ref().and_then(|p| p.dynamic.as_ref());
+    // Maps of the previous version with the same name and shape (from
+    // dynamic to dynamic: every declared map, the prog array and the
+    // classifier tables included, since loaded NFs keep using them).
     let mut reuse = Vec::new();
     if let Some(prev) = &previous {
         for spec in &req.image.maps {
-            if !shared_across_versions(spec) {
+            let shared = if req.dynamic.is_some() && prev_dyn.is_some() {
+                matches!(spec.kind, MapKind::Declared)
+            } else {
+                shared_across_versions(spec)
+            };
+            if !shared {
                 continue;
             }
             let Some(rec) = prev.maps.iter().find(|m| m.name == spec.name) else {
@@ -381,15 +394,34 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
     }
     let reused_maps: Vec<String> = reuse.iter().map(|m| m.name().to_string()).collect();
     let t0 = Instant::now();
+    let plan = crate::dynamic::Plan::new(req, prev_dyn, &dir);
     let opts = LoadOptions {
-        entries: Some(vec![req.entry.to_string()]),
+        entries: Some(plan.entries.clone()),
         reuse_maps: reuse,
         ..LoadOptions::default()
     };
-    let loaded = load_image(req.image, &opts)?;
-    let prog = loaded
-        .prog(req.entry)
-        .ok_or_else(|| KernelError::Deploy(format!("no entry program `{}`", req.entry)))?;
+    let loaded = if req.dynamic.is_some() {
+        // The deployer fills nfkit_progs itself, in switching order.
+        let mut image = req.image.clone();
+        image.map_inits.clear();
+        load_image(&image, &opts)?
+    } else {
+        load_image(req.image, &opts)?
+    };
+    let kept_prog = match plan.keep_classifier {
+        true => Some(crate::dynamic::pinned_prog(&dir.join("prog"))?),
+        false => None,
+    };
+    let prog_fd = match (&kept_prog, loaded.prog(req.entry)) {
+        (Some(fd), _) => fd.as_raw_fd(),
+        (None, Some(p)) => p.fd(),
+        (None, None) => {
+            return Err(KernelError::Deploy(format!(
+                "no entry program `{}`",
+                req.entry
+            )))
+        }
+    };
     for (map, key, value) in req.map_writes {
         let m = loaded
             .map(map)
@@ -426,9 +458,30 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         }
     }
     let prog_pin = dir.join("prog");
-    unpin(&prog_pin)?;
-    sys::obj_pin(prog.fd(), path_str(&prog_pin)?)
-        .map_err(os(format!("pin program at {}", prog_pin.display())))?;
+    if kept_prog.is_none() {
+        unpin(&prog_pin)?;
+        sys::obj_pin(prog_fd, path_str(&prog_pin)?)
+            .map_err(os(format!("pin program at {}", prog_pin.display())))?;
+    }
+    // Dynamic mode: NFs pinned, then nfkit_progs filled (NFs, later
+    // segments, each chain's entry last: the switch).
+    let t_switch = Instant::now();
+    let dyn_record = match &req.dynamic {
+        Some(d) => Some(crate::dynamic::install(
+            &plan,
+            d,
+            req.entry,
+            &loaded,
+            prev_dyn,
+            &dir,
+            req.map_writes,
+        )?),
+        None => {
+            crate::dynamic::remove_pins(&dir)?;
+            None
+        }
+    };
+    let dyn_switch = t_switch.elapsed();
 
     let link_pin = dir.join("link");
     let link_path = path_str(&link_pin)?;
@@ -436,54 +489,67 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
     let clsact = crate::tc::use_clsact(req.hook, previous.as_ref())?;
     let t1 = Instant::now();
     let create = || -> Result<std::os::fd::OwnedFd, KernelError> {
-        let link = sys::link_create(prog.fd(), ifindex as i32, attach_type, flags).map_err(os(
-            format!(
+        let link =
+            sys::link_create(prog_fd, ifindex as i32, attach_type, flags).map_err(os(format!(
                 "attach `{}` to {} ({})",
                 req.entry,
                 req.dev,
                 req.hook.name()
-            ),
-        ))?;
+            )))?;
         sys::obj_pin(link.as_raw_fd(), link_path)
             .map_err(os(format!("pin link at {}", link_pin.display())))?;
         Ok(link)
     };
-    let (attach, link_id, prog_id, swapped) = if clsact {
-        let prev = previous.as_ref().map(|p| &p.attach);
-        let c = crate::tc::attach_clsact(req.dev, ifindex, req.hook, prog, prev)?;
-        (c.attach, 0, c.prog_id, c.swapped)
-    } else {
-        let (link, swapped) = match sys::obj_get(link_path) {
-            Ok(link) => match sys::link_update(link.as_raw_fd(), prog.fd()) {
-                Ok(()) => (link, true),
-                // The pinned link lost its device (it was deleted and made
-                // again): attach afresh.
-                Err(libc::ENOLINK) => {
-                    drop(link);
-                    unpin(&link_pin)?;
-                    (create()?, false)
-                }
-                Err(errno) => {
-                    return Err(KernelError::Os {
-                        what: format!("update link {}", link_pin.display()),
-                        errno,
-                    })
-                }
-            },
-            Err(_) => (create()?, false),
+    let (attach, link_id, prog_id, swapped) =
+        if let (Some(prev), true) = (&previous, kept_prog.is_some()) {
+            // The dynamic classifier stays attached: the chain change was
+            // the prog-array update above.
+            (prev.attach, prev.link_id, prev.prog_id, true)
+        } else if clsact {
+            let prev = previous.as_ref().map(|p| &p.attach);
+            let c = crate::tc::attach_clsact(req.dev, ifindex, req.hook, prog_fd, prev)?;
+            (c.attach, 0, c.prog_id, c.swapped)
+        } else {
+            let (link, swapped) = match sys::obj_get(link_path) {
+                Ok(link) => match sys::link_update(link.as_raw_fd(), prog_fd) {
+                    Ok(()) => (link, true),
+                    // The pinned link lost its device (it was deleted and made
+                    // again): attach afresh.
+                    Err(libc::ENOLINK) => {
+                        drop(link);
+                        unpin(&link_pin)?;
+                        (create()?, false)
+                    }
+                    Err(errno) => {
+                        return Err(KernelError::Os {
+                            what: format!("update link {}", link_pin.display()),
+                            errno,
+                        })
+                    }
+                },
+                Err(_) => (create()?, false),
+            };
+            let info = sys::link_info(link.as_raw_fd())
+                .map_err(os(format!("info of link {}", link_path)))?;
+            (crate::tc::Attach::Link, info.id, info.prog_id, swapped)
         };
-        let info =
-            sys::link_info(link.as_raw_fd()).map_err(os(format!("info of link {}", link_path)))?;
-        (crate::tc::Attach::Link, info.id, info.prog_id, swapped)
+    let switch_time = if kept_prog.is_some() {
+        dyn_switch
+    } else {
+        t1.elapsed()
     };
-    let switch_time = t1.elapsed();
     let load_time = t0.elapsed();
     let deployment = Deployment {
         dev: req.dev.to_string(),
         netns: req.netns.map(str::to_string),
         ifindex,
         hook: req.hook,
-        mode: "static".into(),
+        mode: if req.dynamic.is_some() {
+            "dynamic"
+        } else {
+            "static"
+        }
+        .into(),
         source: req.source.to_string(),
         entry: req.entry.to_string(),
         pin_dir: dir,
@@ -493,6 +559,7 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         deployed_at: unix_now(),
         maps: records,
         attach,
+        dynamic: dyn_record,
     };
     state
         .deployments
@@ -566,6 +633,7 @@ pub fn undeploy(paths: &Paths, dev: Option<&str>) -> Result<Vec<Deployment>, Ker
             unpin(&m.pin)?;
         }
         unpin(&d.pin_dir.join("prog"))?;
+        crate::dynamic::remove_pins(&d.pin_dir)?;
         unpin(&d.link_pin())?;
         for p in [d.pin_dir.join("maps"), d.pin_dir.clone()] {
             let _ = std::fs::remove_dir(&p);
@@ -666,6 +734,17 @@ mod tests {
                 priority: 49152,
                 qdisc_created: true,
             },
+            dynamic: Some(crate::dynamic::DynRecord {
+                classifier: "dyn_every_packet".into(),
+                bank: 1,
+                nfs: vec![crate::dynamic::DynNf {
+                    symbol: "nf_count".into(),
+                    entry: "dyn_count".into(),
+                    slot: 64,
+                    prog_id: 99,
+                }],
+                segments: vec![("c0s0_x".into(), 0), ("c0s1_x".into(), 640)],
+            }),
         };
         let st = State {
             deployments: vec![d.clone()],

@@ -7,6 +7,8 @@
 //! * [`maps`]: [`KMap`], a kernel map read and written from Rust.
 //! * [`deploy`]: attaching to interfaces (XDP native/generic, tcx),
 //!   pinned links/programs/maps, the state file, live swaps by link update.
+//! * [`dynamic`]: dynamic mode: NFs loaded once in `nfkit_progs`, chain
+//!   segments in alternating banks, a chain switched by one slot update.
 //! * [`tc`]: TC attachment, tcx links or (fallback) clsact filters.
 //! * [`socket`]: socket filters attached to a process's own sockets.
 //! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
@@ -23,14 +25,15 @@
 
 pub mod bpffs;
 pub mod deploy;
+pub mod dynamic;
 pub mod error;
 mod layout;
 pub mod load;
 pub mod maps;
+pub mod socket;
 mod sys;
 mod sys_sock;
 mod sys_tc;
-pub mod socket;
 pub mod tc;
 pub mod testbed;
 

@@ -270,6 +270,18 @@ pub(crate) fn obj_get(path: &str) -> Result<OwnedFd, i32> {
     own_fd(unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) })
 }
 
+/// `BPF_OBJ_GET_INFO_BY_FD` on a program: its id.
+pub(crate) fn prog_id(fd: RawFd) -> Result<u32, i32> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a zeroed struct of `len` bytes, alive for the call.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(info.id)
+}
+
 /// What the kernel says about a link.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LinkInfo {

@@ -22,7 +22,6 @@
 
 use crate::deploy::{enter_netns, Deployment, Hook};
 use crate::error::KernelError;
-use crate::load::Prog;
 use crate::sys_tc::{self, Point};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -166,7 +165,7 @@ pub(crate) fn attach_clsact(
     dev: &str,
     ifindex: u32,
     hook: Hook,
-    prog: &Prog,
+    prog: std::os::fd::RawFd,
     previous: Option<&Attach>,
 ) -> Result<ClsactOutcome, KernelError> {
     let os = |what: String| move |errno| KernelError::Os { what, errno };
@@ -181,17 +180,15 @@ pub(crate) fn attach_clsact(
         _ => (1, 0, false),
     };
     let existed = priority != 0 && sys_tc::filter_query(ifindex, pt, handle, priority).is_ok();
-    let f = sys_tc::filter_attach(ifindex, pt, prog.fd(), handle, priority, priority != 0)
-        .map_err(os(format!(
-            "attach `{}` to {dev} ({}) through a clsact filter",
-            prog.name(),
-            hook.name()
-        )))?;
+    let f =
+        sys_tc::filter_attach(ifindex, pt, prog, handle, priority, priority != 0).map_err(os(
+            format!("attach to {dev} ({}) through a clsact filter", hook.name()),
+        ))?;
     // The echo of the new filter carries its id; ask when it did not.
     let prog_id = if f.prog_id != 0 {
         f.prog_id
     } else {
-        prog.id()?
+        crate::dynamic::prog_id(prog)?
     };
     Ok(ClsactOutcome {
         attach: Attach::Clsact {

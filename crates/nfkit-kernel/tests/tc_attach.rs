@@ -82,6 +82,7 @@ fn deploy_in(
                 netns: Some(ns.name()),
                 hook,
                 source: "base.tc.o",
+                dynamic: None,
             };
             deploy::deploy(paths, &req).map_err(|e| e.to_string())
         })

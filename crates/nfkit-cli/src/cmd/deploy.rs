@@ -25,7 +25,9 @@ pub struct Args {
     /// attach(): xdp or tc-ingress).
     #[arg(long)]
     hook: Option<String>,
-    /// static (one linked program) or dynamic (not implemented yet).
+    /// static (classifier, chains and NFs linked into one program) or
+    /// dynamic (NFs loaded once and kept; a chain change loads only the
+    /// chain's segments and switches it with one prog-array update).
     #[arg(long, default_value = "static")]
     mode: String,
     /// Directories with users' NF objects (also NFKIT_NF_PATH).
@@ -71,11 +73,11 @@ pub fn compile_script(
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    match a.mode.as_str() {
-        "static" => {}
-        "dynamic" => bail!("--mode dynamic is not implemented yet (use --mode static)"),
+    let dynamic = match a.mode.as_str() {
+        "static" => false,
+        "dynamic" => true,
         m => bail!("unknown --mode `{m}` (static, dynamic)"),
-    }
+    };
     let hook = a.hook.as_deref().map(str::parse::<Hook>).transpose()?;
     let shown = a.script.display().to_string();
     let source = std::fs::read_to_string(&a.script).with_context(|| format!("reading {shown}"))?;
@@ -100,16 +102,43 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow!("{shown}: the script has no classifier (nothing to attach)"))?;
     let writes = c.control_plane();
     let source_path = std::fs::canonicalize(&a.script).unwrap_or(a.script.clone());
+    let paths = Paths::from_env();
+    // Dynamic mode: compiled again with the slots of what is loaded.
+    let dy = if dynamic {
+        let plan = nfkit_kernel::dynamic::next_slots(&paths, &a.dev, hook)?;
+        let slots = nfkit_lang::DynSlots {
+            nfs: plan.nfs,
+            seg_first: plan.seg_first,
+            seg_end: plan.seg_end,
+            ..nfkit_lang::DynSlots::default()
+        };
+        let opts = nfkit_lang::Options {
+            search: nfkit_nf::SearchPath::from_env(&a.nf_path),
+            hook: Some(c.hook),
+        };
+        let d = nfkit_lang::compile_dynamic(&shown, &source, &opts, &slots)
+            .map_err(|e| anyhow!("{e}"))?;
+        Some((d.nf_entries(), d.segments(), plan.bank, d))
+    } else {
+        None
+    };
     let req = DeployRequest {
-        image: &c.image,
-        entry,
+        image: dy.as_ref().map_or(&c.image, |d| &d.3.image),
+        entry: dy.as_ref().map_or(entry, |d| d.3.entry.as_str()),
         map_writes: &writes,
         dev: &a.dev,
         netns: a.netns.as_deref(),
         hook,
         source: &source_path.display().to_string(),
+        dynamic: dy
+            .as_ref()
+            .map(|(nfs, segments, bank, _)| nfkit_kernel::dynamic::DynParts {
+                nfs,
+                segments,
+                bank: *bank,
+            }),
     };
-    let out = deploy::deploy(&Paths::from_env(), &req).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let out = deploy::deploy(&paths, &req).map_err(|e| anyhow!("{shown}: {e}"))?;
     let d = &out.deployment;
     if a.json {
         let v = json!({
@@ -135,6 +164,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if !out.reused_maps.is_empty() {
             println!("  maps kept: {}", out.reused_maps.join(", "));
         }
+        print_dynamic(d);
         println!(
             "  load+attach {:.3} ms, switch {:.3} ms",
             out.load_time.as_secs_f64() * 1e3,
@@ -142,6 +172,25 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Dynamic mode: the NFs kept loaded and the running segments.
+fn print_dynamic(d: &deploy::Deployment) {
+    let Some(r) = &d.dynamic else {
+        return;
+    };
+    let nfs: Vec<String> = r
+        .nfs
+        .iter()
+        .map(|n| format!("{} (slot {}, prog {})", n.entry, n.slot, n.prog_id))
+        .collect();
+    println!("  NFs: {}", nfs.join(", "));
+    let segs: Vec<String> = r
+        .segments
+        .iter()
+        .map(|(s, slot)| format!("{s}@{slot}"))
+        .collect();
+    println!("  segments (bank {}): {}", r.bank, segs.join(" "));
 }
 
 /// How a deployment is attached, in words: `via xdp-link`, `via tcx`,
@@ -203,6 +252,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             if s.attached { "attached" } else { "DETACHED" },
             d.generation
         );
+        print_dynamic(d);
         for m in &d.maps {
             println!(
                 "  map {} {} key {} value {} max {}",
