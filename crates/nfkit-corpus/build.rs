@@ -1,5 +1,6 @@
 //! Compiles every `corpus/*.c` with clang (`-O2 -g -target bpf -mcpu=v3`)
-//! into OUT_DIR and generates the table `src/lib.rs` includes.
+//! into OUT_DIR and generates the table `src/lib.rs` includes; likewise
+//! `examples/c/*.c` (the examples written by hand) into a second table.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,18 +13,29 @@ fn multiarch_include() -> Option<String> {
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let corpus = manifest.join("../../corpus");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    println!("cargo:rerun-if-env-changed=CLANG");
+    build_dir(&manifest.join("../../corpus"), &out, &out.join("table.rs"));
+    let hand = out.join("examples_c");
+    std::fs::create_dir_all(&hand).expect("OUT_DIR/examples_c");
+    build_dir(
+        &manifest.join("../../examples/c"),
+        &hand,
+        &out.join("examples_c.rs"),
+    );
+}
+
+/// Compiles every `*.c` of `corpus` into `out`; writes their table to `table_path`.
+fn build_dir(corpus: &Path, out: &Path, table_path: &Path) {
     println!("cargo:rerun-if-changed={}", corpus.display());
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
-    println!("cargo:rerun-if-env-changed=CLANG");
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&corpus)
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(corpus)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", corpus.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "c"))
         .collect();
     sources.sort();
-    for entry in std::fs::read_dir(&corpus).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(corpus).into_iter().flatten().flatten() {
         println!("cargo:rerun-if-changed={}", entry.path().display());
     }
     let mut table = String::from("&[\n");
@@ -53,7 +65,7 @@ fn main() {
         ));
     }
     table.push_str("]\n");
-    std::fs::write(out.join("table.rs"), table).expect("write table.rs");
+    std::fs::write(table_path, table).expect("write table");
 }
 
 fn path_str(p: &Path) -> String {

@@ -48,6 +48,15 @@ struct config {
 	__u64 rand_seed;
 };
 
+struct addr {
+	__u8 b[16];
+};
+
+struct pair {
+	__u8 src[16];
+	__u8 dst[16];
+};
+
 struct flow {
 	__u8 src[16];
 	__u8 dst[16];
@@ -79,7 +88,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
-	__uint(key_size, 16);
+	__type(key, struct addr);
 	__type(value, __u64);
 } blacklist SEC(".maps");
 
@@ -93,14 +102,14 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	__uint(key_size, 16);
+	__type(key, struct addr);
 	__type(value, struct bucket);
 } dst_buckets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	__uint(key_size, 32);
+	__type(key, struct pair);
 	__type(value, struct bucket);
 } pair_buckets SEC(".maps");
 

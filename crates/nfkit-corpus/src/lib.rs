@@ -24,6 +24,16 @@ pub struct Entry {
 /// Every corpus program, sorted by name.
 pub static ENTRIES: &[Entry] = include!(concat!(env!("OUT_DIR"), "/table.rs"));
 
+/// The examples written by hand (`examples/c/*.c`: `ddos` for
+/// `examples/ddos.py`), sorted by name: the baselines of the chain
+/// language's benchmark and the programs its tests compare with.
+pub static EXAMPLES_C: &[Entry] = include!(concat!(env!("OUT_DIR"), "/examples_c.rs"));
+
+/// The hand-written C version of example `name`.
+pub fn example_c(name: &str) -> Option<&'static Entry> {
+    EXAMPLES_C.iter().find(|e| e.name == name)
+}
+
 /// `(name, object bytes)` of every corpus program.
 pub fn objects() -> Vec<(&'static str, &'static [u8])> {
     ENTRIES.iter().map(|e| (e.name, e.object)).collect()
