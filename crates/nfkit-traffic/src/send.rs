@@ -260,3 +260,49 @@ fn default_stream() -> u32 {
         .unwrap_or(0);
     t ^ std::process::id().rotate_left(16)
 }
+
+/// A packet socket kept open to send frames one at a time, for callers
+/// that act between frames (tests that pin a clock per packet). Opening
+/// and closing a packet socket per frame costs an RCU grace period on
+/// close; this keeps one. Opened inside `netns` by a short-lived thread
+/// (the socket stays in that namespace), usable from any thread.
+pub struct FrameSender {
+    sock: PacketSocket,
+    dev: String,
+}
+
+impl FrameSender {
+    /// Opens a sending socket on `dev` in namespace `netns` (here when `None`).
+    pub fn open(dev: &str, netns: Option<&str>) -> Result<FrameSender, TrafficError> {
+        let (d, ns) = (dev.to_string(), netns.map(str::to_string));
+        let sock = std::thread::Builder::new()
+            .name("nfkit-send-open".into())
+            .spawn(move || {
+                if let Some(ns) = &ns {
+                    enter_netns(ns).map_err(|e| {
+                        TrafficError::os(format!("entering network namespace {ns}"), e)
+                    })?;
+                }
+                PacketSocket::open(&d, false)
+                    .map_err(|e| TrafficError::os(format!("packet socket on {d}"), e))
+            })
+            .map_err(|e| TrafficError::os("spawning the sender thread", e))?
+            .join()
+            .map_err(|_| TrafficError::Empty("the sender thread panicked".into()))??;
+        Ok(FrameSender {
+            sock,
+            dev: dev.to_string(),
+        })
+    }
+
+    /// Sends one frame as it is (waiting while the socket queue is full).
+    pub fn send(&self, frame: &[u8]) -> Result<(), TrafficError> {
+        loop {
+            match self.sock.send(frame) {
+                Ok(true) => return Ok(()),
+                Ok(false) => std::thread::sleep(Duration::from_micros(50)),
+                Err(e) => return Err(TrafficError::os(format!("sending on {}", self.dev), e)),
+            }
+        }
+    }
+}
