@@ -315,8 +315,18 @@ impl SeqCounter {
 /// A chain version, compiled once.
 struct Version {
     name: String,
+    /// The script (dynamic mode compiles it again for each deploy, with
+    /// the slots of what is loaded, as `nfkit deploy` does).
+    text: String,
     compiled: nfkit_lang::Compiled,
     writes: Vec<(String, Vec<u8>, Vec<u8>)>,
+}
+
+fn lang_opts() -> nfkit_lang::Options {
+    nfkit_lang::Options {
+        search: nfkit_nf::SearchPath::embedded(),
+        hook: Some(nfkit_nf::Hook::Xdp),
+    }
 }
 
 impl Version {
@@ -324,15 +334,12 @@ impl Version {
         let path = tests_dir().join(format!("scripts/live_swap_v{n}.py"));
         let name = path.display().to_string();
         let text = std::fs::read_to_string(&path).expect("read script");
-        let opts = nfkit_lang::Options {
-            search: nfkit_nf::SearchPath::embedded(),
-            hook: Some(nfkit_nf::Hook::Xdp),
-        };
-        let compiled =
-            nfkit_lang::compile(&name, &text, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let compiled = nfkit_lang::compile(&name, &text, &lang_opts())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let writes = compiled.control_plane();
         Version {
             name,
+            text,
             compiled,
             writes,
         }
@@ -349,23 +356,43 @@ fn deploy_version(
     hook: Hook,
     mode: &str,
 ) -> (DeployOutcome, Duration) {
-    // Static mode is DeployRequest's only mode so far; dynamic mode
-    // goes through here once the request carries a mode.
-    assert_eq!(mode, "static", "deploy mode `{mode}` is not supported yet");
-    let entry = v.compiled.entry().expect("the script has a classifier");
-    let req = DeployRequest {
-        image: &v.compiled.image,
-        entry,
-        map_writes: &v.writes,
-        dev: &bed.left.b.dev,
-        netns: Some(bed.sut.name()),
-        hook,
-        source: &v.name,
-        dynamic: None,
-    };
     std::thread::scope(|s| {
         s.spawn(|| {
             let t = Instant::now();
+            let dev = &bed.left.b.dev;
+            // Dynamic mode: compiled with the slots of the loaded NFs
+            // and the free bank, as `nfkit deploy --mode dynamic` does.
+            let dy = (mode == "dynamic").then(|| {
+                let plan = nfkit_kernel::dynamic::next_slots(paths, dev, hook).expect("slots");
+                let slots = nfkit_lang::DynSlots {
+                    nfs: plan.nfs,
+                    seg_first: plan.seg_first,
+                    seg_end: plan.seg_end,
+                    ..nfkit_lang::DynSlots::default()
+                };
+                let d = nfkit_lang::compile_dynamic(&v.name, &v.text, &lang_opts(), &slots)
+                    .unwrap_or_else(|e| panic!("{}: {e}", v.name));
+                (d.nf_entries(), d.segments(), plan.bank, d)
+            });
+            let req = DeployRequest {
+                image: dy.as_ref().map_or(&v.compiled.image, |d| &d.3.image),
+                entry: dy.as_ref().map_or_else(
+                    || v.compiled.entry().expect("the script has a classifier"),
+                    |d| d.3.entry.as_str(),
+                ),
+                map_writes: &v.writes,
+                dev,
+                netns: Some(bed.sut.name()),
+                hook,
+                source: &v.name,
+                dynamic: dy.as_ref().map(|(nfs, segments, bank, _)| {
+                    nfkit_kernel::dynamic::DynParts {
+                        nfs,
+                        segments,
+                        bank: *bank,
+                    }
+                }),
+            };
             let out = deploy::deploy(paths, &req)
                 .unwrap_or_else(|e| panic!("deploy {} ({}): {e}", v.name, hook.name()));
             (out, t.elapsed())
@@ -555,10 +582,24 @@ fn live_swap(hook: Hook, mode: &str) {
         "{what}: the sender ran out of frames during the swaps"
     );
     let mut prog = first.deployment.prog_id;
+    let nfs = first.deployment.dynamic.as_ref().map(|d| d.nfs.clone());
     for (i, (out, _)) in run.swaps.iter().enumerate() {
         assert!(out.swapped, "{what}: deploy {i} attached afresh");
         assert_eq!(out.deployment.link_id, link_id, "{what}: deploy {i}");
-        assert_ne!(out.deployment.prog_id, prog, "{what}: deploy {i}");
+        if mode == "dynamic" {
+            // The classifier stays; the NFs are the programs loaded by
+            // the first deploy; only the segments change.
+            assert_eq!(out.deployment.prog_id, prog, "{what}: deploy {i}");
+            let d = out.deployment.dynamic.as_ref().expect("dynamic record");
+            assert_eq!(
+                Some(&d.nfs),
+                nfs.as_ref(),
+                "{what}: deploy {i} reloaded NFs"
+            );
+            assert!(!d.nfs.is_empty(), "{what}: no NF");
+        } else {
+            assert_ne!(out.deployment.prog_id, prog, "{what}: deploy {i}");
+        }
         assert!(
             out.reused_maps.iter().any(|m| m == "seen"),
             "{what}: deploy {i} kept {:?}",
@@ -605,4 +646,14 @@ fn live_swap_native_xdp_static() {
 #[test]
 fn live_swap_generic_xdp_static() {
     live_swap(Hook::XdpGeneric, "static");
+}
+
+#[test]
+fn live_swap_native_xdp_dynamic() {
+    live_swap(Hook::Xdp, "dynamic");
+}
+
+#[test]
+fn live_swap_generic_xdp_dynamic() {
+    live_swap(Hook::XdpGeneric, "dynamic");
 }
