@@ -11,7 +11,16 @@
 //! (so they are never stale after a call) and bounds-checked the way the
 //! verifier wants; a failed check, a missing info block or an exceeded
 //! loop cap returns `NF_FAULT`.
+//!
+//! A loop whose cap is above [`BPF_LOOP_ABOVE`] runs through the
+//! `bpf_loop` helper: its body becomes a static callback `long cb(u64
+//! index, void *blk)`, where `blk` points at a block of the caller's
+//! stack (the spilled ctx, a status, a value, the loop variable's start);
+//! the callback reaches the chain's locals through that pointer (kept in
+//! r8; its index in r7) and reports how the loop ended in the status,
+//! which the caller acts on after `bpf_loop` returns.
 
+use crate::check::{BPF_LOOP_ABOVE, BPF_LOOP_MAX};
 use crate::ir::{BinOp, Chain, CmpOp, Expr, ExprKind, MapRmw, Program, Stmt, StmtKind};
 use crate::types::Ty;
 use nfkit_isa::{
@@ -27,6 +36,23 @@ const MAP_DELETE: i32 = 3;
 const SKB_STORE_BYTES: i32 = 9;
 const SKB_LOAD_BYTES: i32 = 26;
 const SKB_LOAD_BYTES_RELATIVE: i32 = 68;
+const LOOP: i32 = 181;
+
+/// The caller's block of a `bpf_loop` (offsets from its start): the
+/// spilled ctx, the status the callback leaves, the value of a `return`
+/// or verdict, the start value of a `range` loop variable.
+const BLK_CTX: i16 = 0;
+const BLK_STATUS: i16 = 8;
+const BLK_VALUE: i16 = 16;
+const BLK_START: i16 = 24;
+const BLK_SIZE: i32 = 32;
+/// Statuses: still running (the iterations ran out: the cap), ended
+/// (condition false or `break`), `return` with a value, the function's
+/// exit with r0 (verdict), fault.
+const ST_ENDED: i32 = 1;
+const ST_RETURN: i32 = 2;
+const ST_EXIT: i32 = 3;
+const ST_FAULT: i32 = 4;
 
 /// Largest packet offset a chain can access: the verifier tracks packet
 /// ranges only while offset + size stays below 64 KiB; larger offsets
@@ -45,6 +71,8 @@ pub enum Ref {
     Nf(String),
     /// Call of generated function `i`.
     Func(usize),
+    /// `lddw` of the address of generated function `i` (a callback).
+    FuncAddr(usize),
 }
 
 /// The maps a generated object uses: the script's, then shared ones.
@@ -71,6 +99,8 @@ pub struct GenFunc {
     pub stack: u32,
     /// True for the dispatcher (global symbol).
     pub global: bool,
+    /// True for a `bpf_loop` callback (`long cb(u64 index, void *ctx)`).
+    pub callback: bool,
 }
 
 /// Code generation errors.
@@ -84,6 +114,8 @@ pub enum GenError {
     },
     #[error("jump too far in chain '{0}'")]
     JumpTooFar(String),
+    #[error("chain '{chain}', line {line}: a loop compiled to bpf_loop inside the body of another bpf_loop (through a chain call) is not supported; give one of them a cap of at most {BPF_LOOP_ABOVE}")]
+    NestedLoop { chain: String, line: u32 },
 }
 
 /// Generated code of a whole program.
@@ -99,6 +131,8 @@ pub struct Generated {
 pub fn generate(prog: &Program, hook: Hook) -> Result<Generated, GenError> {
     let mut maps: Vec<ObjMap> = (0..prog.maps.len()).map(ObjMap::User).collect();
     let mut funcs = Vec::new();
+    // bpf_loop callbacks come after the chains and the dispatcher.
+    let mut callbacks = Vec::new();
     // With a classifier only the dispatched chains become functions (the
     // others exist inlined); a library keeps every chain.
     let dispatched = prog.dispatched();
@@ -107,15 +141,20 @@ pub fn generate(prog: &Program, hook: Hook) -> Result<Generated, GenError> {
     } else {
         (0..prog.chains.len()).collect()
     };
+    let cb_base = emitted.len() + usize::from(prog.classifier.is_some());
     for &i in &emitted {
         let mut g = Gen::new(prog, hook, &mut maps, &prog.chains[i].name);
+        g.cb_next = cb_base + callbacks.len();
         g.chain_function(i)?;
+        let cbs = std::mem::take(&mut g.callbacks);
         funcs.push(g.finish()?);
+        callbacks.extend(cbs);
     }
     if prog.classifier.is_some() {
         let order: Vec<usize> = (0..dispatched.len()).collect();
         funcs.push(dispatcher(&order));
     }
+    funcs.extend(callbacks);
     Ok(Generated { funcs, maps })
 }
 
@@ -158,6 +197,7 @@ fn dispatcher(chains: &[usize]) -> GenFunc {
         lines: Vec::new(),
         stack: 0,
         global: true,
+        callback: false,
     }
 }
 
@@ -217,8 +257,11 @@ struct LoopCtx {
 
 /// Inlining context of one chain instance.
 struct Frame {
-    /// Stack offset of local 0 (locals at base - 8 * (i + 1)).
+    /// Offset of local 0 from `reg` (locals at base - 8 * (i + 1)).
     base: i32,
+    /// The register locals are addressed from: r10, or (in a `bpf_loop`
+    /// callback) r8, the pointer to the caller's block.
+    reg: Reg,
     /// Where `return` goes (None: the function's own exit).
     ret: Option<Label>,
     chain: usize,
@@ -246,6 +289,14 @@ struct Gen<'a> {
     /// Inline stack, for the error path of deep nesting.
     inline_path: Vec<String>,
     slot_cache: HashMap<(), ()>,
+    /// Callbacks generated for `bpf_loop`s, and the function index the
+    /// next one gets.
+    callbacks: Vec<GenFunc>,
+    cb_next: usize,
+    /// True while generating a callback.
+    in_callback: bool,
+    /// The first error of a statement.
+    error: Option<GenError>,
 }
 
 impl<'a> Gen<'a> {
@@ -267,6 +318,10 @@ impl<'a> Gen<'a> {
             fault: 0,
             inline_path: vec![name.to_string()],
             slot_cache: HashMap::new(),
+            callbacks: Vec::new(),
+            cb_next: 0,
+            in_callback: false,
+            error: None,
         };
         g.exit = g.label();
         g.fault = g.label();
@@ -350,6 +405,9 @@ impl<'a> Gen<'a> {
     }
 
     fn finish(mut self) -> Result<GenFunc, GenError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         if self.max_used > MAX_FRAME {
             return Err(GenError::Stack {
                 chain: self.name.clone(),
@@ -436,6 +494,7 @@ impl<'a> Gen<'a> {
             lines: self.lines,
             stack: self.max_used as u32,
             global: false,
+            callback: self.in_callback,
         })
     }
 
@@ -469,6 +528,7 @@ impl<'a> Gen<'a> {
         }
         self.frames.push(Frame {
             base,
+            reg: Reg::FP,
             ret: None,
             chain: ci,
             loops: Vec::new(),
@@ -495,6 +555,11 @@ impl<'a> Gen<'a> {
         local_off(self.frame().base, i)
     }
 
+    /// The register locals of the current frame are addressed from.
+    fn lreg(&self) -> Reg {
+        self.frame().reg
+    }
+
     fn block(&mut self, body: &[Stmt]) {
         for s in body {
             self.stmt(s);
@@ -507,7 +572,8 @@ impl<'a> Gen<'a> {
             StmtKind::Assign { local, value } => {
                 self.expr(value);
                 let o = self.local(*local);
-                self.emit(stx(Size::DW, Reg::FP, o, Reg::R0));
+                let r = self.lreg();
+                self.emit(stx(Size::DW, r, o, Reg::R0));
             }
             StmtKind::Expr(e) => self.expr(e),
             StmtKind::If { cond, then, els } => {
@@ -528,11 +594,14 @@ impl<'a> Gen<'a> {
                 step,
                 cap,
             } => {
+                if let Some((n, _)) = cap.filter(|c| c.0 > BPF_LOOP_ABOVE) {
+                    return self.bpf_loop(s, cond, body, step, n);
+                }
                 if let Some((_, counter)) = cap {
                     let o = self.local(*counter);
                     self.emit(Insn::St {
                         size: Size::DW,
-                        dst: Reg::FP,
+                        dst: self.lreg(),
                         off: o,
                         imm: 0,
                     });
@@ -544,11 +613,12 @@ impl<'a> Gen<'a> {
                 self.branch_false(cond, brk);
                 if let Some((n, counter)) = cap {
                     let o = self.local(*counter);
-                    self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                    let r = self.lreg();
+                    self.emit(ldx(Size::DW, Reg::R1, r, o));
                     let fault = self.fault;
                     self.jcond(Cond::Ge, Reg::R1, Operand::Imm(*n as i32), fault);
                     self.emit(alu(AluOp::Add, Reg::R1, Operand::Imm(1)));
-                    self.emit(stx(Size::DW, Reg::FP, o, Reg::R1));
+                    self.emit(stx(Size::DW, r, o, Reg::R1));
                 }
                 let fi = self.frames.len() - 1;
                 self.frames[fi].loops.push(LoopCtx { brk, cont });
@@ -612,6 +682,180 @@ impl<'a> Gen<'a> {
             } => self.map_rmw(*map, key, *op, value),
             StmtKind::PktWrite { size, off, value } => self.pkt_write(*size, off, value),
         }
+    }
+
+    /// A loop through `bpf_loop(min(cap + 1, max), cb, &blk, 0)`; the
+    /// callback ends the loop (returns 1) on a false condition, `break`,
+    /// `return`, a verdict or a fault, and with index == cap (the cap
+    /// exceeded: a fault).
+    fn bpf_loop(&mut self, s: &Stmt, cond: &Expr, body: &[Stmt], step: &[Stmt], cap: u32) {
+        if self.in_callback {
+            let e = GenError::NestedLoop {
+                chain: self.name.clone(),
+                line: s.line,
+            };
+            self.error.get_or_insert(e);
+            return;
+        }
+        let blk = self.alloc(BLK_SIZE);
+        let (base, reg, chain, ret) = {
+            let f = self.frame();
+            (f.base, f.reg, f.chain, f.ret)
+        };
+        let derived = derived_var(body, step);
+        self.emit(stx(Size::DW, Reg::FP, blk + BLK_CTX, Reg::R9));
+        self.emit(Insn::St {
+            size: Size::DW,
+            dst: Reg::FP,
+            off: blk + BLK_STATUS,
+            imm: 0,
+        });
+        if let Some((l, _, _)) = derived {
+            self.emit(ldx(Size::DW, Reg::R0, reg, local_off(base, l)));
+            self.emit(stx(Size::DW, Reg::FP, blk + BLK_START, Reg::R0));
+        }
+        // The callback: locals through the block pointer.
+        let index = self.cb_next + self.callbacks.len();
+        let name = format!("{}__loop{}", self.name, self.callbacks.len());
+        let (prog, hook) = (self.prog, self.hook);
+        let mut sub = Gen::new(prog, hook, &mut *self.maps, &name);
+        sub.in_callback = true;
+        sub.inline_path = self.inline_path.clone();
+        let frame = Frame {
+            base: base - blk as i32,
+            reg: Reg::R8,
+            ret: None,
+            chain,
+            loops: Vec::new(),
+        };
+        sub.callback(s, frame, cond, body, step, cap, derived);
+        match sub.finish() {
+            Ok(f) => self.callbacks.push(f),
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+        let nr = cap.saturating_add(1).min(BPF_LOOP_MAX);
+        self.emit(mov_imm(Reg::R1, nr as i32));
+        self.refs.push((self.insns.len(), Ref::FuncAddr(index)));
+        self.emit(Insn::Lddw {
+            kind: LddwKind::Func,
+            dst: Reg::R2,
+            imm: 0,
+            next_imm: 0,
+        });
+        self.fp_addr(Reg::R3, blk);
+        self.emit(mov_imm(Reg::R4, 0));
+        self.call_helper(LOOP);
+        // How the loop ended.
+        let after = self.label();
+        let (exit, fault) = (self.exit, self.fault);
+        self.emit(ldx(Size::DW, Reg::R1, Reg::FP, blk + BLK_STATUS));
+        self.jcond(Cond::Eq, Reg::R1, Operand::Imm(ST_ENDED), after);
+        self.emit(ldx(Size::DW, Reg::R0, Reg::FP, blk + BLK_VALUE));
+        self.jcond(Cond::Eq, Reg::R1, Operand::Imm(ST_EXIT), exit);
+        // Still running (the cap) or a fault.
+        self.jcond(Cond::Ne, Reg::R1, Operand::Imm(ST_RETURN), fault);
+        match ret {
+            Some(l) => self.jmp(l),
+            None => {
+                // A plain value has bit 63 clear.
+                self.emit(alu(AluOp::Lsh, Reg::R0, Operand::Imm(1)));
+                self.emit(alu(AluOp::Rsh, Reg::R0, Operand::Imm(1)));
+                self.jmp(exit);
+            }
+        }
+        self.bind(after);
+        self.free(BLK_SIZE);
+    }
+
+    /// The body of a `bpf_loop` callback (r1 = index, r2 = the block).
+    #[allow(clippy::too_many_arguments)]
+    fn callback(
+        &mut self,
+        s: &Stmt,
+        mut frame: Frame,
+        cond: &Expr,
+        body: &[Stmt],
+        step: &[Stmt],
+        cap: u32,
+        derived: Option<(usize, u64, Ty)>,
+    ) {
+        self.lines.push((0, s.line, s.col));
+        self.emit(mov_reg(Reg::R7, Reg::R1));
+        self.emit(mov_reg(Reg::R8, Reg::R2));
+        self.emit(ldx(Size::DW, Reg::R9, Reg::R8, BLK_CTX));
+        let done = self.label();
+        let cont = self.label();
+        let ret = self.label();
+        frame.ret = Some(ret);
+        frame.loops.push(LoopCtx { brk: done, cont });
+        self.frames.push(frame);
+        if let Some((l, stepv, ty)) = derived {
+            // var = start + index * step
+            self.emit(mov_reg(Reg::R0, Reg::R7));
+            self.konst(Reg::R1, stepv);
+            self.emit(alu(AluOp::Mul, Reg::R0, Operand::Reg(Reg::R1)));
+            self.emit(ldx(Size::DW, Reg::R1, Reg::R8, BLK_START));
+            self.emit(alu(AluOp::Add, Reg::R0, Operand::Reg(Reg::R1)));
+            self.normalize(ty);
+            let o = self.local(l);
+            self.emit(stx(Size::DW, Reg::R8, o, Reg::R0));
+        }
+        // The verifier verifies the callback until its state at the call
+        // repeats; a local that changes every iteration (a counter started
+        // at a constant) would make it walk every iteration. Adding the
+        // index >> 23 (always 0: bpf_loop runs at most 2^23 iterations,
+        // unknown to the verifier) makes every local the loop assigns an
+        // unknown value of its type; no generated check relies on a
+        // local's range.
+        let mut carried = Vec::new();
+        assigned(body, &mut carried);
+        assigned(step, &mut carried);
+        carried.retain(|l| derived.is_none_or(|d| d.0 != *l));
+        if !carried.is_empty() {
+            self.emit(mov_reg(Reg::R6, Reg::R7));
+            self.emit(alu(AluOp::Rsh, Reg::R6, Operand::Imm(23)));
+        }
+        for l in carried {
+            let ty = self.prog.chains[self.frame().chain].locals[l].1;
+            let o = self.local(l);
+            self.emit(ldx(Size::DW, Reg::R0, Reg::R8, o));
+            self.emit(alu(AluOp::Add, Reg::R0, Operand::Reg(Reg::R6)));
+            self.normalize(ty);
+            self.emit(stx(Size::DW, Reg::R8, o, Reg::R0));
+        }
+        self.branch_false(cond, done);
+        let fault = self.fault;
+        self.jcond(Cond::Ge, Reg::R7, Operand::Imm(cap as i32), fault);
+        self.block(body);
+        self.bind(cont);
+        if derived.is_none() {
+            self.block(step);
+        }
+        self.emit(mov_imm(Reg::R0, 0));
+        self.emit(Insn::Exit);
+        let status = |g: &mut Gen, st: i32| {
+            g.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::R8,
+                off: BLK_STATUS,
+                imm: st,
+            });
+            g.emit(mov_imm(Reg::R0, 1));
+            g.emit(Insn::Exit);
+        };
+        self.bind(done);
+        status(self, ST_ENDED);
+        self.bind(ret);
+        self.emit(stx(Size::DW, Reg::R8, BLK_VALUE, Reg::R0));
+        status(self, ST_RETURN);
+        self.bind(self.exit);
+        self.emit(stx(Size::DW, Reg::R8, BLK_VALUE, Reg::R0));
+        status(self, ST_EXIT);
+        self.bind(self.fault);
+        status(self, ST_FAULT);
+        self.frames.pop();
     }
 
     fn fp_addr(&mut self, dst: Reg, off: i16) {
@@ -885,7 +1129,8 @@ impl<'a> Gen<'a> {
             }
             ExprKind::Local(l) => {
                 let o = self.local(*l);
-                self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                let r = self.lreg();
+                self.emit(ldx(Size::DW, Reg::R1, r, o));
                 Some(Operand::Reg(Reg::R1))
             }
             _ => None,
@@ -994,7 +1239,8 @@ impl<'a> Gen<'a> {
             ExprKind::Const(v) => self.konst(Reg::R0, *v),
             ExprKind::Local(l) => {
                 let o = self.local(*l);
-                self.emit(ldx(Size::DW, Reg::R0, Reg::FP, o));
+                let r = self.lreg();
+                self.emit(ldx(Size::DW, Reg::R0, r, o));
             }
             ExprKind::Bin(op, a, b) => self.binop(*op, e.ty, a, b),
             ExprKind::Neg(x) => {
@@ -1208,6 +1454,7 @@ impl<'a> Gen<'a> {
         let ret = self.label();
         self.frames.push(Frame {
             base: -base,
+            reg: Reg::FP,
             ret: Some(ret),
             chain,
             loops: Vec::new(),
@@ -1224,9 +1471,53 @@ impl<'a> Gen<'a> {
     }
 }
 
-/// Stack offset of local `i` in a frame based at `base` (<= 0).
+/// Offset of local `i` in a frame based at `base` (<= 0 from r10; > 0
+/// from the block pointer of a `bpf_loop` callback).
 fn local_off(base: i32, i: usize) -> i16 {
-    (base - 8 * (i as i32 + 1)).clamp(i16::MIN as i32, 0) as i16
+    (base - 8 * (i as i32 + 1)).clamp(i16::MIN as i32, i16::MAX as i32) as i16
+}
+
+/// The loop variable of a `range` loop whose value can be derived from
+/// the iteration index (`var = start + index * step`): (local, step,
+/// type), when `step` is `var = var + const` and `body` never assigns
+/// `var`. The verifier then sees an unknown index instead of a constant
+/// that changes every iteration, and verifies the callback once.
+fn derived_var(body: &[Stmt], step: &[Stmt]) -> Option<(usize, u64, Ty)> {
+    let [Stmt {
+        kind: StmtKind::Assign { local, value },
+        ..
+    }] = step
+    else {
+        return None;
+    };
+    let ExprKind::Bin(BinOp::Add, a, b) = &value.kind else {
+        return None;
+    };
+    let c = b.as_const()?;
+    let mut set = Vec::new();
+    assigned(body, &mut set);
+    if a.kind != ExprKind::Local(*local) || set.contains(local) {
+        return None;
+    }
+    Some((*local, c, value.ty))
+}
+
+/// Adds the locals the statements of `body` assign to `out`.
+fn assigned(body: &[Stmt], out: &mut Vec<usize>) {
+    for s in body {
+        match &s.kind {
+            StmtKind::Assign { local, .. } if !out.contains(local) => out.push(*local),
+            StmtKind::If { then, els, .. } => {
+                assigned(then, out);
+                assigned(els, out);
+            }
+            StmtKind::Loop { body, step, .. } => {
+                assigned(body, out);
+                assigned(step, out);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The memory size of a map value of type `ty`.
