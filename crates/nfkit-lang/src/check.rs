@@ -52,6 +52,10 @@ pub const BPF_LOOP_ABOVE: u32 = 1024;
 /// Largest iteration count `bpf_loop` takes.
 pub const BPF_LOOP_MAX: u32 = 1 << 23;
 
+/// Largest iteration cap: a `bpf_loop` runs cap + 1 times (the last one
+/// to see that the cap is exceeded).
+pub const MAX_LOOP_CAP: i128 = BPF_LOOP_MAX as i128 - 1;
+
 /// What the cap warnings add for a cap compiled to `bpf_loop`.
 fn bpf_loop_note(cap: u32) -> &'static str {
     if cap > BPF_LOOP_ABOVE {
@@ -694,11 +698,11 @@ impl<'a> Checker<'a> {
         }
         let v = self.const_expr(&a.value)?;
         if name == "LOOP_CAP" {
-            if !(1..=1 << 23).contains(&v) {
+            if !(1..=MAX_LOOP_CAP).contains(&v) {
                 return self.err(
                     off(a.value.as_ref()),
                     format!("LOOP_CAP {v} is out of range"),
-                    "use 1 .. 8388608",
+                    "use 1 .. 8388607",
                 );
             }
             self.loop_cap = v as u32;
@@ -734,7 +738,7 @@ impl<'a> Checker<'a> {
             );
         }
         let name = target.id.as_str();
-        if name == "LOOP_CAP" && (1..=1 << 23).contains(&v) {
+        if name == "LOOP_CAP" && (1..=MAX_LOOP_CAP).contains(&v) {
             self.loop_cap = v as u32;
         }
         self.prog
@@ -1499,11 +1503,11 @@ impl<'a> Checker<'a> {
             match k.arg.as_ref().map(|a| a.as_str()) {
                 Some("cap") => {
                     let v = self.const_expr(&k.value)?;
-                    if !(1..=1 << 23).contains(&v) {
+                    if !(1..=MAX_LOOP_CAP).contains(&v) {
                         return self.err(
                             off(&k.value),
                             format!("cap {v} is out of range"),
-                            "use 1 .. 8388608",
+                            "use 1 .. 8388607",
                         );
                     }
                     cap_kw = Some(v as u32);
@@ -1587,9 +1591,7 @@ impl<'a> Checker<'a> {
         let cap = match (trips, cap_kw) {
             // A large proven bound becomes the cap of a bpf_loop (never
             // exceeded).
-            (Some(n), None) if n > BPF_LOOP_ABOVE as i128 && n <= BPF_LOOP_MAX as i128 => {
-                Some(n as u32)
-            }
+            (Some(n), None) if n > BPF_LOOP_ABOVE as i128 && n <= MAX_LOOP_CAP => Some(n as u32),
             (Some(_), None) => None,
             (Some(n), Some(c)) => {
                 if n > c as i128 {

@@ -326,7 +326,7 @@ out = ArrayMap(u64, 8)
 def main() -> u64:
     n: u32 = Packet.read_u32(42)
     s: u64 = 0
-    for i in range(n, cap=8388608):
+    for i in range(n, cap=8388607):
         s += Packet.read_u8(14 + i % 32)
     out[0] = s
     return PASS
@@ -432,4 +432,26 @@ attach("eth0", "tc-ingress")
     let p = &packets[0];
     let want: u64 = (0..5000).map(|i| p[14 + i % 16] as u64).sum();
     assert_eq!(out(&r), &[(0, want)][..]);
+}
+
+#[test]
+fn the_stack_check_counts_the_callback_frame() {
+    // 36 locals in main (288 bytes) and a chain with 36 locals inlined in
+    // the loop body (the callback's frame): each fits 512 bytes, both
+    // together do not.
+    let locals = |p: &str| {
+        (0..36)
+            .map(|i| format!("    {p}{i}: u64 = n + {i}\n"))
+            .collect::<String>()
+    };
+    let src = format!(
+        "from nf.classify import every_packet\n\ndef inner(n: u64) -> u64:\n{}    return a35\n\ndef main() -> u64:\n    n: u64 = Packet.read_u8(42)\n{}    for i in range(n, cap=5000):\n        b0 += inner(i)\n    return b0\n\nevery_packet(main)\n",
+        locals("a"),
+        locals("b")
+    );
+    let e = match compile("test.py", &src, &Options::default()) {
+        Ok(_) => panic!("compiled"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("main -> main__loop0"), "{e}");
 }
