@@ -684,7 +684,7 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// A loop through `bpf_loop(min(cap + 1, max), cb, &blk, 0)`; the
+    /// A loop through `bpf_loop(cap + 1, cb, &blk, 0)`; the
     /// callback ends the loop (returns 1) on a false condition, `break`,
     /// `return`, a verdict or a fault, and with index == cap (the cap
     /// exceeded: a fault).
@@ -704,12 +704,14 @@ impl<'a> Gen<'a> {
         };
         let derived = derived_var(body, step);
         self.emit(stx(Size::DW, Reg::FP, blk + BLK_CTX, Reg::R9));
-        self.emit(Insn::St {
-            size: Size::DW,
-            dst: Reg::FP,
-            off: blk + BLK_STATUS,
-            imm: 0,
-        });
+        for off in [BLK_STATUS, BLK_VALUE] {
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: blk + off,
+                imm: 0,
+            });
+        }
         if let Some((l, _, _)) = derived {
             self.emit(ldx(Size::DW, Reg::R0, reg, local_off(base, l)));
             self.emit(stx(Size::DW, Reg::FP, blk + BLK_START, Reg::R0));
