@@ -43,6 +43,28 @@ pub struct Checked {
 
 /// Default iteration cap of loops without a proven bound.
 pub const DEFAULT_LOOP_CAP: u32 = 256;
+
+/// Loops with a larger iteration cap (or proven bound) are compiled to
+/// `bpf_loop` (the kernel verifier walks every iteration of a counted
+/// loop; a `bpf_loop` body is verified as one callback).
+pub const BPF_LOOP_ABOVE: u32 = 1024;
+
+/// Largest iteration count `bpf_loop` takes.
+pub const BPF_LOOP_MAX: u32 = 1 << 23;
+
+/// Largest iteration cap: a `bpf_loop` runs cap + 1 times (the last one
+/// to see that the cap is exceeded).
+pub const MAX_LOOP_CAP: i128 = BPF_LOOP_MAX as i128 - 1;
+
+/// What the cap warnings add for a cap compiled to `bpf_loop`.
+fn bpf_loop_note(cap: u32) -> &'static str {
+    if cap > BPF_LOOP_ABOVE {
+        "; the loop is compiled to bpf_loop"
+    } else {
+        ""
+    }
+}
+
 /// Most parameters (and NF arguments).
 pub const MAX_ARGS: usize = 4;
 /// Most chains a classifier can dispatch (ids 0..62).
@@ -117,6 +139,7 @@ fn check_at(
         defs: Vec::new(),
         calls: Vec::new(),
         depth,
+        in_bpf_loop: false,
     };
     c.module(&body)?;
     let hook = c.hook;
@@ -142,6 +165,8 @@ struct Checker<'a> {
     calls: Vec<Vec<(usize, usize)>>,
     /// Nesting of library imports (0 for the script itself).
     depth: u32,
+    /// True while checking the body of a loop compiled to `bpf_loop`.
+    in_bpf_loop: bool,
 }
 
 /// Per-chain state while checking a body.
@@ -673,11 +698,11 @@ impl<'a> Checker<'a> {
         }
         let v = self.const_expr(&a.value)?;
         if name == "LOOP_CAP" {
-            if !(1..=1 << 23).contains(&v) {
+            if !(1..=MAX_LOOP_CAP).contains(&v) {
                 return self.err(
                     off(a.value.as_ref()),
                     format!("LOOP_CAP {v} is out of range"),
-                    "use 1 .. 8388608",
+                    "use 1 .. 8388607",
                 );
             }
             self.loop_cap = v as u32;
@@ -713,7 +738,7 @@ impl<'a> Checker<'a> {
             );
         }
         let name = target.id.as_str();
-        if name == "LOOP_CAP" && (1..=1 << 23).contains(&v) {
+        if name == "LOOP_CAP" && (1..=MAX_LOOP_CAP).contains(&v) {
             self.loop_cap = v as u32;
         }
         self.prog
@@ -1347,13 +1372,15 @@ impl<'a> Checker<'a> {
                 let cap = self.loop_cap;
                 self.warn(
                     at,
-                    format!("'while' loop: the compiler cannot prove a bound; an iteration cap of {cap} applies (exceeding it is a fault)"),
+                    format!("'while' loop: the compiler cannot prove a bound; an iteration cap of {cap} applies (exceeding it is a fault){}", bpf_loop_note(cap)),
                     "set the cap with LOOP_CAP = N at module level, or use 'for i in range(CONST)'",
                 );
                 let counter = sc.add(&format!("$cap{}", sc.locals.len()), Ty::U32);
+                let outer = self.enter_loop(at, cap)?;
                 sc.loops += 1;
                 let body = self.block(&w.body, sc);
                 sc.loops -= 1;
+                self.in_bpf_loop = outer;
                 let body = body?;
                 out.push(self.mk(
                     at,
@@ -1477,11 +1504,11 @@ impl<'a> Checker<'a> {
             match k.arg.as_ref().map(|a| a.as_str()) {
                 Some("cap") => {
                     let v = self.const_expr(&k.value)?;
-                    if !(1..=1 << 23).contains(&v) {
+                    if !(1..=MAX_LOOP_CAP).contains(&v) {
                         return self.err(
                             off(&k.value),
                             format!("cap {v} is out of range"),
-                            "use 1 .. 8388608",
+                            "use 1 .. 8388607",
                         );
                     }
                     cap_kw = Some(v as u32);
@@ -1563,13 +1590,17 @@ impl<'a> Checker<'a> {
         let end_l = sc.add(&format!("$end{}", sc.locals.len()), ty);
         let stepc = Expr::konst(ty, step_v as u64);
         let cap = match (trips, cap_kw) {
+            // A large proven bound becomes the cap of a bpf_loop (never
+            // exceeded).
+            (Some(n), None) if n > BPF_LOOP_ABOVE as i128 && n <= MAX_LOOP_CAP => Some(n as u32),
             (Some(_), None) => None,
             (Some(n), Some(c)) => {
                 if n > c as i128 {
                     self.warn(
                         at,
                         format!(
-                            "this loop runs {n} times but cap={c} stops it (a fault) after {c}"
+                            "this loop runs {n} times but cap={c} stops it (a fault) after {c}{}",
+                            bpf_loop_note(c)
                         ),
                         "raise the cap or shorten the range",
                     );
@@ -1580,7 +1611,7 @@ impl<'a> Checker<'a> {
                 let cap = c.unwrap_or(self.loop_cap);
                 self.warn(
                     at,
-                    format!("loop bound is not a constant: an iteration cap of {cap} applies (exceeding it is a fault)"),
+                    format!("loop bound is not a constant: an iteration cap of {cap} applies (exceeding it is a fault){}", bpf_loop_note(cap)),
                     if c.is_some() { "the cap comes from cap=" } else { "set it with range(..., cap=N) or LOOP_CAP = N" },
                 );
                 Some(cap)
@@ -1620,9 +1651,11 @@ impl<'a> Checker<'a> {
             (None, None) => self.loop_cap,
         };
         let cap = cap.map(|c| (c, sc.add(&format!("$cap{}", sc.locals.len()), Ty::U32)));
+        let outer = self.enter_loop(at, cap.map_or(0, |c| c.0))?;
         sc.loops += 1;
         let body = self.block(&f.body, sc);
         sc.loops -= 1;
+        self.in_bpf_loop = outer;
         let body = body?;
         let step = vec![self.mk(
             at,
@@ -1645,6 +1678,24 @@ impl<'a> Checker<'a> {
             },
         ));
         Ok(())
+    }
+
+    /// Starts the body of a loop with iteration cap `cap` (0: none); the
+    /// previous `in_bpf_loop`, to restore after the body. A `bpf_loop`
+    /// inside another one's body is an error.
+    fn enter_loop(&mut self, at: usize, cap: u32) -> R<bool> {
+        let outer = self.in_bpf_loop;
+        if cap > BPF_LOOP_ABOVE {
+            if outer {
+                return self.err(
+                    at,
+                    format!("this loop (cap {cap}) is compiled to bpf_loop inside the body of another bpf_loop, which is not supported"),
+                    &format!("give one of the two loops a cap of at most {BPF_LOOP_ABOVE} (a counted loop), or merge them into one loop"),
+                );
+            }
+            self.in_bpf_loop = true;
+        }
+        Ok(outer)
     }
 
     /// A verdict expression (`DROP`, `REDIRECT(x)`), if `e` is one.

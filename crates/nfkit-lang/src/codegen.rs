@@ -11,7 +11,16 @@
 //! (so they are never stale after a call) and bounds-checked the way the
 //! verifier wants; a failed check, a missing info block or an exceeded
 //! loop cap returns `NF_FAULT`.
+//!
+//! A loop whose cap is above [`BPF_LOOP_ABOVE`] runs through the
+//! `bpf_loop` helper: its body becomes a static callback `long cb(u64
+//! index, void *blk)`, where `blk` points at a block of the caller's
+//! stack (the spilled ctx, a status, a value, the loop variable's start);
+//! the callback reaches the chain's locals through that pointer (kept in
+//! r8; its index in r7) and reports how the loop ended in the status,
+//! which the caller acts on after `bpf_loop` returns.
 
+use crate::check::{BPF_LOOP_ABOVE, BPF_LOOP_MAX};
 use crate::ir::{BinOp, Chain, CmpOp, Expr, ExprKind, MapRmw, Program, Stmt, StmtKind};
 use crate::types::Ty;
 use nfkit_isa::{
@@ -42,6 +51,23 @@ pub const FRAME_SLOTS: i32 = 56;
 /// dynamic entry and back to the chain's next segment).
 pub const TAIL_CALL_LIMIT: u64 = 33;
 pub const DYN_MAX_NF_CALLS: u64 = (TAIL_CALL_LIMIT - 1) / 2;
+const LOOP: i32 = 181;
+
+/// The caller's block of a `bpf_loop` (offsets from its start): the
+/// spilled ctx, the status the callback leaves, the value of a `return`
+/// or verdict, the start value of a `range` loop variable.
+const BLK_CTX: i16 = 0;
+const BLK_STATUS: i16 = 8;
+const BLK_VALUE: i16 = 16;
+const BLK_START: i16 = 24;
+const BLK_SIZE: i32 = 32;
+/// Statuses: still running (the iterations ran out: the cap), ended
+/// (condition false or `break`), `return` with a value, the function's
+/// exit with r0 (verdict), fault.
+const ST_ENDED: i32 = 1;
+const ST_RETURN: i32 = 2;
+const ST_EXIT: i32 = 3;
+const ST_FAULT: i32 = 4;
 
 /// Largest packet offset a chain can access: the verifier tracks packet
 /// ranges only while offset + size stays below 64 KiB; larger offsets
@@ -60,6 +86,8 @@ pub enum Ref {
     Nf(String),
     /// Call of generated function `i`.
     Func(usize),
+    /// `lddw` of the address of generated function `i` (a callback).
+    FuncAddr(usize),
 }
 
 /// The maps a generated object uses: the script's, then shared ones.
@@ -120,6 +148,8 @@ pub struct GenFunc {
     /// Dynamic mode: this function is an entry program (a chain segment)
     /// to be placed at this slot of `nfkit_progs`.
     pub slot: Option<u32>,
+    /// True for a `bpf_loop` callback (`long cb(u64 index, void *ctx)`).
+    pub callback: bool,
 }
 
 /// Code generation errors.
@@ -143,6 +173,8 @@ pub enum GenError {
     TailCalls { chain: String, calls: u64 },
     #[error("dynamic mode: no free slot in nfkit_progs for {what}")]
     NoSlot { what: String },
+    #[error("chain '{chain}', line {line}: a loop compiled to bpf_loop inside the body of another bpf_loop (through a chain call) is not supported; give one of them a cap of at most {BPF_LOOP_ABOVE}")]
+    NestedLoop { chain: String, line: u32 },
 }
 
 /// Generated code of a whole program.
@@ -162,6 +194,8 @@ pub struct Generated {
 pub fn generate(prog: &Program, hook: Hook) -> Result<Generated, GenError> {
     let mut maps: Vec<ObjMap> = (0..prog.maps.len()).map(ObjMap::User).collect();
     let mut funcs = Vec::new();
+    // bpf_loop callbacks come after the chains and the dispatcher.
+    let mut callbacks = Vec::new();
     // With a classifier only the dispatched chains become functions (the
     // others exist inlined); a library keeps every chain.
     let dispatched = prog.dispatched();
@@ -170,15 +204,20 @@ pub fn generate(prog: &Program, hook: Hook) -> Result<Generated, GenError> {
     } else {
         (0..prog.chains.len()).collect()
     };
+    let cb_base = emitted.len() + usize::from(prog.classifier.is_some());
     for &i in &emitted {
         let mut g = Gen::new(prog, hook, &mut maps, &prog.chains[i].name);
+        g.cb_next = cb_base + callbacks.len();
         g.chain_function(i)?;
+        let cbs = std::mem::take(&mut g.callbacks);
         funcs.push(g.finish()?);
+        callbacks.extend(cbs);
     }
     if prog.classifier.is_some() {
         let order: Vec<usize> = (0..dispatched.len()).collect();
         funcs.push(dispatcher(&order));
     }
+    funcs.extend(callbacks);
     Ok(Generated {
         funcs,
         maps,
@@ -212,6 +251,7 @@ pub fn generate_dynamic(
         nf_slots.insert(nf.symbol.clone(), slot);
     }
     let mut funcs = Vec::new();
+    let mut callbacks = Vec::new();
     let mut next_seg = slots.seg_first;
     for (id, &ci) in prog.dispatched().iter().enumerate() {
         let chain = &prog.chains[ci];
@@ -223,6 +263,8 @@ pub fn generate_dynamic(
             });
         }
         let mut g = Gen::new(prog, hook, &mut maps, &chain.name);
+        // Callbacks are numbered once the segments are counted.
+        g.cb_next = CB_PENDING + callbacks.len();
         g.dynamic = Some(DynGen {
             nf_slots: nf_slots.clone(),
             next_seg,
@@ -233,9 +275,24 @@ pub fn generate_dynamic(
             error: None,
         });
         g.chain_function(ci)?;
+        let cbs = std::mem::take(&mut g.callbacks);
         let segs = g.segments(id as u32)?;
         next_seg += segs.len() as u32 - 1;
         funcs.extend(segs);
+        callbacks.extend(cbs);
+    }
+    // bpf_loop callbacks after the segments (NF calls inside them are
+    // direct calls: a callback cannot tail-call).
+    let base = funcs.len();
+    funcs.extend(callbacks);
+    for f in &mut funcs {
+        for (_, r) in &mut f.refs {
+            if let Ref::Func(k) | Ref::FuncAddr(k) = r {
+                if *k >= CB_PENDING {
+                    *k = *k - CB_PENDING + base;
+                }
+            }
+        }
     }
     Ok(Generated {
         funcs,
@@ -243,6 +300,9 @@ pub fn generate_dynamic(
         nf_slots,
     })
 }
+
+/// Placeholder base of callback function indexes in dynamic mode.
+const CB_PENDING: usize = 1 << 30;
 
 /// The most NF calls one run of `body` can make (loops count their
 /// iterations; chain calls are inlined, so their bodies count).
@@ -260,6 +320,10 @@ fn nf_calls_stmt(prog: &Program, s: &Stmt) -> u64 {
         StmtKind::If { cond, then, els } => {
             e(cond).saturating_add(nf_calls_block(prog, then).max(nf_calls_block(prog, els)))
         }
+        // A loop run by bpf_loop calls its NFs directly (no tail calls).
+        StmtKind::Loop {
+            cap: Some((c, _)), ..
+        } if *c > BPF_LOOP_ABOVE => 0,
         StmtKind::Loop {
             cond,
             body,
@@ -345,6 +409,7 @@ fn dispatcher(chains: &[usize]) -> GenFunc {
         stack: 0,
         global: true,
         slot: None,
+        callback: false,
     }
 }
 
@@ -430,8 +495,11 @@ struct Site {
 
 /// Inlining context of one chain instance.
 struct Frame {
-    /// Stack offset of local 0 (locals at base - 8 * (i + 1)).
+    /// Offset of local 0 from `reg` (locals at base - 8 * (i + 1)).
     base: i32,
+    /// The register locals are addressed from: r10, or (in a `bpf_loop`
+    /// callback) r8, the pointer to the caller's block.
+    reg: Reg,
     /// Where `return` goes (None: the function's own exit).
     ret: Option<Label>,
     chain: usize,
@@ -461,6 +529,14 @@ struct Gen<'a> {
     slot_cache: HashMap<(), ()>,
     /// Dynamic mode (segments at NF calls).
     dynamic: Option<DynGen>,
+    /// Callbacks generated for `bpf_loop`s, and the function index the
+    /// next one gets.
+    callbacks: Vec<GenFunc>,
+    cb_next: usize,
+    /// True while generating a callback.
+    in_callback: bool,
+    /// The first error of a statement.
+    error: Option<GenError>,
 }
 
 impl<'a> Gen<'a> {
@@ -483,6 +559,10 @@ impl<'a> Gen<'a> {
             inline_path: vec![name.to_string()],
             slot_cache: HashMap::new(),
             dynamic: None,
+            callbacks: Vec::new(),
+            cb_next: 0,
+            in_callback: false,
+            error: None,
         };
         g.exit = g.label();
         g.fault = g.label();
@@ -565,7 +645,10 @@ impl<'a> Gen<'a> {
         }
     }
 
-    fn finish(self) -> Result<GenFunc, GenError> {
+    fn finish(mut self) -> Result<GenFunc, GenError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         self.check_frame()?;
         self.code(self.name.clone(), None, None)
     }
@@ -673,12 +756,16 @@ impl<'a> Gen<'a> {
             stack: self.max_used as u32,
             global: false,
             slot,
+            callback: self.in_callback,
         })
     }
 
     /// Dynamic mode: the chain (chain id `id`) as its segments, segment 0
     /// first (at slot `id`), then one per NF call site.
     fn segments(mut self, id: u32) -> Result<Vec<GenFunc>, GenError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         self.check_frame()?;
         let Some(d) = self.dynamic.take() else {
             return Ok(vec![self.finish()?]);
@@ -747,6 +834,7 @@ impl<'a> Gen<'a> {
         }
         self.frames.push(Frame {
             base,
+            reg: Reg::FP,
             ret: None,
             chain: ci,
             loops: Vec::new(),
@@ -825,6 +913,11 @@ impl<'a> Gen<'a> {
         local_off(self.frame().base, i)
     }
 
+    /// The register locals of the current frame are addressed from.
+    fn lreg(&self) -> Reg {
+        self.frame().reg
+    }
+
     fn block(&mut self, body: &[Stmt]) {
         for s in body {
             self.stmt(s);
@@ -837,7 +930,8 @@ impl<'a> Gen<'a> {
             StmtKind::Assign { local, value } => {
                 self.expr(value);
                 let o = self.local(*local);
-                self.emit(stx(Size::DW, Reg::FP, o, Reg::R0));
+                let r = self.lreg();
+                self.emit(stx(Size::DW, r, o, Reg::R0));
             }
             StmtKind::Expr(e) => self.expr(e),
             StmtKind::If { cond, then, els } => {
@@ -859,11 +953,14 @@ impl<'a> Gen<'a> {
                 cap,
                 ..
             } => {
+                if let Some((n, _)) = cap.filter(|c| c.0 > BPF_LOOP_ABOVE) {
+                    return self.bpf_loop(s, cond, body, step, n);
+                }
                 if let Some((_, counter)) = cap {
                     let o = self.local(*counter);
                     self.emit(Insn::St {
                         size: Size::DW,
-                        dst: Reg::FP,
+                        dst: self.lreg(),
                         off: o,
                         imm: 0,
                     });
@@ -875,11 +972,12 @@ impl<'a> Gen<'a> {
                 self.branch_false(cond, brk);
                 if let Some((n, counter)) = cap {
                     let o = self.local(*counter);
-                    self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                    let r = self.lreg();
+                    self.emit(ldx(Size::DW, Reg::R1, r, o));
                     let fault = self.fault;
                     self.jcond(Cond::Ge, Reg::R1, Operand::Imm(*n as i32), fault);
                     self.emit(alu(AluOp::Add, Reg::R1, Operand::Imm(1)));
-                    self.emit(stx(Size::DW, Reg::FP, o, Reg::R1));
+                    self.emit(stx(Size::DW, r, o, Reg::R1));
                 }
                 let fi = self.frames.len() - 1;
                 self.frames[fi].loops.push(LoopCtx { brk, cont });
@@ -943,6 +1041,182 @@ impl<'a> Gen<'a> {
             } => self.map_rmw(*map, key, *op, value),
             StmtKind::PktWrite { size, off, value } => self.pkt_write(*size, off, value),
         }
+    }
+
+    /// A loop through `bpf_loop(cap + 1, cb, &blk, 0)`; the
+    /// callback ends the loop (returns 1) on a false condition, `break`,
+    /// `return`, a verdict or a fault, and with index == cap (the cap
+    /// exceeded: a fault).
+    fn bpf_loop(&mut self, s: &Stmt, cond: &Expr, body: &[Stmt], step: &[Stmt], cap: u32) {
+        if self.in_callback {
+            let e = GenError::NestedLoop {
+                chain: self.name.clone(),
+                line: s.line,
+            };
+            self.error.get_or_insert(e);
+            return;
+        }
+        let blk = self.alloc(BLK_SIZE);
+        let (base, reg, chain, ret) = {
+            let f = self.frame();
+            (f.base, f.reg, f.chain, f.ret)
+        };
+        let derived = derived_var(body, step);
+        self.emit(stx(Size::DW, Reg::FP, blk + BLK_CTX, Reg::R9));
+        for off in [BLK_STATUS, BLK_VALUE] {
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: blk + off,
+                imm: 0,
+            });
+        }
+        if let Some((l, _, _)) = derived {
+            self.emit(ldx(Size::DW, Reg::R0, reg, local_off(base, l)));
+            self.emit(stx(Size::DW, Reg::FP, blk + BLK_START, Reg::R0));
+        }
+        // The callback: locals through the block pointer.
+        let index = self.cb_next + self.callbacks.len();
+        let name = format!("{}__loop{}", self.name, self.callbacks.len());
+        let (prog, hook) = (self.prog, self.hook);
+        let mut sub = Gen::new(prog, hook, &mut *self.maps, &name);
+        sub.in_callback = true;
+        sub.inline_path = self.inline_path.clone();
+        let frame = Frame {
+            base: base - blk as i32,
+            reg: Reg::R8,
+            ret: None,
+            chain,
+            loops: Vec::new(),
+        };
+        sub.callback(s, frame, cond, body, step, cap, derived);
+        match sub.finish() {
+            Ok(f) => self.callbacks.push(f),
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+        let nr = cap.saturating_add(1).min(BPF_LOOP_MAX);
+        self.emit(mov_imm(Reg::R1, nr as i32));
+        self.refs.push((self.insns.len(), Ref::FuncAddr(index)));
+        self.emit(Insn::Lddw {
+            kind: LddwKind::Func,
+            dst: Reg::R2,
+            imm: 0,
+            next_imm: 0,
+        });
+        self.fp_addr(Reg::R3, blk);
+        self.emit(mov_imm(Reg::R4, 0));
+        self.call_helper(LOOP);
+        // How the loop ended.
+        let after = self.label();
+        let (exit, fault) = (self.exit, self.fault);
+        self.emit(ldx(Size::DW, Reg::R1, Reg::FP, blk + BLK_STATUS));
+        self.jcond(Cond::Eq, Reg::R1, Operand::Imm(ST_ENDED), after);
+        self.emit(ldx(Size::DW, Reg::R0, Reg::FP, blk + BLK_VALUE));
+        self.jcond(Cond::Eq, Reg::R1, Operand::Imm(ST_EXIT), exit);
+        // Still running (the cap) or a fault.
+        self.jcond(Cond::Ne, Reg::R1, Operand::Imm(ST_RETURN), fault);
+        match ret {
+            Some(l) => self.jmp(l),
+            None => {
+                // A plain value has bit 63 clear.
+                self.emit(alu(AluOp::Lsh, Reg::R0, Operand::Imm(1)));
+                self.emit(alu(AluOp::Rsh, Reg::R0, Operand::Imm(1)));
+                self.jmp(exit);
+            }
+        }
+        self.bind(after);
+        self.free(BLK_SIZE);
+    }
+
+    /// The body of a `bpf_loop` callback (r1 = index, r2 = the block).
+    #[allow(clippy::too_many_arguments)]
+    fn callback(
+        &mut self,
+        s: &Stmt,
+        mut frame: Frame,
+        cond: &Expr,
+        body: &[Stmt],
+        step: &[Stmt],
+        cap: u32,
+        derived: Option<(usize, u64, Ty)>,
+    ) {
+        self.lines.push((0, s.line, s.col));
+        self.emit(mov_reg(Reg::R7, Reg::R1));
+        self.emit(mov_reg(Reg::R8, Reg::R2));
+        self.emit(ldx(Size::DW, Reg::R9, Reg::R8, BLK_CTX));
+        let done = self.label();
+        let cont = self.label();
+        let ret = self.label();
+        frame.ret = Some(ret);
+        frame.loops.push(LoopCtx { brk: done, cont });
+        self.frames.push(frame);
+        if let Some((l, stepv, ty)) = derived {
+            // var = start + index * step
+            self.emit(mov_reg(Reg::R0, Reg::R7));
+            self.konst(Reg::R1, stepv);
+            self.emit(alu(AluOp::Mul, Reg::R0, Operand::Reg(Reg::R1)));
+            self.emit(ldx(Size::DW, Reg::R1, Reg::R8, BLK_START));
+            self.emit(alu(AluOp::Add, Reg::R0, Operand::Reg(Reg::R1)));
+            self.normalize(ty);
+            let o = self.local(l);
+            self.emit(stx(Size::DW, Reg::R8, o, Reg::R0));
+        }
+        // The verifier verifies the callback until its state at the call
+        // repeats; a local that changes every iteration (a counter started
+        // at a constant) would make it walk every iteration. Adding the
+        // index >> 23 (always 0: bpf_loop runs at most 2^23 iterations,
+        // unknown to the verifier) makes every local the loop assigns an
+        // unknown value of its type; no generated check relies on a
+        // local's range.
+        let mut carried = Vec::new();
+        assigned(body, &mut carried);
+        assigned(step, &mut carried);
+        carried.retain(|l| derived.is_none_or(|d| d.0 != *l));
+        if !carried.is_empty() {
+            self.emit(mov_reg(Reg::R6, Reg::R7));
+            self.emit(alu(AluOp::Rsh, Reg::R6, Operand::Imm(23)));
+        }
+        for l in carried {
+            let ty = self.prog.chains[self.frame().chain].locals[l].1;
+            let o = self.local(l);
+            self.emit(ldx(Size::DW, Reg::R0, Reg::R8, o));
+            self.emit(alu(AluOp::Add, Reg::R0, Operand::Reg(Reg::R6)));
+            self.normalize(ty);
+            self.emit(stx(Size::DW, Reg::R8, o, Reg::R0));
+        }
+        self.branch_false(cond, done);
+        let fault = self.fault;
+        self.jcond(Cond::Ge, Reg::R7, Operand::Imm(cap as i32), fault);
+        self.block(body);
+        self.bind(cont);
+        if derived.is_none() {
+            self.block(step);
+        }
+        self.emit(mov_imm(Reg::R0, 0));
+        self.emit(Insn::Exit);
+        let status = |g: &mut Gen, st: i32| {
+            g.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::R8,
+                off: BLK_STATUS,
+                imm: st,
+            });
+            g.emit(mov_imm(Reg::R0, 1));
+            g.emit(Insn::Exit);
+        };
+        self.bind(done);
+        status(self, ST_ENDED);
+        self.bind(ret);
+        self.emit(stx(Size::DW, Reg::R8, BLK_VALUE, Reg::R0));
+        status(self, ST_RETURN);
+        self.bind(self.exit);
+        self.emit(stx(Size::DW, Reg::R8, BLK_VALUE, Reg::R0));
+        status(self, ST_EXIT);
+        self.bind(self.fault);
+        status(self, ST_FAULT);
+        self.frames.pop();
     }
 
     fn fp_addr(&mut self, dst: Reg, off: i16) {
@@ -1222,7 +1496,8 @@ impl<'a> Gen<'a> {
             }
             ExprKind::Local(l) => {
                 let o = self.local(*l);
-                self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                let r = self.lreg();
+                self.emit(ldx(Size::DW, Reg::R1, r, o));
                 Some(Operand::Reg(Reg::R1))
             }
             _ => None,
@@ -1331,7 +1606,8 @@ impl<'a> Gen<'a> {
             ExprKind::Const(v) => self.konst(Reg::R0, *v),
             ExprKind::Local(l) => {
                 let o = self.local(*l);
-                self.emit(ldx(Size::DW, Reg::R0, Reg::FP, o));
+                let r = self.lreg();
+                self.emit(ldx(Size::DW, Reg::R0, r, o));
             }
             ExprKind::Bin(op, a, b) => self.binop(*op, e.ty, a, b),
             ExprKind::Neg(x) => {
@@ -1621,6 +1897,7 @@ impl<'a> Gen<'a> {
         let ret = self.label();
         self.frames.push(Frame {
             base: -base,
+            reg: Reg::FP,
             ret: Some(ret),
             chain,
             loops: Vec::new(),
@@ -1637,9 +1914,53 @@ impl<'a> Gen<'a> {
     }
 }
 
-/// Stack offset of local `i` in a frame based at `base` (<= 0).
+/// Offset of local `i` in a frame based at `base` (<= 0 from r10; > 0
+/// from the block pointer of a `bpf_loop` callback).
 fn local_off(base: i32, i: usize) -> i16 {
-    (base - 8 * (i as i32 + 1)).clamp(i16::MIN as i32, 0) as i16
+    (base - 8 * (i as i32 + 1)).clamp(i16::MIN as i32, i16::MAX as i32) as i16
+}
+
+/// The loop variable of a `range` loop whose value can be derived from
+/// the iteration index (`var = start + index * step`): (local, step,
+/// type), when `step` is `var = var + const` and `body` never assigns
+/// `var`. The verifier then sees an unknown index instead of a constant
+/// that changes every iteration, and verifies the callback once.
+fn derived_var(body: &[Stmt], step: &[Stmt]) -> Option<(usize, u64, Ty)> {
+    let [Stmt {
+        kind: StmtKind::Assign { local, value },
+        ..
+    }] = step
+    else {
+        return None;
+    };
+    let ExprKind::Bin(BinOp::Add, a, b) = &value.kind else {
+        return None;
+    };
+    let c = b.as_const()?;
+    let mut set = Vec::new();
+    assigned(body, &mut set);
+    if a.kind != ExprKind::Local(*local) || set.contains(local) {
+        return None;
+    }
+    Some((*local, c, value.ty))
+}
+
+/// Adds the locals the statements of `body` assign to `out`.
+fn assigned(body: &[Stmt], out: &mut Vec<usize>) {
+    for s in body {
+        match &s.kind {
+            StmtKind::Assign { local, .. } if !out.contains(local) => out.push(*local),
+            StmtKind::If { then, els, .. } => {
+                assigned(then, out);
+                assigned(els, out);
+            }
+            StmtKind::Loop { body, step, .. } => {
+                assigned(body, out);
+                assigned(step, out);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The memory size of a map value of type `ty`.

@@ -84,7 +84,8 @@ pub fn map_specs(prog: &Program, gen: &Generated) -> Vec<MapSpec> {
 
 /// BTF of the generated functions: each a `FUNC` with the NF signature
 /// `u64 f(void *ctx, u64, u64, u64, u64)`, static linkage (the verifier
-/// checks them in their caller's context).
+/// checks them in their caller's context); `bpf_loop` callbacks have
+/// `long cb(u64 index, void *ctx)`.
 fn build_btf(funcs: &[GenFunc]) -> (Btf, Vec<u32>) {
     let mut btf = Btf::new();
     let u64_id = btf.add(Type::new(
@@ -114,13 +115,38 @@ fn build_btf(funcs: &[GenFunc]) -> (Btf, Vec<u32>) {
             params,
         },
     ));
+    let long_id = btf.add(Type::new(
+        "long",
+        Kind::Int {
+            size: 8,
+            encoding: 1,
+            offset: 0,
+            bits: 64,
+        },
+    ));
+    let cb_proto = btf.add(Type::new(
+        "",
+        Kind::FuncProto {
+            ret: long_id,
+            params: vec![
+                Param {
+                    name: "index".into(),
+                    ty: u64_id,
+                },
+                Param {
+                    name: "ctx".into(),
+                    ty: ptr,
+                },
+            ],
+        },
+    ));
     let ids = funcs
         .iter()
         .map(|f| {
             btf.add(Type::new(
                 f.name.clone(),
                 Kind::Func {
-                    proto,
+                    proto: if f.callback { cb_proto } else { proto },
                     linkage: Linkage::Static,
                 },
             ))
@@ -148,6 +174,7 @@ pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
                         Ref::Map(m) => RelocTarget::Map(*m),
                         Ref::Nf(s) => RelocTarget::Call(FuncRef::Named(s.clone())),
                         Ref::Func(k) => RelocTarget::Call(FuncRef::Index(*k)),
+                        Ref::FuncAddr(k) => RelocTarget::FuncAddr(FuncRef::Index(*k)),
                     },
                 })
                 .collect();
@@ -492,9 +519,16 @@ pub fn check_stack(image: &Image) -> Result<(), LinkError> {
         let body = &image.insns[lo..hi];
         frames[fi] = frame_size(body);
         for (k, ins) in body.iter().enumerate() {
+            // A local call, or a function address (a bpf_loop callback,
+            // which runs in a frame above its caller's).
             if let Insn::Call {
                 kind: CallKind::Local,
                 imm,
+            }
+            | Insn::Lddw {
+                kind: LddwKind::Func,
+                imm,
+                ..
             } = *ins
             {
                 let t = slots[lo + k] as i64 + 1 + imm as i64;
@@ -504,7 +538,6 @@ pub fn check_stack(image: &Image) -> Result<(), LinkError> {
                     }
                 }
             }
-            let _ = LddwKind::Imm64;
         }
     }
     fn walk(

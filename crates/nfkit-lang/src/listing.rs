@@ -38,7 +38,7 @@ pub fn listing(c: &Compiled) -> String {
                         None => "?".into(),
                     },
                     Ref::Nf(s) => s.clone(),
-                    Ref::Func(k) => c
+                    Ref::Func(k) | Ref::FuncAddr(k) => c
                         .generated
                         .funcs
                         .get(*k)

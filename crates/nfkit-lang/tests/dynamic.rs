@@ -154,3 +154,54 @@ every_packet(many)
     compile_dynamic("ok.py", &ok, &Options::default(), &DynSlots::default())
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn bpf_loop_bodies_call_nfs_directly_in_dynamic_mode() {
+    // 5000 NF calls per packet: far beyond 16 tail calls, but the loop
+    // runs through bpf_loop, whose callback calls the NF directly; the
+    // NF call before the loop is a tail call.
+    let src = "\
+from nf.parse import dst_port, l4_proto
+from nf.classify import every_packet
+
+total = ArrayMap(u64, 1)
+
+def sum_ports() -> u64:
+    p: u64 = l4_proto()
+    s: u64 = 0
+    for i in range(5000):
+        s += dst_port()
+    total[0] = s + p
+    if s > 0:
+        return DROP
+    return PASS
+
+every_packet(sum_ports)
+";
+    let opts = Options::default();
+    let st = compile("loop.py", src, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let dy = compile_dynamic("loop.py", src, &opts, &DynSlots::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        dy.segments().len(),
+        2,
+        "one tail-called NF call: two segments"
+    );
+    let (_, input) = example("port_stats");
+    let input: Vec<(u64, Vec<u8>)> = input.into_iter().take(6).collect();
+    let want = run_capture(&st, &input, false).expect("static run");
+    let mut vm = ScriptVm::new_dynamic(&dy).expect("dynamic load");
+    for (i, (ts, data)) in input.iter().enumerate() {
+        let (o, _) = vm.run(data, *ts, false).expect("run");
+        assert_eq!(o.error, None);
+        assert_eq!(o.code, want.lines[i].code, "packet {}", i + 1);
+    }
+    assert_eq!(vm.maps(&dy.program), want.maps);
+    if is_root() {
+        let k = kernel_run_image(&dy.image, &dy.entry, &dy.control_plane(), &input)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for (i, (code, _)) in k.iter().enumerate() {
+            assert_eq!(*code, want.lines[i].code, "kernel packet {}", i + 1);
+        }
+    }
+}
