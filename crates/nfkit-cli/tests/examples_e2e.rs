@@ -291,7 +291,7 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
     targets.dedup();
 
     let bed = Bed::new(&targets);
-    let s = Scratch::new(&format!("e2e-{name}"), tc_attach);
+    let s = Scratch::new(&format!("e2e-{name}-{hook}"), tc_attach);
     let sut_dev = bed.veth.b.dev.clone();
     let snd_dev = bed.veth.a.dev.clone();
     let d = json(&nfkit(
