@@ -30,6 +30,7 @@
 //!   stack; dropped frames never reach the packet taps), on each
 //!   collector the frames the VM redirected to its ifindex, on the
 //!   sender's device the TX ones;
+//! * `nfkit status --json` shows the VM's per-chain, per-verdict counts;
 //! * every map of the script, read with `nfkit map dump --json`, has the
 //!   entries the VM's run ends with (array entries that are 0 left out,
 //!   per-CPU values summed, as `nfkit run` prints them).
@@ -442,6 +443,14 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         let got = dumped(&dump, is_array).unwrap_or_else(|e| panic!("{name}: {map}: {e}"));
         assert_eq!(got, want, "{name}: map {map}: kernel / VM");
     }
+
+    // `nfkit status --json`: the per-chain, per-verdict counters read
+    // from the pinned nfkit_stats are the VM's `chains`.
+    let st = json(&nfkit(&s, &["status", "--json"]));
+    assert_eq!(
+        st["deployments"][0]["verdicts"], vm["chains"],
+        "{name}: status verdicts / nfkit run chains"
+    );
 
     // Stop all receivers at once (each takes up to 100 ms to notice).
     for r in std::iter::once(&at_sut)

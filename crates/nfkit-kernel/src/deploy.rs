@@ -182,6 +182,10 @@ pub struct Deployment {
     /// Dynamic mode: what sits in `nfkit_progs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic: Option<crate::dynamic::DynRecord>,
+    /// The script's chains by chain id (statistics slot - 1), recorded by
+    /// the deploying command ([`record_chains`]); names for `status`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<String>,
 }
 
 impl Deployment {
@@ -560,6 +564,7 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         maps: records,
         attach,
         dynamic: dyn_record,
+        chains: Vec::new(),
     };
     state
         .deployments
@@ -573,6 +578,29 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         load_time,
         switch_time,
     })
+}
+
+/// Records the chain names (by chain id) of the deployment on
+/// `dev`/`hook`, for the per-chain counters of `status`.
+pub fn record_chains(
+    paths: &Paths,
+    dev: &str,
+    hook: Hook,
+    chains: &[String],
+) -> Result<(), KernelError> {
+    let mut state = State::load(paths)?;
+    let Some(d) = state
+        .deployments
+        .iter_mut()
+        .find(|d| d.dev == dev && d.hook == hook)
+    else {
+        return Err(KernelError::Deploy(format!(
+            "nothing deployed on {dev} {}",
+            hook.name()
+        )));
+    };
+    d.chains = chains.to_vec();
+    state.save(paths)
 }
 
 /// A deployment as found now: the recorded state and what the kernel says.
@@ -745,6 +773,7 @@ mod tests {
                 }],
                 segments: vec![("c0s0_x".into(), 0), ("c0s1_x".into(), 640)],
             }),
+            chains: vec!["count".into()],
         };
         let st = State {
             deployments: vec![d.clone()],

@@ -11,6 +11,7 @@
 //!   segments in alternating banks, a chain switched by one slot update.
 //! * [`tc`]: TC attachment, tcx links or (fallback) clsact filters.
 //! * [`socket`]: socket filters attached to a process's own sockets.
+//! * [`stats`]: a deployment's per-chain, per-verdict counters.
 //! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
 //! * [`testbed`]: RAII network namespaces, veth pairs and XDP links for tests.
 //! * [`error`]: [`KernelError`], [`SourceLine`].
@@ -31,6 +32,7 @@ mod layout;
 pub mod load;
 pub mod maps;
 pub mod socket;
+pub mod stats;
 mod sys;
 mod sys_sock;
 mod sys_tc;

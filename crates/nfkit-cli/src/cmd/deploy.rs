@@ -139,6 +139,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }),
     };
     let out = deploy::deploy(&paths, &req).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let chains: Vec<String> = c
+        .program
+        .dispatched()
+        .iter()
+        .map(|&i| c.program.chains[i].name.clone())
+        .collect();
+    deploy::record_chains(&paths, &a.dev, hook, &chains)?;
     let d = &out.deployment;
     if a.json {
         let v = json!({
@@ -223,17 +230,29 @@ pub struct StatusArgs {
 
 pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let st = deploy::status(&Paths::from_env())?;
+    // Per-chain, per-verdict counters (as `nfkit run --json` gives them);
+    // a deployment whose maps cannot be read shows none.
+    let verdicts: Vec<Vec<nfkit_kernel::stats::ChainCounters>> = st
+        .iter()
+        .map(|s| nfkit_kernel::stats::verdict_counters(&s.deployment).unwrap_or_default())
+        .collect();
     if a.json {
+        let mut rows = Vec::new();
+        for (s, v) in st.iter().zip(&verdicts) {
+            let mut row = serde_json::to_value(s)?;
+            row["verdicts"] = serde_json::to_value(v)?;
+            rows.push(row);
+        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "deployments": st }))?
+            serde_json::to_string_pretty(&json!({ "deployments": rows }))?
         );
         return Ok(ExitCode::SUCCESS);
     }
     if st.is_empty() {
         println!("nothing deployed");
     }
-    for s in &st {
+    for (s, v) in st.iter().zip(&verdicts) {
         let d = &s.deployment;
         let dev = match &d.netns {
             Some(ns) => format!("{} (netns {ns})", d.dev),
@@ -253,6 +272,10 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             d.generation
         );
         print_dynamic(d);
+        for c in v {
+            let counts: Vec<String> = c.counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            println!("  chain {}: {}", c.chain, counts.join(", "));
+        }
         for m in &d.maps {
             println!(
                 "  map {} {} key {} value {} max {}",
