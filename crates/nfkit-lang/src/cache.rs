@@ -14,8 +14,37 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// process whose users keep rebuilding their NF objects stays bounded).
 const MAX_OBJECTS: usize = 64;
 
+/// The bytes an object was read from: an embedded catalogue object by
+/// its address (it never changes, and copying it would cost a fresh
+/// process as much as a compile), any other by a copy.
+enum Source {
+    Embedded(&'static [u8]),
+    Copy(Vec<u8>),
+}
+
+impl Source {
+    fn of(bytes: &[u8]) -> Source {
+        let embedded = nfkit_nf::catalogue()
+            .iter()
+            .flat_map(|m| m.objects)
+            .map(|o| o.object)
+            .find(|o| std::ptr::eq(*o, bytes));
+        match embedded {
+            Some(o) => Source::Embedded(o),
+            None => Source::Copy(bytes.to_vec()),
+        }
+    }
+
+    fn matches(&self, bytes: &[u8]) -> bool {
+        match self {
+            Source::Embedded(o) => std::ptr::eq(*o, bytes),
+            Source::Copy(v) => v.as_slice() == bytes,
+        }
+    }
+}
+
 /// Parsed objects by origin name, each with the bytes it was read from.
-type Entries = HashMap<String, Vec<(Vec<u8>, Arc<Object>)>>;
+type Entries = HashMap<String, Vec<(Source, Arc<Object>)>>;
 
 fn entries() -> &'static Mutex<Entries> {
     static CACHE: OnceLock<Mutex<Entries>> = OnceLock::new();
@@ -37,8 +66,8 @@ pub fn read_object(bytes: &[u8], origin: &str) -> Result<Object, ReadError> {
         map.clear();
     }
     let list = map.entry(origin.to_string()).or_default();
-    if !list.iter().any(|(b, _)| b.as_slice() == bytes) {
-        list.push((bytes.to_vec(), Arc::clone(&obj)));
+    if !list.iter().any(|(b, _)| b.matches(bytes)) {
+        list.push((Source::of(bytes), Arc::clone(&obj)));
     }
     drop(map);
     Ok(Arc::unwrap_or_clone(obj))
@@ -48,7 +77,7 @@ fn lookup(bytes: &[u8], origin: &str) -> Option<Arc<Object>> {
     let map = entries().lock().unwrap_or_else(|e| e.into_inner());
     map.get(origin)?
         .iter()
-        .find(|(b, _)| b.as_slice() == bytes)
+        .find(|(b, _)| b.matches(bytes))
         .map(|(_, o)| Arc::clone(o))
 }
 
@@ -71,6 +100,9 @@ mod tests {
         let second = read_object(bytes, "nf.meter (xdp)").unwrap();
         assert_eq!(first, fresh);
         assert_eq!(second, fresh);
+        // The same bytes at another address (a file read into memory).
+        let copy = bytes.to_vec();
+        assert_eq!(read_object(&copy, "nf.meter (xdp)").unwrap(), fresh);
         // Other bytes under the same name: parsed on their own.
         let other = nfkit_nf::object("nf.sets", Hook::Xdp).expect("nf.sets xdp");
         let o = read_object(other, "nf.meter (xdp)").unwrap();
