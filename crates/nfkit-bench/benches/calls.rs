@@ -68,6 +68,24 @@ fn main() {
             Err(e) => println!("calls: static chain with {n} calls left out: {e}"),
         }
     }
+    // Dynamic chains, one program per N.
+    let mut dynamic: Vec<(usize, Subject)> = Vec::new();
+    for n in NS {
+        match compile_dynamic(&format!("calls{n}.py"), &script(n))
+            .and_then(|(image, entry, w)| Ok((load_compiled(&image, &w)?, entry)))
+        {
+            Ok((loaded, entry)) => dynamic.push((
+                n,
+                Subject {
+                    name: format!("dynamic/{n}"),
+                    loaded,
+                    entry,
+                    prepare: None,
+                },
+            )),
+            Err(e) => println!("calls: dynamic chain with {n} calls left out: {e}"),
+        }
+    }
     // Tail calls: one object, the prog array filled per N.
     let tail = load_c(&tail_nop_object(), None).map(|loaded| Subject {
         name: "tail".into(),
@@ -91,6 +109,14 @@ fn main() {
     let mut g = c.benchmark_group("calls");
     for (n, s) in stat.iter_mut() {
         g.bench_with_input(BenchmarkId::new("static", *n), n, |b, _| {
+            b.iter_custom(|iters| {
+                let r = s.run_batches(&frame, 1, iters.min(u32::MAX as u64) as u32);
+                Duration::from_nanos(r.map(|(ns, _)| ns).unwrap_or(0))
+            })
+        });
+    }
+    for (n, s) in dynamic.iter_mut() {
+        g.bench_with_input(BenchmarkId::new("dynamic", *n), n, |b, _| {
             b.iter_custom(|iters| {
                 let r = s.run_batches(&frame, 1, iters.min(u32::MAX as u64) as u32);
                 Duration::from_nanos(r.map(|(ns, _)| ns).unwrap_or(0))
@@ -127,6 +153,11 @@ fn main() {
     for (n, s) in stat.iter_mut() {
         if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
             r.stat = measure(s);
+        }
+    }
+    for (n, s) in dynamic.iter_mut() {
+        if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
+            r.dynamic = measure(s);
         }
     }
     if let Some(t) = tail.as_mut() {
@@ -181,5 +212,4 @@ fn main() {
         ],
         &table,
     );
-    println!("dynamic: not available (TODO: nfkit_lang::compile_dynamic is not in this tree yet)");
 }

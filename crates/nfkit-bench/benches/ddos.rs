@@ -1,2 +1,330 @@
-//! placeholder
-fn main() {}
+//! The DDoS example (`examples/ddos.py`) four ways in the kernel:
+//! * hand C: `examples/c/ddos.c`, the same logic written by hand as one
+//!   XDP program (the baseline of the ratios);
+//! * static chain: the script compiled by nfkit-lang, classifier, chain
+//!   and NFs linked into one program;
+//! * dynamic chain: the script compiled for dynamic mode (segments and NF
+//!   dynamic entries joined by tail calls through `nfkit_progs`);
+//! * tail calls: `c/ddos_tail.c`, the logic by hand as a classic
+//!   tail-call pipeline (parse, blacklist, destination bucket, pair bucket).
+//!
+//! Per-packet cost: the kernel's own `BPF_PROG_TEST_RUN` times, repeat
+//! runs of one 64-byte UDP frame (real clock, nothing pinned), on two
+//! paths:
+//! * legit: a source that is not blacklisted, to a destination whose
+//!   bucket has tokens (PASS): blacklist miss, destination bucket taken.
+//!   The bucket is charged with some 4.6e9 tokens first (a map write),
+//!   so one long run stays in profile (a test run costs milliseconds of
+//!   wall time, so refilling through the clock between short runs would
+//!   be slow);
+//! * flood: a blacklisted source (DROP, one packet in 10 REDIRECT to the
+//!   collector): blacklist hit, per-flow sampling counter. The source
+//!   blacklists itself with 100 packets before each measurement.
+//!
+//! Throughput: each program attached in the driver (native XDP) to the
+//! receiving end of a veth pair between two namespaces, nfkit's own
+//! AF_PACKET sender blasting four flooding sources at one destination
+//! from the other end for 1.5 s with the real clock; Mpps = frames the
+//! receiving veth counted per second. The sender and the XDP program
+//! share a CPU (the veth's NAPI runs where the frame was sent), so these
+//! rates are (send + XDP) per frame, and the differences between the
+//! programs are diluted by the sender's own cost. So the table also
+//! gives each program's own run time per packet under that traffic
+//! (`kernel.bpf_stats_enabled` switched on for the run, the entry
+//! program's run_time_ns / run_cnt, which include its tail calls).
+//!
+//! Needs root; skipped otherwise.
+
+use criterion::{BenchmarkId, Criterion};
+use nfkit_bench::*;
+use std::time::Duration;
+
+/// Tokens (in 10^-9 units) written into a legit destination's bucket:
+/// 2^62, some 4.6e9 packets' worth, so a long run stays in profile with
+/// the real clock.
+const CHARGE: u64 = 1 << 62;
+
+/// Where a variant keeps its destination buckets, to charge one.
+enum Buckets {
+    /// nfkit's `nf_meter_tb_dst`: key {addr[16], rate u32, burst u32}.
+    Nfkit(nfkit_kernel::KMap),
+    /// `dst_buckets` of the hand C, `td_dst_tb` of the tail calls: key addr[16].
+    Addr(nfkit_kernel::KMap),
+    Unknown,
+}
+
+impl Buckets {
+    /// Fills the bucket of IPv4 destination `dst` (value: lock, pad,
+    /// tokens, last_ns).
+    fn charge(&self, dst: [u8; 4]) -> Res<()> {
+        let mut addr = vec![0u8; 10];
+        addr.extend([0xff, 0xff]);
+        addr.extend(dst);
+        let mut value = vec![0u8; 8];
+        value.extend(CHARGE.to_le_bytes());
+        value.extend(0u64.to_le_bytes());
+        let (map, key) = match self {
+            Buckets::Nfkit(m) => {
+                let mut k = addr;
+                k.extend(100u32.to_le_bytes());
+                k.extend(20u32.to_le_bytes());
+                (m, k)
+            }
+            Buckets::Addr(m) => (m, addr),
+            Buckets::Unknown => return Err("no known bucket map".into()),
+        };
+        map.update(&key, &value, 0).map_err(err("bucket"))
+    }
+}
+
+struct Variant {
+    name: &'static str,
+    subject: Subject,
+    buckets: Buckets,
+}
+
+fn variant(name: &'static str, loaded: nfkit_kernel::Loaded, entry: &str) -> Variant {
+    let buckets = if let Some(m) = loaded.map("nf_meter_tb_dst") {
+        Buckets::Nfkit(m)
+    } else if let Some(m) = loaded.map("td_dst_tb").or(loaded.map("dst_buckets")) {
+        Buckets::Addr(m)
+    } else {
+        Buckets::Unknown
+    };
+    Variant {
+        name,
+        subject: Subject {
+            name: name.to_string(),
+            loaded,
+            entry: entry.to_string(),
+            prepare: None,
+        },
+        buckets,
+    }
+}
+
+fn hand_c() -> Res<Variant> {
+    let obj = hand_c_object().ok_or("examples/c/ddos.c is not there (or did not compile)")?;
+    let loaded = load_c(&obj, None)?;
+    let entry = loaded
+        .progs()
+        .iter()
+        .find(|p| p.prog_type() == nfkit_object::ProgType::Xdp)
+        .map(|p| p.name().to_string())
+        .ok_or("examples/c/ddos.c has no XDP program")?;
+    Ok(variant("hand C", loaded, &entry))
+}
+
+fn static_chain() -> Res<Variant> {
+    let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
+    let (image, entry, writes) = compile_static("ddos.py", &src)?;
+    Ok(variant(
+        "static chain",
+        load_compiled(&image, &writes)?,
+        &entry,
+    ))
+}
+
+fn dynamic_chain() -> Res<Variant> {
+    let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
+    let (image, entry, writes) = compile_dynamic("ddos.py", &src)?;
+    Ok(variant(
+        "dynamic chain",
+        load_compiled(&image, &writes)?,
+        &entry,
+    ))
+}
+
+fn tail_calls() -> Res<Variant> {
+    let loaded = load_c(
+        &ddos_tail_object(),
+        Some((
+            "td_jmp",
+            &["td_blacklist_stage", "td_dst_stage", "td_pair_stage"],
+        )),
+    )?;
+    Ok(variant("tail calls", loaded, "td_parse"))
+}
+
+/// A measured path: (ns per packet, XDP code of the last run).
+type Cell = Option<(f64, u32)>;
+
+const LEGIT_DST: [u8; 4] = [198, 18, 2, 1];
+
+/// The two paths: (name, frame).
+fn paths() -> [(&'static str, Vec<u8>); 2] {
+    [
+        ("legit", udp4([198, 18, 1, 10], LEGIT_DST, 40000, 53)),
+        ("flood", udp4([198, 18, 9, 9], [198, 18, 2, 2], 40001, 80)),
+    ]
+}
+
+/// Sets `v` up for `path`: the legit destination's bucket is charged;
+/// the flood source is blacklisted by its own packets (100 at once
+/// empty both of its buckets).
+fn prepare(v: &mut Variant, path: &str, frame: &[u8]) -> Res<()> {
+    if path == "legit" {
+        v.buckets.charge(LEGIT_DST)
+    } else {
+        v.subject.run_batches(frame, 1, 100).map(|_| ())
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(20)
+        .configure_from_args();
+    if !is_root() {
+        println!("ddos: skipped (the kernel benchmarks need root)");
+        return;
+    }
+    let _ = nfkit_kernel::pin_thread_to_cpu(0);
+    let mut variants: Vec<Variant> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    for (name, v) in [
+        ("hand C", hand_c()),
+        ("static chain", static_chain()),
+        ("dynamic chain", dynamic_chain()),
+        ("tail calls", tail_calls()),
+    ] {
+        match v {
+            Ok(v) => variants.push(v),
+            Err(e) => missing.push(format!("{name}: {e}")),
+        }
+    }
+
+    // Criterion: ns per packet (kernel time) per variant and path.
+    let mut g = c.benchmark_group("ddos");
+    for v in variants.iter_mut() {
+        for (path, frame) in paths() {
+            if let Err(e) = prepare(v, path, &frame) {
+                println!("ddos: {} {path}: {e}", v.name);
+                continue;
+            }
+            g.bench_with_input(BenchmarkId::new(v.name, path), &path, |b, _| {
+                b.iter_custom(|iters| {
+                    let r = v
+                        .subject
+                        .run_batches(&frame, 1, iters.min(u32::MAX as u64) as u32);
+                    Duration::from_nanos(r.map(|(ns, _)| ns).unwrap_or(0))
+                })
+            });
+        }
+    }
+    g.finish();
+    c.final_summary();
+
+    // Summary, per-packet cost: medians of 7 rounds of 100k runs.
+    let mut cost: Vec<(&str, [Cell; 2])> = Vec::new();
+    for v in variants.iter_mut() {
+        let mut row = [None, None];
+        for (i, (path, frame)) in paths().iter().enumerate() {
+            if let Err(e) = prepare(v, path, frame) {
+                println!("ddos: {} {path}: {e}", v.name);
+                continue;
+            }
+            let ns = v.subject.ns_per_packet(frame, 7, 1, 100_000).ok();
+            let code = v.subject.run_batches(frame, 1, 1).map(|(_, c)| c).ok();
+            row[i] = ns.zip(code);
+        }
+        cost.push((v.name, row));
+    }
+    let base = |i: usize| {
+        cost.iter()
+            .find(|(n, _)| *n == "hand C")
+            .and_then(|(_, r)| r[i].map(|x| x.0))
+    };
+    let table: Vec<Vec<String>> = cost
+        .iter()
+        .map(|(name, r)| {
+            let mut row = vec![name.to_string()];
+            for (i, cell) in r.iter().enumerate() {
+                row.push(cell.map_or("-".into(), |(ns, code)| {
+                    format!("{ns:.1} ({})", xdp_code(code))
+                }));
+                row.push(ratio(cell.map(|x| x.0), base(i)));
+            }
+            row
+        })
+        .collect();
+    print_table(
+        "DDoS example, ns per packet (BPF_PROG_TEST_RUN, median of 7 x 100k runs; \
+         verdict of the last run; ratio = variant / hand C)",
+        &["variant", "legit", "/hand C", "flood", "/hand C"],
+        &table,
+    );
+
+    // Throughput through a veth pair.
+    let flows: Vec<_> = (0..4u8)
+        .map(|i| flow_spec([198, 18, 9, 10 + i], [198, 18, 2, 2], 40000 + i as u16, 80))
+        .collect();
+    let mut rates: Vec<(String, Rate, Option<f64>)> = Vec::new();
+    match nfkit_kernel::Testbed::pair() {
+        Err(e) => println!("ddos: no testbed, throughput left out: {e}"),
+        Ok(tb) => {
+            match blast(&tb, &flows, 1.5) {
+                Ok(r) => rates.push(("no XDP program".into(), r, None)),
+                Err(e) => println!("ddos: throughput without a program: {e}"),
+            }
+            let stats = BpfStats::enable();
+            if let Err(e) = &stats {
+                println!("ddos: no BPF run-time statistics: {e}");
+            }
+            for v in variants.iter() {
+                let r = (|| -> Res<(Rate, Option<f64>)> {
+                    let prog = v.subject.prog()?;
+                    let _a = Attached::new(prog, &tb.ns_b, &tb.veth.b.dev, false)?;
+                    let before = prog_runtime(prog).ok();
+                    let rate = blast(&tb, &flows, 1.5)?;
+                    let after = prog_runtime(prog).ok();
+                    let ns = match (before, after) {
+                        (Some((t0, n0)), Some((t1, n1))) if n1 > n0 => {
+                            Some((t1 - t0) as f64 / (n1 - n0) as f64)
+                        }
+                        _ => None,
+                    };
+                    Ok((rate, ns))
+                })();
+                match r {
+                    Ok((r, ns)) => rates.push((v.name.to_string(), r, ns)),
+                    Err(e) => println!("ddos: throughput of {}: {e}", v.name),
+                }
+            }
+            drop(stats);
+        }
+    }
+    let base = rates.iter().find(|(n, _, _)| n == "hand C");
+    let (base_pps, base_ns) = (base.map(|b| b.1.rx_pps), base.and_then(|b| b.2));
+    let table: Vec<Vec<String>> = rates
+        .iter()
+        .map(|(n, r, ns)| {
+            vec![
+                n.clone(),
+                format!("{:.3}", r.sent_pps / 1e6),
+                format!("{:.3}", r.rx_pps / 1e6),
+                ratio(Some(r.rx_pps), base_pps),
+                ns.map_or("-".into(), |ns| format!("{ns:.1}")),
+                ratio(*ns, base_ns),
+            ]
+        })
+        .collect();
+    print_table(
+        "DDoS example, veth throughput (native XDP on the receiving veth, nfkit send \
+         for 1.5 s, 4 flooding sources; Mpps; XDP ns/packet = the program's run time \
+         under this traffic, kernel.bpf_stats_enabled; ratios = variant / hand C)",
+        &[
+            "variant",
+            "sent Mpps",
+            "received Mpps",
+            "/hand C",
+            "XDP ns/packet",
+            "/hand C",
+        ],
+        &table,
+    );
+    for m in &missing {
+        println!("{m}");
+    }
+}

@@ -1,2 +1,221 @@
-//! placeholder
-fn main() {}
+//! The time to apply a chain change, in static and in dynamic mode.
+//!
+//! `examples/ddos.py` is deployed with `nfkit_kernel::deploy` (native XDP
+//! on a veth in a namespace of its own, pins and state in a private bpffs
+//! mount and directory), then redeployed again and again, alternating
+//! between two versions of the chain (`DST_RATE` 100 and 200: a change
+//! of the chain's code, not of a map). Each change is compiled (static:
+//! `nfkit_lang::compile`; dynamic: `compile_dynamic` with the slots of
+//! what is loaded) and deployed:
+//! * static: the whole program (classifier, chain, NFs) is loaded and
+//!   verified again, then swapped in by a link update;
+//! * dynamic: the classifier and the NFs stay loaded; only the chain's
+//!   segments are loaded, into the bank of `nfkit_progs` the running
+//!   version does not use, and the chain's entry slot is switched.
+//!
+//! Criterion times one change (compile + deploy, wall clock). The
+//! summary gives medians over 10 changes per mode: compile, load
+//! (`DeployOutcome::load_time` minus the switch), switch
+//! (`switch_time`: link update, or prog-array update in dynamic mode)
+//! and the total. Needs root; skipped otherwise.
+
+use criterion::Criterion;
+use nfkit_bench::*;
+use nfkit_kernel::deploy::{deploy, DeployOutcome, DeployRequest, Hook, Paths};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Static,
+    Dynamic,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Static => "static",
+            Mode::Dynamic => "dynamic",
+        }
+    }
+}
+
+/// One measured change.
+struct Change {
+    compile: Duration,
+    total: Duration,
+    out: DeployOutcome,
+}
+
+/// Compiles `src` for `mode` and deploys it on `dev` in `ns` (from the
+/// calling thread, which enters `ns`).
+fn change(paths: &Paths, ns: &str, dev: &str, mode: Mode, src: &str) -> Res<Change> {
+    let t0 = Instant::now();
+    let opts = nfkit_lang::Options::default();
+    let c = nfkit_lang::compile("ddos.py", src, &opts).map_err(|e| format!("{e}"))?;
+    let writes = c.control_plane();
+    let entry = c.entry().ok_or("no classifier")?.to_string();
+    let dy = if mode == Mode::Dynamic {
+        let plan =
+            nfkit_kernel::dynamic::next_slots(paths, dev, Hook::Xdp).map_err(err("slots"))?;
+        let slots = nfkit_lang::DynSlots {
+            nfs: plan.nfs,
+            seg_first: plan.seg_first,
+            seg_end: plan.seg_end,
+            ..nfkit_lang::DynSlots::default()
+        };
+        let d = nfkit_lang::compile_dynamic("ddos.py", src, &opts, &slots)
+            .map_err(|e| format!("{e}"))?;
+        Some((d.nf_entries(), d.segments(), plan.bank, d))
+    } else {
+        None
+    };
+    let compile = t0.elapsed();
+    let req = DeployRequest {
+        image: dy.as_ref().map_or(&c.image, |d| &d.3.image),
+        entry: dy.as_ref().map_or(entry.as_str(), |d| d.3.entry.as_str()),
+        map_writes: &writes,
+        dev,
+        netns: Some(ns),
+        hook: Hook::Xdp,
+        source: "examples/ddos.py",
+        dynamic: dy
+            .as_ref()
+            .map(|(nfs, segments, bank, _)| nfkit_kernel::dynamic::DynParts {
+                nfs,
+                segments,
+                bank: *bank,
+            }),
+    };
+    let out = deploy(paths, &req).map_err(err("deploy"))?;
+    Ok(Change {
+        compile,
+        total: t0.elapsed(),
+        out,
+    })
+}
+
+/// The two versions of the chain.
+fn versions() -> Res<[String; 2]> {
+    let v1 = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
+    let v2 = v1.replace("DST_RATE = 100 ", "DST_RATE = 200 ");
+    if v1 == v2 {
+        return Err("ddos.py has no `DST_RATE = 100 ` to change".into());
+    }
+    Ok([v1, v2])
+}
+
+/// Runs `n` changes in `mode` (after a first deploy that is not
+/// counted), alternating the versions; the first version deployed is
+/// `versions[*k % 2]`, and `k` counts on.
+fn changes(
+    paths: &Paths,
+    tb: &nfkit_kernel::Testbed,
+    mode: Mode,
+    versions: &[String; 2],
+    k: &mut usize,
+    n: usize,
+) -> Res<Vec<Change>> {
+    let ns = tb.ns_b.name().to_string();
+    let dev = tb.veth.b.dev.clone();
+    let start = *k;
+    let out = in_netns(&ns, || {
+        let mut v = Vec::with_capacity(n);
+        for i in 0..n {
+            v.push(change(paths, &ns, &dev, mode, &versions[(start + i) % 2])?);
+        }
+        Ok(v)
+    });
+    *k += n;
+    out
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10)
+        .configure_from_args();
+    if !is_root() {
+        println!("redeploy: skipped (the kernel benchmarks need root)");
+        return;
+    }
+    let setup = (|| -> Res<_> {
+        let versions = versions()?;
+        let scratch = Scratch::new("redeploy")?;
+        let tb = nfkit_kernel::Testbed::pair().map_err(err("testbed"))?;
+        Ok((versions, scratch, tb))
+    })();
+    let (versions, scratch, tb) = match setup {
+        Ok(s) => s,
+        Err(e) => {
+            println!("redeploy: skipped: {e}");
+            return;
+        }
+    };
+    let paths = scratch.paths();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut medians: Vec<(Mode, f64)> = Vec::new();
+    for mode in [Mode::Static, Mode::Dynamic] {
+        let _ = nfkit_kernel::deploy::undeploy(&paths, None);
+        let mut k = 0usize;
+        // The first deploy (attach, and in dynamic mode the NFs' load).
+        let first = match changes(&paths, &tb, mode, &versions, &mut k, 1) {
+            Ok(mut v) => v.pop(),
+            Err(e) => {
+                println!("redeploy: {} mode left out: {e}", mode.name());
+                continue;
+            }
+        };
+        c.bench_function(&format!("redeploy/{}", mode.name()), |b| {
+            b.iter_custom(|iters| {
+                let t = Instant::now();
+                let _ = changes(&paths, &tb, mode, &versions, &mut k, iters as usize);
+                t.elapsed()
+            })
+        });
+        let v = match changes(&paths, &tb, mode, &versions, &mut k, 10) {
+            Ok(v) => v,
+            Err(e) => {
+                println!("redeploy: {} mode: {e}", mode.name());
+                continue;
+            }
+        };
+        let med = |f: &dyn Fn(&Change) -> f64| median(&mut v.iter().map(f).collect::<Vec<_>>());
+        let compile = med(&|c| ms(c.compile));
+        let switch = med(&|c| ms(c.out.switch_time));
+        let load = med(&|c| ms(c.out.load_time.saturating_sub(c.out.switch_time)));
+        let total = med(&|c| ms(c.total));
+        let swapped = v.iter().filter(|c| c.out.swapped).count();
+        medians.push((mode, total));
+        rows.push(vec![
+            mode.name().into(),
+            first.map_or("-".into(), |f| format!("{:.2}", ms(f.total))),
+            format!("{compile:.2}"),
+            format!("{load:.2}"),
+            format!("{switch:.3}"),
+            format!("{total:.2}"),
+            format!("{swapped}/{}", v.len()),
+        ]);
+    }
+    let _ = nfkit_kernel::deploy::undeploy(&paths, None);
+    c.final_summary();
+    let get = |m: Mode| medians.iter().find(|(x, _)| *x == m).map(|(_, t)| *t);
+    print_table(
+        "Chain change (examples/ddos.py, DST_RATE 100 <-> 200, native XDP on a veth): \
+         ms, median of 10 changes",
+        &[
+            "mode",
+            "first deploy",
+            "compile",
+            "load",
+            "switch",
+            "total",
+            "live swaps",
+        ],
+        &rows,
+    );
+    println!(
+        "static / dynamic (total): {}",
+        ratio(get(Mode::Static), get(Mode::Dynamic))
+    );
+}

@@ -14,8 +14,10 @@
  *
  * A failed tail call drops the packet (the fault action of nfkit's
  * chains). Counters as in the script (PASSED, DROPPED, REDIRECTED).
- * Time comes from bpf_ktime_get_ns(), or from td_clock when a benchmark
- * pins it (as nfkit_config pins nf_now()).
+ * Maps, buckets, sampling and parsing as in examples/c/ddos.c (the same
+ * logic as one program), so the two differ only by the tail calls and
+ * the scratch slot that carries the parsed packet between programs.
+ * Time comes from bpf_ktime_get_ns().
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -47,17 +49,19 @@ struct td_pkt {
 	__u8 pad[3];
 };
 
-struct td_clock_t {
-	__u32 pinned;
-	__u32 pad;
-	__u64 now_ns;
-};
-
 struct td_bucket {
 	struct bpf_spin_lock lock;
 	__u32 pad;
 	__u64 tokens; /* 10^-9 tokens */
 	__u64 last_ns;
+};
+
+struct td_addr {
+	__u8 a[16];
+};
+
+struct td_pair_key {
+	__u8 a[32];
 };
 
 struct td_sample_key {
@@ -80,16 +84,9 @@ struct {
 } td_scratch SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct td_clock_t);
-} td_clock SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
-	__uint(key_size, 16);
+	__type(key, struct td_addr);
 	__type(value, __u64);
 } td_blacklist SEC(".maps");
 
@@ -103,14 +100,14 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	__uint(key_size, 16);
+	__type(key, struct td_addr);
 	__type(value, struct td_bucket);
 } td_dst_tb SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	__uint(key_size, 32);
+	__type(key, struct td_pair_key);
 	__type(value, struct td_bucket);
 } td_pair_tb SEC(".maps");
 
@@ -123,10 +120,6 @@ struct {
 
 static __always_inline __u64 td_now(void)
 {
-	__u32 k = 0;
-	struct td_clock_t *c = bpf_map_lookup_elem(&td_clock, &k);
-	if (c && c->pinned)
-		return c->now_ns;
 	return bpf_ktime_get_ns();
 }
 
@@ -140,7 +133,7 @@ static __always_inline void td_count(__u32 what)
 {
 	__u64 *c = bpf_map_lookup_elem(&td_counters, &what);
 	if (c)
-		*c += 1;
+		__sync_fetch_and_add(c, 1);
 }
 
 /* 1 when the bucket had a whole token (and took it), else 0. */
@@ -188,7 +181,7 @@ SEC("xdp") int td_parse(struct xdp_md *ctx)
 		goto next;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > end || ip->ihl < 5)
+		if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
 			goto next;
 		a = (__u32 *)p->src;
 		a[2] = bpf_htonl(0xffff);
@@ -201,7 +194,7 @@ SEC("xdp") int td_parse(struct xdp_md *ctx)
 			l4h = (void *)ip + ip->ihl * 4;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > end)
+		if ((void *)(ip6 + 1) > end || ip6->version != 6)
 			goto next;
 		__builtin_memcpy(p->src, &ip6->saddr, 16);
 		__builtin_memcpy(p->dst, &ip6->daddr, 16);
@@ -209,7 +202,7 @@ SEC("xdp") int td_parse(struct xdp_md *ctx)
 		l4h = ip6 + 1;
 	}
 	p->proto = l4;
-	if (l4h && (l4 == IPPROTO_UDP || l4 == IPPROTO_TCP) && l4h + 4 <= end) {
+	if (l4h && ((l4 == IPPROTO_UDP && l4h + 8 <= end) || (l4 == IPPROTO_TCP && l4h + 20 <= end))) {
 		__be16 *ports = l4h;
 		p->sport = bpf_ntohs(ports[0]);
 		p->dport = bpf_ntohs(ports[1]);

@@ -439,6 +439,13 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// Map writes of the control plane: (map, key, value).
+pub type MapWrites = Vec<(String, Vec<u8>, Vec<u8>)>;
+
+/// A compiled script ready to load: its Image, the entry program to run
+/// and the control-plane writes.
+pub type Program = (nfkit_object::Image, String, MapWrites);
+
 /// Loads a linked Image with nfkit's loader and applies the control
 /// plane's map writes (classifier table, actions).
 pub fn load_compiled(
@@ -459,10 +466,7 @@ pub fn load_compiled(
 /// Compiles a chain script (NF search path: the bench's own NFs, then
 /// the catalogue) for the static mode: the Image, its entry and the
 /// control-plane writes.
-pub fn compile_static(
-    file: &str,
-    src: &str,
-) -> Res<(nfkit_object::Image, String, Vec<(String, Vec<u8>, Vec<u8>)>)> {
+pub fn compile_static(file: &str, src: &str) -> Res<Program> {
     let opts = nfkit_lang::Options {
         search: nfkit_nf::SearchPath::new(vec![nf_dir()]),
         ..nfkit_lang::Options::default()
@@ -474,4 +478,59 @@ pub fn compile_static(
         .to_string();
     let writes = c.control_plane();
     Ok((c.image, entry, writes))
+}
+
+/// A script compiled for dynamic mode (segments and NF dynamic entries
+/// in one Image, `nfkit_progs` filled by its map inits): the Image, the
+/// dynamic classifier to run and the control-plane writes.
+pub fn compile_dynamic(file: &str, src: &str) -> Res<Program> {
+    let opts = nfkit_lang::Options {
+        search: nfkit_nf::SearchPath::new(vec![nf_dir()]),
+        ..nfkit_lang::Options::default()
+    };
+    let d = nfkit_lang::compile_dynamic(file, src, &opts, &nfkit_lang::DynSlots::default())
+        .map_err(|e| format!("{e}"))?;
+    let writes = d.control_plane();
+    Ok((d.image, d.entry, writes))
+}
+
+/// Run-time statistics of BPF programs (`kernel.bpf_stats_enabled`)
+/// switched on while this lives, and back to what they were on drop.
+pub struct BpfStats {
+    old: String,
+}
+
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+impl BpfStats {
+    pub fn enable() -> Res<BpfStats> {
+        let old = std::fs::read_to_string(BPF_STATS).map_err(err(BPF_STATS))?;
+        std::fs::write(BPF_STATS, "1").map_err(err(BPF_STATS))?;
+        Ok(BpfStats {
+            old: old.trim().to_string(),
+        })
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        let _ = std::fs::write(BPF_STATS, &self.old);
+    }
+}
+
+/// A program's (run_time_ns, run_cnt) from `bpftool prog show` (zero
+/// while statistics are off). An entry's time includes the programs it
+/// tail-calls.
+pub fn prog_runtime(prog: &Prog) -> Res<(u64, u64)> {
+    let id = prog.id().map_err(err("prog id"))?;
+    let out = Command::new("bpftool")
+        .args(["-j", "prog", "show", "id", &id.to_string()])
+        .output()
+        .map_err(err("bpftool"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(err("bpftool prog show"))?;
+    Ok((
+        v["run_time_ns"].as_u64().unwrap_or(0),
+        v["run_cnt"].as_u64().unwrap_or(0),
+    ))
 }
