@@ -304,6 +304,23 @@ pub fn generate_dynamic(
 /// Placeholder base of callback function indexes in dynamic mode.
 const CB_PENDING: usize = 1 << 30;
 
+/// Does `s` contain an NF call that is a tail call in dynamic mode (a
+/// call site a segment resumes after)?
+fn has_nf_call(prog: &Program, s: &Stmt) -> bool {
+    let e = |x: &Expr| nf_calls_expr(prog, x) > 0;
+    let b = |v: &[Stmt]| v.iter().any(|t| has_nf_call(prog, t));
+    match &s.kind {
+        StmtKind::Loop {
+            cap: Some((c, _)), ..
+        } if *c > BPF_LOOP_ABOVE => false,
+        StmtKind::Loop {
+            cond, body, step, ..
+        } => e(cond) || b(body) || b(step),
+        StmtKind::If { cond, then, els } => e(cond) || b(then) || b(els),
+        _ => nf_calls_stmt(prog, s) > 0,
+    }
+}
+
 /// The most NF calls one run of `body` can make (loops count their
 /// iterations; chain calls are inlined, so their bodies count).
 fn nf_calls_block(prog: &Program, body: &[Stmt]) -> u64 {
@@ -465,6 +482,10 @@ type Label = usize;
 struct LoopCtx {
     brk: Label,
     cont: Label,
+    /// The iteration counter's stack slot and cap, when it has one: a
+    /// dynamic segment resuming inside the loop re-checks it, so that the
+    /// verifier sees a bounded counter (restored values are unknown).
+    bound: Option<(u32, i16)>,
 }
 
 /// Dynamic mode: the NF call sites that end segments.
@@ -489,6 +510,8 @@ struct Site {
     start: Label,
     /// Bytes of stack live across the call (copied to the frame).
     saved: i32,
+    /// Counters (cap, stack slot) of the loops around the call.
+    bounds: Vec<(u32, i16)>,
     /// The next segment's slot.
     slot: u32,
 }
@@ -878,18 +901,18 @@ impl<'a> Gen<'a> {
     /// r9, the stack slots back from the frame, the NF's result into r0,
     /// then on after the call site.
     fn resume_prologues(&mut self) {
-        let sites: Vec<(Label, Label, i32)> = self
+        let sites: Vec<(Label, Label, i32, Vec<(u32, i16)>)> = self
             .dynamic
             .as_ref()
             .map(|d| {
                 d.sites
                     .iter()
-                    .map(|s| (s.start, s.resume, s.saved))
+                    .map(|s| (s.start, s.resume, s.saved, s.bounds.clone()))
                     .collect()
             })
             .unwrap_or_default();
         let used = self.used;
-        for (start, resume, saved) in sites {
+        for (start, resume, saved, bounds) in sites {
             self.bind(start);
             self.emit(mov_reg(Reg::R9, Reg::R1));
             self.used = saved;
@@ -899,6 +922,12 @@ impl<'a> Gen<'a> {
                 self.emit(stx(Size::DW, Reg::FP, local_off(0, j as usize), Reg::R1));
             }
             self.emit(ldx(Size::DW, Reg::R0, Reg::R0, FRAME_RESULT));
+            // Loop counters came back as unknown values: bound them again.
+            let fault = self.fault;
+            for (n, off) in bounds {
+                self.emit(ldx(Size::DW, Reg::R1, Reg::FP, off));
+                self.jcond(Cond::Gt, Reg::R1, Operand::Imm(n as i32), fault);
+            }
             self.jmp(resume);
         }
         self.used = used;
@@ -956,8 +985,26 @@ impl<'a> Gen<'a> {
                 if let Some((n, _)) = cap.filter(|c| c.0 > BPF_LOOP_ABOVE) {
                     return self.bpf_loop(s, cond, body, step, n);
                 }
-                if let Some((_, counter)) = cap {
-                    let o = self.local(*counter);
+                // Dynamic mode: a loop with NF calls (segments resume
+                // inside it) needs a counter even when its bound is
+                // proven; it lives in a temporary slot.
+                let mut temp = false;
+                let counted: Option<(u32, i16)> = match cap {
+                    Some((n, counter)) => Some((*n, self.local(*counter))),
+                    None if self.dynamic.is_some()
+                        && !self.in_callback
+                        && has_nf_call(self.prog, s) =>
+                    {
+                        temp = true;
+                        let trips = match &s.kind {
+                            StmtKind::Loop { trips, .. } => *trips,
+                            _ => 0,
+                        };
+                        Some((trips, self.alloc(8)))
+                    }
+                    None => None,
+                };
+                if let Some((_, o)) = counted {
                     self.emit(Insn::St {
                         size: Size::DW,
                         dst: self.lreg(),
@@ -970,23 +1017,29 @@ impl<'a> Gen<'a> {
                 let cont = self.label();
                 self.bind(top);
                 self.branch_false(cond, brk);
-                if let Some((n, counter)) = cap {
-                    let o = self.local(*counter);
+                if let Some((n, o)) = counted {
                     let r = self.lreg();
                     self.emit(ldx(Size::DW, Reg::R1, r, o));
                     let fault = self.fault;
-                    self.jcond(Cond::Ge, Reg::R1, Operand::Imm(*n as i32), fault);
+                    self.jcond(Cond::Ge, Reg::R1, Operand::Imm(n as i32), fault);
                     self.emit(alu(AluOp::Add, Reg::R1, Operand::Imm(1)));
                     self.emit(stx(Size::DW, r, o, Reg::R1));
                 }
                 let fi = self.frames.len() - 1;
-                self.frames[fi].loops.push(LoopCtx { brk, cont });
+                self.frames[fi].loops.push(LoopCtx {
+                    brk,
+                    cont,
+                    bound: counted,
+                });
                 self.block(body);
                 self.frames[fi].loops.pop();
                 self.bind(cont);
                 self.block(step);
                 self.jmp(top);
                 self.bind(brk);
+                if temp {
+                    self.free(8);
+                }
             }
             StmtKind::Break => {
                 if let Some(l) = self.frame().loops.last().map(|l| l.brk) {
@@ -1150,7 +1203,11 @@ impl<'a> Gen<'a> {
         let cont = self.label();
         let ret = self.label();
         frame.ret = Some(ret);
-        frame.loops.push(LoopCtx { brk: done, cont });
+        frame.loops.push(LoopCtx {
+            brk: done,
+            cont,
+            bound: None,
+        });
         self.frames.push(frame);
         if let Some((l, stepv, ty)) = derived {
             // var = start + index * step
@@ -1829,10 +1886,19 @@ impl<'a> Gen<'a> {
             }
         }
         d.next_seg += 1;
+        let bounds = self
+            .frames
+            .iter()
+            .flat_map(|f| f.loops.iter().filter_map(|l| l.bound))
+            .collect();
+        let Some(d) = self.dynamic.as_mut() else {
+            return;
+        };
         d.sites.push(Site {
             resume,
             start,
             saved,
+            bounds,
             slot,
         });
         self.percpu_slot(ObjMap::Frame);

@@ -2,12 +2,14 @@
 //! casts, conditionals, loops, packet reads, map writes, verdicts) all
 //! compile and run in the VM without an error; as root they also pass the
 //! kernel verifier and give the same verdict, packet and map contents in
-//! the kernel as in the VM on random packets.
+//! the kernel as in the VM on random packets. The same scripts (which
+//! also call NFs) compiled for dynamic mode give the same results in the
+//! VM and, as root, in the kernel (tail-call segments).
 
 mod common;
 use common::*;
 use nfkit_lang::runner::ScriptVm;
-use nfkit_lang::{compile, Options};
+use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
 use proptest::prelude::*;
 
 const TYS: [&str; 8] = ["u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"];
@@ -46,6 +48,10 @@ impl G {
                 } else {
                     format!("{ty}({n})")
                 }
+            }
+            _ if self.pick(4) == 0 => {
+                let nf = ["dst_port", "pkt_len"][self.pick(2)];
+                format!("{ty}({nf}())")
             }
             _ => {
                 let w = [8, 16, 32][self.pick(3)];
@@ -169,7 +175,8 @@ fn script(seed: u64) -> String {
         g.next();
     }
     let mut s = String::from(
-        "from nf.classify import every_packet\nout = ArrayMap(u64, 8)\n\ndef main() -> u64:\n",
+        "from nf.classify import every_packet\nfrom nf.parse import dst_port, pkt_len\n\
+         out = ArrayMap(u64, 8)\n\ndef main() -> u64:\n",
     );
     for k in 0..2 + g.pick(4) {
         let t = g.ty();
@@ -271,11 +278,57 @@ fn check_one(seed: u64, kernel: bool) -> Result<(), TestCaseError> {
             .collect();
         prop_assert_eq!(kv, out_map(&vm), "map contents\n{}", src);
     }
+    check_dynamic(&src, &packets, &vm_res, &out_map(&vm), kernel)
+}
+
+/// The script in dynamic mode: the same verdicts, packets and map as
+/// the static program (`want`, `want_out`) in the VM and the kernel. A
+/// chain that could make more NF calls than tail calls allow is refused
+/// by the compiler, and then there is nothing to run.
+fn check_dynamic(
+    src: &str,
+    packets: &[(u64, Vec<u8>)],
+    want: &[(u64, Vec<u8>)],
+    want_out: &[u64],
+    kernel: bool,
+) -> Result<(), TestCaseError> {
+    let d = match compile_dynamic("prop.py", src, &Options::default(), &DynSlots::default()) {
+        Ok(d) => d,
+        Err(CompileError::Gen { source, .. })
+            if matches!(source, nfkit_lang::codegen::GenError::TailCalls { .. }) =>
+        {
+            return Ok(())
+        }
+        Err(e) => return Err(TestCaseError::fail(format!("dynamic: {e}\n{src}"))),
+    };
+    let mut vm =
+        ScriptVm::new_dynamic(&d).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+    for (i, (ts, p)) in packets.iter().enumerate() {
+        let (o, _) = vm
+            .run(p, *ts, false)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(o.error.is_none(), "dynamic VM error {:?}\n{}", o.error, src);
+        prop_assert_eq!(o.code, want[i].0, "dynamic packet {} verdict\n{}", i, src);
+        if (2..=4).contains(&o.code) {
+            prop_assert_eq!(&o.packet, &want[i].1, "dynamic packet {}\n{}", i, src);
+        }
+    }
+    prop_assert_eq!(out_map(&vm), want_out, "dynamic map contents\n{}", src);
+    if kernel {
+        let k = kernel_run_image(&d.image, &d.entry, &d.control_plane(), packets)
+            .map_err(|e| TestCaseError::fail(format!("dynamic kernel: {e}\n{src}")))?;
+        for (i, (code, data)) in k.iter().enumerate() {
+            prop_assert_eq!(*code, want[i].0, "dynamic kernel packet {}\n{}", i, src);
+            if (2..=4).contains(code) {
+                prop_assert_eq!(data, &want[i].1, "dynamic kernel packet {}\n{}", i, src);
+            }
+        }
+    }
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn random_scripts_compile_and_agree_with_the_kernel(seed in any::<u64>()) {
@@ -299,6 +352,8 @@ fn generator_covers_the_constructs() {
         "Packet.read_u32",
         "s8(",
         "u16(",
+        "dst_port()",
+        "pkt_len()",
     ] {
         assert!(all.contains(needle), "{needle}");
     }
