@@ -503,6 +503,7 @@ struct DynGen {
 }
 
 /// One NF call site of a dynamic chain.
+#[derive(Clone)]
 struct Site {
     /// The instruction after the call (where the next segment resumes).
     resume: Label,
@@ -901,18 +902,20 @@ impl<'a> Gen<'a> {
     /// r9, the stack slots back from the frame, the NF's result into r0,
     /// then on after the call site.
     fn resume_prologues(&mut self) {
-        let sites: Vec<(Label, Label, i32, Vec<(u32, i16)>)> = self
+        let sites: Vec<Site> = self
             .dynamic
             .as_ref()
-            .map(|d| {
-                d.sites
-                    .iter()
-                    .map(|s| (s.start, s.resume, s.saved, s.bounds.clone()))
-                    .collect()
-            })
+            .map(|d| d.sites.clone())
             .unwrap_or_default();
         let used = self.used;
-        for (start, resume, saved, bounds) in sites {
+        for Site {
+            start,
+            resume,
+            saved,
+            bounds,
+            ..
+        } in sites
+        {
             self.bind(start);
             self.emit(mov_reg(Reg::R9, Reg::R1));
             self.used = saved;
