@@ -294,11 +294,10 @@ fn check_dynamic(
 ) -> Result<(), TestCaseError> {
     let d = match compile_dynamic("prop.py", src, &Options::default(), &DynSlots::default()) {
         Ok(d) => d,
-        Err(CompileError::Gen { source, .. })
-            if matches!(source, nfkit_lang::codegen::GenError::TailCalls { .. }) =>
-        {
-            return Ok(())
-        }
+        Err(CompileError::Gen {
+            source: nfkit_lang::codegen::GenError::TailCalls { .. },
+            ..
+        }) => return Ok(()),
         Err(e) => return Err(TestCaseError::fail(format!("dynamic: {e}\n{src}"))),
     };
     let mut vm =
