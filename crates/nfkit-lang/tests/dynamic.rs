@@ -205,3 +205,25 @@ every_packet(sum_ports)
         }
     }
 }
+
+#[test]
+fn examples_at_tc_give_the_same_verdicts_static_and_dynamic_in_the_kernel() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let opts = Options {
+        hook: Some(nfkit_nf::Hook::Tc),
+        ..Options::default()
+    };
+    for name in EXAMPLES {
+        let (src, input) = example(name);
+        let st = compile(name, &src, &opts).unwrap_or_else(|e| panic!("{e}"));
+        let want = kernel_run(&st, &input).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let dy = compile_dynamic(name, &src, &opts, &DynSlots::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = kernel_run_image(&dy.image, &dy.entry, &dy.control_plane(), &input)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got, want, "{name}: verdicts and packets at tc");
+    }
+}
