@@ -10,11 +10,14 @@
 //! no IP addresses and IPv6 off (nothing but the replay crosses the
 //! pair), and, for every REDIRECT target the VM reports, a veth in the
 //! SUT namespace made with exactly that ifindex (`ip link add ... index
-//! N`), whose peer is the collector. XDP examples are deployed with
-//! `--hook xdp-generic` (a redirect into a veth needs no XDP program on
-//! its peer then); a second test deploys every example at `tc-ingress`
-//! through the clsact fallback (forced), where the packet taps see each
-//! frame before the program, so PASS is checked through the counters.
+//! N`), whose peer is the collector. Each example is deployed four
+//! ways, one test each: `--hook xdp-generic`; `--hook xdp` (native: the
+//! collectors' peers and the sender's end then run the catalogue's
+//! `xdp_allow`, since a veth only takes redirected or TX'd frames when
+//! its receiving end has an XDP program); `--hook tc-ingress` through a
+//! tcx link and through the clsact fallback (forced). At TC ingress the
+//! packet taps see each frame before the program, so PASS is checked
+//! through the counters there.
 //! Frames go out one at a time through nfkit-traffic's `FrameSender`.
 //!
 //! The clock is pinned as `nfkit run` pins it (docs/abi.md 7): before
@@ -39,7 +42,7 @@
 //! bpffs mount are removed by RAII guards even when an assertion fails.
 
 use nfkit_kernel::deploy::open_pinned_map;
-use nfkit_kernel::testbed::{Netns, Veth};
+use nfkit_kernel::testbed::{Netns, Veth, XdpLink};
 use nfkit_kernel::KMap;
 use nfkit_traffic::recv::{Receiver, RecvOptions};
 use nfkit_traffic::send::FrameSender;
@@ -292,7 +295,7 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
     targets.dedup();
 
     let bed = Bed::new(&targets);
-    let s = Scratch::new(&format!("e2e-{name}-{hook}"), tc_attach);
+    let s = Scratch::new(&format!("e2e-{name}-{hook}-{tc_attach}"), tc_attach);
     let sut_dev = bed.veth.b.dev.clone();
     let snd_dev = bed.veth.a.dev.clone();
     let d = json(&nfkit(
@@ -324,6 +327,33 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
     let (cfg, st) = (open("nfkit_config"), open("nfkit_stats"));
     let rows = slots.len() as u32 * 16;
 
+    // Native XDP: a redirect into a veth (or XDP_TX back to the sender)
+    // arrives only where the receiving end runs an XDP program of its
+    // own; the catalogue's `xdp_allow` (PASS) hands the frames on.
+    let pass = nfkit_kernel::load_image(
+        &nfkit_object::Image::from_elf(
+            nfkit_nf::catalogue::object("base", nfkit_nf::Hook::Xdp).expect("nf.base"),
+            "base.xdp.o",
+        )
+        .expect("image"),
+        &nfkit_kernel::LoadOptions {
+            entries: Some(vec!["xdp_allow".into()]),
+            ..nfkit_kernel::LoadOptions::default()
+        },
+    )
+    .expect("load xdp_allow");
+    let mut _peers = Vec::new();
+    if hook == "xdp" {
+        let prog = pass.prog("xdp_allow").expect("xdp_allow");
+        let ends = bed
+            .collectors
+            .iter()
+            .map(|(_, d)| (d.as_str(), &bed.sut))
+            .chain([(snd_dev.as_str(), &bed.snd)]);
+        for (dev, ns) in ends {
+            _peers.push(XdpLink::attach(prog, Some(ns), dev, false).expect("peer XDP"));
+        }
+    }
     let at_sut = receiver(&sut_dev, &bed.sut);
     let at_snd = receiver(&snd_dev, &bed.snd);
     let at_col: Vec<(u32, Receiver)> = bed
@@ -502,6 +532,38 @@ fn example_names() -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The same with native XDP (`--hook xdp`).
+#[test]
+fn every_example_gives_the_vm_verdicts_in_native_xdp() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    for name in example_names() {
+        let o = run_example(&name, "xdp", "auto");
+        println!(
+            "{name} (native): {} packets, received {:?}",
+            o.packets, o.received
+        );
+    }
+}
+
+/// The same at TC ingress through a tcx link (this kernel's default).
+#[test]
+fn every_example_gives_the_vm_verdicts_at_tc_ingress_through_tcx() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    for name in example_names() {
+        let o = run_example(&name, "tc-ingress", "tcx");
+        println!(
+            "{name} (tcx): {} packets, received {:?}",
+            o.packets, o.received
+        );
+    }
 }
 
 /// The same at TC ingress through the clsact fallback (forced: this
