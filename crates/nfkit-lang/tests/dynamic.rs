@@ -227,3 +227,57 @@ fn examples_at_tc_give_the_same_verdicts_static_and_dynamic_in_the_kernel() {
         assert_eq!(got, want, "{name}: verdicts and packets at tc");
     }
 }
+
+#[test]
+fn frames_and_slots_that_do_not_fit_are_errors() {
+    // 60 locals (480 bytes) live across an NF call: more than the call
+    // frame's 56 slots.
+    let mut src = String::from(
+        "from nf.parse import dst_port\nfrom nf.classify import every_packet\n\ndef big() -> u64:\n",
+    );
+    for i in 0..60 {
+        src.push_str(&format!("    x{i}: u64 = {i}\n"));
+    }
+    src.push_str("    y: u64 = dst_port()\n");
+    let sum: Vec<String> = (0..60).map(|i| format!("x{i}")).collect();
+    src.push_str(&format!(
+        "    return y + {}\n\nevery_packet(big)\n",
+        sum.join(" + ")
+    ));
+    let err = compile_dynamic("big.py", &src, &Options::default(), &DynSlots::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("chain 'big' (dynamic mode)") && err.contains("line 65"),
+        "{err}"
+    );
+
+    let (ddos, _) = example("ddos");
+    let full = DynSlots {
+        seg_first: 300,
+        seg_end: 300,
+        ..DynSlots::default()
+    };
+    let err = compile_dynamic("ddos", &ddos, &Options::default(), &full)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("no free slot in nfkit_progs for a segment of chain 'mitigate'"),
+        "{err}"
+    );
+    let no_nf = DynSlots {
+        nf_first: 64,
+        nf_end: 64,
+        ..DynSlots::default()
+    };
+    let err = compile_dynamic("ddos", &ddos, &Options::default(), &no_nf)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("no free slot in nfkit_progs for NF nf_"),
+        "{err}"
+    );
+}
