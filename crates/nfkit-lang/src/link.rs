@@ -358,19 +358,33 @@ pub fn link_program(
         )?);
     }
     objects.push(chains.clone());
-    let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
-    for nf in &prog.nfs {
-        match by_module.iter_mut().find(|(m, _)| *m == nf.module) {
-            Some((_, v)) => v.push(nf.symbol.clone()),
-            None => by_module.push((nf.module.clone(), vec![nf.symbol.clone()])),
-        }
-    }
-    for (m, roots) in &by_module {
+    for (m, roots) in &roots_by_module(prog, |nf| nf.symbol.clone()) {
         objects.push(module_object(search, m, hook, roots)?);
     }
     let image = nfkit_object::link(&objects).map_err(|e| LinkError::Object(e.to_string()))?;
     check_stack(&image)?;
     Ok((image, chains))
+}
+
+/// The NF modules `prog` calls, each with the functions to keep from it
+/// (`root` of each NF called: its function, or its dynamic entry).
+fn roots_by_module(
+    prog: &Program,
+    root: impl Fn(&crate::ir::NfRef) -> String,
+) -> Vec<(String, Vec<String>)> {
+    let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
+    for nf in &prog.nfs {
+        let r = root(nf);
+        match by_module.iter_mut().find(|(m, _)| *m == nf.module) {
+            Some((_, v)) => {
+                if !v.contains(&r) {
+                    v.push(r)
+                }
+            }
+            None => by_module.push((nf.module.clone(), vec![r])),
+        }
+    }
+    by_module
 }
 
 /// Dynamic mode (docs/abi.md §5): the dynamic classifier
@@ -403,19 +417,7 @@ pub fn link_dynamic(
         &[cls, crate::codegen::DYN_FINISH.to_string()],
     )?);
     objects.push(chains.clone());
-    let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
-    for nf in &prog.nfs {
-        let root = format!("dyn_{}", nf.name);
-        match by_module.iter_mut().find(|(m, _)| *m == nf.module) {
-            Some((_, v)) => {
-                if !v.contains(&root) {
-                    v.push(root)
-                }
-            }
-            None => by_module.push((nf.module.clone(), vec![root])),
-        }
-    }
-    for (m, roots) in &by_module {
+    for (m, roots) in &roots_by_module(prog, |nf| format!("dyn_{}", nf.name)) {
         objects.push(module_object(search, m, hook, roots)?);
     }
     let mut image = nfkit_object::link(&objects).map_err(|e| LinkError::Object(e.to_string()))?;
