@@ -140,7 +140,19 @@ fn main() {
     c.final_summary();
 
     // Summary: medians of 7 rounds of 200k runs each.
-    let measure = |s: &mut Subject| s.ns_per_packet(&frame, 7, 1, 200_000).ok();
+    // Every variant must take the whole path: N calls, then PASS.
+    let measure = |s: &mut Subject| {
+        let code = s.run_batches(&frame, 1, 1).map(|(_, c)| c).ok();
+        if code != Some(2) {
+            println!(
+                "calls: {} gave {} instead of PASS: left out",
+                s.name,
+                code.map_or("an error", xdp_code)
+            );
+            return None;
+        }
+        s.ns_per_packet(&frame, 7, 1, 200_000).ok()
+    };
     let mut rows: Vec<Row> = NS
         .iter()
         .map(|&n| Row {
