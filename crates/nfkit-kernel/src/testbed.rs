@@ -174,6 +174,17 @@ impl Veth {
             }
             end_ip(end, &["link", "set", &end.dev, "up"])?;
         }
+        // The kernel activates a device's queue (and reports it UP) from
+        // its link-watch work, up to a second after the carrier came:
+        // frames sent before that are dropped. Wait for both ends.
+        let t0 = std::time::Instant::now();
+        for end in [&veth.a, &veth.b] {
+            while !end_ip(end, &["-o", "link", "show", "dev", &end.dev])?.contains("state UP")
+                && t0.elapsed() < std::time::Duration::from_secs(3)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
         Ok(veth)
     }
 }
