@@ -451,7 +451,10 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
                 init |= 1 << 2;
             }
         }
-        if is_callee[fi] {
+        // A function nothing here calls (a global function other
+        // objects call, like the classifier's `nfkit_dyn_finish`) takes
+        // its arguments from its callers there.
+        if is_callee[fi] || !is_entry[fi] {
             init |= ARG_REGS;
         }
         let n = func.end_op - func.start_op;
