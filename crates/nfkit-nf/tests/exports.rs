@@ -128,7 +128,7 @@ fn dynamic(module: &str, name: &str, args: [u64; 4]) -> (Vm, u32) {
         .unwrap()
         .update(&0u32.to_le_bytes(), &cls_entry, 0)
         .unwrap();
-    let mut frame = vec![0u8; 248];
+    let mut frame = vec![0u8; 504]; // sizeof(struct nf_frame)
     for (i, a) in args.iter().enumerate() {
         frame[i * 8..i * 8 + 8].copy_from_slice(&a.to_le_bytes());
     }
