@@ -2,17 +2,10 @@
 //! `nfkit` and leaves nothing behind: no nfkit-demo-* namespace or link,
 //! no pins, no state, also after an interrupted run. Needs root (skipped otherwise); about 15 seconds.
 
+mod common;
+use common::is_root;
 use std::path::Path;
 use std::process::Command;
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 fn out(cmd: &str, args: &[&str]) -> String {
     let o = Command::new(cmd).args(args).output().expect(cmd);

@@ -5,98 +5,21 @@
 //! deployment; namespaces, the veth and the bpffs mount are removed by
 //! RAII guards even when an assertion fails.
 
-use nfkit_kernel::testbed::{Netns, Veth};
+mod common;
+use common::{examples, is_root, json, nfkit, nfkit_host, nfkit_ok, Pair, Scratch, NFKIT};
+use nfkit_kernel::testbed::Netns;
 use serde_json::Value;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-/// A private bpffs mount and state directory, unmounted and removed on drop.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("nfkit-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("bpf")).expect("scratch dir");
-        let s = Scratch { dir };
-        let ok = Command::new("mount")
-            .args(["-t", "bpf", "bpf"])
-            .arg(s.bpf())
-            .status()
-            .expect("mount")
-            .success();
-        assert!(ok, "mount bpffs");
-        s
-    }
-    fn bpf(&self) -> PathBuf {
-        self.dir.join("bpf")
-    }
-    fn state(&self) -> PathBuf {
-        self.dir.join("state")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.bpf()).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Runs nfkit in namespace `ns` with the scratch paths; (exit ok, stdout, stderr).
-fn nfkit(ns: &Netns, s: &Scratch, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns.name(), NFKIT])
-        .args(args)
-        .env("NFKIT_PIN_ROOT", s.bpf())
-        .env("NFKIT_STATE_DIR", s.state())
-        .output()
-        .expect("run nfkit");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn nfkit_ok(ns: &Netns, s: &Scratch, args: &[&str]) -> String {
-    let (ok, out, err) = nfkit(ns, s, args);
-    assert!(ok, "nfkit {args:?} failed:\n{out}\n{err}");
-    out
-}
-
-fn json(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
 /// An IPv4/UDP frame from 198.18.1.2 to 198.18.1.1, destination `port`.
 fn udp_frame(port: u16) -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend([0x02, 0, 0, 0, 0, 2, 0x08, 0x00]);
-    f.extend([
-        0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 1, 1,
-    ]);
-    f.extend(1234u16.to_be_bytes());
-    f.extend(port.to_be_bytes());
-    f.extend([0, 8, 0, 0]);
-    f.resize(60, 0);
-    f
+    common::udp_frame(
+        Ipv4Addr::new(198, 18, 1, 2),
+        Ipv4Addr::new(198, 18, 1, 1),
+        port,
+    )
 }
 
 /// Sends `count` frames on `dev` from inside `ns` through an AF_PACKET
@@ -130,15 +53,7 @@ fn deploy_count_swap_undeploy() {
         return;
     }
     let s = Scratch::new("deploy");
-    let sut = Netns::new("sut").expect("netns");
-    let peer = Netns::new("peer").expect("netns");
-    let veth = Veth::new(
-        Some(&sut),
-        Some("198.18.1.1/24"),
-        Some(&peer),
-        Some("198.18.1.2/24"),
-    )
-    .expect("veth");
+    let Pair { sut, peer, veth } = Pair::new("sut", "peer", "198.18.1");
     let dev = veth.a.dev.as_str();
     let script = examples().join("port_stats.py");
     let script = script.to_str().expect("utf-8 path");
@@ -230,15 +145,7 @@ fn tc_ingress_through_tcx() {
         return;
     }
     let s = Scratch::new("tcx");
-    let sut = Netns::new("sut").expect("netns");
-    let peer = Netns::new("peer").expect("netns");
-    let veth = Veth::new(
-        Some(&sut),
-        Some("198.18.2.1/24"),
-        Some(&peer),
-        Some("198.18.2.2/24"),
-    )
-    .expect("veth");
+    let Pair { sut, peer, veth } = Pair::new("sut", "peer", "198.18.2");
     let dev = veth.a.dev.as_str();
     let script = examples().join("port_stats.py");
     let script = script.to_str().expect("utf-8 path");
@@ -357,15 +264,7 @@ fn swaps_under_traffic_lose_no_packet() {
         return;
     }
     let s = Scratch::new("swap");
-    let sut = Netns::new("sut").expect("netns");
-    let peer = Netns::new("peer").expect("netns");
-    let veth = Veth::new(
-        Some(&sut),
-        Some("198.18.3.1/24"),
-        Some(&peer),
-        Some("198.18.3.2/24"),
-    )
-    .expect("veth");
+    let Pair { sut, peer, veth } = Pair::new("sut", "peer", "198.18.3");
     let dev = veth.a.dev.as_str();
     let script = examples().join("port_stats.py");
     let script = script.to_str().expect("utf-8 path");
@@ -399,21 +298,6 @@ fn swaps_under_traffic_lose_no_packet() {
 }
 
 /// Runs nfkit in the test's own namespaces (no `ip netns exec`).
-fn nfkit_host(s: &Scratch, args: &[&str]) -> String {
-    let out = Command::new(NFKIT)
-        .args(args)
-        .env("NFKIT_PIN_ROOT", s.bpf())
-        .env("NFKIT_STATE_DIR", s.state())
-        .output()
-        .expect("run nfkit");
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "nfkit {args:?} failed:\n{o}\n{e}");
-    o.into_owned()
-}
-
 #[test]
 fn deploy_into_a_named_netns_from_outside() {
     if !is_root() {
@@ -421,15 +305,7 @@ fn deploy_into_a_named_netns_from_outside() {
         return;
     }
     let s = Scratch::new("netns");
-    let sut = Netns::new("sut").expect("netns");
-    let peer = Netns::new("peer").expect("netns");
-    let veth = Veth::new(
-        Some(&sut),
-        Some("198.18.4.1/24"),
-        Some(&peer),
-        Some("198.18.4.2/24"),
-    )
-    .expect("veth");
+    let Pair { sut, peer, veth } = Pair::new("sut", "peer", "198.18.4");
     let dev = veth.a.dev.as_str();
     let script = examples().join("port_stats.py");
     let script = script.to_str().expect("utf-8 path");
@@ -526,15 +402,7 @@ fn dynamic_mode_changes_chains_without_reloading_nfs() {
         return;
     }
     let s = Scratch::new("dyn");
-    let sut = Netns::new("dsut").expect("netns");
-    let peer = Netns::new("dpeer").expect("netns");
-    let veth = Veth::new(
-        Some(&sut),
-        Some("198.18.5.1/24"),
-        Some(&peer),
-        Some("198.18.5.2/24"),
-    )
-    .expect("veth");
+    let Pair { sut, peer, veth } = Pair::new("dsut", "dpeer", "198.18.5");
     let dev = veth.a.dev.as_str();
     let mut files = Vec::new();
     for (i, (v, extra)) in [(0, false), (1, false), (2, true)].into_iter().enumerate() {

@@ -41,6 +41,8 @@
 //! Needs root (skipped otherwise). Namespaces, veths and the private
 //! bpffs mount are removed by RAII guards even when an assertion fails.
 
+mod common;
+use common::{examples, is_root, json, le, nfkit_cmd, output_ok, Scratch, NFKIT};
 use nfkit_kernel::deploy::open_pinned_map;
 use nfkit_kernel::testbed::{Netns, Veth, XdpLink};
 use nfkit_kernel::KMap;
@@ -48,78 +50,19 @@ use nfkit_traffic::recv::{Receiver, RecvOptions};
 use nfkit_traffic::send::FrameSender;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
 const SUT_MAC: &str = "02:00:00:00:00:01";
 const SND_MAC: &str = "02:00:00:00:00:02";
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-/// A private bpffs mount and state directory, unmounted and removed on drop.
-struct Scratch {
-    dir: PathBuf,
-    /// `NFKIT_TC_ATTACH` for the nfkit commands.
-    tc_attach: &'static str,
-}
-
-impl Scratch {
-    fn new(tag: &str, tc_attach: &'static str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("nfkit-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("bpf")).expect("scratch dir");
-        let s = Scratch { dir, tc_attach };
-        let ok = Command::new("mount")
-            .args(["-t", "bpf", "bpf"])
-            .arg(s.bpf())
-            .status()
-            .is_ok_and(|st| st.success());
-        assert!(ok, "mount bpffs");
-        s
-    }
-    fn bpf(&self) -> PathBuf {
-        self.dir.join("bpf")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.bpf()).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Runs nfkit with the scratch paths; its stdout (panics on failure).
-fn nfkit(s: &Scratch, args: &[&str]) -> String {
-    let out = Command::new(NFKIT)
-        .args(args)
-        .env("NFKIT_PIN_ROOT", s.bpf())
-        .env("NFKIT_STATE_DIR", s.dir.join("state"))
-        .env("NFKIT_TC_ATTACH", s.tc_attach)
-        .output()
-        .expect("run nfkit");
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "nfkit {args:?} failed:\n{o}\n{e}");
-    o.into_owned()
-}
-
-fn json(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+/// Runs nfkit with the scratch paths and `NFKIT_TC_ATTACH=tc_attach`;
+/// its stdout (panics on failure).
+fn nfkit(s: &Scratch, tc_attach: &str, args: &[&str]) -> String {
+    let mut c = nfkit_cmd(None, s);
+    c.env("NFKIT_TC_ATTACH", tc_attach);
+    output_ok(c, args)
 }
 
 /// The testbed; fields drop in order: the pair, then the namespaces
@@ -195,14 +138,6 @@ fn stats(m: &KMap, rows: u32) -> Vec<u64> {
                 .map_or(0, |v| v.iter().map(|c| le(c)).sum())
         })
         .collect()
-}
-
-fn le(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    for (d, s) in a.iter_mut().zip(b) {
-        *d = *s;
-    }
-    u64::from_le_bytes(a)
 }
 
 /// Pins the deployment's clock (`nf_config.clock_pinned`, `now_ns`).
@@ -295,11 +230,12 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
     targets.dedup();
 
     let bed = Bed::new(&targets);
-    let s = Scratch::new(&format!("e2e-{name}-{hook}-{tc_attach}"), tc_attach);
+    let s = Scratch::new(&format!("e2e-{name}-{hook}-{tc_attach}"));
     let sut_dev = bed.veth.b.dev.clone();
     let snd_dev = bed.veth.a.dev.clone();
     let d = json(&nfkit(
         &s,
+        tc_attach,
         &[
             "deploy",
             script_s,
@@ -469,14 +405,14 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
                 nfkit_object::MapType::Array | nfkit_object::MapType::PercpuArray
             )
         });
-        let dump = json(&nfkit(&s, &["map", "dump", map, "--json"]));
+        let dump = json(&nfkit(&s, tc_attach, &["map", "dump", map, "--json"]));
         let got = dumped(&dump, is_array).unwrap_or_else(|e| panic!("{name}: {map}: {e}"));
         assert_eq!(got, want, "{name}: map {map}: kernel / VM");
     }
 
     // `nfkit status --json`: the per-chain, per-verdict counters read
     // from the pinned nfkit_stats are the VM's `chains`.
-    let st = json(&nfkit(&s, &["status", "--json"]));
+    let st = json(&nfkit(&s, tc_attach, &["status", "--json"]));
     assert_eq!(
         st["deployments"][0]["verdicts"], vm["chains"],
         "{name}: status verdicts / nfkit run chains"
@@ -490,8 +426,8 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         r.stop();
     }
     drop((at_sut, at_snd, at_col));
-    nfkit(&s, &["undeploy"]);
-    let stj = json(&nfkit(&s, &["status", "--json"]));
+    nfkit(&s, tc_attach, &["undeploy"]);
+    let stj = json(&nfkit(&s, tc_attach, &["status", "--json"]));
     assert_eq!(stj["deployments"].as_array().map(Vec::len), Some(0));
     Outcome {
         packets: packets.len(),

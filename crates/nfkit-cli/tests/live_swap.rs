@@ -22,6 +22,8 @@
 //! mount and state directory, and the receiver's link are removed by
 //! RAII guards even when an assertion fails.
 
+mod common;
+use common::{is_root, Scratch};
 use nfkit_kernel::deploy::{self, DeployOutcome, DeployRequest, Hook, Paths};
 use nfkit_kernel::testbed::{Netns, Veth, XdpLink};
 use nfkit_kernel::{load_object_file, KMap, Loaded};
@@ -54,51 +56,8 @@ const ST_DUP: u32 = 1;
 const ST_RANGE: u32 = 2;
 const ST_STREAM: u32 = 3;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 fn tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
-}
-
-/// A private bpffs mount and state directory, unmounted and removed on drop.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("nfkit-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("bpf")).expect("scratch dir");
-        let s = Scratch { dir };
-        let ok = Command::new("mount")
-            .args(["-t", "bpf", "bpf"])
-            .arg(s.dir.join("bpf"))
-            .status()
-            .expect("mount")
-            .success();
-        assert!(ok, "mount bpffs");
-        s
-    }
-    fn paths(&self) -> Paths {
-        Paths {
-            pin_root: self.dir.join("bpf"),
-            state_file: self.dir.join("state").join("state.json"),
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.join("bpf")).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// sender --left-- SUT --right-- receiver. Fields drop in order: the

@@ -12,21 +12,14 @@
 //! `Packet.l4_off`, which mean the same at both hooks, so the verdicts
 //! and maps must be equal. Needs root (skipped otherwise).
 
+mod common;
+use common::{is_root, le};
 use nfkit_kernel::deploy::enter_netns;
 use nfkit_kernel::testbed::{Netns, Veth};
 use nfkit_kernel::{attach_socket_filter, load_image, LoadOptions};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 const SCRIPT: &str = r#""""Keeps datagrams from odd source ports, and from even ones whose
 payload starts with 'K'; counts datagrams per source port."""
@@ -91,13 +84,6 @@ fn frame(sport: u16, payload: &[u8]) -> Vec<u8> {
 
 /// A map's entries as (key, value) integers, sorted, array zeros left out.
 fn kernel_map(m: &nfkit_kernel::KMap, is_array: bool) -> Vec<(u64, u64)> {
-    let le = |b: &[u8]| {
-        let mut a = [0u8; 8];
-        for (d, s) in a.iter_mut().zip(b) {
-            *d = *s;
-        }
-        u64::from_le_bytes(a)
-    };
     let mut rows: Vec<(u64, u64)> = m
         .entries()
         .expect("entries")

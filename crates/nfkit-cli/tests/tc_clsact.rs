@@ -7,88 +7,36 @@
 //! outside the namespace) removes the filter, the qdisc nfkit made and
 //! the XDP link. Needs root (skipped otherwise).
 
-use nfkit_kernel::testbed::{Netns, Veth};
+mod common;
+use common::{examples, is_root, json, nfkit_cmd, output, output_ok, tc, Pair, Scratch};
+use nfkit_kernel::testbed::Netns;
 use nfkit_traffic::send::{send, SendOptions, Source};
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::net::Ipv4Addr;
 use std::process::Command;
 
-const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A private bpffs mount and state directory, unmounted and removed on drop.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("nfkit-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("bpf")).expect("scratch dir");
-        let s = Scratch { dir };
-        let ok = Command::new("mount")
-            .args(["-t", "bpf", "bpf"])
-            .arg(s.dir.join("bpf"))
-            .status()
-            .is_ok_and(|st| st.success());
-        assert!(ok, "mount bpffs");
-        s
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.join("bpf")).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The nfkit command with the scratch paths, clsact forced.
+fn clsact(s: &Scratch) -> Command {
+    let mut c = nfkit_cmd(None, s);
+    c.env("NFKIT_TC_ATTACH", "clsact");
+    c
 }
 
 /// Runs nfkit (clsact forced); (ok, stdout, stderr).
 fn nfkit(s: &Scratch, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(NFKIT)
-        .args(args)
-        .env("NFKIT_PIN_ROOT", s.dir.join("bpf"))
-        .env("NFKIT_STATE_DIR", s.dir.join("state"))
-        .env("NFKIT_TC_ATTACH", "clsact")
-        .output()
-        .expect("run nfkit");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    output(clsact(s), args)
 }
 
 fn nfkit_ok(s: &Scratch, args: &[&str]) -> String {
-    let (ok, out, err) = nfkit(s, args);
-    assert!(ok, "nfkit {args:?} failed:\n{out}\n{err}");
-    out
-}
-
-fn json(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    output_ok(clsact(s), args)
 }
 
 /// An IPv4/UDP frame from 198.18.42.2 to 198.18.42.1, destination `port`.
 fn udp_frame(port: u16) -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend([0x02, 0, 0, 0, 0, 2, 0x08, 0x00]);
-    f.extend([
-        0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 42, 2, 198, 18, 42, 1,
-    ]);
-    f.extend(1234u16.to_be_bytes());
-    f.extend(port.to_be_bytes());
-    f.extend([0, 8, 0, 0]);
-    f.resize(60, 0);
-    f
+    common::udp_frame(
+        Ipv4Addr::new(198, 18, 42, 2),
+        Ipv4Addr::new(198, 18, 42, 1),
+        port,
+    )
 }
 
 fn send_n(ns: &Netns, dev: &str, port: u16, n: u64) {
@@ -123,15 +71,6 @@ fn packets(s: &Scratch, port: u16, hook: &str, want: &str) -> String {
     }
 }
 
-fn tc(ns: &Netns, args: &[&str]) -> String {
-    let out = Command::new("tc")
-        .args(["-n", ns.name()])
-        .args(args)
-        .output()
-        .expect("tc");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn tc_through_clsact_next_to_xdp_with_map_hook() {
     if !is_root() {
@@ -139,17 +78,9 @@ fn tc_through_clsact_next_to_xdp_with_map_hook() {
         return;
     }
     let s = Scratch::new("clsact-cli");
-    let sut = Netns::new("sut").expect("netns");
-    let peer = Netns::new("peer").expect("netns");
-    let veth = Veth::new(
-        Some(&sut),
-        Some("198.18.42.1/24"),
-        Some(&peer),
-        Some("198.18.42.2/24"),
-    )
-    .expect("veth");
+    let Pair { sut, peer, veth } = Pair::new("sut", "peer", "198.18.42");
     let dev = veth.a.dev.as_str();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/port_stats.py");
+    let script = examples().join("port_stats.py");
     let script = script.to_str().expect("utf-8 path");
     let deploy = |hook: &str| {
         json(&nfkit_ok(

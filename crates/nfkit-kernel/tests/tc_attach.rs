@@ -7,54 +7,13 @@
 //! Needs root (skipped otherwise); each test has its own namespace,
 //! veth pair and private bpffs mount, removed by RAII guards.
 
+mod common;
+use common::{is_root, tc, Scratch};
 use nfkit_kernel::deploy::{self, DeployRequest, Hook, Paths};
 use nfkit_kernel::tc::{self, Attach};
 use nfkit_kernel::testbed::{Netns, Veth};
 use nfkit_object::Image;
-use std::path::PathBuf;
 use std::process::Command;
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A private bpffs mount and state directory, removed on drop.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("nfkit-k{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("bpf")).expect("scratch dir");
-        let s = Scratch { dir };
-        let ok = Command::new("mount")
-            .args(["-t", "bpf", "bpf"])
-            .arg(s.dir.join("bpf"))
-            .status()
-            .is_ok_and(|st| st.success());
-        assert!(ok, "mount bpffs");
-        s
-    }
-    fn paths(&self) -> Paths {
-        Paths {
-            pin_root: self.dir.join("bpf"),
-            state_file: self.dir.join("state").join("state.json"),
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.join("bpf")).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// The catalogue's `nf.base` built for TC (standalone `tc_drop`, `tc_allow`).
 fn base_tc() -> Image {
@@ -91,15 +50,6 @@ fn deploy_in(
     })
 }
 
-fn tc(ns: &Netns, args: &[&str]) -> String {
-    let out = Command::new("tc")
-        .args(["-n", ns.name()])
-        .args(args)
-        .output()
-        .expect("tc");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Sets `NFKIT_TC_ATTACH` for this process (every test of this file
 /// wants the same value).
 fn force_clsact() {
@@ -129,7 +79,7 @@ fn clsact_deploy_status_replace_undeploy() {
         return;
     }
     force_clsact();
-    let s = Scratch::new("clsact");
+    let s = Scratch::new("kclsact");
     let paths = s.paths();
     let sut = Netns::new("sut").expect("netns");
     let peer = Netns::new("peer").expect("netns");
@@ -229,7 +179,7 @@ fn clsact_undeploy_keeps_a_qdisc_nfkit_did_not_make() {
         return;
     }
     force_clsact();
-    let s = Scratch::new("clsact2");
+    let s = Scratch::new("kclsact2");
     let paths = s.paths();
     let sut = Netns::new("sut").expect("netns");
     let veth = Veth::new(Some(&sut), Some("198.18.41.1/24"), None, None).expect("veth");

@@ -9,26 +9,6 @@ mod common;
 use common::*;
 use nfkit_lang::runner::{run_capture, ScriptVm};
 use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
-use std::path::Path;
-
-const EXAMPLES: [&str; 5] = [
-    "ddos",
-    "dscp_dispatch",
-    "flow_limiter",
-    "tcp_options",
-    "port_stats",
-];
-
-fn example(name: &str) -> (String, Vec<(u64, Vec<u8>)>) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let src = std::fs::read_to_string(dir.join(format!("{name}.py"))).expect("script");
-    let input = nfkit_pcap::read_file(dir.join(format!("{name}.pcap")))
-        .expect("pcap")
-        .into_iter()
-        .map(|p| (p.ts_ns, p.data))
-        .collect();
-    (src, input)
-}
 
 #[test]
 fn examples_run_the_same_in_dynamic_mode_in_the_vm() {
@@ -88,22 +68,7 @@ fn examples_give_the_same_verdicts_in_the_kernel_in_dynamic_mode() {
         let k = kernel_run_image(&dy.image, &dy.entry, &dy.control_plane(), &input)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(k.len(), input.len());
-        for (i, (l, (code, _))) in want.lines.iter().zip(&k).enumerate() {
-            assert_eq!(
-                l.code,
-                *code,
-                "{name}: packet {} verdict (VM {} / kernel dynamic {code})",
-                i + 1,
-                l.verdict
-            );
-        }
-        let kept: Vec<&Vec<u8>> = k
-            .iter()
-            .filter(|(c, _)| (2..=4).contains(c))
-            .map(|(_, d)| d)
-            .collect();
-        let want_out: Vec<&Vec<u8>> = want.out.iter().map(|(_, d)| d).collect();
-        assert_eq!(want_out, kept, "{name}: output packets");
+        assert_kernel_matches(name, "kernel dynamic", &want, &k);
     }
 }
 

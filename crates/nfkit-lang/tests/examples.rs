@@ -9,14 +9,9 @@ use common::*;
 use nfkit_lang::runner::run_capture;
 use nfkit_lang::{compile, Options};
 use nfkit_pcap::Packet;
-use std::path::{Path, PathBuf};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
-
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
 
 fn ip(a: u8, b: u8) -> [u8; 4] {
     [198, 18, a, b]
@@ -150,16 +145,8 @@ fn packets(name: &str) -> Vec<(u64, Vec<u8>)> {
     v
 }
 
-const EXAMPLES: [&str; 5] = [
-    "ddos",
-    "dscp_dispatch",
-    "flow_limiter",
-    "tcp_options",
-    "port_stats",
-];
-
 fn run_example(name: &str) -> (nfkit_lang::Compiled, nfkit_lang::runner::Report) {
-    let d = dir();
+    let d = examples_dir();
     let bless = std::env::var_os("NFKIT_BLESS").is_some();
     let pcap = d.join(format!("{name}.pcap"));
     if bless || !pcap.exists() {

@@ -1,8 +1,15 @@
 //! Shared by the tests: packet builders and compile-and-run helpers.
 #![allow(dead_code)]
 
-use nfkit_lang::runner::{Outcome, ScriptVm};
+use nfkit_lang::runner::{Outcome, Report, ScriptVm};
 use nfkit_lang::{compile, Compiled, Options};
+use std::path::{Path, PathBuf};
+
+// nfkit-kernel's test support (the root check), the same file.
+#[path = "../../../nfkit-kernel/tests/common/mod.rs"]
+mod kernel;
+#[allow(unused_imports)]
+pub use kernel::is_root;
 
 pub const XDP_ABORTED: u64 = 0;
 pub const XDP_DROP: u64 = 1;
@@ -148,16 +155,6 @@ pub fn tcp4(
     f
 }
 
-/// True when the tests run as root (kernel tests need it).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Loads `c` into the kernel, applies the control plane, and runs every
 /// packet with `BPF_PROG_TEST_RUN` (clock pinned to its timestamp):
 /// (return value, packet afterwards) per packet.
@@ -201,4 +198,54 @@ pub fn kernel_run_image(
         out.push((r.retval as u64, r.data));
     }
     Ok(out)
+}
+
+/// The examples in `examples/` that have a pcap.
+pub const EXAMPLES: [&str; 5] = [
+    "ddos",
+    "dscp_dispatch",
+    "flow_limiter",
+    "tcp_options",
+    "port_stats",
+];
+
+/// The repository's `examples/`.
+pub fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// `examples/NAME.py` and the packets of `examples/NAME.pcap` as
+/// (timestamp, frame).
+pub fn example(name: &str) -> (String, Vec<(u64, Vec<u8>)>) {
+    let dir = examples_dir();
+    let src = std::fs::read_to_string(dir.join(format!("{name}.py"))).expect("script");
+    let input = nfkit_pcap::read_file(dir.join(format!("{name}.pcap")))
+        .expect("pcap")
+        .into_iter()
+        .map(|p| (p.ts_ns, p.data))
+        .collect();
+    (src, input)
+}
+
+/// Asserts that the kernel's (return value, packet) per packet, `k`, has
+/// the VM run's verdicts, and that the packets it passed, sent back or
+/// redirected are the VM's output packets. `what` names the kernel side
+/// in the messages.
+pub fn assert_kernel_matches(name: &str, what: &str, vm: &Report, k: &[(u64, Vec<u8>)]) {
+    for (i, (l, (code, _))) in vm.lines.iter().zip(k).enumerate() {
+        assert_eq!(
+            l.code,
+            *code,
+            "{name}: packet {} verdict (VM {} / {what} {code})",
+            i + 1,
+            l.verdict
+        );
+    }
+    let kept: Vec<&Vec<u8>> = k
+        .iter()
+        .filter(|(c, _)| (2..=4).contains(c))
+        .map(|(_, d)| d)
+        .collect();
+    let vm_out: Vec<&Vec<u8>> = vm.out.iter().map(|(_, d)| d).collect();
+    assert_eq!(vm_out, kept, "{name}: output packets");
 }

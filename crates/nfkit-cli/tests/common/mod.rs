@@ -1,0 +1,127 @@
+//! Shared by the nfkit-cli tests: the root check and the private bpffs
+//! mount and state directory (nfkit-kernel's test support, the same
+//! file), running the `nfkit` binary with them, JSON, frames.
+#![allow(dead_code)]
+
+#[path = "../../../nfkit-kernel/tests/common/mod.rs"]
+mod kernel;
+
+#[allow(unused_imports)]
+pub use kernel::{is_root, tc, Scratch};
+use nfkit_kernel::testbed::{Netns, Veth};
+use serde_json::Value;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
+
+/// The repository's `examples/`.
+pub fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// The `nfkit` command with the scratch paths (`NFKIT_PIN_ROOT`,
+/// `NFKIT_STATE_DIR`); run in namespace `ns` (`ip netns exec`) when given.
+pub fn nfkit_cmd(ns: Option<&Netns>, s: &Scratch) -> Command {
+    let mut c = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns.name(), NFKIT]);
+            c
+        }
+        None => Command::new(NFKIT),
+    };
+    c.env("NFKIT_PIN_ROOT", s.bpf())
+        .env("NFKIT_STATE_DIR", s.state());
+    c
+}
+
+/// Runs `cmd` with `args`; (exit ok, stdout, stderr).
+pub fn output(mut cmd: Command, args: &[&str]) -> (bool, String, String) {
+    let out = cmd.args(args).output().expect("run nfkit");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `cmd` with `args`; its stdout (panics on failure).
+pub fn output_ok(cmd: Command, args: &[&str]) -> String {
+    let (ok, out, err) = output(cmd, args);
+    assert!(ok, "nfkit {args:?} failed:\n{out}\n{err}");
+    out
+}
+
+/// Runs nfkit in namespace `ns` with the scratch paths; (exit ok, stdout, stderr).
+pub fn nfkit(ns: &Netns, s: &Scratch, args: &[&str]) -> (bool, String, String) {
+    output(nfkit_cmd(Some(ns), s), args)
+}
+
+/// Runs nfkit in namespace `ns` with the scratch paths; its stdout
+/// (panics on failure).
+pub fn nfkit_ok(ns: &Netns, s: &Scratch, args: &[&str]) -> String {
+    output_ok(nfkit_cmd(Some(ns), s), args)
+}
+
+/// Runs nfkit here (not in a namespace) with the scratch paths; its
+/// stdout (panics on failure).
+pub fn nfkit_host(s: &Scratch, args: &[&str]) -> String {
+    output_ok(nfkit_cmd(None, s), args)
+}
+
+/// Namespaces `sut` and `peer` joined by a veth pair: `veth.a` in `sut`
+/// with NET.1/24, `veth.b` in `peer` with NET.2/24. Fields drop in
+/// order: the pair, then the namespaces; so do the locals of
+/// `let Pair { sut, peer, veth } = Pair::new(..)` (bindings drop in
+/// reverse order).
+pub struct Pair {
+    pub veth: Veth,
+    pub peer: Netns,
+    pub sut: Netns,
+}
+
+impl Pair {
+    /// `sut` and `peer` tag the namespaces; `net` is `198.18.X`.
+    pub fn new(sut: &str, peer: &str, net: &str) -> Pair {
+        let sut = Netns::new(sut).expect("netns");
+        let peer = Netns::new(peer).expect("netns");
+        let veth = Veth::new(
+            Some(&sut),
+            Some(&format!("{net}.1/24")),
+            Some(&peer),
+            Some(&format!("{net}.2/24")),
+        )
+        .expect("veth");
+        Pair { veth, peer, sut }
+    }
+}
+
+pub fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A 60-byte broadcast IPv4/UDP frame from `src` (MAC 02:00:00:00:00:02,
+/// port 1234) to `dst`, destination `port`, no checksums.
+pub fn udp_frame(src: Ipv4Addr, dst: Ipv4Addr, port: u16) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend([0x02, 0, 0, 0, 0, 2, 0x08, 0x00]);
+    f.extend([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0]);
+    f.extend(src.octets());
+    f.extend(dst.octets());
+    f.extend(1234u16.to_be_bytes());
+    f.extend(port.to_be_bytes());
+    f.extend([0, 8, 0, 0]);
+    f.resize(60, 0);
+    f
+}
+
+/// Up to 8 little-endian bytes as an integer.
+pub fn le(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    for (d, s) in a.iter_mut().zip(b) {
+        *d = *s;
+    }
+    u64::from_le_bytes(a)
+}

@@ -1,0 +1,75 @@
+//! Shared by the kernel tests (here, and in nfkit-cli's tests, which
+//! include this file through their own `tests/common/mod.rs`): the root
+//! check, a private bpffs mount and state directory, `tc` in a namespace.
+#![allow(dead_code)]
+
+use nfkit_kernel::deploy::Paths;
+use nfkit_kernel::testbed::Netns;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// True when the tests run as root (kernel tests need it).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A private bpffs mount and state directory
+/// (`$TMPDIR/nfkit-TAG-PID/{bpf,state}`), unmounted and removed on drop.
+pub struct Scratch {
+    pub dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("nfkit-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bpf")).expect("scratch dir");
+        let s = Scratch { dir };
+        let ok = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(s.bpf())
+            .status()
+            .is_ok_and(|st| st.success());
+        assert!(ok, "mount bpffs");
+        s
+    }
+
+    /// The bpffs mount (`NFKIT_PIN_ROOT`).
+    pub fn bpf(&self) -> PathBuf {
+        self.dir.join("bpf")
+    }
+
+    /// The state directory (`NFKIT_STATE_DIR`).
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// The same two places as `nfkit_kernel::deploy` takes them.
+    pub fn paths(&self) -> Paths {
+        Paths {
+            pin_root: self.bpf(),
+            state_file: self.state().join("state.json"),
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.bpf()).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `tc -n NS ARGS`: its stdout.
+pub fn tc(ns: &Netns, args: &[&str]) -> String {
+    let out = Command::new("tc")
+        .args(["-n", ns.name()])
+        .args(args)
+        .output()
+        .expect("tc");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
