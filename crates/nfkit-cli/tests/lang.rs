@@ -12,8 +12,10 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A file in a directory of the build's own temporary space (under
+/// target/, so nothing is left in /tmp).
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nfkit-lang-cli-{}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lang-cli-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("tmp dir");
     d.join(name)
 }
