@@ -22,20 +22,24 @@ fn udp_frame(port: u16) -> Vec<u8> {
     )
 }
 
-/// Sends `count` frames on `dev` from inside `ns` through an AF_PACKET
-/// socket (a few lines of Python: the test's own minimal sender).
+/// Sends `count` copies of `frame` on `dev` from inside `ns` with nfkit's
+/// own sender (an AF_PACKET socket).
 fn send(ns: &Netns, dev: &str, frame: &[u8], count: u32) {
     send_paced(ns, dev, frame, count, 0.0);
 }
 
-/// Like [`send`], sleeping `gap` seconds after each frame.
+/// Like [`send`], at most one frame every `gap` seconds.
 fn send_paced(ns: &Netns, dev: &str, frame: &[u8], count: u32, gap: f64) {
-    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
-    let py = format!(
-        "import socket,time\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('{dev}',0))\n\
-         for _ in range({count}):\n  s.send(bytes.fromhex('{hex}'))\n  time.sleep({gap})\n"
-    );
-    ns.exec(&["python3", "-c", &py]).expect("send frames");
+    use nfkit_traffic::send::{send as send_frames, SendOptions, Source};
+    let opts = SendOptions {
+        dev: dev.to_string(),
+        netns: Some(ns.name().to_string()),
+        rate: (gap > 0.0).then(|| 1.0 / gap),
+        count: Some(u64::from(count)),
+        ..SendOptions::default()
+    };
+    let r = send_frames(&Source::Frames(vec![frame.to_vec()]), &opts).expect("send frames");
+    assert_eq!(r.sent, u64::from(count), "frames sent");
 }
 
 /// The value of `key` in a `map dump --json`.
