@@ -71,6 +71,18 @@ fn make_demo_runs_and_cleans_up() {
             line.contains("missing 0"),
             "legitimate packets lost: {line}"
         );
+        // The chain was replaced live in dynamic mode (a swap, generation
+        // 2, NFs listed with their programs), under that same traffic.
+        assert!(
+            text.contains("dynamic mode: the NFs are loaded once"),
+            "{text}"
+        );
+        let swap = text
+            .lines()
+            .find(|l| l.contains("swapped examples/ddos.py"))
+            .unwrap_or_default();
+        assert!(swap.contains("generation 2"), "no live swap: {text}");
+        assert!(text.contains("NFs: dyn_tb_dst (slot"), "{text}");
         let blacklist = text
             .lines()
             .find(|l| l.starts_with("blacklist now:"))
