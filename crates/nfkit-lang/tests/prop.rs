@@ -327,7 +327,12 @@ fn check_dynamic(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+    // 1000 scripts per run; NFKIT_PROP_CASES=N soaks with more.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("NFKIT_PROP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_scripts_compile_and_agree_with_the_kernel(seed in any::<u64>()) {
