@@ -482,3 +482,69 @@ fn dynamic_mode_changes_chains_without_reloading_nfs() {
     nfkit_ok(&sut, &s, &["undeploy"]);
     assert_eq!(files_under(&s.bpf()), Vec::<PathBuf>::new());
 }
+
+#[test]
+fn dynamic_redeploy_keeps_only_the_new_classifier_entries() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("dyncls");
+    let Pair {
+        sut,
+        peer: _peer,
+        veth,
+    } = Pair::new("dcsut", "dcpeer", "198.18.6");
+    let dev = veth.a.dev.as_str();
+    let full = examples().join("dscp_dispatch.py");
+    let text = std::fs::read_to_string(&full).expect("script");
+    // The second version dispatches EF (46) and AF41 (34) but no longer CS1 (8).
+    let fewer = s.dir.join("fewer.py");
+    std::fs::write(
+        &fewer,
+        text.replace(
+            "by_dscp({EF: voice, AF41: video, CS1: scavenger}",
+            "by_dscp({EF: voice, AF41: video}",
+        ),
+    )
+    .expect("script");
+    let deploy = |f: &Path| {
+        nfkit_ok(
+            &sut,
+            &s,
+            &[
+                "deploy",
+                f.to_str().unwrap_or(""),
+                "--dev",
+                dev,
+                "--mode",
+                "dynamic",
+            ],
+        )
+    };
+    let valid = || -> Vec<u64> {
+        let dump = json(&nfkit_ok(
+            &sut,
+            &s,
+            &["map", "dump", "nfkit_cls_dscp", "--json"],
+        ));
+        let mut keys: Vec<u64> = dump
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    // struct nf_cls_entry {u32 chain_id; u32 flags} as hex:
+                    // flags NF_CLS_VALID.
+                    .filter(|e| e["value"].as_str().and_then(|v| v.get(8..16)) == Some("01000000"))
+                    .filter_map(|e| e["key"].as_u64())
+                    .collect()
+            })
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    };
+    deploy(&full);
+    assert_eq!(valid(), [8, 34, 46]);
+    deploy(&fewer);
+    assert_eq!(valid(), [34, 46], "CS1's entry outlived its chain");
+    nfkit_ok(&sut, &s, &["undeploy"]);
+}

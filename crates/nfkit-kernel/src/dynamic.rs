@@ -258,9 +258,17 @@ pub(crate) fn install(
         if !m.name().starts_with("nfkit_cls_") {
             continue;
         }
+        let array = m.map_type() == nfkit_object::MapType::Array;
+        let cleared = vec![0u8; m.value_size() as usize];
         for k in m.keys() {
             if !writes.iter().any(|(w, key, _)| w == m.name() && *key == k) {
-                let _ = m.delete(&k);
+                // Array entries cannot be deleted: an all-zero entry
+                // lacks NF_CLS_VALID and is ignored.
+                let _ = if array {
+                    m.update(&k, &cleared, 0)
+                } else {
+                    m.delete(&k)
+                };
             }
         }
     }
