@@ -6,6 +6,9 @@
 //!   `c/ddos_tail.c` (the DDoS example as a tail-call pipeline);
 //! * `examples/c/ddos.c` (the DDoS example by hand, one program) when it
 //!   exists; `NFKIT_BENCH_HAND_C` names its object, or is empty.
+//!
+//! `examples/c` is on the include path: `ddos_tail.c` and `ddos.c` share
+//! `examples/c/ddos_common.h` (maps, parsing, buckets, sampling).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,13 +19,14 @@ fn multiarch_include() -> Option<String> {
     Some(format!("/usr/include/{arch}-linux-gnu"))
 }
 
-fn clang(src: &Path, obj: &Path, include: &Path) -> Result<(), String> {
+fn clang(src: &Path, obj: &Path, include: &[&Path]) -> Result<(), String> {
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
     let mut cmd = Command::new(&clang);
     cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall"])
-        .arg("-DNF_HOOK_XDP")
-        .arg("-I")
-        .arg(include);
+        .arg("-DNF_HOOK_XDP");
+    for dir in include {
+        cmd.arg("-I").arg(dir);
+    }
     if let Some(inc) = multiarch_include() {
         cmd.arg(format!("-I{inc}"));
     }
@@ -41,8 +45,17 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let include = manifest.join("../../nf/include");
     let c = manifest.join("c");
+    let examples = manifest.join("../../examples");
+    let examples_c = examples.join("c");
     println!("cargo:rerun-if-changed={}", c.display());
     println!("cargo:rerun-if-changed={}", include.display());
+    for header in ["ddos_common.h", "hand_common.h"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            examples_c.join(header).display()
+        );
+    }
+    let include: [&Path; 2] = [&include, &examples_c];
     println!("cargo:rerun-if-env-changed=CLANG");
     let nfdir = out.join("nf");
     std::fs::create_dir_all(&nfdir).expect("OUT_DIR/nf");
@@ -58,10 +71,9 @@ fn main() {
         }
     }
     // The hand-written C example, when it is there (and compiles).
-    let examples = manifest.join("../../examples");
-    let hand = examples.join("c").join("ddos.c");
+    let hand = examples_c.join("ddos.c");
     println!("cargo:rerun-if-changed={}", examples.display());
-    println!("cargo:rerun-if-changed={}", examples.join("c").display());
+    println!("cargo:rerun-if-changed={}", examples_c.display());
     let mut hand_obj = String::new();
     if hand.is_file() {
         println!("cargo:rerun-if-changed={}", hand.display());

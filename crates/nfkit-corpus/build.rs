@@ -26,6 +26,8 @@ fn main() {
 }
 
 /// Compiles every `*.c` of `corpus` into `out`; writes their table to `table_path`.
+/// `corpus` is on the include path (examples/c/*.c include its headers,
+/// e.g. `ddos_common.h`); every file of it, headers too, reruns the build.
 fn build_dir(corpus: &Path, out: &Path, table_path: &Path) {
     println!("cargo:rerun-if-changed={}", corpus.display());
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
@@ -47,6 +49,7 @@ fn build_dir(corpus: &Path, out: &Path, table_path: &Path) {
         let obj = out.join(format!("{stem}.o"));
         let mut cmd = Command::new(&clang);
         cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"]);
+        cmd.arg("-I").arg(corpus);
         if let Some(inc) = multiarch_include() {
             cmd.arg(format!("-I{inc}"));
         }

@@ -13,7 +13,8 @@
  * (TCP, UDP and SCTP only when complete), as nfkit's parser has it.
  *
  * Time: like nf_now(), the `now_ns` of map nfkit_config (same layout as
- * nfkit's struct nf_config) when `clock_pinned` is set, else the kernel's.
+ * nfkit's struct nf_config) when `clock_pinned` is set, else the kernel's
+ * (hand_common.h).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -21,21 +22,13 @@
 #include <linux/ip.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "hand_common.h"
 
 #define RATE 10
 #define BURST 4
 #define SCALE 1000
 #define FULL (BURST * SCALE)
 #define NS_PER_UNIT (1000000000 / (RATE * SCALE))
-
-struct config {
-	__u64 default_action;
-	__u64 fault_action;
-	__u32 controller_ifindex;
-	__u32 clock_pinned;
-	__u64 now_ns;
-	__u64 rand_seed;
-};
 
 struct five_tuple {
 	__be32 src;
@@ -45,13 +38,6 @@ struct five_tuple {
 	__u8 proto;
 	__u8 pad[3];
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct config);
-} nfkit_config SEC(".maps");
 
 /* 5-tuple -> time of its latest packet. */
 struct {
@@ -75,15 +61,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } verdicts SEC(".maps");
-
-static __always_inline __u64 now_ns(void)
-{
-	__u32 k = 0;
-	struct config *c = bpf_map_lookup_elem(&nfkit_config, &k);
-	if (c && c->clock_pinned)
-		return c->now_ns;
-	return bpf_ktime_get_ns();
-}
 
 static __always_inline void count(__u32 what)
 {

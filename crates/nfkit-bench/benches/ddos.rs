@@ -48,7 +48,7 @@ const CHARGE: u64 = 1 << 62;
 enum Buckets {
     /// nfkit's `nf_meter_tb_dst`: key {addr[16], rate u32, burst u32}.
     Nfkit(nfkit_kernel::KMap),
-    /// `dst_buckets` of the hand C, `td_dst_tb` of the tail calls: key addr[16].
+    /// `dst_buckets` of the hand C and the tail calls (examples/c/ddos_common.h): key addr[16].
     Addr(nfkit_kernel::KMap),
     Unknown,
 }
@@ -86,7 +86,7 @@ struct Variant {
 fn variant(name: &'static str, loaded: nfkit_kernel::Loaded, entry: &str) -> Variant {
     let buckets = if let Some(m) = loaded.map("nf_meter_tb_dst") {
         Buckets::Nfkit(m)
-    } else if let Some(m) = loaded.map("td_dst_tb").or(loaded.map("dst_buckets")) {
+    } else if let Some(m) = loaded.map("dst_buckets") {
         Buckets::Addr(m)
     } else {
         Buckets::Unknown
