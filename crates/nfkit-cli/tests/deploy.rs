@@ -401,12 +401,24 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn dynamic_mode_changes_chains_without_reloading_nfs() {
+    dynamic_chain_changes("xdp", "dsut", "dpeer", "198.18.5");
+}
+
+#[test]
+fn dynamic_mode_at_tc_ingress() {
+    dynamic_chain_changes("tc-ingress", "dtsut", "dtpeer", "198.18.7");
+}
+
+/// Dynamic deploys on `hook`: chain changes keep the NF programs, the
+/// classifier and the link; a new NF loads alone; maps are kept; back to
+/// static mode; nothing left after undeploy.
+fn dynamic_chain_changes(hook: &str, sut_tag: &str, peer_tag: &str, net: &str) {
     if !is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let s = Scratch::new("dyn");
-    let Pair { sut, peer, veth } = Pair::new("dsut", "dpeer", "198.18.5");
+    let s = Scratch::new(&format!("dyn-{hook}"));
+    let Pair { sut, peer, veth } = Pair::new(sut_tag, peer_tag, net);
     let dev = veth.a.dev.as_str();
     let mut files = Vec::new();
     for (i, (v, extra)) in [(0, false), (1, false), (2, true)].into_iter().enumerate() {
@@ -419,7 +431,7 @@ fn dynamic_mode_changes_chains_without_reloading_nfs() {
             &sut,
             &s,
             &[
-                "deploy", f, "--dev", dev, "--hook", "xdp", "--mode", "dynamic", "--json",
+                "deploy", f, "--dev", dev, "--hook", hook, "--mode", "dynamic", "--json",
             ],
         ))
     };
@@ -472,7 +484,7 @@ fn dynamic_mode_changes_chains_without_reloading_nfs() {
     let back = json(&nfkit_ok(
         &sut,
         &s,
-        &["deploy", &files[0], "--dev", dev, "--hook", "xdp", "--json"],
+        &["deploy", &files[0], "--dev", dev, "--hook", hook, "--json"],
     ));
     assert_eq!(back["deployment"]["mode"], "static", "{back}");
     assert!(back["deployment"]["dynamic"].is_null(), "{back}");
