@@ -255,7 +255,7 @@ pub fn generate_dynamic(
     let mut next_seg = slots.seg_first;
     for (id, &ci) in prog.dispatched().iter().enumerate() {
         let chain = &prog.chains[ci];
-        let calls = nf_calls_block(prog, &chain.body);
+        let calls = nf_calls_block(prog, &chain.body, 0);
         if calls > DYN_MAX_NF_CALLS {
             return Err(GenError::TailCalls {
                 chain: chain.name.clone(),
@@ -304,39 +304,23 @@ pub fn generate_dynamic(
 /// Placeholder base of callback function indexes in dynamic mode.
 const CB_PENDING: usize = 1 << 30;
 
-/// Does `s` contain an NF call that is a tail call in dynamic mode (a
-/// call site a segment resumes after)?
-fn has_nf_call(prog: &Program, s: &Stmt) -> bool {
-    let e = |x: &Expr| nf_calls_expr(prog, x) > 0;
-    let b = |v: &[Stmt]| v.iter().any(|t| has_nf_call(prog, t));
-    match &s.kind {
-        StmtKind::Loop {
-            cap: Some((c, _)), ..
-        } if *c > BPF_LOOP_ABOVE => false,
-        StmtKind::Loop {
-            cond, body, step, ..
-        } => e(cond) || b(body) || b(step),
-        StmtKind::If { cond, then, els } => e(cond) || b(then) || b(els),
-        _ => nf_calls_stmt(prog, s) > 0,
-    }
-}
-
-/// The most NF calls one run of `body` can make (loops count their
-/// iterations; chain calls are inlined, so their bodies count).
-fn nf_calls_block(prog: &Program, body: &[Stmt]) -> u64 {
+/// The most tail-called NF calls one run of `body` can make (loops
+/// count their iterations, at least `min_trips` each; chain calls are
+/// inlined, so their bodies count). With `min_trips` 1 it tells whether
+/// `body` has a call site at all, even in a loop proven to run 0 times.
+fn nf_calls_block(prog: &Program, body: &[Stmt], min_trips: u32) -> u64 {
     body.iter()
-        .map(|s| nf_calls_stmt(prog, s))
+        .map(|s| nf_calls_stmt(prog, s, min_trips))
         .fold(0, u64::saturating_add)
 }
 
-fn nf_calls_stmt(prog: &Program, s: &Stmt) -> u64 {
-    let e = |x: &Expr| nf_calls_expr(prog, x);
+fn nf_calls_stmt(prog: &Program, s: &Stmt, min_trips: u32) -> u64 {
+    let e = |x: &Expr| nf_calls_expr(prog, x, min_trips);
+    let b = |v: &[Stmt]| nf_calls_block(prog, v, min_trips);
     match &s.kind {
         StmtKind::Assign { value, .. } => e(value),
         StmtKind::Expr(x) | StmtKind::Return(x) | StmtKind::Verdict(x) => e(x),
-        StmtKind::If { cond, then, els } => {
-            e(cond).saturating_add(nf_calls_block(prog, then).max(nf_calls_block(prog, els)))
-        }
+        StmtKind::If { cond, then, els } => e(cond).saturating_add(b(then).max(b(els))),
         // A loop run by bpf_loop calls its NFs directly (no tail calls).
         StmtKind::Loop {
             cap: Some((c, _)), ..
@@ -348,10 +332,8 @@ fn nf_calls_stmt(prog: &Program, s: &Stmt) -> u64 {
             trips,
             ..
         } => {
-            let once = e(cond)
-                .saturating_add(nf_calls_block(prog, body))
-                .saturating_add(nf_calls_block(prog, step));
-            once.saturating_mul(u64::from(*trips))
+            let once = e(cond).saturating_add(b(body)).saturating_add(b(step));
+            once.saturating_mul(u64::from((*trips).max(min_trips)))
                 .saturating_add(e(cond))
         }
         StmtKind::Break | StmtKind::Continue => 0,
@@ -363,8 +345,8 @@ fn nf_calls_stmt(prog: &Program, s: &Stmt) -> u64 {
     }
 }
 
-fn nf_calls_expr(prog: &Program, x: &Expr) -> u64 {
-    let e = |y: &Expr| nf_calls_expr(prog, y);
+fn nf_calls_expr(prog: &Program, x: &Expr, min_trips: u32) -> u64 {
+    let e = |y: &Expr| nf_calls_expr(prog, y, min_trips);
     match &x.kind {
         ExprKind::Const(_) | ExprKind::Local(_) | ExprKind::PktLen | ExprKind::PktInfo { .. } => 0,
         ExprKind::Bin(_, a, b)
@@ -375,7 +357,7 @@ fn nf_calls_expr(prog: &Program, x: &Expr) -> u64 {
         ExprKind::IfExp(c, a, b) => e(c).saturating_add(e(a).max(e(b))),
         ExprKind::CallNf { args, .. } => args.iter().map(e).fold(1, u64::saturating_add),
         ExprKind::CallChain { chain, args } => args.iter().map(e).fold(
-            nf_calls_block(prog, &prog.chains[*chain].body),
+            nf_calls_block(prog, &prog.chains[*chain].body, min_trips),
             u64::saturating_add,
         ),
         ExprKind::PktRead { off, .. } => e(off),
@@ -996,7 +978,7 @@ impl<'a> Gen<'a> {
                     Some((n, counter)) => Some((*n, self.local(*counter))),
                     None if self.dynamic.is_some()
                         && !self.in_callback
-                        && has_nf_call(self.prog, s) =>
+                        && nf_calls_stmt(self.prog, s, 1) > 0 =>
                     {
                         temp = true;
                         let trips = match &s.kind {
