@@ -85,6 +85,7 @@ fn change(paths: &Paths, ns: &str, dev: &str, mode: Mode, src: &str) -> Res<Chan
                 segments,
                 bank: *bank,
             }),
+        chains: &[],
     };
     let out = deploy(paths, &req).map_err(err("deploy"))?;
     Ok(Change {

@@ -206,12 +206,7 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
     };
     let c = nfkit_lang::compile(script_s, &source, &opts).expect("compile");
     let mut slots = vec!["(unclaimed)".to_string()];
-    slots.extend(
-        c.program
-            .dispatched()
-            .iter()
-            .map(|&i| c.program.chains[i].name.clone()),
-    );
+    slots.extend(c.program.chain_names());
     assert_eq!(
         c.hook,
         nfkit_nf::Hook::Xdp,

@@ -351,6 +351,7 @@ fn deploy_version(
                         bank: *bank,
                     }
                 }),
+                chains: &[],
             };
             let out = deploy::deploy(paths, &req)
                 .unwrap_or_else(|e| panic!("deploy {} ({}): {e}", v.name, hook.name()));

@@ -182,8 +182,8 @@ pub struct Deployment {
     /// Dynamic mode: what sits in `nfkit_progs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic: Option<crate::dynamic::DynRecord>,
-    /// The script's chains by chain id (statistics slot - 1), recorded by
-    /// the deploying command ([`record_chains`]); names for `status`.
+    /// The script's chains by chain id (statistics slot - 1), as the
+    /// deploy request named them; names for `status`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chains: Vec<String>,
 }
@@ -262,6 +262,9 @@ pub struct DeployRequest<'a> {
     pub source: &'a str,
     /// Dynamic mode (`None`: static, `entry` is the whole program).
     pub dynamic: Option<crate::dynamic::DynParts<'a>>,
+    /// The chains by chain id, for the per-chain counters of `status`
+    /// (empty: shown as `chain N`).
+    pub chains: &'a [String],
 }
 
 /// What a deploy did.
@@ -412,10 +415,10 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
     } else {
         load_image(req.image, &opts)?
     };
-    let kept_prog = match plan.keep_classifier {
-        true => Some(crate::dynamic::pinned_prog(&dir.join("prog"))?),
-        false => None,
-    };
+    let kept_prog = plan
+        .keep_classifier
+        .then(|| crate::dynamic::pinned_prog(&dir.join("prog")))
+        .transpose()?;
     let prog_fd = match (&kept_prog, loaded.prog(req.entry)) {
         (Some(fd), _) => fd.as_raw_fd(),
         (None, Some(p)) => p.fd(),
@@ -564,7 +567,7 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         maps: records,
         attach,
         dynamic: dyn_record,
-        chains: Vec::new(),
+        chains: req.chains.to_vec(),
     };
     state
         .deployments
@@ -578,29 +581,6 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         load_time,
         switch_time,
     })
-}
-
-/// Records the chain names (by chain id) of the deployment on
-/// `dev`/`hook`, for the per-chain counters of `status`.
-pub fn record_chains(
-    paths: &Paths,
-    dev: &str,
-    hook: Hook,
-    chains: &[String],
-) -> Result<(), KernelError> {
-    let mut state = State::load(paths)?;
-    let Some(d) = state
-        .deployments
-        .iter_mut()
-        .find(|d| d.dev == dev && d.hook == hook)
-    else {
-        return Err(KernelError::Deploy(format!(
-            "nothing deployed on {dev} {}",
-            hook.name()
-        )));
-    };
-    d.chains = chains.to_vec();
-    state.save(paths)
 }
 
 /// A deployment as found now: the recorded state and what the kernel says.

@@ -1,7 +1,7 @@
 //! Per-chain, per-verdict counters of a deployment (docs/abi.md 8):
 //! the pinned per-CPU `nfkit_stats` map, index `(chain_id + 1) * 16 + k`,
 //! summed over CPUs, with the chain names the deploying command recorded
-//! ([`crate::deploy::record_chains`]). The same shape as the `chains` of
+//! (`Deployment::chains`, from the deploy request). The same shape as the `chains` of
 //! `nfkit run --json`, so the kernel and the VM compare directly.
 
 use crate::deploy::{open_pinned_map, Deployment};

@@ -42,6 +42,7 @@ fn deploy_in(
                 hook,
                 source: "base.tc.o",
                 dynamic: None,
+                chains: &[],
             };
             deploy::deploy(paths, &req).map_err(|e| e.to_string())
         })

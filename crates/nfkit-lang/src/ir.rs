@@ -295,6 +295,14 @@ impl Program {
         }
         out
     }
+
+    /// The names of the dispatched chains, by chain id.
+    pub fn chain_names(&self) -> Vec<String> {
+        self.dispatched()
+            .iter()
+            .map(|&i| self.chains[i].name.clone())
+            .collect()
+    }
 }
 
 /// Verdict actions (docs/abi.md 1).

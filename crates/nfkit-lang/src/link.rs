@@ -628,10 +628,10 @@ pub fn control_plane(prog: &Program) -> Vec<MapWrite> {
 
 /// Chain id of each dispatched chain, by name.
 pub fn chain_ids(prog: &Program) -> HashMap<String, u32> {
-    prog.dispatched()
-        .iter()
+    prog.chain_names()
+        .into_iter()
         .enumerate()
-        .map(|(i, &c)| (prog.chains[c].name.clone(), i as u32))
+        .map(|(i, c)| (c, i as u32))
         .collect()
 }
 

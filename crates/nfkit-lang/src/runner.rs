@@ -105,11 +105,7 @@ impl ScriptVm {
                 .ok_or_else(|| map_err(&map, "not in the image"))?;
             m.update(&k, &v, 0).map_err(|e| map_err(&map, e))?;
         }
-        let chains = program
-            .dispatched()
-            .iter()
-            .map(|&i| program.chains[i].name.clone())
-            .collect();
+        let chains = program.chain_names();
         let mut s = ScriptVm {
             vm,
             entry: entry.to_string(),

@@ -122,6 +122,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    let chains = c.program.chain_names();
     let req = DeployRequest {
         image: dy.as_ref().map_or(&c.image, |d| &d.3.image),
         entry: dy.as_ref().map_or(entry, |d| d.3.entry.as_str()),
@@ -137,15 +138,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 segments,
                 bank: *bank,
             }),
+        chains: &chains,
     };
     let out = deploy::deploy(&paths, &req).map_err(|e| anyhow!("{shown}: {e}"))?;
-    let chains: Vec<String> = c
-        .program
-        .dispatched()
-        .iter()
-        .map(|&i| c.program.chains[i].name.clone())
-        .collect();
-    deploy::record_chains(&paths, &a.dev, hook, &chains)?;
     let d = &out.deployment;
     if a.json {
         let v = json!({
