@@ -67,9 +67,27 @@ pub fn hand_c_object() -> Option<PathBuf> {
 /// An Ethernet + IPv4 + UDP frame of 64 bytes (without FCS) from `src`
 /// to `dst`, inside 198.18.0.0/15.
 pub fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
-    let spec = nfkit_traffic::FrameSpec {
+    let spec = udp4_spec(
+        src,
+        dst,
+        sport,
+        dport,
+        nfkit_traffic::Mac([0x02, 0, 0, 0, 0, 0x02]),
+    );
+    nfkit_traffic::build(&spec).unwrap_or_default()
+}
+
+/// The 64-byte IPv4/UDP frame of [`udp4`] and [`flow_spec`], to `dst_mac`.
+fn udp4_spec(
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    dst_mac: nfkit_traffic::Mac,
+) -> nfkit_traffic::FrameSpec {
+    nfkit_traffic::FrameSpec {
         src_mac: nfkit_traffic::Mac([0x02, 0, 0, 0, 0, 0x01]),
-        dst_mac: nfkit_traffic::Mac([0x02, 0, 0, 0, 0, 0x02]),
+        dst_mac,
         src: IpAddr::V4(Ipv4Addr::from(src)),
         dst: IpAddr::V4(Ipv4Addr::from(dst)),
         proto: nfkit_traffic::Proto::Udp,
@@ -77,24 +95,13 @@ pub fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
         dport,
         ttl: 64,
         payload: vec![0; 18],
-    };
-    nfkit_traffic::build(&spec).unwrap_or_default()
+    }
 }
 
 /// The flows of the throughput runs as `nfkit send --flows` specs.
 pub fn flow_spec(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> nfkit_traffic::flows::Flow {
     nfkit_traffic::flows::Flow {
-        spec: nfkit_traffic::FrameSpec {
-            src_mac: nfkit_traffic::Mac([0x02, 0, 0, 0, 0, 0x01]),
-            dst_mac: nfkit_traffic::Mac::BROADCAST,
-            src: IpAddr::V4(Ipv4Addr::from(src)),
-            dst: IpAddr::V4(Ipv4Addr::from(dst)),
-            proto: nfkit_traffic::Proto::Udp,
-            sport,
-            dport,
-            ttl: 64,
-            payload: vec![0; 18],
-        },
+        spec: udp4_spec(src, dst, sport, dport, nfkit_traffic::Mac::BROADCAST),
         src_mac_given: false,
         weight: 1,
     }
