@@ -7,6 +7,9 @@
  */
 #include "nfkit.h"
 
+/* The ABI's enums and 64-bit constants in this object's BTF (nfkit-abi checks them). */
+NF_ABI_ANCHOR;
+
 /**
  * @nf drop()
  * Drop the packet.

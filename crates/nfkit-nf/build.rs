@@ -82,8 +82,20 @@ fn main() {
         .collect();
     sources.sort();
     let arch_inc = multiarch_include();
-    let header = std::fs::read_to_string(include.join("nfkit.h"))
-        .unwrap_or_else(|e| panic!("cannot read nf/include/nfkit.h: {e}"));
+    // nfkit.h and the parts it includes, as one text.
+    let header_parts = [
+        include.join("nfkit.h"),
+        include.join("nfkit/abi.h"),
+        include.join("nfkit/parse.h"),
+        include.join("nfkit/export.h"),
+    ];
+    let header: String = header_parts
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
+        })
+        .collect();
 
     let mut table = String::from("&[\n");
     for src in &sources {
@@ -151,7 +163,14 @@ fn main() {
     std::fs::write(out.join("catalogue.rs"), table).expect("write catalogue.rs");
     std::fs::write(
         out.join("header.rs"),
-        format!("include_str!({:?})\n", path_str(&include.join("nfkit.h"))),
+        format!(
+            "concat!({})\n",
+            header_parts
+                .iter()
+                .map(|p| format!("include_str!({:?})", path_str(p)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     )
     .expect("write header.rs");
 }

@@ -76,7 +76,8 @@ pub fn catalogue() -> &'static [ModuleObj] {
     CATALOGUE
 }
 
-/// The C header NF authors include (`nf/include/nfkit.h`).
+/// The C header NF authors include (`nf/include/nfkit.h` followed by the
+/// parts it includes, `nfkit/abi.h`, `parse.h`, `export.h`).
 pub fn header() -> &'static str {
     HEADER
 }

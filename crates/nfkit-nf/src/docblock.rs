@@ -273,14 +273,19 @@ pub fn parse_c_int(text: &str) -> Option<u64> {
     }
 }
 
-/// The value of `#define NAME <int>` in `src`.
+/// The value of `#define NAME <int>` or of the enumerator `NAME = <int>,`
+/// (the ABI header's constants are enums, so that BTF carries them) in
+/// `src`.
 fn define_value(src: &str, name: &str) -> Option<u64> {
     src.lines().find_map(|l| {
         let mut w = l.split_whitespace();
-        if w.next() != Some("#define") || w.next() != Some(name) {
-            return None;
+        match w.next()? {
+            "#define" if w.next() == Some(name) => parse_c_int(w.next()?),
+            first if first == name && w.next() == Some("=") => {
+                parse_c_int(w.next()?.trim_end_matches(','))
+            }
+            _ => None,
         }
-        parse_c_int(w.next()?)
     })
 }
 
@@ -327,7 +332,7 @@ fn tag<'a>(b: &'a Block, name: &str) -> Option<&'a str> {
 /// Parses and checks the doc blocks of one source file. `file` names it in
 /// errors. Every `NF(...)` and `NF_CLASSIFIER(...)` at the start of a line
 /// must have its block right above it, with the same name and argument
-/// names; every `@const` needs its `#define NF_<NAME>`; every map an NF
+/// names; every `@const` needs its `#define NF_<NAME>` (or enumerator); every map an NF
 /// lists must be a `@map` of the module or a shared `nfkit_*` map.
 pub fn parse_source(file: &str, src: &str) -> Result<ModuleDoc, DocError> {
     parse_source_with(file, src, &[])
