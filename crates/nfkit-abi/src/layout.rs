@@ -68,7 +68,7 @@ macro_rules! abi_struct {
         impl Default for $name {
             /// All zero, as the maps start.
             fn default() -> Self {
-                Self { $($f: <$t as Le>::get(&vec![0u8; <$t as Le>::SIZE]),)* }
+                Self { $($f: <$t as Le>::get(&[0u8; <$t as Le>::SIZE]),)* }
             }
         }
 
@@ -161,6 +161,13 @@ pub const PI_FRAG: u8 = 0x04;
 pub const PI_TRUNC: u8 = 0x08;
 /// `NF_PI_L4`: `l4_off` points at a complete L4 header.
 pub const PI_L4: u8 = 0x10;
+
+/// TCP flags as in [`PktInfo::tcp_flags`] (`NF_TCP_*`).
+pub const TCP_FIN: u8 = 0x01;
+pub const TCP_SYN: u8 = 0x02;
+pub const TCP_RST: u8 = 0x04;
+pub const TCP_PSH: u8 = 0x08;
+pub const TCP_ACK: u8 = 0x10;
 
 abi_struct! {
     /// The deployment's configuration (`struct nf_config`, docs/abi.md 4

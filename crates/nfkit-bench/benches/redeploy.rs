@@ -4,9 +4,9 @@
 //! on a veth in a namespace of its own, pins and state in a private bpffs
 //! mount and directory), then redeployed again and again, alternating
 //! between two versions of the chain (`DST_RATE` 100 and 200: a change
-//! of the chain's code, not of a map). Each change is compiled (static:
-//! `nfkit_lang::compile`; dynamic: `compile_dynamic` with the slots of
-//! what is loaded) and deployed:
+//! of the chain's code, not of a map). Each change goes through
+//! `nfkit_control::deploy_script` (compile; dynamic mode: slot planning
+//! and a compile for those slots), as `nfkit deploy` does:
 //! * static: the whole program (classifier, chain, NFs) is loaded and
 //!   verified again, then swapped in by a link update;
 //! * dynamic: the classifier and the NFs stay loaded; only the chain's
@@ -20,24 +20,11 @@
 //! and the total. Needs root; skipped otherwise.
 
 use criterion::Criterion;
+use nfkit_abi::AttachPoint;
 use nfkit_bench::*;
-use nfkit_kernel::deploy::{deploy, DeployOutcome, DeployRequest, Hook, Paths};
+use nfkit_control::deploy::{deploy_script, DeploySpec, Mode};
+use nfkit_kernel::deploy::{DeployOutcome, Paths};
 use std::time::{Duration, Instant};
-
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    Static,
-    Dynamic,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Static => "static",
-            Mode::Dynamic => "dynamic",
-        }
-    }
-}
 
 /// One measured change.
 struct Change {
@@ -46,51 +33,27 @@ struct Change {
     out: DeployOutcome,
 }
 
-/// Compiles `src` for `mode` and deploys it on `dev` in `ns` (from the
-/// calling thread, which enters `ns`).
+/// Compiles `src` for `mode` and deploys it on `dev` in `ns` through
+/// `nfkit_control::deploy_script` (from the calling thread, which enters
+/// `ns`). The compile time is the time before loading starts (compile,
+/// slot planning and, in dynamic mode, the second compile).
 fn change(paths: &Paths, ns: &str, dev: &str, mode: Mode, src: &str) -> Res<Change> {
     let t0 = Instant::now();
-    let opts = nfkit_lang::Options::default();
-    let c = nfkit_lang::compile("ddos.py", src, &opts).map_err(|e| format!("{e}"))?;
-    let writes = c.control_plane();
-    let entry = c.entry().ok_or("no classifier")?.to_string();
-    let dy = if mode == Mode::Dynamic {
-        let plan =
-            nfkit_kernel::dynamic::next_slots(paths, dev, Hook::Xdp).map_err(err("slots"))?;
-        let slots = nfkit_lang::DynSlots {
-            nfs: plan.nfs,
-            seg_first: plan.seg_first,
-            seg_end: plan.seg_end,
-            ..nfkit_lang::DynSlots::default()
-        };
-        let d = nfkit_lang::compile_dynamic("ddos.py", src, &opts, &slots)
-            .map_err(|e| format!("{e}"))?;
-        Some((d.nf_entries(), d.segments(), plan.bank, d))
-    } else {
-        None
-    };
-    let compile = t0.elapsed();
-    let req = DeployRequest {
-        image: dy.as_ref().map_or(&c.image, |d| &d.3.image),
-        entry: dy.as_ref().map_or(entry.as_str(), |d| d.3.entry.as_str()),
-        map_writes: &writes,
-        dev,
+    let spec = DeploySpec {
+        file: "ddos.py",
+        source: src,
+        source_path: "examples/ddos.py",
+        dev: Some(dev),
         netns: Some(ns),
-        hook: Hook::Xdp,
-        source: "examples/ddos.py",
-        dynamic: dy
-            .as_ref()
-            .map(|(nfs, segments, bank, _)| nfkit_kernel::dynamic::DynParts {
-                nfs,
-                segments,
-                bank: *bank,
-            }),
-        chains: &[],
+        attach: Some(AttachPoint::Xdp),
+        mode,
+        search: nfkit_nf::SearchPath::embedded(),
     };
-    let out = deploy(paths, &req).map_err(err("deploy"))?;
+    let out = deploy_script(paths, &spec).map_err(err("deploy"))?.outcome;
+    let total = t0.elapsed();
     Ok(Change {
-        compile,
-        total: t0.elapsed(),
+        compile: total.saturating_sub(out.load_time),
+        total,
         out,
     })
 }

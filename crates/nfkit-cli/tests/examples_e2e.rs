@@ -320,7 +320,7 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
             .filter(|(_, (a, b))| a != b)
             .map(|(j, (a, b))| {
                 let slot = slots.get(j / 16).cloned().unwrap_or_else(|| "?".into());
-                let k = nfkit_lang::runner::STAT_NAMES
+                let k = nfkit_control::runner::STAT_NAMES
                     .get(j % 16)
                     .copied()
                     .unwrap_or("?");

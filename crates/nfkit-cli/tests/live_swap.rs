@@ -24,7 +24,9 @@
 
 mod common;
 use common::{is_root, Scratch};
-use nfkit_kernel::deploy::{self, DeployOutcome, DeployRequest, Hook, Paths};
+use nfkit_abi::AttachPoint as Hook;
+use nfkit_control::deploy::{deploy_script, DeploySpec, Mode};
+use nfkit_kernel::deploy::{self, DeployOutcome, Paths};
 use nfkit_kernel::testbed::{Netns, Veth, XdpLink};
 use nfkit_kernel::{load_object_file, KMap, Loaded};
 use nfkit_traffic::flows::Flow;
@@ -134,6 +136,7 @@ impl Bed {
             sport: 7000,
             dport: FLOW_PORT,
             ttl: 64,
+            tos: 0,
             payload: vec![0; 32],
         };
         Source::Flows(vec![Flow {
@@ -271,21 +274,10 @@ impl SeqCounter {
     }
 }
 
-/// A chain version, compiled once.
+/// A chain version.
 struct Version {
     name: String,
-    /// The script (dynamic mode compiles it again for each deploy, with
-    /// the slots of what is loaded, as `nfkit deploy` does).
     text: String,
-    compiled: nfkit_lang::Compiled,
-    writes: Vec<(String, Vec<u8>, Vec<u8>)>,
-}
-
-fn lang_opts() -> nfkit_lang::Options {
-    nfkit_lang::Options {
-        search: nfkit_nf::SearchPath::embedded(),
-        hook: Some(nfkit_nf::Hook::Xdp),
-    }
 }
 
 impl Version {
@@ -293,15 +285,13 @@ impl Version {
         let path = tests_dir().join(format!("scripts/live_swap_v{n}.py"));
         let name = path.display().to_string();
         let text = std::fs::read_to_string(&path).expect("read script");
-        let compiled = nfkit_lang::compile(&name, &text, &lang_opts())
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let writes = compiled.control_plane();
-        Version {
-            name,
-            text,
-            compiled,
-            writes,
-        }
+        // Checked once here, so a broken script fails before any traffic.
+        let opts = nfkit_lang::Options {
+            search: nfkit_nf::SearchPath::embedded(),
+            hook: Some(nfkit_nf::Hook::Xdp),
+        };
+        nfkit_lang::compile(&name, &text, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+        Version { name, text }
     }
 }
 
@@ -318,43 +308,23 @@ fn deploy_version(
     std::thread::scope(|s| {
         s.spawn(|| {
             let t = Instant::now();
-            let dev = &bed.left.b.dev;
-            // Dynamic mode: compiled with the slots of the loaded NFs
-            // and the free bank, as `nfkit deploy --mode dynamic` does.
-            let dy = (mode == "dynamic").then(|| {
-                let plan = nfkit_kernel::dynamic::next_slots(paths, dev, hook).expect("slots");
-                let slots = nfkit_lang::DynSlots {
-                    nfs: plan.nfs,
-                    seg_first: plan.seg_first,
-                    seg_end: plan.seg_end,
-                    ..nfkit_lang::DynSlots::default()
-                };
-                let d = nfkit_lang::compile_dynamic(&v.name, &v.text, &lang_opts(), &slots)
-                    .unwrap_or_else(|e| panic!("{}: {e}", v.name));
-                (d.nf_entries(), d.segments(), plan.bank, d)
-            });
-            let req = DeployRequest {
-                image: dy.as_ref().map_or(&v.compiled.image, |d| &d.3.image),
-                entry: dy.as_ref().map_or_else(
-                    || v.compiled.entry().expect("the script has a classifier"),
-                    |d| d.3.entry.as_str(),
-                ),
-                map_writes: &v.writes,
-                dev,
+            let spec = DeploySpec {
+                file: &v.name,
+                source: &v.text,
+                source_path: &v.name,
+                dev: Some(&bed.left.b.dev),
                 netns: Some(bed.sut.name()),
-                hook,
-                source: &v.name,
-                dynamic: dy.as_ref().map(|(nfs, segments, bank, _)| {
-                    nfkit_kernel::dynamic::DynParts {
-                        nfs,
-                        segments,
-                        bank: *bank,
-                    }
-                }),
-                chains: &[],
+                attach: Some(hook),
+                mode: if mode == "dynamic" {
+                    Mode::Dynamic
+                } else {
+                    Mode::Static
+                },
+                search: nfkit_nf::SearchPath::embedded(),
             };
-            let out = deploy::deploy(paths, &req)
-                .unwrap_or_else(|e| panic!("deploy {} ({}): {e}", v.name, hook.name()));
+            let out = deploy_script(paths, &spec)
+                .unwrap_or_else(|e| panic!("deploy {} ({}): {e}", v.name, hook.name()))
+                .outcome;
             (out, t.elapsed())
         })
         .join()

@@ -107,7 +107,7 @@ fn socket_filter_keeps_what_the_vm_keeps() {
         .iter()
         .map(|(sp, p)| (1_000_000_000, frame(*sp, p)))
         .collect();
-    let report = nfkit_lang::runner::run_capture(&vm_c, &input, false).expect("VM run");
+    let report = nfkit_control::runner::run_capture(&vm_c, &input, false).expect("VM run");
     let vm_kept: BTreeSet<u8> = report
         .lines
         .iter()

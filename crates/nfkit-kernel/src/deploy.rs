@@ -12,83 +12,57 @@
 use crate::error::KernelError;
 use crate::load::{load_image, LoadOptions};
 use crate::maps::KMap;
+pub use crate::netns::enter_netns;
+use crate::netns::netns_with_interface;
 use crate::sys;
 use libbpf_rs::MapHandle;
 use nfkit_object::{Image, MapKind};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-/// Where a program is attached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Hook {
-    /// XDP in the driver (native).
-    Xdp,
-    /// XDP in the generic (skb) path.
-    XdpGeneric,
-    /// TC ingress (tcx link, or clsact filter: see [`crate::tc`]).
-    TcIngress,
-    /// TC egress (tcx link, or clsact filter).
-    TcEgress,
-}
+pub use nfkit_abi::AttachPoint;
 
 /// `XDP_FLAGS_SKB_MODE` / `XDP_FLAGS_DRV_MODE`.
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
-impl Hook {
-    /// The name used on the command line and in the state file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Hook::Xdp => "xdp",
-            Hook::XdpGeneric => "xdp-generic",
-            Hook::TcIngress => "tc-ingress",
-            Hook::TcEgress => "tc-egress",
-        }
+/// The directory of attach point `a` on bpffs (bpffs refuses '-').
+fn pin_dir_name(a: AttachPoint) -> &'static str {
+    match a {
+        AttachPoint::Xdp => "xdp",
+        AttachPoint::XdpGeneric => "xdp_generic",
+        AttachPoint::TcIngress => "tc_ingress",
+        AttachPoint::TcEgress => "tc_egress",
+        AttachPoint::Socket => "socket",
     }
-
-    /// The directory name on bpffs.
-    fn dir(self) -> &'static str {
-        match self {
-            Hook::Xdp => "xdp",
-            Hook::XdpGeneric => "xdp_generic",
-            Hook::TcIngress => "tc_ingress",
-            Hook::TcEgress => "tc_egress",
-        }
-    }
-
-    /// Is this an XDP hook (else TC)?
-    pub fn is_xdp(self) -> bool {
-        matches!(self, Hook::Xdp | Hook::XdpGeneric)
-    }
-
-    fn attach(self) -> (u32, u32) {
-        match self {
-            Hook::Xdp => (libbpf_sys::BPF_XDP, XDP_FLAGS_DRV_MODE),
-            Hook::XdpGeneric => (libbpf_sys::BPF_XDP, XDP_FLAGS_SKB_MODE),
-            Hook::TcIngress => (libbpf_sys::BPF_TCX_INGRESS, 0),
-            Hook::TcEgress => (libbpf_sys::BPF_TCX_EGRESS, 0),
-        }
-    }
-
-    /// Every hook.
-    pub const ALL: [Hook; 4] = [Hook::Xdp, Hook::XdpGeneric, Hook::TcIngress, Hook::TcEgress];
 }
 
-impl FromStr for Hook {
-    type Err = KernelError;
-    fn from_str(s: &str) -> Result<Hook, KernelError> {
-        Hook::ALL
-            .into_iter()
-            .find(|h| h.name() == s)
-            .ok_or_else(|| {
-                KernelError::Deploy(format!(
-                    "unknown hook `{s}` (xdp, xdp-generic, tc-ingress, tc-egress)"
-                ))
-            })
+/// `(attach type, flags)` of a bpf_link at `a`; `None` for a socket,
+/// which has no interface to attach to.
+fn link_attach(a: AttachPoint) -> Option<(u32, u32)> {
+    match a {
+        AttachPoint::Xdp => Some((libbpf_sys::BPF_XDP, XDP_FLAGS_DRV_MODE)),
+        AttachPoint::XdpGeneric => Some((libbpf_sys::BPF_XDP, XDP_FLAGS_SKB_MODE)),
+        AttachPoint::TcIngress => Some((libbpf_sys::BPF_TCX_INGRESS, 0)),
+        AttachPoint::TcEgress => Some((libbpf_sys::BPF_TCX_EGRESS, 0)),
+        AttachPoint::Socket => None,
+    }
+}
+
+/// The state file records an attach point by its name (`xdp-generic`).
+mod attach_point_name {
+    use super::AttachPoint;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(a: &AttachPoint, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(a.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AttachPoint, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -124,17 +98,20 @@ impl Paths {
             let mnt = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
             let private = mnt("self").is_some() && mnt("self") != mnt("1");
             if private && !crate::bpffs::is_bpffs(Path::new(crate::BPFFS)) {
-                return Err(KernelError::Deploy(format!(
-                    "{} is not bpffs in this mount namespace (ip netns exec?): pins made \
-                     here would vanish with this process; run from the host with --netns \
-                     NAME, or set NFKIT_PIN_ROOT to a bpffs mount the host sees",
-                    crate::BPFFS
-                )));
+                return Err(KernelError::Bpffs {
+                    path: crate::BPFFS.into(),
+                    msg: "not bpffs in this mount namespace (ip netns exec?): pins made \
+                          here would vanish with this process; run from the host with \
+                          --netns NAME, or set NFKIT_PIN_ROOT to a bpffs mount the host sees"
+                        .into(),
+                });
             }
             crate::ensure_bpffs()?;
         }
-        std::fs::create_dir_all(&self.pin_root).map_err(|e| {
-            KernelError::Deploy(format!("cannot create {}: {e}", self.pin_root.display()))
+        std::fs::create_dir_all(&self.pin_root).map_err(|e| KernelError::File {
+            what: "create",
+            path: self.pin_root.clone(),
+            source: e,
         })
     }
 }
@@ -161,7 +138,8 @@ pub struct Deployment {
     #[serde(default)]
     pub netns: Option<String>,
     pub ifindex: u32,
-    pub hook: Hook,
+    #[serde(with = "attach_point_name")]
+    pub hook: AttachPoint,
     pub mode: String,
     /// The script (or object) deployed.
     pub source: String,
@@ -205,13 +183,16 @@ impl State {
     pub fn load(paths: &Paths) -> Result<State, KernelError> {
         let f = &paths.state_file;
         match std::fs::read_to_string(f) {
-            Ok(s) => serde_json::from_str(&s)
-                .map_err(|e| KernelError::Deploy(format!("state file {}: {e}", f.display()))),
+            Ok(s) => serde_json::from_str(&s).map_err(|source| KernelError::StateFile {
+                path: f.clone(),
+                source,
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
-            Err(e) => Err(KernelError::Deploy(format!(
-                "cannot read state file {}: {e}",
-                f.display()
-            ))),
+            Err(source) => Err(KernelError::File {
+                what: "read state file",
+                path: f.clone(),
+                source,
+            }),
         }
     }
 
@@ -219,8 +200,10 @@ impl State {
     /// empty state removes the file.
     pub fn save(&self, paths: &Paths) -> Result<(), KernelError> {
         let f = &paths.state_file;
-        let err = |e: std::io::Error| {
-            KernelError::Deploy(format!("cannot write state file {}: {e}", f.display()))
+        let err = |source: std::io::Error| KernelError::File {
+            what: "write state file",
+            path: f.clone(),
+            source,
         };
         if self.deployments.is_empty() {
             return match std::fs::remove_file(f) {
@@ -232,14 +215,16 @@ impl State {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
         let tmp = f.with_extension("json.tmp");
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| KernelError::Deploy(format!("state file: {e}")))?;
+        let text = serde_json::to_string_pretty(self).map_err(|source| KernelError::StateFile {
+            path: f.clone(),
+            source,
+        })?;
         std::fs::write(&tmp, text + "\n").map_err(err)?;
         std::fs::rename(&tmp, f).map_err(err)
     }
 
     /// The deployment on `dev`/`hook`, if any.
-    pub fn find(&self, dev: &str, hook: Hook) -> Option<&Deployment> {
+    pub fn find(&self, dev: &str, hook: AttachPoint) -> Option<&Deployment> {
         self.deployments
             .iter()
             .find(|d| d.dev == dev && d.hook == hook)
@@ -257,7 +242,7 @@ pub struct DeployRequest<'a> {
     /// The named network namespace (`/run/netns/NAME`) `dev` lives in;
     /// the calling thread enters it (its mounts stay, so pins persist).
     pub netns: Option<&'a str>,
-    pub hook: Hook,
+    pub hook: AttachPoint,
     /// What is deployed (a script path), for `status`.
     pub source: &'a str,
     /// Dynamic mode (`None`: static, `entry` is the whole program).
@@ -292,16 +277,17 @@ fn pin_name(name: &str) -> String {
 
 fn path_str(p: &Path) -> Result<&str, KernelError> {
     p.to_str()
-        .ok_or_else(|| KernelError::Deploy(format!("path {} is not UTF-8", p.display())))
+        .ok_or_else(|| KernelError::PathNotUtf8(p.to_path_buf()))
 }
 
 /// Removes a pin (a file on bpffs) if it exists.
 fn unpin(p: &Path) -> Result<(), KernelError> {
     match std::fs::remove_file(p) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(KernelError::Deploy(format!(
-            "cannot remove pin {}: {e}",
-            p.display()
-        ))),
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(KernelError::File {
+            what: "remove pin",
+            path: p.to_path_buf(),
+            source,
+        }),
         _ => Ok(()),
     }
 }
@@ -328,20 +314,6 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Moves the calling thread into network namespace `name` (as made by
-/// `ip netns add`), keeping its mount namespace: pins under /sys/fs/bpf
-/// then outlive the process, unlike under `ip netns exec`, which mounts
-/// a fresh /sys.
-pub fn enter_netns(name: &str) -> Result<(), KernelError> {
-    if name.is_empty() || name.contains('/') {
-        return Err(KernelError::Deploy(format!("bad netns name `{name}`")));
-    }
-    let path = Path::new("/run/netns").join(name);
-    let f = std::fs::File::open(&path)
-        .map_err(|e| KernelError::Deploy(format!("netns `{name}` ({}): {e}", path.display())))?;
-    sys::setns_net(f.as_raw_fd()).map_err(os(format!("enter netns `{name}`")))
-}
-
 /// Is a map kept across versions when its name and shape match? State
 /// maps are; global data (constants of one version), prog arrays (they
 /// hold one version's programs) and the control-plane tables (written
@@ -360,13 +332,22 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
     if let Some(ns) = req.netns {
         enter_netns(ns)?;
     }
-    let ifindex = sys::if_nametoindex(req.dev)
-        .ok_or_else(|| KernelError::Deploy(format!("no interface `{}`", req.dev)))?;
+    let ifindex = sys::if_nametoindex(req.dev).ok_or_else(|| KernelError::NoInterface {
+        dev: req.dev.to_string(),
+        netns: req.netns.map(str::to_string),
+        elsewhere: netns_with_interface(req.dev),
+    })?;
     let mut state = State::load(paths)?;
-    let dir = paths.pin_root.join(pin_name(req.dev)).join(req.hook.dir());
+    let dir = paths
+        .pin_root
+        .join(pin_name(req.dev))
+        .join(pin_dir_name(req.hook));
     let maps_dir = dir.join("maps");
-    std::fs::create_dir_all(&maps_dir)
-        .map_err(|e| KernelError::Deploy(format!("cannot create {}: {e}", maps_dir.display())))?;
+    std::fs::create_dir_all(&maps_dir).map_err(|source| KernelError::File {
+        what: "create",
+        path: maps_dir.clone(),
+        source,
+    })?;
     let previous = state.find(req.dev, req.hook).cloned();
 
     let prev_dyn = previous.as_ref().and_then(|p| p.dynamic.as_ref());
@@ -423,16 +404,19 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         (Some(fd), _) => fd.as_raw_fd(),
         (None, Some(p)) => p.fd(),
         (None, None) => {
-            return Err(KernelError::Deploy(format!(
-                "no entry program `{}`",
-                req.entry
-            )))
+            return Err(KernelError::Missing {
+                what: "entry program",
+                name: req.entry.to_string(),
+                why: "is not in the image",
+            })
         }
     };
     for (map, key, value) in req.map_writes {
-        let m = loaded
-            .map(map)
-            .ok_or_else(|| KernelError::Deploy(format!("control plane: no map `{map}`")))?;
+        let m = loaded.map(map).ok_or_else(|| KernelError::Missing {
+            what: "map",
+            name: map.clone(),
+            why: "written by the control plane is not in the image",
+        })?;
         m.update(key, value, 0)?;
     }
 
@@ -492,7 +476,8 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
 
     let link_pin = dir.join("link");
     let link_path = path_str(&link_pin)?;
-    let (attach_type, flags) = req.hook.attach();
+    let (attach_type, flags) =
+        link_attach(req.hook).ok_or(KernelError::NotInterfaceHook(req.hook))?;
     let clsact = crate::tc::use_clsact(req.hook, previous.as_ref())?;
     let t1 = Instant::now();
     let create = || -> Result<std::os::fd::OwnedFd, KernelError> {
@@ -670,7 +655,7 @@ pub fn find_map_at(
     paths: &Paths,
     name: &str,
     dev: Option<&str>,
-    hook: Option<Hook>,
+    hook: Option<AttachPoint>,
 ) -> Result<(Deployment, MapRecord, KMap), KernelError> {
     let state = State::load(paths)?;
     let hits: Vec<(&Deployment, &MapRecord)> = state
@@ -681,23 +666,22 @@ pub fn find_map_at(
         .filter(|(_, m)| m.name == name)
         .collect();
     match hits.as_slice() {
-        [] => Err(KernelError::Deploy(format!(
-            "no deployed map `{name}`{}{}",
-            dev.map_or(String::new(), |d| format!(" on {d}")),
-            hook.map_or(String::new(), |h| format!(" at {}", h.name()))
-        ))),
+        [] => Err(KernelError::NoDeployedMap {
+            name: name.to_string(),
+            dev: dev.map(str::to_string),
+            hook,
+        }),
         [(d, m)] => {
             let k = open_pinned_map(name, &m.pin)?;
             Ok(((*d).clone(), (*m).clone(), k))
         }
-        _ => Err(KernelError::Deploy(format!(
-            "map `{name}` is deployed {} times ({}): say which with --dev and --hook",
-            hits.len(),
-            hits.iter()
-                .map(|(d, _)| format!("{} {}", d.dev, d.hook.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        _ => Err(KernelError::AmbiguousMap {
+            name: name.to_string(),
+            places: hits
+                .iter()
+                .map(|(d, _)| format!("{} {}", d.dev, d.hook))
+                .collect(),
+        }),
     }
 }
 
@@ -707,11 +691,11 @@ mod tests {
 
     #[test]
     fn hooks_parse_by_their_names_only() {
-        for h in Hook::ALL {
-            assert_eq!(h.name().parse::<Hook>().ok(), Some(h));
-            assert!(!h.dir().contains('.'));
+        for h in AttachPoint::ALL {
+            assert_eq!(h.name().parse::<AttachPoint>().ok(), Some(h));
+            assert!(!pin_dir_name(h).contains('.'));
         }
-        let e = "tc".parse::<Hook>().err().map(|e| e.to_string());
+        let e = "tc".parse::<AttachPoint>().err().map(|e| e.to_string());
         assert!(e.is_some_and(|e| e.contains("unknown hook `tc`")));
     }
 
@@ -727,7 +711,7 @@ mod tests {
             dev: "veth0".into(),
             netns: None,
             ifindex: 7,
-            hook: Hook::TcEgress,
+            hook: AttachPoint::TcEgress,
             mode: "static".into(),
             source: "x.py".into(),
             entry: "every_packet".into(),
@@ -761,8 +745,8 @@ mod tests {
         st.save(&paths).expect("save");
         let back = State::load(&paths).expect("load");
         assert_eq!(back.deployments, vec![d]);
-        assert!(back.find("veth0", Hook::TcEgress).is_some());
-        assert!(back.find("veth0", Hook::TcIngress).is_none());
+        assert!(back.find("veth0", AttachPoint::TcEgress).is_some());
+        assert!(back.find("veth0", AttachPoint::TcIngress).is_none());
         State::default().save(&paths).expect("save empty");
         assert!(!paths.state_file.exists());
         std::fs::write(&paths.state_file, "{not json").expect("write");

@@ -70,7 +70,7 @@ pub struct SlotPlan {
 pub fn next_slots(
     paths: &Paths,
     dev: &str,
-    hook: crate::deploy::Hook,
+    hook: crate::deploy::AttachPoint,
 ) -> Result<SlotPlan, KernelError> {
     let state = State::load(paths)?;
     let prev = state.find(dev, hook);
@@ -156,7 +156,7 @@ fn still_attached(dir: &Path) -> bool {
 pub(crate) fn pinned_prog(path: &Path) -> Result<OwnedFd, KernelError> {
     let p = path
         .to_str()
-        .ok_or_else(|| KernelError::Deploy(format!("path {} is not UTF-8", path.display())))?;
+        .ok_or_else(|| KernelError::PathNotUtf8(path.to_path_buf()))?;
     sys::obj_get(p).map_err(|errno| KernelError::Os {
         what: format!("open pinned program {}", path.display()),
         errno,
@@ -190,24 +190,33 @@ pub(crate) fn install(
 ) -> Result<DynRecord, KernelError> {
     let progs = loaded
         .map("nfkit_progs")
-        .ok_or_else(|| KernelError::Deploy("dynamic image without nfkit_progs".into()))?;
+        .ok_or_else(|| KernelError::Missing {
+            what: "map",
+            name: nfkit_abi::maps::PROGS_MAP.into(),
+            why: "is not in the dynamic image",
+        })?;
     let pdir = dir.join("progs");
-    std::fs::create_dir_all(&pdir)
-        .map_err(|e| KernelError::Deploy(format!("cannot create {}: {e}", pdir.display())))?;
+    std::fs::create_dir_all(&pdir).map_err(|source| KernelError::File {
+        what: "create",
+        path: pdir.clone(),
+        source,
+    })?;
     let mut nfs: Vec<DynNf> = Vec::new();
     for (sym, entry, slot) in d.nfs {
         if nfs.iter().any(|n| &n.symbol == sym) {
             continue;
         }
         let prog_id = if plan.load_nfs.contains(sym) {
-            let p = loaded
-                .prog(entry)
-                .ok_or_else(|| KernelError::Deploy(format!("NF entry `{entry}` not loaded")))?;
+            let p = loaded.prog(entry).ok_or_else(|| KernelError::Missing {
+                what: "NF entry",
+                name: entry.clone(),
+                why: "was not loaded",
+            })?;
             let pin = pdir.join(entry);
             let _ = std::fs::remove_file(&pin);
             let path = pin
                 .to_str()
-                .ok_or_else(|| KernelError::Deploy(format!("bad pin path {}", pin.display())))?;
+                .ok_or_else(|| KernelError::PathNotUtf8(pin.clone()))?;
             sys::obj_pin(p.fd(), path).map_err(|errno| KernelError::Os {
                 what: format!("pin program at {}", pin.display()),
                 errno,
@@ -237,7 +246,11 @@ pub(crate) fn install(
         loaded
             .prog(name)
             .map(|p| p.fd())
-            .ok_or_else(|| KernelError::Deploy(format!("segment `{name}` not loaded")))
+            .ok_or_else(|| KernelError::Missing {
+                what: "segment",
+                name: name.to_string(),
+                why: "was not loaded",
+            })
     };
     for (name, slot) in d.segments.iter().filter(|(_, s)| *s >= CHAIN_SLOTS) {
         progs.update(&slot_key(*slot), &(seg_fd(name)? as u32).to_le_bytes(), 0)?;
@@ -287,8 +300,10 @@ pub(crate) fn remove_pins(dir: &Path) -> Result<(), KernelError> {
         return Ok(());
     };
     for e in rd.flatten() {
-        std::fs::remove_file(e.path()).map_err(|err| {
-            KernelError::Deploy(format!("cannot remove pin {}: {err}", e.path().display()))
+        std::fs::remove_file(e.path()).map_err(|err| KernelError::File {
+            what: "remove pin",
+            path: e.path(),
+            source: err,
         })?;
     }
     let _ = std::fs::remove_dir(&pdir);

@@ -1,6 +1,7 @@
 //! Errors of the kernel backend, each naming the program, map or command.
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// A source position a verifier message maps back to (from line info).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,9 +89,112 @@ pub enum KernelError {
     #[error("{what}: {}", std::io::Error::from_raw_os_error(*errno))]
     Os { what: String, errno: i32 },
 
-    /// Deployment (attach, pins, state file) failed: what and why.
-    #[error("{0}")]
-    Deploy(String),
+    /// A file or directory of nfkit's (pins, the state file) could not
+    /// be used.
+    #[error("cannot {what} {}: {source}", path.display())]
+    File {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The state file holds something nfkit did not write.
+    #[error("state file {}: {source}", path.display())]
+    StateFile {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// A path nfkit pins at is not UTF-8.
+    #[error("path {} is not UTF-8", .0.display())]
+    PathNotUtf8(PathBuf),
+    /// No interface `dev` where the deploy looked; `elsewhere` lists the
+    /// named network namespaces (`ip netns`) that have one.
+    #[error("no interface `{dev}` in {}{}", where_(netns), hint_netns(elsewhere))]
+    NoInterface {
+        dev: String,
+        netns: Option<String>,
+        elsewhere: Vec<String>,
+    },
+    /// A named network namespace that cannot be entered.
+    #[error("netns `{name}`: {why}")]
+    Netns { name: String, why: NetnsProblem },
+    /// Socket filters belong to a process's socket, not to an interface.
+    #[error("`{0}` is not an interface hook (xdp, xdp-generic, tc-ingress, tc-egress)")]
+    NotInterfaceHook(nfkit_abi::AttachPoint),
+    /// What a deploy request names is not in its image or was not loaded.
+    #[error("{what} `{name}` {why}")]
+    Missing {
+        what: &'static str,
+        name: String,
+        why: &'static str,
+    },
+    /// No deployment has a map of that name (on that device and hook).
+    #[error("no deployed map `{name}`{}{}", dev.as_ref().map_or(String::new(), |d| format!(" on {d}")), hook.map_or(String::new(), |h| format!(" at {h}")))]
+    NoDeployedMap {
+        name: String,
+        dev: Option<String>,
+        hook: Option<nfkit_abi::AttachPoint>,
+    },
+    /// A map name matches more than one deployment.
+    #[error("map `{name}` is deployed {} times ({}): say which with --dev and --hook", places.len(), places.join(", "))]
+    AmbiguousMap { name: String, places: Vec<String> },
+    /// A TC hook is attached one way and the deploy asks for the other.
+    #[error("{dev} {hook} is deployed through {current}: undeploy it first to switch to {wanted}")]
+    AttachConflict {
+        dev: String,
+        hook: nfkit_abi::AttachPoint,
+        current: &'static str,
+        wanted: &'static str,
+    },
+    /// An environment variable with a value nfkit does not know.
+    #[error("{var}=`{value}`: expected {expected}")]
+    BadEnv {
+        var: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    /// A program of the wrong type for what was asked.
+    #[error("program `{prog}` is {prog_type}, not {wanted}")]
+    WrongProgType {
+        prog: String,
+        prog_type: String,
+        wanted: &'static str,
+    },
+    /// A worker thread of nfkit's died.
+    #[error("internal: {0}")]
+    Internal(&'static str),
+}
+
+/// Why a named network namespace cannot be entered.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsProblem {
+    #[error("a name has no '/' and is not empty")]
+    BadName,
+    #[error("{}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn where_(netns: &Option<String>) -> String {
+    match netns {
+        Some(ns) => format!("network namespace `{ns}`"),
+        None => "this network namespace".into(),
+    }
+}
+
+fn hint_netns(elsewhere: &[String]) -> String {
+    match elsewhere {
+        [] => String::new(),
+        [one] => format!("; it is in netns `{one}`: add --netns {one}"),
+        many => format!(
+            "; netns {} have one: add --netns NAME",
+            many.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 impl KernelError {

@@ -10,6 +10,7 @@
 //! * [`dynamic`]: dynamic mode: NFs loaded once in `nfkit_progs`, chain
 //!   segments in alternating banks, a chain switched by one slot update.
 //! * [`tc`]: TC attachment, tcx links or (fallback) clsact filters.
+//! * [`netns`]: named network namespaces: enter, run inside, search.
 //! * [`socket`]: socket filters attached to a process's own sockets.
 //! * [`stats`]: a deployment's per-chain, per-verdict counters.
 //! * [`bpffs`]: mounting bpffs, nfkit's pin directory.
@@ -31,6 +32,7 @@ pub mod error;
 mod layout;
 pub mod load;
 pub mod maps;
+pub mod netns;
 pub mod socket;
 pub mod stats;
 mod sys;

@@ -21,11 +21,11 @@ use std::os::fd::{AsFd, AsRawFd};
 /// any filter it had).
 pub fn attach_socket_filter(sock: impl AsFd, prog: &Prog) -> Result<(), KernelError> {
     if prog.prog_type() != ProgType::SocketFilter {
-        return Err(KernelError::Deploy(format!(
-            "program `{}` is {:?}, not a socket filter (compile the script for hook `socket`)",
-            prog.name(),
-            prog.prog_type()
-        )));
+        return Err(KernelError::WrongProgType {
+            prog: prog.name().to_string(),
+            prog_type: format!("{:?}", prog.prog_type()),
+            wanted: "a socket filter (compile the script for hook `socket`)",
+        });
     }
     crate::sys_sock::set_int(sock.as_fd().as_raw_fd(), libc::SO_ATTACH_BPF, prog.fd()).map_err(
         |errno| KernelError::Os {

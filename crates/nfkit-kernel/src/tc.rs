@@ -20,8 +20,9 @@
 //!   no other nfkit deployment on the device still uses it and nobody
 //!   else added filters to it since (`tc filter show`).
 
-use crate::deploy::{enter_netns, Deployment, Hook};
+use crate::deploy::{AttachPoint, Deployment};
 use crate::error::KernelError;
+use crate::netns::in_netns;
 use crate::sys_tc::{self, Point};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -58,9 +59,11 @@ impl TcAttachMode {
             "" | "auto" => Ok(TcAttachMode::Auto),
             "tcx" => Ok(TcAttachMode::Tcx),
             "clsact" => Ok(TcAttachMode::Clsact),
-            _ => Err(KernelError::Deploy(format!(
-                "NFKIT_TC_ATTACH=`{s}`: expected auto, tcx or clsact"
-            ))),
+            _ => Err(KernelError::BadEnv {
+                var: "NFKIT_TC_ATTACH",
+                value: s.to_string(),
+                expected: "auto, tcx or clsact",
+            }),
         }
     }
 }
@@ -105,7 +108,7 @@ fn probe_tcx() -> bool {
 
 /// The name of a deployment's kind of attachment: `xdp-link`, `tcx`
 /// or `clsact`.
-pub fn attach_kind(hook: Hook, attach: &Attach) -> &'static str {
+pub fn attach_kind(hook: AttachPoint, attach: &Attach) -> &'static str {
     match attach {
         Attach::Clsact { .. } => "clsact",
         Attach::Link if hook.is_xdp() => "xdp-link",
@@ -113,8 +116,8 @@ pub fn attach_kind(hook: Hook, attach: &Attach) -> &'static str {
     }
 }
 
-fn point(hook: Hook) -> Point {
-    if hook == Hook::TcEgress {
+fn point(hook: AttachPoint) -> Point {
+    if hook == AttachPoint::TcEgress {
         Point::Egress
     } else {
         Point::Ingress
@@ -122,7 +125,10 @@ fn point(hook: Hook) -> Point {
 }
 
 /// Should deploying `hook` (over `previous`, if any) go through clsact?
-pub(crate) fn use_clsact(hook: Hook, previous: Option<&Deployment>) -> Result<bool, KernelError> {
+pub(crate) fn use_clsact(
+    hook: AttachPoint,
+    previous: Option<&Deployment>,
+) -> Result<bool, KernelError> {
     if hook.is_xdp() {
         return Ok(false);
     }
@@ -134,13 +140,12 @@ pub(crate) fn use_clsact(hook: Hook, previous: Option<&Deployment>) -> Result<bo
             (TcAttachMode::Tcx, true) | (TcAttachMode::Clsact, false)
         );
         if clash {
-            return Err(KernelError::Deploy(format!(
-                "{} {} is deployed through {}: undeploy it first to switch to {}",
-                p.dev,
-                hook.name(),
-                attach_kind(hook, &p.attach),
-                if was { "tcx" } else { "clsact" }
-            )));
+            return Err(KernelError::AttachConflict {
+                dev: p.dev.clone(),
+                hook,
+                current: attach_kind(hook, &p.attach),
+                wanted: if was { "tcx" } else { "clsact" },
+            });
         }
         return Ok(was);
     }
@@ -164,7 +169,7 @@ pub(crate) struct ClsactOutcome {
 pub(crate) fn attach_clsact(
     dev: &str,
     ifindex: u32,
-    hook: Hook,
+    hook: AttachPoint,
     prog: std::os::fd::RawFd,
     previous: Option<&Attach>,
 ) -> Result<ClsactOutcome, KernelError> {
@@ -198,25 +203,6 @@ pub(crate) fn attach_clsact(
         },
         prog_id,
         swapped: existed,
-    })
-}
-
-/// Runs `f` in named network namespace `netns` (a thread of its own
-/// enters it), or here when `None`.
-fn in_netns<T: Send>(
-    netns: Option<&str>,
-    f: impl FnOnce() -> Result<T, KernelError> + Send,
-) -> Result<T, KernelError> {
-    let Some(ns) = netns else {
-        return f();
-    };
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            enter_netns(ns)?;
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(KernelError::Deploy("netns worker panicked".into())))
     })
 }
 
@@ -330,14 +316,14 @@ mod tests {
             Some(TcAttachMode::Clsact)
         );
         assert!(TcAttachMode::parse("qdisc").is_err());
-        assert_eq!(attach_kind(Hook::Xdp, &Attach::Link), "xdp-link");
-        assert_eq!(attach_kind(Hook::TcEgress, &Attach::Link), "tcx");
+        assert_eq!(attach_kind(AttachPoint::Xdp, &Attach::Link), "xdp-link");
+        assert_eq!(attach_kind(AttachPoint::TcEgress, &Attach::Link), "tcx");
         let c = Attach::Clsact {
             handle: 1,
             priority: 49152,
             qdisc_created: true,
         };
-        assert_eq!(attach_kind(Hook::TcIngress, &c), "clsact");
+        assert_eq!(attach_kind(AttachPoint::TcIngress, &c), "clsact");
         let j = serde_json::to_string(&c).unwrap_or_default();
         assert!(j.contains("\"kind\":\"clsact\""), "{j}");
         let back: Attach = serde_json::from_str(&j).unwrap_or_default();

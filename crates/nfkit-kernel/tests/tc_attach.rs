@@ -9,7 +9,7 @@
 
 mod common;
 use common::{is_root, tc, Scratch};
-use nfkit_kernel::deploy::{self, DeployRequest, Hook, Paths};
+use nfkit_kernel::deploy::{self, AttachPoint as Hook, DeployRequest, Paths};
 use nfkit_kernel::tc::{self, Attach};
 use nfkit_kernel::testbed::{Netns, Veth};
 use nfkit_object::Image;

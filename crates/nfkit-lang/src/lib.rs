@@ -22,7 +22,6 @@ pub mod eval;
 pub mod ir;
 pub mod link;
 pub mod listing;
-pub mod runner;
 pub mod types;
 
 pub use check::{check, Checked, Options};

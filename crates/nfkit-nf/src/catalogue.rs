@@ -132,6 +132,7 @@ pub struct NfDoc {
     /// Defined behaviour for bad arguments.
     pub bad: String,
     /// Hooks it is built for.
+    #[serde(serialize_with = "crate::hook::serialize_hooks")]
     pub hooks: Vec<Hook>,
     /// `embedded` or the object's path.
     pub origin: String,

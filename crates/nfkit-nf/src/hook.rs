@@ -1,56 +1,25 @@
-//! The hooks an NF is built for. The context type is part of an NF's
-//! signature, so every source is compiled once per hook.
+//! The hooks an NF is built for ([`Hook`], from nfkit-abi). The context
+//! type is part of an NF's signature, so every source is compiled once
+//! per hook; this module adds what ties a hook to ELF objects.
 
-use std::fmt;
-use std::str::FromStr;
+pub use nfkit_abi::{Hook, UnknownHook};
 
-/// A hook: XDP, TC (sched_cls) or socket filter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Hook {
-    Xdp,
-    Tc,
-    Socket,
+/// What ties a [`Hook`] to ELF objects: section and program type.
+pub trait HookObject: Sized {
+    /// The ELF section of the hook's programs (`xdp`, `tc`, `socket`).
+    fn section(self) -> &'static str;
+    /// The program type of the hook's programs.
+    fn prog_type(self) -> nfkit_object::ProgType;
+    /// The hook of programs of type `t`, if NFs have one for it.
+    fn from_prog_type(t: nfkit_object::ProgType) -> Option<Self>;
 }
 
-impl Hook {
-    /// Every hook, in build order.
-    pub const ALL: [Hook; 3] = [Hook::Xdp, Hook::Tc, Hook::Socket];
-
-    /// `xdp`, `tc`, `socket`: the name in file names (`meter.xdp.o`) and docs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Hook::Xdp => "xdp",
-            Hook::Tc => "tc",
-            Hook::Socket => "socket",
-        }
-    }
-
-    /// The preprocessor symbol selecting the hook (`NF_HOOK_XDP`).
-    pub fn define(self) -> &'static str {
-        match self {
-            Hook::Xdp => "NF_HOOK_XDP",
-            Hook::Tc => "NF_HOOK_TC",
-            Hook::Socket => "NF_HOOK_SOCKET",
-        }
-    }
-
-    /// Prefix of the standalone export of an NF (`xdp_`, `tc_`, `sock_`).
-    pub fn standalone_prefix(self) -> &'static str {
-        match self {
-            Hook::Xdp => "xdp_",
-            Hook::Tc => "tc_",
-            Hook::Socket => "sock_",
-        }
-    }
-
-    /// The ELF section of the hook's programs (`xdp`, `tc`, `socket`).
-    pub fn section(self) -> &'static str {
+impl HookObject for Hook {
+    fn section(self) -> &'static str {
         self.name()
     }
 
-    /// The program type of the hook's programs.
-    pub fn prog_type(self) -> nfkit_object::ProgType {
+    fn prog_type(self) -> nfkit_object::ProgType {
         match self {
             Hook::Xdp => nfkit_object::ProgType::Xdp,
             Hook::Tc => nfkit_object::ProgType::SchedCls,
@@ -58,8 +27,7 @@ impl Hook {
         }
     }
 
-    /// The hook of programs of type `t`, if NFs have one for it.
-    pub fn from_prog_type(t: nfkit_object::ProgType) -> Option<Hook> {
+    fn from_prog_type(t: nfkit_object::ProgType) -> Option<Hook> {
         match t {
             nfkit_object::ProgType::Xdp => Some(Hook::Xdp),
             nfkit_object::ProgType::SchedCls | nfkit_object::ProgType::SchedAct => Some(Hook::Tc),
@@ -67,38 +35,17 @@ impl Hook {
             _ => None,
         }
     }
-
-    /// The hook id of the packet info slot (abi.md 3): 0 XDP, 1 TC, 2 socket.
-    pub fn id(self) -> u32 {
-        match self {
-            Hook::Xdp => 0,
-            Hook::Tc => 1,
-            Hook::Socket => 2,
-        }
-    }
 }
 
-impl fmt::Display for Hook {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+/// Serializes a hook by its name (`xdp`, `tc`, `socket`): nfkit-abi has
+/// no serde.
+pub fn serialize_hook<S: serde::Serializer>(h: &Hook, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(h.name())
 }
 
-/// A name that is not a hook.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown hook `{0}` (hooks: xdp, tc, socket)")]
-pub struct UnknownHook(pub String);
-
-impl FromStr for Hook {
-    type Err = UnknownHook;
-    fn from_str(s: &str) -> Result<Hook, UnknownHook> {
-        match s {
-            "xdp" => Ok(Hook::Xdp),
-            "tc" | "sched_cls" => Ok(Hook::Tc),
-            "socket" | "sock" | "socket_filter" => Ok(Hook::Socket),
-            _ => Err(UnknownHook(s.to_string())),
-        }
-    }
+/// [`serialize_hook`] for a list.
+pub fn serialize_hooks<S: serde::Serializer>(hs: &[Hook], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(hs.iter().map(|h| h.name()))
 }
 
 #[cfg(test)]
@@ -106,11 +53,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip() {
-        for h in Hook::ALL {
-            assert_eq!(h.name().parse::<Hook>(), Ok(h));
-        }
-        assert!("xpd".parse::<Hook>().is_err());
+    fn prog_types_round_trip() {
         for h in Hook::ALL {
             assert_eq!(Hook::from_prog_type(h.prog_type()), Some(h));
         }

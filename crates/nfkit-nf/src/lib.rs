@@ -2,7 +2,8 @@
 //! once per hook at build time and embedded, with the documentation each
 //! source carries; and the search path for users' own NF objects.
 //!
-//! * [`hook`]: [`Hook`] (XDP, TC, socket filter), one build per hook.
+//! * [`hook`]: [`Hook`] (XDP, TC, socket filter, from nfkit-abi), one build
+//!   per hook, and [`HookObject`]: its ELF section and program type.
 //! * [`docblock`]: the `/** @nf ... */` documentation format and its parser.
 //! * [`catalogue`](mod@catalogue): the embedded modules ([`catalogue()`], [`object`],
 //!   [`find`], [`list`]) and the documentation types ([`NfDoc`]).
@@ -26,5 +27,5 @@ pub use catalogue::{
     ModuleObj, NfDoc, NfKind,
 };
 pub use error::NfError;
-pub use hook::Hook;
+pub use hook::{Hook, HookObject};
 pub use search::{Origin, Resolved, SearchPath, NF_PATH_ENV};

@@ -4,6 +4,7 @@
 //! (not inlined) function in the object. Also: the standalone and dynamic
 //! exports exist for each hook, and classifiers export both forms.
 
+use nfkit_nf::HookObject;
 use nfkit_nf::{catalogue, Hook, NfKind};
 use nfkit_object::btf::{Kind, Linkage};
 

@@ -4,47 +4,73 @@
 //! Pins live under /sys/fs/bpf/nfkit (`NFKIT_PIN_ROOT`), the state file
 //! in /run/nfkit (`NFKIT_STATE_DIR`).
 
-use anyhow::{anyhow, bail, Context};
-use nfkit_kernel::deploy::{self, DeployRequest, Hook, Paths};
+use anyhow::Context;
+use nfkit_abi::AttachPoint;
+use nfkit_control::deploy::{deploy_script, DeploySpec, Mode};
+use nfkit_control::ControlError;
+use nfkit_kernel::deploy::{self, Paths};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// `--hook`: where to attach.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum HookArg {
+    /// XDP in the driver (native).
+    Xdp,
+    /// XDP in the generic (skb) path.
+    XdpGeneric,
+    /// TC ingress.
+    TcIngress,
+    /// TC egress.
+    TcEgress,
+}
+
+impl From<HookArg> for AttachPoint {
+    fn from(h: HookArg) -> AttachPoint {
+        match h {
+            HookArg::Xdp => AttachPoint::Xdp,
+            HookArg::XdpGeneric => AttachPoint::XdpGeneric,
+            HookArg::TcIngress => AttachPoint::TcIngress,
+            HookArg::TcEgress => AttachPoint::TcEgress,
+        }
+    }
+}
+
+/// `--mode`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Classifier, chains and NFs linked into one program.
+    Static,
+    /// NFs loaded once and kept; a chain change loads only the chain's
+    /// segments and switches it with one prog-array update.
+    Dynamic,
+}
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The chain script (.chain or .py).
     script: PathBuf,
-    /// Interface to attach to.
+    /// Interface to attach to (default: the script's attach("IFACE", ...)).
     #[arg(long, value_name = "IFACE")]
-    dev: String,
+    dev: Option<String>,
     /// The named network namespace (`ip netns`) IFACE is in. Prefer this
     /// to `ip netns exec`, whose fresh /sys hides the bpffs pins.
     #[arg(long, value_name = "NAME")]
     netns: Option<String>,
-    /// xdp, xdp-generic, tc-ingress or tc-egress (default: the script's
-    /// attach(): xdp or tc-ingress).
-    #[arg(long)]
-    hook: Option<String>,
-    /// static (classifier, chains and NFs linked into one program) or
-    /// dynamic (NFs loaded once and kept; a chain change loads only the
-    /// chain's segments and switches it with one prog-array update).
-    #[arg(long, default_value = "static")]
-    mode: String,
+    /// Where to attach (default: the script's attach(), else xdp or
+    /// tc-ingress by the script's hook).
+    #[arg(long, value_enum)]
+    hook: Option<HookArg>,
+    /// static or dynamic.
+    #[arg(long, value_enum, default_value = "static")]
+    mode: ModeArg,
     /// Directories with users' NF objects (also NFKIT_NF_PATH).
     #[arg(long = "nf-path", value_name = "DIR")]
     nf_path: Vec<String>,
     /// Print the outcome as JSON.
     #[arg(long)]
     json: bool,
-}
-
-/// The language's hook for a deployment hook.
-fn lang_hook(h: Hook) -> nfkit_nf::Hook {
-    if h.is_xdp() {
-        nfkit_nf::Hook::Xdp
-    } else {
-        nfkit_nf::Hook::Tc
-    }
 }
 
 /// Compiles a script for `hook`, printing warnings and errors to stderr;
@@ -55,92 +81,51 @@ pub fn compile_script(
     nf_path: &[String],
     hook: Option<nfkit_nf::Hook>,
 ) -> anyhow::Result<Option<nfkit_lang::Compiled>> {
-    let opts = nfkit_lang::Options {
-        search: nfkit_nf::SearchPath::from_env(nf_path),
-        hook,
-    };
-    match nfkit_lang::compile(file, source, &opts) {
+    let search = nfkit_nf::SearchPath::from_env(nf_path);
+    match nfkit_control::deploy::compile(file, source, &search, hook) {
         Ok(c) => {
             eprint!("{}", nfkit_lang::diag::render(&c.warnings));
             Ok(Some(c))
         }
-        Err(nfkit_lang::CompileError::Script(d)) => {
+        Err(ControlError::Script(d)) => {
             eprintln!("{d}");
             Ok(None)
         }
-        Err(e) => bail!("{e}"),
+        Err(e) => Err(e.into()),
     }
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let dynamic = match a.mode.as_str() {
-        "static" => false,
-        "dynamic" => true,
-        m => bail!("unknown --mode `{m}` (static, dynamic)"),
-    };
-    let hook = a.hook.as_deref().map(str::parse::<Hook>).transpose()?;
     let shown = a.script.display().to_string();
     let source = std::fs::read_to_string(&a.script).with_context(|| format!("reading {shown}"))?;
-    let Some(c) = compile_script(&shown, &source, &a.nf_path, hook.map(lang_hook))? else {
-        return Ok(ExitCode::from(1));
-    };
-    if c.hook == nfkit_nf::Hook::Socket {
-        bail!(
-            "{shown}: the script attaches to a socket: a socket filter belongs to a socket \
-             that a process holds, so there is no interface to deploy it on; the program \
-             that owns the socket loads it and calls nfkit_kernel::attach_socket_filter \
-             (or give --hook xdp|xdp-generic|tc-ingress|tc-egress)"
-        );
-    }
-    let hook = hook.unwrap_or(if c.hook == nfkit_nf::Hook::Xdp {
-        Hook::Xdp
-    } else {
-        Hook::TcIngress
-    });
-    let entry = c
-        .entry()
-        .ok_or_else(|| anyhow!("{shown}: the script has no classifier (nothing to attach)"))?;
-    let writes = c.control_plane();
     let source_path = std::fs::canonicalize(&a.script).unwrap_or(a.script.clone());
-    let paths = Paths::from_env();
-    // Dynamic mode: compiled again with the slots of what is loaded.
-    let dy = if dynamic {
-        let plan = nfkit_kernel::dynamic::next_slots(&paths, &a.dev, hook)?;
-        let slots = nfkit_lang::DynSlots {
-            nfs: plan.nfs,
-            seg_first: plan.seg_first,
-            seg_end: plan.seg_end,
-            ..nfkit_lang::DynSlots::default()
-        };
-        let opts = nfkit_lang::Options {
-            search: nfkit_nf::SearchPath::from_env(&a.nf_path),
-            hook: Some(c.hook),
-        };
-        let d = nfkit_lang::compile_dynamic(&shown, &source, &opts, &slots)
-            .map_err(|e| anyhow!("{e}"))?;
-        Some((d.nf_entries(), d.segments(), plan.bank, d))
-    } else {
-        None
-    };
-    let chains = c.program.chain_names();
-    let req = DeployRequest {
-        image: dy.as_ref().map_or(&c.image, |d| &d.3.image),
-        entry: dy.as_ref().map_or(entry, |d| d.3.entry.as_str()),
-        map_writes: &writes,
-        dev: &a.dev,
+    let source_path = source_path.display().to_string();
+    let spec = DeploySpec {
+        file: &shown,
+        source: &source,
+        source_path: &source_path,
+        dev: a.dev.as_deref(),
         netns: a.netns.as_deref(),
-        hook,
-        source: &source_path.display().to_string(),
-        dynamic: dy
-            .as_ref()
-            .map(|(nfs, segments, bank, _)| nfkit_kernel::dynamic::DynParts {
-                nfs,
-                segments,
-                bank: *bank,
-            }),
-        chains: &chains,
+        attach: a.hook.map(AttachPoint::from),
+        mode: match a.mode {
+            ModeArg::Static => Mode::Static,
+            ModeArg::Dynamic => Mode::Dynamic,
+        },
+        search: nfkit_nf::SearchPath::from_env(&a.nf_path),
     };
-    let out = deploy::deploy(&paths, &req).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let done = match deploy_script(&Paths::from_env(), &spec) {
+        Ok(d) => d,
+        Err(ControlError::Script(d)) => {
+            eprintln!("{d}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    eprint!("{}", nfkit_lang::diag::render(&done.warnings));
+    for n in &done.notes {
+        eprintln!("warning: {n}");
+    }
+    let out = &done.outcome;
     let d = &out.deployment;
     if a.json {
         let v = json!({
@@ -149,6 +134,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "reused_maps": out.reused_maps,
             "load_us": out.load_time.as_micros() as u64,
             "switch_us": out.switch_time.as_micros() as u64,
+            "warnings": done.notes,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -186,7 +172,9 @@ fn print_dynamic(d: &deploy::Deployment) {
         .iter()
         .map(|n| format!("{} (slot {}, prog {})", n.entry, n.slot, n.prog_id))
         .collect();
-    println!("  NFs: {}", nfs.join(", "));
+    if !nfs.is_empty() {
+        println!("  NFs: {}", nfs.join(", "));
+    }
     let segs: Vec<String> = r
         .segments
         .iter()

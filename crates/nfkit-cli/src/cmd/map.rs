@@ -6,7 +6,8 @@
 //! says so, or when typed as an address), else hex bytes.
 
 use anyhow::{anyhow, bail};
-use nfkit_kernel::deploy::{self, Hook, MapRecord, Paths};
+use nfkit_abi::AttachPoint as Hook;
+use nfkit_kernel::deploy::{self, MapRecord, Paths};
 use serde_json::{json, Value};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::ExitCode;

@@ -5,7 +5,7 @@
 //! script's maps at the end (per packet too with `--trace`).
 
 use anyhow::{anyhow, Context};
-use nfkit_lang::runner::run_capture;
+use nfkit_control::runner::run_capture;
 use nfkit_pcap::Packet;
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@
 
 mod common;
 use common::*;
-use nfkit_lang::runner::{run_capture, ScriptVm};
+use nfkit_control::runner::{run_capture, ScriptVm};
 use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
 
 #[test]

@@ -9,7 +9,7 @@
 mod baseline;
 
 use baseline::*;
-use nfkit_lang::runner::run_capture;
+use nfkit_control::runner::run_capture;
 
 fn example(name: &'static str) -> Example {
     load_example(name).unwrap_or_else(|e| panic!("{name}: {e}"))

@@ -420,7 +420,8 @@ fn tc_and_socket_hooks() {
 
 #[test]
 fn chains_imported_from_a_library_script_bring_their_maps_and_nfs() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts/main.py");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../nfkit-lang/tests/scripts/main.py");
     let src = std::fs::read_to_string(&path).expect("script");
     let c = nfkit_lang::compile(
         &path.display().to_string(),
@@ -428,7 +429,7 @@ fn chains_imported_from_a_library_script_bring_their_maps_and_nfs() {
         &nfkit_lang::Options::default(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut vm = nfkit_lang::runner::ScriptVm::new(&c).expect("load");
+    let mut vm = nfkit_control::runner::ScriptVm::new(&c).expect("load");
     let p = udp4([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 0, 64, b"");
     let codes: Vec<u64> = (0..4).map(|_| run(&mut vm, &p).code).collect();
     assert_eq!(codes, vec![XDP_PASS, XDP_PASS, XDP_DROP, XDP_DROP]);

@@ -8,7 +8,7 @@
 
 mod common;
 use common::*;
-use nfkit_lang::runner::ScriptVm;
+use nfkit_control::runner::ScriptVm;
 use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
 use proptest::prelude::*;
 

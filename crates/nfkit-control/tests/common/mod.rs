@@ -1,7 +1,7 @@
 //! Shared by the tests: packet builders and compile-and-run helpers.
 #![allow(dead_code)]
 
-use nfkit_lang::runner::{Outcome, Report, ScriptVm};
+use nfkit_control::runner::{Outcome, Report, ScriptVm};
 use nfkit_lang::{compile, Compiled, Options};
 use std::path::{Path, PathBuf};
 

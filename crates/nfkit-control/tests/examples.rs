@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use nfkit_lang::runner::run_capture;
+use nfkit_control::runner::run_capture;
 use nfkit_lang::{compile, Options};
 use nfkit_pcap::Packet;
 
@@ -145,7 +145,7 @@ fn packets(name: &str) -> Vec<(u64, Vec<u8>)> {
     v
 }
 
-fn run_example(name: &str) -> (nfkit_lang::Compiled, nfkit_lang::runner::Report) {
+fn run_example(name: &str) -> (nfkit_lang::Compiled, nfkit_control::runner::Report) {
     let d = examples_dir();
     let bless = std::env::var_os("NFKIT_BLESS").is_some();
     let pcap = d.join(format!("{name}.pcap"));

@@ -4,9 +4,9 @@
 //! each packet's timestamp (docs/abi.md 7), statistics read back from
 //! `nfkit_stats`.
 
-use crate::ir::{verdict, Program};
-use crate::Compiled;
-use nfkit_nf::Hook;
+use nfkit_abi::{maps as abi_maps, stats as abi_stats, Hook, NfConfig};
+use nfkit_lang::ir::Program;
+use nfkit_lang::{Compiled, DynCompiled};
 use nfkit_vm::{Context, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
 
 /// Why a script cannot run.
@@ -46,19 +46,8 @@ pub struct ChainStats {
     pub counts: [u64; 10],
 }
 
-/// Names of the `k` columns.
-pub const STAT_NAMES: [&str; 10] = [
-    "ABORTED",
-    "DROP",
-    "PASS",
-    "TX",
-    "REDIRECT",
-    "FLOOD",
-    "CONTROLLER",
-    "HOST",
-    "VALUE",
-    "FAULT",
-];
+/// Names of the `k` columns (nfkit-abi's).
+pub use nfkit_abi::stats::NAMES as STAT_NAMES;
 
 /// A compiled script loaded into the VM.
 pub struct ScriptVm {
@@ -85,7 +74,7 @@ impl ScriptVm {
 
     /// Loads a script compiled for dynamic mode: the dynamic classifier,
     /// segments and NF entries composed through `nfkit_progs`.
-    pub fn new_dynamic(c: &crate::DynCompiled) -> Result<ScriptVm, RunError> {
+    pub fn new_dynamic(c: &DynCompiled) -> Result<ScriptVm, RunError> {
         if c.entry.is_empty() {
             return Err(RunError::NoClassifier);
         }
@@ -99,7 +88,7 @@ impl ScriptVm {
         program: &Program,
     ) -> Result<ScriptVm, RunError> {
         let vm = Vm::new(image, VmConfig::kernel()).map_err(|e| RunError::Load(e.to_string()))?;
-        for (map, k, v) in crate::link::control_plane(program) {
+        for (map, k, v) in nfkit_lang::link::control_plane(program) {
             let m = vm
                 .map(&map)
                 .ok_or_else(|| map_err(&map, "not in the image"))?;
@@ -119,41 +108,33 @@ impl ScriptVm {
 
     /// Pins `nf_now()` to `now_ns` (and the random sequence to its seed).
     fn pin_clock(&self, now_ns: u64) -> Result<(), RunError> {
+        let name = abi_maps::CONFIG;
         let m = self
             .vm
-            .map("nfkit_config")
-            .ok_or_else(|| map_err("nfkit_config", "not in the image"))?;
-        let mut v = m
-            .lookup(&0u32.to_le_bytes())
-            .map_err(|e| map_err("nfkit_config", e))?
-            .unwrap_or_else(|| vec![0; 40]);
-        v.resize(40, 0);
-        v[20..24].copy_from_slice(&1u32.to_le_bytes());
-        v[24..32].copy_from_slice(&now_ns.to_le_bytes());
-        m.update(&0u32.to_le_bytes(), &v, 0)
-            .map_err(|e| map_err("nfkit_config", e))
+            .map(name)
+            .ok_or_else(|| map_err(name, "not in the image"))?;
+        let key = 0u32.to_le_bytes();
+        let old = m.lookup(&key).map_err(|e| map_err(name, e))?;
+        let cfg = old
+            .as_deref()
+            .and_then(NfConfig::from_bytes)
+            .unwrap_or_default();
+        m.update(&key, &cfg.pinned_at(now_ns).to_bytes(), 0)
+            .map_err(|e| map_err(name, e))
     }
 
     fn raw_stats(&self) -> Vec<u64> {
-        let Some(m) = self.vm.map("nfkit_stats") else {
+        let Some(m) = self.vm.map(abi_maps::STATS_MAP) else {
             return Vec::new();
         };
         // Rows of the unclaimed slot and of this script's chains only.
-        let rows = (self.chains.len() as u32 + 1) * 16;
-        (0..rows.min(1024))
+        let rows = abi_stats::index(self.chains.len() as u32 + 1, 0);
+        (0..rows.min(abi_maps::STATS))
             .map(|i| {
                 m.lookup(&i.to_le_bytes())
                     .ok()
                     .flatten()
-                    .map(|v| {
-                        v.chunks(8)
-                            .map(|c| {
-                                let mut b = [0u8; 8];
-                                b[..c.len()].copy_from_slice(c);
-                                u64::from_le_bytes(b)
-                            })
-                            .sum()
-                    })
+                    .map(|v| v.chunks(8).map(le).fold(0u64, u64::wrapping_add))
                     .unwrap_or(0)
             })
             .collect()
@@ -181,17 +162,16 @@ impl ScriptVm {
             .iter()
             .zip(self.last.iter().chain(std::iter::repeat(&0)))
             .position(|(a, b)| a != b)
-            .map(|i| ((i / 16) as u32, (i % 16) as u32));
+            .map(|i| abi_stats::split(i as u32));
         self.last = now;
         let tr = res
             .trace
             .iter()
             .map(|s| {
-                format!(
-                    "{:5} {}",
-                    s.slot,
-                    s.insn.map(|i| format!("{i:?}")).unwrap_or_default()
-                )
+                let text = s
+                    .insn
+                    .map(|i| nfkit_isa::disasm::format_insn(&i, nfkit_isa::asm::Syntax::Llvm));
+                format!("{:5} {}", s.slot, text.unwrap_or_default())
             })
             .collect();
         Ok((
@@ -215,7 +195,7 @@ impl ScriptVm {
     /// The name of chain slot `slot` (`(unclaimed)` for 0).
     pub fn chain_name(&self, slot: u32) -> String {
         if slot == 0 {
-            "(unclaimed)".into()
+            abi_stats::UNCLAIMED.into()
         } else {
             self.chains
                 .get(slot as usize - 1)
@@ -229,9 +209,10 @@ impl ScriptVm {
         let raw = self.raw_stats();
         (0..=self.chains.len() as u32)
             .filter_map(|slot| {
-                let mut counts = [0u64; 10];
+                let mut counts = [0u64; abi_stats::COLUMNS];
                 for (k, c) in counts.iter_mut().enumerate() {
-                    *c = raw.get(slot as usize * 16 + k).copied().unwrap_or(0);
+                    let i = abi_stats::index(slot, k as u32) as usize;
+                    *c = raw.get(i).copied().unwrap_or(0);
                 }
                 counts.iter().any(|&c| c > 0).then(|| ChainStats {
                     chain: self.chain_name(slot),
@@ -287,7 +268,7 @@ fn le(b: &[u8]) -> u64 {
 
 /// `DROP`, `REDIRECT(3)`, ... for a verdict value.
 pub fn verdict_name(v: u64) -> String {
-    verdict::name(v)
+    nfkit_abi::verdict::name(v)
 }
 
 /// One packet's line of a run report.
@@ -318,13 +299,10 @@ pub struct Report {
     pub traces: Vec<Vec<String>>,
 }
 
-/// Whether `code` lets the packet through at `hook`.
-pub fn kept(hook: Hook, code: u64) -> bool {
-    match hook {
-        Hook::Xdp => matches!(code, 2..=4),
-        Hook::Tc => code != 2,
-        Hook::Socket => code != 0,
-    }
+/// Whether return value `r0` lets the packet through at `hook` (passed,
+/// transmitted or redirected: nfkit-abi's table).
+pub fn kept(hook: Hook, r0: u64) -> bool {
+    hook.keeps_packet(hook.code(r0))
 }
 
 /// Runs the whole script on every packet `(timestamp ns, bytes)`.
@@ -340,14 +318,7 @@ pub fn run_capture(
     for (i, (ts, data)) in packets.iter().enumerate() {
         let (o, tr) = vm.run(data, *ts, trace)?;
         let (chain, verdict) = match o.stat {
-            Some((slot, k)) => (
-                vm.chain_name(slot),
-                STAT_NAMES
-                    .get(k as usize)
-                    .copied()
-                    .unwrap_or("?")
-                    .to_string(),
-            ),
+            Some((slot, k)) => (vm.chain_name(slot), abi_stats::name(k).to_string()),
             None => ("?".into(), "?".into()),
         };
         if kept(c.hook, o.code) {

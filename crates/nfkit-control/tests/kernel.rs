@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use nfkit_lang::runner::run_capture;
+use nfkit_control::runner::run_capture;
 use nfkit_lang::{compile, Options};
 
 #[test]

@@ -1,0 +1,37 @@
+//! Errors of the orchestration path, each saying what and where.
+
+use nfkit_lang::Diagnostic;
+
+/// Why a compile, deploy or run did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The script has errors (rendered with file:line:col and a caret).
+    #[error("{0}")]
+    Script(Box<Diagnostic>),
+    /// Code generation or linking failed.
+    #[error(transparent)]
+    Compile(#[from] nfkit_lang::CompileError),
+    /// The kernel refused or failed.
+    #[error("{file}: {source}")]
+    Kernel {
+        file: String,
+        source: nfkit_kernel::KernelError,
+    },
+    /// The script attaches to a socket: nothing to deploy on an interface.
+    #[error(
+        "{0}: the script attaches to a socket: a socket filter belongs to a socket \
+         that a process holds, so there is no interface to deploy it on; the program \
+         that owns the socket loads it and calls nfkit_kernel::attach_socket_filter \
+         (or give --hook xdp|xdp-generic|tc-ingress|tc-egress)"
+    )]
+    SocketScript(String),
+    /// No classifier: nothing to attach.
+    #[error("{0}: the script has no classifier (nothing to attach)")]
+    NoClassifier(String),
+    /// No interface given and none in the script's `attach(...)`.
+    #[error("{0}: no interface: give --dev IFACE or attach(\"IFACE\", \"HOOK\") in the script")]
+    NoDevice(String),
+    /// The script's attach point does not fit the hook it was compiled for.
+    #[error("{file}: {why}")]
+    AttachPoint { file: String, why: String },
+}

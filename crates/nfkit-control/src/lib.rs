@@ -1,0 +1,18 @@
+//! nfkit's one orchestration path. The CLI, the benches and the tests
+//! call it; none of them strings the steps together on its own.
+//!
+//! * [`runner`]: a compiled script run in the userspace VM, packet by
+//!   packet, as `nfkit run` does (control-plane writes, pinned clock,
+//!   per-chain counters, maps).
+//! * [`deploy`]: compile → slot planning → (dynamic) compile → deploy on
+//!   a kernel hook, with the script's own attach point and warnings for
+//!   targets that cannot work.
+//! * [`error`]: [`ControlError`].
+#![forbid(unsafe_code)]
+
+pub mod deploy;
+pub mod error;
+pub mod runner;
+
+pub use deploy::{deploy_script, DeploySpec, Deployed, Mode};
+pub use error::ControlError;
