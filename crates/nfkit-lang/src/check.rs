@@ -4,6 +4,7 @@
 //! differ from Python) are collected on the way.
 
 use crate::diag::{Diagnostic, Severity, SourceMap};
+use crate::ir::walk::{walk_block_mut, walk_expr_mut, walk_stmt_mut, VisitMut};
 use crate::ir::{
     verdict, BinOp, Chain, Classifier, ClsKey, CmpOp, Expr, ExprKind, MapDecl, MapRmw, NfRef,
     Program, Stmt, StmtKind,
@@ -654,9 +655,12 @@ impl<'a> Checker<'a> {
         let first = self.prog.chains.len();
         for c in &lib.chains {
             let mut c = c.clone();
-            for s in &mut c.body {
-                renumber_stmt(s, &nf_map, &map_map, first);
-            }
+            let mut r = Renumber {
+                nfs: &nf_map,
+                maps: &map_map,
+                chain_base: first,
+            };
+            walk_block_mut(&mut r, &mut c.body);
             c.name = format!("{}.{}", rest, c.name);
             self.prog.chains.push(c);
             self.defs.push(None);
@@ -2725,82 +2729,38 @@ fn is_builtin(name: &str) -> bool {
         || MAP_CTORS.iter().any(|(n, _, _)| *n == name)
 }
 
-/// Renumbers the NF, map and chain references of an imported script's IR.
-fn renumber_stmt(s: &mut Stmt, nfs: &[usize], maps: &[usize], chain_base: usize) {
-    let e = |x: &mut Expr| renumber_expr(x, nfs, maps, chain_base);
-    match &mut s.kind {
-        StmtKind::Assign { value, .. } => e(value),
-        StmtKind::Expr(x) | StmtKind::Return(x) | StmtKind::Verdict(x) => e(x),
-        StmtKind::If { cond, then, els } => {
-            e(cond);
-            for t in then.iter_mut().chain(els.iter_mut()) {
-                renumber_stmt(t, nfs, maps, chain_base);
-            }
-        }
-        StmtKind::Loop {
-            cond, body, step, ..
-        } => {
-            e(cond);
-            for t in body.iter_mut().chain(step.iter_mut()) {
-                renumber_stmt(t, nfs, maps, chain_base);
-            }
-        }
-        StmtKind::Break | StmtKind::Continue => {}
-        StmtKind::MapSet { map, key, value }
-        | StmtKind::MapRmw {
-            map, key, value, ..
-        } => {
-            *map = maps.get(*map).copied().unwrap_or(*map);
-            e(key);
-            e(value);
-        }
-        StmtKind::MapDel { map, key } => {
-            *map = maps.get(*map).copied().unwrap_or(*map);
-            e(key);
-        }
-        StmtKind::PktWrite { off, value, .. } => {
-            e(off);
-            e(value);
-        }
+/// Renumbers the NF, map and chain references of an imported script's
+/// IR into the importing script's tables.
+struct Renumber<'a> {
+    nfs: &'a [usize],
+    maps: &'a [usize],
+    chain_base: usize,
+}
+
+impl Renumber<'_> {
+    fn map(&self, m: usize) -> usize {
+        self.maps.get(m).copied().unwrap_or(m)
     }
 }
 
-fn renumber_expr(x: &mut Expr, nfs: &[usize], maps: &[usize], chain_base: usize) {
-    let r = |y: &mut Expr| renumber_expr(y, nfs, maps, chain_base);
-    match &mut x.kind {
-        ExprKind::Const(_) | ExprKind::Local(_) | ExprKind::PktLen | ExprKind::PktInfo { .. } => {}
-        ExprKind::Bin(_, a, b)
-        | ExprKind::Cmp(_, a, b)
-        | ExprKind::And(a, b)
-        | ExprKind::Or(a, b) => {
-            r(a);
-            r(b);
+impl VisitMut for Renumber<'_> {
+    fn visit_stmt(&mut self, s: &mut Stmt) {
+        if let StmtKind::MapSet { map, .. }
+        | StmtKind::MapRmw { map, .. }
+        | StmtKind::MapDel { map, .. } = &mut s.kind
+        {
+            *map = self.map(*map);
         }
-        ExprKind::Neg(a) | ExprKind::Inv(a) | ExprKind::Not(a) | ExprKind::Cast(a) => r(a),
-        ExprKind::IfExp(c, a, b) => {
-            r(c);
-            r(a);
-            r(b);
+        walk_stmt_mut(self, s);
+    }
+
+    fn visit_expr(&mut self, x: &mut Expr) {
+        match &mut x.kind {
+            ExprKind::CallNf { nf, .. } => *nf = self.nfs.get(*nf).copied().unwrap_or(*nf),
+            ExprKind::CallChain { chain, .. } => *chain += self.chain_base,
+            ExprKind::MapGet { map, .. } | ExprKind::MapHas { map, .. } => *map = self.map(*map),
+            _ => {}
         }
-        ExprKind::CallNf { nf, args } => {
-            *nf = nfs.get(*nf).copied().unwrap_or(*nf);
-            args.iter_mut().for_each(r);
-        }
-        ExprKind::CallChain { chain, args } => {
-            *chain += chain_base;
-            args.iter_mut().for_each(r);
-        }
-        ExprKind::PktRead { off, .. } => r(off),
-        ExprKind::MapGet { map, key, default } => {
-            *map = maps.get(*map).copied().unwrap_or(*map);
-            r(key);
-            if let Some(d) = default {
-                r(d);
-            }
-        }
-        ExprKind::MapHas { map, key, .. } => {
-            *map = maps.get(*map).copied().unwrap_or(*map);
-            r(key);
-        }
+        walk_expr_mut(self, x);
     }
 }

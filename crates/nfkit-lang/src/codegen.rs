@@ -21,13 +21,14 @@
 //! which the caller acts on after `bpf_loop` returns.
 
 use crate::check::{BPF_LOOP_ABOVE, BPF_LOOP_MAX};
+use crate::ir::walk::{walk_block, walk_expr, walk_stmt, Visit};
 use crate::ir::{BinOp, Chain, CmpOp, Expr, ExprKind, MapRmw, Program, Stmt, StmtKind};
 use crate::types::Ty;
 use nfkit_isa::{
     AluOp, AtomicOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width,
 };
 use nfkit_nf::Hook;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Helper ids.
 const MAP_LOOKUP: i32 = 1;
@@ -309,62 +310,93 @@ const CB_PENDING: usize = 1 << 30;
 /// inlined, so their bodies count). With `min_trips` 1 it tells whether
 /// `body` has a call site at all, even in a loop proven to run 0 times.
 fn nf_calls_block(prog: &Program, body: &[Stmt], min_trips: u32) -> u64 {
-    body.iter()
-        .map(|s| nf_calls_stmt(prog, s, min_trips))
-        .fold(0, u64::saturating_add)
+    let mut v = NfCalls {
+        prog,
+        min_trips,
+        n: 0,
+    };
+    walk_block(&mut v, body);
+    v.n
 }
 
+/// [`nf_calls_block`] of one statement.
 fn nf_calls_stmt(prog: &Program, s: &Stmt, min_trips: u32) -> u64 {
-    let e = |x: &Expr| nf_calls_expr(prog, x, min_trips);
-    let b = |v: &[Stmt]| nf_calls_block(prog, v, min_trips);
-    match &s.kind {
-        StmtKind::Assign { value, .. } => e(value),
-        StmtKind::Expr(x) | StmtKind::Return(x) | StmtKind::Verdict(x) => e(x),
-        StmtKind::If { cond, then, els } => e(cond).saturating_add(b(then).max(b(els))),
-        // A loop run by bpf_loop calls its NFs directly (no tail calls).
-        StmtKind::Loop {
-            cap: Some((c, _)), ..
-        } if *c > BPF_LOOP_ABOVE => 0,
-        StmtKind::Loop {
-            cond,
-            body,
-            step,
-            trips,
-            ..
-        } => {
-            let once = e(cond).saturating_add(b(body)).saturating_add(b(step));
-            once.saturating_mul(u64::from((*trips).max(min_trips)))
-                .saturating_add(e(cond))
-        }
-        StmtKind::Break | StmtKind::Continue => 0,
-        StmtKind::MapSet { key, value, .. } | StmtKind::MapRmw { key, value, .. } => {
-            e(key).saturating_add(e(value))
-        }
-        StmtKind::MapDel { key, .. } => e(key),
-        StmtKind::PktWrite { off, value, .. } => e(off).saturating_add(e(value)),
+    nf_calls_block(prog, std::slice::from_ref(s), min_trips)
+}
+
+/// Counts NF calls on the worst path: the larger branch of an `if`, a
+/// loop's body times its trips; a loop run by `bpf_loop` calls its NFs
+/// directly (no tail calls) and counts 0.
+struct NfCalls<'p> {
+    prog: &'p Program,
+    min_trips: u32,
+    n: u64,
+}
+
+impl NfCalls<'_> {
+    fn add(&mut self, k: u64) {
+        self.n = self.n.saturating_add(k);
+    }
+
+    /// The count of what `f` visits, on its own.
+    fn apart(&mut self, f: impl FnOnce(&mut Self)) -> u64 {
+        let outer = std::mem::take(&mut self.n);
+        f(self);
+        std::mem::replace(&mut self.n, outer)
     }
 }
 
-fn nf_calls_expr(prog: &Program, x: &Expr, min_trips: u32) -> u64 {
-    let e = |y: &Expr| nf_calls_expr(prog, y, min_trips);
-    match &x.kind {
-        ExprKind::Const(_) | ExprKind::Local(_) | ExprKind::PktLen | ExprKind::PktInfo { .. } => 0,
-        ExprKind::Bin(_, a, b)
-        | ExprKind::Cmp(_, a, b)
-        | ExprKind::And(a, b)
-        | ExprKind::Or(a, b) => e(a).saturating_add(e(b)),
-        ExprKind::Neg(a) | ExprKind::Inv(a) | ExprKind::Not(a) | ExprKind::Cast(a) => e(a),
-        ExprKind::IfExp(c, a, b) => e(c).saturating_add(e(a).max(e(b))),
-        ExprKind::CallNf { args, .. } => args.iter().map(e).fold(1, u64::saturating_add),
-        ExprKind::CallChain { chain, args } => args.iter().map(e).fold(
-            nf_calls_block(prog, &prog.chains[*chain].body, min_trips),
-            u64::saturating_add,
-        ),
-        ExprKind::PktRead { off, .. } => e(off),
-        ExprKind::MapGet { key, default, .. } => {
-            e(key).saturating_add(default.as_deref().map_or(0, e))
+impl Visit for NfCalls<'_> {
+    fn visit_stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::If { cond, then, els } => {
+                self.visit_expr(cond);
+                let a = self.apart(|v| walk_block(v, then));
+                let b = self.apart(|v| walk_block(v, els));
+                self.add(a.max(b));
+            }
+            StmtKind::Loop {
+                cap: Some((c, _)), ..
+            } if *c > BPF_LOOP_ABOVE => {}
+            StmtKind::Loop {
+                cond,
+                body,
+                step,
+                trips,
+                ..
+            } => {
+                let once = self.apart(|v| {
+                    v.visit_expr(cond);
+                    walk_block(v, body);
+                    walk_block(v, step);
+                });
+                let last = self.apart(|v| v.visit_expr(cond));
+                let trips = u64::from((*trips).max(self.min_trips));
+                self.add(once.saturating_mul(trips).saturating_add(last));
+            }
+            _ => walk_stmt(self, s),
         }
-        ExprKind::MapHas { key, .. } => e(key),
+    }
+
+    fn visit_expr(&mut self, x: &Expr) {
+        match &x.kind {
+            ExprKind::IfExp(c, a, b) => {
+                self.visit_expr(c);
+                let a = self.apart(|v| v.visit_expr(a));
+                let b = self.apart(|v| v.visit_expr(b));
+                self.add(a.max(b));
+            }
+            ExprKind::CallNf { .. } => {
+                self.add(1);
+                walk_expr(self, x);
+            }
+            ExprKind::CallChain { chain, .. } => {
+                let prog = self.prog;
+                walk_block(self, &prog.chains[*chain].body);
+                walk_expr(self, x);
+            }
+            _ => walk_expr(self, x),
+        }
     }
 }
 
@@ -532,7 +564,6 @@ struct Gen<'a> {
     fault: Label,
     /// Inline stack, for the error path of deep nesting.
     inline_path: Vec<String>,
-    slot_cache: HashMap<(), ()>,
     /// Dynamic mode (segments at NF calls).
     dynamic: Option<DynGen>,
     /// Callbacks generated for `bpf_loop`s, and the function index the
@@ -563,7 +594,6 @@ impl<'a> Gen<'a> {
             exit: 0,
             fault: 0,
             inline_path: vec![name.to_string()],
-            slot_cache: HashMap::new(),
             dynamic: None,
             callbacks: Vec::new(),
             cb_next: 0,
@@ -753,7 +783,6 @@ impl<'a> Gen<'a> {
                 _ => {}
             }
         }
-        let _ = &self.slot_cache;
         Ok(GenFunc {
             name,
             insns,
@@ -1961,7 +1990,6 @@ impl<'a> Gen<'a> {
         self.frames.pop();
         self.free(8 * n);
         self.free(8 * tmps.len() as i32);
-        let _ = self.frames.last().map(|f| f.chain);
     }
 }
 
@@ -1996,22 +2024,24 @@ fn derived_var(body: &[Stmt], step: &[Stmt]) -> Option<(usize, u64, Ty)> {
     Some((*local, c, value.ty))
 }
 
-/// Adds the locals the statements of `body` assign to `out`.
+/// Adds the locals the statements of `body` assign to `out` (in the
+/// order of their first assignment).
 fn assigned(body: &[Stmt], out: &mut Vec<usize>) {
-    for s in body {
-        match &s.kind {
-            StmtKind::Assign { local, .. } if !out.contains(local) => out.push(*local),
-            StmtKind::If { then, els, .. } => {
-                assigned(then, out);
-                assigned(els, out);
+    struct Assigned<'o>(&'o mut Vec<usize>);
+    impl Visit for Assigned<'_> {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtKind::Assign { local, .. } = s.kind {
+                if !self.0.contains(&local) {
+                    self.0.push(local);
+                }
             }
-            StmtKind::Loop { body, step, .. } => {
-                assigned(body, out);
-                assigned(step, out);
-            }
-            _ => {}
+            walk_stmt(self, s);
         }
+
+        // Expressions assign nothing.
+        fn visit_expr(&mut self, _: &Expr) {}
     }
+    walk_block(&mut Assigned(out), body);
 }
 
 /// The memory size of a map value of type `ty`.

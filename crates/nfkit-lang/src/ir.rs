@@ -7,6 +7,8 @@ use crate::types::Ty;
 use nfkit_isa::Size;
 use nfkit_object::MapType;
 
+pub mod walk;
+
 /// Binary arithmetic operators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinOp {

@@ -5,7 +5,7 @@
 
 use crate::codegen::{GenFunc, Generated, ObjMap, Ref};
 use crate::ir::{ClsKey, Program};
-use nfkit_isa::{CallKind, Insn, LddwKind, Operand, Reg, Size};
+use nfkit_isa::{CallKind, Insn, LddwKind, Operand, Reg};
 use nfkit_nf::{Hook, SearchPath};
 use nfkit_object::btf::{Kind, Linkage, Param, Type};
 use nfkit_object::object::{Binding, FuncRef, ObjFunction, Reloc, RelocTarget};
@@ -634,6 +634,3 @@ pub fn chain_ids(prog: &Program) -> HashMap<String, u32> {
         .map(|(i, c)| (c, i as u32))
         .collect()
 }
-
-#[allow(dead_code)]
-fn _size(_: Size) {}
