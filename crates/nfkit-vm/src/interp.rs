@@ -11,7 +11,8 @@ use crate::ctx::{self, CtxState, CtxValue, PacketPtrs};
 use crate::error::RunErrorKind;
 use crate::mem::{self, Memory, Rmw};
 use crate::prog::Code;
-use crate::vm::{Inner, Redirect, RegChange, TraceStep};
+use crate::result::{Redirect, RegChange, TraceStep};
+use crate::vm::Inner;
 use nfkit_object::ProgType;
 use std::sync::Arc;
 

@@ -47,7 +47,10 @@
 //! * [`maps`]: map types.
 //! * [`helpers`]: helper functions and per-profile tables.
 //! * [`error`]: [`LoadError`], [`RunError`].
-//! * [`vm`]: [`Vm`], [`Runner`], [`RunResult`].
+//! * [`vm`]: [`Vm`], [`Runner`]: loading, and one run's phases (prepare,
+//!   execute, collect).
+//! * [`result`]: [`RunResult`], [`Redirect`], and the trace of a traced
+//!   run ([`TraceStep`]).
 
 #![deny(unsafe_code)]
 
@@ -60,6 +63,7 @@ mod interp;
 pub mod maps;
 pub mod mem;
 pub mod prog;
+pub mod result;
 pub mod vm;
 
 pub use config::{
@@ -68,7 +72,8 @@ pub use config::{
 pub use ctx::{Context, SkBuff, SkbFields, XdpMd};
 pub use error::{LoadError, Rule, RunError, RunErrorKind};
 pub use maps::{Map, MapError, Maps};
-pub use vm::{EntryRef, Redirect, RegChange, RunResult, Runner, TraceStep, Vm};
+pub use result::{Redirect, RegChange, RunResult, TraceStep};
+pub use vm::{EntryRef, Runner, Vm};
 
 #[cfg(test)]
 mod send_sync {

@@ -15,7 +15,7 @@ use crate::error::RunErrorKind;
 use crate::interp::{fault, Machine, Reservation, Step, Stop};
 use crate::maps::{Map, Store};
 use crate::mem::{self, Region, RegionKind};
-use crate::vm::Redirect;
+use crate::result::Redirect;
 use nfkit_object::MapType;
 use std::sync::Arc;
 use table::id;
