@@ -49,7 +49,7 @@ pub struct RunResult {
     /// r0 at the entry's `exit`, or why the run failed.
     pub result: Result<u64, RunError>,
     /// The packet afterwards (`data..data_end`), or the conformance
-    /// memory afterwards for [`Context::Raw`].
+    /// memory afterwards for [`Context::Raw`](crate::Context::Raw).
     pub packet: Vec<u8>,
     /// XDP metadata afterwards (`data_meta..data`).
     pub meta: Vec<u8>,

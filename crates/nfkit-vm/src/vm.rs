@@ -1,6 +1,6 @@
 //! The VM: a checked, translated program plus its maps ([`Vm`]), and the
 //! per-thread machinery that runs it on a context ([`Runner`]), giving a
-//! [`RunResult`](crate::RunResult).
+//! [`RunResult`].
 
 #![forbid(unsafe_code)]
 
@@ -216,7 +216,7 @@ impl Vm {
         self.inner.program.ops.is_empty()
     }
 
-    /// `function+offset` of op `op` (as in [`TraceStep::op`]).
+    /// `function+offset` of op `op` (as in [`TraceStep::op`](crate::TraceStep::op)).
     pub fn location(&self, op: usize) -> String {
         self.inner.program.location(op)
     }
