@@ -68,7 +68,7 @@ macro_rules! abi_struct {
         impl Default for $name {
             /// All zero, as the maps start.
             fn default() -> Self {
-                Self { $($f: <$t as Le>::get(&vec![0u8; <$t as Le>::SIZE]),)* }
+                Self { $($f: <$t as Le>::get(&[0u8; <$t as Le>::SIZE]),)* }
             }
         }
 
