@@ -39,7 +39,7 @@
 //!   [`Clock`] and [`Rng`].
 //! * [`check`]: load-time checks and translation.
 //! * [`prog`]: the pre-decoded op form the interpreter dispatches on.
-//! * `interp`: the interpreter loop.
+//! * `interp`: the interpreter loop; `trace` records traced runs.
 //! * [`mem`]: the address space (regions, checked accesses); its child
 //!   `mem::unsafe_region` holds the crate's only `unsafe` code
 //!   (guard-paged buffers, atomic accesses).
@@ -64,6 +64,7 @@ pub mod maps;
 pub mod mem;
 pub mod prog;
 pub mod result;
+mod trace;
 pub mod vm;
 
 pub use config::{
@@ -72,7 +73,9 @@ pub use config::{
 pub use ctx::{Context, SkBuff, SkbFields, XdpMd};
 pub use error::{LoadError, Rule, RunError, RunErrorKind};
 pub use maps::{Map, MapError, Maps};
-pub use result::{Redirect, RegChange, RunResult, TraceStep};
+pub use result::{
+    AccessKind, HelperCall, MemAccess, MemRegion, Redirect, RegChange, RunResult, TraceStep,
+};
 pub use vm::{EntryRef, Runner, Vm};
 
 #[cfg(test)]
