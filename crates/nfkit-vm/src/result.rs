@@ -247,7 +247,7 @@ impl fmt::Display for MemRegion {
             MemRegion::Ctx => f.write_str("ctx"),
             MemRegion::Packet => f.write_str("packet"),
             MemRegion::Memory => f.write_str("memory"),
-            MemRegion::Stack => f.write_str("stack fp"),
+            MemRegion::Stack => f.write_str("stack"),
             MemRegion::Map(name) => write!(f, "map {name}"),
             MemRegion::Global(name) => write!(f, "global {name}"),
             MemRegion::Other(name) => f.write_str(name),
@@ -276,9 +276,15 @@ impl fmt::Display for MemAccess {
     /// `write stack fp-8 (8 bytes) = 0x1 (was 0x0)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bytes = if self.size == 1 { "byte" } else { "bytes" };
+        // Stack offsets count from the frame pointer: `stack fp-8`.
+        let fp = if self.region == MemRegion::Stack {
+            " fp"
+        } else {
+            ""
+        };
         write!(
             f,
-            "{} {}{:+} ({} {bytes}) = {:#x}",
+            "{} {}{fp}{:+} ({} {bytes}) = {:#x}",
             self.kind.name(),
             self.region,
             self.offset,
