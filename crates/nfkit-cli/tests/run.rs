@@ -1,5 +1,8 @@
 //! `nfkit run FILE.o --pcap IN.pcap [--out OUT.pcap] [--trace] [--json]`
-//! on corpus programs, with captures built by nfkit-pcap.
+//! on corpus programs and small assembled ones, with captures built by
+//! nfkit-pcap.
+
+mod common;
 
 use nfkit_pcap::Packet;
 use std::path::{Path, PathBuf};
@@ -272,4 +275,144 @@ fn trace_chosen_packets() {
     }
     let o = nfkit(&["run", obj, "--pcap", &inp, "--trace-packets", "3-1"]);
     assert!(!o.status.success());
+}
+
+/// An ELF object with one `prog_type` program `name` assembled from
+/// `text` (llvm syntax), written to `dir`.
+fn asm_object(d: &Dir, name: &str, prog_type: nfkit_object::ProgType, text: &str) -> String {
+    let insns = nfkit_isa::assemble(text, Some(nfkit_isa::Syntax::Llvm)).expect("assembles");
+    let image = nfkit_object::Image::from_insns(name, prog_type, insns);
+    let path = d.path(&format!("{name}.o"));
+    std::fs::write(&path, nfkit_object::write_object(&image).expect("ELF")).expect("write");
+    path
+}
+
+#[test]
+fn tc_codes_named_and_kept_as_the_abi_says() {
+    use nfkit_abi::Hook;
+    let d = Dir::new("tccodes");
+    let inp = d.path("in.pcap");
+    write_pcap(&inp, &[ipv4(17, 53, 60)]);
+    // Every TC code, UNSPEC (-1) and one past the last (9): the name and
+    // whether the packet is written agree with nfkit_abi (TC_ACT_STOLEN
+    // and TC_ACT_TRAP drop it; TC_ACT_REPEAT and unknown codes pass).
+    for code in -1i64..=9 {
+        let obj = asm_object(
+            &d,
+            &format!("tc_code{}", code + 1),
+            nfkit_object::ProgType::SchedCls,
+            &format!("r0 = {code}\nexit\n"),
+        );
+        let out = d.path("out.pcap");
+        let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&[
+            "run", &obj, "--pcap", &inp, "--out", &out, "--json",
+        ])))
+        .expect("JSON");
+        let name = Hook::Tc.code_name(code);
+        let kept = Hook::Tc.keeps_packet(code);
+        assert_eq!(v["counts"][&name], 1, "code {code}: {v}");
+        let r = &v["results"][0];
+        assert_eq!(r["code"], code, "{v}");
+        assert_eq!(r["verdict"], name.as_str(), "{v}");
+        assert_eq!(r["kept"], kept, "code {code}: {v}");
+        assert_eq!(v["written"], u64::from(kept), "code {code}: {v}");
+        assert_eq!(read_pcap(&out).len(), usize::from(kept), "code {code}");
+        // The kernel gives the same code the same name (BPF_PROG_TEST_RUN).
+        if common::is_root() {
+            let pkt = d.path("pkt.bin");
+            std::fs::write(&pkt, ipv4(17, 53, 60)).expect("write");
+            let k: serde_json::Value = serde_json::from_str(&ok(&nfkit(&[
+                "prog", "test", &obj, "--packet", &pkt, "--json",
+            ])))
+            .expect("JSON");
+            let p = &k["packets"][0];
+            assert_eq!(p["verdict"], name.as_str(), "code {code}: {k}");
+            assert_eq!(p["kept"], kept, "code {code}: {k}");
+        }
+    }
+}
+
+#[test]
+fn trace_shows_pc_disassembly_memory_helpers_and_registers() {
+    let d = Dir::new("tracefmt");
+    let inp = d.path("in.pcap");
+    let pkts = write_pcap(&inp, &[ipv4(17, 53, 60)]);
+    let obj = asm_object(
+        &d,
+        "tracer",
+        nfkit_object::ProgType::Xdp,
+        "r2 = *(u32 *)(r1 + 0)
+         r3 = *(u32 *)(r1 + 4)
+         r4 = r2
+         r4 += 14
+         if r4 > r3 goto +5
+         r5 = *(u16 *)(r2 + 12)
+         *(u64 *)(r10 - 8) = r5
+         call 5
+         r0 = 2
+         exit
+         r0 = 1
+         exit
+        ",
+    );
+    let text = ok(&nfkit(&["run", &obj, "--pcap", &inp, "--trace"]));
+    let line = |pc: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{pc}: ")))
+            .unwrap_or_else(|| panic!("no step {pc}:\n{text}"))
+            .to_string()
+    };
+    // The function's label, then per step: pc, disassembly, effects.
+    assert!(text.contains("\n  tracer:\n"), "{text}");
+    let load = line("5");
+    assert!(load.contains("r5 = *(u16 *)(r2 + 12)"), "{load}");
+    assert!(load.contains("read packet+12 (2 bytes) = 0x8"), "{load}");
+    assert!(load.contains("r5 = 0x8 (was 0x0)"), "{load}");
+    let ctx = line("1");
+    assert!(ctx.contains("read ctx+4 (4 bytes) = 0x"), "{ctx}");
+    let store = line("6");
+    assert!(store.contains("*(u64 *)(r10 - 8) = r5"), "{store}");
+    assert!(
+        store.contains("write stack fp-8 (8 bytes) = 0x8 (was 0x0)"),
+        "{store}"
+    );
+    // bpf_ktime_get_ns reads the packet's capture time.
+    let call = line("7");
+    let ts = format!("{:#x}", pkts[0].ts_ns);
+    assert!(
+        call.contains(&format!("bpf_ktime_get_ns returned {ts}")),
+        "{call}"
+    );
+    assert!(call.contains(&format!("r0 = {ts} (was 0x0)")), "{call}");
+    assert!(text.contains("-> XDP_PASS (2), 10 instructions"), "{text}");
+    for debug in [
+        "Some(",
+        "None",
+        "{ ",
+        "RegChange",
+        "TraceStep",
+        "MemAccess",
+        "Insn",
+    ] {
+        assert!(
+            !text.contains(debug),
+            "Rust debug syntax `{debug}`:\n{text}"
+        );
+    }
+    // The same in JSON.
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&[
+        "run", &obj, "--pcap", &inp, "--trace", "--json",
+    ])))
+    .expect("JSON");
+    let steps = v["results"][0]["trace"].as_array().expect("trace");
+    assert_eq!(steps[0]["enters"], "tracer");
+    assert_eq!(steps[5]["insn"], "r5 = *(u16 *)(r2 + 12)");
+    assert_eq!(
+        steps[5]["mem"],
+        serde_json::json!({"kind": "read", "region": "packet", "offset": 12, "size": 2, "value": 8, "old": null})
+    );
+    assert_eq!(steps[6]["mem"]["region"], "stack");
+    assert_eq!(steps[6]["mem"]["offset"], -8);
+    assert_eq!(steps[7]["helper"]["name"], "bpf_ktime_get_ns");
+    assert_eq!(steps[7]["helper"]["ret"], pkts[0].ts_ns);
 }

@@ -4,6 +4,20 @@
 //! unknown or disallowed helpers, ends without `exit`, oversized programs,
 //! bad map references, call chains deeper than allowed — each error
 //! naming the instruction (slot and `function+offset`) and the rule.
+//!
+//! [`check`] runs the phases in order, the first error ending it:
+//!
+//! 1. structure: size, slots (`decode`), functions (the Image's and
+//!    every call target), entries;
+//! 2. per-instruction rules (`insn_rules`): targets, r10, supported
+//!    kinds, helpers, map references; they also give the call graph;
+//! 3. per-program-type rules (kernel profile): helpers and `LD_ABS`
+//!    allowed for each entry's type;
+//! 4. control flow per function (`function_flow`): falling off the
+//!    end, registers read before any path writes them;
+//! 5. call graph (`call_depth`): frames, recursion, stack budget;
+//!
+//! and then translates the instructions (`translate_all`).
 
 #![forbid(unsafe_code)]
 
@@ -119,6 +133,30 @@ const FP: u16 = 1 << 10;
 
 /// Checks `image` and translates it for the interpreter.
 pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
+    // Structure: instructions, slots, functions, entries.
+    let mut cx = decode(image)?;
+    let fstarts = function_starts(&cx)?;
+    cx.set_functions(&fstarts);
+    let entries = entries(&cx, &fstarts)?;
+    // Per-instruction rules, and the call graph they find.
+    let graph = insn_rules(&cx, config)?;
+    if config.profile == Profile::Kernel {
+        prog_type_rules(&cx, &entries, &graph, config)?;
+    }
+    // Control flow inside each function, then across calls.
+    for fi in 0..cx.funcs.len() {
+        function_flow(&cx, fi, &entries, &graph, config)?;
+    }
+    call_depth(&cx, &entries, &graph, config)?;
+    Ok(Checked {
+        program: translate_all(cx),
+        entries,
+    })
+}
+
+/// Size limits and the slot table: the checker's context before functions
+/// are known.
+fn decode(image: &Image) -> Result<Ctx<'_>, LoadError> {
     let insns = &image.insns;
     if insns.len() > MAX_INSNS {
         return Err(LoadError::TooLarge {
@@ -135,15 +173,20 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
     for (i, &s) in starts.iter().enumerate() {
         slot_op[s] = Some(i);
     }
-    let mut cx = Ctx {
+    Ok(Ctx {
         image,
         starts,
         slot_op,
         funcs: Vec::new(),
         op_func: Vec::new(),
-    };
+    })
+}
 
-    // Function boundaries: the Image's functions plus every call target.
+/// Function boundaries (first slots, sorted): the Image's functions plus
+/// every call target.
+fn function_starts(cx: &Ctx) -> Result<Vec<usize>, LoadError> {
+    let image = cx.image;
+    let total = cx.slot_op.len();
     let mut fstarts: Vec<usize> = vec![0];
     for f in &image.functions {
         if f.start >= total || cx.slot_op[f.start].is_none() {
@@ -154,11 +197,10 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
         }
         fstarts.push(f.start);
     }
-    let mut call_targets = Vec::new();
-    for (i, insn) in insns.iter().enumerate() {
+    for (i, insn) in image.insns.iter().enumerate() {
         if let Some(rel) = insn.call_offset() {
             match cx.target(i, rel) {
-                Ok(t) => call_targets.push(cx.starts[t]),
+                Ok(t) => fstarts.push(cx.starts[t]),
                 Err(why) => {
                     // Function boundaries are not known yet: name the slot.
                     let slot = cx.starts[i];
@@ -172,40 +214,51 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
             }
         }
     }
-    fstarts.extend(&call_targets);
     fstarts.sort_unstable();
     fstarts.dedup();
-    for (k, &s) in fstarts.iter().enumerate() {
-        let end_slot = fstarts.get(k + 1).copied().unwrap_or(total);
-        let name = match image.functions.iter().find(|f| f.start == s) {
-            Some(f) => f.name.clone(),
-            None => match image.function_at(s) {
-                Some(p) => format!("{}@{}", p.name, s - p.start),
-                None => format!("sub_{s}"),
-            },
-        };
-        let start_op = cx.slot_op[s].unwrap_or(0);
-        let end_op = if end_slot == total {
-            insns.len()
-        } else {
-            cx.slot_op[end_slot].unwrap_or(insns.len())
-        };
-        cx.funcs.push(Func {
-            name,
-            start_slot: s,
-            end_slot,
-            start_op,
-            end_op,
-        });
-    }
-    cx.op_func = vec![0; insns.len()];
-    for (fi, f) in cx.funcs.iter().enumerate() {
-        for o in f.start_op..f.end_op {
-            cx.op_func[o] = fi as u32;
+    Ok(fstarts)
+}
+
+impl Ctx<'_> {
+    /// Fills `funcs` and `op_func` from the functions' first slots.
+    fn set_functions(&mut self, fstarts: &[usize]) {
+        let (image, insns) = (self.image, &self.image.insns);
+        let total = self.slot_op.len();
+        for (k, &s) in fstarts.iter().enumerate() {
+            let end_slot = fstarts.get(k + 1).copied().unwrap_or(total);
+            let name = match image.functions.iter().find(|f| f.start == s) {
+                Some(f) => f.name.clone(),
+                None => match image.function_at(s) {
+                    Some(p) => format!("{}@{}", p.name, s - p.start),
+                    None => format!("sub_{s}"),
+                },
+            };
+            let start_op = self.slot_op[s].unwrap_or(0);
+            let end_op = if end_slot == total {
+                insns.len()
+            } else {
+                self.slot_op[end_slot].unwrap_or(insns.len())
+            };
+            self.funcs.push(Func {
+                name,
+                start_slot: s,
+                end_slot,
+                start_op,
+                end_op,
+            });
+        }
+        self.op_func = vec![0; insns.len()];
+        for (fi, f) in self.funcs.iter().enumerate() {
+            for o in f.start_op..f.end_op {
+                self.op_func[o] = fi as u32;
+            }
         }
     }
+}
 
-    // Entries.
+/// The entry programs (one unnamed entry at op 0 if the Image has none).
+fn entries(cx: &Ctx, fstarts: &[usize]) -> Result<Vec<EntryInfo>, LoadError> {
+    let image = cx.image;
     let mut entries = Vec::new();
     if image.entries.is_empty() {
         entries.push(EntryInfo {
@@ -230,13 +283,27 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
             start_op: cx.funcs[func].start_op,
         });
     }
+    Ok(entries)
+}
 
-    // Per-instruction rules, successors, and the call graph.
+/// Who calls whom.
+struct CallGraph {
+    /// Per function: (callee, op of the call).
+    callees: Vec<Vec<(usize, usize)>>,
+    /// Functions whose address is taken (callbacks: their r0 is read).
+    is_callback: Vec<bool>,
+}
+
+/// Checks every instruction on its own (jump and call targets, r10
+/// writes, supported kinds, helpers of the profile, map references,
+/// division by a zero immediate) and builds the call graph.
+fn insn_rules(cx: &Ctx, config: &VmConfig) -> Result<CallGraph, LoadError> {
     let nfuncs = cx.funcs.len();
-    let mut callees: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nfuncs]; // (callee, call op)
-                                                                          // Functions whose address is taken (callbacks: their r0 is read).
-    let mut is_callback = vec![false; nfuncs];
-    for (i, insn) in insns.iter().enumerate() {
+    let mut graph = CallGraph {
+        callees: vec![Vec::new(); nfuncs],
+        is_callback: vec![false; nfuncs],
+    };
+    for (i, insn) in cx.image.insns.iter().enumerate() {
         let f = cx.op_func[i] as usize;
         let func = &cx.funcs[f];
         if let Some(rel) = insn.jump_offset() {
@@ -258,297 +325,336 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
             let t = cx
                 .target(i, rel)
                 .map_err(|why| cx.err(i, Rule::CallTarget, why))?;
-            callees[f].push((cx.op_func[t] as usize, i));
+            graph.callees[f].push((cx.op_func[t] as usize, i));
             if matches!(insn, Insn::Lddw { .. }) {
-                is_callback[cx.op_func[t] as usize] = true;
+                graph.is_callback[cx.op_func[t] as usize] = true;
             }
         }
         let (_, writes) = reads_writes(insn);
         if writes & FP != 0 {
             return Err(cx.err(i, Rule::FramePointerWrite, "r10 is read-only"));
         }
-        match *insn {
-            Insn::AddrSpaceCast { .. } => {
-                return Err(cx.err(
-                    i,
-                    Rule::Unsupported,
-                    "addr_space_cast (arena) is not supported",
-                ))
+        insn_kind_rules(cx, i, insn, config)?;
+    }
+    Ok(graph)
+}
+
+/// The rules of instruction `i` that depend on its kind alone.
+fn insn_kind_rules(cx: &Ctx, i: usize, insn: &Insn, config: &VmConfig) -> Result<(), LoadError> {
+    match *insn {
+        Insn::AddrSpaceCast { .. } => Err(cx.err(
+            i,
+            Rule::Unsupported,
+            "addr_space_cast (arena) is not supported",
+        )),
+        Insn::Call {
+            kind: CallKind::Kfunc,
+            imm,
+        } => Err(cx.err(
+            i,
+            Rule::Unsupported,
+            format!("kfunc call (BTF id {imm}) is not supported"),
+        )),
+        Insn::Call {
+            kind: CallKind::Helper,
+            imm,
+        } if table::lookup(config.profile, imm as i64).is_none() => Err(cx.err(
+            i,
+            Rule::UnknownHelper,
+            format!(
+                "helper {imm}{} is not available in the {:?} profile",
+                nfkit_isa::helpers::helper_name(imm)
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default(),
+                config.profile
+            ),
+        )),
+        Insn::Lddw {
+            kind,
+            imm,
+            next_imm,
+            ..
+        } => lddw_rules(cx, i, kind, imm, next_imm),
+        Insn::Alu {
+            op: AluOp::Div | AluOp::SDiv | AluOp::Mod | AluOp::SMod,
+            src: Operand::Imm(0),
+            ..
+        } if config.kernel_compat => Err(cx.err(i, Rule::DivByZero, "division by zero immediate")),
+        _ => Ok(()),
+    }
+}
+
+/// An `lddw` at `i` of `kind`: map references name a map of the Image
+/// (and, for direct value access, an array or global inside its value);
+/// unlinked kinds are refused.
+fn lddw_rules(
+    cx: &Ctx,
+    i: usize,
+    kind: LddwKind,
+    imm: i32,
+    next_imm: i32,
+) -> Result<(), LoadError> {
+    let image = cx.image;
+    match kind {
+        LddwKind::Imm64 | LddwKind::Func => Ok(()),
+        LddwKind::MapIdx | LddwKind::MapIdxValue => {
+            let m = usize::try_from(imm)
+                .ok()
+                .and_then(|m| image.maps.get(m))
+                .ok_or_else(|| {
+                    cx.err(
+                        i,
+                        Rule::MapIndex,
+                        format!("map index {imm} out of range ({} maps)", image.maps.len()),
+                    )
+                })?;
+            if kind != LddwKind::MapIdxValue {
+                return Ok(());
             }
-            Insn::Call {
-                kind: CallKind::Kfunc,
-                imm,
-            } => {
+            let arrayish =
+                matches!(m.map_type, MapType::Array) || matches!(m.kind, MapKind::Global { .. });
+            if !arrayish {
                 return Err(cx.err(
                     i,
-                    Rule::Unsupported,
-                    format!("kfunc call (BTF id {imm}) is not supported"),
-                ))
-            }
-            Insn::Call {
-                kind: CallKind::Helper,
-                imm,
-            } if table::lookup(config.profile, imm as i64).is_none() => {
-                return Err(cx.err(
-                    i,
-                    Rule::UnknownHelper,
+                    Rule::MapIndex,
                     format!(
-                        "helper {imm}{} is not available in the {:?} profile",
-                        nfkit_isa::helpers::helper_name(imm)
-                            .map(|n| format!(" ({n})"))
-                            .unwrap_or_default(),
-                        config.profile
+                        "direct value access to map {} of type {}",
+                        m.name,
+                        m.map_type.name()
                     ),
                 ));
             }
-            Insn::Lddw {
-                kind,
-                imm,
-                next_imm,
-                ..
-            } => match kind {
-                LddwKind::Imm64 | LddwKind::Func => {}
-                LddwKind::MapIdx | LddwKind::MapIdxValue => {
-                    let m = usize::try_from(imm)
-                        .ok()
-                        .and_then(|m| image.maps.get(m))
-                        .ok_or_else(|| {
-                            cx.err(
-                                i,
-                                Rule::MapIndex,
-                                format!("map index {imm} out of range ({} maps)", image.maps.len()),
-                            )
-                        })?;
-                    if kind == LddwKind::MapIdxValue {
-                        let arrayish = matches!(m.map_type, MapType::Array)
-                            || matches!(m.kind, MapKind::Global { .. });
-                        if !arrayish {
-                            return Err(cx.err(
-                                i,
-                                Rule::MapIndex,
-                                format!(
-                                    "direct value access to map {} of type {}",
-                                    m.name,
-                                    m.map_type.name()
-                                ),
-                            ));
-                        }
-                        if next_imm < 0 || next_imm as u32 >= m.value_size.max(1) {
-                            return Err(cx.err(
-                                i,
-                                Rule::MapIndex,
-                                format!(
-                                    "offset {next_imm} outside the {}-byte value of map {}",
-                                    m.value_size, m.name
-                                ),
-                            ));
-                        }
-                    }
-                }
-                LddwKind::MapFd | LddwKind::MapValue | LddwKind::BtfId => {
-                    return Err(cx.err(
-                        i,
-                        Rule::Lddw,
-                        format!(
-                            "lddw of kind {kind:?} must be bound to the Image's maps by the linker"
-                        ),
-                    ))
-                }
-            },
-            Insn::Alu {
-                op: AluOp::Div | AluOp::SDiv | AluOp::Mod | AluOp::SMod,
-                src: Operand::Imm(0),
-                ..
-            } if config.kernel_compat => {
-                return Err(cx.err(i, Rule::DivByZero, "division by zero immediate"))
+            if next_imm < 0 || next_imm as u32 >= m.value_size.max(1) {
+                return Err(cx.err(
+                    i,
+                    Rule::MapIndex,
+                    format!(
+                        "offset {next_imm} outside the {}-byte value of map {}",
+                        m.value_size, m.name
+                    ),
+                ));
             }
-            _ => {}
+            Ok(())
+        }
+        LddwKind::MapFd | LddwKind::MapValue | LddwKind::BtfId => Err(cx.err(
+            i,
+            Rule::Lddw,
+            format!("lddw of kind {kind:?} must be bound to the Image's maps by the linker"),
+        )),
+    }
+}
+
+/// Functions reachable from function `from` (itself included).
+fn reachable(graph: &CallGraph, from: usize) -> Vec<bool> {
+    let mut seen = vec![false; graph.callees.len()];
+    let mut stack = vec![from];
+    seen[from] = true;
+    while let Some(f) = stack.pop() {
+        for &(c, _) in &graph.callees[f] {
+            if !seen[c] {
+                seen[c] = true;
+                stack.push(c);
+            }
         }
     }
+    seen
+}
 
-    // Which functions each entry reaches; helper and LD_ABS availability
-    // per program type.
-    let reach = |from: usize| {
-        let mut seen = vec![false; nfuncs];
-        let mut stack = vec![from];
-        seen[from] = true;
-        while let Some(f) = stack.pop() {
-            for &(c, _) in &callees[f] {
-                if !seen[c] {
-                    seen[c] = true;
-                    stack.push(c);
-                }
+/// Kernel profile: the helpers and `LD_ABS`/`LD_IND` each entry reaches
+/// must be available to its program type.
+fn prog_type_rules(
+    cx: &Ctx,
+    entries: &[EntryInfo],
+    graph: &CallGraph,
+    config: &VmConfig,
+) -> Result<(), LoadError> {
+    for e in entries {
+        let seen = reachable(graph, e.func);
+        for (i, insn) in cx.image.insns.iter().enumerate() {
+            if !seen[cx.op_func[i] as usize] {
+                continue;
             }
-        }
-        seen
-    };
-    if config.profile == Profile::Kernel {
-        for e in &entries {
-            let seen = reach(e.func);
-            for (i, insn) in insns.iter().enumerate() {
-                if !seen[cx.op_func[i] as usize] {
-                    continue;
-                }
-                match *insn {
-                    Insn::Call {
-                        kind: CallKind::Helper,
-                        imm,
-                    } => {
-                        if let Some(h) = table::lookup(config.profile, imm as i64) {
-                            if e.prog_type != ProgType::Unspec && !h.avail.allows(e.prog_type) {
-                                return Err(cx.err(
-                                    i,
-                                    Rule::HelperNotAllowed,
-                                    format!(
-                                        "bpf_{} cannot be called from {} program {}",
-                                        h.name,
-                                        e.prog_type.name(),
-                                        e.name
-                                    ),
-                                ));
-                            }
-                        }
-                    }
-                    Insn::LdAbs { .. } | Insn::LdInd { .. } => {
-                        let skb = matches!(
-                            e.prog_type,
-                            ProgType::SocketFilter | ProgType::SchedCls | ProgType::SchedAct
-                        );
-                        if !skb && e.prog_type != ProgType::Unspec {
+            match *insn {
+                Insn::Call {
+                    kind: CallKind::Helper,
+                    imm,
+                } => {
+                    if let Some(h) = table::lookup(config.profile, imm as i64) {
+                        if e.prog_type != ProgType::Unspec && !h.avail.allows(e.prog_type) {
                             return Err(cx.err(
                                 i,
-                                Rule::LdAbs,
+                                Rule::HelperNotAllowed,
                                 format!(
-                                    "{} program {} has no socket buffer",
+                                    "bpf_{} cannot be called from {} program {}",
+                                    h.name,
                                     e.prog_type.name(),
                                     e.name
                                 ),
                             ));
                         }
                     }
-                    _ => {}
                 }
-            }
-        }
-    }
-
-    // Control flow inside each function: falling off the end, and
-    // registers read where no path wrote them.
-    let is_entry: Vec<bool> = (0..nfuncs)
-        .map(|f| entries.iter().any(|e| e.func == f))
-        .collect();
-    let is_callee: Vec<bool> = (0..nfuncs)
-        .map(|f| callees.iter().any(|cs| cs.iter().any(|&(c, _)| c == f)))
-        .collect();
-    for (fi, func) in cx.funcs.iter().enumerate() {
-        // A subprogram may return nothing (a `void` function): the
-        // kernel checks r0 only at the exits of entries and callbacks.
-        let exit_reads_r0 = is_entry[fi] || is_callback[fi] || !is_callee[fi];
-        let mut init: u16 = FP;
-        if is_entry[fi] || !is_callee[fi] {
-            init |= 1 << 1;
-            if config.profile == Profile::Conformance {
-                init |= 1 << 2;
-            }
-        }
-        // A function nothing here calls (a global function other
-        // objects call, like the classifier's `nfkit_dyn_finish`) takes
-        // its arguments from its callers there.
-        if is_callee[fi] || !is_entry[fi] {
-            init |= ARG_REGS;
-        }
-        let n = func.end_op - func.start_op;
-        let mut state: Vec<Option<u16>> = vec![None; n];
-        let mut needs: Vec<u16> = vec![0; n];
-        state[0] = Some(init);
-        let mut work = vec![func.start_op];
-        while let Some(i) = work.pop() {
-            let Some(s) = state[i - func.start_op] else {
-                continue;
-            };
-            let insn = &insns[i];
-            let (mut reads, mut writes) = reads_writes(insn);
-            let mut clobber = 0u16;
-            match *insn {
-                Insn::Call {
-                    kind: CallKind::Helper,
-                    imm,
-                } => {
-                    let args = table::lookup(config.profile, imm as i64).map_or(0, |h| h.args);
-                    reads = ((1u16 << (args + 1)) - 2) & ARG_REGS;
-                    writes = 1;
-                    clobber = ARG_REGS;
+                Insn::LdAbs { .. } | Insn::LdInd { .. } => {
+                    let skb = matches!(
+                        e.prog_type,
+                        ProgType::SocketFilter | ProgType::SchedCls | ProgType::SchedAct
+                    );
+                    if !skb && e.prog_type != ProgType::Unspec {
+                        return Err(cx.err(
+                            i,
+                            Rule::LdAbs,
+                            format!(
+                                "{} program {} has no socket buffer",
+                                e.prog_type.name(),
+                                e.name
+                            ),
+                        ));
+                    }
                 }
-                Insn::Call { .. }
-                | Insn::Callx { .. }
-                | Insn::LdAbs { .. }
-                | Insn::LdInd { .. } => {
-                    clobber = ARG_REGS;
-                    writes |= 1;
-                }
-                Insn::Exit if !exit_reads_r0 => reads = 0,
                 _ => {}
             }
-            needs[i - func.start_op] = reads;
-            let out = (s & !clobber) | writes;
-            let mut succ: [Option<usize>; 2] = [None, None];
-            if !matches!(insn, Insn::Exit | Insn::Ja { .. } | Insn::Gotol { .. }) {
-                if i + 1 >= func.end_op {
-                    return Err(cx.err(
-                        i,
-                        Rule::FallOff,
-                        format!("no exit or jump ends function {}", func.name),
-                    ));
-                }
-                succ[0] = Some(i + 1);
-            }
-            if let Some(rel) = insn.jump_offset() {
-                succ[1] = cx.target(i, rel).ok();
-            }
-            for t in succ.into_iter().flatten() {
-                let k = t - func.start_op;
-                let new = state[k].map_or(out, |old| old | out);
-                if state[k] != Some(new) {
-                    state[k] = Some(new);
-                    work.push(t);
-                }
-            }
         }
-        // With the fixpoint reached: a register no path writes.
-        for (k, (st, need)) in state.iter().zip(&needs).enumerate() {
-            let missing = st.map_or(0, |s| need & !s);
-            if missing != 0 {
-                let r = missing.trailing_zeros();
+    }
+    Ok(())
+}
+
+/// Control flow inside function `fi`: falling off its end, and registers
+/// read where no path wrote them (a forward data-flow fixpoint).
+fn function_flow(
+    cx: &Ctx,
+    fi: usize,
+    entries: &[EntryInfo],
+    graph: &CallGraph,
+    config: &VmConfig,
+) -> Result<(), LoadError> {
+    let insns = &cx.image.insns;
+    let func = &cx.funcs[fi];
+    let is_entry = entries.iter().any(|e| e.func == fi);
+    let is_callee = graph
+        .callees
+        .iter()
+        .any(|cs| cs.iter().any(|&(c, _)| c == fi));
+    // A subprogram may return nothing (a `void` function): the kernel
+    // checks r0 only at the exits of entries and callbacks.
+    let exit_reads_r0 = is_entry || graph.is_callback[fi] || !is_callee;
+    let mut init: u16 = FP;
+    if is_entry || !is_callee {
+        init |= 1 << 1;
+        if config.profile == Profile::Conformance {
+            init |= 1 << 2;
+        }
+    }
+    // A function nothing here calls (a global function other objects
+    // call, like the classifier's `nfkit_dyn_finish`) takes its arguments
+    // from its callers there.
+    if is_callee || !is_entry {
+        init |= ARG_REGS;
+    }
+    let n = func.end_op - func.start_op;
+    let mut state: Vec<Option<u16>> = vec![None; n];
+    let mut needs: Vec<u16> = vec![0; n];
+    state[0] = Some(init);
+    let mut work = vec![func.start_op];
+    while let Some(i) = work.pop() {
+        let Some(s) = state[i - func.start_op] else {
+            continue;
+        };
+        let insn = &insns[i];
+        let (reads, writes, clobber) = flow_effect(insn, exit_reads_r0, config);
+        needs[i - func.start_op] = reads;
+        let out = (s & !clobber) | writes;
+        let mut succ: [Option<usize>; 2] = [None, None];
+        if !matches!(insn, Insn::Exit | Insn::Ja { .. } | Insn::Gotol { .. }) {
+            if i + 1 >= func.end_op {
                 return Err(cx.err(
-                    func.start_op + k,
-                    Rule::UninitRead,
-                    format!("r{r} is read but no path to here writes it"),
+                    i,
+                    Rule::FallOff,
+                    format!("no exit or jump ends function {}", func.name),
                 ));
+            }
+            succ[0] = Some(i + 1);
+        }
+        if let Some(rel) = insn.jump_offset() {
+            succ[1] = cx.target(i, rel).ok();
+        }
+        for t in succ.into_iter().flatten() {
+            let k = t - func.start_op;
+            let new = state[k].map_or(out, |old| old | out);
+            if state[k] != Some(new) {
+                state[k] = Some(new);
+                work.push(t);
             }
         }
     }
+    // With the fixpoint reached: a register no path writes.
+    for (k, (st, need)) in state.iter().zip(&needs).enumerate() {
+        let missing = st.map_or(0, |s| need & !s);
+        if missing != 0 {
+            let r = missing.trailing_zeros();
+            return Err(cx.err(
+                func.start_op + k,
+                Rule::UninitRead,
+                format!("r{r} is read but no path to here writes it"),
+            ));
+        }
+    }
+    Ok(())
+}
 
-    // Call depth, recursion, and (kernel mode) the stack budget.
+/// Registers `insn` reads, writes and clobbers (bitmasks), calls
+/// included: helpers read their arguments and clobber r1-r5.
+fn flow_effect(insn: &Insn, exit_reads_r0: bool, config: &VmConfig) -> (u16, u16, u16) {
+    let (mut reads, mut writes) = reads_writes(insn);
+    let mut clobber = 0u16;
+    match *insn {
+        Insn::Call {
+            kind: CallKind::Helper,
+            imm,
+        } => {
+            let args = table::lookup(config.profile, imm as i64).map_or(0, |h| h.args);
+            reads = ((1u16 << (args + 1)) - 2) & ARG_REGS;
+            writes = 1;
+            clobber = ARG_REGS;
+        }
+        Insn::Call { .. } | Insn::Callx { .. } | Insn::LdAbs { .. } | Insn::LdInd { .. } => {
+            clobber = ARG_REGS;
+            writes |= 1;
+        }
+        Insn::Exit if !exit_reads_r0 => reads = 0,
+        _ => {}
+    }
+    (reads, writes, clobber)
+}
+
+/// Call depth, recursion, and (kernel-compatible mode) the stack budget
+/// of every entry's deepest call path.
+fn call_depth(
+    cx: &Ctx,
+    entries: &[EntryInfo],
+    graph: &CallGraph,
+    config: &VmConfig,
+) -> Result<(), LoadError> {
+    let insns = &cx.image.insns;
+    let nfuncs = cx.funcs.len();
     let stack_use: Vec<usize> = cx
         .funcs
         .iter()
         .map(|f| stack_depth(&insns[f.start_op..f.end_op]))
         .collect();
-    // depth[f] = (frames, stack bytes) of the deepest path from f.
-    let mut memo: Vec<Option<(usize, usize)>> = vec![None; nfuncs];
-    let mut on_path = vec![false; nfuncs];
-    for e in &entries {
-        let (frames, bytes) = deepest(
-            e.func,
-            &callees,
-            &stack_use,
-            &mut memo,
-            &mut on_path,
-            config,
-            &cx,
-        )?;
+    let mut walk = DepthWalk {
+        cx,
+        config,
+        callees: &graph.callees,
+        stack_use: &stack_use,
+        memo: vec![None; nfuncs],
+        on_path: vec![false; nfuncs],
+    };
+    for e in entries {
+        let (frames, bytes) = walk.deepest(e.func)?;
         if frames > config.max_frames {
-            let call = callees[e.func].first().map_or(e.start_op, |&(_, op)| op);
+            let call = graph.callees[e.func]
+                .first()
+                .map_or(e.start_op, |&(_, op)| op);
             return Err(cx.err(
                 call,
                 Rule::CallDepth,
@@ -569,73 +675,79 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
             ));
         }
     }
+    Ok(())
+}
 
-    // Translate.
+/// Translates the checked instructions into the interpreter's ops.
+fn translate_all(cx: Ctx) -> Program {
+    let insns = &cx.image.insns;
     let mut ops = Vec::with_capacity(insns.len());
     for (i, insn) in insns.iter().enumerate() {
         let target = |rel: i64| cx.target(i, rel).unwrap_or(0);
         let faddr = |rel: i64| mem::addr(mem::FUNCS, cx.target(i, rel).unwrap_or(0) as u64);
         ops.push(translate(insn, target, faddr));
     }
-    Ok(Checked {
-        program: Program {
-            ops,
-            op_slot: cx.starts.clone(),
-            insns: insns.clone(),
-            funcs: cx.funcs,
-            op_func: cx.op_func,
-        },
-        entries,
-    })
+    Program {
+        ops,
+        op_slot: cx.starts,
+        insns: insns.clone(),
+        funcs: cx.funcs,
+        op_func: cx.op_func,
+    }
 }
 
-/// Frames and stack bytes of the deepest call path starting at `f`.
-fn deepest(
-    f: usize,
-    callees: &[Vec<(usize, usize)>],
-    stack_use: &[usize],
-    memo: &mut Vec<Option<(usize, usize)>>,
-    on_path: &mut Vec<bool>,
-    config: &VmConfig,
-    cx: &Ctx,
-) -> Result<(usize, usize), LoadError> {
-    if let Some(d) = memo[f] {
-        return Ok(d);
-    }
-    on_path[f] = true;
-    let mut best = (1, stack_use[f]);
-    for &(c, op) in &callees[f] {
-        if on_path[c] {
-            if config.kernel_compat {
-                on_path[f] = false;
-                return Err(cx.err(
+/// The depth-first walk of the call graph behind `call_depth`.
+struct DepthWalk<'a> {
+    cx: &'a Ctx<'a>,
+    config: &'a VmConfig,
+    callees: &'a [Vec<(usize, usize)>],
+    stack_use: &'a [usize],
+    /// (frames, stack bytes) of the deepest path from each function.
+    memo: Vec<Option<(usize, usize)>>,
+    on_path: Vec<bool>,
+}
+
+impl DepthWalk<'_> {
+    /// Frames and stack bytes of the deepest call path starting at `f`.
+    fn deepest(&mut self, f: usize) -> Result<(usize, usize), LoadError> {
+        if let Some(d) = self.memo[f] {
+            return Ok(d);
+        }
+        self.on_path[f] = true;
+        let mut best = (1, self.stack_use[f]);
+        for &(c, op) in &self.callees[f] {
+            if self.on_path[c] {
+                if self.config.kernel_compat {
+                    self.on_path[f] = false;
+                    return Err(self.cx.err(
+                        op,
+                        Rule::Recursion,
+                        format!("function {} is called recursively", self.cx.funcs[c].name),
+                    ));
+                }
+                // Recursion is bounded at run time by the frame limit.
+                continue;
+            }
+            let (fr, by) = self.deepest(c)?;
+            if 1 + fr > self.config.max_frames {
+                self.on_path[f] = false;
+                return Err(self.cx.err(
                     op,
-                    Rule::Recursion,
-                    format!("function {} is called recursively", cx.funcs[c].name),
+                    Rule::CallDepth,
+                    format!(
+                        "this call leads to {} call frames, more than {}",
+                        1 + fr,
+                        self.config.max_frames
+                    ),
                 ));
             }
-            // Recursion is bounded at run time by the frame limit.
-            continue;
+            best.0 = best.0.max(1 + fr);
+            best.1 = best.1.max(self.stack_use[f] + by);
         }
-        let (fr, by) = deepest(c, callees, stack_use, memo, on_path, config, cx)?;
-        if 1 + fr > config.max_frames {
-            on_path[f] = false;
-            return Err(cx.err(
-                op,
-                Rule::CallDepth,
-                format!(
-                    "this call leads to {} call frames, more than {}",
-                    1 + fr,
-                    config.max_frames
-                ),
-            ));
-        }
-        best.0 = best.0.max(1 + fr);
-        best.1 = best.1.max(stack_use[f] + by);
+        self.on_path[f] = false;
+        self.memo[f] = Some(best);
+        Ok(best)
     }
-    on_path[f] = false;
-    memo[f] = Some(best);
-    Ok(best)
 }
 
 /// Bytes of stack a function uses, as the kernel rounds it (a multiple of

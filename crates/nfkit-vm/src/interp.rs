@@ -11,7 +11,9 @@ use crate::ctx::{self, CtxState, CtxValue, PacketPtrs};
 use crate::error::RunErrorKind;
 use crate::mem::{self, Memory, Rmw};
 use crate::prog::Code;
-use crate::vm::{Inner, Redirect, RegChange, TraceStep};
+use crate::result::{Redirect, TraceStep};
+use crate::trace::Pending;
+use crate::vm::Inner;
 use nfkit_object::ProgType;
 use std::sync::Arc;
 
@@ -86,11 +88,9 @@ pub(crate) struct Machine<'v> {
     pub lock_held: Option<u64>,
     pub reservations: Vec<Reservation>,
     pub trace: Vec<TraceStep>,
-    pub trace_pending: Option<(usize, [u64; 16])>,
+    /// The traced instruction running now (see `trace`).
+    pub trace_pending: Option<Pending>,
 }
-
-/// Most trace steps kept for one run.
-pub const TRACE_LIMIT: usize = 1_000_000;
 
 impl Machine<'_> {
     /// Updates the packet region's window after the packet pointers move.
@@ -314,31 +314,6 @@ impl Machine<'_> {
         Ok(cb)
     }
 
-    fn record(&mut self) {
-        if let Some((pc, before)) = self.trace_pending.take() {
-            if self.trace.len() >= TRACE_LIMIT {
-                return;
-            }
-            let mut changes = Vec::new();
-            for (r, (&old, &new)) in before.iter().zip(self.regs.iter()).take(11).enumerate() {
-                if old != new {
-                    changes.push(RegChange {
-                        reg: r as u8,
-                        old,
-                        new,
-                    });
-                }
-            }
-            let prog = &self.vm.program;
-            self.trace.push(TraceStep {
-                op: pc,
-                slot: prog.slot(pc),
-                insn: prog.insns.get(pc).copied(),
-                changes,
-            });
-        }
-    }
-
     /// Runs from op `pc` until the entry's `exit`.
     pub(crate) fn exec(&mut self, pc: usize, trace: bool) -> Step<u64> {
         let r = if trace {
@@ -347,7 +322,11 @@ impl Machine<'_> {
             self.exec_loop::<false>(pc)
         };
         if trace {
-            self.record();
+            let fault_pc = match &r {
+                Err(Stop::Fault { pc, .. }) => Some(*pc),
+                _ => None,
+            };
+            self.trace_end(None, fault_pc);
         }
         r
     }
@@ -373,13 +352,15 @@ impl Machine<'_> {
                     RunErrorKind::Setup(format!("no instruction at op {pc}")),
                 );
             };
+            if TRACE {
+                self.trace_end(Some(pc), None);
+            }
             *count += 1;
             if *count > budget {
                 return fault(pc, RunErrorKind::Budget { limit: budget });
             }
             if TRACE {
-                self.record();
-                self.trace_pending = Some((pc, self.regs));
+                self.trace_begin(pc);
             }
             let d = (op.dst & 15) as usize;
             let s = (op.src & 15) as usize;

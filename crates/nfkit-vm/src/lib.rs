@@ -39,7 +39,7 @@
 //!   [`Clock`] and [`Rng`].
 //! * [`check`]: load-time checks and translation.
 //! * [`prog`]: the pre-decoded op form the interpreter dispatches on.
-//! * `interp`: the interpreter loop.
+//! * `interp`: the interpreter loop; `trace` records traced runs.
 //! * [`mem`]: the address space (regions, checked accesses); its child
 //!   `mem::unsafe_region` holds the crate's only `unsafe` code
 //!   (guard-paged buffers, atomic accesses).
@@ -47,7 +47,10 @@
 //! * [`maps`]: map types.
 //! * [`helpers`]: helper functions and per-profile tables.
 //! * [`error`]: [`LoadError`], [`RunError`].
-//! * [`vm`]: [`Vm`], [`Runner`], [`RunResult`].
+//! * [`vm`]: [`Vm`], [`Runner`]: loading, and one run's phases (prepare,
+//!   execute, collect).
+//! * [`result`]: [`RunResult`], [`Redirect`], and the trace of a traced
+//!   run ([`TraceStep`]).
 
 #![deny(unsafe_code)]
 
@@ -60,6 +63,8 @@ mod interp;
 pub mod maps;
 pub mod mem;
 pub mod prog;
+pub mod result;
+mod trace;
 pub mod vm;
 
 pub use config::{
@@ -68,7 +73,10 @@ pub use config::{
 pub use ctx::{Context, SkBuff, SkbFields, XdpMd};
 pub use error::{LoadError, Rule, RunError, RunErrorKind};
 pub use maps::{Map, MapError, Maps};
-pub use vm::{EntryRef, Redirect, RegChange, RunResult, Runner, TraceStep, Vm};
+pub use result::{
+    AccessKind, HelperCall, MemAccess, MemRegion, Redirect, RegChange, RunResult, TraceStep,
+};
+pub use vm::{EntryRef, Runner, Vm};
 
 #[cfg(test)]
 mod send_sync {

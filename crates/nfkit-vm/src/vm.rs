@@ -6,90 +6,16 @@
 
 use crate::check::{check, EntryInfo};
 use crate::config::{RunOptions, VmConfig, FRAME_SIZE};
-use crate::ctx::{self, Context, CtxState, PacketPtrs, SkbFields, SkbState};
+use crate::ctx::{self, Context, CtxState, PacketPtrs, SkbState};
 use crate::error::{LoadError, Rule, RunError, RunErrorKind};
-use crate::interp::{Frame, Machine, Stop};
+use crate::interp::{Frame, Machine, Step, Stop};
 use crate::maps::{Map, Maps};
 use crate::mem::{self, GuardedBuf, Memory, Region, RegionKind};
 use crate::prog::Program;
-use nfkit_isa::Insn;
+use crate::result::RunResult;
+use nfkit_abi::hook;
 use nfkit_object::{Image, ProgType};
 use std::sync::{Arc, Mutex};
-
-/// Where a program sent the packet (`bpf_redirect`, `bpf_redirect_map`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Redirect {
-    /// `bpf_redirect(ifindex, flags)`.
-    Ifindex { ifindex: u32, flags: u64 },
-    /// `bpf_redirect_map(devmap, key, flags)`; `ifindex` is the first
-    /// 4 bytes of the entry's value.
-    Map {
-        map: usize,
-        key: u32,
-        ifindex: Option<u32>,
-    },
-    /// `bpf_redirect_map` with `BPF_F_BROADCAST`.
-    Broadcast { map: usize, exclude_ingress: bool },
-}
-
-/// One register change of a traced instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RegChange {
-    pub reg: u8,
-    pub old: u64,
-    pub new: u64,
-}
-
-/// One executed instruction of a traced run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceStep {
-    /// Op index (see [`Vm::location`]).
-    pub op: usize,
-    /// Slot index in the Image.
-    pub slot: usize,
-    pub insn: Option<Insn>,
-    pub changes: Vec<RegChange>,
-}
-
-/// What a run produced.
-#[derive(Clone, Debug)]
-pub struct RunResult {
-    /// r0 at the entry's `exit`, or why the run failed.
-    pub result: Result<u64, RunError>,
-    /// The packet afterwards (`data..data_end`), or the conformance
-    /// memory afterwards for [`Context::Raw`].
-    pub packet: Vec<u8>,
-    /// XDP metadata afterwards (`data_meta..data`).
-    pub meta: Vec<u8>,
-    /// How far `data` moved (`bpf_xdp_adjust_head`); negative when the
-    /// packet grew at the front.
-    pub head_delta: i64,
-    /// Redirect target set by a helper during the run.
-    pub redirect: Option<Redirect>,
-    /// Writable `__sk_buff` fields afterwards (socket filter / TC).
-    pub skb: Option<SkbFields>,
-    /// `bpf_trace_printk` output, one entry per call.
-    pub printk: Vec<String>,
-    /// Instructions executed (helper calls count as one).
-    pub insns: u64,
-    /// Every executed instruction (when [`RunOptions::trace`] is set).
-    pub trace: Vec<TraceStep>,
-}
-
-impl RunResult {
-    /// r0, if the run ended normally.
-    pub fn r0(&self) -> Option<u64> {
-        self.result.as_ref().ok().copied()
-    }
-
-    /// The hook's return code: r0, or the fault code after an error.
-    pub fn code(&self) -> u64 {
-        match &self.result {
-            Ok(v) => *v,
-            Err(e) => e.fault_code,
-        }
-    }
-}
 
 /// Selects an entry program by index or by name.
 pub trait EntryRef {
@@ -290,7 +216,7 @@ impl Vm {
         self.inner.program.ops.is_empty()
     }
 
-    /// `function+offset` of op `op` (as in [`TraceStep::op`]).
+    /// `function+offset` of op `op` (as in [`TraceStep::op`](crate::TraceStep::op)).
     pub fn location(&self, op: usize) -> String {
         self.inner.program.location(op)
     }
@@ -332,6 +258,8 @@ impl Vm {
         }
     }
 
+    /// One run, in three phases: `prepare` (entry, stack, packet,
+    /// context, regions), `Machine::exec`, `collect` (the result).
     fn run_with(
         &self,
         bufs: &mut Buffers,
@@ -339,104 +267,53 @@ impl Vm {
         ctx: Context,
         opts: &RunOptions,
     ) -> RunResult {
-        let inner = &*self.inner;
-        let fail = |kind: RunErrorKind| RunResult {
-            result: Err(RunError {
-                slot: 0,
-                location: String::new(),
-                kind,
-                fault_code: 0,
-            }),
-            packet: Vec::new(),
-            meta: Vec::new(),
-            head_delta: 0,
-            redirect: None,
-            skb: None,
-            printk: Vec::new(),
-            insns: 0,
-            trace: Vec::new(),
+        let (e, mut layout) = match self.prepare(bufs, entry, &ctx, opts) {
+            Ok(p) => p,
+            Err(kind) => return RunResult::setup_failed(kind),
         };
+        let mut m = self.machine(bufs, e, &mut layout, opts);
+        let outcome = m.exec(e.start_op, opts.trace);
+        self.collect(m, outcome, e, &layout, bufs)
+    }
+
+    /// Checks the run's arguments, clears the stack, lays out the packet
+    /// and the context, and points the fixed regions at them.
+    fn prepare<'c>(
+        &self,
+        bufs: &mut Buffers,
+        entry: impl EntryRef,
+        ctx: &'c Context,
+        opts: &RunOptions,
+    ) -> Result<(&EntryInfo, Layout<'c>), RunErrorKind> {
+        let inner = &*self.inner;
         let Some(ei) = entry.entry_index(self) else {
-            return fail(RunErrorKind::Setup("no such entry program".into()));
+            return Err(RunErrorKind::Setup("no such entry program".into()));
         };
         let e = &inner.entries[ei];
         if opts.cpu >= inner.config.ncpus {
-            return fail(RunErrorKind::Setup(format!(
+            return Err(RunErrorKind::Setup(format!(
                 "cpu {} out of range ({} CPUs)",
                 opts.cpu, inner.config.ncpus
             )));
         }
         let stack_len = inner.config.max_frames * FRAME_SIZE;
         if bufs.stack.len() != stack_len {
-            return fail(RunErrorKind::Setup("cannot allocate the stack".into()));
+            return Err(RunErrorKind::Setup("cannot allocate the stack".into()));
         }
         // Zero the part of the stack earlier runs may have written, so
         // runs are reproducible.
         let dirty = bufs.stack_dirty.min(stack_len);
         let _ = bufs.stack.fill(stack_len - dirty, dirty, 0);
+        let layout = lay_out(bufs, ctx, e.prog_type)?;
+        self.place_regions(bufs, &layout);
+        Ok((e, layout))
+    }
 
-        // Lay out the packet (or raw memory) and the context.
-        let socket = e.prog_type == ProgType::SocketFilter;
-        let (bytes, headroom, tailroom, meta): (&[u8], usize, usize, &[u8]) = match &ctx {
-            Context::Empty => (&[], 0, 0, &[]),
-            Context::Raw(m) => (m, 0, 0, &[]),
-            Context::Xdp(x) => (x.packet, x.headroom.max(x.meta.len()), x.tailroom, x.meta),
-            Context::Skb(s) => (s.packet, 0, 0, &[]),
-        };
-        let need = headroom + bytes.len() + tailroom;
-        if bufs.packet.len() < need || bufs.packet.is_empty() {
-            match GuardedBuf::new(need.max(4096).next_power_of_two()) {
-                Ok(b) => bufs.packet = Arc::new(b),
-                Err(e) => {
-                    return fail(RunErrorKind::Setup(format!(
-                        "cannot allocate the packet: {e}"
-                    )))
-                }
-            }
-        }
-        let pb = bufs.packet.clone();
-        let _ = pb.fill(0, headroom, 0);
-        let _ = pb.write(headroom - meta.len(), meta);
-        let _ = pb.write(headroom, bytes);
-        let data_end = headroom + bytes.len();
-        let mut pkt = PacketPtrs {
-            meta: headroom - meta.len(),
-            data: headroom,
-            data_end,
-            skb_len: bytes.len(),
-        };
-        let mut mac = headroom;
-        let (ctx_state, r1, r2) = match &ctx {
-            Context::Empty => (CtxState::None, 0, 0),
-            Context::Raw(m) => (CtxState::None, mem::addr(mem::PACKET, 0), m.len() as u64),
-            Context::Xdp(x) => (
-                CtxState::Xdp {
-                    ingress_ifindex: x.ingress_ifindex,
-                    rx_queue_index: x.rx_queue_index,
-                    egress_ifindex: x.egress_ifindex,
-                },
-                mem::addr(mem::CTX, 0),
-                0,
-            ),
-            Context::Skb(s) => {
-                if socket {
-                    pkt.data = headroom + bytes.len().min(ctx::ETH_HLEN);
-                    pkt.meta = pkt.data;
-                    pkt.skb_len = data_end - pkt.data;
-                }
-                mac = headroom;
-                (
-                    CtxState::Skb(Box::new(SkbState::from(s))),
-                    mem::addr(mem::CTX, 0),
-                    0,
-                )
-            }
-        };
-        let has_pkt = !matches!(ctx, Context::Empty);
-        let pkt_writable = !socket;
-        let ctx_len = ctx::ctx_size(&ctx_state);
-
-        let mut regions = std::mem::take(&mut bufs.regions);
+    /// Points the stack, context and packet regions of `bufs.regions` at
+    /// this run's buffers.
+    fn place_regions(&self, bufs: &mut Buffers, l: &Layout) {
+        let inner = &*self.inner;
+        let regions = &mut bufs.regions;
         regions.truncate(inner.base_regions.len());
         // The fixed regions are set in place: their names are shared
         // strings made once per VM, so a run allocates nothing here.
@@ -455,6 +332,7 @@ impl Vm {
             };
         let names = &inner.names;
         let stack = &bufs.stack;
+        let (empty, ctx_len) = (&inner.empty, ctx::ctx_size(&l.ctx));
         set(
             &mut regions[mem::STACK as usize],
             RegionKind::Mem,
@@ -464,60 +342,59 @@ impl Vm {
             true,
             &names.stack,
         );
+        let ctx_region = &mut regions[mem::CTX as usize];
         if ctx_len > 0 {
+            let ctx_name = &names.context;
             set(
-                &mut regions[mem::CTX as usize],
+                ctx_region,
                 RegionKind::Ctx,
-                &inner.empty,
+                empty,
                 0,
                 ctx_len,
                 true,
-                &names.context,
+                ctx_name,
             );
         } else {
-            set(
-                &mut regions[mem::CTX as usize],
-                RegionKind::Opaque,
-                &inner.empty,
-                0,
-                0,
-                false,
-                &names.context,
-            );
+            let ctx_name = &names.context;
+            set(ctx_region, RegionKind::Opaque, empty, 0, 0, false, ctx_name);
         }
-        if has_pkt {
-            let name = if matches!(ctx, Context::Raw(_)) {
-                &names.memory
-            } else {
-                &names.packet
-            };
+        let pkt_region = &mut regions[mem::PACKET as usize];
+        if l.has_pkt {
+            let name = if l.raw { &names.memory } else { &names.packet };
+            let (lo, hi, writable) = (l.pkt.meta, l.pkt.data_end, !l.socket);
             set(
-                &mut regions[mem::PACKET as usize],
+                pkt_region,
                 RegionKind::Mem,
-                &pb,
-                pkt.meta,
-                pkt.data_end,
-                pkt_writable,
+                &bufs.packet,
+                lo,
+                hi,
+                writable,
                 name,
             );
         } else {
-            set(
-                &mut regions[mem::PACKET as usize],
-                RegionKind::Opaque,
-                &inner.empty,
-                0,
-                0,
-                false,
-                &names.packet,
-            );
+            let name = &names.packet;
+            set(pkt_region, RegionKind::Opaque, empty, 0, 0, false, name);
         }
+    }
 
+    /// The machine of one run, its registers set for entry `e`; takes the
+    /// context state and the buffers' regions and frames.
+    fn machine<'v>(
+        &'v self,
+        bufs: &mut Buffers,
+        e: &EntryInfo,
+        l: &mut Layout,
+        opts: &RunOptions,
+    ) -> Machine<'v> {
+        let inner = &*self.inner;
         let mut frames = std::mem::take(&mut bufs.frames);
         frames.clear();
         let mut m = Machine {
             vm: inner,
             regs: [0; 16],
-            mem: Memory { regions },
+            mem: Memory {
+                regions: std::mem::take(&mut bufs.regions),
+            },
             frames,
             count: 0,
             budget: opts.budget.unwrap_or(inner.config.budget),
@@ -525,11 +402,11 @@ impl Vm {
             prog_type: e.prog_type,
             tail_calls: 0,
             may_goto: inner.config.may_goto_budget,
-            ctx: ctx_state,
-            pkt,
-            pkt_min: ctx::XDP_FRAME_SIZE.min(pkt.meta),
-            pkt_max: data_end + tailroom,
-            mac,
+            ctx: std::mem::replace(&mut l.ctx, CtxState::None),
+            pkt: l.pkt,
+            pkt_min: ctx::XDP_FRAME_SIZE.min(l.pkt.meta),
+            pkt_max: l.pkt.data_end + l.tailroom,
+            mac: l.mac,
             deepest: 0,
             redirect: None,
             printk: Vec::new(),
@@ -543,25 +420,39 @@ impl Vm {
             trace: Vec::new(),
             trace_pending: None,
         };
-        m.regs[1] = r1;
-        m.regs[2] = r2;
-        m.regs[10] = mem::addr(mem::STACK, stack_len as u64);
-        let outcome = m.exec(e.start_op, opts.trace);
+        m.regs[1] = l.args[0];
+        m.regs[2] = l.args[1];
+        m.regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
+        m
+    }
+
+    /// The run's result from the machine after `exec`; gives the buffers
+    /// back to `bufs`.
+    fn collect(
+        &self,
+        mut m: Machine,
+        outcome: Step<u64>,
+        e: &EntryInfo,
+        l: &Layout,
+        bufs: &mut Buffers,
+    ) -> RunResult {
+        let program = &self.inner.program;
+        // XDP_ABORTED is 0, as is a socket filter's "drop".
         let fault_code = match e.prog_type {
-            ProgType::SchedCls | ProgType::SchedAct => 2,
-            _ => 0,
+            ProgType::SchedCls | ProgType::SchedAct => hook::TC_ACT_SHOT as u64,
+            _ => hook::XDP_ABORTED as u64,
         };
         let mut result = match outcome {
             Ok(v) | Err(Stop::Exit(v)) => Ok(v),
             Err(Stop::Fault { pc, kind }) => Err(RunError {
-                slot: inner.program.slot(pc),
-                location: inner.program.location(pc),
+                slot: program.slot(pc),
+                location: program.location(pc),
                 kind,
                 fault_code,
             }),
         };
-        if let Some(l) = m.lock_held.take() {
-            m.unlock(l);
+        if let Some(lock) = m.lock_held.take() {
+            m.unlock(lock);
         }
         if m.drop_reservations() && result.is_ok() {
             result = Err(RunError {
@@ -576,28 +467,28 @@ impl Vm {
         }
         let p = m.pkt;
         let mut packet = vec![0u8; p.data_end.saturating_sub(p.data)];
-        let mut metab = vec![0u8; p.data.saturating_sub(p.meta)];
-        if has_pkt {
-            let _ = pb.read(p.data, &mut packet);
-            let _ = pb.read(p.meta, &mut metab);
+        let mut meta = vec![0u8; p.data.saturating_sub(p.meta)];
+        if l.has_pkt {
+            let _ = bufs.packet.read(p.data, &mut packet);
+            let _ = bufs.packet.read(p.meta, &mut meta);
         }
-        if matches!(ctx, Context::Skb(_)) && socket {
+        if l.skb && l.socket {
             // Socket filters cannot change the packet; report the whole frame.
-            packet = bytes.to_vec();
+            packet = l.bytes.to_vec();
         }
         let skb = match &m.ctx {
             CtxState::Skb(s) => Some(s.out.clone()),
             _ => None,
         };
-        let head_delta = if socket {
+        let head_delta = if l.socket {
             0
         } else {
-            p.data as i64 - headroom as i64
+            p.data as i64 - l.headroom as i64
         };
         let res = RunResult {
             result,
             packet,
-            meta: metab,
+            meta,
             head_delta,
             redirect: m.redirect.take(),
             skb,
@@ -611,6 +502,101 @@ impl Vm {
         bufs.stack_dirty = (m.deepest + 1) * FRAME_SIZE;
         res
     }
+}
+
+/// The packet (or raw memory) and context of one run, as laid out in the
+/// run's packet buffer.
+struct Layout<'c> {
+    /// The packet (or memory) the run was given.
+    bytes: &'c [u8],
+    /// Offset of `data` in the packet buffer.
+    headroom: usize,
+    /// Bytes the packet may grow at its end.
+    tailroom: usize,
+    pkt: PacketPtrs,
+    /// Offset of the mac header.
+    mac: usize,
+    ctx: CtxState,
+    /// r1 and r2 at entry.
+    args: [u64; 2],
+    /// A packet (or raw memory) region exists.
+    has_pkt: bool,
+    /// The conformance suite's raw memory, not a packet.
+    raw: bool,
+    /// The context is a socket buffer.
+    skb: bool,
+    /// A socket filter: the packet is read-only and starts at the network
+    /// header.
+    socket: bool,
+}
+
+/// Copies the packet (or raw memory) of `ctx` into `bufs.packet` (grown
+/// when too small) and builds the context state for a `prog_type` program.
+fn lay_out<'c>(
+    bufs: &mut Buffers,
+    ctx: &'c Context,
+    prog_type: ProgType,
+) -> Result<Layout<'c>, RunErrorKind> {
+    let socket = prog_type == ProgType::SocketFilter;
+    let (bytes, headroom, tailroom, meta): (&[u8], usize, usize, &[u8]) = match ctx {
+        Context::Empty => (&[], 0, 0, &[]),
+        Context::Raw(m) => (m, 0, 0, &[]),
+        Context::Xdp(x) => (x.packet, x.headroom.max(x.meta.len()), x.tailroom, x.meta),
+        Context::Skb(s) => (s.packet, 0, 0, &[]),
+    };
+    let need = headroom + bytes.len() + tailroom;
+    if bufs.packet.len() < need || bufs.packet.is_empty() {
+        let b = GuardedBuf::new(need.max(4096).next_power_of_two())
+            .map_err(|e| RunErrorKind::Setup(format!("cannot allocate the packet: {e}")))?;
+        bufs.packet = Arc::new(b);
+    }
+    let pb = &bufs.packet;
+    let _ = pb.fill(0, headroom, 0);
+    let _ = pb.write(headroom - meta.len(), meta);
+    let _ = pb.write(headroom, bytes);
+    let data_end = headroom + bytes.len();
+    let mut pkt = PacketPtrs {
+        meta: headroom - meta.len(),
+        data: headroom,
+        data_end,
+        skb_len: bytes.len(),
+    };
+    let (state, args) = match ctx {
+        Context::Empty => (CtxState::None, [0, 0]),
+        Context::Raw(m) => (CtxState::None, [mem::addr(mem::PACKET, 0), m.len() as u64]),
+        Context::Xdp(x) => (
+            CtxState::Xdp {
+                ingress_ifindex: x.ingress_ifindex,
+                rx_queue_index: x.rx_queue_index,
+                egress_ifindex: x.egress_ifindex,
+            },
+            [mem::addr(mem::CTX, 0), 0],
+        ),
+        Context::Skb(s) => {
+            if socket {
+                pkt.data = headroom + bytes.len().min(ctx::ETH_HLEN);
+                pkt.meta = pkt.data;
+                pkt.skb_len = data_end - pkt.data;
+            }
+            (
+                CtxState::Skb(Box::new(SkbState::from(s))),
+                [mem::addr(mem::CTX, 0), 0],
+            )
+        }
+    };
+    Ok(Layout {
+        bytes,
+        headroom,
+        tailroom,
+        pkt,
+        mac: headroom,
+        ctx: state,
+        args,
+        has_pkt: !matches!(ctx, Context::Empty),
+        raw: matches!(ctx, Context::Raw(_)),
+        skb: matches!(ctx, Context::Skb(_)),
+        socket,
+    })
 }
 
 /// Runs a [`Vm`] many times with buffers reused between runs (one per

@@ -670,6 +670,142 @@ fn pinned_clock_and_trace() {
 }
 
 #[test]
+fn trace_shows_memory_helpers_and_functions() {
+    use nfkit_vm::helpers::table::id;
+    use nfkit_vm::{AccessKind, MemAccess, MemRegion};
+    let prog = vec![
+        ldx(Size::W, 2, 1, 0),    // 0: r2 = data
+        ldx(Size::W, 3, 1, 4),    // 1: r3 = data_end
+        movr(4, 2),               // 2
+        alu64(AluOp::Add, 4, 14), // 3
+        jmpr(Cond::Gt, 4, 3, 8),  // 4: short -> 13
+        ldx(Size::H, 5, 2, 12),   // 5: ethertype
+        stx(Size::DW, 10, 5, -8), // 6: to the stack
+        map_value(6, 0, 0),       // 7-8
+        Insn::Atomic {
+            size: Size::DW,
+            op: AtomicOp::Add { fetch: false },
+            dst: r(6),
+            src: r(5),
+            off: 0,
+        }, // 9: counts[0] += r5
+        call(id::KTIME_GET_NS),   // 10
+        call_local(3),            // 11: -> 15
+        exit(),                   // 12
+        mov(0, 1),                // 13: XDP_DROP
+        exit(),                   // 14
+        mov(0, 2),                // 15: sub
+        exit(),                   // 16
+    ];
+    let img = image(
+        ProgType::Xdp,
+        prog,
+        vec![map("counts", MapType::Array, 4, 8, 1)],
+    );
+    let vm = Vm::new(&img, VmConfig::kernel()).expect("loads");
+    let f = udp_frame(60);
+    let opts = RunOptions {
+        clock: Some(Arc::new(FixedClock::new(77))),
+        trace: true,
+        ..Default::default()
+    };
+    let res = vm.run(0, Context::Xdp(XdpMd::new(&f)), &opts);
+    assert_eq!(res.r0(), Some(2), "{:?}", res.result);
+    let t = &res.trace;
+    assert_eq!(t.len() as u64, res.insns);
+    assert_eq!(t[0].enters.as_deref(), Some("prog"));
+    assert!(t[1].enters.is_none());
+    let ctx = t[1].mem.as_ref().expect("ctx load");
+    assert_eq!(
+        (ctx.kind, &ctx.region, ctx.offset, ctx.size),
+        (AccessKind::Read, &MemRegion::Ctx, 4, 4)
+    );
+    assert_eq!(
+        t[5].mem,
+        Some(MemAccess {
+            kind: AccessKind::Read,
+            region: MemRegion::Packet,
+            offset: 12,
+            size: 2,
+            value: 0x8,
+            old: None,
+        })
+    );
+    assert_eq!(
+        t[6].mem,
+        Some(MemAccess {
+            kind: AccessKind::Write,
+            region: MemRegion::Stack,
+            offset: -8,
+            size: 8,
+            value: 0x8,
+            old: Some(0),
+        })
+    );
+    let atomic = t[8].mem.as_ref().expect("atomic");
+    assert_eq!(atomic.region, MemRegion::Map("counts".into()));
+    assert_eq!(
+        (atomic.kind, atomic.offset, atomic.value, atomic.old),
+        (AccessKind::Atomic, 0, 8, Some(0))
+    );
+    let h = t[9].helper.as_ref().expect("helper");
+    assert_eq!((h.name, h.ret), (Some("ktime_get_ns"), Some(77)));
+    assert_eq!(t[11].enters.as_deref(), Some("prog@15"));
+    assert_eq!(t[13].enters.as_deref(), Some("prog"), "back in the caller");
+    // As text.
+    assert_eq!(
+        t[5].to_string(),
+        format!(
+            "{:>5}: {:<32} ; read packet+12 (2 bytes) = 0x8, r5 = 0x8 (was 0x0)",
+            5, "r5 = *(u16 *)(r2 + 12)"
+        )
+    );
+    assert!(
+        t[6].to_string()
+            .contains("write stack fp-8 (8 bytes) = 0x8 (was 0x0)"),
+        "{}",
+        t[6]
+    );
+    assert!(
+        t[8].to_string()
+            .contains("atomic map counts+0 (8 bytes) = 0x8 (was 0x0)"),
+        "{}",
+        t[8]
+    );
+    assert!(
+        t[9].to_string()
+            .contains("bpf_ktime_get_ns returned 0x4d, r0 = 0x4d (was 0x0)"),
+        "{}",
+        t[9]
+    );
+    let lines = res.trace_lines();
+    assert_eq!(lines[0], "prog:");
+    assert!(lines.iter().any(|l| l == "prog@15:"), "{lines:#?}");
+    assert_eq!(lines.len(), t.len() + 3);
+
+    // A faulting store: marked, no memory access claimed.
+    let vm = Vm::new(
+        &image(
+            ProgType::Xdp,
+            vec![
+                ldx(Size::W, 2, 1, 0),
+                st(Size::W, 2, 100, 1),
+                mov(0, 2),
+                exit(),
+            ],
+            vec![],
+        ),
+        VmConfig::kernel(),
+    )
+    .expect("loads");
+    let res = vm.run(0, Context::Xdp(XdpMd::new(&f)), &opts);
+    assert!(res.result.is_err());
+    let last = res.trace.last().expect("steps");
+    assert!(last.faulted && last.mem.is_none(), "{last:?}");
+    assert!(last.to_string().ends_with("; faulted"), "{last}");
+}
+
+#[test]
 fn socket_filter_sees_the_network_header_and_ld_abs() {
     // r0 = ld_abs_b[9] (IP protocol at network offset 9)
     let prog = vec![

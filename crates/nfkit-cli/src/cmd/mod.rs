@@ -14,3 +14,18 @@ pub mod run;
 pub mod run_script;
 pub mod send;
 pub mod vm;
+
+use nfkit_abi::Hook;
+use nfkit_object::ProgType;
+
+/// The hook a program type runs at, for its return codes
+/// ([`Hook::code_name`], [`Hook::keeps_packet`]); `None` for types
+/// nfkit does not run on packets.
+pub fn hook_of(t: ProgType) -> Option<Hook> {
+    match t {
+        ProgType::Xdp => Some(Hook::Xdp),
+        ProgType::SchedCls | ProgType::SchedAct => Some(Hook::Tc),
+        ProgType::SocketFilter => Some(Hook::Socket),
+        _ => None,
+    }
+}

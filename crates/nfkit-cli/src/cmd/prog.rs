@@ -1,10 +1,12 @@
 //! `nfkit prog test OBJ_OR_SCRIPT --packet FILE|--pcap FILE [--repeat N]
 //! [--json]`: loads the program (a chain script is compiled, its control
 //! plane written) and runs it in the kernel with `BPF_PROG_TEST_RUN`,
-//! printing per packet the verdict, the output packet (hex) and the
-//! nanoseconds per run. With a pcap, `nf_now()` is pinned to each
+//! printing per packet the verdict (named, and kept or dropped, as
+//! [`nfkit_abi::Hook`] says, like `nfkit run`), the output packet (hex)
+//! and the nanoseconds per run. With a pcap, `nf_now()` is pinned to each
 //! packet's capture time (as `nfkit run` does in the VM).
 
+use super::hook_of;
 use super::map::{decode_hex, hex};
 use anyhow::{anyhow, bail, Context};
 use nfkit_kernel::{load_image, LoadOptions, TestRun};
@@ -44,32 +46,17 @@ pub struct TestArgs {
     json: bool,
 }
 
-/// The name of verdict `code` of a program type.
-pub fn verdict_name(t: ProgType, code: u32) -> String {
-    let xdp = [
-        "XDP_ABORTED",
-        "XDP_DROP",
-        "XDP_PASS",
-        "XDP_TX",
-        "XDP_REDIRECT",
-    ];
-    let tc = [
-        "TC_ACT_OK",
-        "TC_ACT_RECLASSIFY",
-        "TC_ACT_SHOT",
-        "TC_ACT_PIPE",
-        "TC_ACT_STOLEN",
-        "TC_ACT_QUEUED",
-        "TC_ACT_REPEAT",
-        "TC_ACT_REDIRECT",
-    ];
-    let named = match t {
-        ProgType::Xdp => xdp.get(code as usize).copied(),
-        ProgType::SchedCls | ProgType::SchedAct if code == u32::MAX => Some("TC_ACT_UNSPEC"),
-        ProgType::SchedCls | ProgType::SchedAct => tc.get(code as usize).copied(),
-        _ => None,
-    };
-    named.map_or_else(|| code.to_string(), str::to_string)
+/// The name of return code `retval` of a `t` program, as
+/// [`nfkit_abi::Hook::code_name`] gives it (the number for other types),
+/// and whether the hook keeps the packet.
+pub fn verdict(t: ProgType, retval: u32) -> (String, Option<bool>) {
+    match hook_of(t) {
+        Some(h) => {
+            let code = h.code(u64::from(retval));
+            (h.code_name(code), Some(h.keeps_packet(code)))
+        }
+        None => (retval.to_string(), None),
+    }
 }
 
 /// A packet and its capture time in ns.
@@ -161,15 +148,20 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
                 ..TestRun::packet(data)
             })
             .map_err(|e| anyhow!("packet {}: {e}", i + 1))?;
-        let verdict = verdict_name(prog.prog_type(), r.retval);
+        let (verdict, kept) = verdict(prog.prog_type(), r.retval);
         if a.json {
             rows.push(json!({
-                "packet": i + 1, "retval": r.retval, "verdict": verdict,
+                "packet": i + 1, "retval": r.retval, "verdict": verdict, "kept": kept,
                 "ns_per_run": r.duration_ns, "out": hex(&r.data),
             }));
         } else {
+            let fate = match kept {
+                Some(true) => ", kept",
+                Some(false) => ", dropped",
+                None => "",
+            };
             println!(
-                "packet {}: {verdict} ({}) {} ns/run, {} bytes out",
+                "packet {}: {verdict} ({}){fate}, {} ns/run, {} bytes out",
                 i + 1,
                 r.retval,
                 r.duration_ns,
@@ -185,4 +177,38 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verdict;
+    use nfkit_abi::Hook;
+    use nfkit_object::ProgType;
+
+    #[test]
+    fn verdicts_follow_the_abi() {
+        for code in -1i64..=9 {
+            let retval = code as i32 as u32;
+            let want = (Hook::Tc.code_name(code), Some(Hook::Tc.keeps_packet(code)));
+            assert_eq!(verdict(ProgType::SchedCls, retval), want, "tc {code}");
+            assert_eq!(verdict(ProgType::SchedAct, retval), want, "tc {code}");
+        }
+        assert_eq!(verdict(ProgType::SchedCls, 8).0, "TC_ACT_TRAP");
+        assert_eq!(
+            verdict(ProgType::SchedCls, 4),
+            ("TC_ACT_STOLEN".into(), Some(false))
+        );
+        for code in 0..=5 {
+            let want = (
+                Hook::Xdp.code_name(code),
+                Some(Hook::Xdp.keeps_packet(code)),
+            );
+            assert_eq!(verdict(ProgType::Xdp, code as u32), want, "xdp {code}");
+        }
+        assert_eq!(
+            verdict(ProgType::SocketFilter, 0),
+            ("drop".into(), Some(false))
+        );
+        assert_eq!(verdict(ProgType::Kprobe, 3), ("3".into(), None));
+    }
 }

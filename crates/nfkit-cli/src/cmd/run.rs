@@ -3,20 +3,27 @@
 //! userspace VM on every packet of a capture.
 //!
 //! Prints how many packets got each return code (XDP_* names for XDP,
-//! TC_ACT_* for tc, byte counts for socket filters), writes the packets
-//! the program passes or transmits (XDP_PASS/TX/REDIRECT; TC_ACT_OK,
-//! UNSPEC, RECLASSIFY, PIPE, REDIRECT; socket filters' non-zero verdicts,
-//! cut to the kept length) with their modifications to OUT, and with
-//! `--trace` every executed instruction and the registers it changed.
+//! TC_ACT_* for tc, byte counts for socket filters, as
+//! [`nfkit_abi::Hook::code_name`] names them), writes the packets the
+//! hook keeps ([`nfkit_abi::Hook::keeps_packet`]: XDP_PASS/TX/REDIRECT;
+//! every TC code but SHOT, STOLEN, QUEUED and TRAP; socket filters'
+//! non-zero verdicts, cut to the kept length) with their modifications to
+//! OUT, and with `--trace` every executed instruction: its pc and
+//! disassembly, the memory it read or wrote, the helper it called, the
+//! registers it changed (see [`nfkit_vm::TraceStep`]).
 //!
 //! Runs are reproducible: `bpf_ktime_get_ns` reads the packet's capture
 //! timestamp, `bpf_get_prandom_u32` a fixed-seed sequence. A FILE that is
 //! not an ELF object is taken as a chain script ([`super::run_script`]).
 
+use super::hook_of;
 use anyhow::{anyhow, bail, Context as _};
-use nfkit_object::{Image, ProgType};
+use nfkit_abi::Hook;
+use nfkit_object::Image;
 use nfkit_pcap::Packet;
-use nfkit_vm::{Context, FixedClock, RunOptions, RunResult, SeqRng, SkBuff, Vm, VmConfig, XdpMd};
+use nfkit_vm::{
+    Context, FixedClock, RunOptions, RunResult, SeqRng, SkBuff, TraceStep, Vm, VmConfig, XdpMd,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -37,7 +44,8 @@ pub struct Args {
     /// Where to write the packets the program passes or transmits.
     #[arg(long, value_name = "OUT.pcap")]
     pub out: Option<PathBuf>,
-    /// Print every executed instruction with its register changes.
+    /// Print every executed instruction: pc, disassembly, memory touched,
+    /// helper called, registers changed.
     #[arg(long)]
     pub trace: bool,
     /// Packets to trace, 1-based (`1,3-5`); default all. Implies --trace.
@@ -60,7 +68,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         image.entries[entry].name.clone(),
         image.entries[entry].prog_type,
     );
-    let hook = Hook::of(prog_type).ok_or_else(|| {
+    let hook = hook_of(prog_type).ok_or_else(|| {
         anyhow!(
             "{name} is a {} program; nfkit run runs xdp, tc and socket filter programs",
             prog_type.name()
@@ -106,12 +114,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 ..RunOptions::default()
             },
         );
-        let code = hook.code(&res);
+        let code = hook.code(res.code());
         *counts.entry(code).or_default() += 1;
         if res.result.is_err() {
             faults += 1;
         }
-        let out = hook.output(code, &res);
+        let out = output(hook, code, &res);
         if let Some(data) = &out {
             written.push(Packet {
                 ts_ns: p.ts_ns,
@@ -134,7 +142,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 println!("packet {n}: fault: {e}");
             }
             if trace {
-                print_trace(n, p, code, hook, &res, &vm);
+                print_trace(n, p, code, hook, &res);
             }
         }
     }
@@ -145,7 +153,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.json {
         let counts: serde_json::Map<String, serde_json::Value> = counts
             .iter()
-            .map(|(&c, &k)| (hook.name(c), json!(k)))
+            .map(|(&c, &k)| (hook.code_name(c), json!(k)))
             .collect();
         let v = json!({
             "program": name,
@@ -165,7 +173,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             packets.len()
         );
         for (&c, &k) in &counts {
-            println!("  {:<16} {k}", hook.name(c));
+            println!("  {:<16} {k}", hook.code_name(c));
         }
         if let Some(path) = &a.out {
             println!("wrote {} packets to {}", written.len(), path.display());
@@ -236,113 +244,85 @@ fn parse_ranges(s: &str) -> anyhow::Result<Vec<(u64, u64)>> {
     Ok(out)
 }
 
-/// The hooks `nfkit run` can feed packets to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Hook {
-    Xdp,
-    Tc,
-    Socket,
-}
-
-const XDP_CODES: [&str; 5] = [
-    "XDP_ABORTED",
-    "XDP_DROP",
-    "XDP_PASS",
-    "XDP_TX",
-    "XDP_REDIRECT",
-];
-const TC_CODES: [&str; 9] = [
-    "TC_ACT_OK",
-    "TC_ACT_RECLASSIFY",
-    "TC_ACT_SHOT",
-    "TC_ACT_PIPE",
-    "TC_ACT_STOLEN",
-    "TC_ACT_QUEUED",
-    "TC_ACT_REPEAT",
-    "TC_ACT_REDIRECT",
-    "TC_ACT_TRAP",
-];
-
-impl Hook {
-    fn of(t: ProgType) -> Option<Hook> {
-        match t {
-            ProgType::Xdp => Some(Hook::Xdp),
-            ProgType::SchedCls | ProgType::SchedAct => Some(Hook::Tc),
-            ProgType::SocketFilter => Some(Hook::Socket),
-            _ => None,
-        }
+/// The packet the hook lets through or sends, if any: none after a fault
+/// or when the code drops it ([`Hook::keeps_packet`]); a socket filter
+/// keeps the number of bytes it returned, counted from the network header.
+fn output(hook: Hook, code: i64, res: &RunResult) -> Option<Vec<u8>> {
+    if res.result.is_err() || !hook.keeps_packet(code) {
+        return None;
     }
-
-    /// The verdict as the hook reads it: XDP and tc read the low 32 bits
-    /// (tc as a signed int), socket filters an unsigned byte count.
-    fn code(self, res: &RunResult) -> i64 {
-        let v = res.code();
-        match self {
-            Hook::Tc => v as u32 as i32 as i64,
-            Hook::Xdp | Hook::Socket => v as u32 as i64,
+    match hook {
+        Hook::Socket => {
+            let keep = (nfkit_vm::ctx::ETH_HLEN as u64).saturating_add(code as u64);
+            let keep = usize::try_from(keep)
+                .unwrap_or(usize::MAX)
+                .min(res.packet.len());
+            res.packet.get(..keep).map(<[u8]>::to_vec)
         }
-    }
-
-    fn name(self, code: i64) -> String {
-        let named = match self {
-            Hook::Xdp => usize::try_from(code).ok().and_then(|c| XDP_CODES.get(c)),
-            Hook::Tc if code == -1 => Some(&"TC_ACT_UNSPEC"),
-            Hook::Tc => usize::try_from(code).ok().and_then(|c| TC_CODES.get(c)),
-            Hook::Socket if code == 0 => return "drop".into(),
-            Hook::Socket => return format!("keep {code} bytes"),
-        };
-        named.map_or_else(|| format!("unknown ({code})"), |n| (*n).to_string())
-    }
-
-    /// The packet the hook lets through or sends, if any.
-    fn output(self, code: i64, res: &RunResult) -> Option<Vec<u8>> {
-        match self {
-            Hook::Xdp if res.result.is_ok() && (2..=4).contains(&code) => Some(res.packet.clone()),
-            Hook::Tc if res.result.is_ok() && matches!(code, -1 | 0 | 1 | 3 | 7) => {
-                Some(res.packet.clone())
-            }
-            Hook::Socket if res.result.is_ok() && code > 0 => {
-                // The verdict counts bytes from the network header.
-                let keep = (nfkit_vm::ctx::ETH_HLEN as u64).saturating_add(code as u64);
-                let keep = usize::try_from(keep)
-                    .unwrap_or(usize::MAX)
-                    .min(res.packet.len());
-                res.packet.get(..keep).map(<[u8]>::to_vec)
-            }
-            _ => None,
-        }
+        Hook::Xdp | Hook::Tc => Some(res.packet.clone()),
     }
 }
 
-fn fmt_insn(insn: Option<&nfkit_isa::Insn>) -> String {
-    match insn {
-        Some(i) => nfkit_isa::disasm::format_insn(i, nfkit_isa::asm::Syntax::Llvm),
-        None => "?".into(),
-    }
-}
-
-fn print_trace(n: u64, p: &Packet, code: i64, hook: Hook, res: &RunResult, vm: &Vm) {
+/// One packet's trace: each step (see [`RunResult::trace_lines`]), then
+/// what the run gave.
+fn print_trace(n: u64, p: &Packet, code: i64, hook: Hook, res: &RunResult) {
     println!("packet {n} ({} bytes):", p.data.len());
-    for s in &res.trace {
-        let changes: Vec<String> = s
-            .changes
-            .iter()
-            .map(|c| format!("r{} {:#x} -> {:#x}", c.reg, c.old, c.new))
-            .collect();
-        let line = format!(
-            "  {:>5}  {:<24} {:<40} {}",
-            s.slot,
-            vm.location(s.op),
-            fmt_insn(s.insn.as_ref()),
-            changes.join(", ")
-        );
-        println!("{}", line.trim_end());
+    for line in res.trace_lines() {
+        println!("  {line}");
+    }
+    for text in &res.printk {
+        println!("  trace_printk: {text}");
+    }
+    if let Some(r) = &res.redirect {
+        println!("  redirect: {r}");
     }
     println!(
         "  -> {} ({code}), {} instructions",
-        hook.name(code),
+        hook.code_name(code),
         res.insns
     );
+}
+
+/// One trace step as JSON.
+fn step_json(s: &TraceStep, vm: &Vm) -> serde_json::Value {
+    let mut v = json!({
+        "slot": s.slot,
+        "at": vm.location(s.op),
+        "insn": s.insn.as_ref().map_or_else(
+            || "?".to_string(),
+            |i| nfkit_isa::disasm::format_insn(i, nfkit_isa::Syntax::Llvm),
+        ),
+        "changes": s
+            .changes
+            .iter()
+            .map(|c| json!({"reg": c.reg, "old": c.old, "new": c.new}))
+            .collect::<Vec<_>>(),
+        "text": s.to_string(),
+    });
+    if let Some(f) = &s.enters {
+        v["enters"] = json!(f);
+    }
+    if let Some(m) = &s.mem {
+        v["mem"] = json!({
+            "kind": m.kind.name(),
+            "region": m.region.to_string(),
+            "offset": m.offset,
+            "size": m.size,
+            "value": m.value,
+            "old": m.old,
+        });
+    }
+    if let Some(h) = &s.helper {
+        v["helper"] = json!({
+            "id": h.id,
+            "name": h.name.map(|n| format!("bpf_{n}")),
+            "ret": h.ret,
+        });
+    }
+    if s.faulted {
+        v["faulted"] = json!(true);
+    }
+    v
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -360,30 +340,20 @@ fn packet_json(
         "packet": n,
         "len": p.data.len(),
         "code": code,
-        "verdict": hook.name(code),
+        "verdict": hook.code_name(code),
+        "kept": out.is_some(),
         "insns": res.insns,
         "error": res.result.as_ref().err().map(|e| e.to_string()),
         "out_len": out.map(Vec::len),
     });
     if let Some(r) = &res.redirect {
-        v["redirect"] = json!(format!("{r:?}"));
+        v["redirect"] = json!(r.to_string());
     }
     if !res.printk.is_empty() {
         v["printk"] = json!(res.printk);
     }
     if trace {
-        v["trace"] = res
-            .trace
-            .iter()
-            .map(|s| {
-                json!({
-                    "slot": s.slot,
-                    "at": vm.location(s.op),
-                    "insn": fmt_insn(s.insn.as_ref()),
-                    "changes": s.changes.iter().map(|c| json!({"reg": c.reg, "old": c.old, "new": c.new})).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
+        v["trace"] = res.trace.iter().map(|s| step_json(s, vm)).collect();
     }
     v
 }

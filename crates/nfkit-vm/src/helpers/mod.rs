@@ -15,7 +15,8 @@ use crate::error::RunErrorKind;
 use crate::interp::{fault, Machine, Reservation, Step, Stop};
 use crate::maps::{Map, Store};
 use crate::mem::{self, Region, RegionKind};
-use crate::vm::Redirect;
+use crate::result::Redirect;
+use nfkit_abi::hook;
 use nfkit_object::MapType;
 use std::sync::Arc;
 use table::id;
@@ -27,10 +28,11 @@ const EACCES: i64 = 13;
 const ENOMEM: i64 = 12;
 const EAGAIN: i64 = 11;
 
-const XDP_ABORTED: u64 = 0;
-const XDP_REDIRECT: u64 = 4;
-const TC_ACT_SHOT: u64 = 2;
-const TC_ACT_REDIRECT: u64 = 7;
+// The hook return codes helpers give back (`bpf_redirect*`).
+const XDP_ABORTED: u64 = hook::XDP_ABORTED as u64;
+const XDP_REDIRECT: u64 = hook::XDP_REDIRECT as u64;
+const TC_ACT_SHOT: u64 = hook::TC_ACT_SHOT as u64;
+const TC_ACT_REDIRECT: u64 = hook::TC_ACT_REDIRECT as u64;
 
 fn neg(e: i64) -> u64 {
     (-e) as u64

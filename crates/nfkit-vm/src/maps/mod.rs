@@ -8,7 +8,7 @@
 //! entry meanwhile (the slot may be reused by a later insert, as in the
 //! kernel's preallocated hash maps).
 //!
-//! * [`array`]: array and per-CPU array (and global data sections).
+//! * [`array`](mod@array): array and per-CPU array (and global data sections).
 //! * [`hash`]: hash, per-CPU hash, LRU hash, LRU per-CPU hash, devmap and
 //!   devmap_hash (keyed slots in a slab).
 //! * [`lpm`]: longest-prefix-match trie.

@@ -117,15 +117,6 @@ impl RingBuf {
         }
     }
 
-    /// Length of the reserved (busy) record at `data_off`.
-    pub fn reserved_len(&self, data_off: usize) -> Option<usize> {
-        let st = self.lock();
-        st.recs
-            .iter()
-            .find(|r| (r.pos % self.cap) as usize + HDR == data_off && r.status == Status::Busy)
-            .map(|r| r.len as usize)
-    }
-
     /// `bpf_ringbuf_query`: 0 available data, 1 ring size, 2 consumer
     /// position, 3 producer position.
     pub fn query(&self, what: u64) -> u64 {
