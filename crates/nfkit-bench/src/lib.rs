@@ -94,6 +94,7 @@ fn udp4_spec(
         sport,
         dport,
         ttl: 64,
+        tos: 0,
         payload: vec![0; 18],
     }
 }

@@ -74,7 +74,10 @@ pub struct FrameSpec {
     pub proto: Proto,
     pub sport: u16,
     pub dport: u16,
+    /// IPv4 TTL, IPv6 hop limit.
     pub ttl: u8,
+    /// IPv4 type-of-service byte, IPv6 traffic class (DSCP << 2 | ECN).
+    pub tos: u8,
     /// Transport payload (after the UDP or TCP header).
     pub payload: Vec<u8>,
 }
@@ -129,6 +132,7 @@ pub fn build(spec: &FrameSpec) -> Result<Vec<u8>, TrafficError> {
             frame.extend_from_slice(&ETH_P_IPV4.to_be_bytes());
             let mut ip = [0u8; IPV4_HLEN];
             ip[0] = 0x45;
+            ip[1] = spec.tos;
             ip[2..4].copy_from_slice(&total.to_be_bytes());
             ip[8] = spec.ttl;
             ip[9] = proto_num;
@@ -147,7 +151,9 @@ pub fn build(spec: &FrameSpec) -> Result<Vec<u8>, TrafficError> {
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             frame.extend_from_slice(&ETH_P_IPV6.to_be_bytes());
             let mut ip = [0u8; IPV6_HLEN];
-            ip[0] = 0x60;
+            // Version 6, traffic class across bytes 0-1, flow label 0.
+            ip[0] = 0x60 | (spec.tos >> 4);
+            ip[1] = (spec.tos & 0x0f) << 4;
             ip[4..6].copy_from_slice(&l4_len16.to_be_bytes());
             ip[6] = proto_num;
             ip[7] = spec.ttl;

@@ -11,9 +11,11 @@
 //! * [`flows`]: the `--flows` text format ([`parse_flows`]).
 //! * [`send`](mod@send): the paced sender ([`send`], [`SendOptions`], [`SendReport`]).
 //! * [`recv`](mod@recv): the counting receiver ([`Receiver`], [`RecvReport`]).
+//! * [`stop_on_signals`]: a flag SIGINT and SIGTERM set, for both to
+//!   stop cleanly.
 //! * [`error`] holds [`TrafficError`].
 //! * `sys` (private): the crate's only `unsafe` code (AF_PACKET
-//!   sockets, `setns`, interface ioctls).
+//!   sockets, `setns`, interface ioctls, timer slack, signal handler).
 
 #![deny(unsafe_code)]
 
@@ -30,3 +32,13 @@ pub use flows::parse_flows;
 pub use frame::{build, FrameSpec, Mac, Proto};
 pub use recv::{Receiver, RecvOptions, RecvReport, StreamReport};
 pub use send::{send, SendOptions, SendReport, Source};
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Installs a SIGINT and SIGTERM handler that sets the returned flag
+/// (pass it as [`SendOptions::stop`], or poll it and stop a
+/// [`Receiver`]). A second signal ends the process as usual.
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>, TrafficError> {
+    sys::stop_on_signals().map_err(|e| TrafficError::os("installing the signal handler", e))
+}

@@ -1,6 +1,7 @@
 //! The receiver: counts the frames arriving on an interface (raw packet
 //! socket, incoming only), by source address and, for stamped UDP
-//! frames, by stream and sequence number.
+//! frames, by stream and sequence number; optionally logs the stamps
+//! in arrival order ([`RecvOptions::seq_log`]).
 
 use crate::error::TrafficError;
 use crate::frame::parse;
@@ -8,6 +9,9 @@ use crate::seq;
 use crate::sys::{enter_netns, PacketSocket};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -26,7 +30,16 @@ pub struct RecvOptions {
     pub duration: Option<Duration>,
     /// Stop after this many frames.
     pub count: Option<u64>,
+    /// Write the stamps received to this file: a first line starting with
+    /// `#`, then `STREAM SEQ` (decimal) per stamped frame in arrival order,
+    /// duplicates included. Flushed when nothing arrives for 100 ms and
+    /// when the receiver stops.
+    pub seq_log: Option<PathBuf>,
 }
+
+/// The first line of a [`RecvOptions::seq_log`] file.
+pub const SEQ_LOG_HEADER: &str =
+    "# nfkit recv seq-log: <stream> <seq> per stamped frame, in arrival order";
 
 /// Sequence accounting of one stream.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -99,14 +112,16 @@ struct State {
 }
 
 impl State {
-    fn add(&mut self, frame: &[u8], len: usize) {
+    /// Counts a frame; its stamp, if it has one.
+    fn add(&mut self, frame: &[u8], len: usize) -> Option<(u32, u64)> {
         let r = &mut self.report;
         r.frames += 1;
         r.bytes += len as u64;
         match parse(frame) {
             Some(p) => {
                 *r.by_source.entry(p.src.to_string()).or_default() += 1;
-                match seq::read(p.udp_payload) {
+                let stamp = seq::read(p.udp_payload);
+                match stamp {
                     Some((stream, n)) => self
                         .streams
                         .entry(stream)
@@ -120,8 +135,12 @@ impl State {
                         .add(n),
                     None => r.unstamped += 1,
                 }
+                stamp
             }
-            None => *r.by_source.entry("other".into()).or_default() += 1,
+            None => {
+                *r.by_source.entry("other".into()).or_default() += 1;
+                None
+            }
         }
     }
 
@@ -147,11 +166,30 @@ impl Receiver {
     pub fn start(opts: &RecvOptions) -> Result<Receiver, TrafficError> {
         let state = Arc::new(Mutex::new(State::default()));
         let stop = Arc::new(AtomicBool::new(false));
+        let log = match &opts.seq_log {
+            Some(path) => {
+                let what = || format!("sequence log {}", path.display());
+                let mut w =
+                    BufWriter::new(File::create(path).map_err(|e| TrafficError::os(what(), e))?);
+                writeln!(w, "{SEQ_LOG_HEADER}").map_err(|e| TrafficError::os(what(), e))?;
+                Some(SeqLog {
+                    w,
+                    path: path.clone(),
+                })
+            }
+            None => None,
+        };
         let (ready_tx, ready_rx) = mpsc::channel();
         let (st, sp, o) = (state.clone(), stop.clone(), opts.clone());
         let thread = std::thread::Builder::new()
             .name("nfkit-recv".into())
-            .spawn(move || receive(&o, &st, &sp, ready_tx))
+            .spawn(move || {
+                let mut log = log;
+                let r = receive(&o, &st, &sp, ready_tx, log.as_mut());
+                // Flushed however the loop ended; its error comes first.
+                let flushed = log.as_mut().map_or(Ok(()), SeqLog::flush);
+                r.and(flushed)
+            })
             .map_err(|e| TrafficError::os("spawning the receiver thread", e))?;
         let start = Instant::now();
         let mut rx = Receiver {
@@ -214,11 +252,32 @@ impl Drop for Receiver {
     }
 }
 
+/// The open `seq_log` file.
+struct SeqLog {
+    w: BufWriter<File>,
+    path: PathBuf,
+}
+
+impl SeqLog {
+    fn write(&mut self, stream: u32, n: u64) -> Result<(), TrafficError> {
+        writeln!(self.w, "{stream} {n}").map_err(|e| self.err(e))
+    }
+
+    fn flush(&mut self) -> Result<(), TrafficError> {
+        self.w.flush().map_err(|e| self.err(e))
+    }
+
+    fn err(&self, e: std::io::Error) -> TrafficError {
+        TrafficError::os(format!("sequence log {}", self.path.display()), e)
+    }
+}
+
 fn receive(
     opts: &RecvOptions,
     state: &Mutex<State>,
     stop: &AtomicBool,
     ready: mpsc::Sender<Result<(), TrafficError>>,
+    mut log: Option<&mut SeqLog>,
 ) -> Result<(), TrafficError> {
     let open = || -> Result<PacketSocket, TrafficError> {
         if let Some(ns) = &opts.netns {
@@ -254,13 +313,24 @@ fn receive(
         let got = sock
             .recv(&mut buf, left)
             .map_err(|e| TrafficError::os(format!("receiving on {}", opts.dev), e))?;
-        if let Some(len) = got {
-            let frame = buf.get(..len.min(buf.len())).unwrap_or(&[]);
-            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
-            s.add(frame, len);
-            if opts.count.is_some_and(|c| s.report.frames >= c) {
-                return Ok(());
+        let Some(len) = got else {
+            // Quiet for a while: let readers of the log see it so far.
+            if let Some(l) = log.as_deref_mut() {
+                l.flush()?;
             }
+            continue;
+        };
+        let frame = buf.get(..len.min(buf.len())).unwrap_or(&[]);
+        let (stamp, done) = {
+            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let stamp = s.add(frame, len);
+            (stamp, opts.count.is_some_and(|c| s.report.frames >= c))
+        };
+        if let (Some(l), Some((stream, n))) = (log.as_deref_mut(), stamp) {
+            l.write(stream, n)?;
+        }
+        if done {
+            return Ok(());
         }
     }
 }

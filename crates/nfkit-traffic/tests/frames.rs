@@ -74,6 +74,7 @@ fn spec(src: &str, dst: &str, proto: Proto, len: usize) -> FrameSpec {
         sport: 40000,
         dport: 53,
         ttl: 61,
+        tos: 0,
         payload: (0..len).map(|i| (i * 7 + 3) as u8).collect(),
     }
 }
@@ -235,4 +236,155 @@ fn render_times_and_stamps_frames_as_send_would() {
             assert_eq!(proto, 6);
         }
     }
+}
+
+/// The one flow of `text`'s frame.
+fn flow_frame(text: &str) -> Vec<u8> {
+    let flows = parse_flows(text).unwrap();
+    assert_eq!(flows.len(), 1, "{text}");
+    build(&flows[0].spec).unwrap()
+}
+
+#[test]
+fn flows_set_tos_dscp_and_ttl_in_ipv4_and_ipv6_headers() {
+    // IPv4: ToS is byte 1 of the header, TTL byte 8.
+    for (keys, tos, ttl) in [
+        ("", 0u8, 64u8),
+        (",tos=184,ttl=7", 0xb8, 7),
+        (",tos=0x2a", 0x2a, 64),
+        (",dscp=46,ttl=255", 46 << 2, 255),
+        (",dscp=63,ttl=0", 0xfc, 0),
+        (",dscp=0x0a", 0x28, 64),
+    ] {
+        for proto in ["udp", "tcp"] {
+            let text = format!("proto={proto},src=198.18.0.1,dst=198.18.0.2,len=20{keys}");
+            let flows = parse_flows(&text).unwrap();
+            assert_eq!((flows[0].spec.tos, flows[0].spec.ttl), (tos, ttl), "{text}");
+            let f = build(&flows[0].spec).unwrap();
+            verify(&f);
+            assert_eq!(f[14] & 0x0f, 5, "{text}: no IPv4 options");
+            assert_eq!(f[14 + 1], tos, "{text}: IPv4 ToS");
+            assert_eq!(f[14 + 8], ttl, "{text}: IPv4 TTL");
+        }
+    }
+    // IPv6: version 6, then the traffic class across bytes 0-1, a zero
+    // flow label; hop limit byte 7.
+    for (keys, tc, hops) in [
+        ("", 0u8, 64u8),
+        (",tos=0xb9,ttl=1", 0xb9, 1),
+        (",dscp=10,ttl=200", 40, 200),
+        (",tos=255", 0xff, 64),
+    ] {
+        for proto in ["udp", "tcp"] {
+            let f = flow_frame(&format!(
+                "proto={proto},src=2001:db8::1,dst=2001:db8::2,len=20{keys}"
+            ));
+            verify(&f);
+            let ip = &f[14..];
+            assert_eq!(ip[0] >> 4, 6, "{keys}: version");
+            assert_eq!(
+                (ip[0] & 0x0f) << 4 | ip[1] >> 4,
+                tc,
+                "{keys}: traffic class"
+            );
+            assert_eq!(
+                (ip[1] & 0x0f, ip[2], ip[3]),
+                (0, 0, 0),
+                "{keys}: flow label"
+            );
+            assert_eq!(ip[7], hops, "{keys}: hop limit");
+        }
+    }
+}
+
+#[test]
+fn payload_patterns_fill_len_and_checksums_stay_valid() {
+    let cases: [(&str, &[u8]); 6] = [
+        (
+            "payload=hex:deadbeef,len=10",
+            b"\xde\xad\xbe\xef\xde\xad\xbe\xef\xde\xad",
+        ),
+        ("len=3,payload=hex:DEADBEEF", b"\xde\xad\xbe"),
+        ("payload=hex:0x01 02,len=5", b"\x01\x02\x01\x02\x01"),
+        ("payload=text:GET /,len=12", b"GET /GET /GE"),
+        ("payload=text:a=b:c,len=5", b"a=b:c"),
+        ("payload=text:x,len=0", b""),
+    ];
+    for (keys, want) in cases {
+        for (src, dst) in [("198.18.0.1", "198.18.0.2"), ("2001:db8::1", "2001:db8::2")] {
+            for (proto, hlen) in [("udp", 8), ("tcp", 20)] {
+                let text = format!("proto={proto},src={src},dst={dst},{keys}");
+                let f = flow_frame(&text);
+                let (_, _, l4) = verify(&f);
+                assert_eq!(&l4[hlen..], want, "{text}");
+            }
+        }
+    }
+    // The default: 32 zero bytes; a pattern without len fills those 32.
+    let f = flow_frame("src=198.18.0.1,dst=198.18.0.2");
+    assert_eq!(&verify(&f).2[8..], &[0u8; 32][..]);
+    let f = flow_frame("src=198.18.0.1,dst=198.18.0.2,payload=hex:ab");
+    assert_eq!(&verify(&f).2[8..], &[0xabu8; 32][..]);
+}
+
+#[test]
+fn a_sequence_stamp_overwrites_the_first_16_bytes_of_a_payload_pattern() {
+    for (src, dst) in [("198.18.3.4", "198.18.9.9"), ("2001:db8::7", "2001:db8::8")] {
+        let text = format!("src={src},dst={dst},len=40,tos=0x10,payload=text:0123456789");
+        let mut f = flow_frame(&text);
+        assert!(seq::stamp(&mut f, 7, 12345));
+        let (_, _, l4) = verify(&f);
+        let payload = &l4[8..];
+        assert_eq!(seq::read(payload), Some((7, 12345)));
+        // Bytes 16.. keep the pattern where it was: byte i is "0123456789"[i % 10].
+        let want: Vec<u8> = (16..40).map(|i| b"0123456789"[i % 10]).collect();
+        assert_eq!(&payload[16..], &want[..], "{text}");
+    }
+}
+
+#[test]
+fn flow_field_errors_name_the_flow_and_the_key() {
+    let ok = "src=198.18.0.1,dst=198.18.0.2";
+    for (bad, needles) in [
+        ("tos=256", &["flow spec 2", "tos=`256`", "0-255"][..]),
+        ("tos=-1", &["flow spec 2", "tos="]),
+        ("dscp=64", &["flow spec 2", "dscp=`64`", "0-63"]),
+        ("dscp=x", &["flow spec 2", "dscp=`x`"]),
+        ("tos=4,dscp=1", &["flow spec 2", "tos=", "dscp=", "both"]),
+        ("ttl=256", &["flow spec 2", "ttl=`256`"]),
+        ("payload=hex:abc", &["flow spec 2", "payload=", "odd"]),
+        ("payload=hex:zz", &["flow spec 2", "payload=", "`zz`"]),
+        ("payload=hex:", &["flow spec 2", "payload=", "empty"]),
+        ("payload=text:", &["flow spec 2", "payload=", "empty"]),
+        (
+            "payload=deadbeef",
+            &["flow spec 2", "payload=", "hex:", "text:"],
+        ),
+    ] {
+        let text = format!("{ok};{ok},{bad}");
+        let e = parse_flows(&text).unwrap_err().to_string();
+        for n in needles {
+            assert!(e.contains(n), "{text}: `{n}` not in: {e}");
+        }
+    }
+}
+
+#[test]
+fn send_report_shortfall_is_judged_beyond_5_percent_and_one_frame() {
+    use nfkit_traffic::SendReport;
+    let report = |sent: u64, achieved: f64, target: Option<f64>| SendReport {
+        sent,
+        achieved_pps: achieved,
+        target_pps: target,
+        ..SendReport::default()
+    };
+    let short = |r: SendReport| r.shortfall_pct(5.0).map(|p| p.round() as i64);
+    assert_eq!(short(report(7012, 7012.0, Some(10_000.0))), Some(30));
+    assert_eq!(short(report(20_000, 19_990.0, Some(20_000.0))), None);
+    assert_eq!(short(report(20_000, 18_000.0, Some(20_000.0))), Some(10));
+    assert_eq!(short(report(100_000, 1.2e6, Some(5e7))), Some(98));
+    // No target, nothing sent, or a single frame a little late: no verdict.
+    assert_eq!(short(report(20_000, 7000.0, None)), None);
+    assert_eq!(short(report(0, 0.0, Some(1000.0))), None);
+    assert_eq!(short(report(1, 900.0, Some(1000.0))), None);
 }

@@ -115,6 +115,7 @@ fn gaps_and_duplicates_are_counted() {
         sport: 5,
         dport: 6,
         ttl: 64,
+        tos: 0,
         payload: vec![0; 16],
     })
     .unwrap();

@@ -3,11 +3,18 @@
 //! (raw packet socket, incoming frames only): by source IP address and,
 //! for frames `nfkit send --seq` stamped, per stream the sequence
 //! numbers received, missing and duplicated. `--every` prints running
-//! totals (one line, or one JSON object, per interval).
+//! totals (one line, or one JSON object, per interval). `--seq-log FILE`
+//! writes the stamps as they arrive: a `#` header line, then `STREAM SEQ`
+//! per stamped frame (duplicates included), flushed on stop.
+//!
+//! SIGINT or SIGTERM stops receiving early; the report is printed (JSON:
+//! `"interrupted": true`) and the exit status is 0.
 
 use anyhow::{bail, Context as _};
-use nfkit_traffic::{Receiver, RecvOptions, RecvReport};
+use nfkit_traffic::{stop_on_signals, Receiver, RecvOptions, RecvReport};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Clone, Debug)]
@@ -30,6 +37,10 @@ pub struct Args {
     /// Print as JSON (one object per line).
     #[arg(long)]
     pub json: bool,
+    /// Write `STREAM SEQ` per stamped frame received, in arrival order,
+    /// after a `#` header line.
+    #[arg(long, value_name = "FILE")]
+    pub seq_log: Option<PathBuf>,
 }
 
 fn seconds(what: &str, s: f64) -> anyhow::Result<Duration> {
@@ -42,34 +53,47 @@ fn seconds(what: &str, s: f64) -> anyhow::Result<Duration> {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let duration = seconds("--duration", a.duration)?;
     let every = a.every.map(|s| seconds("--every", s)).transpose()?;
+    let signal = stop_on_signals()?;
     let rx = Receiver::start(&RecvOptions {
         dev: a.dev.clone(),
         netns: a.netns.clone(),
         duration: Some(duration),
         count: a.count,
+        seq_log: a.seq_log.clone(),
     })
     .with_context(|| format!("receiving on {}", a.dev))?;
-    if let Some(every) = every {
-        let start = Instant::now();
-        let mut next = every;
-        while !rx.finished() {
-            std::thread::sleep(Duration::from_millis(20));
-            if start.elapsed() >= next && !rx.finished() {
-                print_report(&rx.snapshot(), a.json, true)?;
-                next += every;
+    let start = Instant::now();
+    let mut next = every;
+    let mut interrupted = false;
+    while !rx.finished() {
+        if signal.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if let Some(n) = next.as_mut() {
+            if start.elapsed() >= *n && !rx.finished() {
+                print_report(&rx.snapshot(), a.json, true, false)?;
+                *n += every.unwrap_or(Duration::MAX);
             }
         }
     }
-    let r = rx.wait()?;
-    print_report(&r, a.json, false)?;
+    let r = rx.finish()?;
+    print_report(&r, a.json, false, interrupted)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_report(r: &RecvReport, json: bool, running: bool) -> anyhow::Result<()> {
+fn print_report(
+    r: &RecvReport,
+    json: bool,
+    running: bool,
+    interrupted: bool,
+) -> anyhow::Result<()> {
     if json {
         let mut v = serde_json::to_value(r)?;
         if let Some(o) = v.as_object_mut() {
             o.insert("final".into(), (!running).into());
+            o.insert("interrupted".into(), interrupted.into());
         }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
@@ -89,8 +113,15 @@ fn print_report(r: &RecvReport, json: bool, running: bool) -> anyhow::Result<()>
         return Ok(());
     }
     println!(
-        "received {} frames ({} bytes) in {:.1} s",
-        r.frames, r.bytes, r.seconds
+        "received {} frames ({} bytes) in {:.1} s{}",
+        r.frames,
+        r.bytes,
+        r.seconds,
+        if interrupted {
+            ", stopped by a signal"
+        } else {
+            ""
+        }
     );
     for (src, n) in &r.by_source {
         println!("  from {src:<40} {n}");

@@ -6,11 +6,17 @@
 //! `nfkit_traffic::flows`. `--write FILE [--at S] [--append]` writes the
 //! frames to a pcap instead, timed as they would be sent (from second S;
 //! merged by time with FILE's packets with --append), for `nfkit run`.
+//!
+//! `--rate` is paced against the clock; the report gives the rate
+//! achieved (`achieved_pps`, `target_pps` in JSON) and stderr gets a
+//! warning when it is more than 5 % under the target. SIGINT or SIGTERM
+//! stops sending; the report is printed (`interrupted`) and the exit
+//! status is 0.
 
 use anyhow::{bail, Context as _};
 use nfkit_traffic::send::render;
 use nfkit_traffic::send::Source;
-use nfkit_traffic::{parse_flows, send, SendOptions};
+use nfkit_traffic::{parse_flows, send, stop_on_signals, SendOptions, SendReport};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -32,10 +38,15 @@ pub struct Args {
     )]
     pub pcap: Option<PathBuf>,
     /// Flows to send round-robin: `proto=udp,src=A,dst=B,sport=P,dport=Q,len=N,weight=W;...`
-    /// (keys: proto src dst sport dport len ttl flags smac dmac weight).
+    /// Keys: proto (udp|tcp), src, dst, sport, dport, len (payload bytes,
+    /// default 32), ttl (TTL / hop limit), tos (ToS byte / IPv6 traffic
+    /// class) or dscp (0-63, tos = dscp<<2), payload (hex:DEADBEEF or
+    /// text:GET /, repeated to fill len; --seq overwrites bytes 0-15),
+    /// flags (TCP), smac, dmac, weight.
     #[arg(long, value_name = "SPEC")]
     pub flows: Option<String>,
-    /// Frames per second (default: as fast as possible).
+    /// Frames per second, paced against the clock (default: as fast as
+    /// possible); warns when the rate achieved is over 5 % under it.
     #[arg(long, value_name = "PPS")]
     pub rate: Option<f64>,
     /// Frames to send (default: the pcap once / one round of the flows;
@@ -78,7 +89,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
-    let opts = SendOptions {
+    let mut opts = SendOptions {
         dev: a.dev.clone().unwrap_or_default(),
         netns: a.netns.clone(),
         rate: a.rate,
@@ -91,25 +102,41 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.write {
         return write(&a, &source, &opts, path);
     }
+    opts.stop = Some(stop_on_signals()?);
     let r = send(&source, &opts).with_context(|| format!("sending on {}", opts.dev))?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
-        let pps = if r.seconds > 0.0 {
-            r.sent as f64 / r.seconds
-        } else {
-            0.0
-        };
-        print!(
-            "sent {} frames ({} bytes) in {:.3} s ({pps:.0} frames/s)",
-            r.sent, r.bytes, r.seconds
+        print_report(&r, a.seq);
+    }
+    if let (Some(short), Some(target)) = (r.shortfall_pct(UNDER_TARGET_PCT), r.target_pps) {
+        eprintln!(
+            "warning: sent at {:.0} pps, {short:.0} % under the target {target} pps",
+            r.achieved_pps
         );
-        if a.seq {
-            print!(", {} stamped in stream {}", r.stamped, r.stream);
-        }
-        println!();
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Achieved rates this far under `--rate` (percent) draw a warning.
+const UNDER_TARGET_PCT: f64 = 5.0;
+
+fn print_report(r: &SendReport, seq: bool) {
+    print!(
+        "sent {} frames ({} bytes) in {:.3} s ({:.0} frames/s",
+        r.sent, r.bytes, r.seconds, r.achieved_pps
+    );
+    if let Some(t) = r.target_pps {
+        print!(", target {t}");
+    }
+    print!(")");
+    if seq {
+        print!(", {} stamped in stream {}", r.stamped, r.stream);
+    }
+    if r.interrupted {
+        print!(", stopped by a signal");
+    }
+    println!();
 }
 
 fn write(a: &Args, source: &Source, opts: &SendOptions, path: &Path) -> anyhow::Result<ExitCode> {
