@@ -112,10 +112,12 @@ mod tests {
 
     #[test]
     fn ranges_are_disjoint_and_fit() {
-        assert!(CHAIN_ENTRIES.end <= NF_ENTRIES.first);
-        assert!(NF_ENTRIES.end <= BANKS[0].first);
-        assert_eq!(BANKS[0].end, BANKS[1].first);
-        assert_eq!(BANKS[1].end, PROGS);
+        const {
+            assert!(CHAIN_ENTRIES.end <= NF_ENTRIES.first);
+            assert!(NF_ENTRIES.end <= BANKS[0].first);
+            assert!(BANKS[0].end == BANKS[1].first);
+            assert!(BANKS[1].end == PROGS);
+        }
         assert_eq!(slot(1, 9), 7);
         assert!(slot(3, 3) < SLOTS);
     }

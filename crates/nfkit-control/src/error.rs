@@ -15,7 +15,7 @@ pub enum ControlError {
     #[error("{file}: {source}")]
     Kernel {
         file: String,
-        source: nfkit_kernel::KernelError,
+        source: Box<nfkit_kernel::KernelError>,
     },
     /// The script attaches to a socket: nothing to deploy on an interface.
     #[error(

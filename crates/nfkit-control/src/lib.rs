@@ -7,7 +7,7 @@
 //! * [`deploy`]: compile → slot planning → (dynamic) compile → deploy on
 //!   a kernel hook, with the script's own attach point and warnings for
 //!   targets that cannot work.
-//! * [`error`]: [`ControlError`].
+//! * [`error`](mod@error): [`ControlError`].
 #![forbid(unsafe_code)]
 
 pub mod deploy;
