@@ -9,23 +9,7 @@ use crate::error::KernelError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Names of the counter columns `k`: verdict actions 0..7, a plain value
-/// (default action) and a fault.
-pub const VERDICT_NAMES: [&str; 10] = [
-    "ABORTED",
-    "DROP",
-    "PASS",
-    "TX",
-    "REDIRECT",
-    "FLOOD",
-    "CONTROLLER",
-    "HOST",
-    "VALUE",
-    "FAULT",
-];
-
-/// Slots of `nfkit_stats` (chain ids 0..62 plus the unclaimed slot).
-const SLOTS: u32 = 64;
+use nfkit_abi::stats::{self as abi_stats, CHAIN_SLOTS};
 
 /// One chain's counters (only the columns that are not 0).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -39,20 +23,20 @@ pub struct ChainCounters {
 /// The counters of deployment `d` (chains with any count); empty when it
 /// has no `nfkit_stats` map.
 pub fn verdict_counters(d: &Deployment) -> Result<Vec<ChainCounters>, KernelError> {
-    let Some(rec) = d.maps.iter().find(|m| m.name == "nfkit_stats") else {
+    let Some(rec) = d.maps.iter().find(|m| m.name == nfkit_abi::maps::STATS_MAP) else {
         return Ok(Vec::new());
     };
     let m = open_pinned_map(&rec.name, &rec.pin)?;
     let slots = if d.chains.is_empty() {
-        SLOTS
+        CHAIN_SLOTS
     } else {
-        (d.chains.len() as u32 + 1).min(SLOTS)
+        (d.chains.len() as u32 + 1).min(CHAIN_SLOTS)
     };
     let mut out = Vec::new();
     for slot in 0..slots {
         let mut counts = BTreeMap::new();
-        for (k, name) in VERDICT_NAMES.iter().enumerate() {
-            let key = slot * 16 + k as u32;
+        for (k, name) in abi_stats::NAMES.iter().enumerate() {
+            let key = abi_stats::index(slot, k as u32);
             let Some(per_cpu) = m.lookup_percpu(&key.to_le_bytes())? else {
                 continue;
             };
@@ -65,7 +49,7 @@ pub fn verdict_counters(d: &Deployment) -> Result<Vec<ChainCounters>, KernelErro
             continue;
         }
         let chain = match slot {
-            0 => "(unclaimed)".to_string(),
+            0 => abi_stats::UNCLAIMED.to_string(),
             s => d
                 .chains
                 .get(s as usize - 1)
