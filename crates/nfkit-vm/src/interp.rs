@@ -322,7 +322,13 @@ impl Machine<'_> {
             self.exec_loop::<false>(pc)
         };
         if trace {
+            // The instruction noted last faulted, unless the budget ran
+            // out before the next one began.
             let fault_pc = match &r {
+                Err(Stop::Fault {
+                    kind: RunErrorKind::Budget { .. },
+                    ..
+                }) => None,
                 Err(Stop::Fault { pc, .. }) => Some(*pc),
                 _ => None,
             };
@@ -352,14 +358,12 @@ impl Machine<'_> {
                     RunErrorKind::Setup(format!("no instruction at op {pc}")),
                 );
             };
-            if TRACE {
-                self.trace_end(Some(pc), None);
-            }
             *count += 1;
             if *count > budget {
                 return fault(pc, RunErrorKind::Budget { limit: budget });
             }
             if TRACE {
+                self.trace_end(Some(pc), None);
                 self.trace_begin(pc);
             }
             let d = (op.dst & 15) as usize;

@@ -33,24 +33,24 @@
 //! * `Vm` is `Send + Sync` and cheap to clone; runs on several threads
 //!   share the maps, and atomics on map values are real atomics.
 //!
-//! # Modules
+//! # Modules, in the order a program meets them
 //!
-//! * [`config`]: [`VmConfig`], [`Profile`], [`RunOptions`], pinnable
-//!   [`Clock`] and [`Rng`].
-//! * [`check`]: load-time checks and translation.
-//! * [`prog`]: the pre-decoded op form the interpreter dispatches on.
-//! * `interp`: the interpreter loop; `trace` records traced runs.
-//! * [`mem`]: the address space (regions, checked accesses); its child
-//!   `mem::unsafe_region` holds the crate's only `unsafe` code
-//!   (guard-paged buffers, atomic accesses).
-//! * [`ctx`]: contexts and their access rules.
-//! * [`maps`]: map types.
-//! * [`helpers`]: helper functions and per-profile tables.
-//! * [`error`]: [`LoadError`], [`RunError`].
-//! * [`vm`]: [`Vm`], [`Runner`]: loading, and one run's phases (prepare,
-//!   execute, collect).
-//! * [`result`]: [`RunResult`], [`Redirect`], and the trace of a traced
-//!   run ([`TraceStep`]).
+//! * Configuring: [`config`]: [`VmConfig`], [`Profile`], [`RunOptions`],
+//!   pinnable [`Clock`] and [`Rng`].
+//! * Loading: [`check`] (the load-time checks, phase by phase, and the
+//!   translation) into [`prog`] (the pre-decoded op form the interpreter
+//!   dispatches on); [`vm`]: [`Vm`], the loaded program with its maps.
+//! * Running: [`vm`]: [`Runner`] and `Vm::run`, a run's phases (prepare,
+//!   execute, collect); `interp`: the interpreter loop; `trace`: recording
+//!   traced runs; [`result`]: [`RunResult`], [`Redirect`] and the trace
+//!   ([`TraceStep`]: registers, [`MemAccess`], [`HelperCall`]), each
+//!   printable as text.
+//! * What programs touch: [`mem`], the address space (regions, checked
+//!   accesses; its child `mem::unsafe_region` holds the crate's only
+//!   `unsafe` code: guard-paged buffers, atomic accesses); [`ctx`],
+//!   contexts and their access rules; [`maps`], map types; [`helpers`],
+//!   helper functions and per-profile tables.
+//! * Errors: [`error`]: [`LoadError`], [`RunError`].
 
 #![deny(unsafe_code)]
 

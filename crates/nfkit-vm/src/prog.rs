@@ -316,10 +316,6 @@ fn op(code: Code, dst: u8, src: u8, aux: u8, off: i32, imm: u64) -> Op {
     }
 }
 
-/// Translates one instruction. `target(rel)` maps a relative slot offset
-/// (from the next slot) to an op index; the checker has already made sure
-/// every target exists, so a missing one cannot happen here (it yields op
-/// 0, which is never reached).
 /// A source operand as the op form holds it: whether it is a register,
 /// the register number, and the immediate extended once, at translation,
 /// as the instruction's width reads it (sign-extended for 64-bit,
@@ -338,6 +334,11 @@ fn source(src: Operand, width: Width) -> (bool, u8, u64) {
     }
 }
 
+/// Translates one instruction. `target(rel)` maps a relative slot offset
+/// (from the next slot) to an op index; the checker has already made sure
+/// every target exists, so a missing one cannot happen here (it yields op
+/// 0, which is never reached). `func_addr(rel)` is the address of the
+/// function there.
 pub fn translate(insn: &Insn, target: impl Fn(i64) -> usize, func_addr: impl Fn(i64) -> u64) -> Op {
     use Code::*;
     match *insn {
@@ -363,6 +364,56 @@ pub fn translate(insn: &Insn, target: impl Fn(i64) -> usize, func_addr: impl Fn(
         }
         // Rejected by the checker; never reached.
         Insn::AddrSpaceCast { dst, .. } => op(Nop, dst.num(), 0, 0, 0, 0),
+        Insn::Ldx { .. } | Insn::St { .. } | Insn::Stx { .. } | Insn::Atomic { .. } => mem_op(insn),
+        Insn::Lddw {
+            kind,
+            dst,
+            imm,
+            next_imm,
+        } => lddw_op(kind, dst.num(), imm, next_imm, func_addr),
+        Insn::LdAbs { size, imm } => op(LdAbs, 0, 0, size.bytes() as u8, 0, imm as i64 as u64),
+        Insn::LdInd { size, src, imm } => op(
+            LdInd,
+            0,
+            src.num(),
+            size.bytes() as u8,
+            0,
+            imm as i64 as u64,
+        ),
+        Insn::Ja { off } => op(Ja, 0, 0, 0, target(off as i64) as i32, 0),
+        Insn::Gotol { imm } => op(Ja, 0, 0, 0, target(imm as i64) as i32, 0),
+        Insn::Jmp {
+            width,
+            cond,
+            dst,
+            src,
+            off,
+        } => {
+            let (reg, s, imm) = source(src, width);
+            op(
+                jmp_code(width, cond, reg),
+                dst.num(),
+                s,
+                0,
+                target(off as i64) as i32,
+                imm,
+            )
+        }
+        Insn::MayGoto { off } => op(MayGoto, 0, 0, 0, target(off as i64) as i32, 0),
+        Insn::Call { kind, imm } => match kind {
+            CallKind::Local => op(CallLocal, 0, 0, 0, target(imm as i64) as i32, 0),
+            // Kfuncs are rejected by the checker.
+            _ => op(Call, 0, 0, 0, 0, imm as i64 as u64),
+        },
+        Insn::Callx { reg } => op(Callx, reg.num(), 0, 0, 0, 0),
+        Insn::Exit => op(Exit, 0, 0, 0, 0, 0),
+    }
+}
+
+/// The op of a load, store or atomic.
+fn mem_op(insn: &Insn) -> Op {
+    use Code::*;
+    match *insn {
         Insn::Ldx {
             size,
             signed,
@@ -423,70 +474,37 @@ pub fn translate(insn: &Insn, target: impl Fn(i64) -> usize, func_addr: impl Fn(
             off as i32,
             size.bytes() as u64,
         ),
-        Insn::Lddw {
-            kind,
+        // `translate` passes memory instructions only.
+        _ => op(Nop, 0, 0, 0, 0, 0),
+    }
+}
+
+/// The op of an `lddw` of `kind`: a map handle, a map value's address, a
+/// function's address, or the constant.
+fn lddw_op(kind: LddwKind, dst: u8, imm: i32, next_imm: i32, func_addr: impl Fn(i64) -> u64) -> Op {
+    use Code::*;
+    match kind {
+        LddwKind::MapIdxValue => op(
+            Lddw,
             dst,
-            imm,
-            next_imm,
-        } => match kind {
-            LddwKind::MapIdxValue => op(
-                Lddw,
-                dst.num(),
-                0,
-                0,
-                0,
-                crate::mem::addr(
-                    crate::mem::MAP_BASE.wrapping_add(imm as u32),
-                    next_imm as u32 as u64,
-                ),
-            ),
-            LddwKind::MapIdx => op(
-                Lddw,
-                dst.num(),
-                0,
-                0,
-                0,
-                crate::mem::addr(crate::mem::MAP_HANDLES, imm as u32 as u64),
-            ),
-            LddwKind::Func => op(Lddw, dst.num(), 0, 0, 0, func_addr(imm as i64)),
-            _ => op(Lddw, dst.num(), 0, 0, 0, Insn::imm64(imm, next_imm)),
-        },
-        Insn::LdAbs { size, imm } => op(LdAbs, 0, 0, size.bytes() as u8, 0, imm as i64 as u64),
-        Insn::LdInd { size, src, imm } => op(
-            LdInd,
             0,
-            src.num(),
-            size.bytes() as u8,
             0,
-            imm as i64 as u64,
+            0,
+            crate::mem::addr(
+                crate::mem::MAP_BASE.wrapping_add(imm as u32),
+                next_imm as u32 as u64,
+            ),
         ),
-        Insn::Ja { off } => op(Ja, 0, 0, 0, target(off as i64) as i32, 0),
-        Insn::Gotol { imm } => op(Ja, 0, 0, 0, target(imm as i64) as i32, 0),
-        Insn::Jmp {
-            width,
-            cond,
+        LddwKind::MapIdx => op(
+            Lddw,
             dst,
-            src,
-            off,
-        } => {
-            let (reg, s, imm) = source(src, width);
-            op(
-                jmp_code(width, cond, reg),
-                dst.num(),
-                s,
-                0,
-                target(off as i64) as i32,
-                imm,
-            )
-        }
-        Insn::MayGoto { off } => op(MayGoto, 0, 0, 0, target(off as i64) as i32, 0),
-        Insn::Call { kind, imm } => match kind {
-            CallKind::Local => op(CallLocal, 0, 0, 0, target(imm as i64) as i32, 0),
-            // Kfuncs are rejected by the checker.
-            _ => op(Call, 0, 0, 0, 0, imm as i64 as u64),
-        },
-        Insn::Callx { reg } => op(Callx, reg.num(), 0, 0, 0, 0),
-        Insn::Exit => op(Exit, 0, 0, 0, 0, 0),
+            0,
+            0,
+            0,
+            crate::mem::addr(crate::mem::MAP_HANDLES, imm as u32 as u64),
+        ),
+        LddwKind::Func => op(Lddw, dst, 0, 0, 0, func_addr(imm as i64)),
+        _ => op(Lddw, dst, 0, 0, 0, Insn::imm64(imm, next_imm)),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Recording a traced run: before each instruction the machine notes the
 //! registers and the memory the instruction is about to touch; after it,
 //! the differences become a [`TraceStep`]. Only the traced copy of the
-//! interpreter loop calls this; the fast path carries none of it.
+//! interpreter loop calls this; the fast path carries none of it (both
+//! entry points are kept out of line, so that the untraced loop compiled
+//! next to the traced one stays as it was).
 
 #![forbid(unsafe_code)]
 
@@ -80,6 +82,7 @@ impl Machine<'_> {
     }
 
     /// Notes the state before the instruction at `pc` runs.
+    #[inline(never)]
     pub(crate) fn trace_begin(&mut self, pc: usize) {
         let op = self.vm.program.ops.get(pc);
         let mem = op
@@ -102,6 +105,7 @@ impl Machine<'_> {
     /// Records the instruction noted by [`Machine::trace_begin`], now
     /// that it ran (`next`: the op that runs next, if any) or faulted
     /// (`fault_pc`: where the run faulted, if it did).
+    #[inline(never)]
     pub(crate) fn trace_end(&mut self, next: Option<usize>, fault_pc: Option<usize>) {
         let Some(p) = self.trace_pending.take() else {
             return;

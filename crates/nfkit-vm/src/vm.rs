@@ -259,7 +259,9 @@ impl Vm {
     }
 
     /// One run, in three phases: `prepare` (entry, stack, packet,
-    /// context, regions), `Machine::exec`, `collect` (the result).
+    /// context, regions), `Machine::exec`, `collect` (the result). The
+    /// phases are inlined back into this function: a short program's run
+    /// costs little more than this setup.
     fn run_with(
         &self,
         bufs: &mut Buffers,
@@ -273,11 +275,12 @@ impl Vm {
         };
         let mut m = self.machine(bufs, e, &mut layout, opts);
         let outcome = m.exec(e.start_op, opts.trace);
-        self.collect(m, outcome, e, &layout, bufs)
+        self.collect(&mut m, outcome, e, &layout, bufs)
     }
 
     /// Checks the run's arguments, clears the stack, lays out the packet
     /// and the context, and points the fixed regions at them.
+    #[inline(always)]
     fn prepare<'c>(
         &self,
         bufs: &mut Buffers,
@@ -311,6 +314,7 @@ impl Vm {
 
     /// Points the stack, context and packet regions of `bufs.regions` at
     /// this run's buffers.
+    #[inline(always)]
     fn place_regions(&self, bufs: &mut Buffers, l: &Layout) {
         let inner = &*self.inner;
         let regions = &mut bufs.regions;
@@ -379,6 +383,7 @@ impl Vm {
 
     /// The machine of one run, its registers set for entry `e`; takes the
     /// context state and the buffers' regions and frames.
+    #[inline(always)]
     fn machine<'v>(
         &'v self,
         bufs: &mut Buffers,
@@ -389,9 +394,14 @@ impl Vm {
         let inner = &*self.inner;
         let mut frames = std::mem::take(&mut bufs.frames);
         frames.clear();
-        let mut m = Machine {
+        let mut regs = [0; 16];
+        regs[1] = l.args[0];
+        regs[2] = l.args[1];
+        regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
+        // Built in place as the return value (no copy of the machine).
+        Machine {
             vm: inner,
-            regs: [0; 16],
+            regs,
             mem: Memory {
                 regions: std::mem::take(&mut bufs.regions),
             },
@@ -419,18 +429,15 @@ impl Vm {
             reservations: Vec::new(),
             trace: Vec::new(),
             trace_pending: None,
-        };
-        m.regs[1] = l.args[0];
-        m.regs[2] = l.args[1];
-        m.regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
-        m
+        }
     }
 
     /// The run's result from the machine after `exec`; gives the buffers
     /// back to `bufs`.
+    #[inline(always)]
     fn collect(
         &self,
-        mut m: Machine,
+        m: &mut Machine,
         outcome: Step<u64>,
         e: &EntryInfo,
         l: &Layout,
@@ -532,6 +539,7 @@ struct Layout<'c> {
 
 /// Copies the packet (or raw memory) of `ctx` into `bufs.packet` (grown
 /// when too small) and builds the context state for a `prog_type` program.
+#[inline(always)]
 fn lay_out<'c>(
     bufs: &mut Buffers,
     ctx: &'c Context,

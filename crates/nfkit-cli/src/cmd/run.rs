@@ -91,10 +91,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let vm = Vm::new(&image, config).with_context(|| format!("loading {name}"))?;
     let mut runner = vm.runner();
 
-    let mut counts: BTreeMap<i64, u64> = BTreeMap::new();
-    let mut written: Vec<Packet> = Vec::new();
-    let mut results = Vec::new();
-    let mut faults = 0u64;
+    let mut t = Tally::default();
     for (i, p) in packets.iter().enumerate() {
         let n = i as u64 + 1;
         let trace = tracing
@@ -115,19 +112,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             },
         );
         let code = hook.code(res.code());
-        *counts.entry(code).or_default() += 1;
+        *t.counts.entry(code).or_default() += 1;
         if res.result.is_err() {
-            faults += 1;
+            t.faults += 1;
         }
         let out = output(hook, code, &res);
         if let Some(data) = &out {
-            written.push(Packet {
+            t.written.push(Packet {
                 ts_ns: p.ts_ns,
                 data: data.clone(),
             });
         }
         if a.json {
-            results.push(packet_json(
+            t.results.push(packet_json(
                 n,
                 p,
                 code,
@@ -147,39 +144,60 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &a.out {
-        nfkit_pcap::write_file(path, &written)?;
+        nfkit_pcap::write_file(path, &t.written)?;
     }
+    print_summary(&a, &image.entries[entry], hook, packets.len(), &t)?;
+    Ok(ExitCode::SUCCESS)
+}
 
+/// What the runs over a capture added up to.
+#[derive(Default)]
+struct Tally {
+    /// Packets per return code.
+    counts: BTreeMap<i64, u64>,
+    /// The packets the hook kept, as the program left them.
+    written: Vec<Packet>,
+    /// Per-packet results (with `--json`).
+    results: Vec<serde_json::Value>,
+    faults: u64,
+}
+
+/// The counts per return code (and, with `--json`, every packet's result).
+fn print_summary(
+    a: &Args,
+    e: &nfkit_object::Entry,
+    hook: Hook,
+    packets: usize,
+    t: &Tally,
+) -> anyhow::Result<()> {
+    let (name, prog_type) = (&e.name, e.prog_type);
     if a.json {
-        let counts: serde_json::Map<String, serde_json::Value> = counts
+        let counts: serde_json::Map<String, serde_json::Value> = t
+            .counts
             .iter()
             .map(|(&c, &k)| (hook.code_name(c), json!(k)))
             .collect();
         let v = json!({
             "program": name,
-            "section": image.entries[entry].section,
+            "section": e.section,
             "type": prog_type.name(),
-            "packets": packets.len(),
+            "packets": packets,
             "counts": counts,
-            "faults": faults,
-            "written": a.out.as_ref().map(|_| written.len()),
-            "results": results,
+            "faults": t.faults,
+            "written": a.out.as_ref().map(|_| t.written.len()),
+            "results": t.results,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!(
-            "{name} ({}) on {} packets:",
-            prog_type.name(),
-            packets.len()
-        );
-        for (&c, &k) in &counts {
+        println!("{name} ({}) on {packets} packets:", prog_type.name());
+        for (&c, &k) in &t.counts {
             println!("  {:<16} {k}", hook.code_name(c));
         }
         if let Some(path) = &a.out {
-            println!("wrote {} packets to {}", written.len(), path.display());
+            println!("wrote {} packets to {}", t.written.len(), path.display());
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The entry to run: the one whose section or name is `want`, or the only one.

@@ -133,50 +133,10 @@ impl Machine<'_> {
         }
         let r0: u64 = match hid as i32 {
             id::MAP_LOOKUP_ELEM | id::MAP_LOOKUP_PERCPU_ELEM => {
-                let name = "map_lookup_elem";
-                let m = self.map_arg(a1, cur, name)?;
-                let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
-                let cpu = if hid as i32 == id::MAP_LOOKUP_PERCPU_ELEM {
-                    if !matches!(
-                        m.spec.map_type,
-                        MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
-                    ) {
-                        return self.herr(cur, "map_lookup_percpu_elem", "map is not per-CPU");
-                    }
-                    a3
-                } else {
-                    self.cpu as u64
-                };
-                if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
-                    0
-                } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_)) {
-                    return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
-                } else {
-                    match m.prog_lookup(&key, cpu as u32) {
-                        Some(off) => mem::addr(mem::MAP_BASE + m.index as u32, off as u64),
-                        None => 0,
-                    }
-                }
+                self.map_lookup(hid, a1, a2, a3, cur)?
             }
-            id::MAP_UPDATE_ELEM => {
-                let name = "map_update_elem";
-                let m = self.map_arg(a1, cur, name)?;
-                let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
-                let val = self.read_arg(a3, m.spec.value_size as usize, cur, name)?;
-                match m.prog_update(&key, &val, a4, self.cpu) {
-                    Ok(()) => 0,
-                    Err(e) => neg(e.errno()),
-                }
-            }
-            id::MAP_DELETE_ELEM => {
-                let name = "map_delete_elem";
-                let m = self.map_arg(a1, cur, name)?;
-                let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
-                match m.delete(&key) {
-                    Ok(()) => 0,
-                    Err(e) => neg(e.errno()),
-                }
-            }
+            id::MAP_UPDATE_ELEM => self.map_update(a1, a2, a3, a4, cur)?,
+            id::MAP_DELETE_ELEM => self.map_delete(a1, a2, cur)?,
             id::KTIME_GET_NS | id::KTIME_GET_COARSE_NS => self.clock.now_ns(),
             id::KTIME_GET_BOOT_NS => self.clock.boot_ns(),
             id::JIFFIES64 => self.clock.now_ns() / 4_000_000,
@@ -185,78 +145,17 @@ impl Machine<'_> {
             id::GET_NUMA_NODE_ID => 0,
             id::TRACE_PRINTK => self.trace_printk(a1, a2, [a3, a4, a5], cur)?,
             id::TAIL_CALL => return self.tail_call(a2, a3, cur, next),
-            id::REDIRECT => {
-                if self.is_xdp() {
-                    if a2 != 0 {
-                        XDP_ABORTED
-                    } else {
-                        self.redirect = Some(Redirect::Ifindex {
-                            ifindex: a1 as u32,
-                            flags: a2,
-                        });
-                        XDP_REDIRECT
-                    }
-                } else if a2 & !1 != 0 {
-                    TC_ACT_SHOT
-                } else {
-                    self.redirect = Some(Redirect::Ifindex {
-                        ifindex: a1 as u32,
-                        flags: a2,
-                    });
-                    TC_ACT_REDIRECT
-                }
-            }
+            id::REDIRECT => self.redirect(a1, a2),
             id::REDIRECT_MAP => self.redirect_map(a1, a2, a3, cur)?,
             id::XDP_ADJUST_HEAD => self.adjust_head(a2 as i32 as i64),
             id::XDP_ADJUST_META => self.adjust_meta(a2 as i32 as i64),
             id::XDP_ADJUST_TAIL => self.adjust_tail(a2 as i32 as i64),
             id::XDP_GET_BUFF_LEN => (self.pkt.data_end - self.pkt.data) as u64,
-            id::XDP_LOAD_BYTES | id::XDP_STORE_BYTES => {
-                let store = hid as i32 == id::XDP_STORE_BYTES;
-                let (off, len) = (a2 as u32 as usize, a4 as u32 as usize);
-                if off > 0xffff || len > 0xffff {
-                    neg(EFAULT)
-                } else if off + len > self.pkt.data_end - self.pkt.data {
-                    neg(EINVAL)
-                } else {
-                    self.copy_packet(self.pkt.data + off, a3, len, store, cur)?;
-                    0
-                }
-            }
-            id::SKB_LOAD_BYTES => {
-                let (off, len) = (a2 as u32 as usize, a4 as u32 as usize);
-                if off > i32::MAX as usize || off + len > self.pkt.data_end - self.pkt.data {
-                    let zeros = vec![0u8; len];
-                    self.write_arg(a3, &zeros, cur, "skb_load_bytes")?;
-                    neg(EFAULT)
-                } else {
-                    self.copy_packet(self.pkt.data + off, a3, len, false, cur)?;
-                    0
-                }
-            }
-            id::SKB_STORE_BYTES => {
-                let (off, len) = (a2 as u32 as usize, a4 as u32 as usize);
-                if a5 & !3 != 0 {
-                    neg(EINVAL)
-                } else if off > i32::MAX as usize || off + len > self.pkt.data_end - self.pkt.data {
-                    neg(EFAULT)
-                } else {
-                    self.copy_packet(self.pkt.data + off, a3, len, true, cur)?;
-                    if a5 & 2 != 0 {
-                        if let crate::ctx::CtxState::Skb(s) = &mut self.ctx {
-                            s.out.hash = 0;
-                        }
-                    }
-                    0
-                }
-            }
-            id::SKB_PULL_DATA => {
-                if a2 as u32 as usize > self.pkt.data_end - self.pkt.data {
-                    neg(ENOMEM)
-                } else {
-                    0
-                }
-            }
+            id::XDP_LOAD_BYTES
+            | id::XDP_STORE_BYTES
+            | id::SKB_LOAD_BYTES
+            | id::SKB_STORE_BYTES
+            | id::SKB_PULL_DATA => self.packet_bytes(hid, a2, a3, a4, a5, cur)?,
             id::GET_HASH_RECALC => match &self.ctx {
                 crate::ctx::CtxState::Skb(s) => s.out.hash as u64,
                 _ => 0,
@@ -269,35 +168,7 @@ impl Machine<'_> {
                 let to = self.read_arg(a3, a4 as u32 as usize, cur, "csum_diff")?;
                 csum::bpf_csum_diff(&from, &to, a5 as u32) as u64
             }
-            id::SPIN_LOCK => {
-                if self.lock_held.is_some() {
-                    return self.herr(cur, "spin_lock", "a spin lock is already held");
-                }
-                let Some((buf, off)) = self.mem.resolve(a1, 4, true) else {
-                    return self.herr(
-                        cur,
-                        "spin_lock",
-                        format!("{a1:#x} is no lock in a map value"),
-                    );
-                };
-                let mut spins = 0u64;
-                loop {
-                    match buf.cmpxchg(off, 4, 0, 1) {
-                        Some(0) => break,
-                        Some(_) => {
-                            spins += 1;
-                            if spins.is_multiple_of(64) {
-                                std::thread::yield_now();
-                            } else {
-                                std::hint::spin_loop();
-                            }
-                        }
-                        None => return self.herr(cur, "spin_lock", "misaligned lock"),
-                    }
-                }
-                self.lock_held = Some(a1);
-                0
-            }
+            id::SPIN_LOCK => self.spin_lock(a1, cur)?,
             id::SPIN_UNLOCK => {
                 if self.lock_held != Some(a1) {
                     return self.herr(cur, "spin_unlock", "this lock is not held");
@@ -321,76 +192,11 @@ impl Machine<'_> {
                     return self.start_loop(a1, cb, a3, next, cur);
                 }
             }
-            id::RINGBUF_RESERVE => {
-                let m = self.map_arg(a1, cur, "ringbuf_reserve")?;
-                let Some(rb) = m.ringbuf() else {
-                    return self.herr(cur, "ringbuf_reserve", "map is not a ring buffer");
-                };
-                if a3 != 0 {
-                    0
-                } else {
-                    match rb.reserve(a2) {
-                        Some(off) => {
-                            let region = self.mem.regions.len() as u32;
-                            self.mem.regions.push(Region {
-                                kind: RegionKind::Mem,
-                                buf: rb.buf.clone(),
-                                lo: off,
-                                hi: off + a2 as usize,
-                                writable: true,
-                                name: format!("ringbuf record of {}", m.name()).into(),
-                            });
-                            self.reservations.push(Reservation {
-                                region,
-                                map: m.index,
-                                off,
-                            });
-                            mem::addr(region, off as u64)
-                        }
-                        None => 0,
-                    }
-                }
-            }
+            id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,
             id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
-                let discard = hid as i32 == id::RINGBUF_DISCARD;
-                let region = (a1 >> mem::REGION_SHIFT) as u32;
-                let off = (a1 & 0xffff_ffff) as usize;
-                let Some(pos) = self
-                    .reservations
-                    .iter()
-                    .position(|r| r.region == region && r.off == off)
-                else {
-                    return self.herr(
-                        cur,
-                        "ringbuf_submit",
-                        format!("{a1:#x} is no live reservation"),
-                    );
-                };
-                let r = self.reservations.swap_remove(pos);
-                if let Some(rb) = self.vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
-                    rb.commit(r.off, discard);
-                }
-                if let Some(reg) = self.mem.regions.get_mut(region as usize) {
-                    reg.kind = RegionKind::Opaque;
-                    reg.hi = reg.lo;
-                }
-                0
+                self.ringbuf_submit(a1, hid as i32 == id::RINGBUF_DISCARD, cur)?
             }
-            id::RINGBUF_OUTPUT => {
-                let m = self.map_arg(a1, cur, "ringbuf_output")?;
-                let Some(rb) = m.ringbuf() else {
-                    return self.herr(cur, "ringbuf_output", "map is not a ring buffer");
-                };
-                let data = self.read_arg(a2, a3 as u32 as usize, cur, "ringbuf_output")?;
-                match rb.reserve(data.len() as u64) {
-                    Some(off) => {
-                        let _ = rb.buf.write(off, &data);
-                        rb.commit(off, false);
-                        0
-                    }
-                    None => neg(EAGAIN),
-                }
-            }
+            id::RINGBUF_OUTPUT => self.ringbuf_output(a1, a2, a3, cur)?,
             id::RINGBUF_QUERY => {
                 let m = self.map_arg(a1, cur, "ringbuf_query")?;
                 m.ringbuf().map_or(0, |rb| rb.query(a2))
@@ -405,6 +211,245 @@ impl Machine<'_> {
         };
         self.regs[0] = r0;
         Ok(next)
+    }
+
+    /// `bpf_map_lookup_elem(map, key)` and
+    /// `bpf_map_lookup_percpu_elem(map, key, cpu)`: the value's address, or 0.
+    fn map_lookup(&mut self, hid: i64, a1: u64, a2: u64, a3: u64, cur: usize) -> Step<u64> {
+        let name = "map_lookup_elem";
+        let m = self.map_arg(a1, cur, name)?;
+        let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+        let cpu = if hid as i32 == id::MAP_LOOKUP_PERCPU_ELEM {
+            if !matches!(
+                m.spec.map_type,
+                MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
+            ) {
+                return self.herr(cur, "map_lookup_percpu_elem", "map is not per-CPU");
+            }
+            a3
+        } else {
+            self.cpu as u64
+        };
+        Ok(if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
+            0
+        } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_)) {
+            return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
+        } else {
+            match m.prog_lookup(&key, cpu as u32) {
+                Some(off) => mem::addr(mem::MAP_BASE + m.index as u32, off as u64),
+                None => 0,
+            }
+        })
+    }
+
+    /// `bpf_map_update_elem(map, key, value, flags)`: 0 or a negative errno.
+    fn map_update(&mut self, a1: u64, a2: u64, a3: u64, a4: u64, cur: usize) -> Step<u64> {
+        let name = "map_update_elem";
+        let m = self.map_arg(a1, cur, name)?;
+        let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+        let val = self.read_arg(a3, m.spec.value_size as usize, cur, name)?;
+        Ok(match m.prog_update(&key, &val, a4, self.cpu) {
+            Ok(()) => 0,
+            Err(e) => neg(e.errno()),
+        })
+    }
+
+    /// `bpf_map_delete_elem(map, key)`: 0 or a negative errno.
+    fn map_delete(&mut self, a1: u64, a2: u64, cur: usize) -> Step<u64> {
+        let name = "map_delete_elem";
+        let m = self.map_arg(a1, cur, name)?;
+        let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+        Ok(match m.delete(&key) {
+            Ok(()) => 0,
+            Err(e) => neg(e.errno()),
+        })
+    }
+
+    /// `bpf_redirect(ifindex, flags)`: the hook's redirect code, or its
+    /// drop code for bad flags.
+    fn redirect(&mut self, ifindex: u64, flags: u64) -> u64 {
+        let xdp = self.is_xdp();
+        let bad = if xdp { flags != 0 } else { flags & !1 != 0 };
+        if bad {
+            return if xdp { XDP_ABORTED } else { TC_ACT_SHOT };
+        }
+        self.redirect = Some(Redirect::Ifindex {
+            ifindex: ifindex as u32,
+            flags,
+        });
+        if xdp {
+            XDP_REDIRECT
+        } else {
+            TC_ACT_REDIRECT
+        }
+    }
+
+    /// The helpers that copy between the packet and program memory
+    /// (`bpf_xdp_load_bytes`, `bpf_xdp_store_bytes`, `bpf_skb_load_bytes`,
+    /// `bpf_skb_store_bytes`) and `bpf_skb_pull_data`.
+    fn packet_bytes(
+        &mut self,
+        hid: i64,
+        a2: u64,
+        a3: u64,
+        a4: u64,
+        a5: u64,
+        cur: usize,
+    ) -> Step<u64> {
+        let (off, len) = (a2 as u32 as usize, a4 as u32 as usize);
+        let avail = self.pkt.data_end - self.pkt.data;
+        Ok(match hid as i32 {
+            id::XDP_LOAD_BYTES | id::XDP_STORE_BYTES => {
+                let store = hid as i32 == id::XDP_STORE_BYTES;
+                if off > 0xffff || len > 0xffff {
+                    neg(EFAULT)
+                } else if off + len > avail {
+                    neg(EINVAL)
+                } else {
+                    self.copy_packet(self.pkt.data + off, a3, len, store, cur)?;
+                    0
+                }
+            }
+            id::SKB_LOAD_BYTES => {
+                if off > i32::MAX as usize || off + len > avail {
+                    let zeros = vec![0u8; len];
+                    self.write_arg(a3, &zeros, cur, "skb_load_bytes")?;
+                    neg(EFAULT)
+                } else {
+                    self.copy_packet(self.pkt.data + off, a3, len, false, cur)?;
+                    0
+                }
+            }
+            id::SKB_STORE_BYTES => {
+                if a5 & !3 != 0 {
+                    neg(EINVAL)
+                } else if off > i32::MAX as usize || off + len > avail {
+                    neg(EFAULT)
+                } else {
+                    self.copy_packet(self.pkt.data + off, a3, len, true, cur)?;
+                    if a5 & 2 != 0 {
+                        if let crate::ctx::CtxState::Skb(s) = &mut self.ctx {
+                            s.out.hash = 0;
+                        }
+                    }
+                    0
+                }
+            }
+            // bpf_skb_pull_data(skb, len): the whole packet is linear.
+            _ => {
+                if off > avail {
+                    neg(ENOMEM)
+                } else {
+                    0
+                }
+            }
+        })
+    }
+
+    /// `bpf_spin_lock(lock)`: spins until the lock word goes from 0 to 1.
+    fn spin_lock(&mut self, a1: u64, cur: usize) -> Step<u64> {
+        if self.lock_held.is_some() {
+            return self.herr(cur, "spin_lock", "a spin lock is already held");
+        }
+        let Some((buf, off)) = self.mem.resolve(a1, 4, true) else {
+            return self.herr(
+                cur,
+                "spin_lock",
+                format!("{a1:#x} is no lock in a map value"),
+            );
+        };
+        let mut spins = 0u64;
+        loop {
+            match buf.cmpxchg(off, 4, 0, 1) {
+                Some(0) => break,
+                Some(_) => {
+                    spins += 1;
+                    if spins.is_multiple_of(64) {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                None => return self.herr(cur, "spin_lock", "misaligned lock"),
+            }
+        }
+        self.lock_held = Some(a1);
+        Ok(0)
+    }
+
+    /// `bpf_ringbuf_reserve(ringbuf, size, flags)`: a new region for the
+    /// record (its address), or 0.
+    fn ringbuf_reserve(&mut self, a1: u64, a2: u64, a3: u64, cur: usize) -> Step<u64> {
+        let m = self.map_arg(a1, cur, "ringbuf_reserve")?;
+        let Some(rb) = m.ringbuf() else {
+            return self.herr(cur, "ringbuf_reserve", "map is not a ring buffer");
+        };
+        if a3 != 0 {
+            return Ok(0);
+        }
+        let Some(off) = rb.reserve(a2) else {
+            return Ok(0);
+        };
+        let region = self.mem.regions.len() as u32;
+        self.mem.regions.push(Region {
+            kind: RegionKind::Mem,
+            buf: rb.buf.clone(),
+            lo: off,
+            hi: off + a2 as usize,
+            writable: true,
+            name: format!("ringbuf record of {}", m.name()).into(),
+        });
+        self.reservations.push(Reservation {
+            region,
+            map: m.index,
+            off,
+        });
+        Ok(mem::addr(region, off as u64))
+    }
+
+    /// `bpf_ringbuf_output(ringbuf, data, size, flags)`: copies a record
+    /// in; 0, or `-EAGAIN` when the ring is full.
+    fn ringbuf_output(&mut self, a1: u64, a2: u64, a3: u64, cur: usize) -> Step<u64> {
+        let m = self.map_arg(a1, cur, "ringbuf_output")?;
+        let Some(rb) = m.ringbuf() else {
+            return self.herr(cur, "ringbuf_output", "map is not a ring buffer");
+        };
+        let data = self.read_arg(a2, a3 as u32 as usize, cur, "ringbuf_output")?;
+        Ok(match rb.reserve(data.len() as u64) {
+            Some(off) => {
+                let _ = rb.buf.write(off, &data);
+                rb.commit(off, false);
+                0
+            }
+            None => neg(EAGAIN),
+        })
+    }
+
+    /// `bpf_ringbuf_submit(data, flags)` / `bpf_ringbuf_discard`: ends the
+    /// reservation at `a1`; its region becomes inaccessible.
+    fn ringbuf_submit(&mut self, a1: u64, discard: bool, cur: usize) -> Step<u64> {
+        let region = (a1 >> mem::REGION_SHIFT) as u32;
+        let off = (a1 & 0xffff_ffff) as usize;
+        let Some(pos) = self
+            .reservations
+            .iter()
+            .position(|r| r.region == region && r.off == off)
+        else {
+            return self.herr(
+                cur,
+                "ringbuf_submit",
+                format!("{a1:#x} is no live reservation"),
+            );
+        };
+        let r = self.reservations.swap_remove(pos);
+        if let Some(rb) = self.vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
+            rb.commit(r.off, discard);
+        }
+        if let Some(reg) = self.mem.regions.get_mut(region as usize) {
+            reg.kind = RegionKind::Opaque;
+            reg.hi = reg.lo;
+        }
+        Ok(0)
     }
 
     fn copy_packet(
