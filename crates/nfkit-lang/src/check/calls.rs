@@ -2,7 +2,7 @@
 //! `s64(e)`, NF calls, chain calls (inlined: recorded in the call graph
 //! for the recursion check), and the methods of Packet and maps.
 
-use super::errors::expr_name;
+use super::errors::{expr_name, Dest};
 use super::statements::VERDICT_CALLS;
 use super::{off, Checker, Scope, Sym, R, TE};
 use crate::ir::{Expr, ExprKind};
@@ -126,9 +126,9 @@ impl Checker<'_> {
             );
         }
         let mut args = Vec::new();
-        for (a, (_, t)) in call.args.iter().zip(&params) {
+        for (a, (p, t)) in call.args.iter().zip(&params) {
             let v = self.expr(a, sc)?;
-            args.push(self.convert(v, *t)?);
+            args.push(self.store(v, *t, a, Dest::Named(p))?);
         }
         self.calls[sc.chain].push((i, at));
         Ok(TE::Typed(Expr {

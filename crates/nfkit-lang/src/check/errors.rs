@@ -5,7 +5,7 @@
 use super::{off, Checker, R};
 use crate::diag::Severity;
 use crate::types::Ty;
-use rustpython_parser::ast::{self, Constant};
+use rustpython_parser::ast::{self, Constant, Ranged};
 
 /// How a statement kind is named in messages.
 pub(super) fn stmt_name(s: &ast::Stmt) -> &'static str {
@@ -76,17 +76,68 @@ pub(super) fn expr_name(e: &ast::Expr) -> &'static str {
     }
 }
 
-/// The help for a value that does not fit `ty`: its range.
-pub(super) fn fit_help(ty: Ty) -> String {
-    if ty == Ty::Bool {
-        return "use True or False".into();
-    }
-    let (lo, hi) = if ty.signed() {
+/// Where a converted value goes; the help texts name the fix there.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Dest<'n> {
+    /// The result of the chain of this name (`return e`).
+    Result(&'n str),
+    /// The local, parameter or constant of this name.
+    Named(&'n str),
+    /// An operand, argument, key or map value.
+    Value,
+}
+
+/// The smallest and largest value of integer type `ty`.
+pub(super) fn int_range(ty: Ty) -> (i128, i128) {
+    if ty.signed() {
         (-(1i128 << (ty.bits() - 1)), (1i128 << (ty.bits() - 1)) - 1)
     } else {
         (0, (1i128 << ty.bits()) - 1)
-    };
-    format!("{ty} holds {lo} .. {hi}; use a wider type or wrap explicitly: {ty}(x)")
+    }
+}
+
+/// The help for literal `v`, which does not fit `ty`, converted for
+/// `dest`: its range, and the fix: a signed type for a negative value
+/// in an unsigned type, a wider one for a value too large (or too
+/// small for a signed type).
+pub(super) fn fit_help(ty: Ty, v: i128, dest: Dest) -> String {
+    if ty == Ty::Bool {
+        return "use True or False".into();
+    }
+    let (lo, hi) = int_range(ty);
+    if v >= lo {
+        return format!("{ty} holds {lo} .. {hi}; use a wider type or wrap explicitly: {ty}(x)");
+    }
+    // The smallest signed type at least as wide as `ty` that holds `v`.
+    let s = [8, 16, 32, 64]
+        .into_iter()
+        .map(|b| Ty::int(true, b))
+        .find(|t| t.bits() >= ty.bits() && t.fits(v))
+        .unwrap_or(Ty::S64);
+    if ty.signed() {
+        return format!(
+            "{ty} holds {lo} .. {hi}; use a wider signed type ({s}) or wrap explicitly: {ty}(x)"
+        );
+    }
+    let range = format!("{ty} holds {lo} .. {hi} (no negative values)");
+    match dest {
+        Dest::Result(c) => {
+            format!("{range}; declare the result of {c} as a signed type: def {c}(...) -> {s}")
+        }
+        Dest::Named(n) => format!("{range}; declare '{n}' as a signed type: {n}: {s} = ..."),
+        Dest::Value => format!("{range}; use a signed type ({s}) or wrap explicitly: {ty}(x)"),
+    }
+}
+
+/// The help of the warning for a call result of type `from` narrowed
+/// to `to` for `dest`.
+pub(super) fn narrow_help(from: Ty, to: Ty, dest: Dest) -> String {
+    let cast = format!("use an explicit cast if the value always fits: {to}(...)");
+    match dest {
+        Dest::Result(c) => format!("{cast}; otherwise give {c} a wider result: -> {from}"),
+        Dest::Named(n) => format!("{cast}; otherwise declare '{n}' with a wider type: {n}: {from}"),
+        Dest::Value => format!("{cast}; otherwise use a wider type ({from})"),
+    }
 }
 
 impl Checker<'_> {
@@ -104,6 +155,14 @@ impl Checker<'_> {
     pub(super) fn warn(&mut self, at: usize, msg: impl Into<String>, help: &str) {
         let d = self.sm.diag(Severity::Warning, at, msg.into(), help);
         self.warnings.push(d);
+    }
+
+    /// The source text of a node (on one line).
+    pub(super) fn text_of<T: Ranged>(&self, n: &T) -> String {
+        let r = n.range();
+        let (a, b) = (u32::from(r.start()) as usize, u32::from(r.end()) as usize);
+        let t = self.sm.source.get(a..b).unwrap_or("");
+        t.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
     /// Line and column of byte `at`.

@@ -1,7 +1,7 @@
 //! Expressions (docs/language.md, "Types and arithmetic"): literals and
 //! their types, names, operators, comparisons, conversions.
 
-use super::errors::{expr_name, fit_help};
+use super::errors::{expr_name, fit_help, int_range, narrow_help, Dest};
 use super::statements::{VERDICT_CALLS, VERDICT_NAMES};
 use super::{off, Checker, Scope, Sym, R, TE};
 use crate::ir::{BinOp, CmpOp, Expr, ExprKind};
@@ -69,7 +69,11 @@ impl Checker<'_> {
                     default
                 };
                 if !ty.fits(v) {
-                    return self.err(at, format!("{v} does not fit {ty}"), &fit_help(ty));
+                    return self.err(
+                        at,
+                        format!("{v} does not fit {ty}"),
+                        &fit_help(ty, v, Dest::Value),
+                    );
                 }
                 Ok(Expr::konst(ty, v as u64))
             }
@@ -79,15 +83,43 @@ impl Checker<'_> {
     /// Converts to `ty` (assignment, arguments): literals must fit,
     /// typed values wrap.
     pub(super) fn convert(&self, t: TE, ty: Ty) -> R<Expr> {
+        self.convert_for(t, ty, Dest::Value)
+    }
+
+    /// [`convert`](Self::convert) for `dest` (named in the help when a
+    /// literal does not fit).
+    pub(super) fn convert_for(&self, t: TE, ty: Ty, dest: Dest) -> R<Expr> {
         match t {
             TE::Lit(v, at) => {
                 if !ty.fits(v) {
-                    return self.err(at, format!("{v} does not fit {ty}"), &fit_help(ty));
+                    return self.err(at, format!("{v} does not fit {ty}"), &fit_help(ty, v, dest));
                 }
                 Ok(Expr::konst(ty, v as u64))
             }
             TE::Typed(e) => Ok(e.cast(ty)),
         }
+    }
+
+    /// Converts `t`, the value of `value`, to be stored as `dest` of type
+    /// `ty` (an assignment, a `return`, an argument, a map value). The
+    /// result of a call (the whole of `value`) converted to a narrower
+    /// integer type is an implicit narrowing, which gets a warning;
+    /// explicit casts and arithmetic on call results do not.
+    pub(super) fn store(&mut self, t: TE, ty: Ty, value: &ast::Expr, dest: Dest) -> R<Expr> {
+        if let TE::Typed(e) = &t {
+            let call = matches!(e.kind, ExprKind::CallNf { .. } | ExprKind::CallChain { .. });
+            if call && ty.is_int() && e.ty.is_int() && ty.bits() < e.ty.bits() {
+                self.warn(
+                    off(value),
+                    format!(
+                        "implicit narrowing of the call result from {} to {ty}",
+                        e.ty
+                    ),
+                    &narrow_help(e.ty, ty, dest),
+                );
+            }
+        }
+        self.convert_for(t, ty, dest)
     }
 
     /// Checks an expression: typed, or a literal not yet typed.
@@ -229,6 +261,9 @@ impl Checker<'_> {
             };
             return Ok(TE::Typed(Expr::konst(Ty::Bool, v as u64)));
         }
+        if let Some(e) = self.fixed_by_literal(cop, &l, &r, (&c.left, rhs), at) {
+            return Ok(TE::Typed(e));
+        }
         let (l, r) = self.unify(l, r, at, true)?;
         if l.ty == Ty::Bool && !matches!(cop, CmpOp::Eq | CmpOp::Ne) {
             return self.err(
@@ -237,10 +272,98 @@ impl Checker<'_> {
                 "convert first: u8(flag)",
             );
         }
+        self.fixed_by_type(cop, &l, &r, (&c.left, rhs), at);
         Ok(TE::Typed(Expr {
             ty: Ty::Bool,
             kind: ExprKind::Cmp(cop, Box::new(l), Box::new(r)),
         }))
+    }
+
+    /// A comparison of a value with a literal outside its type's range
+    /// (`x == 300`, `x < -1` for `x: u8`): always false or always true,
+    /// with a warning. The comparison becomes `x < MIN` (false) or
+    /// `x >= MIN` (true) in `x`'s type, so `x` is still evaluated.
+    fn fixed_by_literal(
+        &mut self,
+        op: CmpOp,
+        l: &TE,
+        r: &TE,
+        src: (&ast::Expr, &ast::Expr),
+        at: usize,
+    ) -> Option<Expr> {
+        let (x, v, op, x_src) = match (l, r) {
+            (TE::Typed(x), TE::Lit(v, _)) => (x, *v, op, src.0),
+            (TE::Lit(v, _), TE::Typed(x)) => (x, *v, flip(op), src.1),
+            _ => return None,
+        };
+        if !x.ty.is_int() || x.ty.fits(v) {
+            return None;
+        }
+        let (lo, hi) = int_range(x.ty);
+        let always = decide(op, (lo, hi), v)?;
+        self.fixed_cmp_warning(always, x_src, x.ty, (lo, hi), v, at);
+        let cmp = if always { CmpOp::Ge } else { CmpOp::Lt };
+        Some(Expr {
+            ty: Ty::Bool,
+            kind: ExprKind::Cmp(
+                cmp,
+                Box::new(x.clone()),
+                Box::new(Expr::konst(x.ty, lo as u64)),
+            ),
+        })
+    }
+
+    /// Warns when a comparison of a value with a constant is decided by
+    /// the value's type alone (`x < 0` or `x >= 0` for unsigned `x`,
+    /// `x > 255` for `x: u8`, also through a widening cast).
+    fn fixed_by_type(
+        &mut self,
+        op: CmpOp,
+        l: &Expr,
+        r: &Expr,
+        src: (&ast::Expr, &ast::Expr),
+        at: usize,
+    ) {
+        let (x, c, op, x_src) = match (l.as_const(), r.as_const()) {
+            (None, Some(c)) => (l, r.ty.value(c), op, src.0),
+            (Some(c), None) => (r, l.ty.value(c), flip(op), src.1),
+            _ => return,
+        };
+        if !x.ty.is_int() {
+            return;
+        }
+        let (ty, range) = value_range(x);
+        if let Some(always) = decide(op, range, c) {
+            self.fixed_cmp_warning(always, x_src, ty, range, c, at);
+        }
+    }
+
+    /// "comparison is always false: x is u8 (0..255)", with the fix.
+    fn fixed_cmp_warning(
+        &mut self,
+        always: bool,
+        x_src: &ast::Expr,
+        ty: Ty,
+        (lo, hi): (i128, i128),
+        c: i128,
+        at: usize,
+    ) {
+        let x = self.text_of(x_src);
+        let help = if c <= lo && !ty.signed() {
+            let s = Ty::int(true, ty.bits());
+            format!("{x} is unsigned and never negative; give it a signed type ({s}) if it can be negative")
+        } else if c <= lo {
+            format!("{x} is never below {lo}; give it a wider type if it can be")
+        } else if c >= hi {
+            format!("{x} is never above {hi}; give it a wider type if it can be")
+        } else {
+            format!("{x} holds {lo}..{hi} only")
+        };
+        self.warn(
+            at,
+            format!("comparison is always {always}: {x} is {ty} ({lo}..{hi})"),
+            &help,
+        );
     }
 
     /// A name in a chain: a local, a constant, `True`/`False`; errors for the rest.
@@ -329,7 +452,11 @@ impl Checker<'_> {
             return self.err(at, format!("{v} is not a bool"), "use True or False");
         }
         if !ty.fits(v) {
-            return self.err(at, format!("literal {v} does not fit {ty}"), &fit_help(ty));
+            return self.err(
+                at,
+                format!("literal {v} does not fit {ty}"),
+                &fit_help(ty, v, Dest::Value),
+            );
         }
         Ok(Expr::konst(ty, v as u64))
     }
@@ -425,5 +552,51 @@ impl Checker<'_> {
             ty,
             kind: ExprKind::Bin(bop, Box::new(a), Box::new(b)),
         }))
+    }
+}
+
+/// `c OP x` as `x OP' c`.
+fn flip(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Lt => CmpOp::Gt,
+        CmpOp::Le => CmpOp::Ge,
+        CmpOp::Gt => CmpOp::Lt,
+        CmpOp::Ge => CmpOp::Le,
+        o => o,
+    }
+}
+
+/// The type whose range `e` is known to stay in, and that range: its
+/// own type's, or through widening casts that keep the value, the
+/// narrower operand's.
+fn value_range(e: &Expr) -> (Ty, (i128, i128)) {
+    if let ExprKind::Cast(inner) = &e.kind {
+        if inner.ty.is_int() {
+            let (ty, (lo, hi)) = value_range(inner);
+            if e.ty.fits(lo) && e.ty.fits(hi) {
+                return (ty, (lo, hi));
+            }
+        }
+    }
+    (e.ty, int_range(e.ty))
+}
+
+/// The outcome of `x OP c` for every `x` in `lo..=hi`, when it is the
+/// same for all of them.
+fn decide(op: CmpOp, (lo, hi): (i128, i128), c: i128) -> Option<bool> {
+    let (always_true, always_false) = match op {
+        CmpOp::Eq => (lo == c && hi == c, c < lo || c > hi),
+        CmpOp::Ne => (c < lo || c > hi, lo == c && hi == c),
+        CmpOp::Lt => (hi < c, lo >= c),
+        CmpOp::Le => (hi <= c, lo > c),
+        CmpOp::Gt => (lo > c, hi <= c),
+        CmpOp::Ge => (lo >= c, hi < c),
+    };
+    if always_true {
+        Some(true)
+    } else if always_false {
+        Some(false)
+    } else {
+        None
     }
 }

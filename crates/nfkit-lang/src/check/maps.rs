@@ -1,6 +1,6 @@
 //! Maps (docs/language.md, "Maps"): declarations and keys.
 
-use super::errors::expr_name;
+use super::errors::{expr_name, Dest};
 use super::{off, Checker, Scope, Sym, R, TE};
 use crate::ir::{Expr, ExprKind, MapDecl, MapRmw, Stmt, StmtKind};
 use crate::types::Ty;
@@ -128,7 +128,7 @@ impl Checker<'_> {
         let (map, key) = self.map_key(sub, sc)?;
         let vt = self.prog.maps[map].value;
         let v = self.expr(value, sc)?;
-        let v = self.convert(v, vt)?;
+        let v = self.store(v, vt, value, Dest::Value)?;
         Ok(StmtKind::MapSet { map, key, value: v })
     }
 
@@ -158,7 +158,7 @@ impl Checker<'_> {
         };
         let vt = self.prog.maps[map].value;
         let v = self.expr(value, sc)?;
-        let v = self.convert(v, vt)?;
+        let v = self.store(v, vt, value, Dest::Value)?;
         Ok(StmtKind::MapRmw {
             map,
             key,

@@ -4,7 +4,7 @@
 //! classifier call.
 
 use super::bpf_loop::MAX_LOOP_CAP;
-use super::errors::{expr_name, fit_help, stmt_name};
+use super::errors::{expr_name, fit_help, stmt_name, Dest};
 use super::maps::MAP_CTORS;
 use super::statements::{VERDICT_CALLS, VERDICT_NAMES};
 use super::{off, Checked, Checker, Options, Scope, Sym, DEFAULT_LOOP_CAP, MAX_ARGS, R};
@@ -291,7 +291,7 @@ impl<'a> Checker<'a> {
             return self.err(
                 off(value.as_ref()),
                 format!("{v} does not fit {ty}"),
-                &fit_help(ty),
+                &fit_help(ty, v, Dest::Named(target.id.as_str())),
             );
         }
         let name = target.id.as_str();

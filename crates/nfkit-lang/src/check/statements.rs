@@ -2,7 +2,7 @@
 //! augmented assignment, `if`, `break`/`continue`, `return` (values and
 //! verdicts), expression statements and `del`.
 
-use super::errors::{expr_name, stmt_name};
+use super::errors::{expr_name, stmt_name, Dest};
 use super::module::is_builtin;
 use super::{off, Checker, Scope, R, TE};
 use crate::ir::{verdict, BinOp, Expr, ExprKind, Stmt, StmtKind};
@@ -128,7 +128,7 @@ impl Checker<'_> {
             }
         }
         let e = self.expr(v, sc)?;
-        let e = self.convert(e, ty)?;
+        let e = self.store(e, ty, v, Dest::Named(name))?;
         let l = match sc.by_name.get(name) {
             Some(&l) => l,
             None => sc.add(name, ty),
@@ -163,7 +163,7 @@ impl Checker<'_> {
                     }
                 };
                 let ty = sc.locals[l].1;
-                let e = self.convert(e, ty)?;
+                let e = self.store(e, ty, &a.value, Dest::Named(name))?;
                 Ok(StmtKind::Assign { local: l, value: e })
             }
             ast::Expr::Subscript(sub) => self.map_set(sub, &a.value, sc),
@@ -225,7 +225,8 @@ impl Checker<'_> {
                 Some(vd) => StmtKind::Verdict(vd),
                 None => {
                     let e = self.expr(v, sc)?;
-                    StmtKind::Return(self.convert(e, sc.ret)?)
+                    let chain = self.prog.chains[sc.chain].name.clone();
+                    StmtKind::Return(self.store(e, sc.ret, v, Dest::Result(&chain))?)
                 }
             },
         })
