@@ -210,7 +210,10 @@ impl Checker<'_> {
                 "lists are not supported",
                 "use a map: ArrayMap(u64, N) indexed m[i]",
             ),
-            ast::Expr::Tuple(_) => ("tuples are not supported", "use separate values"),
+            ast::Expr::Tuple(_) => (
+                "tuples are only map keys",
+                "use separate values, or a tuple as a key: m[(a, b)] of m = HashMap((u32, u32), u64, N)",
+            ),
             ast::Expr::Dict(_) => (
                 "dicts are not supported here",
                 "declare a map: m = HashMap(u32, u64, 1024) and use m[k]",

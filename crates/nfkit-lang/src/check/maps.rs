@@ -2,7 +2,7 @@
 
 use super::errors::{expr_name, Dest};
 use super::{off, Checker, Scope, Sym, R, TE};
-use crate::ir::{Expr, ExprKind, MapDecl, MapRmw, Stmt, StmtKind};
+use crate::ir::{key_layout, Expr, ExprKind, Key, MapDecl, MapRmw, Stmt, StmtKind, MAX_KEY_BYTES};
 use crate::types::Ty;
 use nfkit_object::MapType;
 use rustpython_parser::ast;
@@ -48,21 +48,47 @@ impl Checker<'_> {
         }
         let (key, value, n) = if keyed {
             (
-                self.type_of(&call.args[0])?,
+                self.key_types(&call.args[0])?,
                 self.type_of(&call.args[1])?,
                 &call.args[2],
             )
         } else {
-            (Ty::U32, self.type_of(&call.args[0])?, &call.args[1])
+            (vec![Ty::U32], self.type_of(&call.args[0])?, &call.args[1])
         };
-        for (t, e) in [
-            (key, &call.args[0]),
-            (value, &call.args[if keyed { 1 } else { 0 }]),
-        ] {
+        let key_at = |i: usize| match &call.args[0] {
+            ast::Expr::Tuple(t) if keyed => &t.elts[i],
+            _ => &call.args[0],
+        };
+        for (i, &t) in key.iter().enumerate() {
             if t == Ty::Bool {
-                return self.err(off(e), "map keys and values are integer types", &help);
+                return self.err(
+                    off(key_at(i)),
+                    "map keys and values are integer types",
+                    &help,
+                );
             }
         }
+        if value == Ty::Bool {
+            let e = &call.args[if keyed { 1 } else { 0 }];
+            return self.err(off(e), "map keys and values are integer types", &help);
+        }
+        let (_, key_bytes) = key_layout(&key);
+        if key_bytes > MAX_KEY_BYTES {
+            return self.err(
+                off(&call.args[0]),
+                format!(
+                    "the key {} is {key_bytes} bytes; map keys are at most {MAX_KEY_BYTES} bytes",
+                    tuple_name(&key)
+                ),
+                "use fewer or narrower fields (the key is a C struct of the fields in order, each at a multiple of its size)",
+            );
+        }
+        // A tuple key: its fields; `key` u64 for tools that show keys as
+        // one integer.
+        let (key, tuple) = match call.args.first() {
+            Some(ast::Expr::Tuple(_)) if keyed => (Ty::U64, key),
+            _ => (key[0], Vec::new()),
+        };
         let size = self.const_expr(n)?;
         if !(1..=1 << 24).contains(&size) {
             return self.err(
@@ -77,6 +103,7 @@ impl Checker<'_> {
             name: name.to_string(),
             map_type: mt,
             key,
+            tuple,
             value,
             size: size as u32,
             line,
@@ -91,12 +118,73 @@ impl Checker<'_> {
         self.define(name, Sym::Map(idx), at)
     }
 
+    /// The types of a map key: an integer type, or a tuple of them
+    /// (`(u32, u32)`, at least two).
+    fn key_types(&self, e: &ast::Expr) -> R<Vec<Ty>> {
+        let ast::Expr::Tuple(t) = e else {
+            return Ok(vec![self.type_of(e)?]);
+        };
+        if t.elts.len() < 2 {
+            return self.err(
+                off(e),
+                "a tuple key has at least two fields",
+                "use the integer type itself: HashMap(u32, u64, 1024)",
+            );
+        }
+        t.elts.iter().map(|x| self.type_of(x)).collect()
+    }
+
     /// The map and the checked key of `m[k]`.
-    pub(super) fn map_key(&mut self, sub: &ast::ExprSubscript, sc: &mut Scope) -> R<(usize, Expr)> {
+    pub(super) fn map_key(&mut self, sub: &ast::ExprSubscript, sc: &mut Scope) -> R<(usize, Key)> {
         let map = self.map_ref(&sub.value)?;
-        let kt = self.prog.maps[map].key;
-        let k = self.expr(&sub.slice, sc)?;
-        Ok((map, self.convert(k, kt)?))
+        Ok((map, self.key_of(map, &sub.slice, sc)?))
+    }
+
+    /// The key `k` of map `map`, checked: one value per key field, each
+    /// converted to the field's type.
+    pub(super) fn key_of(&mut self, map: usize, k: &ast::Expr, sc: &mut Scope) -> R<Key> {
+        let d = &self.prog.maps[map];
+        let (name, fields) = (d.name.clone(), d.key_fields());
+        let elts: Vec<&ast::Expr> = match k {
+            ast::Expr::Tuple(t) => t.elts.iter().collect(),
+            _ => vec![k],
+        };
+        let is_tuple = matches!(k, ast::Expr::Tuple(_));
+        let tuple_map = !d.tuple.is_empty();
+        if is_tuple != tuple_map || elts.len() != fields.len() {
+            let (what, help) = if d.tuple.is_empty() {
+                (
+                    format!("{} keys", d.key),
+                    format!("index it with one value: {name}[k]"),
+                )
+            } else {
+                let vars: Vec<String> = (0..fields.len()).map(|i| format!("k{i}")).collect();
+                (
+                    format!("tuple keys {}", tuple_name(&fields)),
+                    format!(
+                        "index it with {} values: {name}[({})]",
+                        fields.len(),
+                        vars.join(", ")
+                    ),
+                )
+            };
+            let this = if is_tuple {
+                format!("a tuple of {}", elts.len())
+            } else {
+                "one value".to_string()
+            };
+            return self.err(
+                off(k),
+                format!("map '{name}' has {what}; this key is {this}"),
+                &help,
+            );
+        }
+        let mut key = Vec::with_capacity(fields.len());
+        for (e, ty) in elts.into_iter().zip(fields) {
+            let v = self.expr(e, sc)?;
+            key.push(self.convert(v, ty)?);
+        }
+        Ok(key)
     }
 
     /// The map a name refers to.
@@ -192,7 +280,7 @@ impl Checker<'_> {
             ty,
             kind: ExprKind::MapGet {
                 map,
-                key: Box::new(key),
+                key,
                 default: None,
             },
         }))
@@ -207,14 +295,12 @@ impl Checker<'_> {
         sc: &mut Scope,
     ) -> R<TE> {
         let map = self.map_ref(m)?;
-        let kt = self.prog.maps[map].key;
-        let k = self.expr(key, sc)?;
-        let k = self.convert(k, kt)?;
+        let k = self.key_of(map, key, sc)?;
         Ok(TE::Typed(Expr {
             ty: Ty::Bool,
             kind: ExprKind::MapHas {
                 map,
-                key: Box::new(k),
+                key: k,
                 negate,
             },
         }))
@@ -239,18 +325,23 @@ impl Checker<'_> {
         if call.args.len() != 2 || !call.keywords.is_empty() {
             return self.err(at, "get takes 2 arguments (key, default)", "m.get(k, 0)");
         }
-        let (kt, vt) = (self.prog.maps[map].key, self.prog.maps[map].value);
-        let k = self.expr(&call.args[0], sc)?;
-        let k = self.convert(k, kt)?;
+        let vt = self.prog.maps[map].value;
+        let k = self.key_of(map, &call.args[0], sc)?;
         let d = self.expr(&call.args[1], sc)?;
         let d = self.convert(d, vt)?;
         Ok(TE::Typed(Expr {
             ty: vt,
             kind: ExprKind::MapGet {
                 map,
-                key: Box::new(k),
+                key: k,
                 default: Some(Box::new(d)),
             },
         }))
     }
+}
+
+/// `(u32, u32)`.
+fn tuple_name(tys: &[Ty]) -> String {
+    let names: Vec<&str> = tys.iter().map(|t| t.name()).collect();
+    format!("({})", names.join(", "))
 }

@@ -25,9 +25,9 @@ pub fn map_size(ty: Ty) -> Size {
 impl Gen<'_> {
     /// `m[k] op= v`: atomic on 32- and 64-bit values, inserted with
     /// `BPF_NOEXIST` when absent.
-    pub(super) fn map_rmw(&mut self, map: usize, key: &Expr, op: MapRmw, value: &Expr) {
+    pub(super) fn map_rmw(&mut self, map: usize, key: &[Expr], op: MapRmw, value: &Expr) {
         let vt = self.prog.maps[map].value;
-        let k = self.spill_expr(key);
+        let (k, kb) = self.spill_key(map, key);
         self.expr(value);
         if op == MapRmw::Sub {
             self.emit(alu(AluOp::Neg, Reg::R0, Operand::Imm(0)));
@@ -83,35 +83,35 @@ impl Gen<'_> {
         self.emit(mov_imm(Reg::R4, 1)); // BPF_NOEXIST
         self.call_helper(MAP_UPDATE);
         self.bind(l_end);
-        self.free(16);
+        self.free(kb + 8);
     }
 
     /// `m[k] = v`.
-    pub(super) fn map_set(&mut self, map: usize, key: &Expr, value: &Expr) {
-        let k = self.spill_expr(key);
+    pub(super) fn map_set(&mut self, map: usize, key: &[Expr], value: &Expr) {
+        let (k, kb) = self.spill_key(map, key);
         let v = self.spill_expr(value);
         self.load_map(Reg::R1, ObjMap::User(map));
         self.fp_addr(Reg::R2, k);
         self.fp_addr(Reg::R3, v);
         self.emit(mov_imm(Reg::R4, 0));
         self.call_helper(MAP_UPDATE);
-        self.free(16);
+        self.free(kb + 8);
     }
 
     /// `del m[k]`.
-    pub(super) fn map_del(&mut self, map: usize, key: &Expr) {
-        let k = self.spill_expr(key);
+    pub(super) fn map_del(&mut self, map: usize, key: &[Expr]) {
+        let (k, kb) = self.spill_key(map, key);
         self.load_map(Reg::R1, ObjMap::User(map));
         self.fp_addr(Reg::R2, k);
         self.call_helper(MAP_DELETE);
-        self.free(8);
+        self.free(kb);
     }
 
     /// `m[k]` (0 when absent) or `m.get(k, d)`: the value in r0.
-    pub(super) fn map_get(&mut self, map: usize, key: &Expr, default: Option<&Expr>) {
+    pub(super) fn map_get(&mut self, map: usize, key: &[Expr], default: Option<&Expr>) {
         let vt = self.prog.maps[map].value;
         let d = default.map(|d| self.spill_expr(d));
-        let k = self.spill_expr(key);
+        let (k, kb) = self.spill_key(map, key);
         self.load_map(Reg::R1, ObjMap::User(map));
         self.fp_addr(Reg::R2, k);
         self.call_helper(MAP_LOOKUP);
@@ -127,12 +127,12 @@ impl Gen<'_> {
             None => self.emit(mov_imm(Reg::R0, 0)),
         }
         self.bind(end);
-        self.free(if d.is_some() { 16 } else { 8 });
+        self.free(kb + if d.is_some() { 8 } else { 0 });
     }
 
     /// `k in m` (`negate`: `not in`): 1 or 0 in r0.
-    pub(super) fn map_has(&mut self, map: usize, key: &Expr, negate: bool) {
-        let k = self.spill_expr(key);
+    pub(super) fn map_has(&mut self, map: usize, key: &[Expr], negate: bool) {
+        let (k, kb) = self.spill_key(map, key);
         self.load_map(Reg::R1, ObjMap::User(map));
         self.fp_addr(Reg::R2, k);
         self.call_helper(MAP_LOOKUP);
@@ -148,6 +148,33 @@ impl Gen<'_> {
         if negate {
             self.emit(alu(AluOp::Xor, Reg::R0, Operand::Imm(1)));
         }
-        self.free(8);
+        self.free(kb);
+    }
+
+    /// Evaluates the key of map `map` into new stack bytes (freed by the
+    /// caller): an integer key in an 8-byte slot (the map reads its low
+    /// bytes), a tuple key as its struct with the padding zeroed (hash
+    /// maps compare every byte). Its offset and the bytes allocated.
+    fn spill_key(&mut self, map: usize, key: &[Expr]) -> (i16, i32) {
+        let d = &self.prog.maps[map];
+        if let ([k], true) = (key, d.tuple.is_empty()) {
+            return (self.spill_expr(k), 8);
+        }
+        let (offs, size) = d.key_layout();
+        let bytes = size.div_ceil(8) as i32 * 8;
+        let o = self.alloc(bytes);
+        for j in 0..bytes as i16 / 8 {
+            self.emit(Insn::St {
+                size: Size::DW,
+                dst: Reg::FP,
+                off: o + 8 * j,
+                imm: 0,
+            });
+        }
+        for (k, off) in key.iter().zip(offs) {
+            self.expr(k);
+            self.emit(stx(map_size(k.ty), Reg::FP, o + off as i16, Reg::R0));
+        }
+        (o, bytes)
     }
 }
