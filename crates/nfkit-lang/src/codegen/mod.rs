@@ -75,7 +75,7 @@ pub const MAX_FRAME: i32 = 512;
 /// A symbolic reference of one instruction, resolved when linking.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ref {
-    /// `lddw` of map `i` of the object ([`Maps`] order).
+    /// `lddw` of map `i` of the object ([`Generated::maps`] order).
     Map(usize),
     /// Call of the NF with this symbol.
     Nf(String),
