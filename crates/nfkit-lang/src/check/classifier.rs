@@ -20,7 +20,7 @@ pub(super) const CLASSIFIERS: [&str; 7] = [
 
 impl Checker<'_> {
     /// A chain named as a classifier target.
-    pub(super) fn chain_arg(&self, e: &ast::Expr) -> R<usize> {
+    fn chain_arg(&self, e: &ast::Expr) -> R<usize> {
         if let ast::Expr::Name(n) = e {
             if let Some(Sym::Chain(i)) = self.syms.get(n.id.as_str()) {
                 return Ok(*i);
@@ -39,7 +39,7 @@ impl Checker<'_> {
     }
 
     /// A constant verdict (`default=`, `fault=`).
-    pub(super) fn const_verdict(&self, e: &ast::Expr) -> R<u64> {
+    fn const_verdict(&self, e: &ast::Expr) -> R<u64> {
         let help = "DROP, PASS, ABORTED, TX, FLOOD, REDIRECT(n), CONTROLLER(n), HOST(n)";
         match e {
             ast::Expr::Name(n) => {
@@ -150,7 +150,7 @@ impl Checker<'_> {
     }
 
     /// One key of classifier `cls`: a port, a DSCP value, an address or prefix.
-    pub(super) fn cls_key(&self, cls: &str, k: &ast::Expr, help: &str) -> R<ClsKey> {
+    fn cls_key(&self, cls: &str, k: &ast::Expr, help: &str) -> R<ClsKey> {
         match cls {
             "by_l4_dport" | "by_dscp" => {
                 let v = self.const_expr(k)?;

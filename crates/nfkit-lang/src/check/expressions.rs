@@ -9,7 +9,7 @@ use crate::types::Ty;
 use rustpython_parser::ast::{self, Constant};
 
 /// `not t`, folded when `t` is a constant.
-pub(super) fn fold_not(t: Expr) -> Expr {
+fn fold_not(t: Expr) -> Expr {
     match t.as_const() {
         Some(v) => Expr::konst(Ty::Bool, (v == 0) as u64),
         None => Expr {
@@ -51,7 +51,7 @@ impl Checker<'_> {
     }
 
     /// The truth value (bool) of `t`.
-    pub(super) fn truth(&self, t: TE) -> Expr {
+    fn truth(&self, t: TE) -> Expr {
         match t {
             TE::Lit(v, _) => Expr::konst(Ty::Bool, (v != 0) as u64),
             TE::Typed(e) => e.cast(Ty::Bool),
@@ -88,7 +88,7 @@ impl Checker<'_> {
 
     /// [`convert`](Self::convert) for `dest` (named in the help when a
     /// literal does not fit).
-    pub(super) fn convert_for(&self, t: TE, ty: Ty, dest: Dest) -> R<Expr> {
+    fn convert_for(&self, t: TE, ty: Ty, dest: Dest) -> R<Expr> {
         match t {
             TE::Lit(v, at) => {
                 if !ty.fits(v) {
@@ -392,7 +392,7 @@ impl Checker<'_> {
 
     /// Gives two operands one type: a literal takes the other's type;
     /// otherwise same signedness, wider width.
-    pub(super) fn unify(&self, l: TE, r: TE, at: usize, allow_bool: bool) -> R<(Expr, Expr)> {
+    fn unify(&self, l: TE, r: TE, at: usize, allow_bool: bool) -> R<(Expr, Expr)> {
         let (l, r) = match (l, r) {
             (TE::Lit(a, aat), TE::Lit(b, _)) => {
                 let ty = if a < 0 || b < 0 { Ty::S64 } else { Ty::U64 };
@@ -444,7 +444,7 @@ impl Checker<'_> {
     }
 
     /// Literal `v` as the other operand's type `ty` (must fit).
-    pub(super) fn lit_as(&self, v: i128, at: usize, ty: Ty) -> R<Expr> {
+    fn lit_as(&self, v: i128, at: usize, ty: Ty) -> R<Expr> {
         if ty == Ty::Bool {
             if v == 0 || v == 1 {
                 return Ok(Expr::konst(Ty::Bool, v as u64));

@@ -99,7 +99,7 @@ impl Checker<'_> {
     /// `from lib.common import f`: chains of `lib/common.chain` (or
     /// `.py`) next to this script, checked on their own and merged with
     /// the NFs and maps they use.
-    pub(super) fn import_lib(&mut self, i: &ast::StmtImportFrom, rest: &str) -> R<()> {
+    fn import_lib(&mut self, i: &ast::StmtImportFrom, rest: &str) -> R<()> {
         let at = off(i);
         if self.depth >= 8 {
             return self.err(

@@ -244,7 +244,7 @@ impl Checker<'_> {
 
     /// The body of a loop with iteration cap `cap` (0: none), checked
     /// inside the loop (for `break`, `continue` and nested `bpf_loop`s).
-    pub(super) fn loop_body(
+    fn loop_body(
         &mut self,
         at: usize,
         cap: u32,

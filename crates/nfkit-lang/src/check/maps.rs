@@ -135,14 +135,14 @@ impl Checker<'_> {
     }
 
     /// The map and the checked key of `m[k]`.
-    pub(super) fn map_key(&mut self, sub: &ast::ExprSubscript, sc: &mut Scope) -> R<(usize, Key)> {
+    fn map_key(&mut self, sub: &ast::ExprSubscript, sc: &mut Scope) -> R<(usize, Key)> {
         let map = self.map_ref(&sub.value)?;
         Ok((map, self.key_of(map, &sub.slice, sc)?))
     }
 
     /// The key `k` of map `map`, checked: one value per key field, each
     /// converted to the field's type.
-    pub(super) fn key_of(&mut self, map: usize, k: &ast::Expr, sc: &mut Scope) -> R<Key> {
+    fn key_of(&mut self, map: usize, k: &ast::Expr, sc: &mut Scope) -> R<Key> {
         let d = &self.prog.maps[map];
         let (name, fields) = (d.name.clone(), d.key_fields());
         let elts: Vec<&ast::Expr> = match k {

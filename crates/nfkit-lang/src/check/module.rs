@@ -233,7 +233,7 @@ impl<'a> Checker<'a> {
 
     /// `NAME = value`: a map declaration or an untyped constant
     /// (`LOOP_CAP` sets the default iteration cap).
-    pub(super) fn module_assign(&mut self, a: &ast::StmtAssign) -> R<()> {
+    fn module_assign(&mut self, a: &ast::StmtAssign) -> R<()> {
         let [ast::Expr::Name(target)] = a.targets.as_slice() else {
             return self.err(
                 off(a),
@@ -270,7 +270,7 @@ impl<'a> Checker<'a> {
     }
 
     /// `NAME: T = value`: a typed constant.
-    pub(super) fn module_ann_assign(&mut self, a: &ast::StmtAnnAssign) -> R<()> {
+    fn module_ann_assign(&mut self, a: &ast::StmtAnnAssign) -> R<()> {
         let ast::Expr::Name(target) = a.target.as_ref() else {
             return self.err(
                 off(a),
@@ -411,7 +411,7 @@ impl<'a> Checker<'a> {
     }
 
     /// A `def`: its name, parameters and return type (the body comes later).
-    pub(super) fn declare_chain(&mut self, f: &'a ast::StmtFunctionDef) -> R<()> {
+    fn declare_chain(&mut self, f: &'a ast::StmtFunctionDef) -> R<()> {
         let at = off(f);
         if !f.decorator_list.is_empty() {
             return self.err(
@@ -480,7 +480,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Checks the body of chain `i` (not for imported chains).
-    pub(super) fn chain_body(&mut self, i: usize) -> R<()> {
+    fn chain_body(&mut self, i: usize) -> R<()> {
         let Some(f) = self.defs[i] else {
             return Ok(());
         };

@@ -24,7 +24,7 @@ pub const PKT_FIELDS: [(&str, i16, Size, Ty); 11] = [
 ];
 
 /// The access size and type of a `read_`/`write_` suffix.
-pub(super) fn size_of_suffix(s: &str) -> Option<(Size, Ty)> {
+fn size_of_suffix(s: &str) -> Option<(Size, Ty)> {
     match s {
         "u8" => Some((Size::B, Ty::U8)),
         "u16" => Some((Size::H, Ty::U16)),

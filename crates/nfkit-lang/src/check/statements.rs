@@ -32,7 +32,7 @@ impl Checker<'_> {
     }
 
     /// Checks one statement, adding its IR to `out`.
-    pub(super) fn stmt(&mut self, s: &ast::Stmt, sc: &mut Scope, out: &mut Vec<Stmt>) -> R<()> {
+    fn stmt(&mut self, s: &ast::Stmt, sc: &mut Scope, out: &mut Vec<Stmt>) -> R<()> {
         let at = off(s);
         let kind = match s {
             ast::Stmt::Pass(_) => return Ok(()),

@@ -11,31 +11,31 @@ use crate::types::Ty;
 use nfkit_isa::{AluOp, Cond, Insn, LddwKind, Operand, Reg, Size};
 
 /// Helper id of `bpf_loop`.
-pub(super) const LOOP: i32 = 181;
+const LOOP: i32 = 181;
 
 /// The caller's block of a `bpf_loop` (offsets from its start): the
 /// spilled ctx, the status the callback leaves, the value of a `return`
 /// or verdict, the start value of a `range` loop variable.
-pub(super) const BLK_CTX: i16 = 0;
-pub(super) const BLK_STATUS: i16 = 8;
-pub(super) const BLK_VALUE: i16 = 16;
-pub(super) const BLK_START: i16 = 24;
-pub(super) const BLK_SIZE: i32 = 32;
+const BLK_CTX: i16 = 0;
+const BLK_STATUS: i16 = 8;
+const BLK_VALUE: i16 = 16;
+const BLK_START: i16 = 24;
+const BLK_SIZE: i32 = 32;
 
 /// Statuses: still running (the iterations ran out: the cap), ended
 /// (condition false or `break`), `return` with a value, the function's
 /// exit with r0 (verdict), fault.
-pub(super) const ST_ENDED: i32 = 1;
-pub(super) const ST_RETURN: i32 = 2;
-pub(super) const ST_EXIT: i32 = 3;
-pub(super) const ST_FAULT: i32 = 4;
+const ST_ENDED: i32 = 1;
+const ST_RETURN: i32 = 2;
+const ST_EXIT: i32 = 3;
+const ST_FAULT: i32 = 4;
 
 /// The loop variable of a `range` loop whose value can be derived from
 /// the iteration index (`var = start + index * step`): (local, step,
 /// type), when `step` is `var = var + const` and `body` never assigns
 /// `var`. The verifier then sees an unknown index instead of a constant
 /// that changes every iteration, and verifies the callback once.
-pub(super) fn derived_var(body: &[Stmt], step: &[Stmt]) -> Option<(usize, u64, Ty)> {
+fn derived_var(body: &[Stmt], step: &[Stmt]) -> Option<(usize, u64, Ty)> {
     let [Stmt {
         kind: StmtKind::Assign { local, value },
         ..
@@ -57,7 +57,7 @@ pub(super) fn derived_var(body: &[Stmt], step: &[Stmt]) -> Option<(usize, u64, T
 
 /// Adds the locals the statements of `body` assign to `out` (in the
 /// order of their first assignment).
-pub(super) fn assigned(body: &[Stmt], out: &mut Vec<usize>) {
+fn assigned(body: &[Stmt], out: &mut Vec<usize>) {
     struct Assigned<'o>(&'o mut Vec<usize>);
     impl Visit for Assigned<'_> {
         fn visit_stmt(&mut self, s: &Stmt) {

@@ -13,16 +13,16 @@ use nfkit_nf::Hook;
 use std::collections::BTreeMap;
 
 /// Helper id of `bpf_tail_call`.
-pub(super) const TAIL_CALL: i32 = 12;
+const TAIL_CALL: i32 = 12;
 
 /// The classifier object's end of a dynamic chain (docs/abi.md §5).
 pub const DYN_FINISH: &str = "nfkit_dyn_finish";
 
 /// `struct nf_frame` (docs/abi.md §5): offsets and the number of stack
 /// slots a chain can keep across an NF call.
-pub(super) const FRAME_RESULT: i16 = 32;
-pub(super) const FRAME_CONT: i16 = 40;
-pub(super) const FRAME_LOCALS: i16 = 56;
+const FRAME_RESULT: i16 = 32;
+const FRAME_CONT: i16 = 40;
+const FRAME_LOCALS: i16 = 56;
 pub const FRAME_SLOTS: i32 = 56;
 
 /// Tail calls the kernel allows per packet, and the NF calls that fit:
@@ -123,13 +123,13 @@ pub fn generate_dynamic(
 }
 
 /// Placeholder base of callback function indexes in dynamic mode.
-pub(super) const CB_PENDING: usize = 1 << 30;
+const CB_PENDING: usize = 1 << 30;
 
 /// The most tail-called NF calls one run of `body` can make (loops
 /// count their iterations, at least `min_trips` each; chain calls are
 /// inlined, so their bodies count). With `min_trips` 1 it tells whether
 /// `body` has a call site at all, even in a loop proven to run 0 times.
-pub(super) fn nf_calls_block(prog: &Program, body: &[Stmt], min_trips: u32) -> u64 {
+fn nf_calls_block(prog: &Program, body: &[Stmt], min_trips: u32) -> u64 {
     let mut v = NfCalls {
         prog,
         min_trips,
@@ -251,7 +251,7 @@ impl Gen<'_> {
     /// Dynamic mode: the start of each segment after the first: ctx into
     /// r9, the stack slots back from the frame, the NF's result into r0,
     /// then on after the call site.
-    pub(super) fn resume_prologues(&mut self) {
+    fn resume_prologues(&mut self) {
         let sites: Vec<Site> = self
             .dynamic
             .as_ref()

@@ -112,7 +112,7 @@ impl Gen<'_> {
     }
 
     /// The index of map `m` in the object (added on first use).
-    pub(super) fn map_index(&mut self, m: ObjMap) -> usize {
+    fn map_index(&mut self, m: ObjMap) -> usize {
         match self.maps.iter().position(|x| *x == m) {
             Some(i) => i,
             None => {

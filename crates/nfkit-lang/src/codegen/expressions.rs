@@ -48,7 +48,7 @@ impl Gen<'_> {
     }
 
     /// A simple right operand: an immediate, or a local loaded into r1.
-    pub(super) fn operand(&mut self, e: &Expr) -> Option<Operand> {
+    fn operand(&mut self, e: &Expr) -> Option<Operand> {
         match &e.kind {
             ExprKind::Const(v)
                 if (*v as i64) >= i32::MIN as i64 && (*v as i64) <= i32::MAX as i64 =>
@@ -66,7 +66,7 @@ impl Gen<'_> {
     }
 
     /// r0 = a, and the second operand as an immediate or in r1.
-    pub(super) fn pair(&mut self, a: &Expr, b: &Expr) -> Operand {
+    fn pair(&mut self, a: &Expr, b: &Expr) -> Operand {
         let simple = matches!(b.kind, ExprKind::Const(_) | ExprKind::Local(_));
         if simple {
             self.expr(a);
@@ -85,7 +85,7 @@ impl Gen<'_> {
     }
 
     /// The jump condition of a comparison.
-    pub(super) fn cond_of(op: CmpOp, signed: bool) -> Cond {
+    fn cond_of(op: CmpOp, signed: bool) -> Cond {
         match (op, signed) {
             (CmpOp::Eq, _) => Cond::Eq,
             (CmpOp::Ne, _) => Cond::Ne,
@@ -139,7 +139,7 @@ impl Gen<'_> {
     }
 
     /// Jumps to `l` when `c` is true.
-    pub(super) fn branch_true(&mut self, c: &Expr, l: Label) {
+    fn branch_true(&mut self, c: &Expr, l: Label) {
         match &c.kind {
             ExprKind::Cmp(op, a, b) => {
                 let src = self.pair(a, b);
@@ -227,7 +227,7 @@ impl Gen<'_> {
 
     /// `a op b` in type `ty` into r0 (`x // 0 == 0`, `x % 0 == x`; shift
     /// counts modulo the width).
-    pub(super) fn binop(&mut self, op: BinOp, ty: Ty, a: &Expr, b: &Expr) {
+    fn binop(&mut self, op: BinOp, ty: Ty, a: &Expr, b: &Expr) {
         let signed = ty.signed();
         if matches!(op, BinOp::Div | BinOp::Mod) && b.as_const() == Some(0) {
             // x // 0 == 0, x % 0 == x.

@@ -9,8 +9,8 @@ use nfkit_isa::{AluOp, AtomicOp, Cond, Insn, Operand, Reg, Size, Width};
 
 /// Helper ids of the map helpers.
 pub(super) const MAP_LOOKUP: i32 = 1;
-pub(super) const MAP_UPDATE: i32 = 2;
-pub(super) const MAP_DELETE: i32 = 3;
+const MAP_UPDATE: i32 = 2;
+const MAP_DELETE: i32 = 3;
 
 /// The memory size of a map value of type `ty`.
 pub fn map_size(ty: Ty) -> Size {

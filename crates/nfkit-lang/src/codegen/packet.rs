@@ -9,9 +9,9 @@ use nfkit_isa::{AluOp, ByteOrder, Cond, Insn, Operand, Reg, Size};
 use nfkit_nf::Hook;
 
 /// Helper ids of the skb byte helpers.
-pub(super) const SKB_STORE_BYTES: i32 = 9;
-pub(super) const SKB_LOAD_BYTES: i32 = 26;
-pub(super) const SKB_LOAD_BYTES_RELATIVE: i32 = 68;
+const SKB_STORE_BYTES: i32 = 9;
+const SKB_LOAD_BYTES: i32 = 26;
+const SKB_LOAD_BYTES_RELATIVE: i32 = 68;
 
 /// Largest packet offset a chain can access: the verifier tracks packet
 /// ranges only while offset + size stays below 64 KiB; larger offsets
@@ -20,7 +20,7 @@ pub const MAX_PKT_OFF: i32 = 0x7fff;
 
 impl Gen<'_> {
     /// Loads data / data_end of the context into r1 / r2 (XDP, TC).
-    pub(super) fn pkt_ptrs(&mut self) {
+    fn pkt_ptrs(&mut self) {
         let (d, e) = match self.hook {
             Hook::Xdp => (0, 4),
             _ => (76, 80),
@@ -31,7 +31,7 @@ impl Gen<'_> {
 
     /// With the offset in r0: r1 = packet pointer with `size` readable
     /// bytes, or a jump to `miss`.
-    pub(super) fn pkt_check(&mut self, size: Size, miss: Label) {
+    fn pkt_check(&mut self, size: Size, miss: Label) {
         self.jcond(Cond::Gt, Reg::R0, Operand::Imm(MAX_PKT_OFF), miss);
         self.pkt_ptrs();
         self.emit(alu(AluOp::Add, Reg::R1, Operand::Reg(Reg::R0)));
@@ -41,7 +41,7 @@ impl Gen<'_> {
     }
 
     /// Network to host order (or back) of a `size` value in `r`.
-    pub(super) fn swap(&mut self, r: Reg, size: Size) {
+    fn swap(&mut self, r: Reg, size: Size) {
         if size != Size::B {
             self.emit(Insn::Endian {
                 order: ByteOrder::Be,

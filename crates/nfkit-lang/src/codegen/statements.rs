@@ -15,7 +15,7 @@ impl Gen<'_> {
     }
 
     /// The code of one statement (its line recorded for the line info).
-    pub(super) fn stmt(&mut self, s: &Stmt) {
+    fn stmt(&mut self, s: &Stmt) {
         self.lines.push((self.insns.len(), s.line, s.col));
         match &s.kind {
             StmtKind::Assign { local, value } => {
