@@ -97,13 +97,13 @@ pub enum ExprKind {
     /// `m[k]` (0 when absent) or `m.get(k, d)`.
     MapGet {
         map: usize,
-        key: Box<Expr>,
+        key: Key,
         default: Option<Box<Expr>>,
     },
     /// `k in m` (`negate`: `not in`).
     MapHas {
         map: usize,
-        key: Box<Expr>,
+        key: Key,
         negate: bool,
     },
 }
@@ -181,18 +181,18 @@ pub enum StmtKind {
     Verdict(Expr),
     MapSet {
         map: usize,
-        key: Expr,
+        key: Key,
         value: Expr,
     },
     MapRmw {
         map: usize,
-        key: Expr,
+        key: Key,
         op: MapRmw,
         value: Expr,
     },
     MapDel {
         map: usize,
-        key: Expr,
+        key: Key,
     },
     PktWrite {
         size: Size,
@@ -227,15 +227,65 @@ pub struct NfRef {
     pub arity: usize,
 }
 
+/// A map key: one expression per key field (one for an integer key),
+/// each already of its field's type.
+pub type Key = Vec<Expr>;
+
+/// Largest map key in bytes (a tuple key's struct).
+pub const MAX_KEY_BYTES: u32 = 16;
+
 /// A map declared by the script.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapDecl {
     pub name: String,
     pub map_type: MapType,
+    /// The key type of an integer key. For a tuple key: `u64`, so that
+    /// tools showing keys as one integer show its first 8 bytes.
     pub key: Ty,
+    /// The element types of a tuple key (`HashMap((u32, u32), ...)`);
+    /// empty for an integer key.
+    pub tuple: Vec<Ty>,
     pub value: Ty,
     pub size: u32,
     pub line: u32,
+}
+
+impl MapDecl {
+    /// The types of the key's fields: the tuple's, or the integer key.
+    pub fn key_fields(&self) -> Vec<Ty> {
+        if self.tuple.is_empty() {
+            vec![self.key]
+        } else {
+            self.tuple.clone()
+        }
+    }
+
+    /// Byte offset of each key field and the key's size: a C struct of
+    /// the fields in order with natural alignment (each field at a
+    /// multiple of its size, the size a multiple of the largest field).
+    pub fn key_layout(&self) -> (Vec<u32>, u32) {
+        key_layout(&self.key_fields())
+    }
+
+    /// The key's size in bytes.
+    pub fn key_size(&self) -> u32 {
+        self.key_layout().1
+    }
+}
+
+/// [`MapDecl::key_layout`] of fields `tys`.
+pub fn key_layout(tys: &[Ty]) -> (Vec<u32>, u32) {
+    let mut offs = Vec::with_capacity(tys.len());
+    let mut at: u32 = 0;
+    let mut align: u32 = 1;
+    for t in tys {
+        let n = t.bytes();
+        at = at.div_ceil(n) * n;
+        offs.push(at);
+        at += n;
+        align = align.max(n);
+    }
+    (offs, at.div_ceil(align) * align)
 }
 
 /// A classifier key.

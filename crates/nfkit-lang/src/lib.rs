@@ -4,11 +4,12 @@
 //!
 //! * [`diag`]: diagnostics with file:line:col, the line, a caret and help.
 //! * [`types`]: the value types and their wrapping rules.
-//! * [`ir`]: the typed IR.
+//! * [`ir`]: the typed IR, and [`ir::walk`], the one walk over it.
 //! * [`cache`]: parsed NF objects kept across compiles.
-//! * [`check`]: parsing (rustpython-parser), name resolution, type checking.
+//! * [`check`](mod@check): parsing (rustpython-parser), name resolution, type checking
+//!   (one file per section of docs/language.md).
 //! * [`eval`]: the reference arithmetic (constant folding, tests).
-//! * [`codegen`]: IR into eBPF instructions.
+//! * [`codegen`]: IR into eBPF instructions (the same sections).
 //! * [`link`]: chains + NFs + classifier into an Image; stack budget;
 //!   the control-plane writes the script implies.
 //! * [`listing`]: the generated code as text with script lines.

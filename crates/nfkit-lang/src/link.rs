@@ -5,9 +5,10 @@
 
 use crate::codegen::{GenFunc, Generated, ObjMap, Ref};
 use crate::ir::{ClsKey, Program};
+use crate::types::Ty;
 use nfkit_isa::{CallKind, Insn, LddwKind, Operand, Reg};
 use nfkit_nf::{Hook, SearchPath};
-use nfkit_object::btf::{Kind, Linkage, Param, Type};
+use nfkit_object::btf::{Kind, Linkage, Member, Param, Type, INT_SIGNED};
 use nfkit_object::object::{Binding, FuncRef, ObjFunction, Reloc, RelocTarget};
 use nfkit_object::{Btf, Image, LineInfo, MapKind, MapSpec, MapType, Object};
 use std::collections::HashMap;
@@ -64,7 +65,7 @@ pub fn map_specs(prog: &Program, gen: &Generated) -> Vec<MapSpec> {
                     name: d.name.clone(),
                     kind: MapKind::Declared,
                     map_type: d.map_type,
-                    key_size: d.key.bytes(),
+                    key_size: d.key_size(),
                     value_size: d.value.bytes(),
                     max_entries: d.size,
                     flags: 0,
@@ -155,9 +156,68 @@ fn build_btf(funcs: &[GenFunc]) -> (Btf, Vec<u32>) {
     (btf, ids)
 }
 
+/// BTF types of the maps with tuple keys, so that tools show their
+/// entries typed: the key a struct `<map>_key` with members `f0, f1,
+/// ...` (the layout of [`crate::ir::MapDecl::key_layout`]), the value
+/// its integer type.
+fn tuple_key_types(prog: &Program, gen: &Generated, btf: &mut Btf, specs: &mut [MapSpec]) {
+    let mut ints: HashMap<Ty, u32> = HashMap::new();
+    let mut int = |btf: &mut Btf, ty: Ty| {
+        *ints.entry(ty).or_insert_with(|| {
+            let (name, encoding) = match ty {
+                Ty::U8 | Ty::Bool => ("unsigned char", 0),
+                Ty::U16 => ("unsigned short", 0),
+                Ty::U32 => ("unsigned int", 0),
+                Ty::U64 => ("unsigned long long", 0),
+                Ty::S8 => ("signed char", INT_SIGNED),
+                Ty::S16 => ("short", INT_SIGNED),
+                Ty::S32 => ("int", INT_SIGNED),
+                Ty::S64 => ("long long", INT_SIGNED),
+            };
+            btf.add(Type::new(
+                name,
+                Kind::Int {
+                    size: ty.bytes(),
+                    encoding,
+                    offset: 0,
+                    bits: ty.bytes() as u8 * 8,
+                },
+            ))
+        })
+    };
+    for (spec, m) in specs.iter_mut().zip(&gen.maps) {
+        let ObjMap::User(i) = m else { continue };
+        let d = &prog.maps[*i];
+        if d.tuple.is_empty() {
+            continue;
+        }
+        let (offs, size) = d.key_layout();
+        let members = d
+            .tuple
+            .iter()
+            .zip(offs)
+            .enumerate()
+            .map(|(k, (&ty, off))| Member {
+                name: format!("f{k}"),
+                ty: int(btf, ty),
+                bit_offset: off * 8,
+                bitfield_size: 0,
+            })
+            .collect();
+        let key = btf.add(Type::new(
+            format!("{}_key", d.name),
+            Kind::Struct { size, members },
+        ));
+        spec.key_type_id = Some(key);
+        spec.value_type_id = Some(int(btf, d.value));
+    }
+}
+
 /// The generated code as an unlinked object.
 pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
-    let (btf, ids) = build_btf(&gen.funcs);
+    let (mut btf, ids) = build_btf(&gen.funcs);
+    let mut maps = map_specs(prog, gen);
+    tuple_key_types(prog, gen, &mut btf, &mut maps);
     let lines: Vec<&str> = prog.source.lines().collect();
     let functions = gen
         .funcs
@@ -224,7 +284,7 @@ pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
     Object {
         origin: prog.file.clone(),
         functions,
-        maps: map_specs(prog, gen),
+        maps,
         map_inits: Vec::new(),
         data_symbols: Vec::new(),
         btf: Some(btf),

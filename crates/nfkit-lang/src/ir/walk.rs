@@ -53,10 +53,16 @@ macro_rules! walker {
                 }
                 StmtKind::Break | StmtKind::Continue => {}
                 StmtKind::MapSet { key, value, .. } | StmtKind::MapRmw { key, value, .. } => {
-                    v.visit_expr(key);
+                    for k in key {
+                        v.visit_expr(k);
+                    }
                     v.visit_expr(value);
                 }
-                StmtKind::MapDel { key, .. } => v.visit_expr(key),
+                StmtKind::MapDel { key, .. } => {
+                    for k in key {
+                        v.visit_expr(k);
+                    }
+                }
                 StmtKind::PktWrite { off, value, .. } => {
                     v.visit_expr(off);
                     v.visit_expr(value);
@@ -93,12 +99,18 @@ macro_rules! walker {
                 }
                 ExprKind::PktRead { off, .. } => v.visit_expr(off),
                 ExprKind::MapGet { key, default, .. } => {
-                    v.visit_expr(key);
+                    for k in key {
+                        v.visit_expr(k);
+                    }
                     if let Some(d) = default {
                         v.visit_expr(d);
                     }
                 }
-                ExprKind::MapHas { key, .. } => v.visit_expr(key),
+                ExprKind::MapHas { key, .. } => {
+                    for k in key {
+                        v.visit_expr(k);
+                    }
+                }
             }
         }
     };

@@ -1,0 +1,270 @@
+//! Imports (docs/language.md, "Module level"): NFs, classifiers and
+//! their constants from `nf.MODULE`; chains of library scripts from
+//! `lib.NAME`, checked on their own and merged with their NFs and maps.
+
+use super::classifier::CLASSIFIERS;
+use super::module::check_at;
+use super::{off, Checker, Options, Sym, R};
+use crate::ir::walk::{walk_block_mut, walk_expr_mut, walk_stmt_mut, VisitMut};
+use crate::ir::{Expr, ExprKind, MapDecl, NfRef, Stmt, StmtKind};
+use nfkit_nf::NfKind;
+use rustpython_parser::ast;
+
+impl Checker<'_> {
+    /// `from nf.MODULE import a, b as c`: NFs, classifiers and constants.
+    pub(super) fn import(&mut self, i: &ast::StmtImportFrom) -> R<()> {
+        let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+        if i.level.map(|l| l.to_u32()).unwrap_or(0) != 0 {
+            return self.err(
+                off(i),
+                "relative imports are not supported",
+                "import NFs with 'from nf.MODULE import name'",
+            );
+        }
+        let Some(m) = module.strip_prefix("nf.") else {
+            if let Some(rest) = module.strip_prefix("lib.") {
+                return self.import_lib(i, rest);
+            }
+            return self.err(
+                off(i),
+                format!("unknown module '{module}'"),
+                "import NFs and classifiers from 'nf.MODULE' (see 'nfkit nf list')",
+            );
+        };
+        let resolved = self.opts.search.resolve(m, self.hook).ok().flatten();
+        let embedded = nfkit_nf::module(m);
+        if resolved.is_none() && embedded.is_none() {
+            return self.err(
+                off(i),
+                format!("no NF module 'nf.{m}' (for hook {})", self.hook.name()),
+                "see 'nfkit nf list' for the catalogue, or put MODULE.o on the NF search path (--nf-path, NFKIT_NF_PATH)",
+            );
+        }
+        for alias in &i.names {
+            let name = alias.name.as_str();
+            let local = alias.asname.as_ref().map(|a| a.as_str()).unwrap_or(name);
+            let at = off(alias);
+            if name == "*" {
+                return self.err(
+                    at,
+                    "'import *' is not supported",
+                    "import each name you use",
+                );
+            }
+            let doc = match self.opts.search.find(m, name) {
+                Ok(Some(d)) => Some(d),
+                _ => nfkit_nf::find(m, name),
+            };
+            if let Some(d) = doc {
+                match d.kind {
+                    NfKind::Nf => {
+                        let idx = self.prog.nfs.len();
+                        self.prog.nfs.push(NfRef {
+                            module: format!("nf.{m}"),
+                            name: d.name.clone(),
+                            symbol: d.symbol.clone(),
+                            arity: d.args.len(),
+                        });
+                        self.define(local, Sym::Nf(idx), at)?;
+                    }
+                    NfKind::Classifier => {
+                        if !CLASSIFIERS.contains(&name) {
+                            return self.err(
+                                at,
+                                format!("unknown classifier '{name}'"),
+                                &format!("classifiers: {}", CLASSIFIERS.join(", ")),
+                            );
+                        }
+                        self.define(local, Sym::Classifier(name.to_string()), at)?;
+                    }
+                }
+                continue;
+            }
+            let konst = embedded
+                .and_then(|e| e.doc())
+                .and_then(|d| d.consts.iter().find(|c| c.name == name).map(|c| c.value));
+            if let Some(v) = konst {
+                self.define(local, Sym::Const(None, v as i128), at)?;
+                continue;
+            }
+            return self.err(
+                at,
+                format!("module 'nf.{m}' has no NF, classifier or constant '{name}'"),
+                &format!("see 'nfkit nf list' or 'nfkit nf show nf.{m}.NAME'"),
+            );
+        }
+        Ok(())
+    }
+
+    /// `from lib.common import f`: chains of `lib/common.chain` (or
+    /// `.py`) next to this script, checked on their own and merged with
+    /// the NFs and maps they use.
+    fn import_lib(&mut self, i: &ast::StmtImportFrom, rest: &str) -> R<()> {
+        let at = off(i);
+        if self.depth >= 8 {
+            return self.err(
+                at,
+                "scripts import each other too deeply (a cycle?)",
+                "import library chains without cycles",
+            );
+        }
+        let base = std::path::Path::new(&self.prog.file)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        let rel: std::path::PathBuf = std::iter::once("lib").chain(rest.split('.')).collect();
+        let mut found = None;
+        for ext in ["chain", "py"] {
+            let p = base.join(&rel).with_extension(ext);
+            if let Ok(src) = std::fs::read_to_string(&p) {
+                found = Some((p, src));
+                break;
+            }
+        }
+        let Some((path, src)) = found else {
+            return self.err(
+                at,
+                format!(
+                    "no script {} (.chain or .py) next to this script",
+                    rel.display()
+                ),
+                "library scripts live in lib/NAME.chain relative to the importing script",
+            );
+        };
+        let opts = Options {
+            search: self.opts.search.clone(),
+            hook: Some(self.hook),
+        };
+        let lib = check_at(&path.display().to_string(), &src, &opts, self.depth + 1)?;
+        self.warnings.extend(lib.warnings);
+        let lib = lib.program;
+        // Merge its NFs, maps and chains, renumbering their references.
+        let mut nf_map = Vec::new();
+        for nf in &lib.nfs {
+            let k = match self
+                .prog
+                .nfs
+                .iter()
+                .position(|x| x.symbol == nf.symbol && x.module == nf.module)
+            {
+                Some(k) => k,
+                None => {
+                    self.prog.nfs.push(nf.clone());
+                    self.prog.nfs.len() - 1
+                }
+            };
+            nf_map.push(k);
+        }
+        let map_map = self.merge_lib_maps(&lib.maps, &path, at)?;
+        let first = self.prog.chains.len();
+        for c in &lib.chains {
+            let mut c = c.clone();
+            let mut r = Renumber {
+                nfs: &nf_map,
+                maps: &map_map,
+                chain_base: first,
+            };
+            walk_block_mut(&mut r, &mut c.body);
+            c.name = format!("{}.{}", rest, c.name);
+            self.prog.chains.push(c);
+            self.defs.push(None);
+        }
+        for alias in &i.names {
+            let name = alias.name.as_str();
+            let local = alias.asname.as_ref().map(|a| a.as_str()).unwrap_or(name);
+            let Some(k) = lib.chains.iter().position(|c| c.name == name) else {
+                return self.err(
+                    off(alias),
+                    format!("{} has no chain '{name}'", path.display()),
+                    "import chains defined with 'def' in the library script",
+                );
+            };
+            self.prog.chains[first + k].name = name.to_string();
+            self.define(local, Sym::Chain(first + k), off(alias))?;
+        }
+        Ok(())
+    }
+
+    /// Adds the maps of library `path` (a map of the same name must be
+    /// the same map); their indices in this script.
+    fn merge_lib_maps(
+        &mut self,
+        maps: &[MapDecl],
+        path: &std::path::Path,
+        at: usize,
+    ) -> R<Vec<usize>> {
+        let mut map_map = Vec::new();
+        for m in maps {
+            let k = match self.prog.maps.iter().position(|x| x.name == m.name) {
+                Some(k) if self.prog.maps[k] == *m => k,
+                Some(_) => {
+                    return self.err(
+                        at,
+                        format!(
+                            "map '{}' of {} clashes with a map of the same name",
+                            m.name,
+                            path.display()
+                        ),
+                        "rename one of the maps",
+                    )
+                }
+                None => {
+                    if self.syms.contains_key(&m.name) {
+                        return self.err(
+                            at,
+                            format!(
+                                "map '{}' of {} clashes with a name of this script",
+                                m.name,
+                                path.display()
+                            ),
+                            "rename one of them",
+                        );
+                    }
+                    self.prog.maps.push(m.clone());
+                    self.syms
+                        .insert(m.name.clone(), Sym::Map(self.prog.maps.len() - 1));
+                    self.prog.maps.len() - 1
+                }
+            };
+            map_map.push(k);
+        }
+        Ok(map_map)
+    }
+}
+
+/// Renumbers the NF, map and chain references of an imported script's
+/// IR into the importing script's tables.
+struct Renumber<'a> {
+    nfs: &'a [usize],
+    maps: &'a [usize],
+    chain_base: usize,
+}
+
+impl Renumber<'_> {
+    /// The importing script's index of library map `m`.
+    fn map(&self, m: usize) -> usize {
+        self.maps.get(m).copied().unwrap_or(m)
+    }
+}
+
+impl VisitMut for Renumber<'_> {
+    fn visit_stmt(&mut self, s: &mut Stmt) {
+        if let StmtKind::MapSet { map, .. }
+        | StmtKind::MapRmw { map, .. }
+        | StmtKind::MapDel { map, .. } = &mut s.kind
+        {
+            *map = self.map(*map);
+        }
+        walk_stmt_mut(self, s);
+    }
+
+    fn visit_expr(&mut self, x: &mut Expr) {
+        match &mut x.kind {
+            ExprKind::CallNf { nf, .. } => *nf = self.nfs.get(*nf).copied().unwrap_or(*nf),
+            ExprKind::CallChain { chain, .. } => *chain += self.chain_base,
+            ExprKind::MapGet { map, .. } | ExprKind::MapHas { map, .. } => *map = self.map(*map),
+            _ => {}
+        }
+        walk_expr_mut(self, x);
+    }
+}

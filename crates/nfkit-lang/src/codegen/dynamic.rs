@@ -1,0 +1,448 @@
+//! Dynamic mode (docs/abi.md §5; docs/language.md, implementation
+//! notes): each chain split at its NF calls into segments that
+//! tail-call the NFs' dynamic entries and resume through the per-CPU
+//! call frame.
+
+use super::emit::{ldx, local_off, mov_imm, mov_reg, stx};
+use super::{Gen, GenError, GenFunc, Generated, Label, ObjMap, Ref};
+use crate::check::BPF_LOOP_ABOVE;
+use crate::ir::walk::{walk_block, walk_expr, walk_stmt, Visit};
+use crate::ir::{Expr, ExprKind, Program, Stmt, StmtKind};
+use nfkit_isa::{CallKind, Cond, Insn, Operand, Reg, Size};
+use nfkit_nf::Hook;
+use std::collections::BTreeMap;
+
+/// Helper id of `bpf_tail_call`.
+const TAIL_CALL: i32 = 12;
+
+/// The classifier object's end of a dynamic chain (docs/abi.md §5).
+pub const DYN_FINISH: &str = "nfkit_dyn_finish";
+
+/// `struct nf_frame` (docs/abi.md §5): offsets and the number of stack
+/// slots a chain can keep across an NF call.
+const FRAME_RESULT: i16 = 32;
+const FRAME_CONT: i16 = 40;
+const FRAME_LOCALS: i16 = 56;
+pub const FRAME_SLOTS: i32 = 56;
+
+/// Tail calls the kernel allows per packet, and the NF calls that fit:
+/// one tail call into the chain, then two per NF call (into the NF's
+/// dynamic entry and back to the chain's next segment).
+pub const TAIL_CALL_LIMIT: u64 = 33;
+pub const DYN_MAX_NF_CALLS: u64 = (TAIL_CALL_LIMIT - 1) / 2;
+
+/// Slots of `nfkit_progs` for a dynamic build (docs/abi.md §5): the NFs'
+/// dynamic entries already placed, where new NFs go, and the bank the
+/// chain segments are written to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DynSlots {
+    /// NF symbol (`nf_tb_dst`) -> slot of its dynamic entry.
+    pub nfs: BTreeMap<String, u32>,
+    /// Slots new NFs may take: `nf_first..nf_end`.
+    pub nf_first: u32,
+    pub nf_end: u32,
+    /// Slots of segments after the first of each chain: `seg_first..seg_end`.
+    pub seg_first: u32,
+    pub seg_end: u32,
+}
+
+/// Generates the dispatched chains of `prog` for dynamic mode
+/// (docs/abi.md §5): each chain as segments split at its NF calls, the
+/// first at slot = chain id, the others at slots of `slots`' segment
+/// bank; NFs without a slot get one.
+pub fn generate_dynamic(
+    prog: &Program,
+    hook: Hook,
+    slots: &DynSlots,
+) -> Result<Generated, GenError> {
+    let mut maps: Vec<ObjMap> = (0..prog.maps.len()).map(ObjMap::User).collect();
+    let mut nf_slots = BTreeMap::new();
+    for nf in &prog.nfs {
+        if nf_slots.contains_key(&nf.symbol) {
+            continue;
+        }
+        let slot = match slots.nfs.get(&nf.symbol) {
+            Some(&s) => s,
+            None => (slots.nf_first..slots.nf_end)
+                .find(|s| !slots.nfs.values().any(|x| x == s) && !nf_slots.values().any(|x| x == s))
+                .ok_or_else(|| GenError::NoSlot {
+                    what: format!("NF {}", nf.symbol),
+                })?,
+        };
+        nf_slots.insert(nf.symbol.clone(), slot);
+    }
+    let mut funcs = Vec::new();
+    let mut callbacks = Vec::new();
+    let mut next_seg = slots.seg_first;
+    for (id, &ci) in prog.dispatched().iter().enumerate() {
+        let chain = &prog.chains[ci];
+        let calls = nf_calls_block(prog, &chain.body, 0);
+        if calls > DYN_MAX_NF_CALLS {
+            return Err(GenError::TailCalls {
+                chain: chain.name.clone(),
+                calls,
+            });
+        }
+        let mut g = Gen::new(prog, hook, &mut maps, &chain.name);
+        // Callbacks are numbered once the segments are counted.
+        g.cb_next = CB_PENDING + callbacks.len();
+        g.dynamic = Some(DynGen {
+            nf_slots: nf_slots.clone(),
+            next_seg,
+            seg_end: slots.seg_end,
+            sites: Vec::new(),
+            entry: 0,
+            body: 0,
+            error: None,
+        });
+        g.chain_function(ci)?;
+        let cbs = std::mem::take(&mut g.callbacks);
+        let segs = g.segments(id as u32)?;
+        next_seg += segs.len() as u32 - 1;
+        funcs.extend(segs);
+        callbacks.extend(cbs);
+    }
+    // bpf_loop callbacks after the segments (NF calls inside them are
+    // direct calls: a callback cannot tail-call).
+    let base = funcs.len();
+    funcs.extend(callbacks);
+    for f in &mut funcs {
+        for (_, r) in &mut f.refs {
+            if let Ref::Func(k) | Ref::FuncAddr(k) = r {
+                if *k >= CB_PENDING {
+                    *k = *k - CB_PENDING + base;
+                }
+            }
+        }
+    }
+    Ok(Generated {
+        funcs,
+        maps,
+        nf_slots,
+    })
+}
+
+/// Placeholder base of callback function indexes in dynamic mode.
+const CB_PENDING: usize = 1 << 30;
+
+/// The most tail-called NF calls one run of `body` can make (loops
+/// count their iterations, at least `min_trips` each; chain calls are
+/// inlined, so their bodies count). With `min_trips` 1 it tells whether
+/// `body` has a call site at all, even in a loop proven to run 0 times.
+fn nf_calls_block(prog: &Program, body: &[Stmt], min_trips: u32) -> u64 {
+    let mut v = NfCalls {
+        prog,
+        min_trips,
+        n: 0,
+    };
+    walk_block(&mut v, body);
+    v.n
+}
+
+/// [`nf_calls_block`] of one statement.
+pub(super) fn nf_calls_stmt(prog: &Program, s: &Stmt, min_trips: u32) -> u64 {
+    nf_calls_block(prog, std::slice::from_ref(s), min_trips)
+}
+
+/// Counts NF calls on the worst path: the larger branch of an `if`, a
+/// loop's body times its trips; a loop run by `bpf_loop` calls its NFs
+/// directly (no tail calls) and counts 0.
+pub(super) struct NfCalls<'p> {
+    prog: &'p Program,
+    min_trips: u32,
+    n: u64,
+}
+
+/// Dynamic mode: the NF call sites that end segments.
+pub(super) struct DynGen {
+    nf_slots: BTreeMap<String, u32>,
+    /// Slot of the next segment (the continuation of the next call site).
+    next_seg: u32,
+    seg_end: u32,
+    sites: Vec<Site>,
+    /// Target of the first instruction (a `ja`): where a segment starts.
+    entry: Label,
+    /// The chain's own start (segment 0).
+    body: Label,
+    error: Option<GenError>,
+}
+
+/// One NF call site of a dynamic chain.
+#[derive(Clone)]
+pub(super) struct Site {
+    /// The instruction after the call (where the next segment resumes).
+    resume: Label,
+    /// The next segment's prologue.
+    start: Label,
+    /// Bytes of stack live across the call (copied to the frame).
+    saved: i32,
+    /// Counters (cap, stack slot) of the loops around the call.
+    bounds: Vec<(u32, i16)>,
+    /// The next segment's slot.
+    slot: u32,
+}
+
+impl Gen<'_> {
+    /// The first instruction of every segment: a jump to where it starts
+    /// (re-pointed per segment; the chain's start for segment 0).
+    pub(super) fn dyn_entry(&mut self) {
+        let entry = self.label();
+        let body = self.label();
+        self.jmp(entry);
+        self.bind(body);
+        if let Some(d) = self.dynamic.as_mut() {
+            d.entry = entry;
+            d.body = body;
+        }
+    }
+
+    /// The chain's end (r0 = its result): the classifier object counts
+    /// the result and turns it into the hook's return code; then the
+    /// fault path and the prologues of the later segments.
+    pub(super) fn dyn_end(&mut self) {
+        self.emit(mov_reg(Reg::R2, Reg::R0));
+        self.emit(mov_reg(Reg::R1, Reg::R9));
+        for r in [Reg::R3, Reg::R4, Reg::R5] {
+            self.emit(mov_imm(r, 0));
+        }
+        self.refs
+            .push((self.insns.len(), Ref::Nf(DYN_FINISH.to_string())));
+        self.emit(Insn::Call {
+            kind: CallKind::Local,
+            imm: -1,
+        });
+        self.emit(Insn::Exit);
+        self.bind(self.fault);
+        self.emit(mov_imm(Reg::R0, -1));
+        let exit = self.exit;
+        self.jmp(exit);
+        self.resume_prologues();
+    }
+
+    /// Dynamic mode: the chain (chain id `id`) as its segments, segment 0
+    /// first (at slot `id`), then one per NF call site.
+    pub(super) fn segments(mut self, id: u32) -> Result<Vec<GenFunc>, GenError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.check_frame()?;
+        let Some(d) = self.dynamic.take() else {
+            return Ok(vec![self.finish()?]);
+        };
+        if let Some(e) = d.error {
+            return Err(e);
+        }
+        let short: String = self.name.chars().take(8).collect();
+        let mut out = vec![self.code(
+            format!("c{id}s0_{short}"),
+            Some((d.entry, d.body)),
+            Some(id),
+        )?];
+        for (k, site) in d.sites.iter().enumerate() {
+            out.push(self.code(
+                format!("c{id}s{}_{short}", k + 1),
+                Some((d.entry, site.start)),
+                Some(site.slot),
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// Dynamic mode: the start of each segment after the first: ctx into
+    /// r9, the stack slots back from the frame, the NF's result into r0,
+    /// then on after the call site.
+    fn resume_prologues(&mut self) {
+        let sites: Vec<Site> = self
+            .dynamic
+            .as_ref()
+            .map(|d| d.sites.clone())
+            .unwrap_or_default();
+        let used = self.used;
+        for Site {
+            start,
+            resume,
+            saved,
+            bounds,
+            ..
+        } in sites
+        {
+            self.bind(start);
+            self.emit(mov_reg(Reg::R9, Reg::R1));
+            self.used = saved;
+            self.percpu_slot(ObjMap::Frame);
+            for j in 0..(saved / 8).min(FRAME_SLOTS) {
+                self.emit(ldx(Size::DW, Reg::R1, Reg::R0, FRAME_LOCALS + 8 * j as i16));
+                self.emit(stx(Size::DW, Reg::FP, local_off(0, j as usize), Reg::R1));
+            }
+            self.emit(ldx(Size::DW, Reg::R0, Reg::R0, FRAME_RESULT));
+            // Loop counters came back as unknown values: bound them again.
+            let fault = self.fault;
+            for (n, off) in bounds {
+                self.emit(ldx(Size::DW, Reg::R1, Reg::FP, off));
+                self.jcond(Cond::Gt, Reg::R1, Operand::Imm(n as i32), fault);
+            }
+            self.jmp(resume);
+        }
+        self.used = used;
+    }
+
+    /// Dynamic mode: the NF call ends this segment. The arguments (in
+    /// stack slots `args`) and every stack slot in use go to the call
+    /// frame, the continuation is the next segment's slot, and the NF's
+    /// dynamic entry is tail-called; the next segment resumes right
+    /// after (r0 = the NF's value: a verdict never comes back).
+    pub(super) fn tail_call_nf(&mut self, nf: usize, args: &[i16]) {
+        let saved = self.used;
+        let sym = &self.prog.nfs[nf].symbol;
+        let line = self.lines.last().map_or(0, |l| l.1);
+        let resume = self.label();
+        let start = self.label();
+        let name = self.name.clone();
+        let Some(d) = self.dynamic.as_mut() else {
+            return;
+        };
+        let nf_slot = d.nf_slots.get(sym).copied().unwrap_or(0);
+        let slot = d.next_seg;
+        if d.error.is_none() {
+            if saved > FRAME_SLOTS * 8 {
+                d.error = Some(GenError::DynFrame {
+                    chain: name,
+                    bytes: saved as u32,
+                    line,
+                });
+            } else if slot >= d.seg_end {
+                d.error = Some(GenError::NoSlot {
+                    what: format!("a segment of chain '{name}'"),
+                });
+            }
+        }
+        d.next_seg += 1;
+        let bounds = self
+            .frames
+            .iter()
+            .flat_map(|f| f.loops.iter().filter_map(|l| l.bound))
+            .collect();
+        let Some(d) = self.dynamic.as_mut() else {
+            return;
+        };
+        d.sites.push(Site {
+            resume,
+            start,
+            saved,
+            bounds,
+            slot,
+        });
+        self.percpu_slot(ObjMap::Frame);
+        for i in 0..4i16 {
+            match args.get(i as usize) {
+                Some(&o) => {
+                    self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
+                    self.emit(stx(Size::DW, Reg::R0, 8 * i, Reg::R1));
+                }
+                None => self.emit(Insn::St {
+                    size: Size::DW,
+                    dst: Reg::R0,
+                    off: 8 * i,
+                    imm: 0,
+                }),
+            }
+        }
+        for j in 0..(saved / 8).min(FRAME_SLOTS) {
+            self.emit(ldx(Size::DW, Reg::R1, Reg::FP, local_off(0, j as usize)));
+            self.emit(stx(Size::DW, Reg::R0, FRAME_LOCALS + 8 * j as i16, Reg::R1));
+        }
+        self.emit(Insn::St {
+            size: Size::W,
+            dst: Reg::R0,
+            off: FRAME_CONT,
+            imm: slot as i32,
+        });
+        self.emit(mov_reg(Reg::R1, Reg::R9));
+        self.load_map(Reg::R2, ObjMap::Progs);
+        self.emit(mov_imm(Reg::R3, nf_slot as i32));
+        self.call_helper(TAIL_CALL);
+        // Only a failed tail call comes back: a fault.
+        let fault = self.fault;
+        self.jmp(fault);
+        self.bind(resume);
+    }
+}
+
+impl Default for DynSlots {
+    fn default() -> DynSlots {
+        DynSlots {
+            nfs: BTreeMap::new(),
+            nf_first: 64,
+            nf_end: 256,
+            seg_first: 256,
+            seg_end: 640,
+        }
+    }
+}
+
+impl NfCalls<'_> {
+    fn add(&mut self, k: u64) {
+        self.n = self.n.saturating_add(k);
+    }
+
+    /// The count of what `f` visits, on its own.
+    fn apart(&mut self, f: impl FnOnce(&mut Self)) -> u64 {
+        let outer = std::mem::take(&mut self.n);
+        f(self);
+        std::mem::replace(&mut self.n, outer)
+    }
+}
+
+impl Visit for NfCalls<'_> {
+    fn visit_stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::If { cond, then, els } => {
+                self.visit_expr(cond);
+                let a = self.apart(|v| walk_block(v, then));
+                let b = self.apart(|v| walk_block(v, els));
+                self.add(a.max(b));
+            }
+            StmtKind::Loop {
+                cap: Some((c, _)), ..
+            } if *c > BPF_LOOP_ABOVE => {}
+            StmtKind::Loop {
+                cond,
+                body,
+                step,
+                trips,
+                ..
+            } => {
+                let once = self.apart(|v| {
+                    v.visit_expr(cond);
+                    walk_block(v, body);
+                    walk_block(v, step);
+                });
+                let last = self.apart(|v| v.visit_expr(cond));
+                let trips = u64::from((*trips).max(self.min_trips));
+                self.add(once.saturating_mul(trips).saturating_add(last));
+            }
+            _ => walk_stmt(self, s),
+        }
+    }
+
+    fn visit_expr(&mut self, x: &Expr) {
+        match &x.kind {
+            ExprKind::IfExp(c, a, b) => {
+                self.visit_expr(c);
+                let a = self.apart(|v| v.visit_expr(a));
+                let b = self.apart(|v| v.visit_expr(b));
+                self.add(a.max(b));
+            }
+            ExprKind::CallNf { .. } => {
+                self.add(1);
+                walk_expr(self, x);
+            }
+            ExprKind::CallChain { chain, .. } => {
+                let prog = self.prog;
+                walk_block(self, &prog.chains[*chain].body);
+                walk_expr(self, x);
+            }
+            _ => walk_expr(self, x),
+        }
+    }
+}

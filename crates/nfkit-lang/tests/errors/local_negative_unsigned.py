@@ -1,0 +1,3 @@
+def main() -> u64:
+    x: u8 = -1
+    return x

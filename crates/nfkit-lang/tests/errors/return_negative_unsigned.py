@@ -1,0 +1,2 @@
+def main() -> u64:
+    return -1
