@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use nfkit_lang::runner::ScriptVm;
+use nfkit_control::runner::ScriptVm;
 use nfkit_lang::{check, compile_dynamic, DynSlots, Options};
 use std::collections::BTreeMap;
 
