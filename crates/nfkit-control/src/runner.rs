@@ -164,21 +164,13 @@ impl ScriptVm {
             .position(|(a, b)| a != b)
             .map(|i| abi_stats::split(i as u32));
         self.last = now;
-        let tr = res
-            .trace
-            .iter()
-            .map(|s| {
-                let text = s
-                    .insn
-                    .map(|i| nfkit_isa::disasm::format_insn(&i, nfkit_isa::asm::Syntax::Llvm));
-                format!("{:5} {}", s.slot, text.unwrap_or_default())
-            })
-            .collect();
+        let tr = res.trace_lines();
+        let packet = self.kept_bytes(&res.packet, res.code());
         Ok((
             Outcome {
                 code: res.code(),
                 error: res.result.as_ref().err().map(|e| e.to_string()),
-                packet: res.packet.clone(),
+                packet,
                 redirect: res.redirect.as_ref().and_then(|r| match r {
                     nfkit_vm::Redirect::Ifindex { ifindex, .. } => Some(*ifindex),
                     nfkit_vm::Redirect::Map { ifindex, .. } => *ifindex,
@@ -190,6 +182,20 @@ impl ScriptVm {
             },
             tr,
         ))
+    }
+
+    /// The packet as the hook leaves it: a socket filter keeps the first
+    /// `code` bytes (all of them when `code` is larger).
+    fn kept_bytes(&self, packet: &[u8], code: u64) -> Vec<u8> {
+        match self.hook {
+            Hook::Socket => {
+                let n = usize::try_from(code)
+                    .unwrap_or(usize::MAX)
+                    .min(packet.len());
+                packet.get(..n).unwrap_or_default().to_vec()
+            }
+            _ => packet.to_vec(),
+        }
     }
 
     /// The name of chain slot `slot` (`(unclaimed)` for 0).

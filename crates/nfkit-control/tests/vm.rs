@@ -481,3 +481,62 @@ every_packet(main)
         .collect();
     assert_eq!(got, [0, 1, 0, 1, 1, 0, 1]);
 }
+
+/// `nfkit run SCRIPT --trace` prints each step as disassembly with what it
+/// did (registers changed, memory touched), not debug structs.
+#[test]
+fn script_trace_lines() {
+    let c = build(
+        r#"
+from nf.classify import every_packet
+
+def main() -> u64:
+    return PASS
+
+every_packet(main)
+attach("lo", "xdp")
+"#,
+    );
+    let frame = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, 64, &[]);
+    let r = nfkit_control::runner::run_capture(&c, &[(1, frame.clone())], true).expect("run");
+    let steps = &r.traces[0];
+    assert!(steps.iter().any(|l| l.ends_with(':')), "{steps:#?}");
+    assert!(
+        steps
+            .iter()
+            .any(|l| l.contains("(was ") && l.contains("; ")),
+        "{steps:#?}"
+    );
+    assert!(!steps.iter().any(|l| l.contains("TraceStep")), "{steps:#?}");
+    let text = r.text(true);
+    assert!(text.contains("packet 1: chain"), "{text}");
+}
+
+/// A socket filter's kept packet is the first `code` bytes: PASS keeps it
+/// whole (the hook's code is the length), DROP keeps nothing.
+#[test]
+fn script_socket_filter_keeps_what_it_returns() {
+    let c = build(
+        r#"
+from nf.classify import every_packet
+
+def main() -> u64:
+    if Packet.len > 60:
+        return DROP
+    return PASS
+
+every_packet(main)
+attach("lo", "socket")
+"#,
+    );
+    let small = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, 64, &[]);
+    let big = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, 64, &[7; 40]);
+    let r = nfkit_control::runner::run_capture(&c, &[(1, small.clone()), (2, big)], false)
+        .expect("run");
+    assert_eq!(r.lines[0].verdict, "PASS");
+    assert_eq!(r.lines[1].verdict, "DROP");
+    assert_eq!(r.out.len(), 1, "{:?}", r.lines);
+    let kept = &r.out[0].1;
+    assert_eq!(kept.len() as u64, r.lines[0].code.min(small.len() as u64));
+    assert_eq!(&kept[..], &small[..kept.len()]);
+}

@@ -21,6 +21,9 @@ use nfkit_object::MapType;
 use std::sync::Arc;
 use table::id;
 
+/// Bytes of an Ethernet header: where TC programs' network header starts.
+const ETH_HLEN: usize = 14;
+
 const EINVAL: i64 = 22;
 const EFAULT: i64 = 14;
 const E2BIG: i64 = 7;
@@ -154,6 +157,7 @@ impl Machine<'_> {
             id::XDP_LOAD_BYTES
             | id::XDP_STORE_BYTES
             | id::SKB_LOAD_BYTES
+            | id::SKB_LOAD_BYTES_RELATIVE
             | id::SKB_STORE_BYTES
             | id::SKB_PULL_DATA => self.packet_bytes(hid, a2, a3, a4, a5, cur)?,
             id::GET_HASH_RECALC => match &self.ctx {
@@ -286,7 +290,8 @@ impl Machine<'_> {
 
     /// The helpers that copy between the packet and program memory
     /// (`bpf_xdp_load_bytes`, `bpf_xdp_store_bytes`, `bpf_skb_load_bytes`,
-    /// `bpf_skb_store_bytes`) and `bpf_skb_pull_data`.
+    /// `bpf_skb_store_bytes`, `bpf_skb_load_bytes_relative`) and
+    /// `bpf_skb_pull_data`.
     fn packet_bytes(
         &mut self,
         hid: i64,
@@ -318,6 +323,32 @@ impl Machine<'_> {
                 } else {
                     self.copy_packet(self.pkt.data + off, a3, len, false, cur)?;
                     0
+                }
+            }
+            // bpf_skb_load_bytes_relative(skb, off, to, len, start):
+            // from the mac (0) or network (1) header; anything else, or
+            // bytes outside mac header..tail, clears `to` and fails.
+            id::SKB_LOAD_BYTES_RELATIVE => {
+                let net = if self.mac < self.pkt.data {
+                    self.pkt.data
+                } else {
+                    self.mac + ETH_HLEN
+                };
+                let base = match a5 {
+                    0 => Some(self.mac),
+                    1 => Some(net),
+                    _ => None,
+                };
+                match base {
+                    Some(b) if off <= 0xffff && b + off + len <= self.pkt.data_end => {
+                        self.copy_packet(b + off, a3, len, false, cur)?;
+                        0
+                    }
+                    _ => {
+                        let zeros = vec![0u8; len];
+                        self.write_arg(a3, &zeros, cur, "skb_load_bytes_relative")?;
+                        neg(EFAULT)
+                    }
                 }
             }
             id::SKB_STORE_BYTES => {

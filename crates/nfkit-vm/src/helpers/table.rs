@@ -23,6 +23,7 @@ pub mod id {
     pub const REDIRECT: i32 = 23;
     pub const SKB_LOAD_BYTES: i32 = 26;
     pub const CSUM_DIFF: i32 = 28;
+    pub const SKB_LOAD_BYTES_RELATIVE: i32 = 68;
     pub const GET_HASH_RECALC: i32 = 34;
     pub const SKB_PULL_DATA: i32 = 39;
     pub const GET_NUMA_NODE_ID: i32 = 42;
@@ -118,6 +119,12 @@ pub const KERNEL_HELPERS: &[HelperInfo] = &[
     h(id::REDIRECT, "redirect", 2, Avail::XdpTc),
     h(id::SKB_LOAD_BYTES, "skb_load_bytes", 4, Avail::Skb),
     h(id::CSUM_DIFF, "csum_diff", 5, Avail::XdpTc),
+    h(
+        id::SKB_LOAD_BYTES_RELATIVE,
+        "skb_load_bytes_relative",
+        5,
+        Avail::Skb,
+    ),
     h(id::GET_HASH_RECALC, "get_hash_recalc", 1, Avail::Tc),
     h(id::SKB_PULL_DATA, "skb_pull_data", 2, Avail::Tc),
     h(id::GET_NUMA_NODE_ID, "get_numa_node_id", 0, Avail::Base),
