@@ -17,11 +17,13 @@ use crate::netns::netns_with_interface;
 use crate::sys;
 use libbpf_rs::MapHandle;
 use nfkit_object::{Image, MapKind};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::state::unix_now;
+pub use crate::state::{Deployment, MapRecord, Paths, State};
 pub use nfkit_abi::AttachPoint;
 
 /// `XDP_FLAGS_SKB_MODE` / `XDP_FLAGS_DRV_MODE`.
@@ -48,186 +50,6 @@ fn link_attach(a: AttachPoint) -> Option<(u32, u32)> {
         AttachPoint::TcIngress => Some((libbpf_sys::BPF_TCX_INGRESS, 0)),
         AttachPoint::TcEgress => Some((libbpf_sys::BPF_TCX_EGRESS, 0)),
         AttachPoint::Socket => None,
-    }
-}
-
-/// The state file records an attach point by its name (`xdp-generic`).
-mod attach_point_name {
-    use super::AttachPoint;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(a: &AttachPoint, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(a.name())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AttachPoint, D::Error> {
-        let name = String::deserialize(d)?;
-        name.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// Where nfkit keeps its pins and its state file.
-#[derive(Clone, Debug)]
-pub struct Paths {
-    /// bpffs directory holding one directory per device.
-    pub pin_root: PathBuf,
-    /// The JSON state file.
-    pub state_file: PathBuf,
-}
-
-impl Paths {
-    /// The defaults (`/sys/fs/bpf/nfkit`, `/run/nfkit/state.json`),
-    /// overridden by `NFKIT_PIN_ROOT` and `NFKIT_STATE_DIR` (tests use
-    /// their own, so they never touch a real deployment).
-    pub fn from_env() -> Paths {
-        let pin_root = std::env::var_os("NFKIT_PIN_ROOT")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(crate::PIN_DIR));
-        let dir = std::env::var_os("NFKIT_STATE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/run/nfkit"));
-        Paths {
-            pin_root,
-            state_file: dir.join("state.json"),
-        }
-    }
-
-    /// Makes sure the pin root exists (mounting bpffs for the default).
-    fn prepare(&self) -> Result<(), KernelError> {
-        if self.pin_root == Path::new(crate::PIN_DIR) {
-            let mnt = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
-            let private = mnt("self").is_some() && mnt("self") != mnt("1");
-            if private && !crate::bpffs::is_bpffs(Path::new(crate::BPFFS)) {
-                return Err(KernelError::Bpffs {
-                    path: crate::BPFFS.into(),
-                    msg: "not bpffs in this mount namespace (ip netns exec?): pins made \
-                          here would vanish with this process; run from the host with \
-                          --netns NAME, or set NFKIT_PIN_ROOT to a bpffs mount the host sees"
-                        .into(),
-                });
-            }
-            crate::ensure_bpffs()?;
-        }
-        std::fs::create_dir_all(&self.pin_root).map_err(|e| KernelError::File {
-            what: "create",
-            path: self.pin_root.clone(),
-            source: e,
-        })
-    }
-}
-
-/// A pinned map of a deployment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MapRecord {
-    pub name: String,
-    pub pin: PathBuf,
-    pub map_type: String,
-    pub key_size: u32,
-    pub value_size: u32,
-    pub max_entries: u32,
-    /// BTF names of the key and value types, when known (`u16`, `u32`, ...).
-    pub key_type: Option<String>,
-    pub value_type: Option<String>,
-}
-
-/// One deployment, as the state file records it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Deployment {
-    pub dev: String,
-    /// The named network namespace of `dev` (`ip netns`), if not ours.
-    #[serde(default)]
-    pub netns: Option<String>,
-    pub ifindex: u32,
-    #[serde(with = "attach_point_name")]
-    pub hook: AttachPoint,
-    pub mode: String,
-    /// The script (or object) deployed.
-    pub source: String,
-    /// The entry program's name.
-    pub entry: String,
-    /// The deployment's directory on bpffs.
-    pub pin_dir: PathBuf,
-    pub link_id: u32,
-    pub prog_id: u32,
-    /// How many times this device/hook was deployed (1 = first).
-    pub generation: u32,
-    /// Unix time of the last deploy, in seconds.
-    pub deployed_at: u64,
-    pub maps: Vec<MapRecord>,
-    /// How it is attached (bpf_link, or a clsact filter for TC hooks).
-    #[serde(default)]
-    pub attach: crate::tc::Attach,
-    /// Dynamic mode: what sits in `nfkit_progs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dynamic: Option<crate::dynamic::DynRecord>,
-    /// The script's chains by chain id (statistics slot - 1), as the
-    /// deploy request named them; names for `status`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub chains: Vec<String>,
-}
-
-impl Deployment {
-    fn link_pin(&self) -> PathBuf {
-        self.pin_dir.join("link")
-    }
-}
-
-/// The state file: every deployment nfkit made.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct State {
-    pub deployments: Vec<Deployment>,
-}
-
-impl State {
-    /// Reads the state file (empty when it does not exist).
-    pub fn load(paths: &Paths) -> Result<State, KernelError> {
-        let f = &paths.state_file;
-        match std::fs::read_to_string(f) {
-            Ok(s) => serde_json::from_str(&s).map_err(|source| KernelError::StateFile {
-                path: f.clone(),
-                source,
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
-            Err(source) => Err(KernelError::File {
-                what: "read state file",
-                path: f.clone(),
-                source,
-            }),
-        }
-    }
-
-    /// Writes the state file atomically (temporary file, rename); an
-    /// empty state removes the file.
-    pub fn save(&self, paths: &Paths) -> Result<(), KernelError> {
-        let f = &paths.state_file;
-        let err = |source: std::io::Error| KernelError::File {
-            what: "write state file",
-            path: f.clone(),
-            source,
-        };
-        if self.deployments.is_empty() {
-            return match std::fs::remove_file(f) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(err(e)),
-                _ => Ok(()),
-            };
-        }
-        if let Some(dir) = f.parent() {
-            std::fs::create_dir_all(dir).map_err(err)?;
-        }
-        let tmp = f.with_extension("json.tmp");
-        let text = serde_json::to_string_pretty(self).map_err(|source| KernelError::StateFile {
-            path: f.clone(),
-            source,
-        })?;
-        std::fs::write(&tmp, text + "\n").map_err(err)?;
-        std::fs::rename(&tmp, f).map_err(err)
-    }
-
-    /// The deployment on `dev`/`hook`, if any.
-    pub fn find(&self, dev: &str, hook: AttachPoint) -> Option<&Deployment> {
-        self.deployments
-            .iter()
-            .find(|d| d.dev == dev && d.hook == hook)
     }
 }
 
@@ -308,12 +130,6 @@ fn btf_name(image: &Image, id: Option<u32>) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Is a map kept across versions when its name and shape match? State
 /// maps are; global data (constants of one version), prog arrays (they
 /// hold one version's programs) and the control-plane tables (written
@@ -326,102 +142,50 @@ fn shared_across_versions(spec: &nfkit_object::MapSpec) -> bool {
         && spec.name != "nfkit_config"
 }
 
-/// Deploys (or redeploys, swapping atomically) `req` and records it.
-pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, KernelError> {
-    paths.prepare()?;
-    if let Some(ns) = req.netns {
-        enter_netns(ns)?;
-    }
-    let ifindex = sys::if_nametoindex(req.dev).ok_or_else(|| KernelError::NoInterface {
-        dev: req.dev.to_string(),
-        netns: req.netns.map(str::to_string),
-        elsewhere: netns_with_interface(req.dev),
-    })?;
-    let mut state = State::load(paths)?;
-    let dir = paths
-        .pin_root
-        .join(pin_name(req.dev))
-        .join(pin_dir_name(req.hook));
-    let maps_dir = dir.join("maps");
-    std::fs::create_dir_all(&maps_dir).map_err(|source| KernelError::File {
-        what: "create",
-        path: maps_dir.clone(),
-        source,
-    })?;
-    let previous = state.find(req.dev, req.hook).cloned();
-
-    let prev_dyn = previous.as_ref().and_then(|p| p.dynamic.as_ref());
-    // Maps of the previous version with the same name and shape (from
-    // dynamic to dynamic: every declared map, the prog array and the
-    // classifier tables included, since loaded NFs keep using them).
+/// Maps of the previous version with the same name and shape (from
+/// dynamic to dynamic: every declared map, the prog array and the
+/// classifier tables included, since loaded NFs keep using them).
+fn reusable_maps(req: &DeployRequest<'_>, previous: Option<&Deployment>) -> Vec<KMap> {
+    let Some(prev) = previous else {
+        return Vec::new();
+    };
+    let both_dynamic = req.dynamic.is_some() && prev.dynamic.is_some();
     let mut reuse = Vec::new();
-    if let Some(prev) = &previous {
-        for spec in &req.image.maps {
-            let shared = if req.dynamic.is_some() && prev_dyn.is_some() {
-                matches!(spec.kind, MapKind::Declared)
-            } else {
-                shared_across_versions(spec)
-            };
-            if !shared {
-                continue;
-            }
-            let Some(rec) = prev.maps.iter().find(|m| m.name == spec.name) else {
-                continue;
-            };
-            let Ok(m) = open_pinned_map(&spec.name, &rec.pin) else {
-                continue;
-            };
-            if m.map_type() == spec.map_type
-                && m.key_size() == spec.key_size
-                && m.value_size() == spec.value_size
-                && m.max_entries() == spec.max_entries
-            {
-                reuse.push(m);
-            }
+    for spec in &req.image.maps {
+        let shared = if both_dynamic {
+            matches!(spec.kind, MapKind::Declared)
+        } else {
+            shared_across_versions(spec)
+        };
+        if !shared {
+            continue;
+        }
+        let Some(rec) = prev.maps.iter().find(|m| m.name == spec.name) else {
+            continue;
+        };
+        let Ok(m) = open_pinned_map(&spec.name, &rec.pin) else {
+            continue;
+        };
+        if m.map_type() == spec.map_type
+            && m.key_size() == spec.key_size
+            && m.value_size() == spec.value_size
+            && m.max_entries() == spec.max_entries
+        {
+            reuse.push(m);
         }
     }
-    let reused_maps: Vec<String> = reuse.iter().map(|m| m.name().to_string()).collect();
-    let t0 = Instant::now();
-    let plan = crate::dynamic::Plan::new(req, prev_dyn, &dir);
-    let opts = LoadOptions {
-        entries: Some(plan.entries.clone()),
-        reuse_maps: reuse,
-        ..LoadOptions::default()
-    };
-    let loaded = if req.dynamic.is_some() {
-        // The deployer fills nfkit_progs itself, in switching order.
-        let mut image = req.image.clone();
-        image.map_inits.clear();
-        load_image(&image, &opts)?
-    } else {
-        load_image(req.image, &opts)?
-    };
-    let kept_prog = plan
-        .keep_classifier
-        .then(|| crate::dynamic::pinned_prog(&dir.join("prog")))
-        .transpose()?;
-    let prog_fd = match (&kept_prog, loaded.prog(req.entry)) {
-        (Some(fd), _) => fd.as_raw_fd(),
-        (None, Some(p)) => p.fd(),
-        (None, None) => {
-            return Err(KernelError::Missing {
-                what: "entry program",
-                name: req.entry.to_string(),
-                why: "is not in the image",
-            })
-        }
-    };
-    for (map, key, value) in req.map_writes {
-        let m = loaded.map(map).ok_or_else(|| KernelError::Missing {
-            what: "map",
-            name: map.clone(),
-            why: "written by the control plane is not in the image",
-        })?;
-        m.update(key, value, 0)?;
-    }
+    reuse
+}
 
-    // Pin the new maps and program before switching, so a failure
-    // leaves the old version running.
+/// Pins the loaded maps (the reused ones are pinned already), removes
+/// the pins of maps the new version no longer has, and records them.
+fn pin_maps(
+    req: &DeployRequest<'_>,
+    loaded: &crate::Loaded,
+    maps_dir: &Path,
+    reused_maps: &[String],
+    previous: Option<&Deployment>,
+) -> Result<Vec<MapRecord>, KernelError> {
     let mut records = Vec::new();
     for (spec, m) in req.image.maps.iter().zip(loaded.maps()) {
         let pin = maps_dir.join(pin_name(&spec.name));
@@ -440,14 +204,187 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
             value_type: btf_name(req.image, spec.value_type_id),
         });
     }
-    // Pins of maps the new version no longer has.
-    if let Some(prev) = &previous {
+    if let Some(prev) = previous {
         for old in &prev.maps {
             if !records.iter().any(|r| r.pin == old.pin) {
                 unpin(&old.pin)?;
             }
         }
     }
+    Ok(records)
+}
+
+/// How the new version got attached.
+struct Attached {
+    attach: crate::tc::Attach,
+    link_id: u32,
+    prog_id: u32,
+    /// An existing attachment was switched to the new program.
+    swapped: bool,
+}
+
+/// Attaches `prog_fd` at the request's hook: nothing to do when the
+/// dynamic classifier stays (`kept_classifier`: the switch was the
+/// prog-array update), a clsact filter when tcx is not used, else a
+/// pinned bpf_link, updated in place when one exists.
+fn attach(
+    req: &DeployRequest<'_>,
+    ifindex: u32,
+    prog_fd: i32,
+    dir: &Path,
+    previous: Option<&Deployment>,
+    kept_classifier: bool,
+) -> Result<Attached, KernelError> {
+    if let (Some(prev), true) = (previous, kept_classifier) {
+        return Ok(Attached {
+            attach: prev.attach,
+            link_id: prev.link_id,
+            prog_id: prev.prog_id,
+            swapped: true,
+        });
+    }
+    let (attach_type, flags) =
+        link_attach(req.hook).ok_or(KernelError::NotInterfaceHook(req.hook))?;
+    if crate::tc::use_clsact(req.hook, previous)? {
+        let prev = previous.map(|p| &p.attach);
+        let c = crate::tc::attach_clsact(req.dev, ifindex, req.hook, prog_fd, prev)?;
+        return Ok(Attached {
+            attach: c.attach,
+            link_id: 0,
+            prog_id: c.prog_id,
+            swapped: c.swapped,
+        });
+    }
+    let link_pin = dir.join("link");
+    let link_path = path_str(&link_pin)?;
+    let create = || -> Result<std::os::fd::OwnedFd, KernelError> {
+        let link =
+            sys::link_create(prog_fd, ifindex as i32, attach_type, flags).map_err(os(format!(
+                "attach `{}` to {} ({})",
+                req.entry,
+                req.dev,
+                req.hook.name()
+            )))?;
+        sys::obj_pin(link.as_raw_fd(), link_path)
+            .map_err(os(format!("pin link at {}", link_pin.display())))?;
+        Ok(link)
+    };
+    let (link, swapped) = match sys::obj_get(link_path) {
+        Ok(link) => match sys::link_update(link.as_raw_fd(), prog_fd) {
+            Ok(()) => (link, true),
+            // The pinned link lost its device (it was deleted and made
+            // again): attach afresh.
+            Err(libc::ENOLINK) => {
+                drop(link);
+                unpin(&link_pin)?;
+                (create()?, false)
+            }
+            Err(errno) => {
+                return Err(KernelError::Os {
+                    what: format!("update link {}", link_pin.display()),
+                    errno,
+                })
+            }
+        },
+        Err(_) => (create()?, false),
+    };
+    let info =
+        sys::link_info(link.as_raw_fd()).map_err(os(format!("info of link {}", link_path)))?;
+    Ok(Attached {
+        attach: crate::tc::Attach::Link,
+        link_id: info.id,
+        prog_id: info.prog_id,
+        swapped,
+    })
+}
+
+/// Enters the request's namespace, finds its interface and makes the
+/// pin directory of its hook: (ifindex, pin directory).
+fn prepare(paths: &Paths, req: &DeployRequest<'_>) -> Result<(u32, PathBuf), KernelError> {
+    paths.prepare()?;
+    if let Some(ns) = req.netns {
+        enter_netns(ns)?;
+    }
+    let ifindex = sys::if_nametoindex(req.dev).ok_or_else(|| KernelError::NoInterface {
+        dev: req.dev.to_string(),
+        netns: req.netns.map(str::to_string),
+        elsewhere: netns_with_interface(req.dev),
+    })?;
+    let dir = paths
+        .pin_root
+        .join(pin_name(req.dev))
+        .join(pin_dir_name(req.hook));
+    let maps_dir = dir.join("maps");
+    std::fs::create_dir_all(&maps_dir).map_err(|source| KernelError::File {
+        what: "create",
+        path: maps_dir,
+        source,
+    })?;
+    Ok((ifindex, dir))
+}
+
+/// Loads the new version (reusing `reuse`) and does the control plane's
+/// map writes.
+fn load_new(
+    req: &DeployRequest<'_>,
+    plan: &crate::dynamic::Plan,
+    reuse: Vec<KMap>,
+) -> Result<crate::Loaded, KernelError> {
+    let opts = LoadOptions {
+        entries: Some(plan.entries.clone()),
+        reuse_maps: reuse,
+        ..LoadOptions::default()
+    };
+    let loaded = if req.dynamic.is_some() {
+        // The deployer fills nfkit_progs itself, in switching order.
+        let mut image = req.image.clone();
+        image.map_inits.clear();
+        load_image(&image, &opts)?
+    } else {
+        load_image(req.image, &opts)?
+    };
+    for (map, key, value) in req.map_writes {
+        let m = loaded.map(map).ok_or_else(|| KernelError::Missing {
+            what: "map",
+            name: map.clone(),
+            why: "written by the control plane is not in the image",
+        })?;
+        m.update(key, value, 0)?;
+    }
+    Ok(loaded)
+}
+
+/// Deploys (or redeploys, swapping atomically) `req` and records it.
+pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, KernelError> {
+    let (ifindex, dir) = prepare(paths, req)?;
+    let mut state = State::load(paths)?;
+    let maps_dir = dir.join("maps");
+    let previous = state.find(req.dev, req.hook).cloned();
+
+    let prev_dyn = previous.as_ref().and_then(|p| p.dynamic.as_ref());
+    let reuse = reusable_maps(req, previous.as_ref());
+    let reused_maps: Vec<String> = reuse.iter().map(|m| m.name().to_string()).collect();
+    let t0 = Instant::now();
+    let plan = crate::dynamic::Plan::new(req, prev_dyn, &dir);
+    let loaded = load_new(req, &plan, reuse)?;
+    let kept_prog = plan
+        .keep_classifier
+        .then(|| crate::dynamic::pinned_prog(&dir.join("prog")))
+        .transpose()?;
+    let prog_fd = match (&kept_prog, loaded.prog(req.entry)) {
+        (Some(fd), _) => fd.as_raw_fd(),
+        (None, Some(p)) => p.fd(),
+        (None, None) => {
+            return Err(KernelError::Missing {
+                what: "entry program",
+                name: req.entry.to_string(),
+                why: "is not in the image",
+            })
+        }
+    };
+    // Pin the new maps and program before switching, so a failure
+    // leaves the old version running.
+    let records = pin_maps(req, &loaded, &maps_dir, &reused_maps, previous.as_ref())?;
     let prog_pin = dir.join("prog");
     if kept_prog.is_none() {
         unpin(&prog_pin)?;
@@ -474,57 +411,20 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
     };
     let dyn_switch = t_switch.elapsed();
 
-    let link_pin = dir.join("link");
-    let link_path = path_str(&link_pin)?;
-    let (attach_type, flags) =
-        link_attach(req.hook).ok_or(KernelError::NotInterfaceHook(req.hook))?;
-    let clsact = crate::tc::use_clsact(req.hook, previous.as_ref())?;
     let t1 = Instant::now();
-    let create = || -> Result<std::os::fd::OwnedFd, KernelError> {
-        let link =
-            sys::link_create(prog_fd, ifindex as i32, attach_type, flags).map_err(os(format!(
-                "attach `{}` to {} ({})",
-                req.entry,
-                req.dev,
-                req.hook.name()
-            )))?;
-        sys::obj_pin(link.as_raw_fd(), link_path)
-            .map_err(os(format!("pin link at {}", link_pin.display())))?;
-        Ok(link)
-    };
-    let (attach, link_id, prog_id, swapped) =
-        if let (Some(prev), true) = (&previous, kept_prog.is_some()) {
-            // The dynamic classifier stays attached: the chain change was
-            // the prog-array update above.
-            (prev.attach, prev.link_id, prev.prog_id, true)
-        } else if clsact {
-            let prev = previous.as_ref().map(|p| &p.attach);
-            let c = crate::tc::attach_clsact(req.dev, ifindex, req.hook, prog_fd, prev)?;
-            (c.attach, 0, c.prog_id, c.swapped)
-        } else {
-            let (link, swapped) = match sys::obj_get(link_path) {
-                Ok(link) => match sys::link_update(link.as_raw_fd(), prog_fd) {
-                    Ok(()) => (link, true),
-                    // The pinned link lost its device (it was deleted and made
-                    // again): attach afresh.
-                    Err(libc::ENOLINK) => {
-                        drop(link);
-                        unpin(&link_pin)?;
-                        (create()?, false)
-                    }
-                    Err(errno) => {
-                        return Err(KernelError::Os {
-                            what: format!("update link {}", link_pin.display()),
-                            errno,
-                        })
-                    }
-                },
-                Err(_) => (create()?, false),
-            };
-            let info = sys::link_info(link.as_raw_fd())
-                .map_err(os(format!("info of link {}", link_path)))?;
-            (crate::tc::Attach::Link, info.id, info.prog_id, swapped)
-        };
+    let Attached {
+        attach,
+        link_id,
+        prog_id,
+        swapped,
+    } = attach(
+        req,
+        ifindex,
+        prog_fd,
+        &dir,
+        previous.as_ref(),
+        kept_prog.is_some(),
+    )?;
     let switch_time = if kept_prog.is_some() {
         dyn_switch
     } else {
@@ -697,61 +597,5 @@ mod tests {
         }
         let e = "tc".parse::<AttachPoint>().err().map(|e| e.to_string());
         assert!(e.is_some_and(|e| e.contains("unknown hook `tc`")));
-    }
-
-    #[test]
-    fn state_file_round_trips_and_empty_state_removes_it() {
-        let dir = std::env::temp_dir().join(format!("nfkit-state-{}", std::process::id()));
-        let paths = Paths {
-            pin_root: dir.join("bpf"),
-            state_file: dir.join("s").join("state.json"),
-        };
-        assert!(State::load(&paths).is_ok_and(|s| s.deployments.is_empty()));
-        let d = Deployment {
-            dev: "veth0".into(),
-            netns: None,
-            ifindex: 7,
-            hook: AttachPoint::TcEgress,
-            mode: "static".into(),
-            source: "x.py".into(),
-            entry: "every_packet".into(),
-            pin_dir: dir.join("bpf/veth0/tc_egress"),
-            link_id: 3,
-            prog_id: 40,
-            generation: 2,
-            deployed_at: 1,
-            maps: vec![],
-            attach: crate::tc::Attach::Clsact {
-                handle: 1,
-                priority: 49152,
-                qdisc_created: true,
-            },
-            dynamic: Some(crate::dynamic::DynRecord {
-                classifier: "dyn_every_packet".into(),
-                bank: 1,
-                nfs: vec![crate::dynamic::DynNf {
-                    symbol: "nf_count".into(),
-                    entry: "dyn_count".into(),
-                    slot: 64,
-                    prog_id: 99,
-                }],
-                segments: vec![("c0s0_x".into(), 0), ("c0s1_x".into(), 640)],
-            }),
-            chains: vec!["count".into()],
-        };
-        let st = State {
-            deployments: vec![d.clone()],
-        };
-        st.save(&paths).expect("save");
-        let back = State::load(&paths).expect("load");
-        assert_eq!(back.deployments, vec![d]);
-        assert!(back.find("veth0", AttachPoint::TcEgress).is_some());
-        assert!(back.find("veth0", AttachPoint::TcIngress).is_none());
-        State::default().save(&paths).expect("save empty");
-        assert!(!paths.state_file.exists());
-        std::fs::write(&paths.state_file, "{not json").expect("write");
-        let e = State::load(&paths).err().map(|e| e.to_string());
-        assert!(e.is_some_and(|e| e.contains("state file")));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

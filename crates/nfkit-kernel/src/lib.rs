@@ -6,7 +6,10 @@
 //!   for comparison), [`Loaded`], [`Prog`] with [`Prog::test_run`].
 //! * [`maps`]: [`KMap`], a kernel map read and written from Rust.
 //! * [`deploy`]: attaching to interfaces (XDP native/generic, tcx),
-//!   pinned links/programs/maps, the state file, live swaps by link update.
+//!   pinned links/programs/maps, live swaps by link update; status,
+//!   undeploy, finding a deployed map.
+//! * [`state`]: what is remembered of deployments: [`state::Paths`] (pin
+//!   root, state file) and the JSON [`state::State`].
 //! * [`dynamic`]: dynamic mode: NFs loaded once in `nfkit_progs`, chain
 //!   segments in alternating banks, a chain switched by one slot update.
 //! * [`tc`]: TC attachment, tcx links or (fallback) clsact filters.
@@ -34,6 +37,7 @@ pub mod load;
 pub mod maps;
 pub mod netns;
 pub mod socket;
+pub mod state;
 pub mod stats;
 mod sys;
 mod sys_sock;
