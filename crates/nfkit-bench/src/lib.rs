@@ -14,6 +14,7 @@
 //! Everything that needs the kernel is skipped, with a message, when not
 //! run as root.
 
+use nfkit_abi::NfConfig;
 use nfkit_kernel::{KMap, Loaded, Netns, Prog, TestRun};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -140,29 +141,31 @@ pub fn fill_prog_array(loaded: &Loaded, array: &str, progs: &[&str]) -> Res<()> 
     Ok(())
 }
 
-/// nfkit's `nfkit_config` (struct nf_config, 40 bytes): sets the pinned
-/// clock (`clock_pinned` = 1, `now_ns`), keeping the other fields.
-pub fn pin_clock(cfg: &KMap, now_ns: u64) -> Res<()> {
-    let mut v = cfg
+/// nfkit's `nfkit_config` as it is now (defaults when unset).
+fn config(cfg: &KMap) -> Res<NfConfig> {
+    let old = cfg
         .lookup(&0u32.to_le_bytes())
-        .map_err(err("nfkit_config"))?
-        .unwrap_or_else(|| vec![0; 40]);
-    v.resize(40, 0);
-    v[20..24].copy_from_slice(&1u32.to_le_bytes());
-    v[24..32].copy_from_slice(&now_ns.to_le_bytes());
-    cfg.update(&0u32.to_le_bytes(), &v, 0)
+        .map_err(err("nfkit_config"))?;
+    Ok(old
+        .as_deref()
+        .and_then(NfConfig::from_bytes)
+        .unwrap_or_default())
+}
+
+/// Pins nfkit's clock at `now_ns`, keeping the other fields.
+pub fn pin_clock(cfg: &KMap, now_ns: u64) -> Res<()> {
+    let v = config(cfg)?.pinned_at(now_ns);
+    cfg.update(&0u32.to_le_bytes(), &v.to_bytes(), 0)
         .map_err(err("nfkit_config"))
 }
 
 /// Unpins nfkit's clock (`clock_pinned` = 0): `nf_now()` is the kernel's.
 pub fn unpin_clock(cfg: &KMap) -> Res<()> {
-    let mut v = cfg
-        .lookup(&0u32.to_le_bytes())
-        .map_err(err("nfkit_config"))?
-        .unwrap_or_else(|| vec![0; 40]);
-    v.resize(40, 0);
-    v[20..24].copy_from_slice(&0u32.to_le_bytes());
-    cfg.update(&0u32.to_le_bytes(), &v, 0)
+    let v = NfConfig {
+        clock_pinned: 0,
+        ..config(cfg)?
+    };
+    cfg.update(&0u32.to_le_bytes(), &v.to_bytes(), 0)
         .map_err(err("nfkit_config"))
 }
 

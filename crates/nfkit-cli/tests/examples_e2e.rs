@@ -143,10 +143,13 @@ fn stats(m: &KMap, rows: u32) -> Vec<u64> {
 /// Pins the deployment's clock (`nf_config.clock_pinned`, `now_ns`).
 fn pin_clock(cfg: &KMap, now_ns: u64) {
     let key = 0u32.to_le_bytes();
-    let mut v = cfg.lookup(&key).expect("config").unwrap_or_default();
-    v.resize(40, 0);
-    v[20..24].copy_from_slice(&1u32.to_le_bytes());
-    v[24..32].copy_from_slice(&now_ns.to_le_bytes());
+    let old = cfg.lookup(&key).expect("config");
+    let v = old
+        .as_deref()
+        .and_then(nfkit_abi::NfConfig::from_bytes)
+        .unwrap_or_default()
+        .pinned_at(now_ns)
+        .to_bytes();
     cfg.update(&key, &v, 0).expect("pin clock");
 }
 

@@ -38,9 +38,7 @@ fn standalone(module: &str, args: [u64; 4]) -> Vm {
 }
 
 fn pin_clock(vm: &Vm, now: u64) {
-    let mut cfg = vec![0u8; 40];
-    cfg[20..24].copy_from_slice(&1u32.to_le_bytes());
-    cfg[24..32].copy_from_slice(&now.to_le_bytes());
+    let cfg = nfkit_abi::NfConfig::default().pinned_at(now).to_bytes();
     vm.map("nfkit_config")
         .unwrap()
         .update(&0u32.to_le_bytes(), &cfg, 0)

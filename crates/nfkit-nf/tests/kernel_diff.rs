@@ -115,10 +115,12 @@ impl KernelNf {
         if self.clock.replace(Some(now)) == Some(now) {
             return;
         }
-        let mut cfg = vec![0u8; 40];
-        cfg[20..24].copy_from_slice(&1u32.to_le_bytes());
-        cfg[24..32].copy_from_slice(&now.to_le_bytes());
-        cfg[32..40].copy_from_slice(&7u64.to_le_bytes());
+        let cfg = nfkit_abi::NfConfig {
+            rand_seed: 7,
+            ..nfkit_abi::NfConfig::default()
+        }
+        .pinned_at(now)
+        .to_bytes();
         self.update("nfkit_config", &0u32.to_le_bytes(), &cfg);
     }
 

@@ -104,13 +104,13 @@ impl Example {
     }
 }
 
-/// `nfkit_config` (struct nf_config, 40 bytes) with the clock pinned at `now`.
+/// `nfkit_config` (struct nf_config) with the clock pinned at `now`.
 pub fn pinned_config(old: Option<Vec<u8>>, now: u64) -> Vec<u8> {
-    let mut v = old.unwrap_or_else(|| vec![0; 40]);
-    v.resize(40, 0);
-    v[20..24].copy_from_slice(&1u32.to_le_bytes());
-    v[24..32].copy_from_slice(&now.to_le_bytes());
-    v
+    let cfg = old
+        .as_deref()
+        .and_then(nfkit_abi::NfConfig::from_bytes)
+        .unwrap_or_default();
+    cfg.pinned_at(now).to_bytes().to_vec()
 }
 
 /// One run's outcome.

@@ -183,13 +183,13 @@ pub fn kernel_run_image(
     let cfg = loaded.map("nfkit_config").ok_or("no nfkit_config")?;
     let mut out = Vec::new();
     for (ts, data) in packets {
-        let mut v = cfg
-            .lookup(&0u32.to_le_bytes())
-            .map_err(|e| e.to_string())?
-            .unwrap_or(vec![0; 40]);
-        v.resize(40, 0);
-        v[20..24].copy_from_slice(&1u32.to_le_bytes());
-        v[24..32].copy_from_slice(&ts.to_le_bytes());
+        let old = cfg.lookup(&0u32.to_le_bytes()).map_err(|e| e.to_string())?;
+        let v = old
+            .as_deref()
+            .and_then(nfkit_abi::NfConfig::from_bytes)
+            .unwrap_or_default()
+            .pinned_at(*ts)
+            .to_bytes();
         cfg.update(&0u32.to_le_bytes(), &v, 0)
             .map_err(|e| e.to_string())?;
         let r = prog

@@ -211,10 +211,12 @@ impl Harness {
 
     /// Pins nf_now() to `now_ns` (and nf_rand()'s seed) in nfkit_config.
     pub fn set_clock(&self, now_ns: u64) {
-        let mut cfg = vec![0u8; 40];
-        cfg[20..24].copy_from_slice(&1u32.to_le_bytes());
-        cfg[24..32].copy_from_slice(&now_ns.to_le_bytes());
-        cfg[32..40].copy_from_slice(&7u64.to_le_bytes());
+        let cfg = nfkit_abi::NfConfig {
+            rand_seed: 7,
+            ..nfkit_abi::NfConfig::default()
+        }
+        .pinned_at(now_ns)
+        .to_bytes();
         self.map("nfkit_config")
             .update(&0u32.to_le_bytes(), &cfg, 0)
             .expect("nfkit_config");
