@@ -3,7 +3,7 @@
 //! for the recursion check), and the methods of Packet and maps.
 
 use super::errors::{expr_name, Dest};
-use super::statements::VERDICT_CALLS;
+use super::statements::verdict_call;
 use super::{off, Checker, Scope, Sym, R, TE};
 use crate::ir::{Expr, ExprKind};
 use crate::types::Ty;
@@ -140,7 +140,7 @@ impl Checker<'_> {
     /// The error for a call of a name that is not callable, with what
     /// to write instead.
     fn unknown_call(&self, id: &str, at: usize) -> R<TE> {
-        if VERDICT_CALLS.contains(&id) {
+        if verdict_call(id).is_some() {
             return self.err(
                 at,
                 format!("verdict {id}(...) can only be returned"),

@@ -1,10 +1,11 @@
 //! The classifier configuration (docs/language.md, "Module level"):
 //! which chain runs for which key, the default and fault actions.
 
-use super::statements::{VERDICT_CALLS, VERDICT_NAMES};
+use super::statements::{plain_verdict, verdict_call};
 use super::{off, Checker, Sym, MAX_CHAINS, R};
-use crate::ir::{verdict, Classifier, ClsKey};
+use crate::ir::{Classifier, ClsKey};
 use crate::types::Ty;
+use nfkit_abi::verdict::Action;
 use rustpython_parser::ast::{self, Constant};
 
 /// The classifiers of `nf.classify`.
@@ -43,9 +44,8 @@ impl Checker<'_> {
         let help = "DROP, PASS, ABORTED, TX, FLOOD, REDIRECT(n), CONTROLLER(n), HOST(n)";
         match e {
             ast::Expr::Name(n) => {
-                if let Some(v) = VERDICT_NAMES.iter().find(|v| **v == n.id.as_str()) {
-                    let a = verdict::NAMES.iter().position(|x| x == v).unwrap_or(0) as u64;
-                    return Ok(verdict::encode(a, 0));
+                if let Some(a) = plain_verdict(n.id.as_str()) {
+                    return Ok(a.verdict(0));
                 }
                 self.err(
                     off(e),
@@ -55,7 +55,8 @@ impl Checker<'_> {
             }
             ast::Expr::Call(c) => {
                 if let ast::Expr::Name(n) = c.func.as_ref() {
-                    if VERDICT_CALLS.contains(&n.id.as_str()) && c.args.len() == 1 {
+                    let call = verdict_call(n.id.as_str()).filter(|_| c.args.len() == 1);
+                    if let Some(a) = call {
                         let v = self.const_expr(&c.args[0])?;
                         if !Ty::U32.fits(v) {
                             return self.err(
@@ -64,11 +65,7 @@ impl Checker<'_> {
                                 "verdict arguments are u32",
                             );
                         }
-                        let a = verdict::NAMES
-                            .iter()
-                            .position(|x| *x == n.id.as_str())
-                            .unwrap_or(0) as u64;
-                        return Ok(verdict::encode(a, v as u32));
+                        return Ok(a.verdict(v as u32));
                     }
                 }
                 self.err(off(e), "expected a verdict", help)
@@ -86,8 +83,8 @@ impl Checker<'_> {
         let Some(Sym::Classifier(name)) = self.syms.get(n.id.as_str()).cloned() else {
             return Ok(());
         };
-        let mut default = verdict::encode(verdict::PASS, 0);
-        let mut fault = verdict::encode(verdict::DROP, 0);
+        let mut default = Action::Pass.verdict(0);
+        let mut fault = Action::Drop.verdict(0);
         for k in &call.keywords {
             match k.arg.as_ref().map(|a| a.as_str()) {
                 Some("default") => default = self.const_verdict(&k.value)?,

@@ -2,7 +2,6 @@
 //! their types, names, operators, comparisons, conversions.
 
 use super::errors::{expr_name, fit_help, int_range, narrow_help, Dest};
-use super::statements::{VERDICT_CALLS, VERDICT_NAMES};
 use super::{off, Checker, Scope, Sym, R, TE};
 use crate::ir::{BinOp, CmpOp, Expr, ExprKind};
 use crate::types::Ty;
@@ -383,7 +382,7 @@ impl Checker<'_> {
             None => match id {
                 "True" => Ok(TE::Typed(Expr::konst(Ty::Bool, 1))),
                 "False" => Ok(TE::Typed(Expr::konst(Ty::Bool, 0))),
-                v if VERDICT_NAMES.contains(&v) || VERDICT_CALLS.contains(&v) => self.err(at, format!("verdict {v} can only be returned"), &format!("return {v}")),
+                v if nfkit_abi::verdict::Action::from_name(v).is_some() => self.err(at, format!("verdict {v} can only be returned"), &format!("return {v}")),
                 "Packet" => self.err(at, "Packet is not a value", "use Packet.len or Packet.read_u8(off)"),
                 _ => self.err(at, format!("unknown name '{id}'"), "declare locals with a type (x: u32 = 0), import NFs (from nf.MODULE import name), or define constants at module level"),
             },

@@ -6,7 +6,6 @@
 use super::bpf_loop::MAX_LOOP_CAP;
 use super::errors::{expr_name, fit_help, stmt_name, Dest};
 use super::maps::MAP_CTORS;
-use super::statements::{VERDICT_CALLS, VERDICT_NAMES};
 use super::{off, Checked, Checker, Options, Scope, Sym, DEFAULT_LOOP_CAP, MAX_ARGS, R};
 use crate::diag::{Diagnostic, Severity, SourceMap};
 use crate::ir::{Chain, Program};
@@ -73,8 +72,7 @@ pub(super) fn check_at(
 /// Names of the language that scripts cannot redefine.
 pub(super) fn is_builtin(name: &str) -> bool {
     Ty::from_name(name).is_some()
-        || VERDICT_NAMES.contains(&name)
-        || VERDICT_CALLS.contains(&name)
+        || nfkit_abi::verdict::Action::from_name(name).is_some()
         || matches!(name, "Packet" | "range" | "attach" | "True" | "False")
         || MAP_CTORS.iter().any(|(n, _, _)| *n == name)
 }

@@ -5,15 +5,20 @@
 use super::errors::{expr_name, stmt_name, Dest};
 use super::module::is_builtin;
 use super::{off, Checker, Scope, R, TE};
-use crate::ir::{verdict, BinOp, Expr, ExprKind, Stmt, StmtKind};
+use crate::ir::{BinOp, Expr, ExprKind, Stmt, StmtKind};
 use crate::types::Ty;
+use nfkit_abi::verdict::Action;
 use rustpython_parser::ast::{self, Constant};
 
-/// Verdicts without an argument.
-pub(super) const VERDICT_NAMES: [&str; 5] = ["ABORTED", "DROP", "PASS", "TX", "FLOOD"];
+/// The verdict without an argument named `id` (`DROP`, `PASS`, ...).
+pub(super) fn plain_verdict(id: &str) -> Option<Action> {
+    Action::from_name(id).filter(|a| !a.takes_arg())
+}
 
-/// Verdicts with an argument: `REDIRECT(n)`, ...
-pub(super) const VERDICT_CALLS: [&str; 3] = ["REDIRECT", "CONTROLLER", "HOST"];
+/// The verdict with an argument named `id` (`REDIRECT(n)`, ...).
+pub(super) fn verdict_call(id: &str) -> Option<Action> {
+    Action::from_name(id).filter(|a| a.takes_arg())
+}
 
 impl Checker<'_> {
     /// Checks a block of statements.
@@ -274,14 +279,10 @@ impl Checker<'_> {
                 if sc.by_name.contains_key(id) {
                     return Ok(None);
                 }
-                if let Some(a) = VERDICT_NAMES.iter().position(|v| *v == id) {
-                    let act = verdict::NAMES
-                        .iter()
-                        .position(|v| *v == VERDICT_NAMES[a])
-                        .unwrap_or(0) as u64;
-                    return Ok(Some(Expr::konst(Ty::U64, verdict::encode(act, 0))));
+                if let Some(a) = plain_verdict(id) {
+                    return Ok(Some(Expr::konst(Ty::U64, a.verdict(0))));
                 }
-                if VERDICT_CALLS.contains(&id) {
+                if verdict_call(id).is_some() {
                     return self.err(
                         off(e),
                         format!("{id} needs an argument"),
@@ -295,9 +296,9 @@ impl Checker<'_> {
                     return Ok(None);
                 };
                 let id = n.id.as_str();
-                if !VERDICT_CALLS.contains(&id) || sc.by_name.contains_key(id) {
+                let Some(act) = verdict_call(id).filter(|_| !sc.by_name.contains_key(id)) else {
                     return Ok(None);
-                }
+                };
                 if c.args.len() != 1 || !c.keywords.is_empty() {
                     return self.err(
                         off(e),
@@ -305,10 +306,9 @@ impl Checker<'_> {
                         &format!("return {id}(n)"),
                     );
                 }
-                let act = verdict::NAMES.iter().position(|v| *v == id).unwrap_or(0) as u64;
                 let a = self.expr(&c.args[0], sc)?;
                 let a = self.convert(a, Ty::U32)?;
-                let base = verdict::encode(act, 0);
+                let base = act.verdict(0);
                 if let Some(v) = a.as_const() {
                     return Ok(Some(Expr::konst(Ty::U64, base | v)));
                 }
