@@ -15,9 +15,14 @@ pub enum RunError {
     #[error("the script has no classifier (every_packet(...), by_dscp(...), ...): nothing to run")]
     NoClassifier,
     #[error("loading into the VM: {0}")]
-    Load(String),
-    #[error("map {map}: {why}")]
-    Map { map: String, why: String },
+    Load(#[from] Box<nfkit_vm::LoadError>),
+    #[error("map {0}: not in the image")]
+    NoMap(String),
+    #[error("map {map}: {source}")]
+    Map {
+        map: String,
+        source: nfkit_vm::MapError,
+    },
 }
 
 /// The outcome of one packet.
@@ -58,10 +63,10 @@ pub struct ScriptVm {
     last: Vec<u64>,
 }
 
-fn map_err(map: &str, e: impl std::fmt::Display) -> RunError {
+fn map_err(map: &str, source: nfkit_vm::MapError) -> RunError {
     RunError::Map {
         map: map.to_string(),
-        why: e.to_string(),
+        source,
     }
 }
 
@@ -87,11 +92,9 @@ impl ScriptVm {
         hook: Hook,
         program: &Program,
     ) -> Result<ScriptVm, RunError> {
-        let vm = Vm::new(image, VmConfig::kernel()).map_err(|e| RunError::Load(e.to_string()))?;
+        let vm = Vm::new(image, VmConfig::kernel()).map_err(|e| RunError::Load(Box::new(e)))?;
         for (map, k, v) in nfkit_lang::link::control_plane(program) {
-            let m = vm
-                .map(&map)
-                .ok_or_else(|| map_err(&map, "not in the image"))?;
+            let m = vm.map(&map).ok_or_else(|| RunError::NoMap(map.clone()))?;
             m.update(&k, &v, 0).map_err(|e| map_err(&map, e))?;
         }
         let chains = program.chain_names();
@@ -112,7 +115,7 @@ impl ScriptVm {
         let m = self
             .vm
             .map(name)
-            .ok_or_else(|| map_err(name, "not in the image"))?;
+            .ok_or_else(|| RunError::NoMap(name.to_string()))?;
         let key = 0u32.to_le_bytes();
         let old = m.lookup(&key).map_err(|e| map_err(name, e))?;
         let cfg = old

@@ -74,7 +74,7 @@ pub enum CompileError {
     #[error("{file}: {source}")]
     Link {
         file: String,
-        source: link::LinkError,
+        source: Box<link::LinkError>,
     },
 }
 
@@ -88,9 +88,9 @@ pub fn compile(file: &str, source: &str, opts: &Options) -> Result<Compiled, Com
         })?;
     let (image, object) =
         link::link_program(&checked.program, &generated, checked.hook, &opts.search).map_err(
-            |source| CompileError::Link {
+            |e| CompileError::Link {
                 file: file.to_string(),
-                source,
+                source: Box::new(e),
             },
         )?;
     Ok(Compiled {
@@ -166,9 +166,9 @@ pub fn compile_dynamic(
     let generated =
         codegen::generate_dynamic(&checked.program, checked.hook, slots).map_err(gen_err)?;
     let (image, _) = link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search)
-        .map_err(|source| CompileError::Link {
+        .map_err(|e| CompileError::Link {
         file: file.to_string(),
-        source,
+        source: Box::new(e),
     })?;
     let entry = checked
         .program

@@ -19,12 +19,28 @@ pub const STACK_LIMIT: u32 = 512;
 pub const MAX_FRAMES: usize = 8;
 
 /// Link errors.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum LinkError {
     #[error("no object for NF module '{module}' (hook {hook})")]
     NoModule { module: String, hook: String },
-    #[error("{0}")]
-    Object(String),
+    /// The NF search path could not be read.
+    #[error(transparent)]
+    Search(#[from] nfkit_nf::NfError),
+    /// An NF module's object is malformed.
+    #[error("{origin}: {source}")]
+    Read {
+        origin: String,
+        source: Box<nfkit_object::ReadError>,
+    },
+    /// The objects do not link (duplicate or missing symbols, ...).
+    #[error(transparent)]
+    Objects(#[from] nfkit_object::LinkError),
+    #[error("dynamic mode needs a classifier (every_packet(...), ...)")]
+    DynNoClassifier,
+    #[error("the dynamic image has no nfkit_progs (the nf.classify module is not nfkit's)")]
+    DynNoProgArray,
+    #[error("no dynamic entry dyn_{nf} in NF module {module}")]
+    DynNoEntry { nf: String, module: String },
     #[error("call path {path} needs {bytes} bytes of stack (the kernel allows {STACK_LIMIT})")]
     Stack { path: String, bytes: u32 },
     #[error("call path {path} has {frames} frames (the kernel allows {MAX_FRAMES})")]
@@ -384,16 +400,15 @@ fn module_object(
     roots: &[String],
 ) -> Result<Object, LinkError> {
     let m = module.strip_prefix("nf.").unwrap_or(module);
-    let bytes = search
-        .object(m, hook)
-        .map_err(|e| LinkError::Object(e.to_string()))?
-        .ok_or_else(|| LinkError::NoModule {
-            module: module.to_string(),
-            hook: hook.name().to_string(),
-        })?;
+    let bytes = search.object(m, hook)?.ok_or_else(|| LinkError::NoModule {
+        module: module.to_string(),
+        hook: hook.name().to_string(),
+    })?;
     let origin = format!("nf.{m} ({})", hook.name());
-    let mut obj = crate::cache::read_object(&bytes, &origin)
-        .map_err(|e| LinkError::Object(format!("{origin}: {e}")))?;
+    let mut obj = crate::cache::read_object(&bytes, &origin).map_err(|e| LinkError::Read {
+        origin,
+        source: Box::new(e),
+    })?;
     let keep = reachable(&obj, roots);
     retain(&mut obj, &keep);
     Ok(obj)
@@ -421,7 +436,7 @@ pub fn link_program(
     for (m, roots) in &roots_by_module(prog, |nf| nf.symbol.clone()) {
         objects.push(module_object(search, m, hook, roots)?);
     }
-    let image = nfkit_object::link(&objects).map_err(|e| LinkError::Object(e.to_string()))?;
+    let image = nfkit_object::link(&objects)?;
     check_stack(&image)?;
     Ok((image, chains))
 }
@@ -467,9 +482,7 @@ pub fn link_dynamic(
         .classifier
         .as_ref()
         .map(|c| format!("dyn_{}", c.name))
-        .ok_or_else(|| {
-            LinkError::Object("dynamic mode needs a classifier (every_packet(...), ...)".into())
-        })?;
+        .ok_or(LinkError::DynNoClassifier)?;
     objects.push(module_object(
         search,
         "nf.classify",
@@ -480,13 +493,13 @@ pub fn link_dynamic(
     for (m, roots) in &roots_by_module(prog, |nf| format!("dyn_{}", nf.name)) {
         objects.push(module_object(search, m, hook, roots)?);
     }
-    let mut image = nfkit_object::link(&objects).map_err(|e| LinkError::Object(e.to_string()))?;
+    let mut image = nfkit_object::link(&objects)?;
     check_stack(&image)?;
     let progs = image
         .maps
         .iter()
         .position(|m| m.name == "nfkit_progs")
-        .ok_or_else(|| LinkError::Object("dynamic image without nfkit_progs".into()))?;
+        .ok_or(LinkError::DynNoProgArray)?;
     let entry = |name: &str| image.entries.iter().position(|e| e.name == name);
     let mut inits = Vec::new();
     for nf in &prog.nfs {
@@ -494,10 +507,10 @@ pub fn link_dynamic(
             gen.nf_slots.get(&nf.symbol),
             entry(&format!("dyn_{}", nf.name)),
         ) else {
-            return Err(LinkError::Object(format!(
-                "no dynamic entry dyn_{} in NF module {}",
-                nf.name, nf.module
-            )));
+            return Err(LinkError::DynNoEntry {
+                nf: nf.name.clone(),
+                module: nf.module.clone(),
+            });
         };
         if !inits.iter().any(|i: &nfkit_object::MapInit| i.slot == slot) {
             inits.push(nfkit_object::MapInit {
