@@ -63,13 +63,33 @@ pub struct Deployed {
 }
 
 /// The attach point a script's `attach(IFACE, HOOK)` names.
-pub fn script_attach(c: &Compiled) -> Option<(String, AttachPoint)> {
+pub fn script_attach(c: &Compiled) -> Option<ScriptAttach> {
     let (dev, hook) = c.program.attach.as_ref()?;
-    let point = match hook.as_str() {
+    let at = match hook.as_str() {
         "tc" => AttachPoint::TcIngress,
         h => h.parse().ok()?,
     };
-    Some((dev.clone(), point))
+    Some(ScriptAttach {
+        dev: dev.clone(),
+        at,
+    })
+}
+
+/// Where a script's `attach("IFACE", "HOOK")` says to deploy it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptAttach {
+    pub dev: String,
+    pub at: AttachPoint,
+}
+
+/// A script compiled for dynamic mode, with what the deployer needs.
+struct DynBuild {
+    /// (NF symbol, dynamic entry, slot), as [`DynParts`] takes them.
+    nfs: Vec<(String, String, u32)>,
+    /// (segment program, slot).
+    segments: Vec<(String, u32)>,
+    bank: u32,
+    compiled: nfkit_lang::DynCompiled,
 }
 
 /// Compiles `source` for `hook` (`None`: the script's own).
@@ -109,17 +129,18 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
     let scripted = script_attach(&c);
     let attach = spec
         .attach
-        .or_else(|| scripted.as_ref().map(|s| s.1))
+        .or_else(|| scripted.as_ref().map(|s| s.at))
         .unwrap_or_else(|| AttachPoint::default_for(c.hook));
     if attach.hook() != c.hook {
         return Err(ControlError::AttachPoint {
             file: file.to_string(),
-            why: format!("compiled for {} but attached at {attach}", c.hook),
+            hook: c.hook,
+            attach,
         });
     }
     let dev = match (spec.dev, &scripted) {
         (Some(d), _) => d.to_string(),
-        (None, Some((d, _))) => d.clone(),
+        (None, Some(s)) => s.dev.clone(),
         (None, None) => return Err(ControlError::NoDevice(file.to_string())),
     };
     let entry = c
@@ -148,24 +169,29 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
             };
             let d = nfkit_lang::compile_dynamic(file, spec.source, &opts, &slots)
                 .map_err(script_error)?;
-            Some((d.nf_entries(), d.segments(), plan.bank, d))
+            Some(DynBuild {
+                nfs: d.nf_entries(),
+                segments: d.segments(),
+                bank: plan.bank,
+                compiled: d,
+            })
         }
     };
     let notes = attach_notes(&dev, spec.netns, attach);
     let req = DeployRequest {
-        image: dynamic.as_ref().map_or(&c.image, |d| &d.3.image),
+        image: dynamic.as_ref().map_or(&c.image, |d| &d.compiled.image),
         entry: dynamic
             .as_ref()
-            .map_or(entry.as_str(), |d| d.3.entry.as_str()),
+            .map_or(entry.as_str(), |d| d.compiled.entry.as_str()),
         map_writes: &writes,
         dev: &dev,
         netns: spec.netns,
         hook: attach,
         source: spec.source_path,
-        dynamic: dynamic.as_ref().map(|(nfs, segments, bank, _)| DynParts {
-            nfs,
-            segments,
-            bank: *bank,
+        dynamic: dynamic.as_ref().map(|d| DynParts {
+            nfs: &d.nfs,
+            segments: &d.segments,
+            bank: d.bank,
         }),
         chains: &chains,
     };

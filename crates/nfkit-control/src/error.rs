@@ -32,6 +32,10 @@ pub enum ControlError {
     #[error("{0}: no interface: give --dev IFACE or attach(\"IFACE\", \"HOOK\") in the script")]
     NoDevice(String),
     /// The script's attach point does not fit the hook it was compiled for.
-    #[error("{file}: {why}")]
-    AttachPoint { file: String, why: String },
+    #[error("{file}: compiled for {hook} but attached at {attach}")]
+    AttachPoint {
+        file: String,
+        hook: nfkit_abi::Hook,
+        attach: nfkit_abi::AttachPoint,
+    },
 }
