@@ -29,15 +29,7 @@ pub fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-/// True when running as root (the kernel parts need it).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+pub use nfkit_kernel::is_root;
 
 /// The repository's `examples/` directory.
 pub fn examples_dir() -> PathBuf {

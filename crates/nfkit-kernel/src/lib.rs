@@ -63,6 +63,12 @@ pub fn pin_thread_to_cpu(cpu: usize) -> Result<(), KernelError> {
     })
 }
 
+/// Whether the process runs as root (loading, attaching and test runs
+/// need it; kernel tests and benchmarks skip without it).
+pub fn is_root() -> bool {
+    sys::euid() == 0
+}
+
 /// The CPU the calling thread runs on.
 pub fn current_cpu() -> Option<usize> {
     sys::current_cpu()

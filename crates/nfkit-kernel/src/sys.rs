@@ -212,6 +212,12 @@ pub(crate) fn current_cpu() -> Option<usize> {
     usize::try_from(c).ok()
 }
 
+/// The effective user id of the process.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Owns a non-negative fd returned by libbpf, or the errno.
 fn own_fd(fd: i32) -> Result<OwnedFd, i32> {
     if fd < 0 {

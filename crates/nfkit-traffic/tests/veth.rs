@@ -11,14 +11,7 @@ use nfkit_traffic::{
 };
 use std::time::{Duration, Instant};
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+use nfkit_kernel::is_root;
 
 fn ip_of(cidr: &Option<String>) -> String {
     cidr.as_deref()

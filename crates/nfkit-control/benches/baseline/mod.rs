@@ -193,15 +193,7 @@ impl VmProg {
     }
 }
 
-/// True when running as root (the kernel parts need it).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+pub use nfkit_kernel::is_root;
 
 /// A program loaded into the kernel.
 pub struct KernelProg {

@@ -8,15 +8,7 @@ use nfkit_kernel::testbed::Netns;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// True when the tests run as root (kernel tests need it).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+pub use nfkit_kernel::is_root;
 
 /// A private bpffs mount and state directory
 /// (`$TMPDIR/nfkit-TAG-PID/{bpf,state}`), unmounted and removed on drop.
