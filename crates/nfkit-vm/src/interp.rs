@@ -6,7 +6,6 @@
 
 #![forbid(unsafe_code)]
 
-use crate::config::FRAME_SIZE;
 use crate::ctx::{self, CtxState, CtxValue, PacketPtrs};
 use crate::error::RunErrorKind;
 use crate::mem::{self, Memory, Rmw};
@@ -279,8 +278,14 @@ impl Machine<'_> {
             may_goto: self.may_goto,
             kind,
         });
-        self.deepest = self.deepest.max(self.frames.len());
-        self.regs[10] = self.regs[10].wrapping_sub(FRAME_SIZE as u64);
+        let depth = self.frames.len();
+        self.deepest = self.deepest.max(depth);
+        // The callee's frame becomes live; its pointer is its own region,
+        // so it reaches neither the caller's frame nor the next one.
+        let Some(fp) = self.mem.open_frame(depth) else {
+            return fault(pc, RunErrorKind::CallDepth { limit: depth });
+        };
+        self.regs[10] = fp;
         self.may_goto = self.vm.config.may_goto_budget;
         Ok(())
     }
@@ -594,6 +599,8 @@ impl Machine<'_> {
                         }
                         return Ok(self.regs[0]);
                     };
+                    // The callee's frame dies with it.
+                    self.mem.close_frame(self.frames.len() + 1);
                     let r = &mut self.regs;
                     r[6] = f.saved[0];
                     r[7] = f.saved[1];

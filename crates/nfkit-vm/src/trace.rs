@@ -8,8 +8,7 @@
 #![forbid(unsafe_code)]
 
 use crate::interp::Machine;
-use crate::maps::stride;
-use crate::mem;
+use crate::mem::{self, Role};
 use crate::prog::{Code, Op};
 use crate::result::{
     AccessKind, HelperCall, MemAccess, MemRegion, RegChange, TraceStep, TRACE_LIMIT,
@@ -186,28 +185,33 @@ impl Machine<'_> {
             AccessKind::Write | AccessKind::Atomic => m.old,
         };
         let region = self.mem.regions.get(id as usize);
-        let (region, offset) = match id {
-            mem::CTX => (MemRegion::Ctx, off),
-            mem::PACKET if region.is_some_and(|r| &*r.name == "memory") => (MemRegion::Memory, off),
-            mem::PACKET => (MemRegion::Packet, off - self.pkt.data as i64),
-            mem::STACK => (MemRegion::Stack, off - (before[10] & 0xffff_ffff) as i64),
-            _ => match id
-                .checked_sub(mem::MAP_BASE)
-                .and_then(|i| self.vm.maps.by_index(i as usize))
-            {
-                Some(map) => {
-                    let in_value = off % stride(map.spec.value_size) as i64;
-                    let name = map.name().to_string();
-                    match map.spec.kind {
-                        MapKind::Global { .. } => (MemRegion::Global(name), in_value),
-                        _ => (MemRegion::Map(name), in_value),
+        let role = region.map_or(Role::Plain, |r| r.role);
+        let (region, offset) = match (id, role) {
+            (mem::CTX, _) => (MemRegion::Ctx, off),
+            (mem::PACKET, _) if region.is_some_and(|r| &*r.name == "memory") => {
+                (MemRegion::Memory, off)
+            }
+            (mem::PACKET, _) => (MemRegion::Packet, off - self.pkt.data as i64),
+            // Every frame shares the stack's offsets: count from this
+            // frame's r10 (a caller's slot shows as fp+N).
+            (_, Role::Frame(_)) => (MemRegion::Stack, off - (before[10] & 0xffff_ffff) as i64),
+            (_, Role::MapValue(i)) => {
+                let lo = region.map_or(0, |r| r.lo as i64);
+                match self.vm.maps.by_index(i as usize) {
+                    Some(map) => {
+                        let name = map.name().to_string();
+                        match map.spec.kind {
+                            MapKind::Global { .. } => (MemRegion::Global(name), off - lo),
+                            _ => (MemRegion::Map(name), off - lo),
+                        }
                     }
+                    None => (MemRegion::Other(String::new()), off - lo),
                 }
-                None => (
-                    MemRegion::Other(region.map_or_else(String::new, |r| r.name.to_string())),
-                    off - region.map_or(0, |r| r.lo as i64),
-                ),
-            },
+            }
+            _ => (
+                MemRegion::Other(region.map_or_else(String::new, |r| r.name.to_string())),
+                off - region.map_or(0, |r| r.lo as i64),
+            ),
         };
         MemAccess {
             kind: m.kind,

@@ -10,7 +10,7 @@ use crate::ctx::{self, Context, CtxState, PacketPtrs, SkbState};
 use crate::error::{LoadError, Rule, RunError, RunErrorKind};
 use crate::interp::{Frame, Machine, Step, Stop};
 use crate::maps::{Map, Maps};
-use crate::mem::{self, GuardedBuf, Memory, Region, RegionKind};
+use crate::mem::{self, GuardedBuf, Memory, Region, RegionKind, Role};
 use crate::prog::Program;
 use crate::result::RunResult;
 use nfkit_abi::hook;
@@ -42,7 +42,7 @@ impl EntryRef for String {
 
 /// Reusable per-thread buffers of runs.
 struct Buffers {
-    regions: Vec<Region>,
+    mem: Memory,
     stack: Arc<GuardedBuf>,
     packet: Arc<GuardedBuf>,
     frames: Vec<Frame>,
@@ -109,17 +109,12 @@ impl Vm {
             Region::opaque("null", &empty),
             Region::opaque("map handles", &empty),
             Region::opaque("functions", &empty),
-            Region::opaque("stack", &empty),
             Region::opaque("context", &empty),
             Region::opaque("packet", &empty),
         ];
-        for m in maps.iter() {
-            let name = format!("map '{}'", m.name());
-            base.push(match m.region() {
-                Some((buf, writable)) if m.ringbuf().is_none() => Region::mem(&name, buf, writable),
-                _ => Region::opaque(&name, &empty),
-            });
-        }
+        // Frames get the runner's stack in `take_buffers`.
+        base.extend((0..mem::MAX_FRAMES).map(|_| Region::opaque("stack", &empty)));
+        base.extend(maps.iter().map(|m| map_region(m, &empty)));
         // Prog array slots the object fills at load (`__array(values, ...)`),
         // as libbpf does.
         for init in &image.map_inits {
@@ -247,11 +242,21 @@ impl Vm {
             return b;
         }
         let stack_len = self.inner.config.max_frames * FRAME_SIZE;
+        let stack = GuardedBuf::new(stack_len)
+            .map(Arc::new)
+            .unwrap_or_else(|_| self.inner.empty.clone());
+        let mut regions = self.inner.base_regions.clone();
+        for d in 0..self.inner.config.max_frames {
+            if let Some(r) = regions.get_mut(mem::STACK as usize + d) {
+                *r = Region::frame(d as u32, &stack, &self.inner.names.stack);
+            }
+        }
+        let mut mem = Memory::new(regions);
+        // The entry's frame is always live.
+        let _ = mem.open_frame(0);
         Buffers {
-            regions: self.inner.base_regions.clone(),
-            stack: GuardedBuf::new(stack_len)
-                .map(Arc::new)
-                .unwrap_or_else(|_| self.inner.empty.clone()),
+            mem,
+            stack,
             packet: self.inner.empty.clone(),
             frames: Vec::with_capacity(self.inner.config.max_frames),
             stack_dirty: stack_len,
@@ -317,8 +322,8 @@ impl Vm {
     #[inline(always)]
     fn place_regions(&self, bufs: &mut Buffers, l: &Layout) {
         let inner = &*self.inner;
-        let regions = &mut bufs.regions;
-        regions.truncate(inner.base_regions.len());
+        bufs.mem.reset(inner.base_regions.len());
+        let regions = &mut bufs.mem.regions;
         // The fixed regions are set in place: their names are shared
         // strings made once per VM, so a run allocates nothing here.
         let set =
@@ -335,17 +340,7 @@ impl Vm {
                 }
             };
         let names = &inner.names;
-        let stack = &bufs.stack;
         let (empty, ctx_len) = (&inner.empty, ctx::ctx_size(&l.ctx));
-        set(
-            &mut regions[mem::STACK as usize],
-            RegionKind::Mem,
-            stack,
-            0,
-            stack.len(),
-            true,
-            &names.stack,
-        );
         let ctx_region = &mut regions[mem::CTX as usize];
         if ctx_len > 0 {
             let ctx_name = &names.context;
@@ -397,14 +392,14 @@ impl Vm {
         let mut regs = [0; 16];
         regs[1] = l.args[0];
         regs[2] = l.args[1];
+        // The entry's frame pointer: the top of its frame, at the top of
+        // the stack.
         regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
         // Built in place as the return value (no copy of the machine).
         Machine {
             vm: inner,
             regs,
-            mem: Memory {
-                regions: std::mem::take(&mut bufs.regions),
-            },
+            mem: std::mem::take(&mut bufs.mem),
             frames,
             count: 0,
             budget: opts.budget.unwrap_or(inner.config.budget),
@@ -503,12 +498,33 @@ impl Vm {
             insns: m.count,
             trace: std::mem::take(&mut m.trace),
         };
-        bufs.regions = std::mem::take(&mut m.mem.regions);
+        // Frames a fault left live close; the entry's stays open.
+        for d in 1..=m.deepest {
+            m.mem.close_frame(d);
+        }
+        bufs.mem = std::mem::take(&mut m.mem);
         bufs.frames = std::mem::take(&mut m.frames);
         // Frames below the deepest one used were never touched.
         bufs.stack_dirty = (m.deepest + 1) * FRAME_SIZE;
         res
     }
+}
+
+/// The base region of map `m`, reached by `lddw` of a map value (direct
+/// value access): the first value of an array or a global section, the
+/// way the kernel offers it; other maps' values are reached only through
+/// the regions `bpf_map_lookup_elem` makes, one value each.
+fn map_region(m: &Map, empty: &Arc<GuardedBuf>) -> Region {
+    let name = format!("map '{}'", m.name());
+    let mut r = Region::opaque(&name, empty);
+    if let (crate::maps::Store::Array(a), Some((buf, writable))) = (&m.store, m.region()) {
+        if a.ncpus == 1 {
+            r = Region::mem(&name, buf, writable);
+            r.hi = a.value_size;
+            r.role = Role::MapValue(m.index as u32);
+        }
+    }
+    r
 }
 
 /// The packet (or raw memory) and context of one run, as laid out in the

@@ -37,6 +37,25 @@ const XDP_REDIRECT: u64 = hook::XDP_REDIRECT as u64;
 const TC_ACT_SHOT: u64 = hook::TC_ACT_SHOT as u64;
 const TC_ACT_REDIRECT: u64 = hook::TC_ACT_REDIRECT as u64;
 
+/// Keys up to this size are read without allocating.
+const KEY_INLINE: usize = 64;
+
+/// A key read from program memory.
+enum Key {
+    Inline([u8; KEY_INLINE], usize),
+    Heap(Vec<u8>),
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Key::Inline(b, n) => &b[..(*n).min(KEY_INLINE)],
+            Key::Heap(v) => v,
+        }
+    }
+}
+
 fn neg(e: i64) -> u64 {
     (-e) as u64
 }
@@ -70,6 +89,21 @@ impl Machine<'_> {
                 helper,
                 format!("cannot read {len} bytes at {}", self.mem.describe(addr)),
             ),
+        }
+    }
+
+    /// A map key argument: read into a stack buffer when it is small (no
+    /// allocation per lookup).
+    fn read_key(&self, addr: u64, len: usize, pc: usize, helper: &str) -> Step<Key> {
+        let mut k = Key::Inline([0; KEY_INLINE], len);
+        match &mut k {
+            Key::Inline(b, _) if len <= KEY_INLINE => {
+                if self.mem.read(addr, &mut b[..len]).is_none() {
+                    return self.read_arg(addr, len, pc, helper).map(Key::Heap);
+                }
+                Ok(k)
+            }
+            _ => self.read_arg(addr, len, pc, helper).map(Key::Heap),
         }
     }
 
@@ -222,7 +256,7 @@ impl Machine<'_> {
     fn map_lookup(&mut self, hid: i64, a1: u64, a2: u64, a3: u64, cur: usize) -> Step<u64> {
         let name = "map_lookup_elem";
         let m = self.map_arg(a1, cur, name)?;
-        let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+        let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         let cpu = if hid as i32 == id::MAP_LOOKUP_PERCPU_ELEM {
             if !matches!(
                 m.spec.map_type,
@@ -239,9 +273,13 @@ impl Machine<'_> {
         } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_)) {
             return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
         } else {
-            match m.prog_lookup(&key, cpu as u32) {
-                Some(off) => mem::addr(mem::MAP_BASE + m.index as u32, off as u64),
-                None => 0,
+            match (m.prog_lookup(&key, cpu as u32), m.value_buf()) {
+                // A region of exactly this value (this CPU's slot).
+                (Some(off), Some((buf, writable))) => {
+                    let len = m.spec.value_size as usize;
+                    self.mem.value_addr(m.index as u32, buf, off, len, writable)
+                }
+                _ => 0,
             }
         })
     }
@@ -250,7 +288,7 @@ impl Machine<'_> {
     fn map_update(&mut self, a1: u64, a2: u64, a3: u64, a4: u64, cur: usize) -> Step<u64> {
         let name = "map_update_elem";
         let m = self.map_arg(a1, cur, name)?;
-        let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+        let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         let val = self.read_arg(a3, m.spec.value_size as usize, cur, name)?;
         Ok(match m.prog_update(&key, &val, a4, self.cpu) {
             Ok(()) => 0,
@@ -262,7 +300,7 @@ impl Machine<'_> {
     fn map_delete(&mut self, a1: u64, a2: u64, cur: usize) -> Step<u64> {
         let name = "map_delete_elem";
         let m = self.map_arg(a1, cur, name)?;
-        let key = self.read_arg(a2, m.spec.key_size as usize, cur, name)?;
+        let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         Ok(match m.delete(&key) {
             Ok(()) => 0,
             Err(e) => neg(e.errno()),
@@ -429,6 +467,7 @@ impl Machine<'_> {
             hi: off + a2 as usize,
             writable: true,
             name: format!("ringbuf record of {}", m.name()).into(),
+            role: mem::Role::Plain,
         });
         self.reservations.push(Reservation {
             region,

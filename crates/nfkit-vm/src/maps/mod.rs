@@ -192,6 +192,11 @@ impl Map {
 
     /// The buffer programs reach values in, and whether they may write it.
     pub fn region(&self) -> Option<(Arc<GuardedBuf>, bool)> {
+        self.value_buf().map(|(b, w)| (b.clone(), w))
+    }
+
+    /// [`Map::region`] without taking a reference.
+    pub fn value_buf(&self) -> Option<(&Arc<GuardedBuf>, bool)> {
         let ro_prog = matches!(
             self.spec.kind,
             MapKind::Global {
@@ -200,10 +205,10 @@ impl Map {
             }
         ) || matches!(self.spec.map_type, MapType::Devmap | MapType::DevmapHash);
         match &self.store {
-            Store::Array(a) => Some((a.buf.clone(), !ro_prog)),
-            Store::Hash(h) => Some((h.buf.clone(), !ro_prog)),
-            Store::Lpm(l) => Some((l.buf.clone(), true)),
-            Store::Ringbuf(r) => Some((r.buf.clone(), true)),
+            Store::Array(a) => Some((&a.buf, !ro_prog)),
+            Store::Hash(h) => Some((&h.buf, !ro_prog)),
+            Store::Lpm(l) => Some((&l.buf, true)),
+            Store::Ringbuf(r) => Some((&r.buf, true)),
             Store::ProgArray(_) => None,
         }
     }
