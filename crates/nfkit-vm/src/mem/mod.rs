@@ -290,25 +290,31 @@ impl Memory {
 
     /// `region+offset` for diagnostics: frames as `stack frame 1 fp-8`,
     /// map values as `map 'x' value, value_size=4 off=8` (the kernel's
-    /// words).
+    /// words). An offset in the top half of the range is read as a
+    /// negative one from the next region (a pointer moved below offset 0).
     pub fn describe(&self, addr: u64) -> String {
-        let id = (addr >> REGION_SHIFT) as usize;
-        let off = addr & 0xffff_ffff;
+        let mut id = (addr >> REGION_SHIFT) as usize;
+        let mut off = (addr & 0xffff_ffff) as i64;
+        if off >= 1 << 31 && id + 1 < self.regions.len() {
+            id += 1;
+            off -= 1 << 32;
+        }
         let Some(r) = self.regions.get(id).filter(|_| id != 0) else {
             return format!("{addr:#x} (no region)");
         };
         match r.role {
+            Role::Plain if off < 0 => format!("{addr:#x} ({}-{:#x})", r.name, -off),
             Role::Plain => format!("{addr:#x} ({}+{off:#x})", r.name),
             Role::Frame(d) => {
                 let live = if r.lo == r.hi { ", not live" } else { "" };
-                let rel = off as i64 - r.hi as i64;
+                let rel = off - r.hi as i64;
                 format!("{addr:#x} (stack frame {d}{live}, fp{rel:+})")
             }
             Role::MapValue(_) => format!(
                 "{addr:#x} ({} value, value_size={} off={})",
                 r.name,
                 r.hi - r.lo,
-                off as i64 - r.lo as i64
+                off - r.lo as i64
             ),
         }
     }
