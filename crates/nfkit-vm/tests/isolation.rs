@@ -25,39 +25,12 @@ fn run(vm: &Vm) -> Result<u64, nfkit_vm::RunError> {
     .result
 }
 
-/// Values next to the one a program looks up, which it must not see.
-fn fill_neighbours(vm: &Vm) {
-    let Some(m) = vm.map("m0") else { return };
-    let k = |i: u32| i.to_le_bytes();
-    match m.spec.map_type {
-        MapType::Array => {
-            m.update(&k(0), &0x11u32.to_le_bytes(), 0).expect("update");
-            if m.spec.max_entries > 1 {
-                m.update(&k(1), &0xe1e1u32.to_le_bytes(), 0)
-                    .expect("update");
-            }
-        }
-        MapType::PercpuArray => {
-            let mut per_cpu = vec![0u8; 8 * vm.config().ncpus as usize];
-            for (c, slot) in per_cpu.chunks_mut(8).enumerate() {
-                slot[..4].copy_from_slice(&(0xc0 + c as u32).to_le_bytes());
-            }
-            m.update(&k(0), &per_cpu, 0).expect("update");
-        }
-        MapType::Hash => {
-            m.update(&k(0), &0x11u32.to_le_bytes(), 0).expect("update");
-            m.update(&k(1), &0x22u32.to_le_bytes(), 0).expect("update");
-        }
-        _ => {}
-    }
-}
-
 #[test]
 fn out_of_bounds_accesses_fault_on_every_run() {
     let mut wrong = Vec::new();
     for b in progs::bad() {
         let vm = vm(b.name, b.asm, b.maps);
-        fill_neighbours(&vm);
+        progs::fill_neighbours(&vm);
         for i in 0..3 {
             match run(&vm) {
                 Err(e)

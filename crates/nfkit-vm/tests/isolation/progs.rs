@@ -61,7 +61,7 @@ pub fn bad() -> Vec<Bad> {
             asm: STACK_LEAK,
             maps: &[],
             vm: "stack frame 0, fp-4000",
-            kernel: "off=-4000",
+            kernel: "read from stack R1 var_off=(0x0; 0x8) off=-4000 size=8",
         },
         // One byte below the 512-byte frame.
         Bad {
@@ -205,6 +205,33 @@ pub fn bad() -> Vec<Bad> {
         kernel: "invalid access to memory, mem_size=4 off=0 size=8",
     });
     v
+}
+
+/// Values next to the one a program looks up, which it must not see.
+pub fn fill_neighbours(vm: &nfkit_vm::Vm) {
+    let Some(m) = vm.map("m0") else { return };
+    let k = |i: u32| i.to_le_bytes();
+    match m.spec.map_type {
+        MapType::Array => {
+            m.update(&k(0), &0x11u32.to_le_bytes(), 0).expect("update");
+            if m.spec.max_entries > 1 {
+                m.update(&k(1), &0xe1e1u32.to_le_bytes(), 0)
+                    .expect("update");
+            }
+        }
+        MapType::PercpuArray => {
+            let mut per_cpu = vec![0u8; 8 * vm.config().ncpus as usize];
+            for (c, slot) in per_cpu.chunks_mut(8).enumerate() {
+                slot[..4].copy_from_slice(&(0xc0 + c as u32).to_le_bytes());
+            }
+            m.update(&k(0), &per_cpu, 0).expect("update");
+        }
+        MapType::Hash => {
+            m.update(&k(0), &0x11u32.to_le_bytes(), 0).expect("update");
+            m.update(&k(1), &0x22u32.to_le_bytes(), 0).expect("update");
+        }
+        _ => {}
+    }
 }
 
 fn leak(s: String) -> &'static str {
