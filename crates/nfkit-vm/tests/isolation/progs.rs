@@ -53,8 +53,14 @@ seen:
 /// index masked to 0 or 8, which the verifier cannot know (0 in the
 /// VM's runs).
 pub fn bad() -> Vec<Bad> {
-    let arr4 = &[(MapType::Array, 4, 2)][..];
-    let mut v = vec![
+    let mut v = stack_programs();
+    v.extend(map_programs());
+    v
+}
+
+/// Accesses outside the frame.
+fn stack_programs() -> Vec<Bad> {
+    vec![
         // Run 1 leaves a marker far below the entry's frame, run 2 sees it.
         Bad {
             name: "stack_leak",
@@ -120,7 +126,13 @@ pub fn bad() -> Vec<Bad> {
             vm: "stack frame 0, fp-520",
             kernel: "off=-520",
         },
-    ];
+    ]
+}
+
+/// Accesses outside the map value (or ring-buffer record).
+fn map_programs() -> Vec<Bad> {
+    let arr4 = &[(MapType::Array, 4, 2)][..];
+    let mut v = Vec::new();
     // Map values: 8 bytes of a 4-byte value, the padding after it, the
     // next element, the bytes before it.
     for (name, access, vm, kernel) in [
