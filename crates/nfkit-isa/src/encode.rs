@@ -99,6 +99,72 @@ fn raw(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> RawInsn {
     }
 }
 
+/// ALU operations: a register (`X`) or immediate (`K`) source; `sdiv`,
+/// `smod` and `movsx` are told apart by the offset field.
+fn alu(width: Width, op: AluOp, dst: Reg, src: Operand) -> RawInsn {
+    let (bits, off) = alu_op(op);
+    let cls = width_class_alu(width);
+    match src {
+        Operand::Reg(s) => raw(cls | SRC_X | bits, dst.num(), s.num(), off, 0),
+        Operand::Imm(imm) => raw(cls | SRC_K | bits, dst.num(), 0, off, imm),
+    }
+}
+
+/// Byte swaps: in the 32-bit ALU class the source bit picks the byte order
+/// (`le`/`be`); the unconditional `bswap` is the 64-bit class.
+fn endian(order: ByteOrder, bits: u8, dst: Reg) -> RawInsn {
+    let code = match order {
+        ByteOrder::Le => CLS_ALU | SRC_K | ALU_END,
+        ByteOrder::Be => CLS_ALU | SRC_X | ALU_END,
+        ByteOrder::Swap => CLS_ALU64 | SRC_K | ALU_END,
+    };
+    raw(code, dst.num(), 0, 0, bits as i32)
+}
+
+/// `addr_space_cast`: a 64-bit register `mov` with offset 1, the two
+/// address spaces packed into the immediate (destination high).
+fn addr_space_cast(dst: Reg, src: Reg, dst_as: u16, src_as: u16) -> RawInsn {
+    raw(
+        CLS_ALU64 | SRC_X | ALU_MOV,
+        dst.num(),
+        src.num(),
+        1,
+        ((dst_as as u32) << 16 | src_as as u32) as i32,
+    )
+}
+
+/// Loads from memory; sign-extending loads have their own mode (`MEMSX`).
+fn ldx(size: Size, signed: bool, dst: Reg, src: Reg, off: i16) -> RawInsn {
+    let mode = if signed { MODE_MEMSX } else { MODE_MEM };
+    raw(
+        CLS_LDX | mode | size_bits(size),
+        dst.num(),
+        src.num(),
+        off,
+        0,
+    )
+}
+
+/// Conditional jumps against a register (`X`) or an immediate (`K`).
+fn cond_jump(width: Width, cond: Cond, dst: Reg, src: Operand, off: i16) -> RawInsn {
+    let cls = width_class_jmp(width);
+    match src {
+        Operand::Reg(s) => raw(cls | SRC_X | cond_op(cond), dst.num(), s.num(), off, 0),
+        Operand::Imm(imm) => raw(cls | SRC_K | cond_op(cond), dst.num(), 0, off, imm),
+    }
+}
+
+/// Calls: the source field tells helpers, local (pc-relative) calls and
+/// kfuncs apart.
+fn call(kind: CallKind, imm: i32) -> RawInsn {
+    let src = match kind {
+        CallKind::Helper => CALL_HELPER,
+        CallKind::Local => CALL_LOCAL,
+        CallKind::Kfunc => CALL_KFUNC,
+    };
+    raw(CALL, 0, src, 0, imm)
+}
+
 impl Insn {
     /// Appends the instruction's slots to `out`.
     pub fn encode_into(&self, out: &mut Vec<RawInsn>) {
@@ -108,50 +174,21 @@ impl Insn {
                 op,
                 dst,
                 src,
-            } => {
-                let (bits, off) = alu_op(op);
-                let cls = width_class_alu(width);
-                match src {
-                    Operand::Reg(s) => raw(cls | SRC_X | bits, dst.num(), s.num(), off, 0),
-                    Operand::Imm(imm) => raw(cls | SRC_K | bits, dst.num(), 0, off, imm),
-                }
-            }
-            Insn::Endian { order, bits, dst } => {
-                let code = match order {
-                    ByteOrder::Le => CLS_ALU | SRC_K | ALU_END,
-                    ByteOrder::Be => CLS_ALU | SRC_X | ALU_END,
-                    ByteOrder::Swap => CLS_ALU64 | SRC_K | ALU_END,
-                };
-                raw(code, dst.num(), 0, 0, bits as i32)
-            }
+            } => alu(width, op, dst, src),
+            Insn::Endian { order, bits, dst } => endian(order, bits, dst),
             Insn::AddrSpaceCast {
                 dst,
                 src,
                 dst_as,
                 src_as,
-            } => raw(
-                CLS_ALU64 | SRC_X | ALU_MOV,
-                dst.num(),
-                src.num(),
-                1,
-                ((dst_as as u32) << 16 | src_as as u32) as i32,
-            ),
+            } => addr_space_cast(dst, src, dst_as, src_as),
             Insn::Ldx {
                 size,
                 signed,
                 dst,
                 src,
                 off,
-            } => {
-                let mode = if signed { MODE_MEMSX } else { MODE_MEM };
-                raw(
-                    CLS_LDX | mode | size_bits(size),
-                    dst.num(),
-                    src.num(),
-                    off,
-                    0,
-                )
-            }
+            } => ldx(size, signed, dst, src, off),
             Insn::St {
                 size,
                 dst,
@@ -204,22 +241,9 @@ impl Insn {
                 dst,
                 src,
                 off,
-            } => {
-                let cls = width_class_jmp(width);
-                match src {
-                    Operand::Reg(s) => raw(cls | SRC_X | cond_op(cond), dst.num(), s.num(), off, 0),
-                    Operand::Imm(imm) => raw(cls | SRC_K | cond_op(cond), dst.num(), 0, off, imm),
-                }
-            }
+            } => cond_jump(width, cond, dst, src, off),
             Insn::MayGoto { off } => raw(CLS_JMP | JMP_JCOND, 0, 0, off, 0),
-            Insn::Call { kind, imm } => {
-                let src = match kind {
-                    CallKind::Helper => CALL_HELPER,
-                    CallKind::Local => CALL_LOCAL,
-                    CallKind::Kfunc => CALL_KFUNC,
-                };
-                raw(CALL, 0, src, 0, imm)
-            }
+            Insn::Call { kind, imm } => call(kind, imm),
             Insn::Callx { reg } => raw(CALLX, reg.num(), 0, 0, 0),
             Insn::Exit => raw(EXIT, 0, 0, 0, 0),
         };

@@ -82,9 +82,21 @@ fn lddw_kind() -> impl Strategy<Value = LddwKind> {
     ]
 }
 
-/// Any instruction the decoder accepts.
+/// Any instruction the decoder accepts. Each group is weighted by its
+/// number of forms, so that every form is as likely as any other.
 fn insn() -> impl Strategy<Value = Insn> {
-    let small_off = -12i16..12;
+    prop_oneof![
+        5 => alu_insn(),
+        4 => mem_insn(),
+        3 => wide_load_insn(),
+        4 => jump_insn(),
+        3 => call_insn(),
+    ]
+}
+
+/// ALU-class instructions: operations, negation, sign-extending moves,
+/// byte swaps and `addr_space_cast`.
+fn alu_insn() -> impl Strategy<Value = Insn> {
     prop_oneof![
         (width(), alu_op(), reg(), operand()).prop_map(|(width, op, dst, src)| Insn::Alu {
             width,
@@ -126,6 +138,12 @@ fn insn() -> impl Strategy<Value = Insn> {
             dst_as: b,
             src_as: a
         }),
+    ]
+}
+
+/// Memory accesses: loads, stores (immediate and register) and atomics.
+fn mem_insn() -> impl Strategy<Value = Insn> {
+    prop_oneof![
         (size(), any::<bool>(), reg(), reg(), any::<i16>()).prop_map(
             |(size, signed, dst, src, off)| Insn::Ldx {
                 size,
@@ -161,6 +179,13 @@ fn insn() -> impl Strategy<Value = Insn> {
                 src,
                 off
             }),
+    ]
+}
+
+/// The `ld` class: 64-bit immediates with their pseudo sources, and the
+/// legacy packet loads.
+fn wide_load_insn() -> impl Strategy<Value = Insn> {
+    prop_oneof![
         (lddw_kind(), reg(), any::<i32>(), any::<i32>()).prop_map(|(kind, dst, imm, next_imm)| {
             Insn::Lddw {
                 kind,
@@ -180,6 +205,14 @@ fn insn() -> impl Strategy<Value = Insn> {
             any::<i32>()
         )
             .prop_map(|(size, src, imm)| Insn::LdInd { size, src, imm }),
+    ]
+}
+
+/// Jumps: `ja`, `gotol`, conditional jumps and `may_goto`, with offsets
+/// both near (so labels get exercised) and anywhere.
+fn jump_insn() -> impl Strategy<Value = Insn> {
+    let small_off = -12i16..12;
+    prop_oneof![
         prop_oneof![small_off.clone(), any::<i16>()].prop_map(|off| Insn::Ja { off }),
         prop_oneof![-12i32..12, any::<i32>()].prop_map(|imm| Insn::Gotol { imm }),
         (
@@ -197,6 +230,12 @@ fn insn() -> impl Strategy<Value = Insn> {
                 off
             }),
         small_off.prop_map(|off| Insn::MayGoto { off }),
+    ]
+}
+
+/// Calls of each kind, `callx` and `exit`.
+fn call_insn() -> impl Strategy<Value = Insn> {
+    prop_oneof![
         (
             prop_oneof![
                 Just(CallKind::Helper),

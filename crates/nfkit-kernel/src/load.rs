@@ -337,11 +337,57 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
     } else {
         opts.log_size
     };
-    // BTF (with the line-info strings in its string table).
-    let mut btf_fd = None;
-    let mut btf_error = None;
-    let mut line_strs: Vec<(u32, u32)> = Vec::new();
-    if let Some(btf) = &image.btf {
+    let btf = KernelBtf::load(image, log_size);
+    let maps = create_maps(image, opts, btf.raw_fd())?;
+    let map_fds: Vec<RawFd> = maps.iter().map(|m| m.fd()).collect();
+    let loader = ProgLoader {
+        image,
+        opts,
+        log_size,
+        btf: &btf,
+        map_fds: &map_fds,
+    };
+    let mut progs = Vec::new();
+    for (i, e) in image.entries.iter().enumerate() {
+        if let Some(only) = &opts.entries {
+            if !only.iter().any(|n| n == &e.name) {
+                continue;
+            }
+        }
+        progs.push(loader.load(i)?);
+    }
+    fill_prog_arrays(image, &maps, &progs)?;
+    Ok(Loaded {
+        progs,
+        maps,
+        btf_error: btf.error,
+        _btf: btf.fd,
+        _object: None,
+    })
+}
+
+/// The Image's BTF in the kernel, or why it is not there (the programs
+/// then load without func and line info).
+struct KernelBtf {
+    fd: Option<OwnedFd>,
+    error: Option<String>,
+    /// Per line-info record of the Image: the offsets of its file name
+    /// and source text in the loaded BTF's string table.
+    line_strs: Vec<(u32, u32)>,
+}
+
+impl KernelBtf {
+    /// Loads the Image's BTF (sanitized for the kernel), with the
+    /// line-info strings added to its string table.
+    fn load(image: &Image, log_size: usize) -> KernelBtf {
+        let mut out = KernelBtf {
+            fd: None,
+            error: None,
+            line_strs: Vec::new(),
+        };
+        let Some(btf) = &image.btf else {
+            return out;
+        };
         let btf = sanitize_btf(btf, &image.maps);
         let (bytes, strs) = btf.encode_with(|st| {
             image
@@ -352,21 +398,33 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
         });
         match sys::btf_load(&bytes, log_size) {
             Ok(fd) => {
-                btf_fd = Some(fd);
-                line_strs = strs;
+                out.fd = Some(fd);
+                out.line_strs = strs;
             }
             Err((errno, log)) => {
-                btf_error = Some(format!(
+                out.error = Some(format!(
                     "{}: {}",
                     std::io::Error::from_raw_os_error(errno),
                     crate::error::log_tail(&log, 3)
                 ))
             }
         }
+        out
     }
-    let raw_btf = btf_fd.as_ref().map(|f| f.as_raw_fd());
 
-    // Maps.
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(|f| f.as_raw_fd())
+    }
+}
+
+/// The Image's maps, in its order: those of `opts.reuse_maps` (which must
+/// match in type, key and value size) and new ones, created with the
+/// globals of `opts.globals` set in their initial data.
+fn create_maps(
+    image: &Image,
+    opts: &LoadOptions,
+    raw_btf: Option<RawFd>,
+) -> Result<Vec<KMap>, KernelError> {
     let mut specs = image.maps.clone();
     for (name, bytes) in &opts.globals {
         set_global(image, &mut specs, name, bytes)?;
@@ -389,29 +447,32 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
         }
         maps.push(maps::create(spec, raw_btf)?);
     }
-    let map_fds: Vec<RawFd> = maps.iter().map(|m| m.fd()).collect();
+    Ok(maps)
+}
 
-    // Programs.
-    let mut progs = Vec::new();
-    for (i, e) in image.entries.iter().enumerate() {
-        if let Some(only) = &opts.entries {
-            if !only.iter().any(|n| n == &e.name) {
-                continue;
-            }
-        }
-        let code = layout::build(image, i, &map_fds).map_err(|msg| KernelError::Image {
+/// What loading each entry program of an Image needs.
+struct ProgLoader<'a> {
+    image: &'a Image,
+    opts: &'a LoadOptions,
+    log_size: usize,
+    btf: &'a KernelBtf,
+    /// The fds of the Image's maps, by map index.
+    map_fds: &'a [RawFd],
+}
+
+impl ProgLoader<'_> {
+    /// Lays out and loads entry `i`; a refusal by the verifier names the
+    /// source line of the instruction it stopped at.
+    fn load(&self, i: usize) -> Result<Prog, KernelError> {
+        let image = self.image;
+        let e = &image.entries[i];
+        let code = layout::build(image, i, self.map_fds).map_err(|msg| KernelError::Image {
             entry: e.name.clone(),
             msg,
         })?;
-        let line_info: Vec<[u32; 4]> = if raw_btf.is_some() {
-            code.lines
-                .iter()
-                .filter_map(|&(off, idx)| {
-                    let l = image.line_info.get(idx)?;
-                    let &(file, text) = line_strs.get(idx)?;
-                    Some([off, file, text, (l.line << 10) | (l.col & 0x3ff)])
-                })
-                .collect()
+        let raw_btf = self.btf.raw_fd();
+        let line_info = if raw_btf.is_some() {
+            self.line_info(&code)
         } else {
             Vec::new()
         };
@@ -430,22 +491,20 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
                 &[]
             },
             line_info: &line_info,
-            log_level: opts.log_level,
-            log_size,
+            log_level: self.opts.log_level,
+            log_size: self.log_size,
         };
         match sys::prog_load(&load) {
-            Ok((fd, log)) => progs.push(Prog {
+            Ok((fd, log)) => Ok(Prog {
                 name: e.name.clone(),
                 prog_type: e.prog_type,
                 fd,
                 log,
             }),
-            Err(f) if f.log.trim().is_empty() => {
-                return Err(KernelError::ProgLoad {
-                    entry: e.name.clone(),
-                    errno: f.errno,
-                })
-            }
+            Err(f) if f.log.trim().is_empty() => Err(KernelError::ProgLoad {
+                entry: e.name.clone(),
+                errno: f.errno,
+            }),
             Err(f) => {
                 let line = layout::last_insn_in_log(&f.log)
                     .and_then(|k| code.slot_map.get(k))
@@ -456,16 +515,32 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
                         col: l.col,
                         text: l.text.clone(),
                     });
-                return Err(KernelError::Verifier {
+                Err(KernelError::Verifier {
                     entry: e.name.clone(),
                     log: f.log,
                     line,
-                });
+                })
             }
         }
     }
 
-    // Prog arrays with initial contents.
+    /// The `bpf_line_info` records of a laid-out program, with the string
+    /// offsets of the loaded BTF.
+    fn line_info(&self, code: &layout::ProgCode) -> Vec<[u32; 4]> {
+        code.lines
+            .iter()
+            .filter_map(|&(off, idx)| {
+                let l = self.image.line_info.get(idx)?;
+                let &(file, text) = self.btf.line_strs.get(idx)?;
+                Some([off, file, text, (l.line << 10) | (l.col & 0x3ff)])
+            })
+            .collect()
+    }
+}
+
+/// Fills the prog arrays declared with initial contents (`map_inits`)
+/// with the fds of the loaded programs (entries not loaded are skipped).
+fn fill_prog_arrays(image: &Image, maps: &[KMap], progs: &[Prog]) -> Result<(), KernelError> {
     for init in &image.map_inits {
         let (Some(map), Some(entry)) = (maps.get(init.map), image.entries.get(init.entry)) else {
             continue;
@@ -475,13 +550,7 @@ pub fn load_image(image: &Image, opts: &LoadOptions) -> Result<Loaded, KernelErr
         };
         map.update(&init.slot.to_le_bytes(), &(p.fd() as u32).to_le_bytes(), 0)?;
     }
-    Ok(Loaded {
-        progs,
-        maps,
-        btf_error,
-        _btf: btf_fd,
-        _object: None,
-    })
+    Ok(())
 }
 
 /// Loads an ELF object with libbpf (its own relocation, BTF and map

@@ -341,7 +341,40 @@ pub fn parse_source(file: &str, src: &str) -> Result<ModuleDoc, DocError> {
 /// [`parse_source`], also looking up `@const` values in `includes` (the
 /// texts of headers the source includes, e.g. `nfkit.h`).
 pub fn parse_source_with(file: &str, src: &str, includes: &[&str]) -> Result<ModuleDoc, DocError> {
+    let source = Source {
+        file,
+        text: src,
+        includes,
+    };
     let all = blocks(src);
+    check_tags(file, &all)?;
+    let mut module = module_doc(&source, &all)?;
+    for b in &all {
+        if let Some(head) = tag(b, "nf") {
+            let nf = nf_doc(file, b, head, &module)?;
+            if module.nfs.iter().any(|n| n.name == nf.name) {
+                return Err(err(file, nf.line, format!("NF {} declared twice", nf.name)));
+            }
+            module.nfs.push(nf);
+        } else if let Some(head) = tag(b, "classifier") {
+            module.classifiers.push(classifier_doc(file, b, head)?);
+        }
+    }
+    check_declarations(file, src, &module)?;
+    Ok(module)
+}
+
+/// The source file being parsed: its name (for errors), its text, and the
+/// texts of the headers it includes (where `@const` values may be defined).
+struct Source<'a> {
+    file: &'a str,
+    text: &'a str,
+    includes: &'a [&'a str],
+}
+
+/// Refuses unknown tags in doc blocks (those with `@module`, `@nf` or
+/// `@classifier`; other `/** */` comments are left alone).
+fn check_tags(file: &str, all: &[Block]) -> Result<(), DocError> {
     let known = [
         "module",
         "hooks",
@@ -355,7 +388,7 @@ pub fn parse_source_with(file: &str, src: &str, includes: &[&str]) -> Result<Mod
         "classifier",
         "key",
     ];
-    for b in &all {
+    for b in all {
         let is_doc = b
             .entries
             .iter()
@@ -369,6 +402,13 @@ pub fn parse_source_with(file: &str, src: &str, includes: &[&str]) -> Result<Mod
             }
         }
     }
+    Ok(())
+}
+
+/// The module block: name, hooks, description, `@const`s and `@map`s (no
+/// NFs or classifiers yet).
+fn module_doc(source: &Source, all: &[Block]) -> Result<ModuleDoc, DocError> {
+    let file = source.file;
     let mblock = all
         .iter()
         .find(|b| tag(b, "module").is_some())
@@ -391,24 +431,11 @@ pub fn parse_source_with(file: &str, src: &str, includes: &[&str]) -> Result<Mod
             .map(|(a, b)| (a.trim(), b.trim()))
             .unwrap_or((text.trim(), ""));
         match t.as_str() {
-            "const" => {
-                let def = format!("NF_{first}");
-                let value = std::iter::once(src)
-                    .chain(includes.iter().copied())
-                    .find_map(|text| define_value(text, &def))
-                    .ok_or_else(|| {
-                        err(
-                            file,
-                            mblock.line,
-                            format!("@const {first}: no `#define {def} <integer>` in the file"),
-                        )
-                    })?;
-                consts.push(ConstDoc {
-                    name: first.to_string(),
-                    value,
-                    doc: rest.to_string(),
-                });
-            }
+            "const" => consts.push(ConstDoc {
+                name: first.to_string(),
+                value: const_value(source, mblock.line, first)?,
+                doc: rest.to_string(),
+            }),
             "map" => maps.push(MapDoc {
                 name: first.trim_end_matches(':').to_string(),
                 doc: rest.to_string(),
@@ -416,154 +443,208 @@ pub fn parse_source_with(file: &str, src: &str, includes: &[&str]) -> Result<Mod
             _ => {}
         }
     }
-    let mut module = ModuleDoc {
+    Ok(ModuleDoc {
         name,
-        hooks: hooks.clone(),
+        hooks,
         doc: join_text(&mblock.entries),
         consts,
         maps,
         nfs: Vec::new(),
         classifiers: Vec::new(),
-    };
+    })
+}
 
-    for b in &all {
-        if let Some(head) = tag(b, "nf") {
-            let (nf_name, args) = parse_call(head)
-                .ok_or_else(|| err(file, b.line, format!("bad @nf line `{head}`")))?;
-            let (line, code) = b.next.clone().ok_or_else(|| {
-                err(
-                    file,
-                    b.line,
-                    format!("@nf {nf_name}: no NF(...) after the block"),
-                )
-            })?;
-            let decl = code
-                .strip_prefix("NF(")
-                .map(|r| format!("x({r}"))
-                .and_then(|c| parse_call(&c))
-                .ok_or_else(|| {
-                    err(
-                        file,
-                        line,
-                        format!("@nf {nf_name}: expected NF({nf_name}, ...) here"),
-                    )
-                })?;
-            let decl_args: Vec<String> = decl.1.into_iter().skip(1).collect();
-            let decl_name = code
-                .strip_prefix("NF(")
-                .and_then(|r| r.split([',', ')']).next())
-                .unwrap_or("")
-                .trim();
-            if decl_name != nf_name || decl_args != args {
-                return Err(err(
-                    file,
-                    line,
-                    format!(
-                        "@nf {nf_name}({}) does not match the declaration `{code}`",
-                        args.join(", ")
-                    ),
-                ));
-            }
-            if args.len() > 4 {
-                return Err(err(file, line, format!("{nf_name}: more than 4 arguments")));
-            }
-            let arg_docs: Vec<(String, String)> = b
-                .entries
-                .iter()
-                .filter(|(t, _)| t == "arg")
-                .map(|(_, s)| {
-                    let (n, d) = s
-                        .split_once(char::is_whitespace)
-                        .unwrap_or((s.as_str(), ""));
-                    (n.to_string(), d.trim().to_string())
-                })
-                .collect();
-            let names: Vec<&String> = arg_docs.iter().map(|(n, _)| n).collect();
-            if names != args.iter().collect::<Vec<_>>() {
-                return Err(err(
-                    file,
-                    b.line,
-                    format!(
-                        "{nf_name}: @arg lines ({}) must document the arguments ({}) in order",
-                        names
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        args.join(", ")
-                    ),
-                ));
-            }
-            let need = |t: &str| {
-                tag(b, t)
-                    .map(str::to_string)
-                    .ok_or_else(|| err(file, b.line, format!("{nf_name}: missing @{t}")))
-            };
-            let returns = need("returns")?;
-            let bad = need("bad")?;
-            let nf_maps = maps_of(&need("maps")?);
-            for m in &nf_maps {
-                if !m.starts_with("nfkit_") && !module.maps.iter().any(|d| &d.name == m) {
-                    return Err(err(
-                        file,
-                        b.line,
-                        format!("{nf_name}: map {m} is not a @map of module {}", module.name),
-                    ));
-                }
-            }
-            let nf_hooks = match tag(b, "hooks") {
-                Some(h) => {
-                    let hs = hooks_of(h, file, b.line)?;
-                    if let Some(x) = hs.iter().find(|h| !hooks.contains(h)) {
-                        return Err(err(
-                            file,
-                            b.line,
-                            format!("{nf_name}: hook {x} is not a hook of the module"),
-                        ));
-                    }
-                    hs
-                }
-                None => hooks.clone(),
-            };
-            if module.nfs.iter().any(|n| n.name == nf_name) {
-                return Err(err(file, line, format!("NF {nf_name} declared twice")));
-            }
-            module.nfs.push(NfDoc {
-                name: nf_name,
-                args: arg_docs,
-                doc: join_text(&b.entries),
-                returns,
-                maps: nf_maps,
-                bad,
-                hooks: nf_hooks,
+/// The value of the `@const NAME` of the module block at `line`: its
+/// `#define NF_NAME` (or enumerator) in the source or an included header.
+fn const_value(source: &Source, line: usize, name: &str) -> Result<u64, DocError> {
+    let def = format!("NF_{name}");
+    std::iter::once(source.text)
+        .chain(source.includes.iter().copied())
+        .find_map(|text| define_value(text, &def))
+        .ok_or_else(|| {
+            err(
+                source.file,
                 line,
-            });
-        } else if let Some(head) = tag(b, "classifier") {
-            let cname = head.trim().to_string();
-            let (line, code) = b.next.clone().ok_or_else(|| {
-                err(
-                    file,
-                    b.line,
-                    format!("@classifier {cname}: nothing after the block"),
-                )
-            })?;
-            if code.trim_end_matches(';') != format!("NF_CLASSIFIER({cname})") {
-                return Err(err(
-                    file,
-                    line,
-                    format!("@classifier {cname}: expected NF_CLASSIFIER({cname}) here"),
-                ));
-            }
-            module.classifiers.push(ClassifierDoc {
-                name: cname,
-                doc: join_text(&b.entries),
-                key: tag(b, "key").unwrap_or("").to_string(),
-                maps: maps_of(tag(b, "maps").unwrap_or("")),
-                line,
-            });
+                format!("@const {name}: no `#define {def} <integer>` in the file"),
+            )
+        })
+}
+
+/// An NF block (its `@nf` line is `head`), checked against the `NF(...)`
+/// below it and against the module (maps, hooks).
+fn nf_doc(file: &str, b: &Block, head: &str, module: &ModuleDoc) -> Result<NfDoc, DocError> {
+    let (nf_name, args) =
+        parse_call(head).ok_or_else(|| err(file, b.line, format!("bad @nf line `{head}`")))?;
+    let line = nf_declaration(file, b, &nf_name, &args)?;
+    let arg_docs = arg_docs(file, b, &nf_name, &args)?;
+    let need = |t: &str| {
+        tag(b, t)
+            .map(str::to_string)
+            .ok_or_else(|| err(file, b.line, format!("{nf_name}: missing @{t}")))
+    };
+    let returns = need("returns")?;
+    let bad = need("bad")?;
+    let nf_maps = maps_of(&need("maps")?);
+    for m in &nf_maps {
+        if !m.starts_with("nfkit_") && !module.maps.iter().any(|d| &d.name == m) {
+            return Err(err(
+                file,
+                b.line,
+                format!("{nf_name}: map {m} is not a @map of module {}", module.name),
+            ));
         }
     }
-    // Every declaration has its block.
+    let hooks = nf_hooks(file, b, &nf_name, &module.hooks)?;
+    Ok(NfDoc {
+        name: nf_name,
+        args: arg_docs,
+        doc: join_text(&b.entries),
+        returns,
+        maps: nf_maps,
+        bad,
+        hooks,
+        line,
+    })
+}
+
+/// Checks that the line after NF block `b` declares `NF(name, args...)`
+/// (at most 4 arguments); returns that line's number.
+fn nf_declaration(
+    file: &str,
+    b: &Block,
+    nf_name: &str,
+    args: &[String],
+) -> Result<usize, DocError> {
+    let (line, code) = b.next.as_ref().ok_or_else(|| {
+        err(
+            file,
+            b.line,
+            format!("@nf {nf_name}: no NF(...) after the block"),
+        )
+    })?;
+    let line = *line;
+    let decl = code
+        .strip_prefix("NF(")
+        .map(|r| format!("x({r}"))
+        .and_then(|c| parse_call(&c))
+        .ok_or_else(|| {
+            err(
+                file,
+                line,
+                format!("@nf {nf_name}: expected NF({nf_name}, ...) here"),
+            )
+        })?;
+    let decl_args: Vec<String> = decl.1.into_iter().skip(1).collect();
+    let decl_name = code
+        .strip_prefix("NF(")
+        .and_then(|r| r.split([',', ')']).next())
+        .unwrap_or("")
+        .trim();
+    if decl_name != nf_name || decl_args != args {
+        return Err(err(
+            file,
+            line,
+            format!(
+                "@nf {nf_name}({}) does not match the declaration `{code}`",
+                args.join(", ")
+            ),
+        ));
+    }
+    if args.len() > 4 {
+        return Err(err(file, line, format!("{nf_name}: more than 4 arguments")));
+    }
+    Ok(line)
+}
+
+/// The `@arg` lines of NF block `b` as `(name, doc)`; they must name the
+/// arguments `args`, in order.
+fn arg_docs(
+    file: &str,
+    b: &Block,
+    nf_name: &str,
+    args: &[String],
+) -> Result<Vec<(String, String)>, DocError> {
+    let arg_docs: Vec<(String, String)> = b
+        .entries
+        .iter()
+        .filter(|(t, _)| t == "arg")
+        .map(|(_, s)| {
+            let (n, d) = s
+                .split_once(char::is_whitespace)
+                .unwrap_or((s.as_str(), ""));
+            (n.to_string(), d.trim().to_string())
+        })
+        .collect();
+    if !arg_docs.iter().map(|(n, _)| n).eq(args) {
+        return Err(err(
+            file,
+            b.line,
+            format!(
+                "{nf_name}: @arg lines ({}) must document the arguments ({}) in order",
+                arg_docs
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                args.join(", ")
+            ),
+        ));
+    }
+    Ok(arg_docs)
+}
+
+/// The hooks of NF block `b`: its `@hooks` (a subset of the module's
+/// `module_hooks`), else the module's.
+fn nf_hooks(
+    file: &str,
+    b: &Block,
+    nf_name: &str,
+    module_hooks: &[String],
+) -> Result<Vec<String>, DocError> {
+    let Some(h) = tag(b, "hooks") else {
+        return Ok(module_hooks.to_vec());
+    };
+    let hs = hooks_of(h, file, b.line)?;
+    if let Some(x) = hs.iter().find(|h| !module_hooks.contains(h)) {
+        return Err(err(
+            file,
+            b.line,
+            format!("{nf_name}: hook {x} is not a hook of the module"),
+        ));
+    }
+    Ok(hs)
+}
+
+/// A classifier block (its `@classifier` line is `head`), checked against
+/// the `NF_CLASSIFIER(...)` below it.
+fn classifier_doc(file: &str, b: &Block, head: &str) -> Result<ClassifierDoc, DocError> {
+    let cname = head.trim().to_string();
+    let (line, code) = b.next.as_ref().ok_or_else(|| {
+        err(
+            file,
+            b.line,
+            format!("@classifier {cname}: nothing after the block"),
+        )
+    })?;
+    if code.trim_end_matches(';') != format!("NF_CLASSIFIER({cname})") {
+        return Err(err(
+            file,
+            *line,
+            format!("@classifier {cname}: expected NF_CLASSIFIER({cname}) here"),
+        ));
+    }
+    Ok(ClassifierDoc {
+        name: cname,
+        doc: join_text(&b.entries),
+        key: tag(b, "key").unwrap_or("").to_string(),
+        maps: maps_of(tag(b, "maps").unwrap_or("")),
+        line: *line,
+    })
+}
+
+/// Checks that every `NF(...)` and `NF_CLASSIFIER(...)` at the start of a
+/// line of `src` has its doc block right above it.
+fn check_declarations(file: &str, src: &str, module: &ModuleDoc) -> Result<(), DocError> {
     for (i, l) in src.lines().enumerate() {
         let l = l.trim_start();
         let declared = if let Some(r) = l.strip_prefix("NF(") {
@@ -591,7 +672,7 @@ pub fn parse_source_with(file: &str, src: &str, includes: &[&str]) -> Result<Mod
             }
         }
     }
-    Ok(module)
+    Ok(())
 }
 
 #[cfg(test)]

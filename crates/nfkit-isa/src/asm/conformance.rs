@@ -292,33 +292,16 @@ pub(crate) fn parse(cur: &mut Cursor) -> Result<Stmt, AsmError> {
             );
         }
     }
-    let stmt = match m {
-        M::Alu(op, width) => {
-            let dst = reg(cur)?;
-            sep(cur)?;
-            let src_col = cur.col();
-            let src = operand(cur)?;
-            if let AluOp::MovSx(_) = op {
-                if !matches!(src, Operand::Reg(_)) {
-                    return cur.err_at(
-                        src_col,
-                        format!("Invalid operand for {name}: expected a register"),
-                    );
-                }
-            }
-            if src == Operand::Reg(Reg::FP) && !fp_source_ok(op) {
-                return cur.err_at(
-                    src_col,
-                    format!("Invalid operand %r10 for {name}: the frame pointer can only be moved, added, subtracted or used as a memory base"),
-                );
-            }
-            Stmt::done(Insn::Alu {
-                width,
-                op,
-                dst,
-                src,
-            })
-        }
+    let stmt = operands(cur, m, &name)?;
+    cur.expect_end()?;
+    Ok(stmt)
+}
+
+/// The operands of the mnemonic `m` (spelt `name`, for errors), made into
+/// its instruction; the operand count is already checked.
+fn operands(cur: &mut Cursor, m: M, name: &str) -> Result<Stmt, AsmError> {
+    Ok(match m {
+        M::Alu(op, width) => alu(cur, op, width, name)?,
         M::Neg(width) => Stmt::done(Insn::Alu {
             width,
             op: AluOp::Neg,
@@ -330,65 +313,15 @@ pub(crate) fn parse(cur: &mut Cursor) -> Result<Stmt, AsmError> {
             bits,
             dst: reg(cur)?,
         }),
-        M::Ldx(size, signed) => {
-            let dst = reg(cur)?;
-            sep(cur)?;
-            let (src, off) = mem(cur)?;
-            Stmt::done(Insn::Ldx {
-                size,
-                signed,
-                dst,
-                src,
-                off,
-            })
-        }
-        M::St(size) => {
-            let (dst, off) = mem(cur)?;
-            sep(cur)?;
-            let imm = cur.imm32("immediate")?;
-            Stmt::done(Insn::St {
-                size,
-                dst,
-                off,
-                imm,
-            })
-        }
-        M::Stx(size) => {
-            let (dst, off) = mem(cur)?;
-            sep(cur)?;
-            let src = reg(cur)?;
-            Stmt::done(Insn::Stx {
-                size,
-                dst,
-                src,
-                off,
-            })
-        }
+        M::Ldx(size, signed) => ldx(cur, size, signed)?,
+        M::St(size) => st(cur, size)?,
+        M::Stx(size) => stx(cur, size)?,
         M::LdAbs(size) => Stmt::done(Insn::LdAbs {
             size,
             imm: cur.imm32("immediate")?,
         }),
-        M::LdInd(size) => {
-            let src = reg(cur)?;
-            sep(cur)?;
-            Stmt::done(Insn::LdInd {
-                size,
-                src,
-                imm: cur.imm32("immediate")?,
-            })
-        }
-        M::Lddw => {
-            let dst = reg(cur)?;
-            sep(cur)?;
-            if let Some(insn) = cur.pseudo_lddw(dst)? {
-                Stmt::done(insn)
-            } else if cur.at_number() {
-                Stmt::done(Insn::lddw(dst, cur.imm64("immediate")?))
-            } else {
-                let (sym, col) = cur.ident("lddw operand")?;
-                Stmt::fix(Insn::lddw(dst, 0), FixKind::Lddw, sym, col)
-            }
-        }
+        M::LdInd(size) => ld_ind(cur, size)?,
+        M::Lddw => lddw(cur)?,
         M::Ja => {
             let t = target(cur)?;
             jump16(cur, t, |off| Insn::Ja { off })?
@@ -397,49 +330,152 @@ pub(crate) fn parse(cur: &mut Cursor) -> Result<Stmt, AsmError> {
             let t = target(cur)?;
             jump16(cur, t, |off| Insn::MayGoto { off })?
         }
-        M::Ja32 => match target(cur)? {
-            Target::Off(v, col) => match i32::try_from(v) {
-                Ok(imm) => Stmt::done(Insn::Gotol { imm }),
-                Err(_) => {
-                    return cur.err_at(col, format!("Invalid offset {v}: out of 32-bit range"))
-                }
-            },
-            Target::Label(l, col) => Stmt::fix(Insn::Gotol { imm: 0 }, FixKind::Jump, l, col),
-        },
-        M::Jmp(cond, width) => {
-            let dst = reg(cur)?;
-            sep(cur)?;
-            let src = operand(cur)?;
-            sep(cur)?;
-            let t = target(cur)?;
-            jump16(cur, t, |off| Insn::Jmp {
-                width,
-                cond,
-                dst,
-                src,
-                off,
-            })?
-        }
+        M::Ja32 => ja32(cur)?,
+        M::Jmp(cond, width) => cond_jump(cur, cond, width)?,
         M::Callx => Stmt::done(Insn::Callx { reg: reg(cur)? }),
         M::Exit => Stmt::done(Insn::Exit),
-        M::AddrSpaceCast => {
-            let dst = reg(cur)?;
-            sep(cur)?;
-            let src = reg(cur)?;
-            sep(cur)?;
-            let (dst_as, src_as) = address_spaces(cur)?;
-            Stmt::done(Insn::AddrSpaceCast {
-                dst,
-                src,
-                dst_as,
-                src_as,
-            })
-        }
+        M::AddrSpaceCast => addr_space_cast(cur)?,
         M::Call => call(cur)?,
         M::Lock => lock(cur)?,
-    };
-    cur.expect_end()?;
-    Ok(stmt)
+    })
+}
+
+/// `op %rD, %rS|imm` (`name` is the mnemonic, for errors). `movsx` needs a
+/// register source, and the frame pointer is refused as a source of
+/// arithmetic other than mov/add/sub.
+fn alu(cur: &mut Cursor, op: AluOp, width: Width, name: &str) -> Result<Stmt, AsmError> {
+    let dst = reg(cur)?;
+    sep(cur)?;
+    let src_col = cur.col();
+    let src = operand(cur)?;
+    if let AluOp::MovSx(_) = op {
+        if !matches!(src, Operand::Reg(_)) {
+            return cur.err_at(
+                src_col,
+                format!("Invalid operand for {name}: expected a register"),
+            );
+        }
+    }
+    if src == Operand::Reg(Reg::FP) && !fp_source_ok(op) {
+        return cur.err_at(
+            src_col,
+            format!("Invalid operand %r10 for {name}: the frame pointer can only be moved, added, subtracted or used as a memory base"),
+        );
+    }
+    Ok(Stmt::done(Insn::Alu {
+        width,
+        op,
+        dst,
+        src,
+    }))
+}
+
+/// `ldx[s]{b,h,w,dw} %rD, [%rS+off]`.
+fn ldx(cur: &mut Cursor, size: Size, signed: bool) -> Result<Stmt, AsmError> {
+    let dst = reg(cur)?;
+    sep(cur)?;
+    let (src, off) = mem(cur)?;
+    Ok(Stmt::done(Insn::Ldx {
+        size,
+        signed,
+        dst,
+        src,
+        off,
+    }))
+}
+
+/// `st{b,h,w,dw} [%rD+off], imm`.
+fn st(cur: &mut Cursor, size: Size) -> Result<Stmt, AsmError> {
+    let (dst, off) = mem(cur)?;
+    sep(cur)?;
+    let imm = cur.imm32("immediate")?;
+    Ok(Stmt::done(Insn::St {
+        size,
+        dst,
+        off,
+        imm,
+    }))
+}
+
+/// `stx{b,h,w,dw} [%rD+off], %rS`.
+fn stx(cur: &mut Cursor, size: Size) -> Result<Stmt, AsmError> {
+    let (dst, off) = mem(cur)?;
+    sep(cur)?;
+    let src = reg(cur)?;
+    Ok(Stmt::done(Insn::Stx {
+        size,
+        dst,
+        src,
+        off,
+    }))
+}
+
+/// `ldind{b,h,w} %rS, imm`: the legacy indirect packet load.
+fn ld_ind(cur: &mut Cursor, size: Size) -> Result<Stmt, AsmError> {
+    let src = reg(cur)?;
+    sep(cur)?;
+    Ok(Stmt::done(Insn::LdInd {
+        size,
+        src,
+        imm: cur.imm32("immediate")?,
+    }))
+}
+
+/// `lddw %rD, imm64`, `lddw %rD, map_fd(N)` (pseudo sources) or
+/// `lddw %rD, symbol` (left for relocation).
+fn lddw(cur: &mut Cursor) -> Result<Stmt, AsmError> {
+    let dst = reg(cur)?;
+    sep(cur)?;
+    Ok(if let Some(insn) = cur.pseudo_lddw(dst)? {
+        Stmt::done(insn)
+    } else if cur.at_number() {
+        Stmt::done(Insn::lddw(dst, cur.imm64("immediate")?))
+    } else {
+        let (sym, col) = cur.ident("lddw operand")?;
+        Stmt::fix(Insn::lddw(dst, 0), FixKind::Lddw, sym, col)
+    })
+}
+
+/// `ja32 target`: `gotol`, with a 32-bit offset.
+fn ja32(cur: &mut Cursor) -> Result<Stmt, AsmError> {
+    Ok(match target(cur)? {
+        Target::Off(v, col) => match i32::try_from(v) {
+            Ok(imm) => Stmt::done(Insn::Gotol { imm }),
+            Err(_) => return cur.err_at(col, format!("Invalid offset {v}: out of 32-bit range")),
+        },
+        Target::Label(l, col) => Stmt::fix(Insn::Gotol { imm: 0 }, FixKind::Jump, l, col),
+    })
+}
+
+/// `jCOND %rD, %rS|imm, target`.
+fn cond_jump(cur: &mut Cursor, cond: Cond, width: Width) -> Result<Stmt, AsmError> {
+    let dst = reg(cur)?;
+    sep(cur)?;
+    let src = operand(cur)?;
+    sep(cur)?;
+    let t = target(cur)?;
+    jump16(cur, t, |off| Insn::Jmp {
+        width,
+        cond,
+        dst,
+        src,
+        off,
+    })
+}
+
+/// `addr_space_cast %rD, %rS, dst_as, src_as`.
+fn addr_space_cast(cur: &mut Cursor) -> Result<Stmt, AsmError> {
+    let dst = reg(cur)?;
+    sep(cur)?;
+    let src = reg(cur)?;
+    sep(cur)?;
+    let (dst_as, src_as) = address_spaces(cur)?;
+    Ok(Stmt::done(Insn::AddrSpaceCast {
+        dst,
+        src,
+        dst_as,
+        src_as,
+    }))
 }
 
 /// `dst_as, src_as` of an addr_space_cast (not both 0).

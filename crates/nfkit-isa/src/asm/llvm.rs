@@ -315,11 +315,7 @@ fn cond_jump(cur: &mut Cursor) -> Result<Stmt, AsmError> {
         }
     };
     cur.bump();
-    let src = if at_reg(cur) {
-        Operand::Reg(reg_like(cur, w)?)
-    } else {
-        Operand::Imm(cur.imm32("immediate")?)
-    };
+    let src = reg_or_imm(cur, w)?;
     cur.expect_ident("goto")?;
     let width = width(w);
     target(cur, |v| {
@@ -360,22 +356,89 @@ fn compound(cur: &mut Cursor) -> Option<AluOp> {
     Some(op)
 }
 
-/// Everything that starts with a destination register.
-fn assign(cur: &mut Cursor) -> Result<Stmt, AsmError> {
-    let dst_col = cur.col();
-    let (dst, w) = reg(cur)?;
-    if let Some(op) = compound(cur) {
-        let src = if at_reg(cur) {
-            Operand::Reg(reg_like(cur, w)?)
+/// The destination register of an assignment, as written.
+#[derive(Clone, Copy)]
+struct Dst {
+    reg: Reg,
+    /// Written `wN`.
+    w: bool,
+    /// Its column, where errors about its width point.
+    col: usize,
+}
+
+impl Dst {
+    /// Fails unless the destination was written `rN`: for instructions with
+    /// no 32-bit form (`lddw`, packet loads, `addr_space_cast`).
+    fn need64(self, cur: &Cursor) -> Result<(), AsmError> {
+        if self.w {
+            cur.err_at(
+                self.col,
+                format!(
+                    "Invalid register w{}: this instruction needs r{}",
+                    self.reg.num(),
+                    self.reg.num()
+                ),
+            )
         } else {
-            Operand::Imm(cur.imm32("immediate")?)
-        };
-        return Ok(Stmt::done(Insn::Alu {
-            width: width(w),
+            Ok(())
+        }
+    }
+
+    /// Reads a register that must repeat the destination (`r1 = be16 r1`,
+    /// the value operand of the fetching atomics).
+    fn same(self, cur: &mut Cursor) -> Result<(), AsmError> {
+        let col = cur.col();
+        let (r, _) = reg(cur)?;
+        if r != self.reg {
+            return cur.err_at(
+                col,
+                format!(
+                    "Invalid register: must be the destination r{}",
+                    self.reg.num()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Fails when a `wN` destination meets a 64-bit access (`what` names it).
+    fn fits(self, cur: &Cursor, size: Size, what: &str) -> Result<(), AsmError> {
+        if self.w && size == Size::DW {
+            return cur.err_at(self.col, format!("Invalid register: {what}"));
+        }
+        Ok(())
+    }
+
+    /// The ALU instruction `op` on the destination, at its width.
+    fn alu(self, op: AluOp, src: Operand) -> Stmt {
+        Stmt::done(Insn::Alu {
+            width: width(self.w),
             op,
-            dst,
+            dst: self.reg,
             src,
-        }));
+        })
+    }
+}
+
+/// A register of the width `w`, or a 32-bit immediate: the source of an ALU
+/// operation or a comparison.
+fn reg_or_imm(cur: &mut Cursor, w: bool) -> Result<Operand, AsmError> {
+    Ok(if at_reg(cur) {
+        Operand::Reg(reg_like(cur, w)?)
+    } else {
+        Operand::Imm(cur.imm32("immediate")?)
+    })
+}
+
+/// Everything that starts with a destination register: compound ALU
+/// operations (`r0 += 1`) and the plain assignments after `=`.
+fn assign(cur: &mut Cursor) -> Result<Stmt, AsmError> {
+    let col = cur.col();
+    let (reg, w) = reg(cur)?;
+    let dst = Dst { reg, w, col };
+    if let Some(op) = compound(cur) {
+        let src = reg_or_imm(cur, w)?;
+        return Ok(dst.alu(op, src));
     }
     if !cur.eat_punct("=") {
         return cur.err(format!(
@@ -383,274 +446,285 @@ fn assign(cur: &mut Cursor) -> Result<Stmt, AsmError> {
             cur.describe()
         ));
     }
-    let need64 = |cur: &Cursor| {
-        if w {
-            cur.err_at(
-                dst_col,
-                format!(
-                    "Invalid register w{}: this instruction needs r{}",
-                    dst.num(),
-                    dst.num()
-                ),
-            )
-        } else {
-            Ok(())
-        }
-    };
-    let same_dst = |cur: &mut Cursor| -> Result<(), AsmError> {
-        let col = cur.col();
-        let (r, _) = reg(cur)?;
-        if r != dst {
-            return cur.err_at(
-                col,
-                format!("Invalid register: must be the destination r{}", dst.num()),
-            );
-        }
-        Ok(())
-    };
-    // `-rN`: negation.
     if cur.is_punct("-")
         && matches!(cur.peek_at(1), Some(Tok::Ident(s)) if super::cursor::looks_like_reg(s))
     {
-        cur.bump();
-        let col = cur.col();
-        let src = reg_like(cur, w)?;
-        if src != dst {
-            return cur.err_at(
-                col,
-                "Invalid negation: the source must be the destination register",
-            );
-        }
-        return Ok(Stmt::done(Insn::Alu {
-            width: width(w),
-            op: AluOp::Neg,
-            dst,
-            src: Operand::Imm(0),
-        }));
+        return negation(cur, dst);
     }
-    // `(s8)rN`: sign-extending move.
     if cur.is_punct("(") {
-        cur.bump();
-        let (ty, col) = cur.ident("type")?;
-        let bits = match ty.as_str() {
-            "s8" => 8,
-            "s16" => 16,
-            "s32" if !w => 32,
-            _ => {
-                return cur.err_at(
-                    col,
-                    format!(
-                    "Invalid sign extension `({ty})`: expected (s8), (s16) or (s32) (64-bit only)"
-                ),
-                )
-            }
-        };
-        cur.expect_punct(")")?;
-        let src = reg_like(cur, w)?;
-        return Ok(Stmt::done(Insn::Alu {
-            width: width(w),
-            op: AluOp::MovSx(bits),
-            dst,
-            src: Operand::Reg(src),
-        }));
+        return sign_extend(cur, dst);
     }
-    // Loads.
     if cur.eat_punct("*") {
-        let (size, signed) = size_cast(cur)?;
-        if cur.eat_ident("skb") {
-            need64(cur)?;
-            if dst != Reg::R0 || signed || size == Size::DW {
-                return cur.err("Invalid packet load: r0 = *(u8|u16|u32 *)skb[...] only");
-            }
-            cur.expect_punct("[")?;
-            let insn = if at_reg(cur) {
-                let src = reg64(cur)?;
-                let imm = if cur.at_number() {
-                    cur.imm32("offset")?
-                } else {
-                    0
-                };
-                Insn::LdInd { size, src, imm }
-            } else {
-                Insn::LdAbs {
-                    size,
-                    imm: cur.imm32("offset")?,
-                }
-            };
-            cur.expect_punct("]")?;
-            return Ok(Stmt::done(insn));
-        }
-        let (src, off) = mem(cur)?;
-        if w && size == Size::DW {
-            return cur.err_at(
-                dst_col,
-                "Invalid register: a 64-bit load needs an r register",
-            );
-        }
-        if signed && w {
-            return cur.err_at(
-                dst_col,
-                "Invalid register: sign-extending loads need an r register",
-            );
-        }
-        return Ok(Stmt::done(Insn::Ldx {
-            size,
-            signed,
-            dst,
-            src,
-            off,
-        }));
+        return load(cur, dst);
     }
     if let Some(Tok::Ident(name)) = cur.peek() {
-        let name = name.clone();
-        let name_col = cur.col();
-        if let Some(insn) = cur.pseudo_lddw(dst)? {
-            need64(cur)?;
-            cur.eat_ident("ll");
-            return Ok(Stmt::done(insn));
-        }
-        let endian = match name.as_str() {
-            "le16" => Some((ByteOrder::Le, 16)),
-            "le32" => Some((ByteOrder::Le, 32)),
-            "le64" => Some((ByteOrder::Le, 64)),
-            "be16" => Some((ByteOrder::Be, 16)),
-            "be32" => Some((ByteOrder::Be, 32)),
-            "be64" => Some((ByteOrder::Be, 64)),
-            "bswap16" => Some((ByteOrder::Swap, 16)),
-            "bswap32" => Some((ByteOrder::Swap, 32)),
-            "bswap64" => Some((ByteOrder::Swap, 64)),
-            _ => None,
-        };
-        if let Some((order, bits)) = endian {
-            cur.bump();
-            same_dst(cur)?;
-            return Ok(Stmt::done(Insn::Endian { order, bits, dst }));
-        }
-        let fetch_op = match name.as_str() {
-            "atomic_fetch_add" => Some(AtomicOp::Add { fetch: true }),
-            "atomic_fetch_or" => Some(AtomicOp::Or { fetch: true }),
-            "atomic_fetch_and" => Some(AtomicOp::And { fetch: true }),
-            "atomic_fetch_xor" => Some(AtomicOp::Xor { fetch: true }),
-            _ => None,
-        };
-        if let Some(op) = fetch_op {
-            cur.bump();
-            cur.expect_punct("(")?;
-            let (size, signed) = size_cast(cur)?;
-            if signed || !matches!(size, Size::W | Size::DW) {
-                return cur.err("Invalid atomic: atomics take u32 or u64");
-            }
-            if w && size == Size::DW {
-                return cur.err_at(
-                    dst_col,
-                    "Invalid register: a 64-bit atomic needs r registers",
-                );
-            }
-            let (base, off) = mem(cur)?;
-            cur.expect_punct(",")?;
-            same_dst(cur)?;
-            cur.expect_punct(")")?;
-            return Ok(Stmt::done(Insn::Atomic {
-                size,
-                op,
-                dst: base,
-                src: dst,
-                off,
-            }));
-        }
-        let xchg = match name.as_str() {
-            "xchg_64" => Some((AtomicOp::Xchg, Size::DW)),
-            "xchg32_32" => Some((AtomicOp::Xchg, Size::W)),
-            "cmpxchg_64" => Some((AtomicOp::CmpXchg, Size::DW)),
-            "cmpxchg32_32" => Some((AtomicOp::CmpXchg, Size::W)),
-            _ => None,
-        };
-        if let Some((op, size)) = xchg {
-            cur.bump();
-            if w && size == Size::DW {
-                return cur.err_at(
-                    dst_col,
-                    "Invalid register: a 64-bit atomic needs r registers",
-                );
-            }
-            cur.expect_punct("(")?;
-            let (base, off) = addr(cur)?;
-            cur.expect_punct(",")?;
-            let src = if op == AtomicOp::CmpXchg {
-                if dst != Reg::R0 {
-                    return cur.err_at(
-                        dst_col,
-                        "Invalid register: cmpxchg returns its result in r0",
-                    );
-                }
-                same_dst(cur)?;
-                cur.expect_punct(",")?;
-                data_reg(cur, size)?
-            } else {
-                same_dst(cur)?;
-                dst
-            };
-            cur.expect_punct(")")?;
-            return Ok(Stmt::done(Insn::Atomic {
-                size,
-                op,
-                dst: base,
-                src,
-                off,
-            }));
-        }
-        if name == "addr_space_cast" {
-            cur.bump();
-            need64(cur)?;
-            cur.expect_punct("(")?;
-            let src = reg64(cur)?;
-            cur.expect_punct(",")?;
-            let (dst_as, src_as) = address_spaces(cur)?;
-            cur.expect_punct(")")?;
-            return Ok(Stmt::done(Insn::AddrSpaceCast {
-                dst,
-                src,
-                dst_as,
-                src_as,
-            }));
-        }
-        if !super::cursor::looks_like_reg(&name) {
-            // `r1 = symbol ll`.
-            cur.bump();
-            need64(cur)?;
-            if !cur.eat_ident("ll") {
-                return cur.err(format!(
-                    "Invalid operand `{name}`: a symbol load is written `r{} = {name} ll`",
-                    dst.num()
-                ));
-            }
-            return Ok(Stmt::fix(Insn::lddw(dst, 0), FixKind::Lddw, name, name_col));
-        }
-        let src = reg_like(cur, w)?;
-        return Ok(Stmt::done(Insn::Alu {
-            width: width(w),
-            op: AluOp::Mov,
-            dst,
-            src: Operand::Reg(src),
-        }));
+        return named_source(cur, dst, name);
     }
     if cur.at_number() {
-        // Look ahead for `ll` (64-bit immediate).
-        let is_ll = matches!(cur.peek_at(1), Some(Tok::Ident(s)) if s == "ll")
-            || matches!(cur.peek_at(2), Some(Tok::Ident(s)) if s == "ll");
-        if is_ll {
-            need64(cur)?;
-            let v = cur.imm64("immediate")?;
-            cur.expect_ident("ll")?;
-            return Ok(Stmt::done(Insn::lddw(dst, v)));
-        }
-        let imm = cur.imm32("immediate")?;
-        return Ok(Stmt::done(Insn::Alu {
-            width: width(w),
-            op: AluOp::Mov,
-            dst,
-            src: Operand::Imm(imm),
-        }));
+        return immediate(cur, dst);
     }
     cur.err(format!("Invalid operand {}", cur.describe()))
+}
+
+/// `rN = -rN`: negation (llvm spells `neg` as an assignment to itself).
+fn negation(cur: &mut Cursor, dst: Dst) -> Result<Stmt, AsmError> {
+    cur.expect_punct("-")?;
+    let col = cur.col();
+    let src = reg_like(cur, dst.w)?;
+    if src != dst.reg {
+        return cur.err_at(
+            col,
+            "Invalid negation: the source must be the destination register",
+        );
+    }
+    Ok(dst.alu(AluOp::Neg, Operand::Imm(0)))
+}
+
+/// `rN = (s8)rM`: the sign-extending move.
+fn sign_extend(cur: &mut Cursor, dst: Dst) -> Result<Stmt, AsmError> {
+    cur.expect_punct("(")?;
+    let (ty, col) = cur.ident("type")?;
+    let bits = match ty.as_str() {
+        "s8" => 8,
+        "s16" => 16,
+        "s32" if !dst.w => 32,
+        _ => {
+            return cur.err_at(
+                col,
+                format!(
+                    "Invalid sign extension `({ty})`: expected (s8), (s16) or (s32) (64-bit only)"
+                ),
+            )
+        }
+    };
+    cur.expect_punct(")")?;
+    let src = reg_like(cur, dst.w)?;
+    Ok(dst.alu(AluOp::MovSx(bits), Operand::Reg(src)))
+}
+
+/// `rN = *(size *)(rM + off)` (after the `*`): a memory load, or a legacy
+/// packet load when the address is `skb[...]`.
+fn load(cur: &mut Cursor, dst: Dst) -> Result<Stmt, AsmError> {
+    let (size, signed) = size_cast(cur)?;
+    if cur.eat_ident("skb") {
+        return packet_load(cur, dst, size, signed);
+    }
+    let (src, off) = mem(cur)?;
+    dst.fits(cur, size, "a 64-bit load needs an r register")?;
+    if signed && dst.w {
+        return cur.err_at(
+            dst.col,
+            "Invalid register: sign-extending loads need an r register",
+        );
+    }
+    Ok(Stmt::done(Insn::Ldx {
+        size,
+        signed,
+        dst: dst.reg,
+        src,
+        off,
+    }))
+}
+
+/// `r0 = *(u8 *)skb[rN + imm]` or `skb[imm]` (after `skb`): the legacy
+/// `ld_ind` and `ld_abs` packet loads.
+fn packet_load(cur: &mut Cursor, dst: Dst, size: Size, signed: bool) -> Result<Stmt, AsmError> {
+    dst.need64(cur)?;
+    if dst.reg != Reg::R0 || signed || size == Size::DW {
+        return cur.err("Invalid packet load: r0 = *(u8|u16|u32 *)skb[...] only");
+    }
+    cur.expect_punct("[")?;
+    let insn = if at_reg(cur) {
+        let src = reg64(cur)?;
+        let imm = if cur.at_number() {
+            cur.imm32("offset")?
+        } else {
+            0
+        };
+        Insn::LdInd { size, src, imm }
+    } else {
+        Insn::LdAbs {
+            size,
+            imm: cur.imm32("offset")?,
+        }
+    };
+    cur.expect_punct("]")?;
+    Ok(Stmt::done(insn))
+}
+
+/// A source that starts with a name: `lddw` pseudo sources, byte swaps,
+/// the atomics that return a value, `addr_space_cast`, a symbol (`sym ll`)
+/// or a register (a move).
+fn named_source(cur: &mut Cursor, dst: Dst, name: &str) -> Result<Stmt, AsmError> {
+    let name_col = cur.col();
+    if let Some(insn) = cur.pseudo_lddw(dst.reg)? {
+        dst.need64(cur)?;
+        cur.eat_ident("ll");
+        return Ok(Stmt::done(insn));
+    }
+    if let Some((order, bits)) = endian_op(name) {
+        cur.bump();
+        dst.same(cur)?;
+        return Ok(Stmt::done(Insn::Endian {
+            order,
+            bits,
+            dst: dst.reg,
+        }));
+    }
+    if let Some(op) = fetch_op(name) {
+        cur.bump();
+        return fetch_atomic(cur, dst, op);
+    }
+    if let Some((op, size)) = xchg_op(name) {
+        cur.bump();
+        return xchg(cur, dst, op, size);
+    }
+    if name == "addr_space_cast" {
+        cur.bump();
+        return addr_space_cast(cur, dst);
+    }
+    if !super::cursor::looks_like_reg(name) {
+        cur.bump();
+        return symbol_load(cur, dst, name, name_col);
+    }
+    let src = reg_like(cur, dst.w)?;
+    Ok(dst.alu(AluOp::Mov, Operand::Reg(src)))
+}
+
+/// The byte-swap functions: `le16`..`be64` (to an order) and `bswap16`..`64`.
+fn endian_op(name: &str) -> Option<(ByteOrder, u8)> {
+    Some(match name {
+        "le16" => (ByteOrder::Le, 16),
+        "le32" => (ByteOrder::Le, 32),
+        "le64" => (ByteOrder::Le, 64),
+        "be16" => (ByteOrder::Be, 16),
+        "be32" => (ByteOrder::Be, 32),
+        "be64" => (ByteOrder::Be, 64),
+        "bswap16" => (ByteOrder::Swap, 16),
+        "bswap32" => (ByteOrder::Swap, 32),
+        "bswap64" => (ByteOrder::Swap, 64),
+        _ => return None,
+    })
+}
+
+/// The `atomic_fetch_*` functions.
+fn fetch_op(name: &str) -> Option<AtomicOp> {
+    Some(match name {
+        "atomic_fetch_add" => AtomicOp::Add { fetch: true },
+        "atomic_fetch_or" => AtomicOp::Or { fetch: true },
+        "atomic_fetch_and" => AtomicOp::And { fetch: true },
+        "atomic_fetch_xor" => AtomicOp::Xor { fetch: true },
+        _ => return None,
+    })
+}
+
+/// The exchange functions and their access sizes.
+fn xchg_op(name: &str) -> Option<(AtomicOp, Size)> {
+    Some(match name {
+        "xchg_64" => (AtomicOp::Xchg, Size::DW),
+        "xchg32_32" => (AtomicOp::Xchg, Size::W),
+        "cmpxchg_64" => (AtomicOp::CmpXchg, Size::DW),
+        "cmpxchg32_32" => (AtomicOp::CmpXchg, Size::W),
+        _ => return None,
+    })
+}
+
+/// `rN = atomic_fetch_add((u64 *)(rM + off), rN)` (after the name).
+fn fetch_atomic(cur: &mut Cursor, dst: Dst, op: AtomicOp) -> Result<Stmt, AsmError> {
+    cur.expect_punct("(")?;
+    let (size, signed) = size_cast(cur)?;
+    if signed || !matches!(size, Size::W | Size::DW) {
+        return cur.err("Invalid atomic: atomics take u32 or u64");
+    }
+    dst.fits(cur, size, "a 64-bit atomic needs r registers")?;
+    let (base, off) = mem(cur)?;
+    cur.expect_punct(",")?;
+    dst.same(cur)?;
+    cur.expect_punct(")")?;
+    Ok(Stmt::done(Insn::Atomic {
+        size,
+        op,
+        dst: base,
+        src: dst.reg,
+        off,
+    }))
+}
+
+/// `rN = xchg_64(rM + off, rN)` and `r0 = cmpxchg_64(rM + off, r0, rS)`
+/// (after the name).
+fn xchg(cur: &mut Cursor, dst: Dst, op: AtomicOp, size: Size) -> Result<Stmt, AsmError> {
+    dst.fits(cur, size, "a 64-bit atomic needs r registers")?;
+    cur.expect_punct("(")?;
+    let (base, off) = addr(cur)?;
+    cur.expect_punct(",")?;
+    let src = if op == AtomicOp::CmpXchg {
+        if dst.reg != Reg::R0 {
+            return cur.err_at(
+                dst.col,
+                "Invalid register: cmpxchg returns its result in r0",
+            );
+        }
+        dst.same(cur)?;
+        cur.expect_punct(",")?;
+        data_reg(cur, size)?
+    } else {
+        dst.same(cur)?;
+        dst.reg
+    };
+    cur.expect_punct(")")?;
+    Ok(Stmt::done(Insn::Atomic {
+        size,
+        op,
+        dst: base,
+        src,
+        off,
+    }))
+}
+
+/// `rN = addr_space_cast(rM, dst_as, src_as)` (after the name).
+fn addr_space_cast(cur: &mut Cursor, dst: Dst) -> Result<Stmt, AsmError> {
+    dst.need64(cur)?;
+    cur.expect_punct("(")?;
+    let src = reg64(cur)?;
+    cur.expect_punct(",")?;
+    let (dst_as, src_as) = address_spaces(cur)?;
+    cur.expect_punct(")")?;
+    Ok(Stmt::done(Insn::AddrSpaceCast {
+        dst: dst.reg,
+        src,
+        dst_as,
+        src_as,
+    }))
+}
+
+/// `rN = symbol ll` (after the name): an `lddw` the linker fills in.
+fn symbol_load(cur: &mut Cursor, dst: Dst, name: &str, col: usize) -> Result<Stmt, AsmError> {
+    dst.need64(cur)?;
+    if !cur.eat_ident("ll") {
+        return cur.err(format!(
+            "Invalid operand `{name}`: a symbol load is written `r{} = {name} ll`",
+            dst.reg.num()
+        ));
+    }
+    Ok(Stmt::fix(
+        Insn::lddw(dst.reg, 0),
+        FixKind::Lddw,
+        name.to_string(),
+        col,
+    ))
+}
+
+/// `rN = imm` (a move) or `rN = imm ll` (a 64-bit `lddw`).
+fn immediate(cur: &mut Cursor, dst: Dst) -> Result<Stmt, AsmError> {
+    // Look ahead for `ll` (after a possible sign).
+    let is_ll = matches!(cur.peek_at(1), Some(Tok::Ident(s)) if s == "ll")
+        || matches!(cur.peek_at(2), Some(Tok::Ident(s)) if s == "ll");
+    if is_ll {
+        dst.need64(cur)?;
+        let v = cur.imm64("immediate")?;
+        cur.expect_ident("ll")?;
+        return Ok(Stmt::done(Insn::lddw(dst.reg, v)));
+    }
+    let imm = cur.imm32("immediate")?;
+    Ok(dst.alu(AluOp::Mov, Operand::Imm(imm)))
 }
