@@ -145,7 +145,8 @@ fn load_filter() -> (nfkit_lang::Compiled, nfkit_kernel::Loaded, String) {
 /// Two namespaces joined by a veth; fields drop in order: the pair, then
 /// the namespaces.
 struct Bed {
-    veth: Veth,
+    /// Held for its drop (removes the pair).
+    _veth: Veth,
     peer: Netns,
     sut: Netns,
 }
@@ -193,7 +194,11 @@ impl Bed {
             ])
             .expect("neigh");
         }
-        Bed { veth, peer, sut }
+        Bed {
+            _veth: veth,
+            peer,
+            sut,
+        }
     }
 }
 
