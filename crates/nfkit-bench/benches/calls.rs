@@ -12,7 +12,8 @@
 //! gives the cost per call: (t(8) - t(0)) / 8. Needs root (skipped
 //! otherwise).
 
-use criterion::{BenchmarkId, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use nfkit_bench::*;
 use std::time::Duration;
 
@@ -30,6 +31,8 @@ fn script(n: usize) -> String {
     s
 }
 
+/// One row of the summary table: median ns per packet for `n` calls, per
+/// variant (`None` when the variant was left out).
 struct Row {
     n: usize,
     stat: Option<f64>,
@@ -37,122 +40,132 @@ struct Row {
     tail: Option<f64>,
 }
 
-fn main() {
-    let mut c = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(1))
-        .sample_size(20)
-        .configure_from_args();
-    if !is_root() {
-        println!("calls: skipped (the kernel benchmarks need root)");
-        return;
-    }
-    let _ = nfkit_kernel::pin_thread_to_cpu(0);
-    let frame = udp4([198, 18, 0, 1], [198, 18, 0, 2], 1000, 2000);
+/// The tail-call subject (one object) and the names of its no-op programs;
+/// the prog array is filled per N.
+struct Tail {
+    subject: Subject,
+    nops: Vec<String>,
+}
 
-    // Static chains, one program per N.
-    let mut stat: Vec<(usize, Subject)> = Vec::new();
+impl Tail {
+    /// Loads `c/tail_nop.c`, or says why it is left out.
+    fn load() -> Option<Tail> {
+        let tail = load_c(&tail_nop_object(), None).map(|loaded| Subject {
+            name: "tail".into(),
+            loaded,
+            entry: "tn_entry".into(),
+            prepare: None,
+        });
+        match tail {
+            Ok(subject) => Some(Tail {
+                subject,
+                nops: (0..8).map(|k| format!("tn_nop{k}")).collect(),
+            }),
+            Err(e) => {
+                println!("calls: tail calls left out: {e}");
+                None
+            }
+        }
+    }
+
+    /// Fills the prog array so that the entry makes `n` tail calls.
+    fn set_n(&self, n: usize) -> Res<()> {
+        let names: Vec<&str> = self.nops.iter().take(n).map(String::as_str).collect();
+        fill_prog_array(&self.subject.loaded, "tn_jmp", &names)
+    }
+}
+
+/// Everything measured: the static and dynamic chains (one program per N)
+/// and the tail calls.
+struct Subjects {
+    stat: Vec<(usize, Subject)>,
+    dynamic: Vec<(usize, Subject)>,
+    tail: Option<Tail>,
+}
+
+/// Compiles and loads one chain per N with `compile` (static or dynamic
+/// mode); a chain that fails is left out with a message.
+fn load_chains(mode: &str, compile: fn(&str, &str) -> Res<Program>) -> Vec<(usize, Subject)> {
+    let mut out = Vec::new();
     for n in NS {
-        match compile_static(&format!("calls{n}.py"), &script(n))
+        match compile(&format!("calls{n}.py"), &script(n))
             .and_then(|(image, entry, w)| Ok((load_compiled(&image, &w)?, entry)))
         {
-            Ok((loaded, entry)) => stat.push((
+            Ok((loaded, entry)) => out.push((
                 n,
                 Subject {
-                    name: format!("static/{n}"),
+                    name: format!("{mode}/{n}"),
                     loaded,
                     entry,
                     prepare: None,
                 },
             )),
-            Err(e) => println!("calls: static chain with {n} calls left out: {e}"),
+            Err(e) => println!("calls: {mode} chain with {n} calls left out: {e}"),
         }
     }
-    // Dynamic chains, one program per N.
-    let mut dynamic: Vec<(usize, Subject)> = Vec::new();
-    for n in NS {
-        match compile_dynamic(&format!("calls{n}.py"), &script(n))
-            .and_then(|(image, entry, w)| Ok((load_compiled(&image, &w)?, entry)))
-        {
-            Ok((loaded, entry)) => dynamic.push((
-                n,
-                Subject {
-                    name: format!("dynamic/{n}"),
-                    loaded,
-                    entry,
-                    prepare: None,
-                },
-            )),
-            Err(e) => println!("calls: dynamic chain with {n} calls left out: {e}"),
-        }
-    }
-    // Tail calls: one object, the prog array filled per N.
-    let tail = load_c(&tail_nop_object(), None).map(|loaded| Subject {
-        name: "tail".into(),
-        loaded,
-        entry: "tn_entry".into(),
-        prepare: None,
+    out
+}
+
+/// One criterion benchmark: `s` run on `frame`, timed by the kernel.
+fn bench_one(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    id: BenchmarkId,
+    n: usize,
+    s: &mut Subject,
+    frame: &[u8],
+) {
+    g.bench_with_input(id, &n, |b, _| {
+        b.iter_custom(|iters| {
+            let r = s.run_batches(frame, 1, iters.min(u32::MAX as u64) as u32);
+            Duration::from_nanos(r.map(|(ns, _)| ns).unwrap_or(0))
+        })
     });
-    let mut tail = match tail {
-        Ok(t) => Some(t),
-        Err(e) => {
-            println!("calls: tail calls left out: {e}");
-            None
-        }
-    };
-    let nops: Vec<String> = (0..8).map(|k| format!("tn_nop{k}")).collect();
-    let set_n = |t: &Subject, n: usize| {
-        let names: Vec<&str> = nops.iter().take(n).map(String::as_str).collect();
-        fill_prog_array(&t.loaded, "tn_jmp", &names)
-    };
+}
 
+/// The criterion group `calls`: static/N, dynamic/N, tail/N.
+fn run_criterion(c: &mut Criterion, subjects: &mut Subjects, frame: &[u8]) {
     let mut g = c.benchmark_group("calls");
-    for (n, s) in stat.iter_mut() {
-        g.bench_with_input(BenchmarkId::new("static", *n), n, |b, _| {
-            b.iter_custom(|iters| {
-                let r = s.run_batches(&frame, 1, iters.min(u32::MAX as u64) as u32);
-                Duration::from_nanos(r.map(|(ns, _)| ns).unwrap_or(0))
-            })
-        });
+    for (n, s) in subjects.stat.iter_mut() {
+        bench_one(&mut g, BenchmarkId::new("static", *n), *n, s, frame);
     }
-    for (n, s) in dynamic.iter_mut() {
-        g.bench_with_input(BenchmarkId::new("dynamic", *n), n, |b, _| {
-            b.iter_custom(|iters| {
-                let r = s.run_batches(&frame, 1, iters.min(u32::MAX as u64) as u32);
-                Duration::from_nanos(r.map(|(ns, _)| ns).unwrap_or(0))
-            })
-        });
+    for (n, s) in subjects.dynamic.iter_mut() {
+        bench_one(&mut g, BenchmarkId::new("dynamic", *n), *n, s, frame);
     }
-    if let Some(t) = tail.as_mut() {
+    if let Some(t) = subjects.tail.as_mut() {
         for n in NS {
-            if set_n(t, n).is_err() {
+            if t.set_n(n).is_err() {
                 continue;
             }
-            g.bench_with_input(BenchmarkId::new("tail", n), &n, |b, _| {
-                b.iter_custom(|iters| {
-                    let r = t.run_batches(&frame, 1, iters.min(u32::MAX as u64) as u32);
-                    Duration::from_nanos(r.map(|(ns, _)| ns).unwrap_or(0))
-                })
-            });
+            bench_one(
+                &mut g,
+                BenchmarkId::new("tail", n),
+                n,
+                &mut t.subject,
+                frame,
+            );
         }
     }
     g.finish();
     c.final_summary();
+}
 
-    // Summary: medians of 7 rounds of 200k runs each.
-    // Every variant must take the whole path: N calls, then PASS.
-    let measure = |s: &mut Subject| {
-        let code = s.run_batches(&frame, 1, 1).map(|(_, c)| c).ok();
-        if code != Some(2) {
-            println!(
-                "calls: {} gave {} instead of PASS: left out",
-                s.name,
-                code.map_or("an error", xdp_code)
-            );
-            return None;
-        }
-        s.ns_per_packet(&frame, 7, 1, 200_000).ok()
-    };
+/// Median ns per packet of 7 rounds of 200k runs, after checking that the
+/// variant takes the whole path (N calls, then PASS); `None` if it doesn't.
+fn measure(s: &mut Subject, frame: &[u8]) -> Option<f64> {
+    let code = s.run_batches(frame, 1, 1).map(|(_, c)| c).ok();
+    if code != Some(2) {
+        println!(
+            "calls: {} gave {} instead of PASS: left out",
+            s.name,
+            code.map_or("an error", xdp_code)
+        );
+        return None;
+    }
+    s.ns_per_packet(frame, 7, 1, 200_000).ok()
+}
+
+/// The summary measurements, one row per N.
+fn measure_rows(subjects: &mut Subjects, frame: &[u8]) -> Vec<Row> {
     let mut rows: Vec<Row> = NS
         .iter()
         .map(|&n| Row {
@@ -162,24 +175,34 @@ fn main() {
             tail: None,
         })
         .collect();
-    for (n, s) in stat.iter_mut() {
+    for (n, s) in subjects.stat.iter_mut() {
         if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
-            r.stat = measure(s);
+            r.stat = measure(s, frame);
         }
     }
-    for (n, s) in dynamic.iter_mut() {
+    for (n, s) in subjects.dynamic.iter_mut() {
         if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
-            r.dynamic = measure(s);
+            r.dynamic = measure(s, frame);
         }
     }
-    if let Some(t) = tail.as_mut() {
+    if let Some(t) = subjects.tail.as_mut() {
         for r in rows.iter_mut() {
-            if set_n(t, r.n).is_ok() {
-                r.tail = measure(t);
+            if t.set_n(r.n).is_ok() {
+                r.tail = measure(&mut t.subject, frame);
             }
         }
     }
-    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    rows
+}
+
+/// `v` with one decimal, or `-`.
+fn f(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.1}"))
+}
+
+/// Prints the summary table: one line per N, then the cost per call
+/// (t(8) - t(0)) / 8.
+fn print_summary(rows: &[Row]) {
     let mut table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -224,4 +247,27 @@ fn main() {
         ],
         &table,
     );
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(20)
+        .configure_from_args();
+    if !is_root() {
+        println!("calls: skipped (the kernel benchmarks need root)");
+        return;
+    }
+    let _ = nfkit_kernel::pin_thread_to_cpu(0);
+    let frame = udp4([198, 18, 0, 1], [198, 18, 0, 2], 1000, 2000);
+    let mut subjects = Subjects {
+        stat: load_chains("static", compile_static),
+        dynamic: load_chains("dynamic", compile_dynamic),
+        tail: Tail::load(),
+    };
+    run_criterion(&mut c, &mut subjects, &frame);
+    // Summary: medians of 7 rounds of 200k runs each.
+    let rows = measure_rows(&mut subjects, &frame);
+    print_summary(&rows);
 }

@@ -170,17 +170,9 @@ fn prepare(v: &mut Variant, path: &str, frame: &[u8]) -> Res<()> {
     }
 }
 
-fn main() {
-    let mut c = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(1))
-        .sample_size(20)
-        .configure_from_args();
-    if !is_root() {
-        println!("ddos: skipped (the kernel benchmarks need root)");
-        return;
-    }
-    let _ = nfkit_kernel::pin_thread_to_cpu(0);
+/// Loads the four variants; the ones that fail are named in the second
+/// list (printed at the end).
+fn load_variants() -> (Vec<Variant>, Vec<String>) {
     let mut variants: Vec<Variant> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     for (name, v) in [
@@ -194,8 +186,11 @@ fn main() {
             Err(e) => missing.push(format!("{name}: {e}")),
         }
     }
+    (variants, missing)
+}
 
-    // Criterion: ns per packet (kernel time) per variant and path.
+/// Criterion: ns per packet (kernel time) per variant and path.
+fn run_criterion(c: &mut Criterion, variants: &mut [Variant]) {
     let mut g = c.benchmark_group("ddos");
     for v in variants.iter_mut() {
         for (path, frame) in paths() {
@@ -215,8 +210,11 @@ fn main() {
     }
     g.finish();
     c.final_summary();
+}
 
-    // Summary, per-packet cost: medians of 7 rounds of 100k runs.
+/// Per-packet cost of each variant on both paths: medians of 7 rounds of
+/// 100k runs, with the verdict of one more run.
+fn measure_cost(variants: &mut [Variant]) -> Vec<(&'static str, [Cell; 2])> {
     let mut cost: Vec<(&str, [Cell; 2])> = Vec::new();
     for v in variants.iter_mut() {
         let mut row = [None, None];
@@ -231,6 +229,11 @@ fn main() {
         }
         cost.push((v.name, row));
     }
+    cost
+}
+
+/// Prints the per-packet cost table, ratios against hand C.
+fn print_cost(cost: &[(&str, [Cell; 2])]) {
     let base = |i: usize| {
         cost.iter()
             .find(|(n, _)| *n == "hand C")
@@ -255,46 +258,64 @@ fn main() {
         &["variant", "legit", "/hand C", "flood", "/hand C"],
         &table,
     );
+}
 
-    // Throughput through a veth pair.
+/// A throughput measurement: (name, rates, the program's own ns per packet).
+type RateRow = (String, Rate, Option<f64>);
+
+/// Attaches `v` to the receiving veth of `tb`, blasts `flows` for 1.5 s
+/// and gives the rates and the program's own run time per packet (from
+/// the BPF run-time statistics, if they are on).
+fn blast_through(
+    tb: &nfkit_kernel::Testbed,
+    v: &Variant,
+    flows: &[nfkit_traffic::flows::Flow],
+) -> Res<(Rate, Option<f64>)> {
+    let prog = v.subject.prog()?;
+    let _a = Attached::new(prog, &tb.ns_b, &tb.veth.b.dev, false)?;
+    let before = prog_runtime(prog).ok();
+    let rate = blast(tb, flows, 1.5)?;
+    let after = prog_runtime(prog).ok();
+    let ns = match (before, after) {
+        (Some((t0, n0)), Some((t1, n1))) if n1 > n0 => Some((t1 - t0) as f64 / (n1 - n0) as f64),
+        _ => None,
+    };
+    Ok((rate, ns))
+}
+
+/// Throughput through a veth pair: without a program, then each variant.
+fn measure_throughput(variants: &[Variant]) -> Vec<RateRow> {
     let flows: Vec<_> = (0..4u8)
         .map(|i| flow_spec([198, 18, 9, 10 + i], [198, 18, 2, 2], 40000 + i as u16, 80))
         .collect();
-    let mut rates: Vec<(String, Rate, Option<f64>)> = Vec::new();
-    match nfkit_kernel::Testbed::pair() {
-        Err(e) => println!("ddos: no testbed, throughput left out: {e}"),
-        Ok(tb) => {
-            match blast(&tb, &flows, 1.5) {
-                Ok(r) => rates.push(("no XDP program".into(), r, None)),
-                Err(e) => println!("ddos: throughput without a program: {e}"),
-            }
-            let stats = BpfStats::enable();
-            if let Err(e) = &stats {
-                println!("ddos: no BPF run-time statistics: {e}");
-            }
-            for v in variants.iter() {
-                let r = (|| -> Res<(Rate, Option<f64>)> {
-                    let prog = v.subject.prog()?;
-                    let _a = Attached::new(prog, &tb.ns_b, &tb.veth.b.dev, false)?;
-                    let before = prog_runtime(prog).ok();
-                    let rate = blast(&tb, &flows, 1.5)?;
-                    let after = prog_runtime(prog).ok();
-                    let ns = match (before, after) {
-                        (Some((t0, n0)), Some((t1, n1))) if n1 > n0 => {
-                            Some((t1 - t0) as f64 / (n1 - n0) as f64)
-                        }
-                        _ => None,
-                    };
-                    Ok((rate, ns))
-                })();
-                match r {
-                    Ok((r, ns)) => rates.push((v.name.to_string(), r, ns)),
-                    Err(e) => println!("ddos: throughput of {}: {e}", v.name),
-                }
-            }
-            drop(stats);
+    let mut rates: Vec<RateRow> = Vec::new();
+    let tb = match nfkit_kernel::Testbed::pair() {
+        Err(e) => {
+            println!("ddos: no testbed, throughput left out: {e}");
+            return rates;
+        }
+        Ok(tb) => tb,
+    };
+    match blast(&tb, &flows, 1.5) {
+        Ok(r) => rates.push(("no XDP program".into(), r, None)),
+        Err(e) => println!("ddos: throughput without a program: {e}"),
+    }
+    let stats = BpfStats::enable();
+    if let Err(e) = &stats {
+        println!("ddos: no BPF run-time statistics: {e}");
+    }
+    for v in variants.iter() {
+        match blast_through(&tb, v, &flows) {
+            Ok((r, ns)) => rates.push((v.name.to_string(), r, ns)),
+            Err(e) => println!("ddos: throughput of {}: {e}", v.name),
         }
     }
+    drop(stats);
+    rates
+}
+
+/// Prints the throughput table, ratios against hand C.
+fn print_throughput(rates: &[RateRow]) {
     let base = rates.iter().find(|(n, _, _)| n == "hand C");
     let (base_pps, base_ns) = (base.map(|b| b.1.rx_pps), base.and_then(|b| b.2));
     let table: Vec<Vec<String>> = rates
@@ -324,6 +345,23 @@ fn main() {
         ],
         &table,
     );
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(20)
+        .configure_from_args();
+    if !is_root() {
+        println!("ddos: skipped (the kernel benchmarks need root)");
+        return;
+    }
+    let _ = nfkit_kernel::pin_thread_to_cpu(0);
+    let (mut variants, missing) = load_variants();
+    run_criterion(&mut c, &mut variants);
+    print_cost(&measure_cost(&mut variants));
+    print_throughput(&measure_throughput(&variants));
     for m in &missing {
         println!("{m}");
     }

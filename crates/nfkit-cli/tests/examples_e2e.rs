@@ -178,9 +178,57 @@ struct Outcome {
     received: BTreeMap<String, u64>,
 }
 
-/// Runs example `name` deployed at `hook` (`xdp-generic`, or
-/// `tc-ingress` attached as `tc_attach` says).
-fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
+/// One run of an example: its name, the hook it is deployed at, and how
+/// TC attaches (`NFKIT_TC_ATTACH`).
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    name: &'a str,
+    hook: &'a str,
+    tc_attach: &'static str,
+}
+
+impl Run<'_> {
+    /// nfkit with the scratch paths and this run's TC attach mode.
+    fn nfkit(&self, s: &Scratch, args: &[&str]) -> String {
+        nfkit(s, self.tc_attach, args)
+    }
+}
+
+/// What the VM says about an example, and what the compiler knows of it.
+struct Expected {
+    script: PathBuf,
+    /// `nfkit run --json --trace` of the script on its pcap.
+    vm: Value,
+    /// Per packet (chain, verdict, code, redirect), from `vm`.
+    per_packet: Vec<Value>,
+    /// Chain names by statistics slot.
+    slots: Vec<String>,
+    compiled: nfkit_lang::Compiled,
+    packets: Vec<nfkit_pcap::Packet>,
+    /// The ifindexes the VM redirects to, sorted, once each.
+    targets: Vec<u32>,
+}
+
+impl Expected {
+    /// The script as a `&str` argument.
+    fn script_s(&self) -> &str {
+        self.script.to_str().expect("utf-8")
+    }
+
+    /// How many of the VM's packets `f` picks.
+    fn count(&self, f: &dyn Fn(&Value) -> bool) -> u64 {
+        self.per_packet.iter().filter(|p| f(p)).count() as u64
+    }
+}
+
+/// The XDP code the VM gave packet `p`.
+fn code(p: &Value) -> u64 {
+    p["code"].as_u64().expect("code")
+}
+
+/// Runs example `name` in the VM (`nfkit run`) and compiles it: the
+/// account the kernel must match.
+fn vm_account(name: &str) -> Expected {
     let script = examples().join(format!("{name}.py"));
     let pcap = examples().join(format!("{name}.pcap"));
     let (script_s, pcap_s) = (
@@ -207,18 +255,17 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         search: nfkit_nf::SearchPath::from_env(&[]),
         hook: None,
     };
-    let c = nfkit_lang::compile(script_s, &source, &opts).expect("compile");
+    let compiled = nfkit_lang::compile(script_s, &source, &opts).expect("compile");
     let mut slots = vec!["(unclaimed)".to_string()];
-    slots.extend(c.program.chain_names());
+    slots.extend(compiled.program.chain_names());
     assert_eq!(
-        c.hook,
+        compiled.hook,
         nfkit_nf::Hook::Xdp,
         "{name}: only XDP examples so far"
     );
 
     let packets = nfkit_pcap::read_file(&pcap).expect("pcap");
     assert_eq!(packets.len(), per_packet.len());
-    let code = |p: &Value| p["code"].as_u64().expect("code");
     let mut targets: Vec<u32> = per_packet
         .iter()
         .filter(|p| code(p) == 4)
@@ -226,23 +273,39 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         .collect();
     targets.sort();
     targets.dedup();
+    Expected {
+        script,
+        vm,
+        per_packet,
+        slots,
+        compiled,
+        packets,
+        targets,
+    }
+}
 
-    let bed = Bed::new(&targets);
-    let s = Scratch::new(&format!("e2e-{name}-{hook}-{tc_attach}"));
-    let sut_dev = bed.veth.b.dev.clone();
-    let snd_dev = bed.veth.a.dev.clone();
-    let d = json(&nfkit(
-        &s,
-        tc_attach,
+/// The deployment's pinned `nfkit_config` and `nfkit_stats`.
+struct Deployed {
+    cfg: KMap,
+    stats: KMap,
+    /// Rows of `nfkit_stats`: 16 per slot.
+    rows: u32,
+}
+
+/// `nfkit deploy`s the script on the SUT end of the bed at the run's hook
+/// and opens its pinned config and statistics maps.
+fn deploy(run: Run, s: &Scratch, bed: &Bed, exp: &Expected) -> Deployed {
+    let d = json(&run.nfkit(
+        s,
         &[
             "deploy",
-            script_s,
+            exp.script_s(),
             "--dev",
-            &sut_dev,
+            &bed.veth.b.dev,
             "--netns",
             bed.sut.name(),
             "--hook",
-            hook,
+            run.hook,
             "--json",
         ],
     ));
@@ -258,12 +321,18 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         })
         .collect();
     let open = |n: &str| open_pinned_map(n, &pins[n]).expect("pinned map");
-    let (cfg, st) = (open("nfkit_config"), open("nfkit_stats"));
-    let rows = slots.len() as u32 * 16;
+    Deployed {
+        cfg: open("nfkit_config"),
+        stats: open("nfkit_stats"),
+        rows: exp.slots.len() as u32 * 16,
+    }
+}
 
-    // Native XDP: a redirect into a veth (or XDP_TX back to the sender)
-    // arrives only where the receiving end runs an XDP program of its
-    // own; the catalogue's `xdp_allow` (PASS) hands the frames on.
+/// The catalogue's `xdp_allow` (PASS) and, in native XDP, its links on
+/// the collectors' peers and the sender's end: a redirect into a veth (or
+/// XDP_TX back to the sender) arrives only where the receiving end runs
+/// an XDP program of its own.
+fn peer_xdp(hook: &str, bed: &Bed) -> (nfkit_kernel::Loaded, Vec<XdpLink>) {
     let pass = nfkit_kernel::load_image(
         &nfkit_object::Image::from_elf(
             nfkit_nf::catalogue::object("base", nfkit_nf::Hook::Xdp).expect("nf.base"),
@@ -276,36 +345,85 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         },
     )
     .expect("load xdp_allow");
-    let mut _peers = Vec::new();
+    let mut peers = Vec::new();
     if hook == "xdp" {
         let prog = pass.prog("xdp_allow").expect("xdp_allow");
         let ends = bed
             .collectors
             .iter()
             .map(|(_, d)| (d.as_str(), &bed.sut))
-            .chain([(snd_dev.as_str(), &bed.snd)]);
+            .chain([(bed.veth.a.dev.as_str(), &bed.snd)]);
         for (dev, ns) in ends {
-            _peers.push(XdpLink::attach(prog, Some(ns), dev, false).expect("peer XDP"));
+            peers.push(XdpLink::attach(prog, Some(ns), dev, false).expect("peer XDP"));
         }
     }
-    let at_sut = receiver(&sut_dev, &bed.sut);
-    let at_snd = receiver(&snd_dev, &bed.snd);
-    let at_col: Vec<(u32, Receiver)> = bed
-        .collectors
-        .iter()
-        .map(|(t, dev)| (*t, receiver(dev, &bed.sut)))
-        .collect();
+    (pass, peers)
+}
 
-    // Replay, one packet at a time with the clock pinned to its time.
-    let sender = FrameSender::open(&snd_dev, Some(bed.snd.name())).expect("sender");
-    let mut before = stats(&st, rows);
+/// The frame counters: the SUT device, the sender's device, each
+/// collector.
+struct Receivers {
+    at_sut: Receiver,
+    at_snd: Receiver,
+    at_col: Vec<(u32, Receiver)>,
+}
+
+impl Receivers {
+    /// Starts them all.
+    fn start(bed: &Bed) -> Receivers {
+        Receivers {
+            at_sut: receiver(&bed.veth.b.dev, &bed.sut),
+            at_snd: receiver(&bed.veth.a.dev, &bed.snd),
+            at_col: bed
+                .collectors
+                .iter()
+                .map(|(t, dev)| (*t, receiver(dev, &bed.sut)))
+                .collect(),
+        }
+    }
+
+    /// Stops all receivers at once (each takes up to 100 ms to notice).
+    fn stop(self) {
+        for r in std::iter::once(&self.at_sut)
+            .chain([&self.at_snd])
+            .chain(self.at_col.iter().map(|(_, r)| r))
+        {
+            r.stop();
+        }
+    }
+}
+
+/// The `nfkit_stats` counters that moved from `before` to `now`, as
+/// "chain verdict +n".
+fn moved_counters(now: &[u64], before: &[u64], slots: &[String]) -> Vec<String> {
+    now.iter()
+        .zip(before)
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(j, (a, b))| {
+            let slot = slots.get(j / 16).cloned().unwrap_or_else(|| "?".into());
+            let k = nfkit_control::runner::STAT_NAMES
+                .get(j % 16)
+                .copied()
+                .unwrap_or("?");
+            format!("{slot} {k} +{}", a - b)
+        })
+        .collect()
+}
+
+/// Replays the pcap one packet at a time with the clock pinned to its
+/// time, and checks that each moves exactly the VM's (chain, verdict)
+/// counter.
+fn replay_and_check_verdicts(name: &str, bed: &Bed, dep: &Deployed, exp: &Expected) {
+    let sender = FrameSender::open(&bed.veth.a.dev, Some(bed.snd.name())).expect("sender");
+    let mut before = stats(&dep.stats, dep.rows);
     let mut mismatches = Vec::new();
-    for (i, (p, want)) in packets.iter().zip(&per_packet).enumerate() {
-        pin_clock(&cfg, p.ts_ns);
+    for (i, (p, want)) in exp.packets.iter().zip(&exp.per_packet).enumerate() {
+        pin_clock(&dep.cfg, p.ts_ns);
         sender.send(&p.data).expect("send");
         let t0 = Instant::now();
         let now = loop {
-            let now = stats(&st, rows);
+            let now = stats(&dep.stats, dep.rows);
             if now.iter().sum::<u64>() > before.iter().sum::<u64>() {
                 break now;
             }
@@ -316,20 +434,7 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
             );
             std::thread::sleep(Duration::from_micros(200));
         };
-        let moved: Vec<String> = now
-            .iter()
-            .zip(&before)
-            .enumerate()
-            .filter(|(_, (a, b))| a != b)
-            .map(|(j, (a, b))| {
-                let slot = slots.get(j / 16).cloned().unwrap_or_else(|| "?".into());
-                let k = nfkit_control::runner::STAT_NAMES
-                    .get(j % 16)
-                    .copied()
-                    .unwrap_or("?");
-                format!("{slot} {k} +{}", a - b)
-            })
-            .collect();
+        let moved = moved_counters(&now, &before, &exp.slots);
         let expect = format!(
             "{} {} +1",
             want["chain"].as_str().unwrap_or("?"),
@@ -345,26 +450,29 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         "{name}: per-packet verdicts differ:\n{}",
         mismatches.join("\n")
     );
+}
 
-    // Frames at the receivers.
-    let count = |f: &dyn Fn(&Value) -> bool| per_packet.iter().filter(|p| f(p)).count() as u64;
+/// Checks the frames at each receiver against the VM's count; gives
+/// (what, frames) per receiver.
+fn check_frames(run: Run, rx: &Receivers, exp: &Expected) -> BTreeMap<String, u64> {
+    let name = run.name;
     // At TC ingress the packet taps see every frame before the program
     // does: PASS is then counted through `nfkit_stats` only.
-    let (what, passed) = if hook.starts_with("tc") {
-        ("all, before TC (SUT device)", packets.len() as u64)
+    let (what, passed) = if run.hook.starts_with("tc") {
+        ("all, before TC (SUT device)", exp.packets.len() as u64)
     } else {
-        ("passed (SUT device)", count(&|p| code(p) == 2))
+        ("passed (SUT device)", exp.count(&|p| code(p) == 2))
     };
     let mut expected: Vec<(String, &Receiver, u64)> = vec![
-        (what.into(), &at_sut, passed),
+        (what.into(), &rx.at_sut, passed),
         (
             "TX (sender device)".into(),
-            &at_snd,
-            count(&|p| code(p) == 3),
+            &rx.at_snd,
+            exp.count(&|p| code(p) == 3),
         ),
     ];
-    for (t, r) in &at_col {
-        let n = count(&|p| code(p) == 4 && p["redirect"].as_u64() == Some(u64::from(*t)));
+    for (t, r) in &rx.at_col {
+        let n = exp.count(&|p| code(p) == 4 && p["redirect"].as_u64() == Some(u64::from(*t)));
         expected.push((format!("redirected to ifindex {t}"), r, n));
     }
     let t0 = Instant::now();
@@ -381,9 +489,14 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
         assert_eq!(got, *n, "{name}: frames {what}: kernel {got}, VM {n}");
         received.insert(what.clone(), got);
     }
+    received
+}
 
-    // Maps: the kernel's pinned maps against the VM's final maps.
-    let vm_maps = vm["maps"].as_object().expect("maps");
+/// Maps: the kernel's pinned maps (`nfkit map dump`) against the VM's
+/// final maps.
+fn check_maps(run: Run, s: &Scratch, exp: &Expected) {
+    let name = run.name;
+    let vm_maps = exp.vm["maps"].as_object().expect("maps");
     for (map, rows) in vm_maps {
         let want: Vec<(u64, u64)> = rows
             .as_array()
@@ -396,39 +509,56 @@ fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
                 )
             })
             .collect();
-        let spec = c.program.maps.iter().find(|m| &m.name == map);
+        let spec = exp.compiled.program.maps.iter().find(|m| &m.name == map);
         let is_array = spec.is_some_and(|m| {
             matches!(
                 m.map_type,
                 nfkit_object::MapType::Array | nfkit_object::MapType::PercpuArray
             )
         });
-        let dump = json(&nfkit(&s, tc_attach, &["map", "dump", map, "--json"]));
+        let dump = json(&run.nfkit(s, &["map", "dump", map, "--json"]));
         let got = dumped(&dump, is_array).unwrap_or_else(|e| panic!("{name}: {map}: {e}"));
         assert_eq!(got, want, "{name}: map {map}: kernel / VM");
     }
+}
 
-    // `nfkit status --json`: the per-chain, per-verdict counters read
-    // from the pinned nfkit_stats are the VM's `chains`.
-    let st = json(&nfkit(&s, tc_attach, &["status", "--json"]));
+/// `nfkit status --json`: the per-chain, per-verdict counters read from
+/// the pinned nfkit_stats are the VM's `chains`.
+fn check_status(run: Run, s: &Scratch, exp: &Expected) {
+    let st = json(&run.nfkit(s, &["status", "--json"]));
     assert_eq!(
-        st["deployments"][0]["verdicts"], vm["chains"],
-        "{name}: status verdicts / nfkit run chains"
+        st["deployments"][0]["verdicts"], exp.vm["chains"],
+        "{}: status verdicts / nfkit run chains",
+        run.name
     );
+}
 
-    // Stop all receivers at once (each takes up to 100 ms to notice).
-    for r in std::iter::once(&at_sut)
-        .chain([&at_snd])
-        .chain(at_col.iter().map(|(_, r)| r))
-    {
-        r.stop();
-    }
-    drop((at_sut, at_snd, at_col));
-    nfkit(&s, tc_attach, &["undeploy"]);
-    let stj = json(&nfkit(&s, tc_attach, &["status", "--json"]));
+/// Runs example `name` deployed at `hook` (`xdp-generic`, or
+/// `tc-ingress` attached as `tc_attach` says).
+fn run_example(name: &str, hook: &str, tc_attach: &'static str) -> Outcome {
+    let run = Run {
+        name,
+        hook,
+        tc_attach,
+    };
+    let exp = vm_account(name);
+    let bed = Bed::new(&exp.targets);
+    let s = Scratch::new(&format!("e2e-{name}-{hook}-{tc_attach}"));
+    let dep = deploy(run, &s, &bed, &exp);
+    let (_pass, _peers) = peer_xdp(hook, &bed);
+    let rx = Receivers::start(&bed);
+
+    replay_and_check_verdicts(name, &bed, &dep, &exp);
+    let received = check_frames(run, &rx, &exp);
+    check_maps(run, &s, &exp);
+    check_status(run, &s, &exp);
+
+    rx.stop();
+    run.nfkit(&s, &["undeploy"]);
+    let stj = json(&run.nfkit(&s, &["status", "--json"]));
     assert_eq!(stj["deployments"].as_array().map(Vec::len), Some(0));
     Outcome {
-        packets: packets.len(),
+        packets: exp.packets.len(),
         received,
     }
 }

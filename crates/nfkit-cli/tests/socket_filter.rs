@@ -95,12 +95,10 @@ fn kernel_map(m: &nfkit_kernel::KMap, is_array: bool) -> Vec<(u64, u64)> {
     rows
 }
 
-#[test]
-fn socket_filter_keeps_what_the_vm_keeps() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+/// The VM's account: the script compiled for XDP run on the datagrams
+/// as frames; the datagrams it keeps (by their second payload byte) and
+/// the report (for the maps).
+fn vm_kept() -> (BTreeSet<u8>, nfkit_control::runner::Report) {
     // The VM's verdicts (XDP codes: 2 pass, 1 drop) and maps.
     let vm_c = compile(Some(nfkit_nf::Hook::Xdp));
     let input: Vec<(u64, Vec<u8>)> = datagrams()
@@ -121,8 +119,12 @@ fn socket_filter_keeps_what_the_vm_keeps() {
         vm_dropped > 0 && !vm_kept.is_empty(),
         "a test that can fail"
     );
+    (vm_kept, report)
+}
 
-    // The kernel: the script compiled for its own hook, `socket`.
+/// The kernel's filter: the script compiled for its own hook, `socket`,
+/// loaded with its control-plane writes done; also its entry's name.
+fn load_filter() -> (nfkit_lang::Compiled, nfkit_kernel::Loaded, String) {
     let c = compile(None);
     assert_eq!(c.hook, nfkit_nf::Hook::Socket);
     let entry = c.entry().expect("classifier").to_string();
@@ -137,96 +139,141 @@ fn socket_filter_keeps_what_the_vm_keeps() {
     for (m, k, v) in c.control_plane() {
         loaded.map(&m).expect("map").update(&k, &v, 0).expect("cp");
     }
-    let prog = loaded.prog(&entry).expect("prog");
+    (c, loaded, entry)
+}
 
-    let sut = Netns::new("sut").expect("netns");
-    let peer = Netns::new("peer").expect("netns");
-    let veth = Veth::new(
-        Some(&sut),
-        Some("198.18.43.1/24"),
-        Some(&peer),
-        Some("198.18.43.2/24"),
-    )
-    .expect("veth");
-    // Fixed MACs and neighbours: no ARP in flight while datagrams go out.
-    for (ns, dev, mac, other_ip, other_mac) in [
-        (
-            &sut,
-            &veth.a.dev,
-            "02:00:00:00:00:01",
-            "198.18.43.2",
-            "02:00:00:00:00:02",
-        ),
-        (
-            &peer,
-            &veth.b.dev,
-            "02:00:00:00:00:02",
-            "198.18.43.1",
-            "02:00:00:00:00:01",
-        ),
-    ] {
-        ns.ip(&["link", "set", dev, "address", mac]).expect("mac");
-        ns.ip(&[
-            "neigh",
-            "replace",
-            other_ip,
-            "lladdr",
-            other_mac,
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        ])
-        .expect("neigh");
+/// Two namespaces joined by a veth; fields drop in order: the pair, then
+/// the namespaces.
+struct Bed {
+    /// Held for its drop (removes the pair).
+    _veth: Veth,
+    peer: Netns,
+    sut: Netns,
+}
+
+impl Bed {
+    /// SUT 198.18.43.1, peer 198.18.43.2, with fixed MACs and neighbours:
+    /// no ARP in flight while datagrams go out.
+    fn new() -> Bed {
+        let sut = Netns::new("sut").expect("netns");
+        let peer = Netns::new("peer").expect("netns");
+        let veth = Veth::new(
+            Some(&sut),
+            Some("198.18.43.1/24"),
+            Some(&peer),
+            Some("198.18.43.2/24"),
+        )
+        .expect("veth");
+        for (ns, dev, mac, other_ip, other_mac) in [
+            (
+                &sut,
+                &veth.a.dev,
+                "02:00:00:00:00:01",
+                "198.18.43.2",
+                "02:00:00:00:00:02",
+            ),
+            (
+                &peer,
+                &veth.b.dev,
+                "02:00:00:00:00:02",
+                "198.18.43.1",
+                "02:00:00:00:00:01",
+            ),
+        ] {
+            ns.ip(&["link", "set", dev, "address", mac]).expect("mac");
+            ns.ip(&[
+                "neigh",
+                "replace",
+                other_ip,
+                "lladdr",
+                other_mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+            .expect("neigh");
+        }
+        Bed {
+            _veth: veth,
+            peer,
+            sut,
+        }
     }
+}
 
+/// In namespace `sut_ns`: binds the UDP socket, attaches `prog`, says
+/// ready, and gives the datagrams it receives (by their second payload
+/// byte, each once) until `want` are in and nothing more comes for
+/// 100 ms (extras would show), or 3 s.
+fn receive_kept(
+    sut_ns: &str,
+    prog: &nfkit_kernel::Prog,
+    want: usize,
+    ready: std::sync::mpsc::Sender<()>,
+) -> BTreeSet<u8> {
+    enter_netns(sut_ns).expect("enter sut");
+    let sock = UdpSocket::bind(SocketAddrV4::new(SUT, PORT)).expect("bind");
+    attach_socket_filter(&sock, prog).expect("attach");
+    sock.set_read_timeout(Some(Duration::from_millis(20)))
+        .expect("timeout");
+    ready.send(()).expect("ready");
+    let mut got = BTreeSet::new();
+    let mut buf = [0u8; 64];
+    let t0 = Instant::now();
+    let mut quiet_since = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                assert!(n >= 2, "short datagram");
+                assert!(got.insert(buf[1]), "datagram {} twice", buf[1]);
+                quiet_since = Instant::now();
+            }
+            Err(_) if got.len() >= want && quiet_since.elapsed() > Duration::from_millis(100) => {
+                break
+            }
+            Err(_) => {}
+        }
+    }
+    got
+}
+
+/// In namespace `peer_ns`: sends every datagram from its source port.
+fn send_datagrams(peer_ns: &str) {
+    enter_netns(peer_ns).expect("enter peer");
+    for (sport, payload) in datagrams() {
+        let sock = UdpSocket::bind(SocketAddrV4::new(PEER, sport)).expect("bind peer");
+        sock.send_to(&payload, SocketAddrV4::new(SUT, PORT))
+            .expect("send");
+    }
+}
+
+/// The datagrams that reach the SUT's socket through `prog` (the sender
+/// starts once the filter is attached).
+fn kernel_kept(bed: &Bed, prog: &nfkit_kernel::Prog, want: usize) -> BTreeSet<u8> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (want, sut_ns) = (vm_kept.len(), sut.name());
-    let got: BTreeSet<u8> = std::thread::scope(|s| {
-        let receiver = s.spawn(move || {
-            enter_netns(sut_ns).expect("enter sut");
-            let sock = UdpSocket::bind(SocketAddrV4::new(SUT, PORT)).expect("bind");
-            attach_socket_filter(&sock, prog).expect("attach");
-            sock.set_read_timeout(Some(Duration::from_millis(20)))
-                .expect("timeout");
-            ready_tx.send(()).expect("ready");
-            let mut got = BTreeSet::new();
-            let mut buf = [0u8; 64];
-            let t0 = Instant::now();
-            let mut quiet_since = Instant::now();
-            // Until the expected datagrams are in and nothing more comes
-            // for 100 ms (extras would show), or 3 s.
-            while t0.elapsed() < Duration::from_secs(3) {
-                match sock.recv(&mut buf) {
-                    Ok(n) => {
-                        assert!(n >= 2, "short datagram");
-                        assert!(got.insert(buf[1]), "datagram {} twice", buf[1]);
-                        quiet_since = Instant::now();
-                    }
-                    Err(_)
-                        if got.len() >= want
-                            && quiet_since.elapsed() > Duration::from_millis(100) =>
-                    {
-                        break
-                    }
-                    Err(_) => {}
-                }
-            }
-            got
-        });
+    let sut_ns = bed.sut.name();
+    std::thread::scope(|s| {
+        let receiver = s.spawn(move || receive_kept(sut_ns, prog, want, ready_tx));
         ready_rx.recv().expect("receiver ready");
-        s.spawn(|| {
-            enter_netns(peer.name()).expect("enter peer");
-            for (sport, payload) in datagrams() {
-                let sock = UdpSocket::bind(SocketAddrV4::new(PEER, sport)).expect("bind peer");
-                sock.send_to(&payload, SocketAddrV4::new(SUT, PORT))
-                    .expect("send");
-            }
-        })
-        .join()
-        .expect("sender");
+        s.spawn(|| send_datagrams(bed.peer.name()))
+            .join()
+            .expect("sender");
         receiver.join().expect("receiver")
-    });
+    })
+}
+
+#[test]
+fn socket_filter_keeps_what_the_vm_keeps() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let (vm_kept, report) = vm_kept();
+    let (c, loaded, entry) = load_filter();
+    let prog = loaded.prog(&entry).expect("prog");
+    let bed = Bed::new();
+    let got = kernel_kept(&bed, prog, vm_kept.len());
     assert_eq!(got, vm_kept, "datagrams kept: kernel / VM");
 
     for (name, rows) in &report.maps {

@@ -17,132 +17,157 @@ fn ip(a: u8, b: u8) -> [u8; 4] {
     [198, 18, a, b]
 }
 
-/// The input packets of each example.
-fn packets(name: &str) -> Vec<(u64, Vec<u8>)> {
+/// `ddos`: three legitimate sources, 10 packets each every 100 ms; an
+/// attacker sending 300 packets at 1 ms from t = 0.2 s.
+fn ddos_packets() -> Vec<(u64, Vec<u8>)> {
     let mut v = Vec::new();
-    match name {
-        "ddos" => {
-            // Three legitimate sources, 10 packets each every 100 ms; an
-            // attacker sending 300 packets at 1 ms from t = 0.2 s.
-            for i in 0..10u64 {
-                for s in 10..13u8 {
-                    v.push((
-                        S + i * 100 * MS + s as u64,
-                        udp4(ip(0, s), ip(1, 1), 1000 + s as u16, 80, 0, 64, b"legit"),
-                    ));
-                }
-            }
-            for i in 0..300u64 {
-                v.push((
-                    S + 200 * MS + i * MS + 50,
-                    udp4(ip(0, 66), ip(1, 1), 4444, 80, 0, 64, b"flood"),
-                ));
-            }
-            v.sort_by_key(|(t, _)| *t);
+    for i in 0..10u64 {
+        for s in 10..13u8 {
+            v.push((
+                S + i * 100 * MS + s as u64,
+                udp4(ip(0, s), ip(1, 1), 1000 + s as u16, 80, 0, 64, b"legit"),
+            ));
         }
-        "dscp_dispatch" => {
-            let mut t = S;
-            for (dscp, ttl, len) in [
-                (46u8, 64u8, 10usize),
-                (46, 1, 10),
-                (34, 30, 100),
-                (8, 64, 50),
-                (8, 64, 400),
-                (0, 64, 10),
-                (34, 1, 10),
-                (46, 2, 1),
-            ] {
-                v.push((
-                    t,
-                    udp4(
-                        ip(0, 1),
-                        ip(1, 1),
-                        5000,
-                        6000,
-                        dscp << 2,
-                        ttl,
-                        &vec![0xab; len],
-                    ),
-                ));
-                t += MS;
-            }
-        }
-        "flow_limiter" => {
-            // Flow A: 12 packets 10 ms apart (a burst of 4, then limited);
-            // flow B: 6 packets 200 ms apart (all pass); flow C: TCP, 8 at 50 ms.
-            for i in 0..12u64 {
-                v.push((
-                    S + i * 10 * MS,
-                    udp4(ip(0, 1), ip(1, 1), 1111, 53, 0, 64, b"a"),
-                ));
-            }
-            for i in 0..6u64 {
-                v.push((
-                    S + i * 200 * MS + 1,
-                    udp4(ip(0, 2), ip(1, 1), 2222, 53, 0, 64, b"b"),
-                ));
-            }
-            for i in 0..8u64 {
-                v.push((
-                    S + i * 50 * MS + 2,
-                    tcp4(ip(0, 3), ip(1, 1), 3333, 443, 0x10, &[]),
-                ));
-            }
-            v.sort_by_key(|(t, _)| *t);
-        }
-        "tcp_options" => {
-            let syn = 0x02;
-            let cases: Vec<(u8, Vec<u8>)> = vec![
-                (syn, vec![2, 4, 0x05, 0xb4]),  // MSS 1460: clamped
-                (syn, vec![2, 4, 0x04, 0xb0]),  // MSS 1200: kept
-                (syn, vec![]),                  // no options
-                (0x10, vec![2, 4, 0x05, 0xb4]), // not a SYN
-                (
-                    syn,
-                    vec![
-                        1, 1, 3, 3, 7, 4, 2, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 4, 0x23, 0x28,
-                    ],
-                ), // NOPs, WS, SACK-perm, timestamps, MSS 9000
-                (syn, vec![1, 3, 0, 1]),        // option length 0: dropped
-                (syn, vec![0, 2, 4, 0x05, 0xb4]), // end of options first
-            ];
-            for (i, (flags, opts)) in cases.into_iter().enumerate() {
-                v.push((
-                    S + i as u64 * MS,
-                    tcp4(ip(0, 1), ip(1, 1), 40000 + i as u16, 443, flags, &opts),
-                ));
-            }
-            v.push((S + 10 * MS, udp4(ip(0, 1), ip(1, 1), 1, 53, 0, 64, b"udp")));
-        }
-        "port_stats" => {
-            let mut t = S;
-            for (port, len) in [
-                (53u16, 10usize),
-                (80, 100),
-                (53, 20),
-                (443, 30),
-                (53, 10),
-                (53, 10),
-                (80, 200),
-                (53, 10),
-                (53, 10),
-                (53, 10),
-                (443, 40),
-                (53, 5),
-                (80, 1),
-            ] {
-                v.push((t, udp4(ip(0, 1), ip(1, 1), 999, port, 0, 64, &vec![1; len])));
-                t += MS;
-            }
-            // A non-IP frame (ARP): no L4 header, passes.
-            let mut arp = vec![0xff; 6];
-            arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
-            arp.extend_from_slice(&[0; 28]);
-            v.push((t, arp));
-        }
-        _ => {}
+    }
+    for i in 0..300u64 {
+        v.push((
+            S + 200 * MS + i * MS + 50,
+            udp4(ip(0, 66), ip(1, 1), 4444, 80, 0, 64, b"flood"),
+        ));
+    }
+    v.sort_by_key(|(t, _)| *t);
+    v
+}
+
+/// `dscp_dispatch`: UDP with various DSCP values, TTLs and lengths, 1 ms
+/// apart.
+fn dscp_dispatch_packets() -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut t = S;
+    for (dscp, ttl, len) in [
+        (46u8, 64u8, 10usize),
+        (46, 1, 10),
+        (34, 30, 100),
+        (8, 64, 50),
+        (8, 64, 400),
+        (0, 64, 10),
+        (34, 1, 10),
+        (46, 2, 1),
+    ] {
+        v.push((
+            t,
+            udp4(
+                ip(0, 1),
+                ip(1, 1),
+                5000,
+                6000,
+                dscp << 2,
+                ttl,
+                &vec![0xab; len],
+            ),
+        ));
+        t += MS;
     }
     v
+}
+
+/// `flow_limiter`: flow A, 12 packets 10 ms apart (a burst of 4, then
+/// limited); flow B, 6 packets 200 ms apart (all pass); flow C, TCP, 8 at
+/// 50 ms.
+fn flow_limiter_packets() -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    for i in 0..12u64 {
+        v.push((
+            S + i * 10 * MS,
+            udp4(ip(0, 1), ip(1, 1), 1111, 53, 0, 64, b"a"),
+        ));
+    }
+    for i in 0..6u64 {
+        v.push((
+            S + i * 200 * MS + 1,
+            udp4(ip(0, 2), ip(1, 1), 2222, 53, 0, 64, b"b"),
+        ));
+    }
+    for i in 0..8u64 {
+        v.push((
+            S + i * 50 * MS + 2,
+            tcp4(ip(0, 3), ip(1, 1), 3333, 443, 0x10, &[]),
+        ));
+    }
+    v.sort_by_key(|(t, _)| *t);
+    v
+}
+
+/// `tcp_options`: SYNs (and one non-SYN) with various TCP options, then a
+/// UDP packet.
+fn tcp_options_packets() -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    let syn = 0x02;
+    let cases: Vec<(u8, Vec<u8>)> = vec![
+        (syn, vec![2, 4, 0x05, 0xb4]),  // MSS 1460: clamped
+        (syn, vec![2, 4, 0x04, 0xb0]),  // MSS 1200: kept
+        (syn, vec![]),                  // no options
+        (0x10, vec![2, 4, 0x05, 0xb4]), // not a SYN
+        (
+            syn,
+            vec![
+                1, 1, 3, 3, 7, 4, 2, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 4, 0x23, 0x28,
+            ],
+        ), // NOPs, WS, SACK-perm, timestamps, MSS 9000
+        (syn, vec![1, 3, 0, 1]),        // option length 0: dropped
+        (syn, vec![0, 2, 4, 0x05, 0xb4]), // end of options first
+    ];
+    for (i, (flags, opts)) in cases.into_iter().enumerate() {
+        v.push((
+            S + i as u64 * MS,
+            tcp4(ip(0, 1), ip(1, 1), 40000 + i as u16, 443, flags, &opts),
+        ));
+    }
+    v.push((S + 10 * MS, udp4(ip(0, 1), ip(1, 1), 1, 53, 0, 64, b"udp")));
+    v
+}
+
+/// `port_stats`: UDP to three ports with various lengths, then an ARP
+/// frame.
+fn port_stats_packets() -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut t = S;
+    for (port, len) in [
+        (53u16, 10usize),
+        (80, 100),
+        (53, 20),
+        (443, 30),
+        (53, 10),
+        (53, 10),
+        (80, 200),
+        (53, 10),
+        (53, 10),
+        (53, 10),
+        (443, 40),
+        (53, 5),
+        (80, 1),
+    ] {
+        v.push((t, udp4(ip(0, 1), ip(1, 1), 999, port, 0, 64, &vec![1; len])));
+        t += MS;
+    }
+    // A non-IP frame (ARP): no L4 header, passes.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0; 28]);
+    v.push((t, arp));
+    v
+}
+
+/// The input packets of each example.
+fn packets(name: &str) -> Vec<(u64, Vec<u8>)> {
+    match name {
+        "ddos" => ddos_packets(),
+        "dscp_dispatch" => dscp_dispatch_packets(),
+        "flow_limiter" => flow_limiter_packets(),
+        "tcp_options" => tcp_options_packets(),
+        "port_stats" => port_stats_packets(),
+        _ => Vec::new(),
+    }
 }
 
 fn run_example(name: &str) -> (nfkit_lang::Compiled, nfkit_control::runner::Report) {

@@ -650,6 +650,212 @@ struct Tally {
     mismatches: Vec<String>,
 }
 
+/// One program of a subject, on both sides.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    s: &'a Subject,
+    sides: &'a Sides,
+    entry: &'a str,
+    ty: ProgType,
+}
+
+/// One packet as both sides get it.
+struct Input<'a> {
+    /// Its number in the run.
+    i: usize,
+    pkt: &'a [u8],
+    /// Metadata in front of the frame (XDP only).
+    meta: &'static [u8],
+    /// How many chained runs (XDP only).
+    repeat: u32,
+}
+
+impl<'a> Input<'a> {
+    /// Packet `i` for a program of type `ty`: every 7th XDP packet runs 3
+    /// times; every 11th XDP frame starts with 8 bytes of metadata, given
+    /// through the context (xdp_md.data = 8) as test runs take it.
+    fn new(ty: ProgType, i: usize, pkt: &'a [u8]) -> Input<'a> {
+        let repeat = if ty == ProgType::Xdp && i % REPEAT_EVERY == 3 {
+            3
+        } else {
+            1
+        };
+        let meta: &[u8] = if ty == ProgType::Xdp && i % 11 == 5 && (14..=1600).contains(&pkt.len())
+        {
+            &META_IN
+        } else {
+            &[]
+        };
+        Input {
+            i,
+            pkt,
+            meta,
+            repeat,
+        }
+    }
+
+    /// The packet's first 40 bytes in hex, for messages.
+    fn head(&self) -> String {
+        hex(&self.pkt[..self.pkt.len().min(40)])
+    }
+}
+
+/// `BPF_PROG_TEST_RUN` of `input` (metadata and frame as data, the
+/// metadata's length through the context).
+fn kernel_run(
+    kprog: &nfkit_kernel::Prog,
+    input: &Input,
+) -> Result<nfkit_kernel::TestRunOut, nfkit_kernel::KernelError> {
+    let meta = input.meta;
+    let mut data = meta.to_vec();
+    data.extend_from_slice(input.pkt);
+    let ctx_in = (!meta.is_empty()).then(|| {
+        let mut c = Vec::new();
+        for v in [meta.len() as u32, data.len() as u32, 0, 0, 0, 0] {
+            c.extend_from_slice(&v.to_le_bytes());
+        }
+        c
+    });
+    kprog.test_run(&TestRun {
+        data,
+        ctx_in,
+        repeat: input.repeat,
+        data_size_out: 8192,
+        ..TestRun::default()
+    })
+}
+
+/// The kernel's output packet to compare, and whether to compare it. XDP
+/// beyond the linear area: the kernel puts the rest of the frame in
+/// fragments, which the VM does not model: compare the linear part when
+/// the program did not resize the frame.
+fn kernel_data(
+    ty: ProgType,
+    pkt: &[u8],
+    k: &nfkit_kernel::TestRunOut,
+    t: &mut Tally,
+) -> (Vec<u8>, bool) {
+    if ty == ProgType::Xdp && pkt.len() > XDP_MAX_LINEAR {
+        let tail = pkt.len() - XDP_MAX_LINEAR;
+        let same_size = k.data.len() == pkt.len();
+        if !same_size {
+            t.frag_unchecked += 1;
+        }
+        (
+            k.data[..k.data.len().saturating_sub(tail)].to_vec(),
+            same_size,
+        )
+    } else {
+        (k.data.clone(), true)
+    }
+}
+
+/// Runs `input` in the VM and compares with the kernel's run `k`: return
+/// value, packet, maps; the differences.
+fn compare(p: Target, input: &Input, k: &nfkit_kernel::TestRunOut, t: &mut Tally) -> Vec<String> {
+    let v = vm_run(
+        &p.sides.vm,
+        p.entry,
+        p.ty,
+        input.pkt,
+        input.meta,
+        input.repeat,
+    );
+    t.compared += 1;
+    if !input.meta.is_empty() {
+        t.with_meta += 1;
+    }
+    *t.retvals
+        .entry((p.entry.to_string(), k.retval))
+        .or_default() += 1;
+    let mut diffs = Vec::new();
+    match &v.ret {
+        Ok(r) if *r as u32 == k.retval => {}
+        other => diffs.push(format!("return kernel {} vm {other:?}", k.retval)),
+    }
+    let (kdata, check_data) = kernel_data(p.ty, input.pkt, k, t);
+    if check_data && kdata != v.data {
+        diffs.push(format!(
+            "packet kernel {} bytes {} vm {} bytes {}",
+            kdata.len(),
+            hex(&kdata[..kdata.len().min(48)]),
+            v.data.len(),
+            hex(&v.data[..v.data.len().min(48)])
+        ));
+    }
+    diffs.extend(map_diffs(p.s, p.sides));
+    diffs
+}
+
+/// A packet the kernel refused: VM only. It must run to completion
+/// without faulting (verified programs check their bounds).
+fn vm_only(p: Target, input: &Input, t: &mut Tally) {
+    let v = vm_run(
+        &p.sides.vm,
+        p.entry,
+        p.ty,
+        input.pkt,
+        input.meta,
+        input.repeat,
+    );
+    if let Err(e) = v.ret {
+        t.mismatches.push(format!(
+            "{} {} pkt {}: VM fault on a VM-only packet: {e}",
+            p.s.label, p.entry, input.i
+        ));
+    }
+    t.vm_only += 1;
+    // The kernel's maps did not see this packet.
+    resync(p.s, p.sides);
+}
+
+/// Runs one packet on both sides and tallies the result; `bad` counts the
+/// packets that differ (the first 3 are reported in full).
+fn run_packet(
+    p: Target,
+    kprog: &nfkit_kernel::Prog,
+    input: &Input,
+    t: &mut Tally,
+    bad: &mut usize,
+) {
+    let (label, entry, i, pkt) = (&p.s.label, p.entry, input.i, input.pkt);
+    let refused = kernel_refuses(p.ty, pkt);
+    let k = match kernel_run(kprog, input) {
+        Err(e) if refused && e.errno() == Some(libc::EINVAL) => return vm_only(p, input, t),
+        Err(e) => {
+            t.mismatches.push(format!(
+                "{label} {entry} pkt {i} (len {}) {}: kernel: {e}",
+                pkt.len(),
+                input.head()
+            ));
+            return;
+        }
+        Ok(k) => k,
+    };
+    if refused {
+        t.mismatches.push(format!(
+            "{label} {entry} pkt {i}: kernel accepted a packet of {} bytes",
+            pkt.len()
+        ));
+    }
+    let diffs = compare(p, input, &k, t);
+    if !diffs.is_empty() {
+        *bad += 1;
+        if *bad <= 3 {
+            t.mismatches.push(format!(
+                "{label} {entry} pkt {i} (len {}, repeat {}) {}: {}",
+                pkt.len(),
+                input.repeat,
+                input.head(),
+                diffs.join(" | ")
+            ));
+        }
+        // Start the next packet from equal maps again.
+        resync(p.s, p.sides);
+    }
+}
+
+/// Runs every packet through every program of `s` on both sides.
 fn run_subject(s: &Subject, pkts: &[Vec<u8>], t: &mut Tally) {
     let sides = setup(s);
     let entries: Vec<(String, ProgType)> = sides.vm.entries();
@@ -659,123 +865,15 @@ fn run_subject(s: &Subject, pkts: &[Vec<u8>], t: &mut Tally) {
             .kernel
             .prog(&entry)
             .unwrap_or_else(|| panic!("{}: kernel program {entry}", s.label));
+        let p = Target {
+            s,
+            sides: &sides,
+            entry: &entry,
+            ty,
+        };
         let mut bad = 0;
         for (i, pkt) in pkts.iter().enumerate() {
-            let repeat = if ty == ProgType::Xdp && i % REPEAT_EVERY == 3 {
-                3
-            } else {
-                1
-            };
-            // Every 11th XDP frame starts with 8 bytes of metadata, given
-            // through the context (xdp_md.data = 8) as test runs take it.
-            let meta: &[u8] =
-                if ty == ProgType::Xdp && i % 11 == 5 && (14..=1600).contains(&pkt.len()) {
-                    &META_IN
-                } else {
-                    &[]
-                };
-            let mut data = meta.to_vec();
-            data.extend_from_slice(pkt);
-            let ctx_in = (!meta.is_empty()).then(|| {
-                let mut c = Vec::new();
-                for v in [meta.len() as u32, data.len() as u32, 0, 0, 0, 0] {
-                    c.extend_from_slice(&v.to_le_bytes());
-                }
-                c
-            });
-            let k = kprog.test_run(&TestRun {
-                data,
-                ctx_in,
-                repeat,
-                data_size_out: 8192,
-                ..TestRun::default()
-            });
-            let refused = kernel_refuses(ty, pkt);
-            let k = match k {
-                Err(e) if refused && e.errno() == Some(libc::EINVAL) => {
-                    // VM only: it must run to completion without faulting
-                    // (verified programs check their bounds).
-                    let v = vm_run(&sides.vm, &entry, ty, pkt, meta, repeat);
-                    if let Err(e) = v.ret {
-                        t.mismatches.push(format!(
-                            "{} {entry} pkt {i}: VM fault on a VM-only packet: {e}",
-                            s.label
-                        ));
-                    }
-                    t.vm_only += 1;
-                    // The kernel's maps did not see this packet.
-                    resync(s, &sides);
-                    continue;
-                }
-                Err(e) => {
-                    t.mismatches.push(format!(
-                        "{} {entry} pkt {i} (len {}) {}: kernel: {e}",
-                        s.label,
-                        pkt.len(),
-                        hex(&pkt[..pkt.len().min(40)])
-                    ));
-                    continue;
-                }
-                Ok(k) => k,
-            };
-            if refused {
-                t.mismatches.push(format!(
-                    "{} {entry} pkt {i}: kernel accepted a packet of {} bytes",
-                    s.label,
-                    pkt.len()
-                ));
-            }
-            let v = vm_run(&sides.vm, &entry, ty, pkt, meta, repeat);
-            t.compared += 1;
-            if !meta.is_empty() {
-                t.with_meta += 1;
-            }
-            *t.retvals.entry((entry.clone(), k.retval)).or_default() += 1;
-            let mut diffs = Vec::new();
-            match &v.ret {
-                Ok(r) if *r as u32 == k.retval => {}
-                other => diffs.push(format!("return kernel {} vm {other:?}", k.retval)),
-            }
-            // XDP beyond the linear area: the kernel puts the rest of the
-            // frame in fragments, which the VM does not model: compare the
-            // linear part when the program did not resize the frame.
-            let (kdata, check_data) = if ty == ProgType::Xdp && pkt.len() > XDP_MAX_LINEAR {
-                let tail = pkt.len() - XDP_MAX_LINEAR;
-                let same_size = k.data.len() == pkt.len();
-                if !same_size {
-                    t.frag_unchecked += 1;
-                }
-                (
-                    k.data[..k.data.len().saturating_sub(tail)].to_vec(),
-                    same_size,
-                )
-            } else {
-                (k.data.clone(), true)
-            };
-            if check_data && kdata != v.data {
-                diffs.push(format!(
-                    "packet kernel {} bytes {} vm {} bytes {}",
-                    kdata.len(),
-                    hex(&kdata[..kdata.len().min(48)]),
-                    v.data.len(),
-                    hex(&v.data[..v.data.len().min(48)])
-                ));
-            }
-            diffs.extend(map_diffs(s, &sides));
-            if !diffs.is_empty() {
-                bad += 1;
-                if bad <= 3 {
-                    t.mismatches.push(format!(
-                        "{} {entry} pkt {i} (len {}, repeat {repeat}) {}: {}",
-                        s.label,
-                        pkt.len(),
-                        hex(&pkt[..pkt.len().min(40)]),
-                        diffs.join(" | ")
-                    ));
-                }
-                // Start the next packet from equal maps again.
-                resync(s, &sides);
-            }
+            run_packet(p, kprog, &Input::new(ty, i, pkt), t, &mut bad);
         }
         if bad > 3 {
             t.mismatches

@@ -215,30 +215,41 @@ fn time_per_packet(engine: &mut Engine, packets: &[Vec<u8>]) -> f64 {
     best
 }
 
-fn main() {
+/// Leaks `v`: rbpf's VM borrows its program for the whole run.
+fn leak(v: Vec<u8>) -> &'static [u8] {
+    Box::leak(v.into_boxed_slice())
+}
+
+/// rbpf's interpreter on `bytes`.
+fn rbpf_vm(bytes: &'static [u8]) -> rbpf::EbpfVmMbuff<'static> {
+    rbpf::EbpfVmMbuff::new(Some(bytes)).expect("rbpf loads")
+}
+
+/// The parser's packets: UDP frames of growing length to ports, half of
+/// them dropped.
+fn parser_packets() -> Vec<Vec<u8>> {
+    [53u16, 22, 80, 3389, 443, 445, 123, 23]
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| udp_frame(60 + 100 * i, p))
+        .collect()
+}
+
+/// The three assembled programs, each for both engines.
+fn asm_cases() -> Vec<Case<'static>> {
     let parser_nfkit = asm(&PARSER.replace("{CTX}", NFKIT_CTX));
     let parser_rbpf = nfkit_isa::encode_bytes(&asm(&PARSER.replace("{CTX}", RBPF_CTX)));
     let alu = asm(ALU_LOOP);
     let alu_bytes = nfkit_isa::encode_bytes(&alu);
     let mem = asm(MEM_SUM);
     let mem_bytes = nfkit_isa::encode_bytes(&mem);
-
-    let parser_packets: Vec<Vec<u8>> = [53u16, 22, 80, 3389, 443, 445, 123, 23]
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| udp_frame(60 + 100 * i, p))
-        .collect();
     let mem_packets: Vec<Vec<u8>> = (0..4)
         .map(|k| (0..1024).map(|i| (i * 7 + k) as u8).collect())
         .collect();
-
-    let rbpf_vm = |bytes: &'static [u8]| rbpf::EbpfVmMbuff::new(Some(bytes)).expect("rbpf loads");
-    let leak = |v: Vec<u8>| -> &'static [u8] { Box::leak(v.into_boxed_slice()) };
-
-    let mut cases = vec![
+    vec![
         Case {
             name: "parser",
-            packets: parser_packets.clone(),
+            packets: parser_packets(),
             nfkit: Engine::Nfkit {
                 runner: nfkit_vm(parser_nfkit, ProgType::Xdp),
                 xdp: true,
@@ -275,31 +286,37 @@ fn main() {
             }),
             insns: 0,
         },
-    ];
-    if let Some(e) = nfkit_corpus::get("xdp_port_filter") {
-        let image = Image::from_elf(e.object, e.name).expect("corpus object links");
-        let vm = Vm::new(&image, VmConfig::kernel()).expect("corpus program loads");
-        let blocked = vm.map("blocked_ports").expect("map");
-        for port in [22u16, 23, 445, 3389] {
-            blocked
-                .update(&port.to_be_bytes(), &0u64.to_le_bytes(), 0)
-                .expect("insert");
-        }
-        cases.push(Case {
-            name: "xdp_port_filter.o",
-            packets: parser_packets,
-            nfkit: Engine::Nfkit {
-                runner: vm.runner(),
-                xdp: true,
-            },
-            rbpf: None,
-            insns: 0,
-        });
-    }
+    ]
+}
 
-    // Both engines must agree before their speed means anything; count
-    // the instructions nfkit executes.
-    for case in &mut cases {
+/// The clang-built `corpus/xdp_port_filter` on nfkit only (its map
+/// filled with the four blocked ports), if the corpus has it.
+fn corpus_case() -> Option<Case<'static>> {
+    let e = nfkit_corpus::get("xdp_port_filter")?;
+    let image = Image::from_elf(e.object, e.name).expect("corpus object links");
+    let vm = Vm::new(&image, VmConfig::kernel()).expect("corpus program loads");
+    let blocked = vm.map("blocked_ports").expect("map");
+    for port in [22u16, 23, 445, 3389] {
+        blocked
+            .update(&port.to_be_bytes(), &0u64.to_le_bytes(), 0)
+            .expect("insert");
+    }
+    Some(Case {
+        name: "xdp_port_filter.o",
+        packets: parser_packets(),
+        nfkit: Engine::Nfkit {
+            runner: vm.runner(),
+            xdp: true,
+        },
+        rbpf: None,
+        insns: 0,
+    })
+}
+
+/// Both engines must agree before their speed means anything; counts the
+/// instructions nfkit executes into `case.insns`.
+fn check_and_count(cases: &mut [Case]) {
+    for case in cases {
         for p in &case.packets {
             let ours = case.nfkit.run(p);
             assert_ne!(ours, u64::MAX, "{}: nfkit failed", case.name);
@@ -316,41 +333,47 @@ fn main() {
             }
         }
     }
+}
 
-    // Instruction-count mode for before/after comparisons on a loaded
-    // machine (`valgrind --tool=cachegrind`): NFKIT_BENCH_PASSES=N runs
-    // N passes of the cases matching NFKIT_BENCH_ONLY (`case/engine`
-    // substring) and nothing else.
-    if let Ok(n) = std::env::var("NFKIT_BENCH_PASSES") {
-        let n: u64 = n.parse().expect("NFKIT_BENCH_PASSES is a number");
-        let only = std::env::var("NFKIT_BENCH_ONLY").unwrap_or_default();
-        for case in &mut cases {
-            let packets = &case.packets;
-            if format!("{}/nfkit", case.name).contains(&only) {
-                for _ in 0..n {
-                    for p in packets {
-                        black_box(case.nfkit.run(black_box(p)));
-                    }
+/// Instruction-count mode for before/after comparisons on a loaded
+/// machine (`valgrind --tool=cachegrind`): NFKIT_BENCH_PASSES=N runs N
+/// passes of the cases matching NFKIT_BENCH_ONLY (`case/engine`
+/// substring) and nothing else. False if NFKIT_BENCH_PASSES is not set.
+fn passes_mode(cases: &mut [Case]) -> bool {
+    let Ok(n) = std::env::var("NFKIT_BENCH_PASSES") else {
+        return false;
+    };
+    let n: u64 = n.parse().expect("NFKIT_BENCH_PASSES is a number");
+    let only = std::env::var("NFKIT_BENCH_ONLY").unwrap_or_default();
+    for case in cases {
+        let packets = &case.packets;
+        if format!("{}/nfkit", case.name).contains(&only) {
+            for _ in 0..n {
+                for p in packets {
+                    black_box(case.nfkit.run(black_box(p)));
                 }
             }
-            if let Some(r) = &mut case.rbpf {
-                if format!("{}/rbpf", case.name).contains(&only) {
-                    for _ in 0..n {
-                        for p in packets {
-                            black_box(r.run(black_box(p)));
-                        }
+        }
+        if let Some(r) = &mut case.rbpf {
+            if format!("{}/rbpf", case.name).contains(&only) {
+                for _ in 0..n {
+                    for p in packets {
+                        black_box(r.run(black_box(p)));
                     }
                 }
             }
         }
-        return;
     }
+    true
+}
 
+/// Criterion: one group per case, `nfkit` and `rbpf` in it.
+fn run_criterion(cases: &mut [Case]) {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
-    for case in &mut cases {
+    for case in cases {
         let mut g = c.benchmark_group(case.name);
         let packets = &case.packets;
         g.bench_function("nfkit", |b| {
@@ -372,14 +395,18 @@ fn main() {
         g.finish();
     }
     c.final_summary();
+}
 
+/// The summary table: ns per packet of both engines, their ratio, and ns
+/// per executed instruction.
+fn print_summary(cases: &mut [Case]) {
     println!();
     println!("nfkit vs rbpf interpreter, per packet (best of 7 batches of about 50 ms)");
     println!(
         "{:<18} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12}",
         "program", "insns", "nfkit ns", "rbpf ns", "rbpf/nfkit", "nfkit ns/i", "rbpf ns/i"
     );
-    for case in &mut cases {
+    for case in cases {
         let n = case.packets.len() as f64;
         let insns = case.insns as f64 / n;
         let ours = time_per_packet(&mut case.nfkit, &case.packets);
@@ -401,4 +428,15 @@ fn main() {
             cell(theirs.map(|t| t / insns), 2),
         );
     }
+}
+
+fn main() {
+    let mut cases = asm_cases();
+    cases.extend(corpus_case());
+    check_and_count(&mut cases);
+    if passes_mode(&mut cases) {
+        return;
+    }
+    run_criterion(&mut cases);
+    print_summary(&mut cases);
 }

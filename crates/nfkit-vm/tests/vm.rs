@@ -669,10 +669,19 @@ fn pinned_clock_and_trace() {
     assert_eq!(res.trace[0].changes[0].new, 12345);
 }
 
-#[test]
-fn trace_shows_memory_helpers_and_functions() {
+/// Tracing run options with the clock fixed at 77.
+fn trace_opts() -> RunOptions {
+    RunOptions {
+        clock: Some(Arc::new(FixedClock::new(77))),
+        trace: true,
+        ..Default::default()
+    }
+}
+
+/// An XDP program that reads the context and the packet, stores on the
+/// stack, adds to a map atomically, calls a helper and a local function.
+fn memory_helpers_and_functions() -> nfkit_object::Image {
     use nfkit_vm::helpers::table::id;
-    use nfkit_vm::{AccessKind, MemAccess, MemRegion};
     let prog = vec![
         ldx(Size::W, 2, 1, 0),    // 0: r2 = data
         ldx(Size::W, 3, 1, 4),    // 1: r3 = data_end
@@ -697,22 +706,17 @@ fn trace_shows_memory_helpers_and_functions() {
         mov(0, 2),                // 15: sub
         exit(),                   // 16
     ];
-    let img = image(
+    image(
         ProgType::Xdp,
         prog,
         vec![map("counts", MapType::Array, 4, 8, 1)],
-    );
-    let vm = Vm::new(&img, VmConfig::kernel()).expect("loads");
-    let f = udp_frame(60);
-    let opts = RunOptions {
-        clock: Some(Arc::new(FixedClock::new(77))),
-        trace: true,
-        ..Default::default()
-    };
-    let res = vm.run(0, Context::Xdp(XdpMd::new(&f)), &opts);
-    assert_eq!(res.r0(), Some(2), "{:?}", res.result);
-    let t = &res.trace;
-    assert_eq!(t.len() as u64, res.insns);
+    )
+}
+
+/// The trace steps of that program: function entries, memory accesses
+/// (context, packet, stack, map), the helper's return.
+fn check_trace_steps(t: &[nfkit_vm::TraceStep]) {
+    use nfkit_vm::{AccessKind, MemAccess, MemRegion};
     assert_eq!(t[0].enters.as_deref(), Some("prog"));
     assert!(t[1].enters.is_none());
     let ctx = t[1].mem.as_ref().expect("ctx load");
@@ -752,7 +756,11 @@ fn trace_shows_memory_helpers_and_functions() {
     assert_eq!((h.name, h.ret), (Some("ktime_get_ns"), Some(77)));
     assert_eq!(t[11].enters.as_deref(), Some("prog@15"));
     assert_eq!(t[13].enters.as_deref(), Some("prog"), "back in the caller");
-    // As text.
+}
+
+/// The same steps as text, and the trace lines with function headers.
+fn check_trace_text(res: &nfkit_vm::RunResult) {
+    let t = &res.trace;
     assert_eq!(
         t[5].to_string(),
         format!(
@@ -782,8 +790,10 @@ fn trace_shows_memory_helpers_and_functions() {
     assert_eq!(lines[0], "prog:");
     assert!(lines.iter().any(|l| l == "prog@15:"), "{lines:#?}");
     assert_eq!(lines.len(), t.len() + 3);
+}
 
-    // A faulting store: marked, no memory access claimed.
+/// A faulting store: marked, no memory access claimed.
+fn check_faulting_store_trace(f: &[u8], opts: &RunOptions) {
     let vm = Vm::new(
         &image(
             ProgType::Xdp,
@@ -798,11 +808,24 @@ fn trace_shows_memory_helpers_and_functions() {
         VmConfig::kernel(),
     )
     .expect("loads");
-    let res = vm.run(0, Context::Xdp(XdpMd::new(&f)), &opts);
+    let res = vm.run(0, Context::Xdp(XdpMd::new(f)), opts);
     assert!(res.result.is_err());
     let last = res.trace.last().expect("steps");
     assert!(last.faulted && last.mem.is_none(), "{last:?}");
     assert!(last.to_string().ends_with("; faulted"), "{last}");
+}
+
+#[test]
+fn trace_shows_memory_helpers_and_functions() {
+    let vm = Vm::new(&memory_helpers_and_functions(), VmConfig::kernel()).expect("loads");
+    let f = udp_frame(60);
+    let opts = trace_opts();
+    let res = vm.run(0, Context::Xdp(XdpMd::new(&f)), &opts);
+    assert_eq!(res.r0(), Some(2), "{:?}", res.result);
+    assert_eq!(res.trace.len() as u64, res.insns);
+    check_trace_steps(&res.trace);
+    check_trace_text(&res);
+    check_faulting_store_trace(&f, &opts);
 }
 
 #[test]
