@@ -12,6 +12,7 @@
 
 pub mod deploy;
 pub mod error;
+pub mod maps;
 pub mod runner;
 
 pub use deploy::{deploy_script, DeploySpec, Deployed, Mode};

@@ -128,6 +128,13 @@ pub struct MapRecord {
     /// BTF names of the key and value types, when known (`u16`, `u32`, ...).
     pub key_type: Option<String>,
     pub value_type: Option<String>,
+    /// Typed descriptions of key and value for display and parsing
+    /// (nfkit-control's `maps::ValueType`, JSON text), set by whoever
+    /// deploys; absent in older state files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_desc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_desc: Option<String>,
 }
 
 /// One deployment, as the state file records it.
@@ -438,6 +445,8 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
             max_entries: spec.max_entries,
             key_type: btf_name(req.image, spec.key_type_id),
             value_type: btf_name(req.image, spec.value_type_id),
+            key_desc: None,
+            value_desc: None,
         });
     }
     // Pins of maps the new version no longer has.
