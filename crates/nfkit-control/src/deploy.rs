@@ -9,6 +9,7 @@
 //! dropped silently there.
 
 use crate::error::ControlError;
+use crate::maps::MapInfo;
 use nfkit_abi::{AttachPoint, Hook};
 use nfkit_kernel::deploy::{self as kdeploy, DeployOutcome, DeployRequest, Paths};
 use nfkit_kernel::dynamic::DynParts;
@@ -169,13 +170,47 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
         }),
         chains: &chains,
     };
-    let outcome = kdeploy::deploy(paths, &req).map_err(kernel)?;
+    let mut outcome = kdeploy::deploy(paths, &req).map_err(kernel)?;
+    record_map_types(paths, &mut outcome, req.image, &c.program).map_err(kernel)?;
     Ok(Deployed {
         outcome,
         attach,
         warnings: c.warnings,
         notes,
     })
+}
+
+/// Records in the state file (and `outcome`) the typed descriptions of
+/// the deployed maps' keys and values, from the script's declarations
+/// and the image's BTF, for `nfkit map` to read and show them.
+fn record_map_types(
+    paths: &Paths,
+    outcome: &mut DeployOutcome,
+    image: &nfkit_object::Image,
+    program: &nfkit_lang::ir::Program,
+) -> Result<(), nfkit_kernel::KernelError> {
+    let fill = |recs: &mut [kdeploy::MapRecord]| {
+        for r in recs {
+            let Some(spec) = image.maps.iter().find(|s| s.name == r.name) else {
+                continue;
+            };
+            let decl = program.maps.iter().find(|d| d.name == r.name);
+            let info = MapInfo::from_spec(spec, image.btf.as_ref(), decl);
+            r.key_desc = serde_json::to_string(&info.key).ok();
+            r.value_desc = serde_json::to_string(&info.value).ok();
+        }
+    };
+    fill(&mut outcome.deployment.maps);
+    let mut state = kdeploy::State::load(paths)?;
+    let (dev, hook) = (&outcome.deployment.dev, outcome.deployment.hook);
+    if let Some(d) = state
+        .deployments
+        .iter_mut()
+        .find(|d| &d.dev == dev && d.hook == hook)
+    {
+        fill(&mut d.maps);
+    }
+    state.save(paths)
 }
 
 /// Warnings about where a program is attached: native XDP on a veth

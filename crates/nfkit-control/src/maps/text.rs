@@ -348,12 +348,13 @@ fn show_time(ns: u64, expiry: bool, now_ns: Option<u64>) -> (String, Value) {
         return (format!("{ns} ns"), json!({ "ns": ns }));
     };
     let d = (i128::from(ns) - i128::from(now)) as f64 / 1e9;
-    let rounded = (d * 1000.0).round() / 1000.0;
+    let rounded = (d * 1000.0).round() / 1000.0 + 0.0;
+    let a = d.abs();
     let text = match (expiry, d > 0.0) {
-        (true, true) => format!("expires in {d:.1} s"),
-        (true, false) => format!("expired {:.1} s ago", -d),
-        (false, true) => format!("in {d:.1} s"),
-        (false, false) => format!("{:.1} s ago", -d),
+        (true, true) => format!("expires in {a:.1} s"),
+        (true, false) => format!("expired {a:.1} s ago"),
+        (false, true) => format!("in {a:.1} s"),
+        (false, false) => format!("{a:.1} s ago"),
     };
     (text, json!({"ns": ns, "in_s": rounded}))
 }
