@@ -244,7 +244,7 @@ fn hex_bytes(t: &str, n: usize) -> Option<Vec<u8>> {
 
 /// Decodes an even number of hex digits.
 pub fn decode_hex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 || !h.is_ascii() {
+    if !h.len().is_multiple_of(2) || !h.is_ascii() {
         return None;
     }
     (0..h.len())
