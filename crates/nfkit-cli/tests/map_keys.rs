@@ -140,6 +140,17 @@ fn addresses_find_what_the_chain_wrote() {
         .unwrap_or_else(|| panic!("{dump}"));
     let in_s = row["value"]["in_s"].as_f64().expect("in_s");
     assert!(in_s > 20.0 && in_s <= 30.0, "{row}");
+    // The state file recorded the types: `map list` shows them.
+    let list = json(&nfkit_ok(&sut, &s, &["map", "list", "--json"]));
+    let row = |n: &str| {
+        list.as_array()
+            .and_then(|a| a.iter().find(|r| r["name"] == n))
+            .cloned()
+            .unwrap_or_else(|| panic!("{n}: {list}"))
+    };
+    assert_eq!(row("seen")["key"]["kind"], "int", "{list}");
+    assert_eq!(row("pairs")["key"]["kind"], "tuple", "{list}");
+    assert_eq!(row("nf_sets_src")["value"]["kind"], "time", "{list}");
     let got = nfkit_ok(&sut, &s, &["map", "get", "nf_sets_src", "198.18.51.7"]);
     assert!(got.starts_with("expires in "), "{got}");
     nfkit_ok(&sut, &s, &["undeploy"]);

@@ -91,11 +91,13 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
                     && hook.is_none_or(|h| h == s.deployment.hook)
             }) {
                 for m in &s.deployment.maps {
+                    let (kt, vt) = maps::kernel::record_types(m);
                     rows.push(json!({
                         "dev": s.deployment.dev, "hook": s.deployment.hook.name(),
                         "name": m.name, "type": m.map_type, "key_size": m.key_size,
                         "value_size": m.value_size, "max_entries": m.max_entries,
                         "key_type": m.key_type, "value_type": m.value_type,
+                        "key": kt, "value": vt,
                     }));
                     if !a.json {
                         println!(
@@ -104,9 +106,9 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
                             s.deployment.hook.name(),
                             m.name,
                             m.map_type,
-                            m.key_type.as_deref().unwrap_or("?"),
+                            kt.describe(),
                             m.key_size,
-                            m.value_type.as_deref().unwrap_or("?"),
+                            vt.describe(),
                             m.value_size,
                             m.max_entries
                         );

@@ -45,12 +45,31 @@ fn recorded(desc: Option<&str>, name: Option<&str>, size: u32) -> ValueType {
     desc.and_then(|d| serde_json::from_str::<ValueType>(d).ok())
         .filter(|t| t.size() == size)
         .unwrap_or_else(|| match name {
-            Some(n) if n.starts_with("__be") => ValueType::BeInt { size },
+            Some(n) if n.starts_with("__be") && matches!(size, 2 | 4 | 8) => {
+                ValueType::BeInt { size }
+            }
             _ => ValueType::from_size(size),
         })
 }
 
+/// The key and value types of a recorded map (as [`MapAccess::info`]
+/// gives them, without opening the map).
+pub fn record_types(rec: &MapRecord) -> (ValueType, ValueType) {
+    let key = recorded(
+        rec.key_desc.as_deref(),
+        rec.key_type.as_deref(),
+        rec.key_size,
+    );
+    let value = recorded(
+        rec.value_desc.as_deref(),
+        rec.value_type.as_deref(),
+        rec.value_size,
+    );
+    (key, value)
+}
+
 fn info_of(rec: &MapRecord, t: MapType) -> MapInfo {
+    let (key, value) = record_types(rec);
     MapInfo {
         name: rec.name.clone(),
         map_type: rec.map_type.clone(),
@@ -59,16 +78,8 @@ fn info_of(rec: &MapRecord, t: MapType) -> MapInfo {
         max_entries: rec.max_entries,
         per_cpu: is_per_cpu(t),
         is_array: matches!(t, MapType::Array | MapType::PercpuArray),
-        key: recorded(
-            rec.key_desc.as_deref(),
-            rec.key_type.as_deref(),
-            rec.key_size,
-        ),
-        value: recorded(
-            rec.value_desc.as_deref(),
-            rec.value_type.as_deref(),
-            rec.value_size,
-        ),
+        key,
+        value,
     }
 }
 
@@ -117,5 +128,26 @@ impl MapAccess for KernelMap {
         }
         self.map.delete(key)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_state_files_load_and_type_maps_by_size() {
+        let old = r#"{"name": "seen", "pin": "/sys/fs/bpf/x", "map_type": "Hash",
+            "key_size": 4, "value_size": 16, "max_entries": 8,
+            "key_type": null, "value_type": "__be32"}"#;
+        let rec: MapRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(rec.key_desc, None);
+        let (k, v) = record_types(&rec);
+        assert_eq!((k, v), (ValueType::uint(4), ValueType::Bytes { size: 16 }));
+        let rec = MapRecord {
+            key_desc: serde_json::to_string(&ValueType::Ipv4).ok(),
+            ..rec
+        };
+        assert_eq!(record_types(&rec).0, ValueType::Ipv4);
     }
 }
