@@ -7,6 +7,8 @@
 //! * [`deploy`]: compile → slot planning → (dynamic) compile → deploy on
 //!   a kernel hook, with the script's own attach point and warnings for
 //!   targets that cannot work.
+//! * [`maps`]: typed map keys and values (docs/abi.md 9) and one
+//!   `MapAccess` trait for kernel and VM maps.
 //! * [`error`](mod@error): [`ControlError`].
 #![forbid(unsafe_code)]
 
