@@ -26,6 +26,22 @@ struct {
 	__type(value, __u64);
 } nf_monitor_count SEC(".maps");
 
+/* The flow key: the first NF_FLOW_KEY_SIZE bytes of nf_pkt_info, named
+ * so that tools show addresses and ports (docs/abi.md, "Map keys and
+ * values"). */
+struct nf_monitor_flow_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u16 sport;
+	__u16 dport;
+	__u8 l4_proto;
+	__u8 ip_version;
+	__u16 pad;
+};
+_Static_assert(sizeof(struct nf_monitor_flow_key) == NF_FLOW_KEY_SIZE, "flow key");
+
+typedef __u64 nf_monitor_last_ns;
+
 struct nf_monitor_rate_val {
 	__u64 last_ns;    /* time of the flow's latest packet */
 	__u64 avg_gap_fp; /* average gap between packets, ns << 8 */
@@ -35,15 +51,15 @@ struct nf_monitor_rate_val {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NF_MONITOR_FLOWS);
-	__uint(key_size, NF_FLOW_KEY_SIZE);
+	__type(key, struct nf_monitor_flow_key);
 	__type(value, struct nf_monitor_rate_val);
 } nf_monitor_rate SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NF_MONITOR_FLOWS);
-	__uint(key_size, NF_FLOW_KEY_SIZE);
-	__type(value, __u64);
+	__type(key, struct nf_monitor_flow_key);
+	__type(value, nf_monitor_last_ns);
 } nf_monitor_last SEC(".maps");
 
 /**

@@ -12,10 +12,19 @@
 
 #define NF_SAMPLE_FLOWS 65536
 
+/* The flow key (the first NF_FLOW_KEY_SIZE bytes of nf_pkt_info, named
+ * so that tools show addresses and ports) and the sampling period. */
 struct nf_sample_key {
-	__u8 flow[NF_FLOW_KEY_SIZE];
+	__u8 src[16];
+	__u8 dst[16];
+	__u16 sport;
+	__u16 dport;
+	__u8 l4_proto;
+	__u8 ip_version;
+	__u16 pad;
 	__u64 n;
 };
+_Static_assert(__builtin_offsetof(struct nf_sample_key, n) == NF_FLOW_KEY_SIZE, "flow key");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -45,7 +54,7 @@ NF(one_in, n)
 		return NF_FAULT;
 	if (n <= 1)
 		return n;
-	__builtin_memcpy(k.flow, pi, NF_FLOW_KEY_SIZE);
+	__builtin_memcpy(&k, pi, NF_FLOW_KEY_SIZE);
 	k.n = n;
 	c = bpf_map_lookup_elem(&nf_sample_flows, &k);
 	if (!c) {

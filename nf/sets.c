@@ -26,25 +26,39 @@
 #define NF_SET_NO_EXPIRY 0xffffffffffffffff
 #define NF_SET_ENTRIES 65536
 
+/* Keys: addresses as nf_pkt_info holds them (IPv6, or IPv4-mapped
+ * ::ffff:a.b.c.d), so tools show them as addresses (docs/abi.md, "Map
+ * keys and values"); values: the expiry time, a u64 on nf_now()'s clock. */
+struct nf_set_key {
+	__u8 addr[16];
+};
+
+struct nf_set_pair_key {
+	__u8 src[16];
+	__u8 dst[16];
+};
+
+typedef __u64 nf_set_expiry;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NF_SET_ENTRIES);
-	__uint(key_size, 16);
-	__type(value, __u64);
+	__type(key, struct nf_set_key);
+	__type(value, nf_set_expiry);
 } nf_sets_src SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NF_SET_ENTRIES);
-	__uint(key_size, 16);
-	__type(value, __u64);
+	__type(key, struct nf_set_key);
+	__type(value, nf_set_expiry);
 } nf_sets_dst SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NF_SET_ENTRIES);
-	__uint(key_size, 32);
-	__type(value, __u64);
+	__type(key, struct nf_set_pair_key);
+	__type(value, nf_set_expiry);
 } nf_sets_srcdst SEC(".maps");
 
 static __always_inline __u64 nf__set(void *map, void *key, __u64 op, __u64 ttl)

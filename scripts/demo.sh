@@ -175,12 +175,9 @@ PIDS+=($!)
 counter() { # counter INDEX: the total of one verdict counter
     "$NFKIT" map dump counters --dev $P-i0 2>/dev/null | awk -v k="$1" -F'[: ]+' '$1 == k {print $2}'
 }
-blacklist() { # the blacklisted IPv4 sources (keys: IPv4-mapped IPv6, hex)
-    "$NFKIT" map dump nf_sets_src --dev $P-i0 2>/dev/null | while IFS=: read -r key _; do
-        key=${key// /}
-        [ ${#key} = 32 ] || continue
-        printf '%d.%d.%d.%d ' 0x"${key:24:2}" 0x"${key:26:2}" 0x"${key:28:2}" 0x"${key:30:2}"
-    done
+blacklist() { # the blacklisted sources: `ADDR: expires in N s` lines of the set
+    "$NFKIT" map dump nf_sets_src --dev $P-i0 2>/dev/null | grep -v ': expired' |
+        sed -E 's/: .*$//' | tr '\n' ' ' || true
 }
 last_line() { grep -E '^ *[0-9.]+s ' "$1" 2>/dev/null | tail -n1 | sed -E 's/^ *[0-9.]+s +//' || true; }
 

@@ -9,8 +9,9 @@
 //! dropped silently there.
 
 use crate::error::ControlError;
+use crate::maps::MapInfo;
 use nfkit_abi::{AttachPoint, Hook};
-use nfkit_kernel::deploy::{self as kdeploy, DeployOutcome, DeployRequest, Paths};
+use nfkit_kernel::deploy::{self as kdeploy, DeployOutcome, DeployRequest, MapDesc, Paths};
 use nfkit_kernel::dynamic::DynParts;
 use nfkit_lang::{Compiled, Diagnostic, DynSlots, Options};
 use nfkit_nf::SearchPath;
@@ -178,8 +179,10 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
         }
     };
     let notes = attach_notes(&dev, spec.netns, attach);
+    let image = dynamic.as_ref().map_or(&c.image, |d| &d.compiled.image);
+    let descs = map_descs(image, &c.program);
     let req = DeployRequest {
-        image: dynamic.as_ref().map_or(&c.image, |d| &d.compiled.image),
+        image,
         entry: dynamic
             .as_ref()
             .map_or(entry.as_str(), |d| d.compiled.entry.as_str()),
@@ -194,6 +197,7 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
             bank: d.bank,
         }),
         chains: &chains,
+        map_descs: &descs,
     };
     let outcome = kdeploy::deploy(paths, &req).map_err(kernel)?;
     Ok(Deployed {
@@ -202,6 +206,24 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
         warnings: c.warnings,
         notes,
     })
+}
+
+/// The typed descriptions of every map's key and value in `image`, from
+/// the script's declarations and the image's BTF, for `nfkit map`.
+fn map_descs(image: &nfkit_object::Image, program: &nfkit_lang::ir::Program) -> Vec<MapDesc> {
+    image
+        .maps
+        .iter()
+        .filter_map(|spec| {
+            let decl = program.maps.iter().find(|d| d.name == spec.name);
+            let info = MapInfo::from_spec(spec, image.btf.as_ref(), decl);
+            Some(MapDesc {
+                name: spec.name.clone(),
+                key: serde_json::to_string(&info.key).ok()?,
+                value: serde_json::to_string(&info.value).ok()?,
+            })
+        })
+        .collect()
 }
 
 /// Warnings about where a program is attached: native XDP on a veth

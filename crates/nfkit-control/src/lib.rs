@@ -7,11 +7,14 @@
 //! * [`deploy`]: compile → slot planning → (dynamic) compile → deploy on
 //!   a kernel hook, with the script's own attach point and warnings for
 //!   targets that cannot work.
+//! * [`maps`]: typed map keys and values (docs/abi.md 9) and one
+//!   `MapAccess` trait for kernel and VM maps.
 //! * [`error`](mod@error): [`ControlError`].
 #![forbid(unsafe_code)]
 
 pub mod deploy;
 pub mod error;
+pub mod maps;
 pub mod runner;
 
 pub use deploy::{deploy_script, DeploySpec, Deployed, Mode};

@@ -4,6 +4,7 @@
 //! each packet's timestamp (docs/abi.md 7), statistics read back from
 //! `nfkit_stats`.
 
+use crate::maps::{self, DumpOptions, MapInfo, Row, VmMap};
 use nfkit_abi::{maps as abi_maps, stats as abi_stats, Hook, NfConfig};
 use nfkit_lang::ir::Program;
 use nfkit_lang::{Compiled, DynCompiled};
@@ -21,7 +22,7 @@ pub enum RunError {
     #[error("map {map}: {source}")]
     Map {
         map: String,
-        source: nfkit_vm::MapError,
+        source: crate::maps::MapError,
     },
 }
 
@@ -61,12 +62,57 @@ pub struct ScriptVm {
     hook: Hook,
     chains: Vec<String>,
     last: Vec<u64>,
+    /// The maps reports show: (typed info, whether an NF's).
+    shown: Vec<(MapInfo, bool)>,
+    /// The clock of the latest packet (times in maps are shown against it).
+    now: Option<u64>,
 }
 
-fn map_err(map: &str, source: nfkit_vm::MapError) -> RunError {
+/// One map of a run, typed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapDump {
+    pub info: MapInfo,
+    /// An NF's map (not declared by the script).
+    pub nf: bool,
+    pub rows: Vec<Row>,
+}
+
+/// The maps a report shows: the script's, then the NFs' own (the
+/// `nfkit_*` maps of the ABI and global data left out), typed.
+fn shown_maps(image: &nfkit_object::Image, program: &Program) -> Vec<(MapInfo, bool)> {
+    use nfkit_object::{MapKind, MapType};
+    let mut out = Vec::new();
+    for d in &program.maps {
+        if let Some(spec) = image.maps.iter().find(|s| s.name == d.name) {
+            out.push((MapInfo::from_spec(spec, image.btf.as_ref(), Some(d)), false));
+        }
+    }
+    for spec in &image.maps {
+        let data = matches!(
+            spec.map_type,
+            MapType::Hash
+                | MapType::Array
+                | MapType::PercpuHash
+                | MapType::PercpuArray
+                | MapType::LruHash
+                | MapType::LruPercpuHash
+                | MapType::LpmTrie
+        );
+        if data
+            && spec.kind == MapKind::Declared
+            && !spec.name.starts_with("nfkit_")
+            && !program.maps.iter().any(|d| d.name == spec.name)
+        {
+            out.push((MapInfo::from_spec(spec, image.btf.as_ref(), None), true));
+        }
+    }
+    out
+}
+
+fn map_err(map: &str, source: impl Into<crate::maps::MapError>) -> RunError {
     RunError::Map {
         map: map.to_string(),
-        source,
+        source: source.into(),
     }
 }
 
@@ -104,6 +150,8 @@ impl ScriptVm {
             hook,
             chains,
             last: Vec::new(),
+            shown: shown_maps(image, program),
+            now: None,
         };
         s.last = s.raw_stats();
         Ok(s)
@@ -151,6 +199,7 @@ impl ScriptVm {
         trace: bool,
     ) -> Result<(Outcome, Vec<String>), RunError> {
         self.pin_clock(now_ns)?;
+        self.now = Some(now_ns);
         let opts = RunOptions {
             trace,
             ..RunOptions::default()
@@ -231,6 +280,29 @@ impl ScriptVm {
             .collect()
     }
 
+    /// Every map a report shows, typed (script maps, then NF maps);
+    /// per-CPU integers summed, array entries of value 0 left out.
+    pub fn map_dumps(&self) -> Result<Vec<MapDump>, RunError> {
+        let opts = DumpOptions {
+            skip_zero_array: true,
+            sum_per_cpu: true,
+        };
+        let mut out = Vec::new();
+        for (info, nf) in &self.shown {
+            let Some(m) = self.vm.map(&info.name) else {
+                continue;
+            };
+            let access = VmMap::new(m, info.clone(), self.now);
+            let rows = maps::dump(&access, opts).map_err(|e| map_err(&info.name, e))?;
+            out.push(MapDump {
+                info: info.clone(),
+                nf: *nf,
+                rows,
+            });
+        }
+        Ok(out)
+    }
+
     /// The script's maps: (name, sorted (key, value) pairs); per-CPU
     /// values summed over CPUs.
     pub fn maps(&self, prog: &Program) -> Vec<(String, Vec<(u64, u64)>)> {
@@ -296,11 +368,14 @@ pub struct PacketLine {
 }
 
 /// What `nfkit run SCRIPT` reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     pub packets: usize,
     pub stats: Vec<ChainStats>,
+    /// The script's maps as integers (a tuple key's first 8 bytes).
     pub maps: Vec<(String, Vec<(u64, u64)>)>,
+    /// Every map, typed: the script's, then its NFs'.
+    pub map_dumps: Vec<MapDump>,
     pub lines: Vec<PacketLine>,
     /// Packets the hook lets through (not dropped), as modified: (ts, bytes).
     pub out: Vec<(u64, Vec<u8>)>,
@@ -350,6 +425,7 @@ pub fn run_capture(
         packets: packets.len(),
         stats: vm.stats(),
         maps: vm.maps(&c.program),
+        map_dumps: vm.map_dumps()?,
         lines,
         out,
         traces,
@@ -394,11 +470,17 @@ impl Report {
                 .collect();
             let _ = writeln!(s, "  {}: {}", st.chain, parts.join(", "));
         }
-        let _ = writeln!(s, "maps:");
-        for (name, rows) in &self.maps {
-            let _ = writeln!(s, "  {name}: {} entries", rows.len());
-            for (k, v) in rows {
-                let _ = writeln!(s, "    {k}: {v}");
+        for (nf, title) in [(false, "maps:"), (true, "nf maps:")] {
+            let mut dumps = self.map_dumps.iter().filter(|d| d.nf == nf).peekable();
+            if nf && dumps.peek().is_none() {
+                continue;
+            }
+            let _ = writeln!(s, "{title}");
+            for d in dumps {
+                let _ = writeln!(s, "  {}: {} entries", d.info.name, d.rows.len());
+                for r in &d.rows {
+                    let _ = writeln!(s, "    {}", r.text());
+                }
             }
         }
         s
@@ -420,21 +502,21 @@ impl Report {
                 serde_json::json!({"chain": st.chain, "counts": counts})
             })
             .collect();
-        let maps: serde_json::Map<String, serde_json::Value> = self
-            .maps
-            .iter()
-            .map(|(n, rows)| {
-                let r: Vec<serde_json::Value> = rows
-                    .iter()
-                    .map(|(k, v)| serde_json::json!({"key": k, "value": v}))
-                    .collect();
-                (n.clone(), r.into())
-            })
-            .collect();
+        let maps = |nf: bool| -> serde_json::Map<String, serde_json::Value> {
+            self.map_dumps
+                .iter()
+                .filter(|d| d.nf == nf)
+                .map(|d| {
+                    let rows: Vec<serde_json::Value> = d.rows.iter().map(Row::json).collect();
+                    (d.info.name.clone(), rows.into())
+                })
+                .collect()
+        };
         let mut v = serde_json::json!({
             "packets": self.packets,
             "chains": chains,
-            "maps": maps,
+            "maps": maps(false),
+            "nf_maps": maps(true),
             "out_packets": self.out.len(),
         });
         if per_packet {

@@ -72,6 +72,19 @@ pub struct DeployRequest<'a> {
     /// The chains by chain id, for the per-chain counters of `status`
     /// (empty: shown as `chain N`).
     pub chains: &'a [String],
+    /// Typed descriptions of map keys and values to record (maps not
+    /// listed are shown by size).
+    pub map_descs: &'a [MapDesc],
+}
+
+/// What a map's key and value mean, as the deployer describes them
+/// (JSON text of nfkit-control's `maps::ValueType`), kept in the state
+/// file for `nfkit map`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapDesc {
+    pub name: String,
+    pub key: String,
+    pub value: String,
 }
 
 /// What a deploy did.
@@ -189,6 +202,7 @@ fn pin_maps(
     let mut records = Vec::new();
     for (spec, m) in req.image.maps.iter().zip(loaded.maps()) {
         let pin = maps_dir.join(pin_name(&spec.name));
+        let desc = req.map_descs.iter().find(|d| d.name == spec.name);
         if !reused_maps.contains(&spec.name) {
             unpin(&pin)?;
             m.pin(&pin)?;
@@ -202,6 +216,8 @@ fn pin_maps(
             max_entries: spec.max_entries,
             key_type: btf_name(req.image, spec.key_type_id),
             value_type: btf_name(req.image, spec.value_type_id),
+            key_desc: desc.map(|d| d.key.clone()),
+            value_desc: desc.map(|d| d.value.clone()),
         });
     }
     if let Some(prev) = previous {

@@ -74,6 +74,12 @@ pub fn current_cpu() -> Option<usize> {
     sys::current_cpu()
 }
 
+/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns` (and of
+/// `nf_now()` unpinned), for showing map times relative to now.
+pub fn monotonic_ns() -> u64 {
+    sys::monotonic_ns()
+}
+
 /// Number of possible CPUs (the length of per-CPU map values).
 pub fn possible_cpus() -> Result<usize, KernelError> {
     libbpf_rs::num_possible_cpus().map_err(|e| KernelError::Os {

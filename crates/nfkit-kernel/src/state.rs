@@ -71,6 +71,13 @@ pub struct MapRecord {
     /// BTF names of the key and value types, when known (`u16`, `u32`, ...).
     pub key_type: Option<String>,
     pub value_type: Option<String>,
+    /// Typed descriptions of key and value for display and parsing
+    /// (nfkit-control's `maps::ValueType`, JSON text), set by whoever
+    /// deploys; absent in older state files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_desc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_desc: Option<String>,
 }
 
 /// One deployment, as the state file records it.

@@ -43,6 +43,7 @@ fn deploy_in(
                 source: "base.tc.o",
                 dynamic: None,
                 chains: &[],
+                map_descs: &[],
             };
             deploy::deploy(paths, &req).map_err(|e| e.to_string())
         })

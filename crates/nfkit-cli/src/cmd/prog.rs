@@ -7,8 +7,8 @@
 //! packet's capture time (as `nfkit run` does in the VM).
 
 use super::hook_of;
-use super::map::{decode_hex, hex};
 use anyhow::{anyhow, bail, Context};
+use nfkit_control::maps::text::{decode_hex, hex};
 use nfkit_kernel::{load_image, LoadOptions, TestRun};
 use nfkit_object::{Image, ProgType};
 use serde_json::json;

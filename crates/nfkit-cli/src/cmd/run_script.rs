@@ -1,8 +1,9 @@
 //! `nfkit run SCRIPT --pcap IN.pcap [--out OUT.pcap] [--trace] [--json]`:
 //! compiles a chain script and runs the whole of it (classifier, chains,
 //! NFs) on every packet in the VM, with `nf_now()` pinned to each
-//! packet's capture time; prints per chain and per verdict counts and the
-//! script's maps at the end (per packet too with `--trace`).
+//! packet's capture time; prints per chain and per verdict counts and
+//! every map of the run, typed (the script's, then its NFs': `nf_maps` in
+//! JSON) at the end (per packet too with `--trace`).
 
 use anyhow::{anyhow, Context};
 use nfkit_control::runner::run_capture;

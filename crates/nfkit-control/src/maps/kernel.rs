@@ -1,0 +1,153 @@
+//! [`MapAccess`] for deployed kernel maps: found through the state file,
+//! opened from their pins, typed by the descriptions recorded at deploy
+//! time (or by their sizes for older state files).
+
+use super::access::{is_per_cpu, no_such_key_bytes, Entry, MapAccess, MapError, MapInfo};
+use super::types::ValueType;
+use nfkit_abi::AttachPoint;
+use nfkit_kernel::deploy::{self as kdeploy, MapRecord, Paths};
+use nfkit_kernel::KMap;
+use nfkit_object::MapType;
+
+/// A deployed map.
+pub struct KernelMap {
+    pub record: MapRecord,
+    map: KMap,
+    info: MapInfo,
+}
+
+impl KernelMap {
+    /// The deployed map `name` (on `dev`, at `hook`, when it is deployed
+    /// on several).
+    pub fn find(
+        paths: &Paths,
+        name: &str,
+        dev: Option<&str>,
+        hook: Option<AttachPoint>,
+    ) -> Result<KernelMap, MapError> {
+        let (_, rec, map) = kdeploy::find_map_at(paths, name, dev, hook)?;
+        Ok(KernelMap::new(rec, map))
+    }
+
+    /// The map `map` recorded as `rec`.
+    pub fn new(rec: MapRecord, map: KMap) -> KernelMap {
+        let info = info_of(&rec, map.map_type());
+        KernelMap {
+            record: rec,
+            map,
+            info,
+        }
+    }
+}
+
+/// A recorded type description, if it reads back and has the size.
+fn recorded(desc: Option<&str>, name: Option<&str>, size: u32) -> ValueType {
+    desc.and_then(|d| serde_json::from_str::<ValueType>(d).ok())
+        .filter(|t| t.size() == size)
+        .unwrap_or_else(|| match name {
+            Some(n) if n.starts_with("__be") && matches!(size, 2 | 4 | 8) => {
+                ValueType::BeInt { size }
+            }
+            _ => ValueType::from_size(size),
+        })
+}
+
+/// The key and value types of a recorded map (as [`MapAccess::info`]
+/// gives them, without opening the map).
+pub fn record_types(rec: &MapRecord) -> (ValueType, ValueType) {
+    let key = recorded(
+        rec.key_desc.as_deref(),
+        rec.key_type.as_deref(),
+        rec.key_size,
+    );
+    let value = recorded(
+        rec.value_desc.as_deref(),
+        rec.value_type.as_deref(),
+        rec.value_size,
+    );
+    (key, value)
+}
+
+fn info_of(rec: &MapRecord, t: MapType) -> MapInfo {
+    let (key, value) = record_types(rec);
+    MapInfo {
+        name: rec.name.clone(),
+        map_type: rec.map_type.clone(),
+        key_size: rec.key_size,
+        value_size: rec.value_size,
+        max_entries: rec.max_entries,
+        per_cpu: is_per_cpu(t),
+        is_array: matches!(t, MapType::Array | MapType::PercpuArray),
+        key,
+        value,
+    }
+}
+
+impl MapAccess for KernelMap {
+    fn info(&self) -> &MapInfo {
+        &self.info
+    }
+
+    fn now_ns(&self) -> Option<u64> {
+        Some(nfkit_kernel::monotonic_ns())
+    }
+
+    fn entries(&self) -> Result<Vec<Entry>, MapError> {
+        let mut out = Vec::new();
+        for k in self.map.keys() {
+            if let Some(v) = self.lookup(&k)? {
+                out.push((k, v));
+            }
+        }
+        Ok(out)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, MapError> {
+        Ok(if self.map.is_percpu() {
+            self.map.lookup_percpu(key)?
+        } else {
+            self.map.lookup(key)?.map(|v| vec![v])
+        })
+    }
+
+    fn update(&self, key: &[u8], value: &[u8]) -> Result<(), MapError> {
+        if self.map.is_percpu() {
+            let n = nfkit_kernel::possible_cpus()?;
+            self.map.update_percpu(key, &vec![value.to_vec(); n], 0)?;
+        } else {
+            self.map.update(key, value, 0)?;
+        }
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        // Absent keys are told apart first: the kernel's ENOENT would
+        // come wrapped in OS error text.
+        if self.lookup(key)?.is_none() {
+            return Err(no_such_key_bytes(&self.info, key));
+        }
+        self.map.delete(key)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_state_files_load_and_type_maps_by_size() {
+        let old = r#"{"name": "seen", "pin": "/sys/fs/bpf/x", "map_type": "Hash",
+            "key_size": 4, "value_size": 16, "max_entries": 8,
+            "key_type": null, "value_type": "__be32"}"#;
+        let rec: MapRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(rec.key_desc, None);
+        let (k, v) = record_types(&rec);
+        assert_eq!((k, v), (ValueType::uint(4), ValueType::Bytes { size: 16 }));
+        let rec = MapRecord {
+            key_desc: serde_json::to_string(&ValueType::Ipv4).ok(),
+            ..rec
+        };
+        assert_eq!(record_types(&rec).0, ValueType::Ipv4);
+    }
+}
