@@ -81,10 +81,10 @@
 #define CT_SEC(s) (((s) * 1000000000ULL) >> CT_TSHIFT)
 
 struct nf_ct_key {
-	__u8 a[16];
-	__u8 b[16];
-	__u16 pa;
-	__u16 pb;
+	__u8 a_addr[16];
+	__u8 b_addr[16];
+	__u16 a_port;
+	__u16 b_port;
 	__u8 proto;
 	__u8 pad[3];
 };
@@ -245,15 +245,15 @@ NF(conntrack)
 		side_b = s[0] != d[0] ? s[0] > d[0] : s[1] != d[1] ? s[1] > d[1] : pi->sport > pi->dport;
 	}
 	if (side_b) {
-		__builtin_memcpy(k.a, pi->dst, 16);
-		__builtin_memcpy(k.b, pi->src, 16);
-		k.pa = pi->dport;
-		k.pb = pi->sport;
+		__builtin_memcpy(k.a_addr, pi->dst, 16);
+		__builtin_memcpy(k.b_addr, pi->src, 16);
+		k.a_port = pi->dport;
+		k.b_port = pi->sport;
 	} else {
-		__builtin_memcpy(k.a, pi->src, 16);
-		__builtin_memcpy(k.b, pi->dst, 16);
-		k.pa = pi->sport;
-		k.pb = pi->dport;
+		__builtin_memcpy(k.a_addr, pi->src, 16);
+		__builtin_memcpy(k.b_addr, pi->dst, 16);
+		k.a_port = pi->sport;
+		k.b_port = pi->dport;
 	}
 	k.proto = pi->l4_proto;
 	t = (nf_now() >> CT_TSHIFT) & 0xffffffffffffULL;
