@@ -25,6 +25,9 @@ pub enum ControlError {
          (or give --hook xdp|xdp-generic|tc-ingress|tc-egress)"
     )]
     SocketScript(String),
+    /// The deployment state could not be read or changed.
+    #[error(transparent)]
+    State(Box<nfkit_kernel::KernelError>),
     /// No classifier: nothing to attach.
     #[error("{0}: the script has no classifier (nothing to attach)")]
     NoClassifier(String),

@@ -9,6 +9,8 @@
 //!   targets that cannot work.
 //! * [`maps`]: typed map keys and values (docs/abi.md 9) and one
 //!   `MapAccess` trait for kernel and VM maps.
+//! * [`status`](mod@status): what is deployed, with per-chain counters;
+//!   undeploy.
 //! * [`error`](mod@error): [`ControlError`].
 #![forbid(unsafe_code)]
 
@@ -16,6 +18,7 @@ pub mod deploy;
 pub mod error;
 pub mod maps;
 pub mod runner;
+pub mod status;
 
 pub use deploy::{deploy_script, DeploySpec, Deployed, Mode};
 pub use error::ControlError;

@@ -212,30 +212,19 @@ pub struct StatusArgs {
 }
 
 pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
-    let st = deploy::status(&Paths::from_env())?;
-    // Per-chain, per-verdict counters (as `nfkit run --json` gives them);
-    // a deployment whose maps cannot be read shows none.
-    let verdicts: Vec<Vec<nfkit_kernel::stats::ChainCounters>> = st
-        .iter()
-        .map(|s| nfkit_kernel::stats::verdict_counters(&s.deployment).unwrap_or_default())
-        .collect();
+    let st = nfkit_control::status::status(&Paths::from_env())?;
     if a.json {
-        let mut rows = Vec::new();
-        for (s, v) in st.iter().zip(&verdicts) {
-            let mut row = serde_json::to_value(s)?;
-            row["verdicts"] = serde_json::to_value(v)?;
-            rows.push(row);
-        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "deployments": rows }))?
+            serde_json::to_string_pretty(&json!({ "deployments": st }))?
         );
         return Ok(ExitCode::SUCCESS);
     }
     if st.is_empty() {
         println!("nothing deployed");
     }
-    for (s, v) in st.iter().zip(&verdicts) {
+    for ds in &st {
+        let (s, v) = (&ds.status, &ds.verdicts);
         let d = &s.deployment;
         let dev = match &d.netns {
             Some(ns) => format!("{} (netns {ns})", d.dev),
@@ -281,7 +270,7 @@ pub struct UndeployArgs {
 }
 
 pub fn undeploy(a: UndeployArgs) -> anyhow::Result<ExitCode> {
-    let gone = deploy::undeploy(&Paths::from_env(), a.dev.as_deref())?;
+    let gone = nfkit_control::status::undeploy(&Paths::from_env(), a.dev.as_deref())?;
     if gone.is_empty() {
         println!("nothing to undeploy");
     }
