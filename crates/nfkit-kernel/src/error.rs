@@ -56,9 +56,20 @@ pub enum KernelError {
     /// The Image cannot be turned into kernel instructions.
     #[error("program '{entry}': {msg}")]
     Image { entry: String, msg: String },
-    /// Map creation or initialisation failed.
-    #[error("map '{map}': {msg}")]
-    Map { map: String, msg: String },
+    /// The kernel refused to create a map.
+    #[error("map '{map}': cannot create {map_type} (key {key_size}, value {value_size}, {max_entries} entries, flags {flags:#x}): {source}")]
+    MapCreate {
+        map: String,
+        map_type: String,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        flags: u32,
+        source: libbpf_rs::Error,
+    },
+    /// A map given for reuse does not have the shape the Image declares.
+    #[error("map '{0}': the map given for reuse has another type, key or value size")]
+    ReuseShape(String),
     /// A map operation failed.
     #[error("map '{map}': {op}: {source}")]
     MapOp {

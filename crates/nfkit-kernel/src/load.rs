@@ -437,10 +437,7 @@ fn create_maps(
                 || m.value_size() != spec.value_size
                 || m.map_type() != spec.map_type
             {
-                return Err(KernelError::Map {
-                    map: spec.name.clone(),
-                    msg: "the map given for reuse has another type, key or value size".into(),
-                });
+                return Err(KernelError::ReuseShape(spec.name.clone()));
             }
             maps.push((*m).clone());
             continue;

@@ -207,10 +207,6 @@ fn takes_btf(t: MapType) -> bool {
 /// Creates the map of `spec` (BTF from `btf_fd` when given and taken,
 /// else without); fills and freezes global-data maps.
 pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, KernelError> {
-    let err = |msg: String| KernelError::Map {
-        map: spec.name.clone(),
-        msg,
-    };
     let read_only = matches!(
         spec.kind,
         MapKind::Global {
@@ -257,26 +253,23 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
             spec.max_entries,
             &opts,
         )
-        .map_err(|e| {
-            err(format!(
-                "cannot create {} (key {}, value {}, {} entries, flags {:#x}): {e}",
-                spec.map_type.name(),
-                spec.key_size,
-                spec.value_size,
-                spec.max_entries,
-                flags
-            ))
+        .map_err(|source| KernelError::MapCreate {
+            map: spec.name.clone(),
+            map_type: spec.map_type.name().to_string(),
+            key_size: spec.key_size,
+            value_size: spec.value_size,
+            max_entries: spec.max_entries,
+            flags,
+            source,
         })?,
     };
     let map = KMap::new(&spec.name, handle);
     if let MapKind::Global { .. } = spec.kind {
         let mut data = spec.data.clone().unwrap_or_default();
         data.resize(spec.value_size as usize, 0);
-        map.update(&0u32.to_le_bytes(), &data, 0)
-            .map_err(|e| err(format!("cannot set initial data: {e}")))?;
+        map.update(&0u32.to_le_bytes(), &data, 0)?;
         if read_only {
-            map.freeze()
-                .map_err(|e| err(format!("cannot freeze: {e}")))?;
+            map.freeze()?;
         }
     }
     Ok(map)
