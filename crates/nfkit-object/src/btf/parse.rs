@@ -171,13 +171,11 @@ impl Btf {
     }
 }
 
-fn parse_type(c: &mut Cursor<'_>, s: Strings<'_>, id: u32) -> Result<Type, BtfError> {
+/// Parses the type record at `c` (type `id`; names from `s`).
+fn parse_type<'a>(c: &mut Cursor<'a>, s: Strings<'a>, id: u32) -> Result<Type, BtfError> {
     let name_off = c.u32("type")?;
     let info = c.u32("type")?;
     let size_or_type = c.u32("type")?;
-    let vlen = (info & 0xffff) as usize;
-    let kind_no = (info >> 24) & 0x1f;
-    let kind_flag = info >> 31 != 0;
     if info & 0x60ff_0000 != 0 {
         return Err(BtfError::Invalid {
             type_id: id,
@@ -185,190 +183,238 @@ fn parse_type(c: &mut Cursor<'_>, s: Strings<'_>, id: u32) -> Result<Type, BtfEr
         });
     }
     let name = s.get(name_off, id)?.to_string();
-    let no_vlen = |k: &str| -> Result<(), BtfError> {
-        if vlen != 0 {
+    let mut r = Record {
+        c,
+        s,
+        id,
+        name,
+        vlen: (info & 0xffff) as usize,
+        kind_flag: info >> 31 != 0,
+        size_or_type,
+    };
+    let kind = r.kind((info >> 24) & 0x1f)?;
+    Ok(Type { name: r.name, kind })
+}
+
+/// A type record being parsed: its header's fields, and the cursor at the
+/// kind's data that follows it.
+struct Record<'c, 'a> {
+    c: &'c mut Cursor<'a>,
+    s: Strings<'a>,
+    id: u32,
+    name: String,
+    vlen: usize,
+    kind_flag: bool,
+    size_or_type: u32,
+}
+
+impl Record<'_, '_> {
+    /// Kind number `kind_no` with its data. The kernel caps vlen at
+    /// 0xffff; each record is at least 8 bytes, so a lying vlen is caught
+    /// by the cursor's bound check.
+    fn kind(&mut self, kind_no: u32) -> Result<Kind, BtfError> {
+        let (t, flag) = (self.size_or_type, self.kind_flag);
+        Ok(match kind_no {
+            1 => self.int()?,
+            2 => {
+                self.no_vlen("PTR")?;
+                check_name(&self.name, self.id, false, "PTR")?;
+                Kind::Ptr { ty: t }
+            }
+            3 => self.array()?,
+            4 | 5 => self.composite(kind_no == 4)?,
+            6 => self.enum32()?,
+            7 => {
+                self.no_vlen("FWD")?;
+                Kind::Fwd { union: flag }
+            }
+            8 => Kind::Typedef {
+                ty: self.modifier("TYPEDEF")?,
+            },
+            9 => Kind::Volatile {
+                ty: self.modifier("VOLATILE")?,
+            },
+            10 => Kind::Const {
+                ty: self.modifier("CONST")?,
+            },
+            11 => Kind::Restrict {
+                ty: self.modifier("RESTRICT")?,
+            },
+            12 => Kind::Func {
+                proto: t,
+                linkage: Linkage::from_u32(self.vlen as u32),
+            },
+            13 => self.func_proto()?,
+            14 => {
+                self.no_vlen("VAR")?;
+                Kind::Var {
+                    ty: t,
+                    linkage: Linkage::from_u32(self.c.u32("VAR")?),
+                }
+            }
+            15 => self.datasec()?,
+            16 => {
+                self.no_vlen("FLOAT")?;
+                Kind::Float { size: t }
+            }
+            17 => {
+                self.no_vlen("DECL_TAG")?;
+                Kind::DeclTag {
+                    ty: t,
+                    component: self.c.u32("DECL_TAG")? as i32,
+                    attr: flag,
+                }
+            }
+            18 => Kind::TypeTag {
+                ty: self.modifier("TYPE_TAG")?,
+                attr: flag,
+            },
+            19 => self.enum64()?,
+            k => {
+                return Err(BtfError::UnknownKind {
+                    type_id: self.id,
+                    kind: k,
+                })
+            }
+        })
+    }
+
+    /// Kind `k` has no vlen records.
+    fn no_vlen(&self, k: &str) -> Result<(), BtfError> {
+        if self.vlen != 0 {
             return Err(BtfError::Invalid {
-                type_id: id,
-                why: format!("{k} has vlen {vlen}, must be 0"),
+                type_id: self.id,
+                why: format!("{k} has vlen {}, must be 0", self.vlen),
             });
         }
         Ok(())
-    };
-    // The kernel caps vlen at 0xffff; each record is at least 8 bytes,
-    // so a lying vlen is caught by the cursor's bound check.
-    let kind = match kind_no {
-        1 => {
-            no_vlen("INT")?;
-            let v = c.u32("INT")?;
-            Kind::Int {
-                size: size_or_type,
-                encoding: ((v >> 24) & 0x0f) as u8,
-                offset: ((v >> 16) & 0xff) as u8,
-                bits: (v & 0xff) as u8,
-            }
-        }
-        2 => {
-            no_vlen("PTR")?;
-            check_name(&name, id, false, "PTR")?;
-            Kind::Ptr { ty: size_or_type }
-        }
-        3 => {
-            no_vlen("ARRAY")?;
-            check_name(&name, id, false, "ARRAY")?;
-            Kind::Array {
-                elem: c.u32("ARRAY")?,
-                index: c.u32("ARRAY")?,
-                nelems: c.u32("ARRAY")?,
-            }
-        }
-        4 | 5 => {
-            let mut members = Vec::with_capacity(vlen.min(1024));
-            for _ in 0..vlen {
-                let mname = s.get(c.u32("member")?, id)?.to_string();
-                let ty = c.u32("member")?;
-                let off = c.u32("member")?;
-                let (bit_offset, bitfield_size) = if kind_flag {
-                    (off & 0x00ff_ffff, off >> 24)
-                } else {
-                    (off, 0)
-                };
-                members.push(Member {
-                    name: mname,
-                    ty,
-                    bit_offset,
-                    bitfield_size,
-                });
-            }
-            if kind_no == 4 {
-                Kind::Struct {
-                    size: size_or_type,
-                    members,
-                }
+    }
+
+    /// A kind `k` that only refers to a type (typedef, qualifiers, type
+    /// tag): that type.
+    fn modifier(&self, k: &str) -> Result<u32, BtfError> {
+        self.no_vlen(k)?;
+        Ok(self.size_or_type)
+    }
+
+    /// The name of a member, enumerator or parameter.
+    fn member_name(&mut self, what: &'static str) -> Result<String, BtfError> {
+        Ok(self.s.get(self.c.u32(what)?, self.id)?.to_string())
+    }
+
+    fn int(&mut self) -> Result<Kind, BtfError> {
+        self.no_vlen("INT")?;
+        let v = self.c.u32("INT")?;
+        Ok(Kind::Int {
+            size: self.size_or_type,
+            encoding: ((v >> 24) & 0x0f) as u8,
+            offset: ((v >> 16) & 0xff) as u8,
+            bits: (v & 0xff) as u8,
+        })
+    }
+
+    fn array(&mut self) -> Result<Kind, BtfError> {
+        self.no_vlen("ARRAY")?;
+        check_name(&self.name, self.id, false, "ARRAY")?;
+        Ok(Kind::Array {
+            elem: self.c.u32("ARRAY")?,
+            index: self.c.u32("ARRAY")?,
+            nelems: self.c.u32("ARRAY")?,
+        })
+    }
+
+    /// A struct (`is_struct`) or union with its members.
+    fn composite(&mut self, is_struct: bool) -> Result<Kind, BtfError> {
+        let mut members = Vec::with_capacity(self.vlen.min(1024));
+        for _ in 0..self.vlen {
+            let mname = self.member_name("member")?;
+            let ty = self.c.u32("member")?;
+            let off = self.c.u32("member")?;
+            let (bit_offset, bitfield_size) = if self.kind_flag {
+                (off & 0x00ff_ffff, off >> 24)
             } else {
-                Kind::Union {
-                    size: size_or_type,
-                    members,
-                }
-            }
+                (off, 0)
+            };
+            members.push(Member {
+                name: mname,
+                ty,
+                bit_offset,
+                bitfield_size,
+            });
         }
-        6 => {
-            let mut values = Vec::with_capacity(vlen.min(1024));
-            for _ in 0..vlen {
-                let vname = s.get(c.u32("enumerator")?, id)?.to_string();
-                let raw = c.u32("enumerator")?;
-                let value = if kind_flag {
-                    raw as i32 as i64
-                } else {
-                    raw as i64
-                };
-                values.push(EnumValue { name: vname, value });
-            }
-            Kind::Enum {
-                size: size_or_type,
-                signed: kind_flag,
-                values,
-            }
+        let size = self.size_or_type;
+        Ok(if is_struct {
+            Kind::Struct { size, members }
+        } else {
+            Kind::Union { size, members }
+        })
+    }
+
+    /// An enum of 32-bit values (signed when the kind flag is set).
+    fn enum32(&mut self) -> Result<Kind, BtfError> {
+        let mut values = Vec::with_capacity(self.vlen.min(1024));
+        for _ in 0..self.vlen {
+            let vname = self.member_name("enumerator")?;
+            let raw = self.c.u32("enumerator")?;
+            let value = if self.kind_flag {
+                raw as i32 as i64
+            } else {
+                raw as i64
+            };
+            values.push(EnumValue { name: vname, value });
         }
-        7 => {
-            no_vlen("FWD")?;
-            Kind::Fwd { union: kind_flag }
+        Ok(Kind::Enum {
+            size: self.size_or_type,
+            signed: self.kind_flag,
+            values,
+        })
+    }
+
+    /// An enum of 64-bit values (low, then high half).
+    fn enum64(&mut self) -> Result<Kind, BtfError> {
+        let mut values = Vec::with_capacity(self.vlen.min(1024));
+        for _ in 0..self.vlen {
+            let vname = self.member_name("enumerator")?;
+            let lo = self.c.u32("enumerator")? as u64;
+            let hi = self.c.u32("enumerator")? as u64;
+            values.push(EnumValue {
+                name: vname,
+                value: ((hi << 32) | lo) as i64,
+            });
         }
-        8 => {
-            no_vlen("TYPEDEF")?;
-            Kind::Typedef { ty: size_or_type }
+        Ok(Kind::Enum64 {
+            size: self.size_or_type,
+            signed: self.kind_flag,
+            values,
+        })
+    }
+
+    fn func_proto(&mut self) -> Result<Kind, BtfError> {
+        check_name(&self.name, self.id, false, "FUNC_PROTO")?;
+        let mut params = Vec::with_capacity(self.vlen.min(1024));
+        for _ in 0..self.vlen {
+            let pname = self.member_name("param")?;
+            let ty = self.c.u32("param")?;
+            params.push(Param { name: pname, ty });
         }
-        9 => {
-            no_vlen("VOLATILE")?;
-            Kind::Volatile { ty: size_or_type }
+        Ok(Kind::FuncProto {
+            ret: self.size_or_type,
+            params,
+        })
+    }
+
+    fn datasec(&mut self) -> Result<Kind, BtfError> {
+        let mut vars = Vec::with_capacity(self.vlen.min(1024));
+        for _ in 0..self.vlen {
+            vars.push(VarSecinfo {
+                ty: self.c.u32("DATASEC entry")?,
+                offset: self.c.u32("DATASEC entry")?,
+                size: self.c.u32("DATASEC entry")?,
+            });
         }
-        10 => {
-            no_vlen("CONST")?;
-            Kind::Const { ty: size_or_type }
-        }
-        11 => {
-            no_vlen("RESTRICT")?;
-            Kind::Restrict { ty: size_or_type }
-        }
-        12 => Kind::Func {
-            proto: size_or_type,
-            linkage: Linkage::from_u32(vlen as u32),
-        },
-        13 => {
-            check_name(&name, id, false, "FUNC_PROTO")?;
-            let mut params = Vec::with_capacity(vlen.min(1024));
-            for _ in 0..vlen {
-                let pname = s.get(c.u32("param")?, id)?.to_string();
-                let ty = c.u32("param")?;
-                params.push(Param { name: pname, ty });
-            }
-            Kind::FuncProto {
-                ret: size_or_type,
-                params,
-            }
-        }
-        14 => {
-            no_vlen("VAR")?;
-            Kind::Var {
-                ty: size_or_type,
-                linkage: Linkage::from_u32(c.u32("VAR")?),
-            }
-        }
-        15 => {
-            let mut vars = Vec::with_capacity(vlen.min(1024));
-            for _ in 0..vlen {
-                vars.push(VarSecinfo {
-                    ty: c.u32("DATASEC entry")?,
-                    offset: c.u32("DATASEC entry")?,
-                    size: c.u32("DATASEC entry")?,
-                });
-            }
-            Kind::Datasec {
-                size: size_or_type,
-                vars,
-            }
-        }
-        16 => {
-            no_vlen("FLOAT")?;
-            Kind::Float { size: size_or_type }
-        }
-        17 => {
-            no_vlen("DECL_TAG")?;
-            Kind::DeclTag {
-                ty: size_or_type,
-                component: c.u32("DECL_TAG")? as i32,
-                attr: kind_flag,
-            }
-        }
-        18 => {
-            no_vlen("TYPE_TAG")?;
-            Kind::TypeTag {
-                ty: size_or_type,
-                attr: kind_flag,
-            }
-        }
-        19 => {
-            let mut values = Vec::with_capacity(vlen.min(1024));
-            for _ in 0..vlen {
-                let vname = s.get(c.u32("enumerator")?, id)?.to_string();
-                let lo = c.u32("enumerator")? as u64;
-                let hi = c.u32("enumerator")? as u64;
-                values.push(EnumValue {
-                    name: vname,
-                    value: ((hi << 32) | lo) as i64,
-                });
-            }
-            Kind::Enum64 {
-                size: size_or_type,
-                signed: kind_flag,
-                values,
-            }
-        }
-        k => {
-            return Err(BtfError::UnknownKind {
-                type_id: id,
-                kind: k,
-            })
-        }
-    };
-    Ok(Type { name, kind })
+        Ok(Kind::Datasec {
+            size: self.size_or_type,
+            vars,
+        })
+    }
 }

@@ -54,147 +54,14 @@ impl Btf {
     /// Encodes the types; strings go to `strings` (so that `.BTF.ext`
     /// can share the table). Finish with [`Btf::encode_with`].
     fn encode_types(&self, strings: &mut StringTable) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut w = |v: u32| out.extend_from_slice(&v.to_le_bytes());
+        let mut e = Encoder {
+            out: Vec::new(),
+            strings,
+        };
         for t in self.types.iter().skip(1) {
-            let name = strings.add(&t.name);
-            let k = t.kind.number();
-            match &t.kind {
-                Kind::Void => {}
-                Kind::Int {
-                    size,
-                    encoding,
-                    offset,
-                    bits,
-                } => {
-                    w(name);
-                    w(info(k, 0, false));
-                    w(*size);
-                    w((u32::from(*encoding & 0x0f) << 24)
-                        | (u32::from(*offset) << 16)
-                        | u32::from(*bits));
-                }
-                Kind::Ptr { ty }
-                | Kind::Typedef { ty }
-                | Kind::Volatile { ty }
-                | Kind::Const { ty }
-                | Kind::Restrict { ty } => {
-                    w(name);
-                    w(info(k, 0, false));
-                    w(*ty);
-                }
-                Kind::TypeTag { ty, attr } => {
-                    w(name);
-                    w(info(k, 0, *attr));
-                    w(*ty);
-                }
-                Kind::Array {
-                    elem,
-                    index,
-                    nelems,
-                } => {
-                    w(name);
-                    w(info(k, 0, false));
-                    w(0);
-                    w(*elem);
-                    w(*index);
-                    w(*nelems);
-                }
-                Kind::Struct { size, members } | Kind::Union { size, members } => {
-                    let bitfields = members.iter().any(|m| m.bitfield_size != 0);
-                    w(name);
-                    w(info(k, members.len(), bitfields));
-                    w(*size);
-                    for m in members {
-                        w(strings.add(&m.name));
-                        w(m.ty);
-                        w(if bitfields {
-                            (m.bitfield_size << 24) | (m.bit_offset & 0x00ff_ffff)
-                        } else {
-                            m.bit_offset
-                        });
-                    }
-                }
-                Kind::Enum {
-                    size,
-                    signed,
-                    values,
-                } => {
-                    w(name);
-                    w(info(k, values.len(), *signed));
-                    w(*size);
-                    for v in values {
-                        w(strings.add(&v.name));
-                        w(v.value as u32);
-                    }
-                }
-                Kind::Enum64 {
-                    size,
-                    signed,
-                    values,
-                } => {
-                    w(name);
-                    w(info(k, values.len(), *signed));
-                    w(*size);
-                    for v in values {
-                        w(strings.add(&v.name));
-                        w(v.value as u64 as u32);
-                        w((v.value as u64 >> 32) as u32);
-                    }
-                }
-                Kind::Fwd { union } => {
-                    w(name);
-                    w(info(k, 0, *union));
-                    w(0);
-                }
-                Kind::Func { proto, linkage } => {
-                    w(name);
-                    w(info(k, linkage.to_u32() as usize, false));
-                    w(*proto);
-                }
-                Kind::FuncProto { ret, params } => {
-                    w(name);
-                    w(info(k, params.len(), false));
-                    w(*ret);
-                    for p in params {
-                        w(strings.add(&p.name));
-                        w(p.ty);
-                    }
-                }
-                Kind::Var { ty, linkage } => {
-                    w(name);
-                    w(info(k, 0, false));
-                    w(*ty);
-                    w(linkage.to_u32());
-                }
-                Kind::Datasec { size, vars } => {
-                    w(name);
-                    w(info(k, vars.len(), false));
-                    w(*size);
-                    for v in vars {
-                        w(v.ty);
-                        w(v.offset);
-                        w(v.size);
-                    }
-                }
-                Kind::Float { size } => {
-                    w(name);
-                    w(info(k, 0, false));
-                    w(*size);
-                }
-                Kind::DeclTag {
-                    ty,
-                    component,
-                    attr,
-                } => {
-                    w(name);
-                    w(info(k, 0, *attr));
-                    w(*ty);
-                    w(*component as u32);
-                }
-            }
+            e.ty(t);
         }
-        out
+        e.out
     }
 
     /// Encodes `.BTF` bytes on their own.
@@ -212,6 +79,153 @@ impl Btf {
         let types = self.encode_types(&mut strings);
         let extra = more(&mut strings);
         (assemble(&types, &strings), extra)
+    }
+}
+
+/// Type records being encoded, their strings added to `strings` (each
+/// type's name before those of its members).
+struct Encoder<'s> {
+    out: Vec<u8>,
+    strings: &'s mut StringTable,
+}
+
+impl Encoder<'_> {
+    fn w(&mut self, v: u32) {
+        self.out.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// The record header: name, info, and size or type.
+    fn head(&mut self, name: u32, info: u32, size_or_type: u32) {
+        self.w(name);
+        self.w(info);
+        self.w(size_or_type);
+    }
+
+    /// The record of `t` (nothing for `Void`, type 0).
+    fn ty(&mut self, t: &Type) {
+        let name = self.strings.add(&t.name);
+        let k = t.kind.number();
+        match &t.kind {
+            Kind::Void => {}
+            Kind::Int {
+                size,
+                encoding,
+                offset,
+                bits,
+            } => {
+                self.head(name, info(k, 0, false), *size);
+                self.w((u32::from(*encoding & 0x0f) << 24)
+                    | (u32::from(*offset) << 16)
+                    | u32::from(*bits));
+            }
+            Kind::Ptr { ty }
+            | Kind::Typedef { ty }
+            | Kind::Volatile { ty }
+            | Kind::Const { ty }
+            | Kind::Restrict { ty } => self.head(name, info(k, 0, false), *ty),
+            Kind::TypeTag { ty, attr } => self.head(name, info(k, 0, *attr), *ty),
+            Kind::Array {
+                elem,
+                index,
+                nelems,
+            } => {
+                self.head(name, info(k, 0, false), 0);
+                self.w(*elem);
+                self.w(*index);
+                self.w(*nelems);
+            }
+            Kind::Struct { size, members } | Kind::Union { size, members } => {
+                self.composite(name, k, *size, members)
+            }
+            Kind::Enum {
+                size,
+                signed,
+                values,
+            } => {
+                self.head(name, info(k, values.len(), *signed), *size);
+                self.enumerators(values, false);
+            }
+            Kind::Enum64 {
+                size,
+                signed,
+                values,
+            } => {
+                self.head(name, info(k, values.len(), *signed), *size);
+                self.enumerators(values, true);
+            }
+            Kind::Fwd { union } => self.head(name, info(k, 0, *union), 0),
+            Kind::Func { proto, linkage } => {
+                self.head(name, info(k, linkage.to_u32() as usize, false), *proto)
+            }
+            Kind::FuncProto { ret, params } => {
+                self.head(name, info(k, params.len(), false), *ret);
+                self.params(params);
+            }
+            Kind::Var { ty, linkage } => {
+                self.head(name, info(k, 0, false), *ty);
+                self.w(linkage.to_u32());
+            }
+            Kind::Datasec { size, vars } => {
+                self.head(name, info(k, vars.len(), false), *size);
+                self.vars(vars);
+            }
+            Kind::Float { size } => self.head(name, info(k, 0, false), *size),
+            Kind::DeclTag {
+                ty,
+                component,
+                attr,
+            } => {
+                self.head(name, info(k, 0, *attr), *ty);
+                self.w(*component as u32);
+            }
+        }
+    }
+
+    /// Enumerators with 32-bit values, or 64-bit ones (low half first).
+    fn enumerators(&mut self, values: &[EnumValue], wide: bool) {
+        for v in values {
+            let n = self.strings.add(&v.name);
+            self.w(n);
+            self.w(v.value as u64 as u32);
+            if wide {
+                self.w((v.value as u64 >> 32) as u32);
+            }
+        }
+    }
+
+    /// Function parameters: name and type.
+    fn params(&mut self, params: &[Param]) {
+        for p in params {
+            let n = self.strings.add(&p.name);
+            self.w(n);
+            self.w(p.ty);
+        }
+    }
+
+    /// `DATASEC` entries: variable, offset, size.
+    fn vars(&mut self, vars: &[VarSecinfo]) {
+        for v in vars {
+            self.w(v.ty);
+            self.w(v.offset);
+            self.w(v.size);
+        }
+    }
+
+    /// A struct or union: the kind flag (and bitfield sizes in the member
+    /// offsets) only when a member is a bitfield.
+    fn composite(&mut self, name: u32, k: u32, size: u32, members: &[Member]) {
+        let bitfields = members.iter().any(|m| m.bitfield_size != 0);
+        self.head(name, info(k, members.len(), bitfields), size);
+        for m in members {
+            let n = self.strings.add(&m.name);
+            self.w(n);
+            self.w(m.ty);
+            self.w(if bitfields {
+                (m.bitfield_size << 24) | (m.bit_offset & 0x00ff_ffff)
+            } else {
+                m.bit_offset
+            });
+        }
     }
 }
 

@@ -1,18 +1,26 @@
 //! Code sections: split into functions by their `FUNC` symbols, with
 //! relocations (and unrelocated relative calls) turned into symbolic
 //! references, and `.BTF.ext` function/line info attached.
+//!
+//! * `refs`: relocations and relative calls into
+//!   [`Reloc`](crate::object::Reloc)s.
+//! * `ext`: `.BTF.ext` func_info and line_info onto the functions.
 
-use super::elf::{Elf, Section, SymKind, Symbol, R_BPF_64_32, R_BPF_64_64, R_BPF_NONE};
+mod ext;
+mod refs;
+
+use super::elf::{Elf, Section, SymKind, Symbol};
 use super::err;
 use super::maps::Maps;
 use crate::btf::ext::BtfExt;
-use crate::btf::{Btf, Kind};
+use crate::btf::Btf;
 use crate::error::{Location, ReadError, ReadErrorKind};
-use crate::image::LineInfo;
-use crate::object::{Binding, FuncRef, ObjFunction, Reloc, RelocTarget};
+use crate::image::ProgType;
+use crate::object::{Binding, ObjFunction};
 use crate::progtype::prog_type_of_section;
-use nfkit_isa::{CallKind, Insn, LddwKind, RawInsn};
+use nfkit_isa::{Insn, RawInsn};
 use object::elf as e;
+use refs::SectionRefs;
 
 /// A decoded code section.
 struct CodeSection {
@@ -92,203 +100,14 @@ pub(crate) fn read_functions(
         .iter()
         .filter(|s| s.is_code() && !s.data.is_empty())
     {
-        let loc = Location::section(&sec.name);
-        if sec.has_rela {
-            return Err(err(
-                loc,
-                ReadErrorKind::Unsupported("RELA relocations".into()),
-            ));
-        }
-        let prog_type = if sec.name == ".text" {
-            None
-        } else {
-            Some(prog_type_of_section(&sec.name).ok_or_else(|| {
-                err(
-                    loc.clone(),
-                    ReadErrorKind::Unsupported(format!(
-                        "unknown program section '{}' (no program type follows from it)",
-                        sec.name
-                    )),
-                )
-            })?)
-        };
-        let mut cs = decode(sec)?;
-        cs.first_func = functions.len();
-        let mut syms: Vec<&Symbol> = elf
-            .symbols_in(sec.index)
-            .map(|(_, s)| s)
-            .filter(|s| s.kind == SymKind::Func)
-            .collect();
-        syms.sort_by_key(|s| s.value);
-        if syms.first().map(|s| s.value) != Some(0) {
-            return Err(layout(
-                Location::at(&sec.name, 0),
-                "code is not covered by a function symbol",
-            ));
-        }
-        let nslots = cs.insn_at_slot.len();
-        for (k, s) in syms.iter().enumerate() {
-            let floc = Location::at(&sec.name, s.value).with_symbol(&s.name);
-            if s.value % 8 != 0 {
-                return Err(layout(floc, "function is not 8-byte aligned"));
-            }
-            let start = (s.value / 8) as usize;
-            let end = match syms.get(k + 1) {
-                Some(n) => (n.value / 8) as usize,
-                None => nslots,
-            };
-            if start >= end || end > nslots {
-                return Err(layout(
-                    floc,
-                    "function overlaps another or lies outside the section",
-                ));
-            }
-            let (Some(first), true) = (
-                cs.insn_at_slot.get(start).copied().flatten(),
-                end == nslots || cs.insn_at_slot.get(end).copied().flatten().is_some(),
-            ) else {
-                return Err(layout(floc, "function boundary splits an lddw"));
-            };
-            let last = match end == nslots {
-                true => cs.insns.len(),
-                false => cs.insn_at_slot[end].unwrap_or(cs.insns.len()),
-            };
-            let bind = binding(s);
-            if prog_type.is_some() && bind == Binding::Local {
-                return Err(err(
-                    floc,
-                    ReadErrorKind::Unsupported(
-                        "static functions in program sections (make the program global)".into(),
-                    ),
-                ));
-            }
-            functions.push(ObjFunction {
-                name: s.name.clone(),
-                section: sec.name.clone(),
-                section_slot: start,
-                insns: cs.insns[first..last].to_vec(),
-                binding: bind,
-                prog_type,
-                btf_id: None,
-                relocs: Vec::new(),
-                line_info: Vec::new(),
-            });
-        }
-        code.push(cs);
+        code.push(split_section(elf, sec, &mut functions)?);
     }
     // Pass 2: relocations and relative calls.
     for cs in &code {
-        let sec = &elf.sections[cs.index];
-        let nfuncs = functions[cs.first_func..]
-            .iter()
-            .take_while(|f| f.section == cs.name)
-            .count();
-        let func_of_insn = |insn: usize| -> (usize, usize) {
-            let slot = cs.slots[insn];
-            let k = functions[cs.first_func..cs.first_func + nfuncs]
-                .partition_point(|f| f.section_slot <= slot)
-                .saturating_sub(1);
-            let fi = cs.first_func + k;
-            let first_insn = cs.insn_at_slot[functions[fi].section_slot].unwrap_or(0);
-            (fi, insn - first_insn)
-        };
-        let func_at_slot = |section: usize, slot: usize| -> Option<usize> {
-            functions
-                .iter()
-                .position(|f| f.section == elf.section_name(section) && f.section_slot == slot)
-        };
+        let refs = SectionRefs::new(elf, maps, cs, &functions);
         let mut relocated = vec![false; cs.insns.len()];
-        let mut new_relocs: Vec<(usize, Reloc)> = Vec::new();
-        for r in &sec.rels {
-            let sym = &elf.symbols[r.sym];
-            let loc = Location::at(&cs.name, r.offset).with_symbol(&sym.name);
-            if r.rtype == R_BPF_NONE {
-                continue;
-            }
-            if r.offset % 8 != 0 {
-                return Err(bad_rel(loc, "offset is not on an instruction"));
-            }
-            let slot = (r.offset / 8) as usize;
-            let Some(Some(insn)) = cs.insn_at_slot.get(slot).copied() else {
-                return Err(bad_rel(
-                    loc,
-                    "offset is outside the section or inside an lddw",
-                ));
-            };
-            if relocated[insn] {
-                return Err(bad_rel(loc, "second relocation on one instruction"));
-            }
-            relocated[insn] = true;
-            let target = reloc_target(elf, maps, cs, insn, r.rtype, sym, &loc, &func_at_slot)?;
-            let (fi, local) = func_of_insn(insn);
-            new_relocs.push((
-                fi,
-                Reloc {
-                    insn: local,
-                    target,
-                },
-            ));
-        }
-        // Unrelocated pseudo instructions.
-        for (i, insn) in cs.insns.iter().enumerate() {
-            if relocated[i] {
-                continue;
-            }
-            let loc = Location::at(&cs.name, cs.slots[i] as u64 * 8);
-            let rel_target = match insn {
-                Insn::Call {
-                    kind: CallKind::Local,
-                    imm,
-                }
-                | Insn::Lddw {
-                    kind: LddwKind::Func,
-                    imm,
-                    ..
-                } => {
-                    let t = cs.slots[i] as i64 + 1 + *imm as i64;
-                    let f = usize::try_from(t)
-                        .ok()
-                        .and_then(|t| func_at_slot(cs.index, t))
-                        .ok_or_else(|| {
-                            bad_rel(
-                                loc.clone(),
-                                format!("call target {t} is not the start of a function in this section"),
-                            )
-                        })?;
-                    Some(if matches!(insn, Insn::Call { .. }) {
-                        RelocTarget::Call(FuncRef::Index(f))
-                    } else {
-                        RelocTarget::FuncAddr(FuncRef::Index(f))
-                    })
-                }
-                Insn::Call {
-                    kind: CallKind::Kfunc,
-                    ..
-                } => {
-                    return Err(err(loc, ReadErrorKind::Unsupported("kfunc calls".into())));
-                }
-                Insn::Lddw { kind, .. } if *kind != LddwKind::Imm64 => {
-                    return Err(bad_rel(
-                        loc,
-                        format!(
-                            "lddw with pseudo source {} has no relocation",
-                            cs.raw[i].src
-                        ),
-                    ));
-                }
-                _ => None,
-            };
-            if let Some(target) = rel_target {
-                let (fi, local) = func_of_insn(i);
-                new_relocs.push((
-                    fi,
-                    Reloc {
-                        insn: local,
-                        target,
-                    },
-                ));
-            }
-        }
+        let mut new_relocs = refs.relocations(&mut relocated)?;
+        new_relocs.extend(refs.relative_refs(&relocated)?);
         for (fi, r) in new_relocs {
             functions[fi].relocs.push(r);
         }
@@ -297,228 +116,114 @@ pub(crate) fn read_functions(
         f.relocs.sort_by_key(|r| r.insn);
     }
     if let Some(ext) = ext {
-        attach_ext(&mut functions, ext, btf)?;
+        ext::attach_ext(&mut functions, ext, btf)?;
     }
     Ok(functions)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn reloc_target(
-    elf: &Elf<'_>,
-    maps: &Maps,
-    cs: &CodeSection,
-    insn: usize,
-    rtype: u32,
-    sym: &Symbol,
-    loc: &Location,
-    func_at_slot: &dyn Fn(usize, usize) -> Option<usize>,
-) -> Result<RelocTarget, ReadError> {
-    let ins = cs.insns[insn];
-    let raw = cs.raw[insn];
-    let named = |s: &Symbol| s.kind == SymKind::Func && !s.is_local() && !s.name.is_empty();
-    match rtype {
-        R_BPF_64_64 => {
-            let Insn::Lddw { imm, .. } = ins else {
-                return Err(bad_rel(
-                    loc.clone(),
-                    "R_BPF_64_64 on an instruction that is not lddw",
-                ));
-            };
-            if raw.src != 0 && raw.src != 4 {
-                return Err(bad_rel(
-                    loc.clone(),
-                    format!("relocated lddw already has pseudo source {}", raw.src),
-                ));
-            }
-            let Some(sidx) = sym.section else {
-                if sym.name.is_empty() {
-                    return Err(bad_rel(
-                        loc.clone(),
-                        "relocation against an undefined unnamed symbol",
-                    ));
-                }
-                return Err(err(
-                    loc.clone(),
-                    ReadErrorKind::Unsupported(
-                        "lddw of an extern symbol (kconfig/ksym externs)".into(),
-                    ),
-                ));
-            };
-            let tsec = &elf.sections[sidx];
-            if let Some(m) = maps.declared_at(sidx, sym.value) {
-                return Ok(RelocTarget::Map(m));
-            }
-            if tsec.name == ".maps" || tsec.name == "maps" {
-                return Err(bad_rel(
-                    loc.clone(),
-                    "symbol is not the start of a map definition",
-                ));
-            }
-            if let Some(&m) = maps.global_by_section.get(&sidx) {
-                let off = (sym.value as i64).wrapping_add(imm as i64);
-                let size = maps.specs[m].value_size as i64;
-                if off < 0 || off >= size.max(1) {
-                    return Err(bad_rel(
-                        loc.clone(),
-                        format!(
-                            "offset {off} is outside section '{}' ({size} bytes)",
-                            tsec.name
-                        ),
-                    ));
-                }
-                return Ok(RelocTarget::MapValue {
-                    map: m,
-                    offset: off as u32,
-                });
-            }
-            if tsec.is_code() {
-                let byte = (sym.value as i64).wrapping_add(imm as i64);
-                if byte < 0 || byte % 8 != 0 {
-                    return Err(bad_rel(
-                        loc.clone(),
-                        format!("function address {byte} is not an instruction"),
-                    ));
-                }
-                if named(sym) && imm == 0 {
-                    return Ok(RelocTarget::FuncAddr(FuncRef::Named(sym.name.clone())));
-                }
-                let f = func_at_slot(sidx, (byte / 8) as usize).ok_or_else(|| {
-                    bad_rel(
-                        loc.clone(),
-                        format!(
-                            "function address {byte} in '{}' is not a function",
-                            tsec.name
-                        ),
-                    )
-                })?;
-                return Ok(RelocTarget::FuncAddr(FuncRef::Index(f)));
-            }
-            Err(err(
-                loc.clone(),
-                ReadErrorKind::UnknownSymbolSection(tsec.name.clone()),
-            ))
-        }
-        R_BPF_64_32 => {
-            let Insn::Call { kind, imm } = ins else {
-                return Err(bad_rel(
-                    loc.clone(),
-                    "R_BPF_64_32 on an instruction that is not a call",
-                ));
-            };
-            match kind {
-                CallKind::Local => {}
-                CallKind::Kfunc => {
-                    return Err(err(
-                        loc.clone(),
-                        ReadErrorKind::Unsupported("kfunc calls".into()),
-                    ))
-                }
-                CallKind::Helper => {
-                    return Err(bad_rel(loc.clone(), "R_BPF_64_32 on a helper call"));
-                }
-            }
-            let Some(sidx) = sym.section else {
-                if sym.name.is_empty() {
-                    return Err(bad_rel(loc.clone(), "call of an undefined unnamed symbol"));
-                }
-                return Ok(RelocTarget::Call(FuncRef::Named(sym.name.clone())));
-            };
-            let tsec = &elf.sections[sidx];
-            if !tsec.is_code() {
-                return Err(err(
-                    loc.clone(),
-                    ReadErrorKind::UnknownSymbolSection(tsec.name.clone()),
-                ));
-            }
-            let target = sym.value as i64 / 8 + imm as i64 + 1;
-            if named(sym) && imm == -1 {
-                return Ok(RelocTarget::Call(FuncRef::Named(sym.name.clone())));
-            }
-            let f = usize::try_from(target)
-                .ok()
-                .filter(|_| sym.value.is_multiple_of(8))
-                .and_then(|t| func_at_slot(sidx, t))
-                .ok_or_else(|| {
-                    bad_rel(
-                        loc.clone(),
-                        format!(
-                            "call target slot {target} in '{}' is not the start of a function",
-                            tsec.name
-                        ),
-                    )
-                })?;
-            Ok(RelocTarget::Call(FuncRef::Index(f)))
-        }
-        t => Err(err(loc.clone(), ReadErrorKind::RelocationType(t))),
+/// The program type of code section `sec` (`None` for `.text`).
+fn section_prog_type(sec: &Section<'_>) -> Result<Option<ProgType>, ReadError> {
+    if sec.name == ".text" {
+        return Ok(None);
     }
+    let pt = prog_type_of_section(&sec.name).ok_or_else(|| {
+        err(
+            Location::section(&sec.name),
+            ReadErrorKind::Unsupported(format!(
+                "unknown program section '{}' (no program type follows from it)",
+                sec.name
+            )),
+        )
+    })?;
+    Ok(Some(pt))
 }
 
-/// Attaches `.BTF.ext` func_info (function BTF ids) and line_info.
-fn attach_ext(
-    functions: &mut [ObjFunction],
-    ext: &BtfExt,
-    btf: Option<&Btf>,
-) -> Result<(), ReadError> {
-    for sec in &ext.func_info {
-        for r in &sec.records {
-            let loc = Location::at(&sec.section, u64::from(r.insn_off));
-            let f = functions
-                .iter_mut()
-                .find(|f| {
-                    f.section == sec.section && (f.section_slot as u64) * 8 == u64::from(r.insn_off)
-                })
-                .ok_or_else(|| {
-                    err(
-                        loc.clone(),
-                        ReadErrorKind::Btf(crate::btf::BtfError::Ext(
-                            "func_info for an offset that starts no function".into(),
-                        )),
-                    )
-                })?;
-            let is_func = btf
-                .and_then(|b| b.get(r.type_id))
-                .is_some_and(|t| matches!(t.kind, Kind::Func { .. }));
-            if !is_func {
-                return Err(err(
-                    loc.with_symbol(&f.name),
-                    ReadErrorKind::Btf(crate::btf::BtfError::Ext(format!(
-                        "func_info type {} is not a FUNC",
-                        r.type_id
-                    ))),
-                ));
-            }
-            f.btf_id = Some(r.type_id);
-        }
+/// Decodes code section `sec` and appends its functions (one per `FUNC`
+/// symbol; the symbols must cover the section from offset 0).
+fn split_section(
+    elf: &Elf<'_>,
+    sec: &Section<'_>,
+    functions: &mut Vec<ObjFunction>,
+) -> Result<CodeSection, ReadError> {
+    if sec.has_rela {
+        return Err(err(
+            Location::section(&sec.name),
+            ReadErrorKind::Unsupported("RELA relocations".into()),
+        ));
     }
-    // Each function's slot length once (not per line record: objects have
-    // thousands of records).
-    let lens: Vec<usize> = functions.iter().map(|f| f.slot_len()).collect();
-    for sec in &ext.line_info {
-        for r in &sec.records {
-            let slot = (r.insn_off / 8) as usize;
-            let f = functions.iter_mut().zip(&lens).find_map(|(f, &len)| {
-                (f.section == sec.section && slot >= f.section_slot && slot < f.section_slot + len)
-                    .then_some(f)
-            });
-            let Some(f) = f else {
-                return Err(err(
-                    Location::at(&sec.section, u64::from(r.insn_off)),
-                    ReadErrorKind::Btf(crate::btf::BtfError::Ext(
-                        "line_info outside every function".into(),
-                    )),
-                ));
-            };
-            f.line_info.push(LineInfo {
-                slot: slot - f.section_slot,
-                file: r.file.clone(),
-                line: r.line,
-                col: r.col,
-                text: r.text.clone(),
-            });
-        }
+    let prog_type = section_prog_type(sec)?;
+    let mut cs = decode(sec)?;
+    cs.first_func = functions.len();
+    let mut syms: Vec<&Symbol> = elf
+        .symbols_in(sec.index)
+        .map(|(_, s)| s)
+        .filter(|s| s.kind == SymKind::Func)
+        .collect();
+    syms.sort_by_key(|s| s.value);
+    if syms.first().map(|s| s.value) != Some(0) {
+        return Err(layout(
+            Location::at(&sec.name, 0),
+            "code is not covered by a function symbol",
+        ));
     }
-    for f in functions.iter_mut() {
-        f.line_info.sort_by_key(|l| l.slot);
+    for (k, s) in syms.iter().enumerate() {
+        functions.push(function_at(&cs, s, syms.get(k + 1).copied(), prog_type)?);
     }
-    Ok(())
+    Ok(cs)
+}
+
+/// The function of symbol `s` in `cs`, up to the next symbol `next` (or
+/// the end of the section); static functions only in `.text`.
+fn function_at(
+    cs: &CodeSection,
+    s: &Symbol,
+    next: Option<&Symbol>,
+    prog_type: Option<ProgType>,
+) -> Result<ObjFunction, ReadError> {
+    let nslots = cs.insn_at_slot.len();
+    let floc = Location::at(&cs.name, s.value).with_symbol(&s.name);
+    if !s.value.is_multiple_of(8) {
+        return Err(layout(floc, "function is not 8-byte aligned"));
+    }
+    let start = (s.value / 8) as usize;
+    let end = match next {
+        Some(n) => (n.value / 8) as usize,
+        None => nslots,
+    };
+    if start >= end || end > nslots {
+        return Err(layout(
+            floc,
+            "function overlaps another or lies outside the section",
+        ));
+    }
+    let (Some(first), true) = (
+        cs.insn_at_slot.get(start).copied().flatten(),
+        end == nslots || cs.insn_at_slot.get(end).copied().flatten().is_some(),
+    ) else {
+        return Err(layout(floc, "function boundary splits an lddw"));
+    };
+    let last = match end == nslots {
+        true => cs.insns.len(),
+        false => cs.insn_at_slot[end].unwrap_or(cs.insns.len()),
+    };
+    let bind = binding(s);
+    if prog_type.is_some() && bind == Binding::Local {
+        return Err(err(
+            floc,
+            ReadErrorKind::Unsupported(
+                "static functions in program sections (make the program global)".into(),
+            ),
+        ));
+    }
+    Ok(ObjFunction {
+        name: s.name.clone(),
+        section: cs.name.clone(),
+        section_slot: start,
+        insns: cs.insns[first..last].to_vec(),
+        binding: bind,
+        prog_type,
+        btf_id: None,
+        relocs: Vec::new(),
+        line_info: Vec::new(),
+    })
 }

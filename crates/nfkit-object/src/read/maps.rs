@@ -6,7 +6,7 @@
 
 use super::elf::{Elf, Section, SymKind, R_BPF_64_ABS64};
 use super::{err, MAX_DATA_SECTION};
-use crate::btf::{Btf, Kind};
+use crate::btf::{Btf, Kind, Member};
 use crate::error::{Location, ReadError, ReadErrorKind};
 use crate::image::{MapKind, MapSpec, MapType};
 use crate::object::{Binding, DataSymbol, FuncRef, ObjFunction, ObjMapInit};
@@ -215,6 +215,102 @@ fn type_field(btf: &Btf, ty: u32, field: &str) -> Result<(u32, u32), String> {
     Ok((*target, size))
 }
 
+/// The fields of a BTF map definition read so far.
+#[derive(Default)]
+struct DefFields {
+    map_type: Option<MapType>,
+    key_size: Option<u32>,
+    value_size: Option<u32>,
+    key_type: Option<u32>,
+    value_type: Option<u32>,
+    max_entries: u32,
+    flags: u32,
+    pinning: u32,
+    values_off: Option<u64>,
+}
+
+impl DefFields {
+    /// Reads member `m` (`last`: the struct's last member).
+    fn read(&mut self, btf: &Btf, m: &Member, last: bool) -> Result<(), String> {
+        let f = m.name.as_str();
+        match f {
+            "type" => {
+                let t = uint_field(btf, m.ty, f)?;
+                self.map_type =
+                    Some(MapType::from_kernel_id(t).ok_or(format!("unknown map type {t}"))?);
+            }
+            "max_entries" => self.max_entries = uint_field(btf, m.ty, f)?,
+            "map_flags" => self.flags = uint_field(btf, m.ty, f)?,
+            "pinning" => self.pinning = uint_field(btf, m.ty, f)?,
+            "numa_node" | "map_extra" => {
+                if uint_field(btf, m.ty, f)? != 0 {
+                    return Err(format!("field '{f}' is not supported"));
+                }
+            }
+            "key_size" => self.key_size = Some(uint_field(btf, m.ty, f)?),
+            "value_size" => self.value_size = Some(uint_field(btf, m.ty, f)?),
+            "key" => {
+                let (t, s) = type_field(btf, m.ty, f)?;
+                if self.key_size.is_some_and(|k| k != s) {
+                    return Err(format!(
+                        "key_size {} disagrees with key type size {s}",
+                        self.key_size.unwrap_or(0)
+                    ));
+                }
+                self.key_type = Some(t);
+                self.key_size = Some(s);
+            }
+            "value" => {
+                let (t, s) = type_field(btf, m.ty, f)?;
+                if self.value_size.is_some_and(|v| v != s) {
+                    return Err(format!(
+                        "value_size {} disagrees with value type size {s}",
+                        self.value_size.unwrap_or(0)
+                    ));
+                }
+                self.value_type = Some(t);
+                self.value_size = Some(s);
+            }
+            "values" => {
+                if !last {
+                    return Err("'values' must be the last field".into());
+                }
+                if !m.bit_offset.is_multiple_of(8) {
+                    return Err("'values' is not byte aligned".into());
+                }
+                self.values_off = Some(u64::from(m.bit_offset / 8));
+            }
+            other => return Err(format!("unknown map definition field '{other}'")),
+        }
+        Ok(())
+    }
+
+    /// Initial `values` are only for prog arrays (4-byte values, keys 4
+    /// bytes unless given).
+    fn check_values(&mut self, map_type: MapType) -> Result<(), String> {
+        if self.values_off.is_none() {
+            return Ok(());
+        }
+        match map_type {
+            MapType::ProgArray => {
+                if self.value_size.is_some_and(|v| v != 4) {
+                    return Err("a prog array's value_size must be 4".into());
+                }
+                self.value_size = Some(4);
+                self.key_size = Some(self.key_size.unwrap_or(4));
+                Ok(())
+            }
+            MapType::ArrayOfMaps | MapType::HashOfMaps => {
+                Err("maps of maps (__array(values, struct ...)) are not supported".into())
+            }
+            t => Err(format!(
+                "'values' is only valid for prog arrays, not {}",
+                t.name()
+            )),
+        }
+    }
+}
+
 /// Reads one BTF map definition (the struct type of a `.maps` variable).
 /// Returns the spec and the byte offset of its `values` array, if any.
 pub(crate) fn btf_map_def(
@@ -223,86 +319,16 @@ pub(crate) fn btf_map_def(
     ty: u32,
 ) -> Result<(MapSpec, Option<u64>), String> {
     let members = btf.members(ty).map_err(|e| e.to_string())?.to_vec();
-    let mut map_type = None;
-    let (mut key_size, mut value_size) = (None, None);
-    let (mut key_type, mut value_type) = (None, None);
-    let (mut max_entries, mut flags, mut pinning) = (0, 0, 0);
-    let mut values_off = None;
+    let mut d = DefFields::default();
     for (i, m) in members.iter().enumerate() {
-        let f = m.name.as_str();
-        match f {
-            "type" => {
-                let t = uint_field(btf, m.ty, f)?;
-                map_type = Some(MapType::from_kernel_id(t).ok_or(format!("unknown map type {t}"))?);
-            }
-            "max_entries" => max_entries = uint_field(btf, m.ty, f)?,
-            "map_flags" => flags = uint_field(btf, m.ty, f)?,
-            "pinning" => pinning = uint_field(btf, m.ty, f)?,
-            "numa_node" | "map_extra" => {
-                if uint_field(btf, m.ty, f)? != 0 {
-                    return Err(format!("field '{f}' is not supported"));
-                }
-            }
-            "key_size" => key_size = Some(uint_field(btf, m.ty, f)?),
-            "value_size" => value_size = Some(uint_field(btf, m.ty, f)?),
-            "key" => {
-                let (t, s) = type_field(btf, m.ty, f)?;
-                if key_size.is_some_and(|k| k != s) {
-                    return Err(format!(
-                        "key_size {} disagrees with key type size {s}",
-                        key_size.unwrap_or(0)
-                    ));
-                }
-                key_type = Some(t);
-                key_size = Some(s);
-            }
-            "value" => {
-                let (t, s) = type_field(btf, m.ty, f)?;
-                if value_size.is_some_and(|v| v != s) {
-                    return Err(format!(
-                        "value_size {} disagrees with value type size {s}",
-                        value_size.unwrap_or(0)
-                    ));
-                }
-                value_type = Some(t);
-                value_size = Some(s);
-            }
-            "values" => {
-                if i + 1 != members.len() {
-                    return Err("'values' must be the last field".into());
-                }
-                if m.bit_offset % 8 != 0 {
-                    return Err("'values' is not byte aligned".into());
-                }
-                values_off = Some(u64::from(m.bit_offset / 8));
-            }
-            other => return Err(format!("unknown map definition field '{other}'")),
-        }
+        d.read(btf, m, i + 1 == members.len())?;
     }
-    let map_type = map_type.ok_or("no map type (__uint(type, ...))")?;
-    if values_off.is_some() {
-        match map_type {
-            MapType::ProgArray => {
-                if value_size.is_some_and(|v| v != 4) {
-                    return Err("a prog array's value_size must be 4".into());
-                }
-                value_size = Some(4);
-                key_size = Some(key_size.unwrap_or(4));
-            }
-            MapType::ArrayOfMaps | MapType::HashOfMaps => {
-                return Err("maps of maps (__array(values, struct ...)) are not supported".into());
-            }
-            t => {
-                return Err(format!(
-                    "'values' is only valid for prog arrays, not {}",
-                    t.name()
-                ))
-            }
-        }
-    }
-    if pinning > PIN_BY_NAME {
+    let map_type = d.map_type.ok_or("no map type (__uint(type, ...))")?;
+    d.check_values(map_type)?;
+    if d.pinning > PIN_BY_NAME {
         return Err(format!(
-            "pinning {pinning} is not supported (0 or LIBBPF_PIN_BY_NAME)"
+            "pinning {} is not supported (0 or LIBBPF_PIN_BY_NAME)",
+            d.pinning
         ));
     }
     Ok((
@@ -310,16 +336,16 @@ pub(crate) fn btf_map_def(
             name: name.to_string(),
             kind: MapKind::Declared,
             map_type,
-            key_size: key_size.unwrap_or(0),
-            value_size: value_size.unwrap_or(0),
-            max_entries,
-            flags,
-            key_type_id: key_type,
-            value_type_id: value_type,
+            key_size: d.key_size.unwrap_or(0),
+            value_size: d.value_size.unwrap_or(0),
+            max_entries: d.max_entries,
+            flags: d.flags,
+            key_type_id: d.key_type,
+            value_type_id: d.value_type,
             data: None,
-            pin_by_name: pinning == PIN_BY_NAME,
+            pin_by_name: d.pinning == PIN_BY_NAME,
         },
-        values_off,
+        d.values_off,
     ))
 }
 

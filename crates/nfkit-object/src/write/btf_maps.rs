@@ -5,7 +5,7 @@
 
 use super::elf_out::{OutElf, OutSection, OutSymbol};
 use super::unsupported;
-use crate::btf::{Btf, Kind, Linkage, Member, Param, Type, VarSecinfo, INT_SIGNED};
+use crate::btf::{Btf, Kind, Linkage, Member, Param, SecVar, Type, VarSecinfo, INT_SIGNED};
 use crate::error::WriteError;
 use crate::image::{Image, MapKind, MapSpec, MapType};
 use crate::read::btf_map_def;
@@ -235,6 +235,29 @@ pub(super) fn layout_maps(
     btf: &mut Btf,
     out: &mut OutElf,
 ) -> Result<MapsLayout, WriteError> {
+    let mut places: Vec<Option<MapOut>> = image.maps.iter().map(|_| None).collect();
+    declared_maps(image, btf, out, &mut places)?;
+    for (mi, m) in image.maps.iter().enumerate() {
+        if let MapKind::Global { section, read_only } = &m.kind {
+            let section = global_data_section(out, m, section, *read_only)?;
+            places[mi] = Some(MapOut::Global { section });
+        }
+    }
+    let maps = places
+        .into_iter()
+        .map(|p| p.ok_or_else(|| WriteError::Elf("a map was not placed".into())))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(MapsLayout { maps })
+}
+
+/// Adds `.maps` with a symbol and a `DATASEC` variable for each declared
+/// map (8-byte aligned), placing them in `places`.
+fn declared_maps(
+    image: &Image,
+    btf: &mut Btf,
+    out: &mut OutElf,
+    places: &mut [Option<MapOut>],
+) -> Result<(), WriteError> {
     let declared: Vec<usize> = image
         .maps
         .iter()
@@ -242,154 +265,182 @@ pub(super) fn layout_maps(
         .filter(|(_, m)| m.kind == MapKind::Declared)
         .map(|(i, _)| i)
         .collect();
+    if declared.is_empty() {
+        return Ok(());
+    }
     let old_vars = btf.datasec_vars(".maps");
-    let mut places: Vec<Option<MapOut>> = image.maps.iter().map(|_| None).collect();
-    if !declared.is_empty() {
-        let sec = out.add_section(OutSection {
-            name: ".maps".into(),
-            sh_type: elf::SHT_PROGBITS,
-            flags: u64::from(elf::SHF_ALLOC | elf::SHF_WRITE),
-            align: 8,
-            data: Vec::new(),
-            nobits_size: 0,
-            rels: Vec::new(),
+    let sec = out.add_section(OutSection {
+        name: ".maps".into(),
+        sh_type: elf::SHT_PROGBITS,
+        flags: u64::from(elf::SHF_ALLOC | elf::SHF_WRITE),
+        align: 8,
+        data: Vec::new(),
+        nobits_size: 0,
+        rels: Vec::new(),
+    });
+    let mut vars = Vec::with_capacity(declared.len());
+    let mut offset = 0u64;
+    for &mi in &declared {
+        let m = &image.maps[mi];
+        let def = map_definition(image, btf, mi, &old_vars)?;
+        offset = offset.div_ceil(8) * 8;
+        let too_big = || unsupported(format!("map '{}'", m.name), ".maps is over 4 GiB");
+        vars.push(VarSecinfo {
+            ty: def.var,
+            offset: u32::try_from(offset).map_err(|_| too_big())?,
+            size: u32::try_from(def.size).map_err(|_| too_big())?,
         });
-        let mut vars = Vec::with_capacity(declared.len());
-        let mut offset = 0u64;
-        for &mi in &declared {
-            let m = &image.maps[mi];
-            let last_init = image
-                .map_inits
-                .iter()
-                .filter(|i| i.map == mi)
-                .map(|i| u64::from(i.slot) + 1)
-                .max();
-            if let Some(n) = last_init.filter(|&n| n > u64::from(m.max_entries)) {
-                return Err(unsupported(
-                    format!("map '{}'", m.name),
-                    format!(
-                        "initial slot {} is beyond max_entries {}",
-                        n - 1,
-                        m.max_entries
-                    ),
-                ));
-            }
-            if last_init.is_some() && (m.map_type != MapType::ProgArray || m.value_size != 4) {
-                return Err(unsupported(
-                    format!("map '{}'", m.name),
-                    "initial slots need a prog array with 4-byte values",
-                ));
-            }
-            let reused = old_vars.iter().filter(|v| v.name == m.name).find_map(|v| {
-                let values = def_matches(btf, m, v.ty, last_init.is_some())?;
-                Some((v.var_id, v.size, values))
-            });
-            let (var, size, values_off) = match reused {
-                Some((var, size, values)) => (var, u64::from(size), values),
-                None => {
-                    let (st, values) = synth_def(btf, m, last_init.is_some());
-                    let size = u64::from(btf.size_of(st).unwrap_or(0));
-                    let var = btf.add(Type::new(
-                        m.name.clone(),
-                        Kind::Var {
-                            ty: st,
-                            linkage: Linkage::Global,
-                        },
-                    ));
-                    (var, size, values)
-                }
-            };
-            let size = match (values_off, last_init) {
-                (Some(v), Some(n)) => size.max(v + n * 8),
-                _ => size,
-            };
-            offset = offset.div_ceil(8) * 8;
-            let too_big = || unsupported(format!("map '{}'", m.name), ".maps is over 4 GiB");
-            vars.push(VarSecinfo {
-                ty: var,
-                offset: u32::try_from(offset).map_err(|_| too_big())?,
-                size: u32::try_from(size).map_err(|_| too_big())?,
-            });
-            let symbol = out.add_symbol(OutSymbol {
-                name: m.name.clone(),
-                section: Some(sec),
-                value: offset,
-                size,
-                st_type: elf::STT_OBJECT,
-                bind: elf::STB_GLOBAL,
-            });
-            places[mi] = Some(MapOut::Declared {
-                symbol,
-                section: sec,
-                offset,
-                values_off,
-            });
-            offset += size;
-        }
-        let total = u32::try_from(offset)
-            .map_err(|_| unsupported("section '.maps'", "it is over 4 GiB"))?;
-        if let Some(s) = out.sections.get_mut(sec) {
-            s.data = vec![0; total as usize];
-        }
-        let kind = Kind::Datasec { size: total, vars };
-        match btf.find_datasec(".maps").and_then(|id| btf.get_mut(id)) {
-            Some(t) => t.kind = kind,
-            None => {
-                btf.add(Type::new(".maps", kind));
-            }
+        let symbol = out.add_symbol(OutSymbol {
+            name: m.name.clone(),
+            section: Some(sec),
+            value: offset,
+            size: def.size,
+            st_type: elf::STT_OBJECT,
+            bind: elf::STB_GLOBAL,
+        });
+        places[mi] = Some(MapOut::Declared {
+            symbol,
+            section: sec,
+            offset,
+            values_off: def.values_off,
+        });
+        offset += def.size;
+    }
+    let total =
+        u32::try_from(offset).map_err(|_| unsupported("section '.maps'", "it is over 4 GiB"))?;
+    if let Some(s) = out.sections.get_mut(sec) {
+        s.data = vec![0; total as usize];
+    }
+    let kind = Kind::Datasec { size: total, vars };
+    match btf.find_datasec(".maps").and_then(|id| btf.get_mut(id)) {
+        Some(t) => t.kind = kind,
+        None => {
+            btf.add(Type::new(".maps", kind));
         }
     }
-    for (mi, m) in image.maps.iter().enumerate() {
-        let MapKind::Global { section, read_only } = &m.kind else {
-            continue;
-        };
-        if !is_global_data(section) {
-            return Err(unsupported(
-                format!("global data map '{}'", m.name),
-                format!("section '{section}' is not .rodata*, .data* or .bss*"),
+    Ok(())
+}
+
+/// A declared map's definition in `.maps`.
+struct MapDef {
+    /// Its BTF `VAR`.
+    var: u32,
+    /// Bytes in `.maps` (with room for the initial `values`).
+    size: u64,
+    /// Byte offset of the `values` array (prog arrays with initial slots).
+    values_off: Option<u64>,
+}
+
+/// The definition of declared map `mi`: the Image's own when it still
+/// reads back as the map (among `old_vars`, the old `.maps` variables),
+/// else a new one. Initial slots need a prog array that holds them.
+fn map_definition(
+    image: &Image,
+    btf: &mut Btf,
+    mi: usize,
+    old_vars: &[SecVar],
+) -> Result<MapDef, WriteError> {
+    let m = &image.maps[mi];
+    let last_init = image
+        .map_inits
+        .iter()
+        .filter(|i| i.map == mi)
+        .map(|i| u64::from(i.slot) + 1)
+        .max();
+    if let Some(n) = last_init.filter(|&n| n > u64::from(m.max_entries)) {
+        return Err(unsupported(
+            format!("map '{}'", m.name),
+            format!(
+                "initial slot {} is beyond max_entries {}",
+                n - 1,
+                m.max_entries
+            ),
+        ));
+    }
+    if last_init.is_some() && (m.map_type != MapType::ProgArray || m.value_size != 4) {
+        return Err(unsupported(
+            format!("map '{}'", m.name),
+            "initial slots need a prog array with 4-byte values",
+        ));
+    }
+    let reused = old_vars.iter().filter(|v| v.name == m.name).find_map(|v| {
+        let values = def_matches(btf, m, v.ty, last_init.is_some())?;
+        Some((v.var_id, v.size, values))
+    });
+    let (var, size, values_off) = match reused {
+        Some((var, size, values)) => (var, u64::from(size), values),
+        None => {
+            let (st, values) = synth_def(btf, m, last_init.is_some());
+            let size = u64::from(btf.size_of(st).unwrap_or(0));
+            let var = btf.add(Type::new(
+                m.name.clone(),
+                Kind::Var {
+                    ty: st,
+                    linkage: Linkage::Global,
+                },
             ));
+            (var, size, values)
         }
-        if m.value_size == 0 {
-            return Err(unsupported(
-                format!("global data map '{}'", m.name),
-                "it is empty (an ELF section of 0 bytes is no map)",
-            ));
-        }
-        if out.sections.iter().any(|s| s.name == *section) {
-            return Err(unsupported(
-                format!("global data map '{}'", m.name),
-                format!("a second map for section '{section}'"),
-            ));
-        }
-        let size = u64::from(m.value_size);
-        let bss = section.starts_with(".bss");
-        let mut data = if bss {
-            Vec::new()
+    };
+    let size = match (values_off, last_init) {
+        (Some(v), Some(n)) => size.max(v + n * 8),
+        _ => size,
+    };
+    Ok(MapDef {
+        var,
+        size,
+        values_off,
+    })
+}
+
+/// The section of global-data map `m` (`section`, NOBITS for `.bss*`);
+/// returns its index in `out`.
+fn global_data_section(
+    out: &mut OutElf,
+    m: &MapSpec,
+    section: &str,
+    read_only: bool,
+) -> Result<usize, WriteError> {
+    if !is_global_data(section) {
+        return Err(unsupported(
+            format!("global data map '{}'", m.name),
+            format!("section '{section}' is not .rodata*, .data* or .bss*"),
+        ));
+    }
+    if m.value_size == 0 {
+        return Err(unsupported(
+            format!("global data map '{}'", m.name),
+            "it is empty (an ELF section of 0 bytes is no map)",
+        ));
+    }
+    if out.sections.iter().any(|s| s.name == *section) {
+        return Err(unsupported(
+            format!("global data map '{}'", m.name),
+            format!("a second map for section '{section}'"),
+        ));
+    }
+    let size = u64::from(m.value_size);
+    let bss = section.starts_with(".bss");
+    let mut data = if bss {
+        Vec::new()
+    } else {
+        m.data.clone().unwrap_or_default()
+    };
+    if !bss {
+        data.resize(m.value_size as usize, 0);
+    }
+    let write = if read_only { 0 } else { elf::SHF_WRITE };
+    Ok(out.add_section(OutSection {
+        name: section.to_string(),
+        sh_type: if bss {
+            elf::SHT_NOBITS
         } else {
-            m.data.clone().unwrap_or_default()
-        };
-        if !bss {
-            data.resize(m.value_size as usize, 0);
-        }
-        let write = if *read_only { 0 } else { elf::SHF_WRITE };
-        let idx = out.add_section(OutSection {
-            name: section.clone(),
-            sh_type: if bss {
-                elf::SHT_NOBITS
-            } else {
-                elf::SHT_PROGBITS
-            },
-            flags: u64::from(elf::SHF_ALLOC | write),
-            align: 8,
-            data,
-            nobits_size: if bss { size } else { 0 },
-            rels: Vec::new(),
-        });
-        places[mi] = Some(MapOut::Global { section: idx });
-    }
-    let maps = places
-        .into_iter()
-        .map(|p| p.ok_or_else(|| WriteError::Elf("a map was not placed".into())))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(MapsLayout { maps })
+            elf::SHT_PROGBITS
+        },
+        flags: u64::from(elf::SHF_ALLOC | write),
+        align: 8,
+        data,
+        nobits_size: if bss { size } else { 0 },
+        rels: Vec::new(),
+    }))
 }
