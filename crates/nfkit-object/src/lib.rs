@@ -6,8 +6,8 @@
 //! * [`object`]: an unlinked object (functions with symbolic relocations,
 //!   maps, globals), as [`read`] produces it from ELF bytes.
 //! * [`progtype`]: program types from section names (libbpf conventions).
-//! * [`link`]: objects into an [`Image`].
-//! * [`write`]: an [`Image`] back into an eBPF relocatable ELF object.
+//! * [`link`](mod@link): objects into an [`Image`].
+//! * [`write`](mod@write): an [`Image`] back into an eBPF relocatable ELF object.
 //! * [`summary`]: what an object holds, for `nfkit object show`.
 //! * [`error`]: read, link and write errors, each naming where.
 
