@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::state::unix_now;
-pub use crate::state::{Deployment, MapRecord, Paths, State};
+pub use crate::state::{DeployMode, Deployment, MapRecord, Paths, State};
 pub use nfkit_abi::AttachPoint;
 
 /// `XDP_FLAGS_SKB_MODE` / `XDP_FLAGS_DRV_MODE`.
@@ -453,11 +453,10 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         ifindex,
         hook: req.hook,
         mode: if req.dynamic.is_some() {
-            "dynamic"
+            DeployMode::Dynamic
         } else {
-            "static"
-        }
-        .into(),
+            DeployMode::Static
+        },
         source: req.source.to_string(),
         entry: req.entry.to_string(),
         pin_dir: dir,

@@ -80,6 +80,25 @@ pub struct MapRecord {
     pub value_desc: Option<String>,
 }
 
+/// How a deployment is composed (recorded as `static` / `dynamic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeployMode {
+    /// One program: classifier, chains and NFs linked together.
+    Static,
+    /// NFs loaded once, chain segments switched through `nfkit_progs`.
+    Dynamic,
+}
+
+impl std::fmt::Display for DeployMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeployMode::Static => "static",
+            DeployMode::Dynamic => "dynamic",
+        })
+    }
+}
+
 /// One deployment, as the state file records it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deployment {
@@ -90,7 +109,7 @@ pub struct Deployment {
     pub ifindex: u32,
     #[serde(with = "attach_point_name")]
     pub hook: AttachPoint,
-    pub mode: String,
+    pub mode: DeployMode,
     /// The script (or object) deployed.
     pub source: String,
     /// The entry program's name.
@@ -221,7 +240,7 @@ mod tests {
             netns: None,
             ifindex: 7,
             hook: AttachPoint::TcEgress,
-            mode: "static".into(),
+            mode: DeployMode::Static,
             source: "x.py".into(),
             entry: "every_packet".into(),
             pin_dir: dir.join("bpf/veth0/tc_egress"),
