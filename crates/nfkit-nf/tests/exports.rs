@@ -182,18 +182,11 @@ fn dynamic_entries_run_from_the_frame_and_end_or_continue_the_chain() {
         .lookup_cpu(&0u32.to_le_bytes(), 0)
         .unwrap()
         .unwrap();
-    assert_eq!(u64_at(&f, 32), 2, "frame.result = dst_port()");
-    assert_eq!(
-        u32::from_le_bytes(f[44..48].try_into().unwrap()),
-        1,
-        "frame.calls"
-    );
+    let frame = nfkit_abi::NfFrame::from_bytes(&f).expect("a whole nf_frame");
+    assert_eq!(frame.result, 2, "frame.result = dst_port()");
+    assert_eq!(frame.calls, 1, "frame.calls");
     assert_eq!(stat(&vm, 5, 1), 1, "chain 5 counted a DROP");
-    assert_eq!(
-        u32::from_le_bytes(f[48..52].try_into().unwrap()),
-        5,
-        "frame.chain_id"
-    );
+    assert_eq!(frame.chain_id, 5, "frame.chain_id");
 
     // Arguments from the frame reach the NF: a bucket keyed by them.
     let (vm, _) = dynamic("nf.meter", "tb_src", [4, 6, 0, 0]);
