@@ -3,7 +3,8 @@
 //! its own module under `cmd/`.
 //!
 //! Exit codes: 0 success, 1 the work failed (bad input, rejected program,
-//! failed check), 2 usage error (clap).
+//! failed check), 2 usage error (clap), 3 `prog test` completed but the
+//! kernel refused some packets.
 
 mod cmd;
 

@@ -416,3 +416,49 @@ fn trace_shows_pc_disassembly_memory_helpers_and_registers() {
     assert_eq!(steps[7]["helper"]["name"], "bpf_ktime_get_ns");
     assert_eq!(steps[7]["helper"]["ret"], pkts[0].ts_ns);
 }
+
+/// `prog test` reports each packet the kernel refuses (a frame under 14
+/// bytes; for TC a cut IP header) with its error and runs the others:
+/// exit code 3, JSON for every packet.
+#[test]
+fn prog_test_reports_refused_packets_and_goes_on() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let d = Dir::new("refused");
+    let inp = d.path("in.pcap");
+    let whole = ipv4(17, 53, 60);
+    write_pcap(
+        &inp,
+        &[whole.clone(), vec![1, 2, 3], whole[..17].to_vec(), whole],
+    );
+    // XDP: only the 3-byte frame is refused.
+    let o = nfkit(&["prog", "test", corpus("xdp_port_filter"), "--pcap", &inp]);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("packet 2: refused by the kernel"), "{text}");
+    assert!(text.contains("packet 4: XDP_PASS"), "{text}");
+    // TC: the cut IP header too; every packet in the JSON.
+    let o = nfkit(&[
+        "prog",
+        "test",
+        corpus("tc_proto_stats"),
+        "--pcap",
+        &inp,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let p = v["packets"].as_array().expect("packets");
+    assert_eq!(p.len(), 4, "{v}");
+    let refused: Vec<bool> = p.iter().map(|p| p["refused"] == true).collect();
+    assert_eq!(refused, [false, true, true, false], "{v}");
+    assert!(p[1]["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    assert_eq!(p[3]["verdict"], "TC_ACT_OK", "{v}");
+    assert_eq!(v["refused"], 2, "{v}");
+    // All packets run: exit code 0.
+    write_pcap(&inp, &[ipv4(17, 53, 60)]);
+    let o = nfkit(&["prog", "test", corpus("xdp_port_filter"), "--pcap", &inp]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}

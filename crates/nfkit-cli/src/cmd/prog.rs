@@ -4,7 +4,11 @@
 //! printing per packet the verdict (named, and kept or dropped, as
 //! [`nfkit_abi::Hook`] says, like `nfkit run`), the output packet (hex)
 //! and the nanoseconds per run. With a pcap, `nf_now()` is pinned to each
-//! packet's capture time (as `nfkit run` does in the VM).
+//! packet's capture time (as `nfkit run` does in the VM). A packet the
+//! kernel refuses (a frame under 14 bytes; for TC, a cut IP header) is
+//! reported as refused, with the kernel's error, and the run goes on:
+//! exit code 0 when every packet ran, [`EXIT_REFUSED`] (3) when some
+//! were refused, 1 when the run could not be made at all.
 
 use super::hook_of;
 use anyhow::{anyhow, bail, Context};
@@ -18,6 +22,12 @@ use std::process::ExitCode;
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Run a program in the kernel on packets (BPF_PROG_TEST_RUN).
+    ///
+    /// A packet the kernel refuses (a frame under 14 bytes; for TC, a
+    /// cut IP header) is reported as refused, with the kernel's error,
+    /// and the run goes on. Exit code: 0 every packet ran, 3 the run
+    /// completed but some packets were refused, 1 no run (the object or
+    /// the packets could not be used, the program was rejected), 2 usage.
     Test(TestArgs),
 }
 
@@ -134,49 +144,93 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow!("{shown}: program {entry} not loaded"))?;
     let config = loaded.map("nfkit_config").filter(|_| pin_clock);
     let mut rows = Vec::new();
+    let mut refused = 0usize;
     for (i, (ts, data)) in input.iter().enumerate() {
         if let Some(cfg) = &config {
-            let mut v = cfg.lookup(&0u32.to_le_bytes())?.unwrap_or_default();
-            v.resize(40, 0);
-            v.splice(20..24, 1u32.to_le_bytes());
-            v.splice(24..32, ts.to_le_bytes());
-            cfg.update(&0u32.to_le_bytes(), &v, 0)?;
+            pin_now(cfg, *ts)?;
         }
-        let r = prog
-            .test_run(&TestRun {
-                repeat: a.repeat,
-                ..TestRun::packet(data)
-            })
-            .map_err(|e| anyhow!("packet {}: {e}", i + 1))?;
-        let (verdict, kept) = verdict(prog.prog_type(), r.retval);
-        if a.json {
-            rows.push(json!({
-                "packet": i + 1, "retval": r.retval, "verdict": verdict, "kept": kept,
-                "ns_per_run": r.duration_ns, "out": hex(&r.data),
-            }));
-        } else {
-            let fate = match kept {
-                Some(true) => ", kept",
-                Some(false) => ", dropped",
-                None => "",
-            };
-            println!(
-                "packet {}: {verdict} ({}){fate}, {} ns/run, {} bytes out",
-                i + 1,
-                r.retval,
-                r.duration_ns,
-                r.data.len()
-            );
-            println!("  {}", hex(&r.data));
+        let run = prog.test_run(&TestRun {
+            repeat: a.repeat,
+            ..TestRun::packet(data)
+        });
+        if run.is_err() {
+            refused += 1;
         }
+        let row = report(prog.prog_type(), i + 1, data.len(), run, a.json);
+        rows.extend(row);
     }
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "program": entry, "packets": rows }))?
+            serde_json::to_string_pretty(
+                &json!({ "program": entry, "packets": rows, "refused": refused })
+            )?
         );
+    } else if refused > 0 {
+        eprintln!("{refused} of {} packets refused by the kernel", input.len());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if refused > 0 {
+        ExitCode::from(EXIT_REFUSED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Exit code of a run that completed but in which the kernel refused
+/// some packets (`BPF_PROG_TEST_RUN` failed for them).
+pub const EXIT_REFUSED: u8 = 3;
+
+/// Pins `nf_now()` to `ts` in the program's `nfkit_config`.
+fn pin_now(cfg: &nfkit_kernel::KMap, ts: u64) -> anyhow::Result<()> {
+    let mut v = cfg.lookup(&0u32.to_le_bytes())?.unwrap_or_default();
+    v.resize(40, 0);
+    v.splice(20..24, 1u32.to_le_bytes());
+    v.splice(24..32, ts.to_le_bytes());
+    cfg.update(&0u32.to_le_bytes(), &v, 0)?;
+    Ok(())
+}
+
+/// Prints (text) or returns (JSON) the result of packet `n` (`len`
+/// bytes in): its verdict and output, or the kernel's refusal.
+fn report(
+    t: ProgType,
+    n: usize,
+    len: usize,
+    run: Result<nfkit_kernel::TestRunOut, nfkit_kernel::KernelError>,
+    as_json: bool,
+) -> Option<serde_json::Value> {
+    let r = match run {
+        Ok(r) => r,
+        Err(e) => {
+            if as_json {
+                return Some(json!({
+                    "packet": n, "refused": true, "bytes_in": len, "error": e.to_string(),
+                }));
+            }
+            println!("packet {n}: refused by the kernel ({len} bytes in): {e}");
+            return None;
+        }
+    };
+    let (verdict, kept) = verdict(t, r.retval);
+    if as_json {
+        return Some(json!({
+            "packet": n, "refused": false, "retval": r.retval, "verdict": verdict, "kept": kept,
+            "ns_per_run": r.duration_ns, "out": hex(&r.data),
+        }));
+    }
+    let fate = match kept {
+        Some(true) => ", kept",
+        Some(false) => ", dropped",
+        None => "",
+    };
+    println!(
+        "packet {n}: {verdict} ({}){fate}, {} ns/run, {} bytes out",
+        r.retval,
+        r.duration_ns,
+        r.data.len()
+    );
+    println!("  {}", hex(&r.data));
+    None
 }
 
 #[cfg(test)]
