@@ -182,7 +182,7 @@ fn reusable_maps(req: &DeployRequest<'_>, previous: Option<&Deployment>) -> Vec<
         if m.map_type() == spec.map_type
             && m.key_size() == spec.key_size
             && m.value_size() == spec.value_size
-            && m.max_entries() == spec.max_entries
+            && crate::maps::max_entries_of(spec).is_ok_and(|n| m.max_entries() == n)
         {
             reuse.push(m);
         }
@@ -213,7 +213,7 @@ fn pin_maps(
             map_type: format!("{:?}", spec.map_type),
             key_size: spec.key_size,
             value_size: spec.value_size,
-            max_entries: spec.max_entries,
+            max_entries: m.max_entries(),
             key_type: btf_name(req.image, spec.key_type_id),
             value_type: btf_name(req.image, spec.value_type_id),
             key_desc: desc.map(|d| d.key.clone()),

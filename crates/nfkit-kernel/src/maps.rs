@@ -204,6 +204,17 @@ fn takes_btf(t: MapType) -> bool {
     )
 }
 
+/// The number of entries the kernel map of `spec` gets: a
+/// `perf_event_array` declared with none gets one per possible CPU, as
+/// libbpf gives it; every other map what it declares.
+pub fn max_entries_of(spec: &MapSpec) -> Result<u32, KernelError> {
+    if spec.map_type == MapType::PerfEventArray && spec.max_entries == 0 {
+        let n = crate::possible_cpus()?;
+        return Ok(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    Ok(spec.max_entries)
+}
+
 /// Creates the map of `spec` (BTF from `btf_fd` when given and taken,
 /// else without); fills and freezes global-data maps.
 pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, KernelError> {
@@ -225,6 +236,7 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
         ..Default::default()
     };
     let name = kernel_name(&spec.name);
+    let max_entries = max_entries_of(spec)?;
     let mut handle = None;
     if let (Some(fd), Some(v), true) = (btf_fd, spec.value_type_id, takes_btf(spec.map_type)) {
         opts.btf_fd = fd as u32;
@@ -235,7 +247,7 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
             Some(&name),
             spec.key_size,
             spec.value_size,
-            spec.max_entries,
+            max_entries,
             &opts,
         )
         .ok();
@@ -250,7 +262,7 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
             Some(&name),
             spec.key_size,
             spec.value_size,
-            spec.max_entries,
+            max_entries,
             &opts,
         )
         .map_err(|source| KernelError::MapCreate {
@@ -258,7 +270,7 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
             map_type: spec.map_type.name().to_string(),
             key_size: spec.key_size,
             value_size: spec.value_size,
-            max_entries: spec.max_entries,
+            max_entries,
             flags,
             source,
         })?,

@@ -209,7 +209,7 @@ fn libbpf_loads_the_same_objects() {
 }
 
 fn compile(name: &str, src: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nfkit-kernel-test-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nfkit-kernel-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let c = dir.join(format!("{name}.c"));
     let o = dir.join(format!("{name}.o"));
@@ -320,4 +320,46 @@ fn testbed_creates_and_removes_namespaces_and_veths() {
     let name = name.downcast::<String>().expect("name");
     assert!(!nfkit_kernel::Netns::exists(&name));
     assert!(nfkit_kernel::Veth::new(None, Some("10.0.0.1/24"), None, None).is_err());
+}
+
+/// A `perf_event_array` declared without max_entries gets one entry per
+/// possible CPU, as libbpf gives it (the kernel refuses 0 entries).
+#[test]
+fn perf_event_array_gets_the_possible_cpus() {
+    if !nfkit_kernel::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let src = "#include <linux/bpf.h>\n\
+               #include <bpf/bpf_helpers.h>\n\
+               struct {\n\
+               \t__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);\n\
+               \t__uint(key_size, sizeof(int));\n\
+               \t__uint(value_size, sizeof(int));\n\
+               } events SEC(\".maps\");\n\
+               SEC(\"xdp\")\n\
+               int perf(struct xdp_md *ctx)\n\
+               {\n\
+               \tint v = 7;\n\
+               \tbpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &v, sizeof(v));\n\
+               \treturn XDP_PASS;\n\
+               }\n\
+               char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+    let obj = compile("perf", src);
+    let img = Image::from_file(&obj).expect("image");
+    if let Some(dir) = obj.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let spec = img.maps.iter().find(|m| m.name == "events").expect("map");
+    assert_eq!(spec.max_entries, 0);
+    let lo = load_image(&img, &LoadOptions::default()).expect("load");
+    let cpus = nfkit_kernel::possible_cpus().expect("cpus");
+    let m = lo.map("events").expect("events");
+    assert_eq!(m.max_entries() as usize, cpus);
+    let out = lo
+        .prog("perf")
+        .expect("perf")
+        .test_run(&TestRun::packet(&ipv4_udp(60)))
+        .expect("run");
+    assert_eq!(out.retval, 2);
 }
