@@ -6,6 +6,12 @@
 //! failed check), 2 usage error (clap), 3 `prog test` completed but the
 //! kernel refused some packets.
 
+//!
+//! Errors are printed with anyhow's `{:#}` (each context, then its
+//! cause). The libraries' errors carry their cause's text in their own
+//! message (a `cause` field) and do not return it from `source()`, so
+//! each text is printed once.
+
 mod cmd;
 
 use clap::{Parser, Subcommand};

@@ -150,7 +150,7 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
         .to_string();
     let kernel = |source| ControlError::Kernel {
         file: file.to_string(),
-        source: Box::new(source),
+        cause: Box::new(source),
     };
     let writes = c.control_plane();
     let chains = c.program.chain_names();

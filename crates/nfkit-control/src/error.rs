@@ -12,10 +12,10 @@ pub enum ControlError {
     #[error(transparent)]
     Compile(#[from] nfkit_lang::CompileError),
     /// The kernel refused or failed.
-    #[error("{file}: {source}")]
+    #[error("{file}: {cause}")]
     Kernel {
         file: String,
-        source: Box<nfkit_kernel::KernelError>,
+        cause: Box<nfkit_kernel::KernelError>,
     },
     /// The script attaches to a socket: nothing to deploy on an interface.
     #[error(

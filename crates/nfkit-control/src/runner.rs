@@ -15,15 +15,22 @@ use nfkit_vm::{Context, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
 pub enum RunError {
     #[error("the script has no classifier (every_packet(...), by_dscp(...), ...): nothing to run")]
     NoClassifier,
+    /// The VM refused the image (its text embedded: not a `source()`).
     #[error("loading into the VM: {0}")]
-    Load(#[from] Box<nfkit_vm::LoadError>),
+    Load(Box<nfkit_vm::LoadError>),
     #[error("map {0}: not in the image")]
     NoMap(String),
-    #[error("map {map}: {source}")]
+    #[error("map {map}: {cause}")]
     Map {
         map: String,
-        source: crate::maps::MapError,
+        cause: crate::maps::MapError,
     },
+}
+
+impl From<Box<nfkit_vm::LoadError>> for RunError {
+    fn from(e: Box<nfkit_vm::LoadError>) -> RunError {
+        RunError::Load(e)
+    }
 }
 
 /// The outcome of one packet.
@@ -112,7 +119,7 @@ fn shown_maps(image: &nfkit_object::Image, program: &Program) -> Vec<(MapInfo, b
 fn map_err(map: &str, source: impl Into<crate::maps::MapError>) -> RunError {
     RunError::Map {
         map: map.to_string(),
-        source: source.into(),
+        cause: source.into(),
     }
 }
 

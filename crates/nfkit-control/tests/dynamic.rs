@@ -107,7 +107,7 @@ every_packet(many)
     // Static mode compiles it; dynamic mode names the chain and the count.
     compile("many.py", src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
     match compile_dynamic("many.py", src, &Options::default(), &DynSlots::default()) {
-        Err(CompileError::Gen { source, .. }) => {
+        Err(CompileError::Gen { cause: source, .. }) => {
             let m = source.to_string();
             assert!(m.contains("'many'") && m.contains("20 NF calls"), "{m}");
         }

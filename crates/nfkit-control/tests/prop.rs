@@ -295,7 +295,7 @@ fn check_dynamic(
     let d = match compile_dynamic("prop.py", src, &Options::default(), &DynSlots::default()) {
         Ok(d) => d,
         Err(CompileError::Gen {
-            source: nfkit_lang::codegen::GenError::TailCalls { .. },
+            cause: nfkit_lang::codegen::GenError::TailCalls { .. },
             ..
         }) => return Ok(()),
         Err(e) => return Err(TestCaseError::fail(format!("dynamic: {e}\n{src}"))),

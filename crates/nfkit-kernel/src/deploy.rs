@@ -121,7 +121,7 @@ fn unpin(p: &Path) -> Result<(), KernelError> {
         Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(KernelError::File {
             what: "remove pin",
             path: p.to_path_buf(),
-            source,
+            cause: source,
         }),
         _ => Ok(()),
     }
@@ -132,7 +132,7 @@ pub fn open_pinned_map(name: &str, path: &Path) -> Result<KMap, KernelError> {
     let h = MapHandle::from_pinned_path(path).map_err(|source| KernelError::MapOp {
         map: name.to_string(),
         op: "open pinned",
-        source,
+        cause: source,
     })?;
     Ok(KMap::new(name, h))
 }
@@ -334,7 +334,7 @@ fn prepare(paths: &Paths, req: &DeployRequest<'_>) -> Result<(u32, PathBuf), Ker
     std::fs::create_dir_all(&maps_dir).map_err(|source| KernelError::File {
         what: "create",
         path: maps_dir,
-        source,
+        cause: source,
     })?;
     Ok((ifindex, dir))
 }

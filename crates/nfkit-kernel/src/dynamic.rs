@@ -199,7 +199,7 @@ pub(crate) fn install(
     std::fs::create_dir_all(&pdir).map_err(|source| KernelError::File {
         what: "create",
         path: pdir.clone(),
-        source,
+        cause: source,
     })?;
     let mut nfs: Vec<DynNf> = Vec::new();
     for (sym, entry, slot) in d.nfs {
@@ -303,7 +303,7 @@ pub(crate) fn remove_pins(dir: &Path) -> Result<(), KernelError> {
         std::fs::remove_file(e.path()).map_err(|err| KernelError::File {
             what: "remove pin",
             path: e.path(),
-            source: err,
+            cause: err,
         })?;
     }
     let _ = std::fs::remove_dir(&pdir);

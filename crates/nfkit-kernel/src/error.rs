@@ -57,7 +57,7 @@ pub enum KernelError {
     #[error("program '{entry}': {msg}")]
     Image { entry: String, msg: String },
     /// The kernel refused to create a map.
-    #[error("map '{map}': cannot create {map_type} (key {key_size}, value {value_size}, {max_entries} entries, flags {flags:#x}): {source}")]
+    #[error("map '{map}': cannot create {map_type} (key {key_size}, value {value_size}, {max_entries} entries, flags {flags:#x}): {cause}")]
     MapCreate {
         map: String,
         map_type: String,
@@ -65,17 +65,17 @@ pub enum KernelError {
         value_size: u32,
         max_entries: u32,
         flags: u32,
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// A map given for reuse does not have the shape the Image declares.
     #[error("map '{0}': the map given for reuse has another type, key or value size")]
     ReuseShape(String),
     /// A map operation failed.
-    #[error("map '{map}': {op}: {source}")]
+    #[error("map '{map}': {op}: {cause}")]
     MapOp {
         map: String,
         op: &'static str,
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// A global variable named in the load options does not exist or
     /// does not fit.
@@ -85,10 +85,10 @@ pub enum KernelError {
     #[error("test run of '{prog}': {}", std::io::Error::from_raw_os_error(*errno))]
     TestRun { prog: String, errno: i32 },
     /// An ELF object could not be opened or loaded by libbpf.
-    #[error("object {path}: {source}")]
+    #[error("object {path}: {cause}")]
     Object {
         path: String,
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// bpffs could not be mounted or used.
     #[error("bpffs at {path}: {msg}")]
@@ -102,17 +102,17 @@ pub enum KernelError {
 
     /// A file or directory of nfkit's (pins, the state file) could not
     /// be used.
-    #[error("cannot {what} {}: {source}", path.display())]
+    #[error("cannot {what} {}: {cause}", path.display())]
     File {
         what: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The state file holds something nfkit did not write.
-    #[error("state file {}: {source}", path.display())]
+    #[error("state file {}: {cause}", path.display())]
     StateFile {
         path: PathBuf,
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// A path nfkit pins at is not UTF-8.
     #[error("path {} is not UTF-8", .0.display())]
@@ -180,10 +180,10 @@ pub enum KernelError {
 pub enum NetnsProblem {
     #[error("a name has no '/' and is not empty")]
     BadName,
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Open {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 

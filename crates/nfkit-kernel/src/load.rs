@@ -556,7 +556,7 @@ pub fn load_object_file(path: impl AsRef<Path>) -> Result<Loaded, KernelError> {
     let path = path.as_ref();
     let oerr = |source| KernelError::Object {
         path: path.display().to_string(),
-        source,
+        cause: source,
     };
     let open = ObjectBuilder::default().open_file(path).map_err(oerr)?;
     let object = open.load().map_err(oerr)?;

@@ -31,7 +31,7 @@ fn op_err<'a>(map: &'a str, op: &'static str) -> impl FnOnce(libbpf_rs::Error) -
     move |source| KernelError::MapOp {
         map: map.to_string(),
         op,
-        source,
+        cause: source,
     }
 }
 
@@ -272,7 +272,7 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
             value_size: spec.value_size,
             max_entries,
             flags,
-            source,
+            cause: source,
         })?,
     };
     let map = KMap::new(&spec.name, handle);

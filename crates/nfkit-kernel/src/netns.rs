@@ -22,7 +22,7 @@ pub fn enter_netns(name: &str) -> Result<(), KernelError> {
         name: name.to_string(),
         why: NetnsProblem::Open {
             path: path.clone(),
-            source,
+            cause: source,
         },
     })?;
     sys::setns_net(f.as_raw_fd()).map_err(|errno| KernelError::Os {

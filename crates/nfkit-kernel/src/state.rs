@@ -54,7 +54,7 @@ impl Paths {
         std::fs::create_dir_all(&self.pin_root).map_err(|e| KernelError::File {
             what: "create",
             path: self.pin_root.clone(),
-            source: e,
+            cause: e,
         })
     }
 }
@@ -155,13 +155,13 @@ impl State {
         match std::fs::read_to_string(f) {
             Ok(s) => serde_json::from_str(&s).map_err(|source| KernelError::StateFile {
                 path: f.clone(),
-                source,
+                cause: source,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
             Err(source) => Err(KernelError::File {
                 what: "read state file",
                 path: f.clone(),
-                source,
+                cause: source,
             }),
         }
     }
@@ -173,7 +173,7 @@ impl State {
         let err = |source: std::io::Error| KernelError::File {
             what: "write state file",
             path: f.clone(),
-            source,
+            cause: source,
         };
         if self.deployments.is_empty() {
             return match std::fs::remove_file(f) {
@@ -187,7 +187,7 @@ impl State {
         let tmp = f.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).map_err(|source| KernelError::StateFile {
             path: f.clone(),
-            source,
+            cause: source,
         })?;
         std::fs::write(&tmp, text + "\n").map_err(err)?;
         std::fs::rename(&tmp, f).map_err(err)

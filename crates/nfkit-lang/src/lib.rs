@@ -66,15 +66,15 @@ pub enum CompileError {
     /// An error in the script (rendered with its place).
     #[error("{0}")]
     Script(Box<Diagnostic>),
-    #[error("{file}: {source}")]
+    #[error("{file}: {cause}")]
     Gen {
         file: String,
-        source: codegen::GenError,
+        cause: codegen::GenError,
     },
-    #[error("{file}: {source}")]
+    #[error("{file}: {cause}")]
     Link {
         file: String,
-        source: Box<link::LinkError>,
+        cause: Box<link::LinkError>,
     },
 }
 
@@ -84,13 +84,13 @@ pub fn compile(file: &str, source: &str, opts: &Options) -> Result<Compiled, Com
     let generated =
         codegen::generate(&checked.program, checked.hook).map_err(|source| CompileError::Gen {
             file: file.to_string(),
-            source,
+            cause: source,
         })?;
     let (image, object) =
         link::link_program(&checked.program, &generated, checked.hook, &opts.search).map_err(
             |e| CompileError::Link {
                 file: file.to_string(),
-                source: Box::new(e),
+                cause: Box::new(e),
             },
         )?;
     Ok(Compiled {
@@ -161,14 +161,14 @@ pub fn compile_dynamic(
     let checked = check::check(file, source, opts).map_err(CompileError::Script)?;
     let gen_err = |source| CompileError::Gen {
         file: file.to_string(),
-        source,
+        cause: source,
     };
     let generated =
         codegen::generate_dynamic(&checked.program, checked.hook, slots).map_err(gen_err)?;
     let (image, _) = link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search)
         .map_err(|e| CompileError::Link {
         file: file.to_string(),
-        source: Box::new(e),
+        cause: Box::new(e),
     })?;
     let entry = checked
         .program

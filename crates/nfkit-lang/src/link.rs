@@ -27,10 +27,10 @@ pub enum LinkError {
     #[error(transparent)]
     Search(#[from] nfkit_nf::NfError),
     /// An NF module's object is malformed.
-    #[error("{origin}: {source}")]
+    #[error("{origin}: {cause}")]
     Read {
         origin: String,
-        source: Box<nfkit_object::ReadError>,
+        cause: Box<nfkit_object::ReadError>,
     },
     /// The objects do not link (duplicate or missing symbols, ...).
     #[error(transparent)]
@@ -407,7 +407,7 @@ fn module_object(
     let origin = format!("nf.{m} ({})", hook.name());
     let mut obj = crate::cache::read_object(&bytes, &origin).map_err(|e| LinkError::Read {
         origin,
-        source: Box::new(e),
+        cause: Box::new(e),
     })?;
     let keep = reachable(&obj, roots);
     retain(&mut obj, &keep);

@@ -100,7 +100,7 @@ pub fn caller_objects(
     let c = caller_object(hook);
     let mut caller = nfkit_object::read_object(c.object, c.path).map_err(|e| NfError::Object {
         path: c.path.to_string(),
-        source: Box::new(read_err(c.path, e)),
+        cause: Box::new(read_err(c.path, e)),
     })?;
     retain_functions(&mut caller, |f| {
         f.prog_type.is_none() || entries.contains(&f.name.as_str())
@@ -108,7 +108,7 @@ pub fn caller_objects(
     let mut module =
         nfkit_object::read_object(module_elf, origin).map_err(|e| NfError::Object {
             path: origin.to_string(),
-            source: Box::new(read_err(origin, e)),
+            cause: Box::new(read_err(origin, e)),
         })?;
     let f = module
         .functions
@@ -174,7 +174,7 @@ fn reachable(obj: &Object, from: &str) -> Vec<String> {
 fn read_err(path: &str, e: nfkit_object::ReadError) -> nfkit_object::Error {
     nfkit_object::Error::Read {
         path: path.to_string(),
-        source: Box::new(e),
+        cause: Box::new(e),
     }
 }
 
@@ -211,6 +211,6 @@ pub fn caller_image_with(
     let objects = caller_objects(&r.bytes, &origin, &format!("nf_{name}"), hook, entries)?;
     nfkit_object::link(&objects).map_err(|e| NfError::Link {
         what: format!("{module}.{name} with the caller ({hook})"),
-        source: Box::new(e),
+        cause: Box::new(e),
     })
 }

@@ -5,36 +5,33 @@ use crate::docblock::DocError;
 /// What went wrong finding or reading an NF module.
 #[derive(Debug, thiserror::Error)]
 pub enum NfError {
-    #[error("cannot read NF directory {path}: {source}")]
-    Dir {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot read NF object {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("NF object {path}: {source}")]
+    #[error("cannot read NF directory {path}: {cause}")]
+    Dir { path: String, cause: std::io::Error },
+    #[error("cannot read NF object {path}: {cause}")]
+    Io { path: String, cause: std::io::Error },
+    #[error("NF object {path}: {cause}")]
     Object {
         path: String,
-        #[source]
-        source: Box<nfkit_object::Error>,
+        cause: Box<nfkit_object::Error>,
     },
+    /// The documentation does not parse (its text embedded: not a `source()`).
     #[error("NF documentation: {0}")]
-    Doc(#[from] DocError),
+    Doc(DocError),
     #[error("{path} has no function {symbol}")]
     NoSymbol { path: String, symbol: String },
     #[error("no {what} on the NF search path")]
     NotFound { what: String },
-    #[error("linking {what}: {source}")]
+    #[error("linking {what}: {cause}")]
     Link {
         what: String,
-        #[source]
-        source: Box<nfkit_object::LinkError>,
+        cause: Box<nfkit_object::LinkError>,
     },
     #[error("bad NF name `{0}`: expected NAME or MODULE.NAME (e.g. tb_dst or nf.meter.tb_dst)")]
     BadName(String),
+}
+
+impl From<DocError> for NfError {
+    fn from(e: DocError) -> NfError {
+        NfError::Doc(e)
+    }
 }

@@ -123,7 +123,7 @@ impl SearchPath {
         if let Some(path) = self.user_file(module, hook) {
             let bytes = std::fs::read(&path).map_err(|source| NfError::Io {
                 path: path.display().to_string(),
-                source,
+                cause: source,
             })?;
             return Ok(Some(Resolved {
                 module: module.to_string(),
@@ -154,7 +154,7 @@ impl SearchPath {
         for dir in &self.dirs {
             let rd = std::fs::read_dir(dir).map_err(|source| NfError::Dir {
                 path: dir.display().to_string(),
-                source,
+                cause: source,
             })?;
             let mut here: Vec<(String, Vec<PathBuf>)> = Vec::new();
             let mut files: Vec<PathBuf> = rd
@@ -295,7 +295,7 @@ fn hooks_for_ctx(ctx: &str) -> Vec<Hook> {
 fn btf_docs(module: &str, path: &Path) -> Result<Vec<NfDoc>, NfError> {
     let obj = nfkit_object::read_file(path).map_err(|e| NfError::Object {
         path: path.display().to_string(),
-        source: Box::new(e),
+        cause: Box::new(e),
     })?;
     let Some(btf) = &obj.btf else {
         return Ok(Vec::new());

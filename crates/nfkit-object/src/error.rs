@@ -198,16 +198,10 @@ pub enum WriteError {
 /// Any error of reading files, reading objects or linking.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        source: Box<ReadError>,
-    },
+    #[error("{path}: {cause}")]
+    Io { path: String, cause: std::io::Error },
+    #[error("{path}: {cause}")]
+    Read { path: String, cause: Box<ReadError> },
     #[error(transparent)]
     Link(#[from] LinkError),
 }

@@ -40,10 +40,10 @@ pub fn read_file(path: impl AsRef<Path>) -> Result<Object, Error> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| Error::Io {
         path: shown.clone(),
-        source,
+        cause: source,
     })?;
     read_object(&bytes, &shown).map_err(|source| Error::Read {
         path: shown,
-        source: Box::new(source),
+        cause: Box::new(source),
     })
 }

@@ -144,7 +144,7 @@ impl Image {
     pub fn from_elf(bytes: &[u8], origin: &str) -> Result<Image, Error> {
         let o = crate::read_object(bytes, origin).map_err(|source| Error::Read {
             path: origin.to_string(),
-            source: Box::new(source),
+            cause: Box::new(source),
         })?;
         Ok(link(std::slice::from_ref(&o))?)
     }

@@ -6,11 +6,10 @@ use std::path::PathBuf;
 /// offsets are bytes from the start of the file.
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("file header truncated: {len} bytes, a pcap file header has 24")]
     ShortHeader { len: usize },

@@ -116,7 +116,7 @@ pub fn read_file(path: impl AsRef<Path>) -> Result<Vec<Packet>, PcapError> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|source| PcapError::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     read(&bytes)
 }

@@ -74,6 +74,6 @@ pub fn write_file(path: impl AsRef<Path>, packets: &[Packet]) -> Result<(), Pcap
     let bytes = write(packets)?;
     std::fs::write(path, bytes).map_err(|source| PcapError::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })
 }

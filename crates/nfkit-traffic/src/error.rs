@@ -16,12 +16,8 @@ pub enum TrafficError {
     #[error("frame: {0}")]
     Frame(String),
     /// A system call failed.
-    #[error("{what}: {source}")]
-    Os {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{what}: {cause}")]
+    Os { what: String, cause: std::io::Error },
     /// Reading a pcap failed.
     #[error(transparent)]
     Pcap(#[from] nfkit_pcap::PcapError),
@@ -34,7 +30,7 @@ impl TrafficError {
     pub(crate) fn os(what: impl Into<String>, source: std::io::Error) -> TrafficError {
         TrafficError::Os {
             what: what.into(),
-            source,
+            cause: source,
         }
     }
 }

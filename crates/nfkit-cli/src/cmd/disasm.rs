@@ -48,7 +48,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         print!("{}", disassemble(&insns, &opts));
         return Ok(ExitCode::SUCCESS);
     }
-    let object = nfkit_object::read_object(&bytes, &shown).map_err(|e| anyhow!("{e}"))?;
+    let object = nfkit_object::read_object(&bytes, &shown).map_err(|e| anyhow!("{shown}: {e}"))?;
     let sections = code_sections(&object);
     let chosen: Vec<&(String, Vec<&ObjFunction>)> = match &a.section {
         Some(name) => {

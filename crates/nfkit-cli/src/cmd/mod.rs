@@ -29,3 +29,12 @@ pub fn hook_of(t: ProgType) -> Option<Hook> {
         _ => None,
     }
 }
+
+/// A pcap error that names the file once: I/O errors name it already,
+/// the others (bad magic, truncated record, ...) get it as a prefix.
+pub fn pcap_error(path: &std::path::Path) -> impl Fn(nfkit_pcap::PcapError) -> anyhow::Error + '_ {
+    move |e| match e {
+        nfkit_pcap::PcapError::Io { .. } => anyhow::Error::new(e),
+        e => anyhow::anyhow!("{}: {e}", path.display()),
+    }
+}

@@ -75,7 +75,7 @@ type Timed = (u64, Vec<u8>);
 /// Packets to run, and whether they have capture times.
 fn packets(a: &TestArgs) -> anyhow::Result<(Vec<Timed>, bool)> {
     if let Some(p) = &a.pcap {
-        let pk = nfkit_pcap::read_file(p).map_err(|e| anyhow!("{}: {e}", p.display()))?;
+        let pk = nfkit_pcap::read_file(p).map_err(super::pcap_error(p))?;
         return Ok((pk.into_iter().map(|p| (p.ts_ns, p.data)).collect(), true));
     }
     let Some(p) = &a.packet else {

@@ -74,7 +74,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             prog_type.name()
         )
     })?;
-    let packets = nfkit_pcap::read_file(&a.pcap)?;
+    let packets = nfkit_pcap::read_file(&a.pcap).map_err(super::pcap_error(&a.pcap))?;
     let selection = match &a.trace_packets {
         Some(s) => Some(parse_ranges(s)?),
         None => None,
@@ -144,7 +144,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &a.out {
-        nfkit_pcap::write_file(path, &t.written)?;
+        nfkit_pcap::write_file(path, &t.written).map_err(super::pcap_error(path))?;
     }
     print_summary(&a, &image.entries[entry], hook, packets.len(), &t)?;
     Ok(ExitCode::SUCCESS)

@@ -18,8 +18,7 @@ pub fn run(args: super::run::Args) -> anyhow::Result<ExitCode> {
     let Some(compiled) = compiled else {
         return Ok(ExitCode::from(1));
     };
-    let packets =
-        nfkit_pcap::read_file(&args.pcap).map_err(|e| anyhow!("{}: {e}", args.pcap.display()))?;
+    let packets = nfkit_pcap::read_file(&args.pcap).map_err(super::pcap_error(&args.pcap))?;
     let input: Vec<(u64, Vec<u8>)> = packets.into_iter().map(|p| (p.ts_ns, p.data)).collect();
     let report = run_capture(&compiled, &input, args.trace).map_err(|e| anyhow!("{shown}: {e}"))?;
     if args.json {
@@ -36,7 +35,7 @@ pub fn run(args: super::run::Args) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|(ts, d)| Packet::new(*ts, d.clone()))
             .collect();
-        nfkit_pcap::write_file(out, &pk).map_err(|e| anyhow!("{}: {e}", out.display()))?;
+        nfkit_pcap::write_file(out, &pk).map_err(super::pcap_error(out))?;
     }
     Ok(ExitCode::SUCCESS)
 }

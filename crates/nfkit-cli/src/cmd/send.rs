@@ -146,13 +146,13 @@ fn write(a: &Args, source: &Source, opts: &SendOptions, path: &Path) -> anyhow::
     let mut packets = render(source, opts, (a.at * 1e9) as u64)?;
     let added = packets.len();
     if a.append && path.exists() {
-        let mut old = nfkit_pcap::read_file(path)?;
+        let mut old = nfkit_pcap::read_file(path).map_err(super::pcap_error(path))?;
         old.append(&mut packets);
         packets = old;
         // Stable: packets of the same time keep their order.
         packets.sort_by_key(|p| p.ts_ns);
     }
-    nfkit_pcap::write_file(path, &packets)?;
+    nfkit_pcap::write_file(path, &packets).map_err(super::pcap_error(path))?;
     println!(
         "wrote {added} frames to {} ({} in all)",
         path.display(),

@@ -21,7 +21,7 @@ pub enum MapError {
     #[error(transparent)]
     Kernel(Box<nfkit_kernel::KernelError>),
     /// The VM's map refused.
-    #[error("{0}")]
+    #[error(transparent)]
     Vm(#[from] nfkit_vm::MapError),
 }
 
