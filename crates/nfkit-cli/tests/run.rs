@@ -462,3 +462,104 @@ fn prog_test_reports_refused_packets_and_goes_on() {
     let o = nfkit(&["prog", "test", corpus("xdp_port_filter"), "--pcap", &inp]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
 }
+
+/// Compiles C `src` with clang into `d`/`name`.o.
+fn clang(d: &Dir, name: &str, src: &str) -> String {
+    let (c, o) = (d.path(&format!("{name}.c")), d.path(&format!("{name}.o")));
+    std::fs::write(&c, src).expect("write C");
+    let st = Command::new("clang")
+        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
+        .arg(format!(
+            "-I/usr/include/{}-linux-gnu",
+            std::env::consts::ARCH
+        ))
+        .args(["-c", &c, "-o", &o])
+        .status()
+        .expect("run clang");
+    assert!(st.success(), "clang {name}");
+    o
+}
+
+/// Programs in legacy sections (`xdp_foo`, `prog`), which give no type.
+const LEGACY: &str = r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+SEC("xdp_foo")
+int foo(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	return data + 100 > end ? XDP_DROP : XDP_PASS;
+}
+SEC("prog")
+int bar(struct __sk_buff *skb)
+{
+	return skb->len > 100 ? 2 : 0;
+}
+char LICENSE[] SEC("license") = "GPL";
+"#;
+
+/// Verdicts of `nfkit <args> --json` (`run`: per result; `prog test`:
+/// per packet).
+fn verdicts(args: &[&str]) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(args))).expect("JSON");
+    let rows = v["results"].as_array().or(v["packets"].as_array());
+    rows.expect("rows")
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+#[test]
+fn legacy_sections_run_with_an_explicit_type() {
+    let d = Dir::new("legacy");
+    let obj = clang(&d, "legacy", LEGACY);
+    let inp = d.path("in.pcap");
+    write_pcap(&inp, &[ipv4(17, 53, 60), ipv4(17, 53, 200)]);
+    // Without --type: an error naming the section and suggesting --type.
+    for cmd in [&["run"][..], &["prog", "test"][..]] {
+        let args = [cmd, &[obj.as_str(), "--pcap", &inp, "--section", "foo"]].concat();
+        let o = nfkit(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains("xdp_foo") && err.contains("--type"), "{err}");
+    }
+    // With it: by section or function name, in the VM.
+    let xdp = [
+        &obj,
+        "--pcap",
+        &inp,
+        "--type",
+        "xdp",
+        "--section",
+        "xdp_foo",
+        "--json",
+    ];
+    let tc = [
+        &obj,
+        "--pcap",
+        &inp,
+        "--type",
+        "tc",
+        "--section",
+        "prog",
+        "--json",
+    ];
+    let vm_xdp = verdicts(&[&["run"][..], &xdp].concat());
+    assert_eq!(vm_xdp, ["XDP_DROP", "XDP_PASS"]);
+    let vm_tc = verdicts(&[&["run"][..], &tc].concat());
+    assert_eq!(vm_tc, ["TC_ACT_OK", "TC_ACT_SHOT"]);
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(
+        &[&["run"][..], &tc[..5], &["--section", "bar", "--json"]].concat(),
+    )))
+    .expect("JSON");
+    assert_eq!(
+        (v["program"].as_str(), v["type"].as_str()),
+        (Some("bar"), Some("sched_cls"))
+    );
+    // And in the kernel, with the same verdicts.
+    if common::is_root() {
+        assert_eq!(verdicts(&[&["prog", "test"][..], &xdp].concat()), vm_xdp);
+        assert_eq!(verdicts(&[&["prog", "test"][..], &tc].concat()), vm_tc);
+    }
+}

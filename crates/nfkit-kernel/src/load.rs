@@ -473,7 +473,14 @@ impl ProgLoader<'_> {
         } else {
             Vec::new()
         };
-        let (attach, flags) = attach_of(&e.section);
+        // A program given another type than its section's (an explicit
+        // type, as for legacy section names) takes nothing from the name.
+        let (attach, flags) =
+            if nfkit_object::progtype::prog_type_of_section(&e.section) == Some(e.prog_type) {
+                attach_of(&e.section)
+            } else {
+                (0, 0)
+            };
         let load = sys::ProgLoad {
             prog_type: e.prog_type.kernel_id(),
             expected_attach_type: attach,

@@ -85,6 +85,10 @@ pub enum ReadErrorKind {
     BadMap(String),
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A code section whose name gives no program type (`xdp_foo`,
+    /// `prog`): [`crate::read_object_as`] can give it one.
+    #[error("unsupported: unknown program section '{0}' (no program type follows from it)")]
+    UnknownSection(String),
     #[error("bad BTF: {0}")]
     Btf(BtfError),
     #[error("bad function layout: {0}")]

@@ -142,9 +142,21 @@ impl Image {
     /// Reads ELF bytes and links them on their own; `origin` names the
     /// object in diagnostics.
     pub fn from_elf(bytes: &[u8], origin: &str) -> Result<Image, Error> {
-        let o = crate::read_object(bytes, origin).map_err(|source| Error::Read {
-            path: origin.to_string(),
-            cause: Box::new(source),
+        Image::from_elf_as(bytes, origin, None)
+    }
+
+    /// [`Image::from_elf`] with the programs of sections whose name gives
+    /// no type taken as `unknown_sections` ([`crate::read_object_as`]).
+    pub fn from_elf_as(
+        bytes: &[u8],
+        origin: &str,
+        unknown_sections: Option<crate::ProgType>,
+    ) -> Result<Image, Error> {
+        let o = crate::read_object_as(bytes, origin, unknown_sections).map_err(|source| {
+            Error::Read {
+                path: origin.to_string(),
+                cause: Box::new(source),
+            }
         })?;
         Ok(link(std::slice::from_ref(&o))?)
     }

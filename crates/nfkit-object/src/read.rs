@@ -27,6 +27,19 @@ pub(crate) const MAX_DATA_SECTION: u64 = 64 << 20;
 /// Reads an object from ELF bytes. `origin` names it in diagnostics
 /// (usually the path) and becomes `Function::origin` after linking.
 pub fn read_object(data: &[u8], origin: &str) -> Result<Object, ReadError> {
+    read_object_as(data, origin, None)
+}
+
+/// [`read_object`], with the functions of code sections whose name
+/// follows no convention (legacy names such as `xdp_foo`, `prog`,
+/// `xdp_sock`) taken as programs of type `unknown_sections` when given,
+/// as libbpf's explicit program type (`bpf_program__set_type`) does;
+/// without it such a section is [`ReadErrorKind::UnknownSection`].
+pub fn read_object_as(
+    data: &[u8],
+    origin: &str,
+    unknown_sections: Option<crate::ProgType>,
+) -> Result<Object, ReadError> {
     let elf = Elf::parse(data)?;
     let (btf, ext) = btf_sec::read(&elf)?;
     let license = match elf.section_by_name("license") {
@@ -38,7 +51,8 @@ pub fn read_object(data: &[u8], origin: &str) -> Result<Object, ReadError> {
         None => String::new(),
     };
     let maps = maps::read_maps(&elf, btf.as_ref())?;
-    let functions = code::read_functions(&elf, &maps, btf.as_ref(), ext.as_ref())?;
+    let functions =
+        code::read_functions(&elf, &maps, (btf.as_ref(), ext.as_ref()), unknown_sections)?;
     let map_inits = maps::read_map_inits(&elf, &maps, &functions)?;
     Ok(Object {
         origin: origin.to_string(),

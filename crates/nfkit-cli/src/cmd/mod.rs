@@ -15,8 +15,9 @@ pub mod run_script;
 pub mod send;
 pub mod vm;
 
+use anyhow::anyhow;
 use nfkit_abi::Hook;
-use nfkit_object::ProgType;
+use nfkit_object::{Image, ProgType, ReadErrorKind};
 
 /// The hook a program type runs at, for its return codes
 /// ([`Hook::code_name`], [`Hook::keeps_packet`]); `None` for types
@@ -37,4 +38,45 @@ pub fn pcap_error(path: &std::path::Path) -> impl Fn(nfkit_pcap::PcapError) -> a
         nfkit_pcap::PcapError::Io { .. } => anyhow::Error::new(e),
         e => anyhow::anyhow!("{}: {e}", path.display()),
     }
+}
+
+/// `--type`: the type a program of an object is run as, whatever its
+/// section's name says (libbpf's explicit program type).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunType {
+    /// XDP (`struct xdp_md`).
+    Xdp,
+    /// TC classifier (`struct __sk_buff`, sched_cls).
+    Tc,
+    /// Socket filter (`struct __sk_buff`).
+    Socket,
+}
+
+impl RunType {
+    pub fn prog_type(self) -> ProgType {
+        match self {
+            RunType::Xdp => ProgType::Xdp,
+            RunType::Tc => ProgType::SchedCls,
+            RunType::Socket => ProgType::SocketFilter,
+        }
+    }
+}
+
+/// The Image of ELF object `bytes` (named `origin`). With `ty`, the
+/// programs of sections whose name gives no type (`xdp_foo`, `prog`)
+/// are of that type; without it, such a section's error says to give
+/// `--type`.
+pub fn read_image(bytes: &[u8], origin: &str, ty: Option<RunType>) -> anyhow::Result<Image> {
+    Image::from_elf_as(bytes, origin, ty.map(RunType::prog_type)).map_err(|e| {
+        let unknown = matches!(
+            &e,
+            nfkit_object::Error::Read { cause, .. }
+                if matches!(cause.kind, ReadErrorKind::UnknownSection(_))
+        );
+        if unknown {
+            anyhow!("{e}; run its programs as one type with --type xdp|tc|socket")
+        } else {
+            anyhow::Error::new(e)
+        }
+    })
 }

@@ -14,7 +14,7 @@ use super::hook_of;
 use anyhow::{anyhow, bail, Context};
 use nfkit_control::maps::text::{decode_hex, hex};
 use nfkit_kernel::{load_image, LoadOptions, TestRun};
-use nfkit_object::{Image, ProgType};
+use nfkit_object::ProgType;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,6 +52,10 @@ pub struct TestArgs {
     /// Program of an object with several: section or function name.
     #[arg(long, value_name = "NAME")]
     section: Option<String>,
+    /// Run the program as this type, whatever its section's name says
+    /// (legacy names such as `xdp_foo`, `prog`, `xdp_sock`).
+    #[arg(long = "type", value_name = "TYPE")]
+    prog_type: Option<super::RunType>,
     #[arg(long)]
     json: bool,
 }
@@ -96,23 +100,28 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     let shown = a.file.display().to_string();
     let bytes = std::fs::read(&a.file).with_context(|| format!("reading {shown}"))?;
     let (image, entry, writes) = if bytes.starts_with(b"\x7fELF") {
-        let image = Image::from_elf(&bytes, &shown)?;
-        let entry = match &a.section {
+        let mut image = super::read_image(&bytes, &shown, a.prog_type)?;
+        let at = match &a.section {
             Some(s) => image
                 .entries
                 .iter()
-                .find(|e| e.name == *s || e.section == *s)
+                .position(|e| e.name == *s || e.section == *s)
                 .ok_or_else(|| anyhow!("{shown}: no program `{s}`"))?,
-            None => match image.entries.as_slice() {
-                [one] => one,
-                [] => bail!("{shown}: no entry program"),
+            None => match image.entries.len() {
+                1 => 0,
+                0 => bail!("{shown}: no entry program"),
                 _ => bail!("{shown}: several programs: say which with --section"),
             },
+        };
+        if let Some(t) = a.prog_type {
+            image.entries[at].prog_type = t.prog_type();
         }
-        .name
-        .clone();
+        let entry = image.entries[at].name.clone();
         (image, entry, Vec::new())
     } else {
+        if a.prog_type.is_some() {
+            bail!("{shown}: --type applies to ELF objects, not chain scripts");
+        }
         let source = String::from_utf8(bytes).with_context(|| format!("{shown}: not UTF-8"))?;
         let Some(c) = super::deploy::compile_script(&shown, &source, &[], None)? else {
             return Ok(ExitCode::from(1));

@@ -1,4 +1,4 @@
-//! `nfkit run FILE.o [--section NAME] --pcap IN.pcap [--out OUT.pcap]
+//! `nfkit run FILE.o [--section NAME] [--type xdp|tc|socket] --pcap IN.pcap [--out OUT.pcap]
 //! [--trace] [--trace-packets LIST] [--json]`: runs an eBPF program in the
 //! userspace VM on every packet of a capture.
 //!
@@ -38,6 +38,10 @@ pub struct Args {
     /// name; needed when the object has several.
     #[arg(long, value_name = "NAME")]
     pub section: Option<String>,
+    /// Run the program as this type, whatever its section's name says
+    /// (legacy names such as `xdp_foo`, `prog`, `xdp_sock`).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub prog_type: Option<super::RunType>,
     /// Packets to run on (classic pcap, Ethernet).
     #[arg(long, value_name = "IN.pcap")]
     pub pcap: PathBuf,
@@ -62,8 +66,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         return super::run_script::run(a);
     }
     let origin = a.file.display().to_string();
-    let image = Image::from_elf(&bytes, &origin)?;
+    let mut image = super::read_image(&bytes, &origin, a.prog_type)?;
     let entry = pick_entry(&image, a.section.as_deref())?;
+    if let Some(t) = a.prog_type {
+        image.entries[entry].prog_type = t.prog_type();
+    }
     let (name, prog_type) = (
         image.entries[entry].name.clone(),
         image.entries[entry].prog_type,

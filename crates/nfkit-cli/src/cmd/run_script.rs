@@ -13,6 +13,9 @@ use std::process::ExitCode;
 /// Runs the chain script `args.file` on the capture.
 pub fn run(args: super::run::Args) -> anyhow::Result<ExitCode> {
     let shown = args.file.display().to_string();
+    if args.prog_type.is_some() {
+        anyhow::bail!("{shown}: --type applies to ELF objects, not chain scripts");
+    }
     let source = std::fs::read_to_string(&args.file).with_context(|| format!("reading {shown}"))?;
     let compiled = super::compile::compile_or_report(&shown, &source, &[])?;
     let Some(compiled) = compiled else {

@@ -89,8 +89,8 @@ fn binding(s: &Symbol) -> Binding {
 pub(crate) fn read_functions(
     elf: &Elf<'_>,
     maps: &Maps,
-    btf: Option<&Btf>,
-    ext: Option<&BtfExt>,
+    (btf, ext): (Option<&Btf>, Option<&BtfExt>),
+    unknown_sections: Option<ProgType>,
 ) -> Result<Vec<ObjFunction>, ReadError> {
     let mut functions: Vec<ObjFunction> = Vec::new();
     let mut code: Vec<CodeSection> = Vec::new();
@@ -100,7 +100,7 @@ pub(crate) fn read_functions(
         .iter()
         .filter(|s| s.is_code() && !s.data.is_empty())
     {
-        code.push(split_section(elf, sec, &mut functions)?);
+        code.push(split_section(elf, sec, unknown_sections, &mut functions)?);
     }
     // Pass 2: relocations and relative calls.
     for cs in &code {
@@ -121,18 +121,19 @@ pub(crate) fn read_functions(
     Ok(functions)
 }
 
-/// The program type of code section `sec` (`None` for `.text`).
-fn section_prog_type(sec: &Section<'_>) -> Result<Option<ProgType>, ReadError> {
+/// The program type of code section `sec` (`None` for `.text`);
+/// `unknown` for a name that follows no convention, when given.
+fn section_prog_type(
+    sec: &Section<'_>,
+    unknown: Option<ProgType>,
+) -> Result<Option<ProgType>, ReadError> {
     if sec.name == ".text" {
         return Ok(None);
     }
-    let pt = prog_type_of_section(&sec.name).ok_or_else(|| {
+    let pt = prog_type_of_section(&sec.name).or(unknown).ok_or_else(|| {
         err(
             Location::section(&sec.name),
-            ReadErrorKind::Unsupported(format!(
-                "unknown program section '{}' (no program type follows from it)",
-                sec.name
-            )),
+            ReadErrorKind::UnknownSection(sec.name.clone()),
         )
     })?;
     Ok(Some(pt))
@@ -143,6 +144,7 @@ fn section_prog_type(sec: &Section<'_>) -> Result<Option<ProgType>, ReadError> {
 fn split_section(
     elf: &Elf<'_>,
     sec: &Section<'_>,
+    unknown: Option<ProgType>,
     functions: &mut Vec<ObjFunction>,
 ) -> Result<CodeSection, ReadError> {
     if sec.has_rela {
@@ -151,7 +153,7 @@ fn split_section(
             ReadErrorKind::Unsupported("RELA relocations".into()),
         ));
     }
-    let prog_type = section_prog_type(sec)?;
+    let prog_type = section_prog_type(sec, unknown)?;
     let mut cs = decode(sec)?;
     cs.first_func = functions.len();
     let mut syms: Vec<&Symbol> = elf
