@@ -563,3 +563,46 @@ fn legacy_sections_run_with_an_explicit_type() {
         assert_eq!(verdicts(&[&["prog", "test"][..], &tc].concat()), vm_tc);
     }
 }
+
+/// Two XDP programs: `fib` calls `bpf_fib_lookup`, which the VM does not
+/// model; `plain` calls only helpers it does.
+const MIXED_HELPERS: &str = r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+SEC("xdp")
+int fib(struct xdp_md *ctx)
+{
+	struct bpf_fib_lookup p = {};
+	p.family = 2;
+	p.ifindex = ctx->ingress_ifindex;
+	int rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
+	return rc == 0 ? XDP_TX : XDP_PASS;
+}
+SEC("xdp.frags")
+int plain(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	return data + 100 > end ? XDP_DROP : XDP_PASS;
+}
+char LICENSE[] SEC("license") = "GPL";
+"#;
+
+/// An unsupported helper in one program of an object does not keep the
+/// others from running; running that one names the helper and the program.
+#[test]
+fn unsupported_helper_refuses_only_the_programs_that_reach_it() {
+    let d = Dir::new("mixed-helpers");
+    let obj = clang(&d, "mixed", MIXED_HELPERS);
+    let inp = d.path("in.pcap");
+    write_pcap(&inp, &[ipv4(17, 53, 60), ipv4(17, 53, 200)]);
+    let args = ["run", &obj, "--pcap", &inp, "--section", "plain", "--json"];
+    assert_eq!(verdicts(&args), ["XDP_DROP", "XDP_PASS"]);
+    let o = nfkit(&["run", &obj, "--pcap", &inp, "--section", "fib"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{o:?}");
+    assert!(
+        err.contains("bpf_fib_lookup") && err.contains("program fib"),
+        "{err}"
+    );
+}

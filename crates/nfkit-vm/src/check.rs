@@ -38,6 +38,10 @@ pub struct EntryInfo {
     pub func: usize,
     /// First op.
     pub start_op: usize,
+    /// Why this entry cannot run (a helper it reaches is unknown or not
+    /// allowed for its type), when other entries of the Image can: the
+    /// load succeeds, running this entry fails with this error.
+    pub refused: Option<LoadError>,
 }
 
 /// The result of a successful check.
@@ -137,11 +141,19 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
     let mut cx = decode(image)?;
     let fstarts = function_starts(&cx)?;
     cx.set_functions(&fstarts);
-    let entries = entries(&cx, &fstarts)?;
+    let mut entries = entries(&cx, &fstarts)?;
     // Per-instruction rules, and the call graph they find.
     let graph = insn_rules(&cx, config)?;
-    if config.profile == Profile::Kernel {
-        prog_type_rules(&cx, &entries, &graph, config)?;
+    // Helpers (and, in the kernel profile, what the program type allows)
+    // are checked per entry, over what the entry reaches: an entry that
+    // breaks them is refused, the load fails only if every entry is.
+    for e in &mut entries {
+        e.refused = entry_rules(&cx, e, &graph, config).err();
+    }
+    if let Some(first) = entries.iter().find_map(|e| e.refused.clone()) {
+        if entries.iter().all(|e| e.refused.is_some()) {
+            return Err(first);
+        }
     }
     // Control flow inside each function, then across calls.
     for fi in 0..cx.funcs.len() {
@@ -266,6 +278,7 @@ fn entries(cx: &Ctx, fstarts: &[usize]) -> Result<Vec<EntryInfo>, LoadError> {
             prog_type: ProgType::Unspec,
             func: 0,
             start_op: 0,
+            refused: None,
         });
     }
     for e in &image.entries {
@@ -281,6 +294,7 @@ fn entries(cx: &Ctx, fstarts: &[usize]) -> Result<Vec<EntryInfo>, LoadError> {
             prog_type: e.prog_type,
             func,
             start_op: cx.funcs[func].start_op,
+            refused: None,
         });
     }
     Ok(entries)
@@ -354,20 +368,6 @@ fn insn_kind_rules(cx: &Ctx, i: usize, insn: &Insn, config: &VmConfig) -> Result
             i,
             Rule::Unsupported,
             format!("kfunc call (BTF id {imm}) is not supported"),
-        )),
-        Insn::Call {
-            kind: CallKind::Helper,
-            imm,
-        } if table::lookup(config.profile, imm as i64).is_none() => Err(cx.err(
-            i,
-            Rule::UnknownHelper,
-            format!(
-                "helper {imm}{} is not available in the {:?} profile",
-                nfkit_isa::helpers::helper_name(imm)
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default(),
-                config.profile
-            ),
         )),
         Insn::Lddw {
             kind,
@@ -460,59 +460,73 @@ fn reachable(graph: &CallGraph, from: usize) -> Vec<bool> {
     seen
 }
 
-/// Kernel profile: the helpers and `LD_ABS`/`LD_IND` each entry reaches
-/// must be available to its program type.
-fn prog_type_rules(
+/// The rules of entry `e` over the functions it reaches (its own code,
+/// its bpf-to-bpf callees, the callbacks they reference): every helper
+/// must exist in the profile; in the kernel profile, helpers and
+/// `LD_ABS`/`LD_IND` must be allowed for the entry's program type.
+fn entry_rules(
     cx: &Ctx,
-    entries: &[EntryInfo],
+    e: &EntryInfo,
     graph: &CallGraph,
     config: &VmConfig,
 ) -> Result<(), LoadError> {
-    for e in entries {
-        let seen = reachable(graph, e.func);
-        for (i, insn) in cx.image.insns.iter().enumerate() {
-            if !seen[cx.op_func[i] as usize] {
-                continue;
-            }
-            match *insn {
-                Insn::Call {
-                    kind: CallKind::Helper,
-                    imm,
-                } => {
-                    if let Some(h) = table::lookup(config.profile, imm as i64) {
-                        if e.prog_type != ProgType::Unspec && !h.avail.allows(e.prog_type) {
-                            return Err(cx.err(
-                                i,
-                                Rule::HelperNotAllowed,
-                                format!(
-                                    "bpf_{} cannot be called from {} program {}",
-                                    h.name,
-                                    e.prog_type.name(),
-                                    e.name
-                                ),
-                            ));
-                        }
-                    }
+    let seen = reachable(graph, e.func);
+    let kernel = config.profile == Profile::Kernel && e.prog_type != ProgType::Unspec;
+    for (i, insn) in cx.image.insns.iter().enumerate() {
+        if !seen[cx.op_func[i] as usize] {
+            continue;
+        }
+        match *insn {
+            Insn::Call {
+                kind: CallKind::Helper,
+                imm,
+            } => match table::lookup(config.profile, imm as i64) {
+                None => {
+                    return Err(cx.err(
+                        i,
+                        Rule::UnknownHelper,
+                        format!(
+                            "helper {imm}{} is not available in the {:?} profile (called by program {})",
+                            nfkit_isa::helpers::helper_name(imm)
+                                .map(|n| format!(" (bpf_{n})"))
+                                .unwrap_or_default(),
+                            config.profile,
+                            e.name
+                        ),
+                    ))
                 }
-                Insn::LdAbs { .. } | Insn::LdInd { .. } => {
-                    let skb = matches!(
-                        e.prog_type,
-                        ProgType::SocketFilter | ProgType::SchedCls | ProgType::SchedAct
-                    );
-                    if !skb && e.prog_type != ProgType::Unspec {
-                        return Err(cx.err(
-                            i,
-                            Rule::LdAbs,
-                            format!(
-                                "{} program {} has no socket buffer",
-                                e.prog_type.name(),
-                                e.name
-                            ),
-                        ));
-                    }
+                Some(h) if kernel && !h.avail.allows(e.prog_type) => {
+                    return Err(cx.err(
+                        i,
+                        Rule::HelperNotAllowed,
+                        format!(
+                            "bpf_{} cannot be called from {} program {}",
+                            h.name,
+                            e.prog_type.name(),
+                            e.name
+                        ),
+                    ))
                 }
-                _ => {}
+                Some(_) => {}
+            },
+            Insn::LdAbs { .. } | Insn::LdInd { .. } if kernel => {
+                let skb = matches!(
+                    e.prog_type,
+                    ProgType::SocketFilter | ProgType::SchedCls | ProgType::SchedAct
+                );
+                if !skb {
+                    return Err(cx.err(
+                        i,
+                        Rule::LdAbs,
+                        format!(
+                            "{} program {} has no socket buffer",
+                            e.prog_type.name(),
+                            e.name
+                        ),
+                    ));
+                }
             }
+            _ => {}
         }
     }
     Ok(())

@@ -193,6 +193,14 @@ impl Vm {
             .collect()
     }
 
+    /// Why entry `entry` cannot run, if it cannot: a helper it reaches is
+    /// unknown to the VM or not allowed for its type (the load succeeds
+    /// as long as some entry of the Image can run).
+    pub fn entry_refused(&self, entry: impl EntryRef) -> Option<&LoadError> {
+        let ei = entry.entry_index(self)?;
+        self.inner.entries.get(ei)?.refused.as_ref()
+    }
+
     /// Index of the entry called `name`.
     pub fn entry_index(&self, name: &str) -> Option<usize> {
         name.entry_index(self)
@@ -298,6 +306,12 @@ impl Vm {
             return Err(RunErrorKind::Setup("no such entry program".into()));
         };
         let e = &inner.entries[ei];
+        if let Some(why) = &e.refused {
+            return Err(RunErrorKind::Setup(format!(
+                "program {} cannot run: {why}",
+                e.name
+            )));
+        }
         if opts.cpu >= inner.config.ncpus {
             return Err(RunErrorKind::Setup(format!(
                 "cpu {} out of range ({} CPUs)",

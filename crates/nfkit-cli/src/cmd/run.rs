@@ -96,6 +96,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         ..VmConfig::kernel()
     };
     let vm = Vm::new(&image, config).with_context(|| format!("loading {name}"))?;
+    if let Some(why) = vm.entry_refused(entry) {
+        bail!("loading {name}: {why}");
+    }
     let mut runner = vm.runner();
 
     let mut t = Tally::default();

@@ -556,7 +556,12 @@ impl Machine<'_> {
         if self.tail_calls >= self.vm.config.max_tail_calls {
             return Ok(next);
         }
-        let Some(e) = pa.get(index as u32).and_then(|e| self.vm.entries.get(e)) else {
+        // A refused entry was never loaded: its slot is empty.
+        let Some(e) = pa
+            .get(index as u32)
+            .and_then(|e| self.vm.entries.get(e))
+            .filter(|e| e.refused.is_none())
+        else {
             return Ok(next);
         };
         self.tail_calls += 1;
