@@ -606,3 +606,44 @@ fn unsupported_helper_refuses_only_the_programs_that_reach_it() {
         "{err}"
     );
 }
+
+/// An XDP program calling a kfunc (an `extern ... __ksym` function).
+const KFUNC: &str = r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#ifndef __ksym
+#define __ksym __attribute__((section(".ksyms")))
+#endif
+struct bpf_dynptr;
+extern int bpf_dynptr_from_xdp(struct xdp_md *x, __u64 flags,
+			       struct bpf_dynptr *ptr) __ksym;
+SEC("xdp")
+int kf(struct xdp_md *ctx)
+{
+	char buf[16];
+	if (bpf_dynptr_from_xdp(ctx, 0, (struct bpf_dynptr *)buf))
+		return XDP_DROP;
+	return XDP_PASS;
+}
+char LICENSE[] SEC("license") = "GPL";
+"#;
+
+/// A kfunc call is refused with a message naming the kernel function, the
+/// program and the instruction, not as an undefined symbol.
+#[test]
+fn kfunc_call_is_named_as_a_kernel_function() {
+    let d = Dir::new("kfunc");
+    let obj = clang(&d, "kfunc", KFUNC);
+    let inp = d.path("in.pcap");
+    write_pcap(&inp, &[ipv4(17, 53, 60)]);
+    let o = nfkit(&["run", &obj, "--pcap", &inp]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{o:?}");
+    assert!(
+        err.contains("kernel function bpf_dynptr_from_xdp")
+            && err.contains("kfunc")
+            && err.contains("kf+")
+            && !err.contains("undefined symbol"),
+        "{err}"
+    );
+}

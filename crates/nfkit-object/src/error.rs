@@ -160,6 +160,17 @@ pub enum LinkError {
         slot: usize,
         symbol: String,
     },
+    /// A call of a kernel function (an `extern ... __ksym` function, a
+    /// kfunc), which nfkit's linker and VM do not support.
+    #[error(
+        "{object}: {function}+{slot}: calls kernel function {symbol} (a kfunc, declared __ksym), which nfkit does not support"
+    )]
+    Kfunc {
+        object: String,
+        function: String,
+        slot: usize,
+        symbol: String,
+    },
     #[error(
         "map '{name}' is defined differently in {first} ({first_def}) and {second} ({second_def})"
     )]

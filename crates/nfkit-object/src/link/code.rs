@@ -236,17 +236,38 @@ impl Linker<'_> {
         })
     }
 
+    /// True if `symbol` is a kernel function object `oi` declares: a
+    /// variable of its `.ksyms` BTF section, as `__ksym` declarations give
+    /// (an extern of another object is not in it).
+    fn is_kfunc(&self, oi: usize, symbol: &str) -> bool {
+        self.objects[oi]
+            .btf
+            .as_ref()
+            .is_some_and(|btf| btf.datasec_vars(".ksyms").iter().any(|v| v.name == symbol))
+    }
+
     /// The offset from the instruction at `site` to function `fr`, as a
     /// call or function address encodes it.
     fn func_offset(&self, site: &Site<'_>, fr: &FuncRef) -> Result<i32, LinkError> {
-        let g = self
-            .resolve(site.oi, fr)
-            .ok_or_else(|| LinkError::UndefinedSymbol {
-                object: self.objects[site.oi].origin.clone(),
-                function: site.f.name.clone(),
-                slot: site.slot,
-                symbol: self.name_of(site.oi, fr),
-            })?;
+        let g = self.resolve(site.oi, fr).ok_or_else(|| {
+            let (object, symbol) = (&self.objects[site.oi], self.name_of(site.oi, fr));
+            let (object, function, slot) = (object.origin.clone(), site.f.name.clone(), site.slot);
+            if self.is_kfunc(site.oi, &symbol) {
+                LinkError::Kfunc {
+                    object,
+                    function,
+                    slot,
+                    symbol,
+                }
+            } else {
+                LinkError::UndefinedSymbol {
+                    object,
+                    function,
+                    slot,
+                    symbol,
+                }
+            }
+        })?;
         let rel = self.layout.functions[g].start as i64 - (site.at as i64 + 1);
         i32::try_from(rel).map_err(|_| {
             site.bad(
