@@ -647,3 +647,46 @@ fn kfunc_call_is_named_as_a_kernel_function() {
         "{err}"
     );
 }
+
+/// `run --json` and `prog test --json` list every map after the run, in
+/// one form, so the VM's and the kernel's maps compare completely.
+#[test]
+fn run_and_prog_test_json_include_every_map_alike() {
+    let d = Dir::new("maps-json");
+    let inp = d.path("in.pcap");
+    write_pcap(
+        &inp,
+        &[
+            ipv4(17, 53, 60),
+            ipv4(6, 80, 80),
+            ipv4(1, 0, 60),
+            ipv4(17, 53, 100),
+        ],
+    );
+    for prog in ["tc_proto_stats", "xdp_port_filter", "xdp_lpm_route"] {
+        let args = [corpus(prog), "--pcap", &inp, "--json"];
+        let vm: serde_json::Value =
+            serde_json::from_str(&ok(&nfkit(&[&["run"][..], &args].concat()))).expect("JSON");
+        let maps = vm["maps"].as_array().expect("maps");
+        assert!(!maps.is_empty(), "{prog}: {vm}");
+        assert!(
+            maps.iter()
+                .all(|m| m["name"].is_string() && m["type"].is_string()),
+            "{prog}: {vm}"
+        );
+        let counted = maps
+            .iter()
+            .filter_map(|m| m["entries"].as_array())
+            .any(|e| {
+                e.iter()
+                    .any(|e| e["key"].is_string() && e["value"].is_string())
+            });
+        assert!(counted, "{prog}: no entries: {vm}");
+        if common::is_root() {
+            let k: serde_json::Value =
+                serde_json::from_str(&ok(&nfkit(&[&["prog", "test"][..], &args].concat())))
+                    .expect("JSON");
+            assert_eq!(k["maps"], vm["maps"], "{prog}");
+        }
+    }
+}

@@ -80,3 +80,34 @@ pub fn read_image(bytes: &[u8], origin: &str, ty: Option<RunType>) -> anyhow::Re
         }
     })
 }
+
+/// Every map of `image` after a VM run, as `run --json` shows them
+/// ([`nfkit_control::maps::snapshot_json`]).
+pub fn vm_maps_json(image: &Image, vm: &nfkit_vm::Vm) -> Vec<serde_json::Value> {
+    use nfkit_control::maps::{snapshot_json, MapInfo, VmMap};
+    image
+        .maps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, spec)| {
+            let map = vm.maps().by_index(i)?;
+            let info = MapInfo::from_spec(spec, image.btf.as_ref(), None);
+            Some(snapshot_json(&VmMap::new(map, info, None), spec.map_type))
+        })
+        .collect()
+}
+
+/// Every map of `image` after a kernel test run, as `prog test --json`
+/// shows them (the same form as [`vm_maps_json`]).
+pub fn kernel_maps_json(image: &Image, loaded: &nfkit_kernel::Loaded) -> Vec<serde_json::Value> {
+    use nfkit_control::maps::{snapshot_json, LoadedMap, MapInfo};
+    image
+        .maps
+        .iter()
+        .filter_map(|spec| {
+            let map = loaded.map(&spec.name)?;
+            let info = MapInfo::from_spec(spec, image.btf.as_ref(), None);
+            Some(snapshot_json(&LoadedMap::new(map, info), spec.map_type))
+        })
+        .collect()
+}

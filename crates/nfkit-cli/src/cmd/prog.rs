@@ -171,9 +171,12 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &json!({ "program": entry, "packets": rows, "refused": refused })
-            )?
+            serde_json::to_string_pretty(&json!({
+                "program": entry,
+                "packets": rows,
+                "refused": refused,
+                "maps": super::kernel_maps_json(&image, &loaded),
+            }))?
         );
     } else if refused > 0 {
         eprintln!("{refused} of {} packets refused by the kernel", input.len());

@@ -156,6 +156,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.out {
         nfkit_pcap::write_file(path, &t.written).map_err(super::pcap_error(path))?;
     }
+    if a.json {
+        t.maps = super::vm_maps_json(&image, &vm);
+    }
     print_summary(&a, &image.entries[entry], hook, packets.len(), &t)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -170,6 +173,8 @@ struct Tally {
     /// Per-packet results (with `--json`).
     results: Vec<serde_json::Value>,
     faults: u64,
+    /// Every map after the run (with `--json`).
+    maps: Vec<serde_json::Value>,
 }
 
 /// The counts per return code (and, with `--json`, every packet's result).
@@ -196,6 +201,7 @@ fn print_summary(
             "faults": t.faults,
             "written": a.out.as_ref().map(|_| t.written.len()),
             "results": t.results,
+            "maps": t.maps,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {

@@ -170,6 +170,62 @@ pub fn dump(m: &dyn MapAccess, opts: DumpOptions) -> Result<Vec<Row>, MapError> 
         .collect())
 }
 
+/// Map types whose entries are data both the kernel and the VM read back
+/// alike (not program, device or socket references, not ring buffers).
+pub fn has_data_entries(t: MapType) -> bool {
+    matches!(
+        t,
+        MapType::Hash
+            | MapType::Array
+            | MapType::PercpuHash
+            | MapType::PercpuArray
+            | MapType::LruHash
+            | MapType::LruPercpuHash
+            | MapType::LpmTrie
+    )
+}
+
+/// `m` as JSON, for comparing the VM's and the kernel's maps after a run:
+/// name, type, sizes and, for maps of data ([`has_data_entries`]), every
+/// entry sorted by key (array entries of all zeros left out, per-CPU
+/// integers summed): `key` and `value` in hex (`values`, one per CPU,
+/// when they cannot be summed) and `typed` as [`Row::json`] gives them.
+pub fn snapshot_json(m: &dyn MapAccess, t: MapType) -> Value {
+    let info = m.info();
+    let mut out = json!({
+        "name": info.name,
+        "type": t.name(),
+        "key_size": info.key_size,
+        "value_size": info.value_size,
+        "max_entries": info.max_entries,
+    });
+    if !has_data_entries(t) {
+        return out;
+    }
+    let opts = DumpOptions {
+        skip_zero_array: true,
+        sum_per_cpu: true,
+    };
+    match dump(m, opts) {
+        Ok(rows) => {
+            let entries: Vec<Value> = rows
+                .iter()
+                .map(|r| {
+                    let mut e = json!({ "key": text::hex(&r.key), "typed": r.json() });
+                    match &r.values[..] {
+                        [one] => e["value"] = json!(text::hex(one)),
+                        vs => e["values"] = vs.iter().map(|v| text::hex(v)).collect(),
+                    }
+                    e
+                })
+                .collect();
+            out["entries"] = Value::Array(entries);
+        }
+        Err(e) => out["error"] = json!(e.to_string()),
+    }
+    out
+}
+
 /// The entry of the key written `key`.
 pub fn get(m: &dyn MapAccess, key: &str) -> Result<Row, MapError> {
     let info = m.info();

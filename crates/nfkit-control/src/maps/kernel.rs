@@ -93,41 +93,96 @@ impl MapAccess for KernelMap {
     }
 
     fn entries(&self) -> Result<Vec<Entry>, MapError> {
-        let mut out = Vec::new();
-        for k in self.map.keys() {
-            if let Some(v) = self.lookup(&k)? {
-                out.push((k, v));
-            }
-        }
-        Ok(out)
+        kmap_entries(&self.map)
     }
 
     fn lookup(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, MapError> {
-        Ok(if self.map.is_percpu() {
-            self.map.lookup_percpu(key)?
-        } else {
-            self.map.lookup(key)?.map(|v| vec![v])
-        })
+        kmap_lookup(&self.map, key)
     }
 
     fn update(&self, key: &[u8], value: &[u8]) -> Result<(), MapError> {
-        if self.map.is_percpu() {
-            let n = nfkit_kernel::possible_cpus()?;
-            self.map.update_percpu(key, &vec![value.to_vec(); n], 0)?;
-        } else {
-            self.map.update(key, value, 0)?;
-        }
-        Ok(())
+        kmap_update(&self.map, key, value)
     }
 
     fn delete(&self, key: &[u8]) -> Result<(), MapError> {
-        // Absent keys are told apart first: the kernel's ENOENT would
-        // come wrapped in OS error text.
-        if self.lookup(key)?.is_none() {
-            return Err(no_such_key_bytes(&self.info, key));
+        kmap_delete(&self.map, &self.info, key)
+    }
+}
+
+fn kmap_entries(map: &KMap) -> Result<Vec<Entry>, MapError> {
+    let mut out = Vec::new();
+    for k in map.keys() {
+        if let Some(v) = kmap_lookup(map, &k)? {
+            out.push((k, v));
         }
-        self.map.delete(key)?;
-        Ok(())
+    }
+    Ok(out)
+}
+
+fn kmap_lookup(map: &KMap, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, MapError> {
+    Ok(if map.is_percpu() {
+        map.lookup_percpu(key)?
+    } else {
+        map.lookup(key)?.map(|v| vec![v])
+    })
+}
+
+fn kmap_update(map: &KMap, key: &[u8], value: &[u8]) -> Result<(), MapError> {
+    if map.is_percpu() {
+        let n = nfkit_kernel::possible_cpus()?;
+        map.update_percpu(key, &vec![value.to_vec(); n], 0)?;
+    } else {
+        map.update(key, value, 0)?;
+    }
+    Ok(())
+}
+
+fn kmap_delete(map: &KMap, info: &MapInfo, key: &[u8]) -> Result<(), MapError> {
+    // Absent keys are told apart first: the kernel's ENOENT would come
+    // wrapped in OS error text.
+    if kmap_lookup(map, key)?.is_none() {
+        return Err(no_such_key_bytes(info, key));
+    }
+    map.delete(key)?;
+    Ok(())
+}
+
+/// A map of a program loaded for a test run (no deployment record):
+/// typed by the Image's [`MapInfo`].
+pub struct LoadedMap {
+    map: KMap,
+    info: MapInfo,
+}
+
+impl LoadedMap {
+    pub fn new(map: KMap, info: MapInfo) -> LoadedMap {
+        LoadedMap { map, info }
+    }
+}
+
+impl MapAccess for LoadedMap {
+    fn info(&self) -> &MapInfo {
+        &self.info
+    }
+
+    fn now_ns(&self) -> Option<u64> {
+        Some(nfkit_kernel::monotonic_ns())
+    }
+
+    fn entries(&self) -> Result<Vec<Entry>, MapError> {
+        kmap_entries(&self.map)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, MapError> {
+        kmap_lookup(&self.map, key)
+    }
+
+    fn update(&self, key: &[u8], value: &[u8]) -> Result<(), MapError> {
+        kmap_update(&self.map, key, value)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        kmap_delete(&self.map, &self.info, key)
     }
 }
 

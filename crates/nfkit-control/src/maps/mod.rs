@@ -15,7 +15,9 @@ pub mod text;
 pub mod types;
 pub mod vm;
 
-pub use access::{dump, DumpOptions, MapAccess, MapError, MapInfo, Row};
-pub use kernel::KernelMap;
+pub use access::{
+    dump, has_data_entries, snapshot_json, DumpOptions, MapAccess, MapError, MapInfo, Row,
+};
+pub use kernel::{KernelMap, LoadedMap};
 pub use types::{Field, ValueType};
 pub use vm::VmMap;
