@@ -1037,3 +1037,59 @@ fn shared_maps_take_updates_from_every_cpu() {
         }
     }
 }
+
+/// An unknown helper refuses only the entries that reach it: the others
+/// load and run; running a refused one fails naming helper and program.
+#[test]
+fn unknown_helper_refuses_only_the_entries_reaching_it() {
+    use nfkit_object::{Entry, Function, Image};
+    let func = |name: &str, start: usize, len: usize| Function {
+        name: name.into(),
+        start,
+        len,
+        global: true,
+        btf_id: None,
+        origin: String::new(),
+    };
+    let entry = |name: &str, function: usize| Entry {
+        name: name.into(),
+        section: "xdp".into(),
+        prog_type: ProgType::Xdp,
+        function,
+    };
+    let img = Image {
+        insns: vec![mov(0, 2), exit(), call(69), exit()],
+        functions: vec![func("plain", 0, 2), func("fib", 2, 2)],
+        entries: vec![entry("plain", 0), entry("fib", 1)],
+        license: "GPL".into(),
+        ..Image::default()
+    };
+    let vm = Vm::new(&img, VmConfig::kernel()).expect("plain loads");
+    assert!(vm.entry_refused("plain").is_none());
+    let why = vm.entry_refused("fib").expect("fib refused").to_string();
+    assert!(
+        why.contains("bpf_fib_lookup") && why.contains("program fib"),
+        "{why}"
+    );
+    let pkt = [0u8; 64];
+    let res = vm.run(
+        "plain",
+        Context::Xdp(XdpMd::new(&pkt)),
+        &RunOptions::default(),
+    );
+    assert_eq!(res.r0(), Some(2));
+    let res = vm.run(
+        "fib",
+        Context::Xdp(XdpMd::new(&pkt)),
+        &RunOptions::default(),
+    );
+    let err = res.result.expect_err("fib must not run").to_string();
+    assert!(err.contains("bpf_fib_lookup"), "{err}");
+    // With only the refused entry, the load fails.
+    let only = Image {
+        entries: vec![entry("fib", 1)],
+        ..img
+    };
+    let e = Vm::new(&only, VmConfig::kernel()).expect_err("refused");
+    assert_eq!(e.rule(), Some(Rule::UnknownHelper));
+}
