@@ -100,14 +100,14 @@ pub fn vm_maps_json(image: &Image, vm: &nfkit_vm::Vm) -> Vec<serde_json::Value> 
 /// Every map of `image` after a kernel test run, as `prog test --json`
 /// shows them (the same form as [`vm_maps_json`]).
 pub fn kernel_maps_json(image: &Image, loaded: &nfkit_kernel::Loaded) -> Vec<serde_json::Value> {
-    use nfkit_control::maps::{snapshot_json, LoadedMap, MapInfo};
+    use nfkit_control::maps::{snapshot_json, KernelMap, MapInfo};
     image
         .maps
         .iter()
         .filter_map(|spec| {
             let map = loaded.map(&spec.name)?;
             let info = MapInfo::from_spec(spec, image.btf.as_ref(), None);
-            Some(snapshot_json(&LoadedMap::new(map, info), spec.map_type))
+            Some(snapshot_json(&KernelMap::new(map, info), spec.map_type))
         })
         .collect()
 }

@@ -9,14 +9,19 @@ use nfkit_kernel::deploy::{self as kdeploy, MapRecord, Paths};
 use nfkit_kernel::KMap;
 use nfkit_object::MapType;
 
-/// A deployed map.
+/// A kernel map with its types: a deployed one (typed by its record) or
+/// one of a program loaded for a test run (typed by the Image).
 pub struct KernelMap {
-    pub record: MapRecord,
     map: KMap,
     info: MapInfo,
 }
 
 impl KernelMap {
+    /// `map`, typed by `info`.
+    pub fn new(map: KMap, info: MapInfo) -> KernelMap {
+        KernelMap { map, info }
+    }
+
     /// The deployed map `name` (on `dev`, at `hook`, when it is deployed
     /// on several).
     pub fn find(
@@ -26,17 +31,13 @@ impl KernelMap {
         hook: Option<AttachPoint>,
     ) -> Result<KernelMap, MapError> {
         let (_, rec, map) = kdeploy::find_map_at(paths, name, dev, hook)?;
-        Ok(KernelMap::new(rec, map))
+        Ok(KernelMap::from_record(&rec, map))
     }
 
     /// The map `map` recorded as `rec`.
-    pub fn new(rec: MapRecord, map: KMap) -> KernelMap {
-        let info = info_of(&rec, map.map_type());
-        KernelMap {
-            record: rec,
-            map,
-            info,
-        }
+    pub fn from_record(rec: &MapRecord, map: KMap) -> KernelMap {
+        let info = info_of(rec, map.map_type());
+        KernelMap { map, info }
     }
 }
 
@@ -145,45 +146,6 @@ fn kmap_delete(map: &KMap, info: &MapInfo, key: &[u8]) -> Result<(), MapError> {
     }
     map.delete(key)?;
     Ok(())
-}
-
-/// A map of a program loaded for a test run (no deployment record):
-/// typed by the Image's [`MapInfo`].
-pub struct LoadedMap {
-    map: KMap,
-    info: MapInfo,
-}
-
-impl LoadedMap {
-    pub fn new(map: KMap, info: MapInfo) -> LoadedMap {
-        LoadedMap { map, info }
-    }
-}
-
-impl MapAccess for LoadedMap {
-    fn info(&self) -> &MapInfo {
-        &self.info
-    }
-
-    fn now_ns(&self) -> Option<u64> {
-        Some(nfkit_kernel::monotonic_ns())
-    }
-
-    fn entries(&self) -> Result<Vec<Entry>, MapError> {
-        kmap_entries(&self.map)
-    }
-
-    fn lookup(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, MapError> {
-        kmap_lookup(&self.map, key)
-    }
-
-    fn update(&self, key: &[u8], value: &[u8]) -> Result<(), MapError> {
-        kmap_update(&self.map, key, value)
-    }
-
-    fn delete(&self, key: &[u8]) -> Result<(), MapError> {
-        kmap_delete(&self.map, &self.info, key)
-    }
 }
 
 #[cfg(test)]

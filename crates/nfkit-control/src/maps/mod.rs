@@ -18,6 +18,6 @@ pub mod vm;
 pub use access::{
     dump, has_data_entries, snapshot_json, DumpOptions, MapAccess, MapError, MapInfo, Row,
 };
-pub use kernel::{KernelMap, LoadedMap};
+pub use kernel::KernelMap;
 pub use types::{Field, ValueType};
 pub use vm::VmMap;
