@@ -205,18 +205,7 @@ fn packet(seed: u64, len: usize) -> Vec<u8> {
 
 fn out_map(vm: &ScriptVm) -> Vec<u64> {
     let m = vm.vm.map("out").expect("out");
-    (0..8u32)
-        .map(|i| {
-            let v = m
-                .lookup(&i.to_le_bytes())
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&v[..8]);
-            u64::from_le_bytes(b)
-        })
-        .collect()
+    u64_slots(8, |k| m.lookup(k).ok().flatten())
 }
 
 fn check_one(seed: u64, kernel: bool) -> Result<(), TestCaseError> {
@@ -264,18 +253,7 @@ fn check_one(seed: u64, kernel: bool) -> Result<(), TestCaseError> {
             }
         }
         let km = loaded.map("out").expect("out");
-        let kv: Vec<u64> = (0..8u32)
-            .map(|i| {
-                let v = km
-                    .lookup(&i.to_le_bytes())
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default();
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&v[..8]);
-                u64::from_le_bytes(b)
-            })
-            .collect();
+        let kv = u64_slots(8, |k| km.lookup(k).ok().flatten());
         prop_assert_eq!(kv, out_map(&vm), "map contents\n{}", src);
     }
     check_dynamic(&src, &packets, &vm_res, &out_map(&vm), kernel)

@@ -467,18 +467,7 @@ every_packet(main)
     );
     assert_eq!(o.code, XDP_PASS);
     let m = vm.vm.map("out").expect("out");
-    let got: Vec<u64> = (0..7u32)
-        .map(|i| {
-            let v = m
-                .lookup(&i.to_le_bytes())
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&v[..8]);
-            u64::from_le_bytes(b)
-        })
-        .collect();
+    let got = u64_slots(7, |k| m.lookup(k).ok().flatten());
     assert_eq!(got, [0, 1, 0, 1, 1, 0, 1]);
 }
 

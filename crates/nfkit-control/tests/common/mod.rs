@@ -249,3 +249,18 @@ pub fn assert_kernel_matches(name: &str, what: &str, vm: &Report, k: &[(u64, Vec
     let vm_out: Vec<&Vec<u8>> = vm.out.iter().map(|(_, d)| d).collect();
     assert_eq!(vm_out, kept, "{name}: output packets");
 }
+
+/// Slots `0..n` of an array map of `u64` values, read through `lookup`
+/// (a missing or short value fails the test).
+pub fn u64_slots(n: u32, lookup: impl Fn(&[u8]) -> Option<Vec<u8>>) -> Vec<u64> {
+    (0..n)
+        .map(|i| {
+            let v = lookup(&i.to_le_bytes()).unwrap_or_else(|| panic!("no slot {i}"));
+            let b: [u8; 8] = v
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .unwrap_or_else(|| panic!("slot {i}: {} bytes", v.len()));
+            u64::from_le_bytes(b)
+        })
+        .collect()
+}
