@@ -286,6 +286,7 @@ pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
                 btf_id: Some(id),
                 relocs,
                 line_info,
+                core_relos: Vec::new(),
             }
         })
         .collect::<Vec<_>>();

@@ -273,6 +273,35 @@ pub struct LineInfo {
     pub text: String,
 }
 
+/// A CO-RE relocation of the Image: where, what, and the value written
+/// or why its instruction was poisoned (a call of helper
+/// [`crate::co_re::POISON_HELPER`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CoreSite {
+    /// Slot of the instruction in the Image.
+    pub slot: usize,
+    pub function: String,
+    /// Slot of the instruction in its function.
+    pub func_slot: usize,
+    /// Kind and access: `byte_off struct iphdr::daddr`.
+    pub what: String,
+    /// The value written, or why the instruction was poisoned (naming
+    /// the relocation: it starts with `what`).
+    pub result: Result<u64, String>,
+}
+
+impl CoreSite {
+    /// The error of a failed relocation, naming it.
+    pub fn error(&self) -> Option<String> {
+        self.result.as_ref().err().map(|e| {
+            format!(
+                "CO-RE relocation in '{}' at insn {}: {e}",
+                self.function, self.func_slot
+            )
+        })
+    }
+}
+
 /// Initial contents of one slot of a prog array declared with
 /// `__array(values, ...)` in C: the loader puts entry program `entry`
 /// (index into [`Image::entries`]) at `slot` of map `map`.
@@ -301,6 +330,8 @@ pub struct Image {
     pub license: String,
     /// Prog array slots to fill after loading (from `__array(values, ...)`).
     pub map_inits: Vec<MapInit>,
+    /// CO-RE relocations applied (or poisoned), by slot.
+    pub core_sites: Vec<CoreSite>,
 }
 
 impl Image {
@@ -329,6 +360,7 @@ impl Image {
             line_info: Vec::new(),
             license: "GPL".to_string(),
             map_inits: Vec::new(),
+            core_sites: Vec::new(),
         }
     }
 
@@ -352,6 +384,32 @@ impl Image {
     /// The map called `name`.
     pub fn map(&self, name: &str) -> Option<(usize, &MapSpec)> {
         self.maps.iter().enumerate().find(|(_, m)| m.name == name)
+    }
+
+    /// Why entry `entry` (index into [`Image::entries`]) cannot load: a
+    /// CO-RE relocation in a function it reaches could not be resolved.
+    pub fn core_error(&self, entry: usize) -> Option<String> {
+        if self.core_sites.iter().all(|s| s.result.is_ok()) {
+            return None;
+        }
+        let e = self.entries.get(entry)?;
+        let funcs = self.reachable_functions(e.function);
+        self.core_sites.iter().find_map(|s| {
+            let inside = funcs.iter().any(|&f| {
+                let f = &self.functions[f];
+                s.slot >= f.start && s.slot < f.start + f.len
+            });
+            if inside {
+                s.error()
+            } else {
+                None
+            }
+        })
+    }
+
+    /// The CO-RE relocation of the instruction at `slot`, if any.
+    pub fn core_site(&self, slot: usize) -> Option<&CoreSite> {
+        self.core_sites.iter().find(|s| s.slot == slot)
     }
 
     /// Line info of `slot`: the last record at or before it.

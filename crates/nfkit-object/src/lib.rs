@@ -3,6 +3,7 @@
 //! * [`image`]: the linked, backend-independent program every backend runs.
 //! * [`btf`]: BTF types, function signatures, `.BTF.ext`; parse, query,
 //!   build, merge and encode.
+//! * [`co_re`]: CO-RE relocations resolved against the kernel's BTF.
 //! * [`object`]: an unlinked object (functions with symbolic relocations,
 //!   maps, globals), as [`read`] produces it from ELF bytes.
 //! * [`progtype`]: program types from section names (libbpf conventions).
@@ -14,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod btf;
+pub mod co_re;
 pub mod error;
 pub mod image;
 pub mod link;
@@ -25,8 +27,10 @@ pub mod write;
 
 pub use btf::Btf;
 pub use error::{Error, LinkError, Location, ReadError, ReadErrorKind, WriteError};
-pub use image::{Entry, Function, Image, LineInfo, MapInit, MapKind, MapSpec, MapType, ProgType};
-pub use link::{link, link_files};
+pub use image::{
+    CoreSite, Entry, Function, Image, LineInfo, MapInit, MapKind, MapSpec, MapType, ProgType,
+};
+pub use link::{link, link_files, link_with_target};
 pub use object::Object;
 pub use read::{read_object, read_object_as};
 pub use summary::ObjectSummary;

@@ -18,12 +18,15 @@
 //! the functions and applies the relocations.
 
 mod code;
+mod core_relos;
 mod maps;
 
+use crate::co_re::{self, Target};
 use crate::error::{Error, LinkError};
 use crate::image::Image;
 use crate::object::{Binding, Object};
 use code::{Code, Layout, Linker};
+use core_relos::CoreCx;
 use maps::{merge_btf, merge_maps};
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,8 +35,26 @@ use std::path::Path;
 /// wins it, as (object, function, binding).
 type Globals<'a> = HashMap<&'a str, (usize, usize, Binding)>;
 
-/// Links `objects` into an Image (see the module doc).
+/// Links `objects` into an Image (see the module doc). CO-RE
+/// relocations are resolved against the running kernel's BTF
+/// ([`co_re::kernel_target`]), read only when an object has some.
 pub fn link(objects: &[Object]) -> Result<Image, LinkError> {
+    let has_core = objects
+        .iter()
+        .any(|o| o.functions.iter().any(|f| !f.core_relos.is_empty()));
+    if !has_core {
+        return link_with_target(objects, Err(String::new()));
+    }
+    let kernel = co_re::kernel_target();
+    link_with_target(objects, kernel.as_deref().map_err(|e| e.clone()))
+}
+
+/// [`link`] with CO-RE relocations resolved against `target` (or, when
+/// it is an error, each failing with that text).
+pub fn link_with_target(
+    objects: &[Object],
+    target: Result<&Target, String>,
+) -> Result<Image, LinkError> {
     if objects.is_empty() {
         return Err(LinkError::NoObjects);
     }
@@ -48,11 +69,16 @@ pub fn link(objects: &[Object]) -> Result<Image, LinkError> {
         globals,
         maps,
         layout,
+        core: CoreCx {
+            target,
+            btf_maps: &btf_maps,
+        },
     };
     let Code {
         insns,
         mut line_info,
         entries,
+        core_sites,
     } = linker.code()?;
     let map_inits = linker.map_inits(&entries)?;
 
@@ -71,6 +97,7 @@ pub fn link(objects: &[Object]) -> Result<Image, LinkError> {
         line_info,
         license,
         map_inits,
+        core_sites,
     })
 }
 

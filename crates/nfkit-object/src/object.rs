@@ -4,6 +4,7 @@
 //! function), so several objects can be linked into one Image.
 
 use crate::btf::Btf;
+use crate::co_re::CoreRelo;
 use crate::image::{LineInfo, MapSpec, ProgType};
 use nfkit_isa::Insn;
 
@@ -65,6 +66,8 @@ pub struct ObjFunction {
     pub relocs: Vec<Reloc>,
     /// Line info, `slot` relative to the function's first slot.
     pub line_info: Vec<LineInfo>,
+    /// CO-RE relocations of its instructions (applied when linking).
+    pub core_relos: Vec<CoreRelo>,
 }
 
 impl ObjFunction {

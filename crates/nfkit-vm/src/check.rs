@@ -479,6 +479,20 @@ fn entry_rules(
         match *insn {
             Insn::Call {
                 kind: CallKind::Helper,
+                imm: nfkit_object::co_re::POISON_HELPER,
+            } => {
+                let why = cx.image.core_site(cx.starts[i]).map_or_else(
+                    || "instruction poisoned by the linker".to_string(),
+                    |s| s.result.clone().err().unwrap_or_default(),
+                );
+                return Err(cx.err(
+                    i,
+                    Rule::CoreRelocation,
+                    format!("{why} (reached by program {})", e.name),
+                ));
+            }
+            Insn::Call {
+                kind: CallKind::Helper,
                 imm,
             } => match table::lookup(config.profile, imm as i64) {
                 None => {

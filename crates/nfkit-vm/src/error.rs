@@ -40,6 +40,9 @@ pub enum Rule {
     DivByZero,
     /// Legacy packet loads in a program type that has no socket buffer.
     LdAbs,
+    /// An instruction whose CO-RE relocation could not be resolved (the
+    /// linker poisoned it).
+    CoreRelocation,
 }
 
 impl fmt::Display for Rule {
@@ -61,6 +64,7 @@ impl fmt::Display for Rule {
             Rule::StackSize => "stack too large",
             Rule::DivByZero => "division by zero",
             Rule::LdAbs => "legacy packet load not allowed",
+            Rule::CoreRelocation => "CO-RE relocation",
         })
     }
 }

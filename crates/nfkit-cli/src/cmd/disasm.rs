@@ -175,6 +175,11 @@ fn section_text(
                 symbols.insert(base + s, reloc_symbol(object, &r.target));
             }
         }
+        for r in &f.core_relos {
+            let note = nfkit_object::co_re::note(object.btf.as_ref(), r);
+            let at = base + offs.get(r.insn).copied().unwrap_or(0);
+            notes.entry(at).or_default().push(Annotation::Comment(note));
+        }
         if source {
             // One comment per change of source line.
             let mut last: Option<(&str, u32)> = None;

@@ -1,7 +1,8 @@
 //! `.BTF.ext`: per-section function info (which BTF `FUNC` starts at which
-//! instruction) and line info (source file, line, column and text of
-//! instructions). In ELF objects instruction offsets are in bytes from
-//! the start of the section.
+//! instruction), line info (source file, line, column and text of
+//! instructions) and CO-RE relocations (which instruction holds a value
+//! that depends on the kernel's types). In ELF objects instruction
+//! offsets are in bytes from the start of the section.
 
 use super::parse::{layout, Cursor};
 use super::write::StringTable;
@@ -27,6 +28,20 @@ pub struct LineRecord {
     pub col: u32,
 }
 
+/// One `bpf_core_relo` record, its access string resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreRecord {
+    /// Byte offset of the instruction in its section.
+    pub insn_off: u32,
+    /// The local (object's) BTF type the access starts from.
+    pub type_id: u32,
+    /// The access string (`0:1:2`: index into the root, then member or
+    /// array indices).
+    pub access: String,
+    /// `enum bpf_core_relo_kind` (see [`crate::co_re::CoreKind`]).
+    pub kind: u32,
+}
+
 /// The records of one section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SectionInfo<T> {
@@ -39,8 +54,8 @@ pub struct SectionInfo<T> {
 pub struct BtfExt {
     pub func_info: Vec<SectionInfo<FuncInfo>>,
     pub line_info: Vec<SectionInfo<LineRecord>>,
-    /// Number of CO-RE relocation records (nfkit does not apply them).
-    pub core_relo_count: usize,
+    /// CO-RE relocations, applied by the linker ([`crate::co_re`]).
+    pub core_relos: Vec<SectionInfo<CoreRecord>>,
 }
 
 const EXT_MAGIC: u16 = 0xeb9f;
@@ -127,12 +142,22 @@ impl BtfExt {
             ext.line_info.push(SectionInfo { section, records });
         }
         if core_len > 0 {
-            for (_, recs) in info_sections(
+            for (sec, recs) in info_sections(
                 part(core_off, core_len, "core_relo")?,
                 CORE_REC,
                 "core_relo",
             )? {
-                ext.core_relo_count += recs.len();
+                let section = strings.get(sec, 0)?.to_string();
+                let mut records = Vec::with_capacity(recs.len());
+                for r in recs {
+                    records.push(CoreRecord {
+                        insn_off: le32(r, 0),
+                        type_id: le32(r, 4),
+                        access: strings.get(le32(r, 8), 0)?.to_string(),
+                        kind: le32(r, 12),
+                    });
+                }
+                ext.core_relos.push(SectionInfo { section, records });
             }
         }
         Ok(ext)

@@ -1,11 +1,12 @@
 //! Function layout and relocation: the kept functions concatenated, every
 //! reference resolved to a map index or a relative offset.
 
+use super::core_relos::CoreCx;
 use super::maps::MergedMaps;
 use super::Globals;
 use crate::btf::MergeMap;
 use crate::error::LinkError;
-use crate::image::{Entry, Function, LineInfo, MapInit};
+use crate::image::{CoreSite, Entry, Function, LineInfo, MapInit};
 use crate::object::{Binding, FuncRef, ObjFunction, Object, RelocTarget};
 use nfkit_isa::{Insn, LddwKind};
 
@@ -74,6 +75,7 @@ pub(super) struct Code {
     pub(super) insns: Vec<Insn>,
     pub(super) line_info: Vec<LineInfo>,
     pub(super) entries: Vec<Entry>,
+    pub(super) core_sites: Vec<CoreSite>,
 }
 
 /// Where a relocation applies: an instruction of function `f` of object `oi`.
@@ -103,6 +105,7 @@ pub(super) struct Linker<'a> {
     pub(super) globals: Globals<'a>,
     pub(super) maps: MergedMaps,
     pub(super) layout: Layout,
+    pub(super) core: CoreCx<'a>,
 }
 
 impl Linker<'_> {
@@ -144,11 +147,15 @@ impl Linker<'_> {
             insns: Vec::with_capacity(self.layout.slots),
             line_info: Vec::new(),
             entries: Vec::new(),
+            core_sites: Vec::new(),
         };
         for (gi, &(oi, fi)) in self.layout.placed.iter().enumerate() {
             let f = &self.objects[oi].functions[fi];
             let start = self.layout.functions[gi].start;
-            code.insns.extend(self.relocate(oi, f, start)?);
+            let mut body = self.relocate(oi, f, start)?;
+            let sites = self.core.apply(self.objects, oi, f, start, &mut body);
+            code.core_sites.extend(sites);
+            code.insns.extend(body);
             code.line_info.extend(f.line_info.iter().map(|l| LineInfo {
                 slot: l.slot + start,
                 ..l.clone()

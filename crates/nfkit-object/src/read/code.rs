@@ -227,5 +227,6 @@ fn function_at(
         btf_id: None,
         relocs: Vec::new(),
         line_info: Vec::new(),
+        core_relos: Vec::new(),
     })
 }

@@ -31,7 +31,7 @@ pub(super) fn write_btf(
             .into_iter()
             .filter(|s| !s.records.is_empty())
             .collect(),
-        core_relo_count: 0,
+        core_relos: Vec::new(),
     };
     btf.validate()
         .map_err(|e| unsupported("BTF", e.to_string()))?;

@@ -3,6 +3,7 @@
 
 use crate::btf::ext::BtfExt;
 use crate::btf::{Btf, Kind};
+use crate::co_re::{CoreKind, CoreRelo};
 use crate::error::{Location, ReadError, ReadErrorKind};
 use crate::image::LineInfo;
 use crate::object::ObjFunction;
@@ -74,6 +75,48 @@ pub(super) fn attach_ext(
     }
     for f in functions.iter_mut() {
         f.line_info.sort_by_key(|l| l.slot);
+    }
+    attach_core(functions, ext, &lens)
+}
+
+/// Attaches `.BTF.ext` CO-RE relocations to the instructions they patch.
+fn attach_core(
+    functions: &mut [ObjFunction],
+    ext: &BtfExt,
+    lens: &[usize],
+) -> Result<(), ReadError> {
+    for sec in &ext.core_relos {
+        for r in &sec.records {
+            let slot = (r.insn_off / 8) as usize;
+            let loc = || Location::at(&sec.section, u64::from(r.insn_off));
+            let f = functions.iter_mut().zip(lens).find_map(|(f, &len)| {
+                (f.section == sec.section && slot >= f.section_slot && slot < f.section_slot + len)
+                    .then_some(f)
+            });
+            let Some(f) = f else {
+                return Err(err(
+                    loc(),
+                    ReadErrorKind::Btf(crate::btf::BtfError::Ext(
+                        "CO-RE relocation outside every function".into(),
+                    )),
+                ));
+            };
+            let rel = slot - f.section_slot;
+            let Ok(insn) = nfkit_isa::slot_offsets(&f.insns).binary_search(&rel) else {
+                return Err(err(
+                    loc().with_symbol(&f.name),
+                    ReadErrorKind::Btf(crate::btf::BtfError::Ext(
+                        "CO-RE relocation in the middle of an lddw".into(),
+                    )),
+                ));
+            };
+            f.core_relos.push(CoreRelo {
+                insn,
+                kind: CoreKind::from_u32(r.kind),
+                type_id: r.type_id,
+                access: r.access.clone(),
+            });
+        }
     }
     Ok(())
 }
