@@ -592,7 +592,16 @@ fn function_flow(
         needs[i - func.start_op] = reads;
         let out = (s & !clobber) | writes;
         let mut succ: [Option<usize>; 2] = [None, None];
-        if !matches!(insn, Insn::Exit | Insn::Ja { .. } | Insn::Gotol { .. }) {
+        // A poisoned instruction (an unresolved CO-RE relocation) ends
+        // the path: the entries that reach it are refused.
+        let poisoned = matches!(
+            insn,
+            Insn::Call {
+                kind: CallKind::Helper,
+                imm: nfkit_object::co_re::POISON_HELPER
+            }
+        );
+        if !poisoned && !matches!(insn, Insn::Exit | Insn::Ja { .. } | Insn::Gotol { .. }) {
             if i + 1 >= func.end_op {
                 return Err(cx.err(
                     i,

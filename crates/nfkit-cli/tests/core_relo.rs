@@ -1,0 +1,116 @@
+//! A CO-RE relocation that the kernel's BTF cannot satisfy refuses, by
+//! name, only the program that needs it (issue 13): `nfkit run` of that
+//! program says which relocation and why; another program of the same
+//! object runs; `nfkit disasm` shows the relocation beside its
+//! instruction.
+
+use nfkit_pcap::Packet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch directory removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("nfkit-core-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        Dir(d)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn nfkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nfkit"))
+        .args(args)
+        .output()
+        .expect("run nfkit")
+}
+
+/// `tests/progs/NAME.c` built with clang into `dir`.
+fn build(dir: &Dir, name: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/progs/{name}.c"));
+    let out = dir.path(&format!("{name}.o"));
+    let st = Command::new("clang")
+        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
+        .arg(format!(
+            "-I/usr/include/{}-linux-gnu",
+            std::env::consts::ARCH
+        ))
+        .arg("-c")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run clang");
+    assert!(st.success(), "clang {name}");
+    out
+}
+
+#[test]
+fn unresolved_relocation_refuses_only_the_program_that_needs_it() {
+    let dir = Dir::new("unresolved");
+    let obj = build(&dir, "core_unresolved");
+    let pcap = dir.path("in.pcap");
+    let frames: Vec<Packet> = [40usize, 80]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| Packet {
+            ts_ns: i as u64 * 1000,
+            data: vec![0x45; n],
+        })
+        .collect();
+    nfkit_pcap::write_file(&pcap, &frames).expect("write pcap");
+
+    let bad = nfkit(&["run", &obj, "--section", "xdp_nope", "--pcap", &pcap]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success(), "xdp_nope must be refused: {err}");
+    for want in [
+        "CO-RE relocation",
+        "xdp_nope",
+        "byte_off struct iphdr___nope::missing_field",
+        "field not found in the kernel's BTF (access 0:0)",
+    ] {
+        assert!(err.contains(want), "missing `{want}` in: {err}");
+    }
+
+    let good = nfkit(&[
+        "run",
+        &obj,
+        "--section",
+        "xdp_fine",
+        "--pcap",
+        &pcap,
+        "--json",
+    ]);
+    let out = String::from_utf8_lossy(&good.stdout);
+    assert!(
+        good.status.success(),
+        "xdp_fine runs: {out}{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    // Both frames hold 0x45 where the kernel's iphdr has `ttl`.
+    assert_eq!(v["counts"]["XDP_TX"], 2, "{out}");
+
+    let dis = nfkit(&["disasm", &obj]);
+    let text = String::from_utf8_lossy(&dis.stdout);
+    assert!(dis.status.success());
+    assert!(
+        text.contains("; CO-RE byte_off struct iphdr___nope::missing_field (unresolved: field not found in the kernel's BTF (access 0:0))"),
+        "{text}"
+    );
+    assert!(
+        text.contains("; CO-RE byte_off struct iphdr___mine::ttl = 8"),
+        "{text}"
+    );
+}
