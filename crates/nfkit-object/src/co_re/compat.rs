@@ -43,7 +43,7 @@ fn int_offset(k: &Kind) -> u8 {
     }
 }
 
-fn strip<'a>(btf: &'a Btf, id: u32) -> Result<(u32, &'a Kind), String> {
+fn strip(btf: &Btf, id: u32) -> Result<(u32, &Kind), String> {
     let id = btf.strip(id).map_err(|e| e.to_string())?;
     Ok((id, &btf.ty(id).map_err(|e| e.to_string())?.kind))
 }
@@ -55,8 +55,8 @@ fn strip<'a>(btf: &'a Btf, id: u32) -> Result<(u32, &'a Kind), String> {
 pub(super) fn types_compat(local: &Btf, lid: u32, target: &Btf, tid: u32) -> Result<bool, String> {
     let (mut lid, mut tid) = (lid, tid);
     for _ in 0..MAX_DEPTH {
-        let (l, lk) = strip(local, lid)?;
-        let (t, tk) = strip(target, tid)?;
+        let (_, lk) = strip(local, lid)?;
+        let (_, tk) = strip(target, tid)?;
         if !same_kind(lk, tk) {
             return Ok(false);
         }
@@ -90,10 +90,7 @@ pub(super) fn types_compat(local: &Btf, lid: u32, target: &Btf, tid: u32) -> Res
                 }
                 (lid, tid) = (*lr, *tr);
             }
-            _ => {
-                let _ = (l, t);
-                return Ok(false);
-            }
+            _ => return Ok(false),
         }
     }
     Err("type chain too deep".into())
