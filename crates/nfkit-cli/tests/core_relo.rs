@@ -1,8 +1,8 @@
 //! A CO-RE relocation that the kernel's BTF cannot satisfy refuses, by
 //! name, only the program that needs it (issue 13): `nfkit run` of that
 //! program says which relocation and why; another program of the same
-//! object runs; `nfkit disasm` shows the relocation beside its
-//! instruction.
+//! object runs; `nfkit disasm` and `nfkit object show` show each
+//! relocation beside its instruction, with its value when it has one.
 
 use nfkit_pcap::Packet;
 use std::path::{Path, PathBuf};
@@ -111,6 +111,16 @@ fn unresolved_relocation_refuses_only_the_program_that_needs_it() {
     );
     assert!(
         text.contains("; CO-RE byte_off struct iphdr___mine::ttl = 8"),
+        "{text}"
+    );
+
+    let show = nfkit(&["object", "show", &obj]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(show.status.success(), "object show exits 0");
+    assert!(text.contains("CO-RE relocations (2):"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("  xdp_fine+")
+            && l.ends_with("  CO-RE byte_off struct iphdr___mine::ttl = 8")),
         "{text}"
     );
 }

@@ -79,6 +79,17 @@ pub struct GlobalSummary {
     pub vars: Vec<VarSummary>,
 }
 
+/// A CO-RE relocation, beside the instruction it patches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CoreReloSummary {
+    pub function: String,
+    /// Slot of the instruction in its function.
+    pub slot: usize,
+    /// `CO-RE byte_off struct iphdr::daddr = 16` (the value on the running
+    /// kernel), or why it has none.
+    pub note: String,
+}
+
 /// Everything `nfkit object show` reports about an object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ObjectSummary {
@@ -88,6 +99,8 @@ pub struct ObjectSummary {
     pub functions: Vec<FunctionSummary>,
     pub maps: Vec<MapSummary>,
     pub globals: Vec<GlobalSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub core_relos: Vec<CoreReloSummary>,
 }
 
 fn binding_name(b: Binding) -> &'static str {
@@ -202,6 +215,23 @@ impl ObjectSummary {
             functions,
             maps,
             globals,
+            core_relos: core_relos(object),
         }
     }
+}
+
+/// Every CO-RE relocation of `object`, with its value on this kernel.
+fn core_relos(object: &Object) -> Vec<CoreReloSummary> {
+    let mut out = Vec::new();
+    for f in &object.functions {
+        let slots = nfkit_isa::slot_offsets(&f.insns);
+        for r in &f.core_relos {
+            out.push(CoreReloSummary {
+                function: f.name.clone(),
+                slot: slots.get(r.insn).copied().unwrap_or(0),
+                note: crate::co_re::note(object.btf.as_ref(), r),
+            });
+        }
+    }
+    out
 }

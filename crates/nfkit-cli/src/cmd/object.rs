@@ -201,5 +201,11 @@ fn text(file: &str, s: &ObjectSummary) -> String {
             }
         }
     }
+    if !s.core_relos.is_empty() {
+        let _ = writeln!(out, "\nCO-RE relocations ({}):", s.core_relos.len());
+        for c in &s.core_relos {
+            let _ = writeln!(out, "  {}+{}  {}", c.function, c.slot, c.note);
+        }
+    }
     out
 }
