@@ -509,9 +509,14 @@ impl ProgLoader<'_> {
                 entry: e.name.clone(),
                 errno: f.errno,
             }),
-            Err(f) => {
-                let line = layout::last_insn_in_log(&f.log)
-                    .and_then(|k| code.slot_map.get(k))
+            Err(mut f) => {
+                let slot = layout::last_insn_in_log(&f.log).and_then(|k| code.slot_map.get(k));
+                // A poisoned instruction (unresolved CO-RE relocation): the
+                // verifier only says "invalid func unknown#195896080".
+                if let Some(why) = slot.and_then(|&s| image.core_site(s)?.error()) {
+                    f.log = format!("{}\nnfkit: {why}\n", f.log.trim_end());
+                }
+                let line = slot
                     .and_then(|&slot| image.line_of(slot))
                     .map(|l| SourceLine {
                         file: l.file.clone(),

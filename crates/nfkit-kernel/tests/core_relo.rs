@@ -240,3 +240,48 @@ fn xdp_runs_beside_tracing_programs_with_core_reads() {
         "only the XDP entry is loaded"
     );
 }
+
+#[test]
+fn guarded_unresolved_field_is_dead_code_in_both() {
+    if !nfkit_kernel::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let obj = build("core_guarded");
+    let image = Image::from_elf(&obj, "core_guarded.o").expect("links");
+    assert!(
+        image.core_sites.iter().any(|s| s.result.is_err()),
+        "the missing field poisons"
+    );
+    // Guarded: both run it, with the same results (ttl 64 -> XDP_TX).
+    let (diffs, _vm, _kernel) = compare(&image, "xdp_guarded", ProgType::Xdp);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    assert!(image.core_error(0).is_none());
+    // Unguarded: both refuse it, naming the relocation.
+    let vm = Vm::new(&image, VmConfig::kernel()).expect("VM loads");
+    let why = vm
+        .entry_refused("xdp_unguarded")
+        .expect("VM refuses xdp_unguarded")
+        .to_string();
+    assert!(
+        why.contains(
+            "byte_off struct iphdr___nope::missing_field: field not found in the kernel's BTF"
+        ),
+        "{why}"
+    );
+    let opts = LoadOptions {
+        entries: Some(vec!["xdp_unguarded".into()]),
+        ..LoadOptions::default()
+    };
+    match load_image(&image, &opts) {
+        Err(e) => {
+            let e = e.to_string();
+            assert!(
+                e.contains("CO-RE relocation in 'xdp_unguarded'") && e.contains("missing_field"),
+                "{e}"
+            );
+            println!("kernel: {e}");
+        }
+        Ok(_) => panic!("the kernel accepted a reachable poisoned instruction"),
+    }
+}

@@ -386,25 +386,23 @@ impl Image {
         self.maps.iter().enumerate().find(|(_, m)| m.name == name)
     }
 
-    /// Why entry `entry` (index into [`Image::entries`]) cannot load: a
-    /// CO-RE relocation in a function it reaches could not be resolved.
+    /// Why entry `entry` (index into [`Image::entries`]) cannot load: it
+    /// can execute an instruction whose CO-RE relocation could not be
+    /// resolved (one behind a branch a constant rules out, such as a
+    /// false `bpf_core_field_exists` guard, does not count, as in the
+    /// kernel's verifier).
     pub fn core_error(&self, entry: usize) -> Option<String> {
         if self.core_sites.iter().all(|s| s.result.is_ok()) {
             return None;
         }
-        let e = self.entries.get(entry)?;
-        let funcs = self.reachable_functions(e.function);
-        self.core_sites.iter().find_map(|s| {
-            let inside = funcs.iter().any(|&f| {
-                let f = &self.functions[f];
-                s.slot >= f.start && s.slot < f.start + f.len
-            });
-            if inside {
-                s.error()
-            } else {
-                None
-            }
-        })
+        let slot = *crate::co_re::poisons_reached(self, entry).first()?;
+        match self.core_site(slot).and_then(CoreSite::error) {
+            Some(e) => Some(e),
+            None => Some(format!(
+                "CO-RE relocation at slot {slot} ({}) could not be resolved",
+                self.describe_slot(slot)
+            )),
+        }
     }
 
     /// The CO-RE relocation of the instruction at `slot`, if any.

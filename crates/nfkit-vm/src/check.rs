@@ -472,25 +472,18 @@ fn entry_rules(
 ) -> Result<(), LoadError> {
     let seen = reachable(graph, e.func);
     let kernel = config.profile == Profile::Kernel && e.prog_type != ProgType::Unspec;
+    core_relocations(cx, e)?;
     for (i, insn) in cx.image.insns.iter().enumerate() {
         if !seen[cx.op_func[i] as usize] {
             continue;
         }
         match *insn {
+            // Poisoned by the linker (an unresolved CO-RE relocation):
+            // checked below, on the paths the entry can take.
             Insn::Call {
                 kind: CallKind::Helper,
                 imm: nfkit_object::co_re::POISON_HELPER,
-            } => {
-                let why = cx.image.core_site(cx.starts[i]).map_or_else(
-                    || "instruction poisoned by the linker".to_string(),
-                    |s| s.result.clone().err().unwrap_or_default(),
-                );
-                return Err(cx.err(
-                    i,
-                    Rule::CoreRelocation,
-                    format!("{why} (reached by program {})", e.name),
-                ));
-            }
+            } => {}
             Insn::Call {
                 kind: CallKind::Helper,
                 imm,
@@ -636,6 +629,30 @@ fn function_flow(
         }
     }
     Ok(())
+}
+
+/// Refuses entry `e` if it can execute an instruction the linker
+/// poisoned (a CO-RE relocation it could not resolve), naming it.
+fn core_relocations(cx: &Ctx, e: &EntryInfo) -> Result<(), LoadError> {
+    let Some(ei) = cx.image.entries.iter().position(|x| x.name == e.name) else {
+        return Ok(());
+    };
+    let Some(slot) = nfkit_object::co_re::poisons_reached(cx.image, ei)
+        .first()
+        .copied()
+    else {
+        return Ok(());
+    };
+    let why = cx.image.core_site(slot).map_or_else(
+        || "instruction poisoned by the linker".to_string(),
+        |s| s.result.clone().err().unwrap_or_default(),
+    );
+    let op = cx.slot_op.get(slot).copied().flatten().unwrap_or(0);
+    Err(cx.err(
+        op,
+        Rule::CoreRelocation,
+        format!("{why} (reached by program {})", e.name),
+    ))
 }
 
 /// Registers `insn` reads, writes and clobbers (bitmasks), calls

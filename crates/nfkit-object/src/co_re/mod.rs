@@ -12,6 +12,8 @@
 //!   offset and size, `lddw` imm), or the instruction poisoned.
 //! * `target`: the target BTF with its name index; the kernel's, loaded
 //!   once.
+//! * `reach`: which poisoned instructions an entry can execute (branches
+//!   on constants followed as the verifier does).
 //!
 //! An unresolvable relocation does not fail the object: its instruction
 //! is poisoned (a call of helper [`POISON_HELPER`], as libbpf does) and
@@ -20,11 +22,13 @@
 mod calc;
 mod compat;
 mod patch;
+mod reach;
 mod spec;
 mod target;
 
 pub use compat::essential_name;
 pub use patch::{patch, poison};
+pub use reach::poisons_reached;
 pub use target::{kernel_target, Target, KERNEL_BTF_ENV, KERNEL_BTF_PATH};
 
 use crate::btf::Btf;
