@@ -63,7 +63,7 @@ fn field(btf: &Btf, spec: &Spec) -> Result<Val, String> {
     let (byte_off, byte_sz) = if bitfield {
         let mut byte_sz = u64::from(size(btf, mt)?).max(1);
         let mut byte_off = bit_off / 8 / byte_sz * byte_sz;
-        while bit_off + bit_sz - byte_off * 8 > byte_sz * 8 {
+        while bit_off.saturating_add(bit_sz) - byte_off * 8 > byte_sz * 8 {
             if byte_sz >= 8 {
                 return Err("bitfield cannot be read with a 64-bit load".into());
             }
@@ -99,9 +99,11 @@ fn field(btf: &Btf, spec: &Spec) -> Result<Val, String> {
             });
             v.validate = true;
         }
-        CoreKind::FieldLshiftU64 => v.val = 64 - (bit_off + bit_sz - byte_off * 8),
+        CoreKind::FieldLshiftU64 => {
+            v.val = 64u64.wrapping_sub(bit_off.saturating_add(bit_sz) - byte_off * 8)
+        }
         CoreKind::FieldRshiftU64 => {
-            v.val = 64 - bit_sz;
+            v.val = 64u64.wrapping_sub(bit_sz);
             v.validate = true;
         }
         k => return Err(format!("{} is not a field relocation", k.name())),

@@ -114,14 +114,14 @@ impl Spec {
             spec.acc[0].name = Some(v.name.clone());
             return Ok(spec);
         }
-        spec.bit_offset = u64::from(raw[0]) * size(btf, id)? * 8;
+        spec.bit_offset = u64::from(raw[0]).wrapping_mul(size(btf, id)? * 8);
         for &idx in &raw[1..] {
             let (sid, t) = strip(btf, id)?;
             if let Some(ms) = members(t) {
                 let m = ms
                     .get(idx as usize)
                     .ok_or_else(|| format!("member {idx} of a type of {}", ms.len()))?;
-                spec.bit_offset += u64::from(m.bit_offset);
+                spec.bit_offset = spec.bit_offset.wrapping_add(u64::from(m.bit_offset));
                 if !m.name.is_empty() {
                     spec.acc.push(Accessor {
                         type_id: sid,
@@ -140,7 +140,9 @@ impl Spec {
                     idx,
                     name: None,
                 });
-                spec.bit_offset += u64::from(idx) * size(btf, eid)? * 8;
+                spec.bit_offset = spec
+                    .bit_offset
+                    .wrapping_add(u64::from(idx).wrapping_mul(size(btf, eid)? * 8));
                 id = eid;
             } else {
                 return Err(format!("access into a {}", t.name()));
@@ -219,7 +221,9 @@ impl Spec {
                 idx: la.idx,
                 name: None,
             });
-            t.bit_offset += u64::from(la.idx) * size(target, tid)? * 8;
+            t.bit_offset = t
+                .bit_offset
+                .wrapping_add(u64::from(la.idx).wrapping_mul(size(target, tid)? * 8));
         }
         Ok(Some(t))
     }
@@ -260,7 +264,7 @@ fn match_member(
     for (i, m) in tms.iter().enumerate() {
         if m.name.is_empty() {
             let saved = t.bit_offset;
-            t.bit_offset += u64::from(m.bit_offset);
+            t.bit_offset = t.bit_offset.wrapping_add(u64::from(m.bit_offset));
             if let Some(found) = match_member(local, la, target, m.ty, t, depth + 1)? {
                 return Ok(Some(found));
             }
@@ -269,7 +273,7 @@ fn match_member(
             if !fields_compat(local, lm.ty, target, m.ty)? {
                 return Ok(None);
             }
-            t.bit_offset += u64::from(m.bit_offset);
+            t.bit_offset = t.bit_offset.wrapping_add(u64::from(m.bit_offset));
             t.acc.push(Accessor {
                 type_id: sid,
                 idx: i as u32,

@@ -446,3 +446,97 @@ fn patching_writes_offsets_sizes_and_immediates() {
     assert_eq!((imm, next_imm), (0, 1 << 8));
     assert_eq!(poison(&lddw).len(), 2);
 }
+
+/// `dst = imm` (64-bit, or 32-bit when `w32`).
+fn mov(dst: Reg, imm: i32, w32: bool) -> Insn {
+    Insn::Alu {
+        width: if w32 {
+            nfkit_isa::Width::W32
+        } else {
+            nfkit_isa::Width::W64
+        },
+        op: nfkit_isa::AluOp::Mov,
+        dst,
+        src: nfkit_isa::Operand::Imm(imm),
+    }
+}
+
+/// The poisoned slots entry 0 of a program of `insns` reaches, given a
+/// guard `r1 = v; if r1 cond 0 goto +1; <poison>; r0 = 2; exit`.
+fn guarded(set: Insn, width: nfkit_isa::Width, cond: nfkit_isa::Cond) -> Vec<usize> {
+    let insns = vec![
+        set,
+        Insn::Jmp {
+            width,
+            cond,
+            dst: Reg::R1,
+            src: nfkit_isa::Operand::Imm(0),
+            off: 1,
+        },
+        Insn::Call {
+            kind: nfkit_isa::CallKind::Helper,
+            imm: POISON_HELPER,
+        },
+        mov(Reg::R0, 2, false),
+        Insn::Exit,
+    ];
+    let image = crate::Image::from_insns("p", crate::ProgType::Xdp, insns);
+    poisons_reached(&image, 0)
+}
+
+#[test]
+fn poisons_behind_constant_false_guards_are_not_reached() {
+    use nfkit_isa::{Cond, Width};
+    // bpf_core_field_exists relocated to 0: the guard skips the poison.
+    assert_eq!(
+        guarded(mov(Reg::R1, 0, false), Width::W64, Cond::Eq),
+        Vec::<usize>::new()
+    );
+    // ... and to 1: the poison runs.
+    assert_eq!(
+        guarded(mov(Reg::R1, 1, false), Width::W64, Cond::Eq),
+        vec![2]
+    );
+    // 32-bit compares see the low half, signed.
+    assert_eq!(
+        guarded(mov(Reg::R1, -1, true), Width::W32, Cond::Slt),
+        Vec::<usize>::new()
+    );
+    assert_eq!(
+        guarded(mov(Reg::R1, -1, true), Width::W64, Cond::Slt),
+        vec![2]
+    );
+    // A value from memory is unknown: both ways are taken.
+    let load = Insn::Ldx {
+        size: Size::W,
+        signed: false,
+        dst: Reg::R1,
+        src: Reg::R1,
+        off: 0,
+    };
+    assert_eq!(guarded(load, Width::W64, Cond::Eq), vec![2]);
+}
+
+#[test]
+fn core_error_names_the_reached_relocation() {
+    let insns = vec![
+        Insn::Call {
+            kind: nfkit_isa::CallKind::Helper,
+            imm: POISON_HELPER,
+        },
+        Insn::Exit,
+    ];
+    let mut image = crate::Image::from_insns("xdp_prog", crate::ProgType::Xdp, insns);
+    assert_eq!(image.core_error(0), None, "no failed site, no error");
+    image.core_sites.push(crate::CoreSite {
+        slot: 0,
+        function: "xdp_prog".into(),
+        func_slot: 0,
+        what: "byte_off struct x___y::nope".into(),
+        result: Err("byte_off struct x___y::nope: field not found".into()),
+    });
+    assert_eq!(
+        image.core_error(0).as_deref(),
+        Some("CO-RE relocation in 'xdp_prog' at insn 0: byte_off struct x___y::nope: field not found")
+    );
+}
