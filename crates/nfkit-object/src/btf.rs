@@ -6,7 +6,7 @@
 //!
 //! * [`parse`](Btf::parse) / [`encode`](Btf::encode): `.BTF` bytes, with
 //!   validation (bounds, string offsets, type ids) giving [`BtfError`]s.
-//! * [`ext`]: `.BTF.ext` function and line info.
+//! * [`ext`]: `.BTF.ext` function info, line info and CO-RE relocations.
 //! * queries: sizes, names, C formatting, function signatures (`query`).
 //! * [`merge`](Btf::merge): appending another object's types (linking).
 

@@ -331,6 +331,7 @@ pub struct Image {
     /// Prog array slots to fill after loading (from `__array(values, ...)`).
     pub map_inits: Vec<MapInit>,
     /// CO-RE relocations applied (or poisoned), by slot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub core_sites: Vec<CoreSite>,
 }
 

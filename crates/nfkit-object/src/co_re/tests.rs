@@ -540,3 +540,29 @@ fn core_error_names_the_reached_relocation() {
         Some("CO-RE relocation in 'xdp_prog' at insn 0: byte_off struct x___y::nope: field not found")
     );
 }
+
+#[test]
+fn malformed_relocations_are_errors_not_crashes() {
+    let (l, s, t) = moved_field();
+    for (kind, ty, access) in [
+        (CoreKind::FieldByteOffset, 999, "0:0"),
+        (CoreKind::FieldByteOffset, s, "x:y"),
+        (CoreKind::FieldByteOffset, s, "0:99"),
+        (CoreKind::FieldByteOffset, s, ""),
+        (CoreKind::FieldByteOffset, 0, "0"),
+        (CoreKind::EnumvalValue, s, "0"),
+        (CoreKind::Other(77), s, "0"),
+        (CoreKind::FieldByteOffset, s, &"0:".repeat(100)),
+        (CoreKind::FieldByteOffset, s, "4294967295:1"),
+    ] {
+        let r = relo(kind, ty, access);
+        let _ = describe(&l, &r);
+        let _ = note(Some(&l), &r);
+        if let Ok(res) = resolve(&l, &r, &t) {
+            assert!(
+                access.starts_with("4294967295"),
+                "{kind:?} {ty} {access}: {res:?}"
+            );
+        }
+    }
+}
