@@ -91,6 +91,13 @@ fn step(mut r: Regs, insn: &Insn) -> Regs {
 /// Slots of the poisoned instructions that entry `entry` of `image` may
 /// execute, in slot order.
 pub fn poisons_reached(image: &Image, entry: usize) -> Vec<usize> {
+    let poison = Insn::Call {
+        kind: CallKind::Helper,
+        imm: POISON_HELPER,
+    };
+    if !image.insns.contains(&poison) {
+        return Vec::new();
+    }
     let Some(e) = image.entries.get(entry) else {
         return Vec::new();
     };
