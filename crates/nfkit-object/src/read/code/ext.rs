@@ -86,6 +86,11 @@ fn attach_core(
     lens: &[usize],
 ) -> Result<(), ReadError> {
     for sec in &ext.core_relos {
+        // A section whose code is not read (no function of it) keeps its
+        // relocations to itself.
+        if !functions.iter().any(|f| f.section == sec.section) {
+            continue;
+        }
         for r in &sec.records {
             let slot = (r.insn_off / 8) as usize;
             let loc = || Location::at(&sec.section, u64::from(r.insn_off));
