@@ -9,8 +9,9 @@
 //! kernel's preallocated hash maps).
 //!
 //! * [`array`](mod@array): array and per-CPU array (and global data sections).
-//! * [`hash`]: hash, per-CPU hash, LRU hash, LRU per-CPU hash, devmap and
-//!   devmap_hash (keyed slots in a slab).
+//! * [`hash`]: hash, per-CPU hash, LRU hash, LRU per-CPU hash, devmap,
+//!   devmap_hash, cpumap and xskmap (keyed slots in a slab; the VM keeps
+//!   an xskmap's values as given, there are no sockets behind them).
 //! * [`lpm`]: longest-prefix-match trie.
 //! * [`ringbuf`]: ring buffer with reserve/submit/discard.
 //! * [`ProgArray`]: tail-call targets (entry indices of the Image).
@@ -102,6 +103,9 @@ pub struct ProgArray {
 
 const EMPTY: u32 = u32::MAX;
 
+/// The kernel's largest cpumap queue (`qsize` of `struct bpf_cpumap_val`).
+const CPUMAP_MAX_QSIZE: u32 = 16384;
+
 impl ProgArray {
     fn new(n: u32) -> ProgArray {
         ProgArray {
@@ -162,7 +166,9 @@ impl Map {
             | MapType::LruHash
             | MapType::LruPercpuHash
             | MapType::DevmapHash
-            | MapType::Devmap => Store::Hash(hash::HashMap::new(spec, ncpus)?),
+            | MapType::Devmap
+            | MapType::Cpumap
+            | MapType::Xskmap => Store::Hash(hash::HashMap::new(spec, ncpus)?),
             MapType::LpmTrie => Store::Lpm(lpm::LpmTrie::new(spec)?),
             MapType::Ringbuf => Store::Ringbuf(ringbuf::RingBuf::new(spec)?),
             MapType::ProgArray => {
@@ -190,6 +196,14 @@ impl Map {
         &self.spec.name
     }
 
+    /// A map `bpf_redirect_map` takes: devmap, devmap_hash, cpumap, xskmap.
+    pub fn is_redirect_map(&self) -> bool {
+        matches!(
+            self.spec.map_type,
+            MapType::Devmap | MapType::DevmapHash | MapType::Cpumap | MapType::Xskmap
+        )
+    }
+
     /// The buffer programs reach values in, and whether they may write it.
     pub fn region(&self) -> Option<(Arc<GuardedBuf>, bool)> {
         self.value_buf().map(|(b, w)| (b.clone(), w))
@@ -203,7 +217,7 @@ impl Map {
                 read_only: true,
                 ..
             }
-        ) || matches!(self.spec.map_type, MapType::Devmap | MapType::DevmapHash);
+        ) || self.is_redirect_map();
         match &self.store {
             Store::Array(a) => Some((&a.buf, !ro_prog)),
             Store::Hash(h) => Some((&h.buf, !ro_prog)),
@@ -295,6 +309,9 @@ impl Map {
     /// 8-byte-padded value per CPU.
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         self.check_key(key)?;
+        if self.spec.map_type == MapType::Cpumap {
+            return self.cpumap_update(key, value, flags);
+        }
         match &self.store {
             Store::Array(a) => a.update(u32_key(key)?, value, flags, None),
             Store::Hash(h) => h.update(key, value, flags, None),
@@ -320,6 +337,36 @@ impl Map {
             }
             Store::Ringbuf(_) => Err(MapError::Unsupported),
         }
+    }
+
+    /// A cpumap entry is `struct bpf_cpumap_val` (`qsize`, then an optional
+    /// program fd the VM does not run): as in the kernel, queue size 0
+    /// clears the entry and sizes above 16384 are refused.
+    fn cpumap_update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        let qsize = u32_key(value.get(..4).unwrap_or_default())?;
+        if value.get(4..).is_some_and(|fd| fd.iter().any(|&b| b != 0)) {
+            return Err(MapError::Invalid(
+                "cpumap programs are not run by the VM".into(),
+            ));
+        }
+        if qsize > CPUMAP_MAX_QSIZE {
+            return Err(MapError::Invalid(format!(
+                "queue size {qsize} is above {CPUMAP_MAX_QSIZE}"
+            )));
+        }
+        let Store::Hash(h) = &self.store else {
+            return Err(MapError::Unsupported);
+        };
+        if qsize == 0 {
+            if u32_key(key)? >= h.max {
+                return Err(MapError::Full);
+            }
+            return match h.delete(key) {
+                Ok(()) | Err(MapError::NotFound) => Ok(()),
+                Err(e) => Err(e),
+            };
+        }
+        h.update(key, value, flags, None)
     }
 
     /// Deletes `key`.
