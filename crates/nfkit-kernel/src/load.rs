@@ -444,6 +444,7 @@ fn create_maps(
         }
         maps.push(maps::create(spec, raw_btf)?);
     }
+    maps::fill_outer(&specs, &maps)?;
     Ok(maps)
 }
 

@@ -13,44 +13,15 @@
 use nfkit_kernel::{load_image, LoadOptions, TestRun};
 use nfkit_object::Image;
 use nfkit_vm::{Context, Redirect, RunOptions, Vm, VmConfig, XdpMd};
-use std::path::PathBuf;
-use std::process::Command;
+
+mod common;
+
+use common::compile;
 
 const XDP_ABORTED: u64 = 0;
 const XDP_REDIRECT: u64 = 4;
 const BROADCAST: u64 = 1 << 3;
 const EXCLUDE_INGRESS: u64 = 1 << 4;
-
-/// Builds `tests/progs/NAME.c` with clang; the object's bytes.
-fn compile(name: &str) -> Vec<u8> {
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let src = dir.join(format!("tests/progs/{name}.c"));
-    let out = std::env::temp_dir().join(format!("nfkit-{name}-{}-{seq}.o", std::process::id()));
-    let arch = String::from_utf8(
-        Command::new("uname")
-            .arg("-m")
-            .output()
-            .expect("uname")
-            .stdout,
-    )
-    .expect("utf8");
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf"])
-        .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()))
-        .arg(format!("-I{}", dir.join("../../corpus").display()))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {}", src.display());
-    let bytes = std::fs::read(&out).expect("read object");
-    let _ = std::fs::remove_file(&out);
-    bytes
-}
 
 fn frame(key: u8, flags: u8) -> Vec<u8> {
     let mut f = vec![0u8; 60];
@@ -154,7 +125,7 @@ fn sweep(
 
 #[test]
 fn redirect_maps_agree_with_the_kernel() {
-    if !nfkit_kernel::is_root() {
+    if !common::is_root() {
         eprintln!("skipped: needs root");
         return;
     }

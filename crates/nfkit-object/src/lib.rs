@@ -25,7 +25,10 @@ pub mod write;
 
 pub use btf::Btf;
 pub use error::{Error, LinkError, Location, ReadError, ReadErrorKind, WriteError};
-pub use image::{Entry, Function, Image, LineInfo, MapInit, MapKind, MapSpec, MapType, ProgType};
+pub use image::{
+    Entry, Function, Image, InnerMaps, InnerSlot, LineInfo, MapInit, MapKind, MapSpec, MapType,
+    ProgType,
+};
 pub use link::{link, link_files};
 pub use object::Object;
 pub use read::{read_object, read_object_as};

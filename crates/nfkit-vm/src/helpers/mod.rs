@@ -268,6 +268,12 @@ impl Machine<'_> {
         } else {
             self.cpu as u64
         };
+        if let Some(o) = m.outer() {
+            // A map of maps gives the inner map's handle (or NULL).
+            return Ok(o
+                .get(&key)
+                .map_or(0, |i| mem::addr(mem::MAP_HANDLES, u64::from(i))));
+        }
         Ok(if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
             0
         } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_))
@@ -292,6 +298,13 @@ impl Machine<'_> {
     fn map_update(&mut self, a1: u64, a2: u64, a3: u64, a4: u64, cur: usize) -> Step<u64> {
         let name = "map_update_elem";
         let m = self.map_arg(a1, cur, name)?;
+        if m.outer().is_some() {
+            return self.herr(
+                cur,
+                name,
+                format!("map of maps {} is read-only to programs", m.name()),
+            );
+        }
         let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         let val = self.read_arg(a3, m.spec.value_size as usize, cur, name)?;
         Ok(match m.prog_update(&key, &val, a4, self.cpu) {
@@ -304,6 +317,13 @@ impl Machine<'_> {
     fn map_delete(&mut self, a1: u64, a2: u64, cur: usize) -> Step<u64> {
         let name = "map_delete_elem";
         let m = self.map_arg(a1, cur, name)?;
+        if m.outer().is_some() {
+            return self.herr(
+                cur,
+                name,
+                format!("map of maps {} is read-only to programs", m.name()),
+            );
+        }
         let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         Ok(match m.delete(&key) {
             Ok(()) => 0,

@@ -62,7 +62,7 @@ impl HashMap {
             lru,
             devmap: matches!(
                 spec.map_type,
-                MapType::Devmap | MapType::Cpumap | MapType::Xskmap
+                MapType::Devmap | MapType::Cpumap | MapType::Xskmap | MapType::ArrayOfMaps
             ),
             index: RwLock::new(Index {
                 map: StdHashMap::default(),

@@ -14,6 +14,7 @@
 //!   an xskmap's values as given, there are no sockets behind them).
 //! * [`lpm`]: longest-prefix-match trie.
 //! * [`ringbuf`]: ring buffer with reserve/submit/discard.
+//! * [`outer`]: array and hash of maps (slots naming other maps).
 //! * [`ProgArray`]: tail-call targets (entry indices of the Image).
 
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@
 pub mod array;
 pub mod hash;
 pub mod lpm;
+pub mod outer;
 pub mod ringbuf;
 
 use crate::mem::GuardedBuf;
@@ -127,6 +129,7 @@ pub enum Store {
     Lpm(lpm::LpmTrie),
     Ringbuf(ringbuf::RingBuf),
     ProgArray(ProgArray),
+    Outer(outer::OuterMap),
 }
 
 /// One map.
@@ -170,6 +173,7 @@ impl Map {
             | MapType::Cpumap
             | MapType::Xskmap => Store::Hash(hash::HashMap::new(spec, ncpus)?),
             MapType::LpmTrie => Store::Lpm(lpm::LpmTrie::new(spec)?),
+            MapType::ArrayOfMaps | MapType::HashOfMaps => Store::Outer(outer::OuterMap::new(spec)?),
             MapType::Ringbuf => Store::Ringbuf(ringbuf::RingBuf::new(spec)?),
             MapType::ProgArray => {
                 if spec.key_size != 4 || spec.value_size != 4 {
@@ -223,7 +227,7 @@ impl Map {
             Store::Hash(h) => Some((&h.buf, !ro_prog)),
             Store::Lpm(l) => Some((&l.buf, true)),
             Store::Ringbuf(r) => Some((&r.buf, true)),
-            Store::ProgArray(_) => None,
+            Store::ProgArray(_) | Store::Outer(_) => None,
         }
     }
 
@@ -290,6 +294,7 @@ impl Map {
             Store::ProgArray(p) => Ok(p
                 .get(u32_key(key)?)
                 .map(|e| (e as u32).to_le_bytes().to_vec())),
+            Store::Outer(o) => Ok(o.get(key).map(|i| i.to_le_bytes().to_vec())),
             Store::Ringbuf(_) => Err(MapError::Unsupported),
         }
     }
@@ -335,6 +340,7 @@ impl Map {
                 slot.store(e, Ordering::Release);
                 Ok(())
             }
+            Store::Outer(o) => o.set(key, value, flags),
             Store::Ringbuf(_) => Err(MapError::Unsupported),
         }
     }
@@ -384,6 +390,7 @@ impl Map {
                     Ok(())
                 }
             }
+            Store::Outer(o) => o.slots.delete(key),
             Store::Ringbuf(_) => Err(MapError::Unsupported),
         }
     }
@@ -398,6 +405,7 @@ impl Map {
                 .filter(|&i| p.get(i).is_some())
                 .map(|i| i.to_le_bytes().to_vec())
                 .collect(),
+            Store::Outer(o) => o.slots.keys(),
             Store::Ringbuf(_) => Vec::new(),
         }
     }
@@ -430,6 +438,14 @@ impl Map {
         }
     }
 
+    /// The slots behind this map, if it is a map of maps.
+    pub fn outer(&self) -> Option<&outer::OuterMap> {
+        match &self.store {
+            Store::Outer(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// The ring buffer behind this map, if it is one.
     pub fn ringbuf(&self) -> Option<&ringbuf::RingBuf> {
         match &self.store {
@@ -446,15 +462,36 @@ pub struct Maps {
 }
 
 impl Maps {
-    /// Creates every map of the Image.
+    /// Creates every map of the Image; maps of maps learn which maps fit
+    /// their slots and get their initial slots.
     pub fn new(specs: &[MapSpec], ncpus: u32, n_entries: usize) -> Result<Maps, crate::LoadError> {
         let mut maps = Vec::with_capacity(specs.len());
+        let bad = |i: usize, detail: String| crate::LoadError::Map {
+            index: i,
+            name: specs[i].name.clone(),
+            detail,
+        };
         for (i, s) in specs.iter().enumerate() {
-            let m = Map::new(i, s, ncpus, n_entries).map_err(|detail| crate::LoadError::Map {
-                index: i,
-                name: s.name.clone(),
-                detail,
-            })?;
+            let mut m = Map::new(i, s, ncpus, n_entries).map_err(|d| bad(i, d))?;
+            if let (Store::Outer(o), Some(inner)) = (&mut m.store, &s.inner) {
+                o.allowed = (0..specs.len())
+                    .filter(|&j| {
+                        specs[j].kind == MapKind::Declared
+                            && outer::fits(&inner.template, &specs[j])
+                    })
+                    .map(|j| j as u32)
+                    .collect();
+                for slot in &inner.slots {
+                    let j = specs
+                        .iter()
+                        .position(|x| x.kind == MapKind::Declared && x.name == slot.map)
+                        .ok_or_else(|| {
+                            bad(i, format!("slot {}: no map {}", slot.slot, slot.map))
+                        })?;
+                    o.set(&slot.slot.to_le_bytes(), &(j as u32).to_le_bytes(), BPF_ANY)
+                        .map_err(|e| bad(i, format!("slot {} ({}): {e}", slot.slot, slot.map)))?;
+                }
+            }
             maps.push(Arc::new(m));
         }
         Ok(Maps { maps })
