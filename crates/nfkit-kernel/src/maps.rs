@@ -298,9 +298,14 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
 }
 
 /// Fills the initial slots of the maps of maps among `specs` (created as
-/// `maps`, in the same order) with the fds of the maps they name.
-pub(crate) fn fill_outer(specs: &[MapSpec], maps: &[KMap]) -> Result<(), KernelError> {
-    for (spec, outer) in specs.iter().zip(maps) {
+/// `maps`, in the same order; `fresh`: created now rather than reused)
+/// with the fds of the maps they name.
+pub(crate) fn fill_outer(
+    specs: &[MapSpec],
+    maps: &[KMap],
+    fresh: &[bool],
+) -> Result<(), KernelError> {
+    for ((spec, outer), _) in specs.iter().zip(maps).zip(fresh).filter(|(_, &f)| f) {
         let Some(inner) = &spec.inner else { continue };
         for slot in &inner.slots {
             let Some(m) = specs

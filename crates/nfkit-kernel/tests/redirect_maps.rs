@@ -185,3 +185,26 @@ fn cpumap_entries_follow_the_kernel() {
     );
     assert!(cpus.update(&key(1), &val(16385), 0).is_err());
 }
+
+#[test]
+fn redirects_print_their_target() {
+    // As `nfkit run` prints them (`redirect: ...`) and `--json` gives them.
+    let shown = [
+        Redirect::Cpu { map: 0, cpu: 1 },
+        Redirect::Xsk { map: 1, key: 2 },
+        Redirect::Map {
+            map: 2,
+            key: 1,
+            ifindex: Some(1),
+        },
+    ]
+    .map(|r| r.to_string());
+    assert_eq!(
+        shown,
+        [
+            "cpu 1 (map #0)",
+            "xsk map #1 key 2",
+            "map #2 key 1 (ifindex 1)"
+        ]
+    );
+}
