@@ -169,7 +169,11 @@ fn redirect_maps_agree_with_the_kernel() {
 #[test]
 fn cpumap_entries_follow_the_kernel() {
     let image = Image::from_elf(&compile("redirect_maps"), "redirect_maps.o").expect("image");
-    let vm = Vm::new(&image, VmConfig::kernel()).expect("VM load");
+    let config = VmConfig {
+        ncpus: 2,
+        ..VmConfig::kernel()
+    };
+    let vm = Vm::new(&image, config).expect("VM load");
     let cpus = vm.map("cpus").expect("cpus");
     let val = |q: u32| -> Vec<u8> { [q, 0].iter().flat_map(|v| v.to_le_bytes()).collect() };
     let key = |k: u32| k.to_le_bytes();
@@ -184,6 +188,11 @@ fn cpumap_entries_follow_the_kernel() {
         Err(7)
     );
     assert!(cpus.update(&key(1), &val(16385), 0).is_err());
+    // A CPU the VM does not have: ENODEV (the VM here has 2 CPUs).
+    assert_eq!(
+        cpus.update(&key(3), &val(64), 0).map_err(|e| e.errno()),
+        Err(19)
+    );
 }
 
 #[test]

@@ -50,6 +50,8 @@ pub enum MapError {
     Invalid(String),
     #[error("operation not supported on this map type (EOPNOTSUPP)")]
     Unsupported,
+    #[error("no such CPU (ENODEV)")]
+    NoDevice,
 }
 
 impl MapError {
@@ -62,6 +64,7 @@ impl MapError {
             MapError::NoSpace => 28,
             MapError::Invalid(_) => 22,
             MapError::Unsupported => 95,
+            MapError::NoDevice => 19,
         }
     }
 }
@@ -141,6 +144,8 @@ pub struct Map {
     pub store: Store,
     /// Entries a `ProgArray` may name (the Image's entry count).
     n_entries: usize,
+    /// The VM's CPUs (the keys a cpumap takes).
+    cpus: u32,
 }
 
 fn u32_key(key: &[u8]) -> Result<u32, MapError> {
@@ -157,7 +162,8 @@ impl Map {
             spec.map_type,
             MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
         );
-        let ncpus = if percpu { ncpus.max(1) } else { 1 };
+        let cpus = ncpus.max(1);
+        let ncpus = if percpu { cpus } else { 1 };
         let global = matches!(spec.kind, MapKind::Global { .. });
         let store = match spec.map_type {
             _ if global => Store::Array(array::ArrayMap::new(spec, 1)?),
@@ -193,6 +199,7 @@ impl Map {
             index,
             store,
             n_entries,
+            cpus,
         })
     }
 
@@ -346,27 +353,39 @@ impl Map {
     }
 
     /// A cpumap entry is `struct bpf_cpumap_val` (`qsize`, then an optional
-    /// program fd the VM does not run): as in the kernel, queue size 0
-    /// clears the entry and sizes above 16384 are refused.
+    /// program fd the VM does not run), checked in the kernel's order: key
+    /// below `max_entries` (`E2BIG`), no `BPF_NOEXIST` (`EEXIST`), queue
+    /// size at most 16384, key a CPU of the VM (`ENODEV`); queue size 0
+    /// clears the entry.
     fn cpumap_update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        let Store::Hash(h) = &self.store else {
+            return Err(MapError::Unsupported);
+        };
+        let cpu = u32_key(key)?;
         let qsize = u32_key(value.get(..4).unwrap_or_default())?;
-        if value.get(4..).is_some_and(|fd| fd.iter().any(|&b| b != 0)) {
-            return Err(MapError::Invalid(
-                "cpumap programs are not run by the VM".into(),
-            ));
+        if flags > BPF_EXIST {
+            return Err(MapError::Invalid(format!("flags {flags:#x}")));
+        }
+        if cpu >= h.max {
+            return Err(MapError::Full);
+        }
+        if flags == BPF_NOEXIST {
+            return Err(MapError::Exists);
         }
         if qsize > CPUMAP_MAX_QSIZE {
             return Err(MapError::Invalid(format!(
                 "queue size {qsize} is above {CPUMAP_MAX_QSIZE}"
             )));
         }
-        let Store::Hash(h) = &self.store else {
-            return Err(MapError::Unsupported);
-        };
+        if cpu >= self.cpus {
+            return Err(MapError::NoDevice);
+        }
+        if value.get(4..).is_some_and(|fd| fd.iter().any(|&b| b != 0)) {
+            return Err(MapError::Invalid(
+                "cpumap programs are not run by the VM".into(),
+            ));
+        }
         if qsize == 0 {
-            if u32_key(key)? >= h.max {
-                return Err(MapError::Full);
-            }
             return match h.delete(key) {
                 Ok(()) | Err(MapError::NotFound) => Ok(()),
                 Err(e) => Err(e),
