@@ -6,6 +6,9 @@
 //! VM indices of its map table), the inner maps entry by entry. Between
 //! the phases the control plane puts `counts_spare` into the array's
 //! empty slot 1 and takes `flows_y` out of the hash's key 3.
+//!
+//! `map_in_map_overread.c` reads past a value of an inner map: the VM
+//! faults with the kernel's terms, the kernel refuses it at load.
 
 mod common;
 
@@ -227,5 +230,34 @@ fn maps_of_maps_agree_with_the_kernel() {
             tally[v as usize] > 0,
             "verdict {v} never seen: {verdicts:?}"
         );
+    }
+}
+
+#[test]
+fn inner_map_values_are_bounded_like_the_kernel() {
+    let image = Image::from_elf(&compile("map_in_map_overread"), "overread.o").expect("image");
+    let vm = Vm::new(&image, VmConfig::kernel()).expect("VM load");
+    // Element 1 holds data: a read through element 0's pointer must not see it.
+    let counts = vm.map("counts_a").expect("counts_a");
+    counts
+        .update(&1u32.to_le_bytes(), &7u64.to_le_bytes(), 0)
+        .expect("element 1");
+    let pkt = frame([0, 0, 0]);
+    let res = vm.run(
+        "overread",
+        Context::Xdp(XdpMd::new(&pkt)),
+        &RunOptions::default(),
+    );
+    let err = res.result.expect_err("the read past the value faults");
+    assert!(err.to_string().contains("value_size=8 off=8"), "{err}");
+    if !common::is_root() {
+        return;
+    }
+    match load_image(&image, &LoadOptions::default()) {
+        Err(nfkit_kernel::KernelError::Verifier { log, .. }) => {
+            assert!(log.contains("invalid access to map value"), "{log}")
+        }
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("the kernel accepted a read past an inner map's value"),
     }
 }
