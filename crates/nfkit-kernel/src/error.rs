@@ -70,6 +70,13 @@ pub enum KernelError {
     /// A map given for reuse does not have the shape the Image declares.
     #[error("map '{0}': the map given for reuse has another type, key or value size")]
     ReuseShape(String),
+    /// An initial slot of a map of maps names a map the Image lacks.
+    #[error("map '{map}': slot {slot} names map '{inner}', which is not a declared map")]
+    MapSlot {
+        map: String,
+        slot: u32,
+        inner: String,
+    },
     /// A map operation failed.
     #[error("map '{map}': {op}: {cause}")]
     MapOp {

@@ -431,6 +431,7 @@ fn create_maps(
     }
     let reuse: HashMap<&str, &KMap> = opts.reuse_maps.iter().map(|m| (m.name(), m)).collect();
     let mut maps = Vec::with_capacity(specs.len());
+    let mut fresh = Vec::with_capacity(specs.len());
     for spec in &specs {
         if let Some(m) = reuse.get(spec.name.as_str()) {
             if m.key_size() != spec.key_size
@@ -440,10 +441,14 @@ fn create_maps(
                 return Err(KernelError::ReuseShape(spec.name.clone()));
             }
             maps.push((*m).clone());
+            // A reused map of maps keeps the slots it has.
+            fresh.push(false);
             continue;
         }
         maps.push(maps::create(spec, raw_btf)?);
+        fresh.push(true);
     }
+    maps::fill_outer(&specs, &maps, &fresh)?;
     Ok(maps)
 }
 

@@ -216,7 +216,8 @@ pub fn max_entries_of(spec: &MapSpec) -> Result<u32, KernelError> {
 }
 
 /// Creates the map of `spec` (BTF from `btf_fd` when given and taken,
-/// else without); fills and freezes global-data maps.
+/// else without); fills and freezes global-data maps. Maps of maps start
+/// empty: [`fill_outer`] puts their initial inner maps in.
 pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, KernelError> {
     let read_only = matches!(
         spec.kind,
@@ -237,6 +238,15 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
     };
     let name = kernel_name(&spec.name);
     let max_entries = max_entries_of(spec)?;
+    // A map of maps is created from a map of its inner definition (its
+    // `inner_map_fd`), closed once the outer map exists, as libbpf does.
+    let template = match &spec.inner {
+        Some(inner) => Some(create(&inner.template, None)?),
+        None => None,
+    };
+    if let Some(t) = &template {
+        opts.inner_map_fd = t.fd() as u32;
+    }
     let mut handle = None;
     if let (Some(fd), Some(v), true) = (btf_fd, spec.value_type_id, takes_btf(spec.map_type)) {
         opts.btf_fd = fd as u32;
@@ -285,6 +295,34 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
         }
     }
     Ok(map)
+}
+
+/// Fills the initial slots of the maps of maps among `specs` (created as
+/// `maps`, in the same order; `fresh`: created now rather than reused)
+/// with the fds of the maps they name.
+pub(crate) fn fill_outer(
+    specs: &[MapSpec],
+    maps: &[KMap],
+    fresh: &[bool],
+) -> Result<(), KernelError> {
+    for ((spec, outer), _) in specs.iter().zip(maps).zip(fresh).filter(|(_, &f)| f) {
+        let Some(inner) = &spec.inner else { continue };
+        for slot in &inner.slots {
+            let Some(m) = specs
+                .iter()
+                .position(|s| s.kind == MapKind::Declared && s.name == slot.map)
+                .and_then(|i| maps.get(i))
+            else {
+                return Err(KernelError::MapSlot {
+                    map: spec.name.clone(),
+                    slot: slot.slot,
+                    inner: slot.map.clone(),
+                });
+            };
+            outer.update(&slot.slot.to_le_bytes(), &(m.fd() as u32).to_le_bytes(), 0)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ fn shared_map(name: &str) -> MapSpec {
         value_type_id: None,
         data: None,
         pin_by_name: false,
+        inner: None,
     }
 }
 
@@ -89,6 +90,7 @@ pub fn map_specs(prog: &Program, gen: &Generated) -> Vec<MapSpec> {
                     value_type_id: None,
                     data: None,
                     pin_by_name: false,
+                    inner: None,
                 }
             }
             ObjMap::PktInfo => shared_map("nfkit_pktinfo"),

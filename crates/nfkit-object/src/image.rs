@@ -232,6 +232,29 @@ pub struct MapSpec {
     pub data: Option<Vec<u8>>,
     /// `LIBBPF_PIN_BY_NAME` requested in the object.
     pub pin_by_name: bool,
+    /// Maps of maps: the inner map definition and initial slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inner: Option<Box<InnerMaps>>,
+}
+
+/// What a map of maps (`array_of_maps`, `hash_of_maps`) holds, declared
+/// the libbpf way: `__array(values, struct inner)` gives the definition
+/// every inner map must match, `.values = { [i] = &map }` the initial
+/// slots.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InnerMaps {
+    /// The inner map definition (a template: no map of its own).
+    pub template: MapSpec,
+    /// Initial slots, by slot (the key, a `u32`).
+    pub slots: Vec<InnerSlot>,
+}
+
+/// One initial slot of a map of maps: declared map `map` at key `slot`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InnerSlot {
+    pub slot: u32,
+    /// The name of a declared map of the Image.
+    pub map: String,
 }
 
 /// A function of the Image.

@@ -28,7 +28,8 @@ pub mod write;
 pub use btf::Btf;
 pub use error::{Error, LinkError, Location, ReadError, ReadErrorKind, WriteError};
 pub use image::{
-    CoreSite, Entry, Function, Image, LineInfo, MapInit, MapKind, MapSpec, MapType, ProgType,
+    CoreSite, Entry, Function, Image, InnerMaps, InnerSlot, LineInfo, MapInit, MapKind, MapSpec,
+    MapType, ProgType,
 };
 pub use link::{link, link_files, link_with_target};
 pub use object::Object;

@@ -50,10 +50,10 @@ pub fn read_object_as(
         }
         None => String::new(),
     };
-    let maps = maps::read_maps(&elf, btf.as_ref())?;
+    let mut maps = maps::read_maps(&elf, btf.as_ref())?;
     let functions =
         code::read_functions(&elf, &maps, (btf.as_ref(), ext.as_ref()), unknown_sections)?;
-    let map_inits = maps::read_map_inits(&elf, &maps, &functions)?;
+    let map_inits = maps::read_map_inits(&elf, &mut maps, &functions)?;
     Ok(Object {
         origin: origin.to_string(),
         functions,

@@ -4,7 +4,7 @@
 //! form.
 
 use crate::btf::{Btf, Linkage};
-use crate::image::{MapKind, MapSpec};
+use crate::image::{InnerSlot, MapKind, MapSpec};
 use crate::object::{Binding, Object};
 use serde::Serialize;
 
@@ -54,6 +54,18 @@ pub struct MapSummary {
     pub key_type: Option<String>,
     pub value_type: Option<String>,
     pub pinned: bool,
+    /// Maps of maps: the inner map definition and the initial slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inner: Option<Box<InnerSummary>>,
+}
+
+/// The inner maps of a map of maps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InnerSummary {
+    /// The definition every inner map must match (named after its C struct).
+    pub template: MapSummary,
+    /// Initial slots: key -> declared map.
+    pub slots: Vec<InnerSlot>,
 }
 
 /// A variable of a global-data section.
@@ -126,6 +138,12 @@ fn map_summary(m: &MapSpec, btf: Option<&Btf>) -> MapSummary {
         key_type: type_name(btf, m.key_type_id),
         value_type: type_name(btf, m.value_type_id),
         pinned: m.pin_by_name,
+        inner: m.inner.as_ref().map(|i| {
+            Box::new(InnerSummary {
+                template: map_summary(&i.template, btf),
+                slots: i.slots.clone(),
+            })
+        }),
     }
 }
 

@@ -27,10 +27,16 @@ pub enum Redirect {
     },
     /// `bpf_redirect_map` with `BPF_F_BROADCAST`.
     Broadcast { map: usize, exclude_ingress: bool },
+    /// `bpf_redirect_map(cpumap, cpu, flags)`: to the queue of CPU `cpu`.
+    Cpu { map: usize, cpu: u32 },
+    /// `bpf_redirect_map(xskmap, key, flags)`: to the AF_XDP socket in
+    /// slot `key`.
+    Xsk { map: usize, key: u32 },
 }
 
 impl fmt::Display for Redirect {
-    /// `ifindex 3`, `map #0 key 1 (ifindex 3)`, `broadcast through map #0`.
+    /// `ifindex 3`, `map #0 key 1 (ifindex 3)`, `broadcast through map #0`,
+    /// `cpu 2 (map #1)`, `xsk map #2 key 3`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Redirect::Ifindex { ifindex, flags: 0 } => write!(f, "ifindex {ifindex}"),
@@ -53,6 +59,8 @@ impl fmt::Display for Redirect {
                 }
                 Ok(())
             }
+            Redirect::Cpu { map, cpu } => write!(f, "cpu {cpu} (map #{map})"),
+            Redirect::Xsk { map, key } => write!(f, "xsk map #{map} key {key}"),
         }
     }
 }

@@ -82,9 +82,11 @@ pub fn read_image(bytes: &[u8], origin: &str, ty: Option<RunType>) -> anyhow::Re
 }
 
 /// Every map of `image` after a VM run, as `run --json` shows them
-/// ([`nfkit_control::maps::snapshot_json`]).
+/// ([`nfkit_control::maps::snapshot_json`]; maps of maps with the name
+/// of the map in each slot).
 pub fn vm_maps_json(image: &Image, vm: &nfkit_vm::Vm) -> Vec<serde_json::Value> {
-    use nfkit_control::maps::{snapshot_json, MapInfo, VmMap};
+    use nfkit_control::maps::{outer_snapshot_json, snapshot_json, MapInfo, VmMap};
+    let name_of = |i: u32| image.maps.get(i as usize).map(|m| m.name.clone());
     image
         .maps
         .iter()
@@ -92,7 +94,11 @@ pub fn vm_maps_json(image: &Image, vm: &nfkit_vm::Vm) -> Vec<serde_json::Value> 
         .filter_map(|(i, spec)| {
             let map = vm.maps().by_index(i)?;
             let info = MapInfo::from_spec(spec, image.btf.as_ref(), None);
-            Some(snapshot_json(&VmMap::new(map, info, None), spec.map_type))
+            let m = VmMap::new(map, info, None);
+            Some(match spec.inner {
+                Some(_) => outer_snapshot_json(&m, spec.map_type, &name_of),
+                None => snapshot_json(&m, spec.map_type),
+            })
         })
         .collect()
 }
@@ -100,14 +106,25 @@ pub fn vm_maps_json(image: &Image, vm: &nfkit_vm::Vm) -> Vec<serde_json::Value> 
 /// Every map of `image` after a kernel test run, as `prog test --json`
 /// shows them (the same form as [`vm_maps_json`]).
 pub fn kernel_maps_json(image: &Image, loaded: &nfkit_kernel::Loaded) -> Vec<serde_json::Value> {
-    use nfkit_control::maps::{snapshot_json, KernelMap, MapInfo};
+    use nfkit_control::maps::{outer_snapshot_json, snapshot_json, KernelMap, MapInfo};
+    let name_of = |id: u32| {
+        loaded
+            .maps()
+            .iter()
+            .find(|m| m.id().ok() == Some(id))
+            .map(|m| m.name().to_string())
+    };
     image
         .maps
         .iter()
         .filter_map(|spec| {
             let map = loaded.map(&spec.name)?;
             let info = MapInfo::from_spec(spec, image.btf.as_ref(), None);
-            Some(snapshot_json(&KernelMap::new(map, info), spec.map_type))
+            let m = KernelMap::new(map, info);
+            Some(match spec.inner {
+                Some(_) => outer_snapshot_json(&m, spec.map_type, &name_of),
+                None => snapshot_json(&m, spec.map_type),
+            })
         })
         .collect()
 }

@@ -167,6 +167,11 @@ fn text(file: &str, s: &ObjectSummary) -> String {
         ],
         &rows,
     );
+    for m in &s.maps {
+        if let Some(inner) = &m.inner {
+            let _ = writeln!(out, "  {}", inner_line(&m.name, inner));
+        }
+    }
     let _ = writeln!(out, "\nglobals ({} sections):", s.globals.len());
     for g in &s.globals {
         let _ = writeln!(
@@ -208,4 +213,25 @@ fn text(file: &str, s: &ObjectSummary) -> String {
         }
     }
     out
+}
+
+/// `by_slot: maps of struct counters (array key 4 value 8 max_entries 4);
+/// slots 0 = counts_a, 2 = counts_b`.
+fn inner_line(outer: &str, inner: &nfkit_object::summary::InnerSummary) -> String {
+    let t = &inner.template;
+    let mut line = format!(
+        "{outer}: maps of struct {} ({} key {} value {} max_entries {})",
+        t.name, t.map_type, t.key_size, t.value_size, t.max_entries
+    );
+    if inner.slots.is_empty() {
+        line.push_str("; no initial slots");
+    } else {
+        let slots: Vec<String> = inner
+            .slots
+            .iter()
+            .map(|sl| format!("{} = {}", sl.slot, sl.map))
+            .collect();
+        line.push_str(&format!("; slots {}", slots.join(", ")));
+    }
+    line
 }

@@ -7,7 +7,7 @@
 mod kernel;
 
 #[allow(unused_imports)]
-pub use kernel::{is_root, tc, Scratch};
+pub use kernel::{compile, is_root, tc, Scratch};
 use nfkit_kernel::testbed::{Netns, Veth};
 use serde_json::Value;
 use std::net::Ipv4Addr;

@@ -226,6 +226,35 @@ pub fn snapshot_json(m: &dyn MapAccess, t: MapType) -> Value {
     out
 }
 
+/// [`snapshot_json`] of a map of maps: its `slots`, each the key in hex
+/// and the inner map's name as `name_of` finds it from the slot's value
+/// (the kernel gives map ids, the VM indices of its map table).
+pub fn outer_snapshot_json(
+    m: &dyn MapAccess,
+    t: MapType,
+    name_of: &dyn Fn(u32) -> Option<String>,
+) -> Value {
+    let mut out = snapshot_json(m, t);
+    match m.entries() {
+        Ok(mut entries) => {
+            entries.sort();
+            let slots: Vec<Value> = entries
+                .iter()
+                .map(|(k, vs)| {
+                    let v = vs
+                        .first()
+                        .and_then(|v| Some(u32::from_le_bytes(v.get(..4)?.try_into().ok()?)));
+                    let name = v.and_then(name_of);
+                    json!({ "key": text::hex(k), "map": name })
+                })
+                .collect();
+            out["slots"] = Value::Array(slots);
+        }
+        Err(e) => out["error"] = json!(e.to_string()),
+    }
+    out
+}
+
 /// The entry of the key written `key`.
 pub fn get(m: &dyn MapAccess, key: &str) -> Result<Row, MapError> {
     let info = m.info();

@@ -16,7 +16,8 @@ pub mod types;
 pub mod vm;
 
 pub use access::{
-    dump, has_data_entries, snapshot_json, DumpOptions, MapAccess, MapError, MapInfo, Row,
+    dump, has_data_entries, outer_snapshot_json, snapshot_json, DumpOptions, MapAccess, MapError,
+    MapInfo, Row,
 };
 pub use kernel::KernelMap;
 pub use types::{Field, ValueType};

@@ -140,6 +140,11 @@ impl MergedMaps {
                 MapKind::Declared => {
                     m.key_type_id = remap(m.key_type_id);
                     m.value_type_id = remap(m.value_type_id);
+                    if let Some(inner) = m.inner.as_mut() {
+                        let t = &mut inner.template;
+                        t.key_type_id = remap(t.key_type_id);
+                        t.value_type_id = remap(t.value_type_id);
+                    }
                 }
                 MapKind::Global { section, .. } => {
                     m.key_type_id = None;

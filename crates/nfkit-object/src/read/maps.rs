@@ -8,7 +8,7 @@ use super::elf::{Elf, Section, SymKind, R_BPF_64_ABS64};
 use super::{err, MAX_DATA_SECTION};
 use crate::btf::{Btf, Kind, Member};
 use crate::error::{Location, ReadError, ReadErrorKind};
-use crate::image::{MapKind, MapSpec, MapType};
+use crate::image::{InnerMaps, InnerSlot, MapKind, MapSpec, MapType};
 use crate::object::{Binding, DataSymbol, FuncRef, ObjFunction, ObjMapInit};
 use object::elf as e;
 use std::collections::HashMap;
@@ -140,6 +140,7 @@ fn legacy_maps(elf: &Elf<'_>, sec: &Section<'_>, maps: &mut Maps) -> Result<(), 
             value_type_id: None,
             data: None,
             pin_by_name: false,
+            inner: None,
         });
         maps.declared.push(DeclaredAt {
             section: sec.index,
@@ -227,6 +228,8 @@ struct DefFields {
     flags: u32,
     pinning: u32,
     values_off: Option<u64>,
+    /// `__array(values, struct inner)`: the inner map definition.
+    inner: Option<MapSpec>,
 }
 
 impl DefFields {
@@ -279,6 +282,7 @@ impl DefFields {
                     return Err("'values' is not byte aligned".into());
                 }
                 self.values_off = Some(u64::from(m.bit_offset / 8));
+                self.inner = inner_def(btf, m.ty)?;
             }
             other => return Err(format!("unknown map definition field '{other}'")),
         }
@@ -301,7 +305,15 @@ impl DefFields {
                 Ok(())
             }
             MapType::ArrayOfMaps | MapType::HashOfMaps => {
-                Err("maps of maps (__array(values, struct ...)) are not supported".into())
+                if self.inner.is_none() {
+                    return Err("'values' of a map of maps must be pointers to a map definition (__array(values, struct ...))".into());
+                }
+                if self.value_size.is_some_and(|v| v != 4) {
+                    return Err("a map of maps' value_size must be 4".into());
+                }
+                self.value_size = Some(4);
+                self.key_size = Some(self.key_size.unwrap_or(4));
+                Ok(())
             }
             t => Err(format!(
                 "'values' is only valid for prog arrays, not {}",
@@ -309,6 +321,35 @@ impl DefFields {
             )),
         }
     }
+}
+
+/// The inner map definition of `values` (`struct inner *values[]`), when
+/// its elements point to a struct; `None` for prog arrays' function
+/// pointers.
+fn inner_def(btf: &Btf, ty: u32) -> Result<Option<MapSpec>, String> {
+    let a = btf.strip(ty).map_err(|e| e.to_string())?;
+    let Some(Kind::Array { elem, .. }) = btf.get(a).map(|t| &t.kind) else {
+        return Err("'values' is not an array".into());
+    };
+    let p = btf.strip(*elem).map_err(|e| e.to_string())?;
+    let Some(Kind::Ptr { ty: target }) = btf.get(p).map(|t| &t.kind) else {
+        return Err("'values' is not an array of pointers".into());
+    };
+    let t = btf.strip(*target).map_err(|e| e.to_string())?;
+    if !matches!(btf.get(t).map(|t| &t.kind), Some(Kind::Struct { .. })) {
+        return Ok(None);
+    }
+    let name = btf
+        .get(t)
+        .map(|x| x.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "inner".to_string());
+    let (spec, values) =
+        btf_map_def(btf, &name, t).map_err(|e| format!("inner map definition: {e}"))?;
+    if values.is_some() {
+        return Err("inner map definition: maps of maps of maps are not supported".into());
+    }
+    Ok(Some(spec))
 }
 
 /// Reads one BTF map definition (the struct type of a `.maps` variable).
@@ -324,7 +365,18 @@ pub(crate) fn btf_map_def(
         d.read(btf, m, i + 1 == members.len())?;
     }
     let map_type = d.map_type.ok_or("no map type (__uint(type, ...))")?;
+    if matches!(map_type, MapType::ArrayOfMaps | MapType::HashOfMaps) && d.values_off.is_none() {
+        return Err(
+            "a map of maps needs its inner map definition (__array(values, struct ...))".into(),
+        );
+    }
     d.check_values(map_type)?;
+    let inner = d.inner.take().map(|template| {
+        Box::new(InnerMaps {
+            template,
+            slots: Vec::new(),
+        })
+    });
     if d.pinning > PIN_BY_NAME {
         return Err(format!(
             "pinning {} is not supported (0 or LIBBPF_PIN_BY_NAME)",
@@ -344,6 +396,7 @@ pub(crate) fn btf_map_def(
             value_type_id: d.value_type,
             data: None,
             pin_by_name: d.pinning == PIN_BY_NAME,
+            inner,
         },
         d.values_off,
     ))
@@ -384,6 +437,7 @@ fn global_map(
         value_type_id: btf.and_then(|b| b.find_datasec(&sec.name)),
         data: Some(data),
         pin_by_name: false,
+        inner: None,
     });
     maps.global_by_section.insert(sec.index, idx);
     for (_, s) in elf.symbols_in(sec.index) {
@@ -402,10 +456,11 @@ fn global_map(
 }
 
 /// Prog array contents from `__array(values, ...)` initialisers: the
-/// `R_BPF_64_ABS64` relocations of `.maps`.
+/// `R_BPF_64_ABS64` relocations of `.maps`. Those of maps of maps name
+/// declared maps: they become the outer map's initial slots.
 pub(crate) fn read_map_inits(
     elf: &Elf<'_>,
-    maps: &Maps,
+    maps: &mut Maps,
     functions: &[ObjFunction],
 ) -> Result<Vec<ObjMapInit>, ReadError> {
     let mut out = Vec::new();
@@ -438,6 +493,17 @@ pub(crate) fn read_map_inits(
             let slot = ((rel - values) / 8) as u32;
             if slot >= maps.specs[map].max_entries {
                 return Err(bad(loc, format!("slot {slot} is beyond max_entries")));
+            }
+            if maps.specs[map].inner.is_some() {
+                let inner = sym
+                    .section
+                    .and_then(|s| maps.declared_at(s, sym.value))
+                    .map(|i| maps.specs[i].name.clone())
+                    .ok_or_else(|| bad(loc.clone(), "map of maps value is not a declared map"))?;
+                if let Some(im) = maps.specs[map].inner.as_mut() {
+                    im.slots.push(InnerSlot { slot, map: inner });
+                }
+                continue;
             }
             let target_sec = sym.section.map(|s| elf.section_name(s).to_string());
             let func = functions.iter().position(|f| {

@@ -341,6 +341,12 @@ fn map_definition(
     old_vars: &[SecVar],
 ) -> Result<MapDef, WriteError> {
     let m = &image.maps[mi];
+    if m.inner.is_some() {
+        return Err(unsupported(
+            format!("map '{}'", m.name),
+            "maps of maps are not written (their inner definition and slots)",
+        ));
+    }
     let last_init = image
         .map_inits
         .iter()

@@ -268,9 +268,19 @@ impl Machine<'_> {
         } else {
             self.cpu as u64
         };
+        if let Some(o) = m.outer() {
+            // A map of maps gives the inner map's handle (or NULL).
+            return Ok(o
+                .get(&key)
+                .map_or(0, |i| mem::addr(mem::MAP_HANDLES, u64::from(i))));
+        }
         Ok(if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
             0
-        } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_)) {
+        } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_))
+            || matches!(m.spec.map_type, MapType::Cpumap | MapType::Xskmap)
+        {
+            // An xskmap's values are sockets the VM does not have; the
+            // kernel refuses cpumap lookups from programs.
             return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
         } else {
             match (m.prog_lookup(&key, cpu as u32), m.value_buf()) {
@@ -288,6 +298,13 @@ impl Machine<'_> {
     fn map_update(&mut self, a1: u64, a2: u64, a3: u64, a4: u64, cur: usize) -> Step<u64> {
         let name = "map_update_elem";
         let m = self.map_arg(a1, cur, name)?;
+        if m.outer().is_some() {
+            return self.herr(
+                cur,
+                name,
+                format!("map of maps {} is read-only to programs", m.name()),
+            );
+        }
         let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         let val = self.read_arg(a3, m.spec.value_size as usize, cur, name)?;
         Ok(match m.prog_update(&key, &val, a4, self.cpu) {
@@ -300,6 +317,13 @@ impl Machine<'_> {
     fn map_delete(&mut self, a1: u64, a2: u64, cur: usize) -> Step<u64> {
         let name = "map_delete_elem";
         let m = self.map_arg(a1, cur, name)?;
+        if m.outer().is_some() {
+            return self.herr(
+                cur,
+                name,
+                format!("map of maps {} is read-only to programs", m.name()),
+            );
+        }
         let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         Ok(match m.delete(&key) {
             Ok(()) => 0,
@@ -569,22 +593,33 @@ impl Machine<'_> {
         Ok(e.start_op)
     }
 
+    /// `bpf_redirect_map(map, key, flags)` as the kernel's
+    /// `__bpf_xdp_redirect_map`: the low two flag bits are the verdict
+    /// when `key` has no entry; `BPF_F_BROADCAST` and
+    /// `BPF_F_EXCLUDE_INGRESS` only for devmaps; any other flag aborts.
     fn redirect_map(&mut self, map: u64, key: u64, flags: u64, cur: usize) -> Step<u64> {
+        const ACTIONS: u64 = 3;
         const BROADCAST: u64 = 1 << 3;
         const EXCLUDE_INGRESS: u64 = 1 << 4;
         let m = self.map_arg(map, cur, "redirect_map")?;
-        if !matches!(m.spec.map_type, MapType::Devmap | MapType::DevmapHash) {
+        if !m.is_redirect_map() {
             return self.herr(
                 cur,
                 "redirect_map",
                 format!(
-                    "map {} of type {} is not a devmap",
+                    "map {} of type {} is not a devmap, cpumap or xskmap",
                     m.name(),
                     m.spec.map_type.name()
                 ),
             );
         }
-        if flags & !(3 | BROADCAST | EXCLUDE_INGRESS) != 0 {
+        let devmap = matches!(m.spec.map_type, MapType::Devmap | MapType::DevmapHash);
+        let allowed = if devmap {
+            ACTIONS | BROADCAST | EXCLUDE_INGRESS
+        } else {
+            ACTIONS
+        };
+        if flags & !allowed != 0 {
             return Ok(XDP_ABORTED);
         }
         if flags & BROADCAST != 0 {
@@ -594,21 +629,29 @@ impl Machine<'_> {
             });
             return Ok(XDP_REDIRECT);
         }
-        let k = (key as u32).to_le_bytes();
-        match m.lookup(&k).ok().flatten() {
-            Some(v) => {
-                let ifindex = v
+        // The kernel's lookups take the key as a u32.
+        let k = key as u32;
+        let Ok(Some(value)) = m.lookup(&k.to_le_bytes()) else {
+            return Ok(flags & ACTIONS);
+        };
+        self.redirect = Some(match m.spec.map_type {
+            MapType::Cpumap => Redirect::Cpu {
+                map: m.index,
+                cpu: k,
+            },
+            MapType::Xskmap => Redirect::Xsk {
+                map: m.index,
+                key: k,
+            },
+            _ => Redirect::Map {
+                map: m.index,
+                key: k,
+                ifindex: value
                     .get(..4)
-                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                self.redirect = Some(Redirect::Map {
-                    map: m.index,
-                    key: key as u32,
-                    ifindex,
-                });
-                Ok(XDP_REDIRECT)
-            }
-            None => Ok(flags & 3),
-        }
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            },
+        });
+        Ok(XDP_REDIRECT)
     }
 
     fn adjust_head(&mut self, delta: i64) -> u64 {

@@ -1,6 +1,7 @@
 //! Keyed maps over a preallocated slab of value slots: hash, per-CPU hash,
 //! LRU hash (least recently used entry evicted at capacity), LRU per-CPU
-//! hash, and the devmaps (devmap keys are indices below `max_entries`).
+//! hash, the devmaps, cpumap and xskmap (devmap, cpumap and xskmap keys
+//! are indices below `max_entries`).
 //! The key index is behind a read-write lock; values live in one shared
 //! VM buffer, slot `s` of CPU `c` at `(s * ncpus + c) * stride`.
 
@@ -59,7 +60,10 @@ impl HashMap {
             max,
             ncpus,
             lru,
-            devmap: spec.map_type == MapType::Devmap,
+            devmap: matches!(
+                spec.map_type,
+                MapType::Devmap | MapType::Cpumap | MapType::Xskmap | MapType::ArrayOfMaps
+            ),
             index: RwLock::new(Index {
                 map: StdHashMap::default(),
                 free: (0..max).rev().collect(),

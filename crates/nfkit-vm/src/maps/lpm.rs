@@ -185,6 +185,7 @@ mod tests {
             value_type_id: None,
             data: None,
             pin_by_name: false,
+            inner: None,
         }
     }
 

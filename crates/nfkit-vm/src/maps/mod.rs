@@ -9,10 +9,12 @@
 //! kernel's preallocated hash maps).
 //!
 //! * [`array`](mod@array): array and per-CPU array (and global data sections).
-//! * [`hash`]: hash, per-CPU hash, LRU hash, LRU per-CPU hash, devmap and
-//!   devmap_hash (keyed slots in a slab).
+//! * [`hash`]: hash, per-CPU hash, LRU hash, LRU per-CPU hash, devmap,
+//!   devmap_hash, cpumap and xskmap (keyed slots in a slab; the VM keeps
+//!   an xskmap's values as given, there are no sockets behind them).
 //! * [`lpm`]: longest-prefix-match trie.
 //! * [`ringbuf`]: ring buffer with reserve/submit/discard.
+//! * [`outer`]: array and hash of maps (slots naming other maps).
 //! * [`ProgArray`]: tail-call targets (entry indices of the Image).
 
 #![forbid(unsafe_code)]
@@ -20,6 +22,7 @@
 pub mod array;
 pub mod hash;
 pub mod lpm;
+pub mod outer;
 pub mod ringbuf;
 
 use crate::mem::GuardedBuf;
@@ -47,6 +50,8 @@ pub enum MapError {
     Invalid(String),
     #[error("operation not supported on this map type (EOPNOTSUPP)")]
     Unsupported,
+    #[error("no such CPU (ENODEV)")]
+    NoDevice,
 }
 
 impl MapError {
@@ -59,6 +64,7 @@ impl MapError {
             MapError::NoSpace => 28,
             MapError::Invalid(_) => 22,
             MapError::Unsupported => 95,
+            MapError::NoDevice => 19,
         }
     }
 }
@@ -102,6 +108,9 @@ pub struct ProgArray {
 
 const EMPTY: u32 = u32::MAX;
 
+/// The kernel's largest cpumap queue (`qsize` of `struct bpf_cpumap_val`).
+const CPUMAP_MAX_QSIZE: u32 = 16384;
+
 impl ProgArray {
     fn new(n: u32) -> ProgArray {
         ProgArray {
@@ -123,6 +132,7 @@ pub enum Store {
     Lpm(lpm::LpmTrie),
     Ringbuf(ringbuf::RingBuf),
     ProgArray(ProgArray),
+    Outer(outer::OuterMap),
 }
 
 /// One map.
@@ -134,6 +144,8 @@ pub struct Map {
     pub store: Store,
     /// Entries a `ProgArray` may name (the Image's entry count).
     n_entries: usize,
+    /// The VM's CPUs (the keys a cpumap takes).
+    cpus: u32,
 }
 
 fn u32_key(key: &[u8]) -> Result<u32, MapError> {
@@ -150,7 +162,8 @@ impl Map {
             spec.map_type,
             MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
         );
-        let ncpus = if percpu { ncpus.max(1) } else { 1 };
+        let cpus = ncpus.max(1);
+        let ncpus = if percpu { cpus } else { 1 };
         let global = matches!(spec.kind, MapKind::Global { .. });
         let store = match spec.map_type {
             _ if global => Store::Array(array::ArrayMap::new(spec, 1)?),
@@ -162,8 +175,11 @@ impl Map {
             | MapType::LruHash
             | MapType::LruPercpuHash
             | MapType::DevmapHash
-            | MapType::Devmap => Store::Hash(hash::HashMap::new(spec, ncpus)?),
+            | MapType::Devmap
+            | MapType::Cpumap
+            | MapType::Xskmap => Store::Hash(hash::HashMap::new(spec, ncpus)?),
             MapType::LpmTrie => Store::Lpm(lpm::LpmTrie::new(spec)?),
+            MapType::ArrayOfMaps | MapType::HashOfMaps => Store::Outer(outer::OuterMap::new(spec)?),
             MapType::Ringbuf => Store::Ringbuf(ringbuf::RingBuf::new(spec)?),
             MapType::ProgArray => {
                 if spec.key_size != 4 || spec.value_size != 4 {
@@ -183,11 +199,20 @@ impl Map {
             index,
             store,
             n_entries,
+            cpus,
         })
     }
 
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// A map `bpf_redirect_map` takes: devmap, devmap_hash, cpumap, xskmap.
+    pub fn is_redirect_map(&self) -> bool {
+        matches!(
+            self.spec.map_type,
+            MapType::Devmap | MapType::DevmapHash | MapType::Cpumap | MapType::Xskmap
+        )
     }
 
     /// The buffer programs reach values in, and whether they may write it.
@@ -203,13 +228,13 @@ impl Map {
                 read_only: true,
                 ..
             }
-        ) || matches!(self.spec.map_type, MapType::Devmap | MapType::DevmapHash);
+        ) || self.is_redirect_map();
         match &self.store {
             Store::Array(a) => Some((&a.buf, !ro_prog)),
             Store::Hash(h) => Some((&h.buf, !ro_prog)),
             Store::Lpm(l) => Some((&l.buf, true)),
             Store::Ringbuf(r) => Some((&r.buf, true)),
-            Store::ProgArray(_) => None,
+            Store::ProgArray(_) | Store::Outer(_) => None,
         }
     }
 
@@ -276,6 +301,7 @@ impl Map {
             Store::ProgArray(p) => Ok(p
                 .get(u32_key(key)?)
                 .map(|e| (e as u32).to_le_bytes().to_vec())),
+            Store::Outer(o) => Ok(o.get(key).map(|i| i.to_le_bytes().to_vec())),
             Store::Ringbuf(_) => Err(MapError::Unsupported),
         }
     }
@@ -295,6 +321,9 @@ impl Map {
     /// 8-byte-padded value per CPU.
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         self.check_key(key)?;
+        if self.spec.map_type == MapType::Cpumap {
+            return self.cpumap_update(key, value, flags);
+        }
         match &self.store {
             Store::Array(a) => a.update(u32_key(key)?, value, flags, None),
             Store::Hash(h) => h.update(key, value, flags, None),
@@ -318,8 +347,51 @@ impl Map {
                 slot.store(e, Ordering::Release);
                 Ok(())
             }
+            Store::Outer(o) => o.set(key, value, flags),
             Store::Ringbuf(_) => Err(MapError::Unsupported),
         }
+    }
+
+    /// A cpumap entry is `struct bpf_cpumap_val` (`qsize`, then an optional
+    /// program fd the VM does not run), checked in the kernel's order: key
+    /// below `max_entries` (`E2BIG`), no `BPF_NOEXIST` (`EEXIST`), queue
+    /// size at most 16384, key a CPU of the VM (`ENODEV`); queue size 0
+    /// clears the entry.
+    fn cpumap_update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        let Store::Hash(h) = &self.store else {
+            return Err(MapError::Unsupported);
+        };
+        let cpu = u32_key(key)?;
+        let qsize = u32_key(value.get(..4).unwrap_or_default())?;
+        if flags > BPF_EXIST {
+            return Err(MapError::Invalid(format!("flags {flags:#x}")));
+        }
+        if cpu >= h.max {
+            return Err(MapError::Full);
+        }
+        if flags == BPF_NOEXIST {
+            return Err(MapError::Exists);
+        }
+        if qsize > CPUMAP_MAX_QSIZE {
+            return Err(MapError::Invalid(format!(
+                "queue size {qsize} is above {CPUMAP_MAX_QSIZE}"
+            )));
+        }
+        if cpu >= self.cpus {
+            return Err(MapError::NoDevice);
+        }
+        if value.get(4..).is_some_and(|fd| fd.iter().any(|&b| b != 0)) {
+            return Err(MapError::Invalid(
+                "cpumap programs are not run by the VM".into(),
+            ));
+        }
+        if qsize == 0 {
+            return match h.delete(key) {
+                Ok(()) | Err(MapError::NotFound) => Ok(()),
+                Err(e) => Err(e),
+            };
+        }
+        h.update(key, value, flags, None)
     }
 
     /// Deletes `key`.
@@ -337,6 +409,7 @@ impl Map {
                     Ok(())
                 }
             }
+            Store::Outer(o) => o.slots.delete(key),
             Store::Ringbuf(_) => Err(MapError::Unsupported),
         }
     }
@@ -351,6 +424,7 @@ impl Map {
                 .filter(|&i| p.get(i).is_some())
                 .map(|i| i.to_le_bytes().to_vec())
                 .collect(),
+            Store::Outer(o) => o.slots.keys(),
             Store::Ringbuf(_) => Vec::new(),
         }
     }
@@ -383,6 +457,14 @@ impl Map {
         }
     }
 
+    /// The slots behind this map, if it is a map of maps.
+    pub fn outer(&self) -> Option<&outer::OuterMap> {
+        match &self.store {
+            Store::Outer(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// The ring buffer behind this map, if it is one.
     pub fn ringbuf(&self) -> Option<&ringbuf::RingBuf> {
         match &self.store {
@@ -399,15 +481,36 @@ pub struct Maps {
 }
 
 impl Maps {
-    /// Creates every map of the Image.
+    /// Creates every map of the Image; maps of maps learn which maps fit
+    /// their slots and get their initial slots.
     pub fn new(specs: &[MapSpec], ncpus: u32, n_entries: usize) -> Result<Maps, crate::LoadError> {
         let mut maps = Vec::with_capacity(specs.len());
+        let bad = |i: usize, detail: String| crate::LoadError::Map {
+            index: i,
+            name: specs[i].name.clone(),
+            detail,
+        };
         for (i, s) in specs.iter().enumerate() {
-            let m = Map::new(i, s, ncpus, n_entries).map_err(|detail| crate::LoadError::Map {
-                index: i,
-                name: s.name.clone(),
-                detail,
-            })?;
+            let mut m = Map::new(i, s, ncpus, n_entries).map_err(|d| bad(i, d))?;
+            if let (Store::Outer(o), Some(inner)) = (&mut m.store, &s.inner) {
+                o.allowed = (0..specs.len())
+                    .filter(|&j| {
+                        specs[j].kind == MapKind::Declared
+                            && outer::fits(&inner.template, &specs[j])
+                    })
+                    .map(|j| j as u32)
+                    .collect();
+                for slot in &inner.slots {
+                    let j = specs
+                        .iter()
+                        .position(|x| x.kind == MapKind::Declared && x.name == slot.map)
+                        .ok_or_else(|| {
+                            bad(i, format!("slot {}: no map {}", slot.slot, slot.map))
+                        })?;
+                    o.set(&slot.slot.to_le_bytes(), &(j as u32).to_le_bytes(), BPF_ANY)
+                        .map_err(|e| bad(i, format!("slot {} ({}): {e}", slot.slot, slot.map)))?;
+                }
+            }
             maps.push(Arc::new(m));
         }
         Ok(Maps { maps })

@@ -147,6 +147,7 @@ pub fn map(name: &str, t: MapType, key: u32, value: u32, max: u32) -> MapSpec {
         value_type_id: None,
         data: None,
         pin_by_name: false,
+        inner: None,
     }
 }
 

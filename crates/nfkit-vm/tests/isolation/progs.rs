@@ -265,6 +265,7 @@ pub fn map_spec(i: usize, (t, value, max): (MapType, u32, u32)) -> MapSpec {
         value_type_id: None,
         data: None,
         pin_by_name: false,
+        inner: None,
     }
 }
 
