@@ -18,7 +18,7 @@ use crate::error::{Location, ReadError, ReadErrorKind};
 use crate::image::ProgType;
 use crate::object::{Binding, ObjFunction};
 use crate::progtype::prog_type_of_section;
-use nfkit_isa::{Insn, RawInsn};
+use nfkit_isa::{CallKind, Insn, LddwKind, RawInsn};
 use object::elf as e;
 use refs::SectionRefs;
 
@@ -102,6 +102,7 @@ pub(crate) fn read_functions(
     {
         code.push(split_section(elf, sec, unknown_sections, &mut functions)?);
     }
+    promote_text(&mut functions, unknown_sections);
     // Pass 2: relocations and relative calls.
     for cs in &code {
         let refs = SectionRefs::new(elf, maps, cs, &functions);
@@ -119,6 +120,23 @@ pub(crate) fn read_functions(
         ext::attach_ext(&mut functions, ext, btf)?;
     }
     Ok(functions)
+}
+
+/// When no section holds programs, the global functions of `.text` are
+/// the programs (of type `unknown`, else `unspec`), as libbpf treats an
+/// object of bare functions: the conformance runner's objects are one
+/// global `main` in `.text`. The linker takes them as entries only when
+/// no object it links has a program section ([`crate::link`]).
+fn promote_text(functions: &mut [ObjFunction], unknown: Option<ProgType>) {
+    if functions.iter().any(|f| f.prog_type.is_some()) {
+        return;
+    }
+    for f in functions
+        .iter_mut()
+        .filter(|f| f.section == ".text" && f.binding != Binding::Local)
+    {
+        f.prog_type = Some(unknown.unwrap_or(ProgType::Unspec));
+    }
 }
 
 /// The program type of code section `sec` (`None` for `.text`);
@@ -139,8 +157,58 @@ fn section_prog_type(
     Ok(Some(pt))
 }
 
-/// Decodes code section `sec` and appends its functions (one per `FUNC`
-/// symbol; the symbols must cover the section from offset 0).
+/// Where a function starts in a code section: at a `FUNC` symbol, or at
+/// a call target no symbol names.
+enum Start<'s> {
+    Symbol(&'s Symbol),
+    /// Byte offset of an unsymbolled call (or function address) target.
+    Unnamed(u64),
+}
+
+impl Start<'_> {
+    fn offset(&self) -> u64 {
+        match self {
+            Start::Symbol(s) => s.value,
+            Start::Unnamed(o) => *o,
+        }
+    }
+}
+
+/// Byte offsets, inside `cs`, of the targets of its unrelocated relative
+/// calls and function addresses (`call` with src 1, `lddw` with src 4):
+/// code clang's assembler or hand-written bytecode reaches without a
+/// symbol (the conformance runner's objects, for instance).
+fn relative_targets(sec: &Section<'_>, cs: &CodeSection) -> Vec<u64> {
+    let relocated: std::collections::HashSet<u64> = sec.rels.iter().map(|r| r.offset).collect();
+    let mut out = Vec::new();
+    for (i, insn) in cs.insns.iter().enumerate() {
+        let imm = match insn {
+            Insn::Call {
+                kind: CallKind::Local,
+                imm,
+            }
+            | Insn::Lddw {
+                kind: LddwKind::Func,
+                imm,
+                ..
+            } => *imm,
+            _ => continue,
+        };
+        if relocated.contains(&(cs.slots[i] as u64 * 8)) {
+            continue;
+        }
+        let t = cs.slots[i] as i64 + 1 + i64::from(imm);
+        if t > 0 && (t as usize) < cs.insn_at_slot.len() {
+            out.push(t as u64 * 8);
+        }
+    }
+    out
+}
+
+/// Decodes code section `sec` and appends its functions: one per `FUNC`
+/// symbol (the symbols must cover the section from offset 0), and one
+/// static subprogram `sub_<hex offset>` per call target that no symbol
+/// names, as libbpf gives every call target its own subprogram.
 fn split_section(
     elf: &Elf<'_>,
     sec: &Section<'_>,
@@ -156,30 +224,52 @@ fn split_section(
     let prog_type = section_prog_type(sec, unknown)?;
     let mut cs = decode(sec)?;
     cs.first_func = functions.len();
-    let mut syms: Vec<&Symbol> = elf
+    let mut starts: Vec<Start<'_>> = elf
         .symbols_in(sec.index)
         .map(|(_, s)| s)
         .filter(|s| s.kind == SymKind::Func)
+        .map(Start::Symbol)
         .collect();
-    syms.sort_by_key(|s| s.value);
-    if syms.first().map(|s| s.value) != Some(0) {
+    for t in relative_targets(sec, &cs) {
+        if !starts.iter().any(|s| s.offset() == t) {
+            starts.push(Start::Unnamed(t));
+        }
+    }
+    starts.sort_by_key(Start::offset);
+    if starts.first().map(Start::offset) != Some(0) {
         return Err(layout(
             Location::at(&sec.name, 0),
             "code is not covered by a function symbol",
         ));
     }
-    for (k, s) in syms.iter().enumerate() {
-        functions.push(function_at(&cs, s, syms.get(k + 1).copied(), prog_type)?);
+    for (k, s) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).map(Start::offset);
+        let f = match s {
+            Start::Symbol(s) => function_at(&cs, s, end, prog_type)?,
+            Start::Unnamed(o) => {
+                let synth = Symbol {
+                    name: format!("sub_{o:x}"),
+                    section: Some(sec.index),
+                    value: *o,
+                    size: 0,
+                    kind: SymKind::Func,
+                    bind: e::STB_LOCAL,
+                };
+                function_at(&cs, &synth, end, None)?
+            }
+        };
+        functions.push(f);
     }
     Ok(cs)
 }
 
-/// The function of symbol `s` in `cs`, up to the next symbol `next` (or
-/// the end of the section); static functions only in `.text`.
+/// The function of symbol `s` in `cs`, up to the next function start
+/// `next` (a byte offset; or the end of the section); static functions
+/// only in `.text`.
 fn function_at(
     cs: &CodeSection,
     s: &Symbol,
-    next: Option<&Symbol>,
+    next: Option<u64>,
     prog_type: Option<ProgType>,
 ) -> Result<ObjFunction, ReadError> {
     let nslots = cs.insn_at_slot.len();
@@ -189,7 +279,7 @@ fn function_at(
     }
     let start = (s.value / 8) as usize;
     let end = match next {
-        Some(n) => (n.value / 8) as usize,
+        Some(n) => (n / 8) as usize,
         None => nslots,
     };
     if start >= end || end > nslots {
