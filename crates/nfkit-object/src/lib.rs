@@ -28,7 +28,7 @@ pub use error::{Error, LinkError, Location, ReadError, ReadErrorKind, WriteError
 pub use image::{Entry, Function, Image, LineInfo, MapInit, MapKind, MapSpec, MapType, ProgType};
 pub use link::{link, link_files};
 pub use object::Object;
-pub use read::{read_object, read_object_as};
+pub use read::{inspect_object, read_object, read_object_as, Inspection};
 pub use summary::ObjectSummary;
 pub use write::write_object;
 

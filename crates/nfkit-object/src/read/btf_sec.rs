@@ -72,15 +72,6 @@ pub(crate) fn read(elf: &Elf<'_>) -> Result<(Option<Btf>, Option<BtfExt>), ReadE
             let xbytes = relocated(elf, xs)?;
             let ext = BtfExt::parse(&xbytes, &bytes)
                 .map_err(|e| err(Location::section(".BTF.ext"), ReadErrorKind::Btf(e)))?;
-            if ext.core_relo_count > 0 {
-                return Err(err(
-                    Location::section(".BTF.ext"),
-                    ReadErrorKind::Unsupported(format!(
-                        "{} CO-RE relocations (BPF_CORE_READ and friends)",
-                        ext.core_relo_count
-                    )),
-                ));
-            }
             Some(ext)
         }
         None => None,

@@ -12,6 +12,7 @@ mod refs;
 use super::elf::{Elf, Section, SymKind, Symbol};
 use super::err;
 use super::maps::Maps;
+use super::notes::Notes;
 use crate::btf::ext::BtfExt;
 use crate::btf::Btf;
 use crate::error::{Location, ReadError, ReadErrorKind};
@@ -91,6 +92,7 @@ pub(crate) fn read_functions(
     maps: &Maps,
     (btf, ext): (Option<&Btf>, Option<&BtfExt>),
     unknown_sections: Option<ProgType>,
+    notes: &mut Notes,
 ) -> Result<Vec<ObjFunction>, ReadError> {
     let mut functions: Vec<ObjFunction> = Vec::new();
     let mut code: Vec<CodeSection> = Vec::new();
@@ -100,15 +102,27 @@ pub(crate) fn read_functions(
         .iter()
         .filter(|s| s.is_code() && !s.data.is_empty())
     {
-        code.push(split_section(elf, sec, unknown_sections, &mut functions)?);
+        let first = functions.len();
+        let split = split_section(elf, sec, unknown_sections, &mut functions, notes);
+        match notes.tolerate(split)? {
+            Some(Some(cs)) => code.push(cs),
+            // The section could not be split: shown without it.
+            _ => functions.truncate(first),
+        }
     }
     promote_text(&mut functions, unknown_sections);
     // Pass 2: relocations and relative calls.
+    let ksyms: Vec<String> = btf
+        .map(|b| b.datasec_vars(".ksyms"))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
     for cs in &code {
-        let refs = SectionRefs::new(elf, maps, cs, &functions);
+        let refs = SectionRefs::new(elf, maps, cs, &functions, &ksyms);
         let mut relocated = vec![false; cs.insns.len()];
-        let mut new_relocs = refs.relocations(&mut relocated)?;
-        new_relocs.extend(refs.relative_refs(&relocated)?);
+        let mut new_relocs = refs.relocations(&mut relocated, notes)?;
+        new_relocs.extend(refs.relative_refs(&relocated, notes)?);
         for (fi, r) in new_relocs {
             functions[fi].relocs.push(r);
         }
@@ -117,7 +131,7 @@ pub(crate) fn read_functions(
         f.relocs.sort_by_key(|r| r.insn);
     }
     if let Some(ext) = ext {
-        ext::attach_ext(&mut functions, ext, btf)?;
+        notes.tolerate(ext::attach_ext(&mut functions, ext, btf))?;
     }
     Ok(functions)
 }
@@ -208,21 +222,29 @@ fn relative_targets(sec: &Section<'_>, cs: &CodeSection) -> Vec<u64> {
 /// Decodes code section `sec` and appends its functions: one per `FUNC`
 /// symbol (the symbols must cover the section from offset 0), and one
 /// static subprogram `sub_<hex offset>` per call target that no symbol
-/// names, as libbpf gives every call target its own subprogram.
+/// names, as libbpf gives every call target its own subprogram. When
+/// tolerant, an unknown section name gives programs of type `unspec`, code
+/// before the first symbol a `sub_0`, and undecodable code no section
+/// (`None`), each noted.
 fn split_section(
     elf: &Elf<'_>,
     sec: &Section<'_>,
     unknown: Option<ProgType>,
     functions: &mut Vec<ObjFunction>,
-) -> Result<CodeSection, ReadError> {
+    notes: &mut Notes,
+) -> Result<Option<CodeSection>, ReadError> {
     if sec.has_rela {
-        return Err(err(
+        notes.refuse(err(
             Location::section(&sec.name),
             ReadErrorKind::Unsupported("RELA relocations".into()),
-        ));
+        ))?;
     }
-    let prog_type = section_prog_type(sec, unknown)?;
-    let mut cs = decode(sec)?;
+    let prog_type = notes
+        .tolerate(section_prog_type(sec, unknown))?
+        .unwrap_or(Some(ProgType::Unspec));
+    let Some(mut cs) = notes.tolerate(decode(sec))? else {
+        return Ok(None);
+    };
     cs.first_func = functions.len();
     let mut starts: Vec<Start<'_>> = elf
         .symbols_in(sec.index)
@@ -237,15 +259,26 @@ fn split_section(
     }
     starts.sort_by_key(Start::offset);
     if starts.first().map(Start::offset) != Some(0) {
-        return Err(layout(
+        notes.refuse(layout(
             Location::at(&sec.name, 0),
             "code is not covered by a function symbol",
-        ));
+        ))?;
+        starts.insert(0, Start::Unnamed(0));
     }
     for (k, s) in starts.iter().enumerate() {
         let end = starts.get(k + 1).map(Start::offset);
         let f = match s {
-            Start::Symbol(s) => function_at(&cs, s, end, prog_type)?,
+            Start::Symbol(s) => {
+                if prog_type.is_some() && s.is_local() {
+                    notes.refuse(err(
+                        Location::at(&cs.name, s.value).with_symbol(&s.name),
+                        ReadErrorKind::Unsupported(
+                            "static functions in program sections (make the program global)".into(),
+                        ),
+                    ))?;
+                }
+                function_at(&cs, s, end, prog_type)?
+            }
             Start::Unnamed(o) => {
                 let synth = Symbol {
                     name: format!("sub_{o:x}"),
@@ -260,12 +293,11 @@ fn split_section(
         };
         functions.push(f);
     }
-    Ok(cs)
+    Ok(Some(cs))
 }
 
 /// The function of symbol `s` in `cs`, up to the next function start
-/// `next` (a byte offset; or the end of the section); static functions
-/// only in `.text`.
+/// `next` (a byte offset; or the end of the section).
 fn function_at(
     cs: &CodeSection,
     s: &Symbol,
@@ -299,14 +331,6 @@ fn function_at(
         false => cs.insn_at_slot[end].unwrap_or(cs.insns.len()),
     };
     let bind = binding(s);
-    if prog_type.is_some() && bind == Binding::Local {
-        return Err(err(
-            floc,
-            ReadErrorKind::Unsupported(
-                "static functions in program sections (make the program global)".into(),
-            ),
-        ));
-    }
     Ok(ObjFunction {
         name: s.name.clone(),
         section: cs.name.clone(),

@@ -37,6 +37,17 @@ pub(crate) struct Maps {
 }
 
 impl Maps {
+    /// No maps (what a tolerant read goes on with when the map
+    /// definitions cannot be read).
+    pub fn empty() -> Maps {
+        Maps {
+            specs: Vec::new(),
+            declared: Vec::new(),
+            global_by_section: HashMap::new(),
+            data_symbols: Vec::new(),
+        }
+    }
+
     /// The declared map whose definition starts at `offset` of `section`.
     pub fn declared_at(&self, section: usize, offset: u64) -> Option<usize> {
         self.declared
@@ -49,7 +60,7 @@ fn bad(loc: Location, msg: impl Into<String>) -> ReadError {
     err(loc, ReadErrorKind::BadMap(msg.into()))
 }
 
-fn is_global_data(name: &str) -> bool {
+pub(crate) fn is_global_data(name: &str) -> bool {
     let prefixed = |p: &str| name == p || name.strip_prefix(p).is_some_and(|r| r.starts_with('.'));
     prefixed(".rodata") || prefixed(".data") || prefixed(".bss")
 }
