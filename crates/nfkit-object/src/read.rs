@@ -97,9 +97,7 @@ fn read_with(
         }
         None => String::new(),
     };
-    let maps = notes
-        .tolerate(maps::read_maps(&elf, btf.as_ref()))?
-        .unwrap_or_else(maps::Maps::empty);
+    let maps = maps::read_maps(&elf, btf.as_ref(), notes)?;
     let functions = code::read_functions(
         &elf,
         &maps,

@@ -87,8 +87,20 @@ impl<'a> SectionRefs<'a> {
             let target = match r.rtype {
                 R_BPF_64_64 => self.lddw_target(insn, sym, &loc),
                 R_BPF_64_32 => self.call_target(insn, sym, &loc),
-                t => Err(err(loc, ReadErrorKind::RelocationType(t))),
+                t => Err(err(loc.clone(), ReadErrorKind::RelocationType(t))),
             };
+            if let Ok(RelocTarget::Call(FuncRef::Named(n))) = &target {
+                if self.ksyms.contains(n) {
+                    // The linker refuses it, naming the program (a
+                    // strict read leaves it to the linker).
+                    notes.note(err(
+                        loc.clone(),
+                        ReadErrorKind::Unsupported(format!(
+                            "call of kernel function '{n}' (kfunc, __ksym)"
+                        )),
+                    ));
+                }
+            }
             if let Some(t) = notes.tolerate(target)? {
                 found.push(self.found(insn, t));
             }
@@ -351,15 +363,7 @@ impl<'a> SectionRefs<'a> {
             if sym.name.is_empty() {
                 return Err(bad_rel(loc.clone(), "call of an undefined unnamed symbol"));
             }
-            if self.ksyms.contains(&sym.name) {
-                return Err(err(
-                    loc.clone(),
-                    ReadErrorKind::Unsupported(format!(
-                        "call of kernel function '{}' (kfunc, __ksym)",
-                        sym.name
-                    )),
-                ));
-            }
+
             return Ok(RelocTarget::Call(FuncRef::Named(sym.name.clone())));
         };
         let tsec = &self.elf.sections[sidx];
