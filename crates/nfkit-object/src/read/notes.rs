@@ -59,3 +59,32 @@ impl Notes {
         self.tolerate::<()>(Err(e)).map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Location;
+
+    fn unsupported() -> ReadError {
+        ReadError::new(
+            Location::section("sk_lookup/x"),
+            ReadErrorKind::Unsupported("x".into()),
+        )
+    }
+
+    #[test]
+    fn strict_refuses_tolerant_notes_but_never_a_malformed_file() {
+        let mut strict = Notes::strict();
+        assert!(strict.tolerate::<()>(Err(unsupported())).is_err());
+        strict.note(unsupported());
+        assert!(strict.list.is_empty());
+
+        let mut tolerant = Notes::tolerant();
+        assert_eq!(tolerant.tolerate::<u8>(Ok(3)), Ok(Some(3)));
+        assert_eq!(tolerant.tolerate::<u8>(Err(unsupported())), Ok(None));
+        tolerant.note(unsupported());
+        let malformed = ReadError::bare(ReadErrorKind::Malformed("cut".into()));
+        assert!(tolerant.tolerate::<()>(Err(malformed)).is_err());
+        assert_eq!(tolerant.list.len(), 2);
+    }
+}
