@@ -9,7 +9,9 @@
 //! shown with exit 0 by `nfkit disasm` and `nfkit object show` (text and
 //! JSON), and per section both tools agree on the instruction count and,
 //! instruction by instruction, on the mnemonic: the text with registers,
-//! numbers, symbols and jump targets made generic.
+//! numbers, symbols and jump targets made generic. Every relocated
+//! instruction (`llvm-objdump -r`) names its symbol, or carries an
+//! `unsupported` note.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -209,8 +211,33 @@ fn mnemonic(text: &str) -> String {
     out
 }
 
+/// One instruction as llvm-objdump shows it: its slot and text.
+type LlvmInsn = (u64, String);
+
+/// llvm-objdump's relocations of code section `section`: (byte offset,
+/// symbol).
+fn llvm_relocations(obj: &Path, section: &str) -> Vec<(u64, String)> {
+    let o = run("llvm-objdump", &["-r", obj.to_str().expect("path")]);
+    assert!(o.status.success(), "llvm-objdump -r {}", obj.display());
+    let mut out = Vec::new();
+    let mut inside = false;
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        if let Some(s) = l.strip_prefix("RELOCATION RECORDS FOR [") {
+            inside = s.trim_end_matches("]:") == section;
+            continue;
+        }
+        let mut f = l.split_whitespace();
+        if let (true, Some(off), Some(_), Some(sym)) = (inside, f.next(), f.next(), f.next()) {
+            if let Ok(off) = u64::from_str_radix(off, 16) {
+                out.push((off, sym.to_string()));
+            }
+        }
+    }
+    out
+}
+
 /// llvm-objdump's instructions per section, in order.
-fn llvm_sections(obj: &Path) -> Vec<(String, Vec<String>)> {
+fn llvm_sections(obj: &Path) -> Vec<(String, Vec<LlvmInsn>)> {
     let o = run(
         "llvm-objdump",
         &[
@@ -221,23 +248,28 @@ fn llvm_sections(obj: &Path) -> Vec<(String, Vec<String>)> {
         ],
     );
     assert!(o.status.success(), "llvm-objdump {}", obj.display());
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut out: Vec<(String, Vec<LlvmInsn>)> = Vec::new();
     for l in String::from_utf8_lossy(&o.stdout).lines() {
         if let Some(s) = l.strip_prefix("Disassembly of section ") {
             out.push((s.trim_end_matches(':').to_string(), Vec::new()));
         } else if let Some((idx, text)) = l.split_once(":\t") {
-            if idx.trim().bytes().all(|b| b.is_ascii_digit()) {
-                if let Some((_, v)) = out.last_mut() {
-                    v.push(text.trim().to_string());
-                }
+            if let (Ok(slot), Some((_, v))) = (idx.trim().parse::<u64>(), out.last_mut()) {
+                v.push((slot, text.trim().to_string()));
             }
         }
     }
     out
 }
 
-/// `nfkit disasm --section` of `section`: its instruction lines.
-fn nfkit_section(obj: &Path, section: &str) -> Result<Vec<String>, String> {
+/// One instruction as nfkit shows it: its text, and whether an
+/// `unsupported` note stands before it.
+struct Shown {
+    text: String,
+    noted: bool,
+}
+
+/// `nfkit disasm --section` of `section`: its instructions.
+fn nfkit_section(obj: &Path, section: &str) -> Result<Vec<Shown>, String> {
     let o = run(
         env!("CARGO_BIN_EXE_nfkit"),
         &["disasm", obj.to_str().expect("path"), "--section", section],
@@ -245,11 +277,58 @@ fn nfkit_section(obj: &Path, section: &str) -> Result<Vec<String>, String> {
     if !o.status.success() {
         return Err(String::from_utf8_lossy(&o.stderr).into_owned());
     }
-    Ok(String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.starts_with("    "))
-        .map(|l| l.trim().to_string())
-        .collect())
+    let mut out = Vec::new();
+    let mut noted = false;
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        if l.starts_with("; unsupported") {
+            noted = true;
+        } else if l.starts_with("    ") {
+            out.push(Shown {
+                text: l.trim().to_string(),
+                noted,
+            });
+            noted = false;
+        }
+    }
+    Ok(out)
+}
+
+/// Whether instruction `text` names a symbol (as an operand, or in its
+/// trailing comment): an identifier that is no register and no part of
+/// the mnemonic.
+fn names_a_symbol(text: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '.'))
+        .any(|w| {
+            let reg = |p: char| {
+                w.strip_prefix(p)
+                    .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            };
+            !reg('r') && !reg('w') && !WORDS.contains(&w) && w != "local"
+        })
+}
+
+/// What is wrong with the relocated instructions of `section`: each must
+/// name its symbol (a section symbol: any symbol, such as the variable
+/// at that offset) or carry a note.
+fn check_relocations(obj: &Path, section: &str, llvm: &[LlvmInsn], got: &[Shown]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (off, sym) in llvm_relocations(obj, section) {
+        let Some(k) = llvm.iter().position(|(slot, _)| *slot * 8 == off) else {
+            bad.push(format!("{section}: relocation at {off} on no instruction"));
+            continue;
+        };
+        let Some(g) = got.get(k) else { continue };
+        let named = if sym.starts_with('.') {
+            names_a_symbol(&g.text)
+        } else {
+            g.text.contains(&sym)
+        };
+        if !named && !g.noted {
+            bad.push(format!("{section}+{off}: `{}` names no `{sym}`", g.text));
+        }
+    }
+    bad
 }
 
 /// What is wrong with `obj` (empty: nfkit shows it and agrees with llvm).
@@ -287,12 +366,13 @@ fn check_object(obj: &Path, sections: &mut usize) -> Vec<String> {
             ));
             continue;
         }
-        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            if mnemonic(g) != mnemonic(w) {
-                bad.push(format!("{section} #{k}: `{g}` vs llvm `{w}`"));
+        for (k, (g, (_, w))) in got.iter().zip(&want).enumerate() {
+            if mnemonic(&g.text) != mnemonic(w) {
+                bad.push(format!("{section} #{k}: `{}` vs llvm `{w}`", g.text));
                 break;
             }
         }
+        bad.extend(check_relocations(obj, &section, &want, &got));
     }
     bad
 }
@@ -323,6 +403,17 @@ fn mnemonics_are_generic() {
         mnemonic("lock *(u32 *)(r4 + 0) &= w3"),
         mnemonic("lock *(u32 *)(r4 + 0) |= w3")
     );
+}
+
+#[test]
+fn symbols_are_told_apart_from_registers_and_mnemonics() {
+    assert!(names_a_symbol("r1 = counts ll"));
+    assert!(names_a_symbol("call local bpf_task_acquire"));
+    assert!(!names_a_symbol("r1 = 0 ll"));
+    assert!(names_a_symbol("call local +2 ; sub_20"));
+    assert!(names_a_symbol("r1 = 64 ll ; .rodata+64"));
+    assert!(!names_a_symbol("call local +2"));
+    assert!(!names_a_symbol("r1 = *(u32 *)(r10 - 4)"));
 }
 
 #[test]
