@@ -5,6 +5,9 @@
 //! hex on stdout.
 
 use nfkit_isa::asm::{assemble, Syntax};
+#[path = "vm_plugin/runner_elf.rs"]
+mod runner_elf;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
@@ -54,29 +57,68 @@ fn section(text: &str, name: &str) -> String {
     out
 }
 
-/// Every conformance test through the plugin, as the suite's runner
-/// would run it: r0 printed in lowercase hex, exit 0.
-#[test]
-fn conformance_cases_through_the_plugin() {
+/// How the runner is told to run (`--elf`, `--xdp_prolog`).
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    /// Default: raw instructions on stdin.
+    Raw,
+    /// `--xdp_prolog true --plugin_options "--xdp_prolog true"`: raw
+    /// instructions behind the XDP prolog, the plugin told they are XDP.
+    RawXdp,
+    /// `--elf true`: the runner's ELF, program `main` in `.text`.
+    Elf,
+    /// `--elf true --xdp_prolog true`: program `main` in section `xdp`,
+    /// behind the XDP prolog when there is memory.
+    ElfXdp,
+}
+
+/// The plugin's arguments as the runner builds them: the memory (when
+/// there is any), the plugin options (split at spaces), then `--elf`.
+fn runner_args(mem: &[u8], mode: Mode) -> Vec<String> {
+    let mut args = Vec::new();
+    if !mem.is_empty() {
+        args.push(runner_hex(mem));
+    }
+    if matches!(mode, Mode::RawXdp) {
+        args.extend(["--xdp_prolog".to_string(), "true".to_string()]);
+    }
+    if matches!(mode, Mode::Elf | Mode::ElfXdp) {
+        args.push("--elf".to_string());
+    }
+    args
+}
+
+/// Runs every conformance vector through the plugin as the suite's runner
+/// does in `mode`; returns (vectors, failures).
+fn run_suite(mode: Mode) -> (usize, Vec<String>) {
     let mut files: Vec<_> = std::fs::read_dir(SUITE)
         .expect("conformance suite")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "data"))
         .collect();
     files.sort();
-    assert_eq!(files.len(), 313);
     let mut failed = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("read");
         let insns = assemble(&section(&text, "asm"), Some(Syntax::Conformance)).expect("assembles");
-        let program = runner_hex(&nfkit_isa::encode_bytes(&insns));
+        let mut code = nfkit_isa::encode_bytes(&insns);
         let mem: Vec<u8> = section(&text, "mem")
             .split_whitespace()
             .map(|t| u8::from_str_radix(t, 16).expect("mem hex"))
             .collect();
+        if matches!(mode, Mode::RawXdp | Mode::ElfXdp) && !mem.is_empty() {
+            code.splice(0..0, runner_elf::xdp_prolog(mem.len()));
+        }
+        let program = match mode {
+            Mode::Raw | Mode::RawXdp => runner_hex(&code),
+            Mode::Elf => runner_hex(&runner_elf::write(".text", &code)),
+            Mode::ElfXdp => runner_hex(&runner_elf::write("xdp", &code)),
+        };
         let want = section(&text, "result");
         let want = u64::from_str_radix(want.trim().trim_start_matches("0x"), 16).expect("result");
-        let o = plugin(&[&runner_hex(&mem), ""], &program);
+        let args = runner_args(&mem, mode);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = plugin(&args, &program);
         let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
         let ok = o.status.success()
             && out
@@ -92,7 +134,43 @@ fn conformance_cases_through_the_plugin() {
             ));
         }
     }
+    (files.len(), failed)
+}
+
+/// Asserts that every vector passes in `mode`, printing the count.
+fn suite_passes(mode: Mode) {
+    let (total, failed) = run_suite(mode);
+    assert_eq!(total, 313);
+    println!("{mode:?}: {}/{total} pass", total - failed.len());
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Every conformance vector, as the runner runs it by default: r0 printed
+/// in lowercase hex, exit 0.
+#[test]
+fn conformance_cases_through_the_plugin() {
+    suite_passes(Mode::Raw);
+}
+
+/// `--xdp_prolog true` with raw instructions, the plugin told by its
+/// options that they are an XDP program.
+#[test]
+fn conformance_cases_behind_the_xdp_prolog() {
+    suite_passes(Mode::RawXdp);
+}
+
+/// `--elf true`: the program is the global `main` of `.text`, and the
+/// local calls go to `.text` offsets that have no symbol.
+#[test]
+fn conformance_cases_as_runner_elf_objects() {
+    suite_passes(Mode::Elf);
+}
+
+/// `--elf true --xdp_prolog true`: an XDP program in section `xdp` whose
+/// prolog takes the memory from `xdp_md` (`data`, `data_end`).
+#[test]
+fn conformance_cases_as_runner_xdp_elf_objects() {
+    suite_passes(Mode::ElfXdp);
 }
 
 #[test]
@@ -124,27 +202,64 @@ fn faults_and_bad_input_exit_non_zero_with_a_message() {
 
 #[test]
 fn elf_programs() {
-    // An ELF object holding `r0 = *(u16 *)(r1 + 2); r0 += r2; exit`.
-    let insns = assemble(
+    // An XDP program reads its packet (the memory, padded to 14 bytes)
+    // through `xdp_md`: r0 = *(u16 *)(data + 2) + (data_end - data).
+    let xdp = assemble(
+        "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nldxh %r0, [%r2+2]\nsub %r3, %r2\nadd %r0, %r3\nexit\n",
+        Some(Syntax::Conformance),
+    )
+    .expect("asm");
+    // Any other program gets r1 = the memory, r2 = its length.
+    let raw = assemble(
         "ldxh %r0, [%r1+2]\nadd %r0, %r2\nexit\n",
         Some(Syntax::Conformance),
     )
     .expect("asm");
-    let image = nfkit_object::Image::from_insns("prog", nfkit_object::ProgType::Xdp, insns);
-    let elf = nfkit_object::write_object(&image).expect("ELF");
-    assert_eq!(&elf[..4], b"\x7fELF");
-    let hex = runner_hex(&elf);
-    for args in [
-        vec!["01 02 03 04", "--elf"],
-        vec!["01 02 03 04", "", "--elf"],
-    ] {
-        let o = plugin(&args, &hex);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(
-            String::from_utf8_lossy(&o.stdout).trim(),
-            format!("{:x}", 0x0403 + 4)
-        );
+    // The XDP one written by nfkit's ELF writer (section `xdp`), the other
+    // as the runner writes it (`main` in `.text`).
+    let image = nfkit_object::Image::from_insns("prog", nfkit_object::ProgType::Xdp, xdp);
+    let xdp_elf = nfkit_object::write_object(&image).expect("ELF");
+    let text_elf = runner_elf::write(".text", &nfkit_isa::encode_bytes(&raw));
+    for (elf, want) in [(xdp_elf, 0x0403 + 14), (text_elf, 0x0403 + 4)] {
+        assert_eq!(&elf[..4], b"\x7fELF");
+        let hex = runner_hex(&elf);
+        for args in [
+            vec!["01 02 03 04", "--elf"],
+            vec!["01 02 03 04", "", "--elf"],
+            vec!["01 02 03 04", "--elf", "true"],
+        ] {
+            let o = plugin(&args, &hex);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout).trim(),
+                format!("{want:x}"),
+                "{args:?}"
+            );
+        }
+        // Without --elf the same bytes are no instruction stream.
+        assert!(!plugin(&["01 02 03 04"], &hex).status.success());
     }
-    // Without --elf the same bytes are no instruction stream.
-    assert!(!plugin(&["01 02 03 04"], &hex).status.success());
+}
+
+/// A local call to a `.text` offset that no symbol names: the target
+/// becomes a subprogram (`sub_<offset>`), and the program runs.
+#[test]
+fn unsymbolled_local_call_in_a_runner_object() {
+    let insns = assemble(
+        "mov %r1, 20\ncall local f\nadd %r0, 2\nexit\nf:\nmov %r0, %r1\nexit\n",
+        Some(Syntax::Conformance),
+    )
+    .expect("asm");
+    let code = nfkit_isa::encode_bytes(&insns);
+    let elf = runner_elf::write(".text", &code);
+    let o = plugin(&["--elf"], &runner_hex(&elf));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "16");
+    let obj = nfkit_object::read_object(&elf, "runner.o").expect("reads");
+    let names: Vec<(&str, bool)> = obj
+        .functions
+        .iter()
+        .map(|f| (f.name.as_str(), f.prog_type.is_some()))
+        .collect();
+    assert_eq!(names, [("main", true), ("sub_20", false)]);
 }

@@ -33,7 +33,7 @@ pub use image::{
 };
 pub use link::{link, link_files, link_with_target};
 pub use object::Object;
-pub use read::{read_object, read_object_as};
+pub use read::{inspect_object, read_object, read_object_as, Inspection};
 pub use summary::ObjectSummary;
 pub use write::write_object;
 

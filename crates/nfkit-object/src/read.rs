@@ -8,14 +8,17 @@
 //!   global-data sections as single-entry array maps.
 //! * `code`: program and `.text` sections split into functions, with
 //!   relocations turned into symbolic [`crate::object::Reloc`]s.
+//! * `notes`: refuse what cannot be loaded, or note it and read on.
 
 mod btf_sec;
 mod code;
 mod elf;
 mod maps;
+mod notes;
 
 use crate::error::{Location, ReadError, ReadErrorKind};
 use crate::object::Object;
+use notes::Notes;
 
 pub(crate) use elf::{Elf, R_BPF_64_32, R_BPF_64_64, R_BPF_64_ABS64};
 pub(crate) use maps::btf_map_def;
@@ -40,8 +43,42 @@ pub fn read_object_as(
     origin: &str,
     unknown_sections: Option<crate::ProgType>,
 ) -> Result<Object, ReadError> {
+    read_with(data, origin, unknown_sections, &mut Notes::strict())
+}
+
+/// An object read for showing: every part nfkit could read, and what it
+/// could not (each a [`ReadError`] whose location names the section,
+/// symbol and offset it touches).
+#[derive(Clone, Debug)]
+pub struct Inspection {
+    pub object: Object,
+    /// What nfkit cannot load or run, in the order met: unknown program sections, kfunc calls, externs, map
+    /// definitions it does not know, ...
+    pub notes: Vec<ReadError>,
+}
+
+/// Reads everything of an object that can be read, noting instead of
+/// refusing what nfkit cannot load or run; only a broken ELF file (header,
+/// section table, symbols, relocation entries) is an error. `nfkit
+/// disasm` and `nfkit object show` use it; loading and running use
+/// [`read_object`], which refuses those parts.
+pub fn inspect_object(data: &[u8], origin: &str) -> Result<Inspection, ReadError> {
+    let mut notes = Notes::tolerant();
+    let object = read_with(data, origin, None, &mut notes)?;
+    Ok(Inspection {
+        object,
+        notes: notes.list,
+    })
+}
+
+fn read_with(
+    data: &[u8],
+    origin: &str,
+    unknown_sections: Option<crate::ProgType>,
+    notes: &mut Notes,
+) -> Result<Object, ReadError> {
     let elf = Elf::parse(data)?;
-    let (btf, ext) = btf_sec::read(&elf)?;
+    let (btf, ext) = notes.tolerate(btf_sec::read(&elf))?.unwrap_or((None, None));
     let license = match elf.section_by_name("license") {
         Some(s) => {
             let bytes = s.data;
@@ -50,10 +87,18 @@ pub fn read_object_as(
         }
         None => String::new(),
     };
-    let mut maps = maps::read_maps(&elf, btf.as_ref())?;
-    let functions =
-        code::read_functions(&elf, &maps, (btf.as_ref(), ext.as_ref()), unknown_sections)?;
-    let map_inits = maps::read_map_inits(&elf, &mut maps, &functions)?;
+    let mut maps = maps::read_maps(&elf, btf.as_ref(), notes)?;
+    let functions = code::read_functions(
+        &elf,
+        &maps,
+        (btf.as_ref(), ext.as_ref()),
+        unknown_sections,
+        notes,
+    )?;
+    let map_inits = notes
+        .tolerate(maps::read_map_inits(&elf, &mut maps, &functions))?
+        .unwrap_or_default();
+    note_unread_sections(&elf, notes);
     Ok(Object {
         origin: origin.to_string(),
         functions,
@@ -63,6 +108,28 @@ pub fn read_object_as(
         btf,
         license,
     })
+}
+
+/// Notes the allocated sections nothing reads (`.struct_ops` maps, ...):
+/// loading does without them, showing says they are there.
+fn note_unread_sections(elf: &Elf<'_>, notes: &mut Notes) {
+    for s in &elf.sections {
+        let read = s.is_code()
+            || !s.is_alloc()
+            || matches!(s.name.as_str(), "maps" | ".maps" | "license" | "version")
+            || maps::is_global_data(&s.name);
+        if !read {
+            let what = if s.name.starts_with(".struct_ops") {
+                "struct_ops maps are not supported".to_string()
+            } else {
+                format!("section '{}' is not read", s.name)
+            };
+            notes.note(err(
+                Location::section(&s.name),
+                ReadErrorKind::Unsupported(what),
+            ));
+        }
+    }
 }
 
 pub(crate) fn err(loc: Location, kind: ReadErrorKind) -> ReadError {

@@ -4,8 +4,10 @@
 //! form.
 
 use crate::btf::{Btf, Linkage};
+use crate::error::{one_line, ReadError};
 use crate::image::{InnerSlot, MapKind, MapSpec};
 use crate::object::{Binding, Object};
+use crate::read::Inspection;
 use serde::Serialize;
 
 /// An entry program.
@@ -102,6 +104,31 @@ pub struct CoreReloSummary {
     pub note: String,
 }
 
+/// Something of the object nfkit cannot load or run (what a strict read
+/// refuses), with what it touches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NoteSummary {
+    /// The section it touches (a code section, `.maps`, `.BTF.ext`, ...).
+    pub section: Option<String>,
+    /// The symbol it touches (a function, a map, an extern).
+    pub symbol: Option<String>,
+    /// Byte offset in the section (an instruction, a map definition).
+    pub offset: Option<u64>,
+    /// What is not supported, and why.
+    pub what: String,
+}
+
+impl NoteSummary {
+    pub fn of(e: &ReadError) -> NoteSummary {
+        NoteSummary {
+            section: e.location.section.clone(),
+            symbol: e.location.symbol.clone(),
+            offset: e.location.offset,
+            what: one_line(&e.kind.to_string()),
+        }
+    }
+}
+
 /// Everything `nfkit object show` reports about an object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ObjectSummary {
@@ -113,6 +140,8 @@ pub struct ObjectSummary {
     pub globals: Vec<GlobalSummary>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub core_relos: Vec<CoreReloSummary>,
+    /// What nfkit cannot load or run (empty for an object read strictly).
+    pub notes: Vec<NoteSummary>,
 }
 
 fn binding_name(b: Binding) -> &'static str {
@@ -148,6 +177,15 @@ fn map_summary(m: &MapSpec, btf: Option<&Btf>) -> MapSummary {
 }
 
 impl ObjectSummary {
+    /// Summarises an object read by [`crate::inspect_object`], with its
+    /// notes.
+    pub fn of_inspection(i: &Inspection) -> ObjectSummary {
+        ObjectSummary {
+            notes: i.notes.iter().map(NoteSummary::of).collect(),
+            ..ObjectSummary::of(&i.object)
+        }
+    }
+
     /// Summarises `object`.
     pub fn of(object: &Object) -> ObjectSummary {
         let btf = object.btf.as_ref();
@@ -234,6 +272,7 @@ impl ObjectSummary {
             maps,
             globals,
             core_relos: core_relos(object),
+            notes: Vec::new(),
         }
     }
 }

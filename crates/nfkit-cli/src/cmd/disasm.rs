@@ -3,12 +3,17 @@
 //! an object, every code section is printed under a `SECTION:` header with
 //! its functions as labels and map/function symbols in place of relocated
 //! immediates; `--section` prints one section, in text that re-assembles.
+//! Every code section of any sound ELF file is shown: what nfkit cannot
+//! load or run (CO-RE, kfuncs, externs, unknown section names, ...) is a
+//! `unsupported` comment beside the instruction, function or section it
+//! touches (see `nfkit_object::inspect_object`).
 
 use super::asm::SyntaxArg;
 use anyhow::{anyhow, bail, Context};
 use nfkit_isa::{disassemble, Annotation, DisasmOptions, Insn, Syntax};
+use nfkit_object::error::one_line;
 use nfkit_object::object::{FuncRef, ObjFunction, RelocTarget};
-use nfkit_object::Object;
+use nfkit_object::{Object, ReadError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,8 +53,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         print!("{}", disassemble(&insns, &opts));
         return Ok(ExitCode::SUCCESS);
     }
-    let object = nfkit_object::read_object(&bytes, &shown).map_err(|e| anyhow!("{shown}: {e}"))?;
-    let sections = code_sections(&object);
+    let inspection =
+        nfkit_object::inspect_object(&bytes, &shown).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let object = &inspection.object;
+    let notes = &inspection.notes;
+    let sections = code_sections(object);
     let chosen: Vec<&(String, Vec<&ObjFunction>)> = match &a.section {
         Some(name) => {
             let Some(s) = sections.iter().find(|(n, _)| n == name) else {
@@ -68,20 +76,40 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => sections.iter().collect(),
     };
     let mut out = String::new();
+    if a.section.is_none() {
+        // Notes about no code section shown (maps, BTF, sections that
+        // could not be decoded).
+        for n in notes.iter().filter(|n| {
+            !sections
+                .iter()
+                .any(|(s, _)| n.location.section.as_deref() == Some(s))
+        }) {
+            if let Annotation::Comment(c) = note_comment(n) {
+                let mut place = n.location.section.clone().unwrap_or("object".into());
+                if let Some(o) = n.location.offset {
+                    place.push_str(&format!("+0x{o:x}"));
+                }
+                out.push_str(&format!("; {place}: {c}\n"));
+            }
+        }
+    }
     for (i, (name, funcs)) in chosen.iter().enumerate() {
         if a.section.is_none() {
-            if i > 0 {
+            if i > 0 || !out.is_empty() {
                 out.push('\n');
             }
             out.push_str(&format!("{name}:\n"));
         }
-        out.push_str(&section_text(
-            &object,
+        let here: Vec<&ReadError> = notes
+            .iter()
+            .filter(|n| n.location.section.as_deref() == Some(name.as_str()))
+            .collect();
+        let view = SectionView {
+            object,
             funcs,
-            syntax,
-            !a.no_labels,
-            a.source,
-        ));
+            notes: &here,
+        };
+        out.push_str(&view.text(syntax, !a.no_labels, a.source));
     }
     print!("{out}");
     Ok(ExitCode::SUCCESS)
@@ -150,65 +178,109 @@ fn label_ok(name: &str) -> bool {
         && !matches!(name, "ll" | "local" | "kfunc" | "helper" | "skb" | "exit")
 }
 
-/// One section's functions, concatenated in section order.
-fn section_text(
-    object: &Object,
-    funcs: &[&ObjFunction],
-    syntax: Syntax,
-    labels: bool,
-    source: bool,
-) -> String {
-    let mut insns: Vec<Insn> = Vec::new();
-    let mut symbols = BTreeMap::new();
-    let mut notes: BTreeMap<usize, Vec<Annotation>> = BTreeMap::new();
-    for f in funcs {
-        let base = nfkit_isa::slot_count(&insns);
-        let offs = nfkit_isa::slot_offsets(&f.insns);
-        let a = notes.entry(base).or_default();
-        if label_ok(&f.name) {
-            a.push(Annotation::Label(f.name.clone()));
-        } else {
-            a.push(Annotation::Comment(format!("function {}", f.name)));
-        }
-        for r in &f.relocs {
-            if let Some(&s) = offs.get(r.insn) {
-                symbols.insert(base + s, reloc_symbol(object, &r.target));
-            }
-        }
-        for r in &f.core_relos {
-            let note = nfkit_object::co_re::note(object.btf.as_ref(), r);
-            let at = base + offs.get(r.insn).copied().unwrap_or(0);
-            notes.entry(at).or_default().push(Annotation::Comment(note));
-        }
-        if source {
-            // One comment per change of source line.
-            let mut last: Option<(&str, u32)> = None;
-            for li in &f.line_info {
-                if last == Some((li.file.as_str(), li.line)) {
-                    continue;
-                }
-                last = Some((li.file.as_str(), li.line));
-                let text = li.text.trim();
-                let c = if text.is_empty() {
-                    format!("{}:{}", li.file, li.line)
-                } else {
-                    format!("{}:{}: {text}", li.file, li.line)
-                };
-                notes
-                    .entry(base + li.slot)
-                    .or_default()
-                    .push(Annotation::Comment(c));
-            }
-        }
-        insns.extend_from_slice(&f.insns);
+/// One code section's functions and what nfkit noted about it.
+struct SectionView<'a> {
+    object: &'a Object,
+    funcs: &'a [&'a ObjFunction],
+    notes: &'a [&'a ReadError],
+}
+
+/// A note as a comment: what is unsupported, and the symbol it names.
+fn note_comment(n: &ReadError) -> Annotation {
+    let sym = n
+        .location
+        .symbol
+        .as_ref()
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
+    let what = n.kind.to_string();
+    let what = what.strip_prefix("unsupported: ").unwrap_or(&what);
+    Annotation::Comment(one_line(&format!("unsupported{sym}: {what}")))
+}
+
+impl SectionView<'_> {
+    /// The slot (in the concatenated text) of section byte `offset`.
+    fn slot_of(&self, base_of: &[usize], offset: u64) -> Option<usize> {
+        let slot = usize::try_from(offset / 8).ok()?;
+        self.funcs.iter().zip(base_of).find_map(|(f, &base)| {
+            (slot >= f.section_slot && slot < f.section_slot + f.slot_len())
+                .then(|| base + slot - f.section_slot)
+        })
     }
-    let annotate = |slot: usize| notes.get(&slot).cloned().unwrap_or_default();
-    let opts = DisasmOptions {
-        syntax,
-        labels,
-        helper_names: true,
-        symbols,
-        annotate: Some(&annotate),
-    };
-    disassemble(&insns, &opts)
+
+    /// The section's functions, concatenated in section order.
+    fn text(&self, syntax: Syntax, labels: bool, source: bool) -> String {
+        let object = self.object;
+        let mut insns: Vec<Insn> = Vec::new();
+        let mut symbols = BTreeMap::new();
+        let mut notes: BTreeMap<usize, Vec<Annotation>> = BTreeMap::new();
+        let mut base_of = Vec::new();
+        for f in self.funcs {
+            let base = nfkit_isa::slot_count(&insns);
+            base_of.push(base);
+            let offs = nfkit_isa::slot_offsets(&f.insns);
+            let a = notes.entry(base).or_default();
+            if label_ok(&f.name) {
+                a.push(Annotation::Label(f.name.clone()));
+            } else {
+                a.push(Annotation::Comment(format!("function {}", f.name)));
+            }
+            for r in &f.relocs {
+                if let Some(&s) = offs.get(r.insn) {
+                    symbols.insert(base + s, reloc_symbol(object, &r.target));
+                }
+            }
+            for r in &f.core_relos {
+                let note = nfkit_object::co_re::note(object.btf.as_ref(), r);
+                let at = base + offs.get(r.insn).copied().unwrap_or(0);
+                notes.entry(at).or_default().push(Annotation::Comment(note));
+            }
+            if source {
+                source_lines(f, base, &mut notes);
+            }
+            insns.extend_from_slice(&f.insns);
+        }
+        // Notes beside their instruction; the others at the top.
+        let mut head = String::new();
+        for n in self.notes {
+            match n.location.offset.and_then(|o| self.slot_of(&base_of, o)) {
+                Some(slot) => notes.entry(slot).or_default().push(note_comment(n)),
+                None => {
+                    if let Annotation::Comment(c) = note_comment(n) {
+                        head.push_str(&format!("; {c}\n"));
+                    }
+                }
+            }
+        }
+        let annotate = |slot: usize| notes.get(&slot).cloned().unwrap_or_default();
+        let opts = DisasmOptions {
+            syntax,
+            labels,
+            helper_names: true,
+            symbols,
+            annotate: Some(&annotate),
+        };
+        head + &disassemble(&insns, &opts)
+    }
+}
+
+/// One comment per change of source line of `f` (placed at `base`).
+fn source_lines(f: &ObjFunction, base: usize, notes: &mut BTreeMap<usize, Vec<Annotation>>) {
+    let mut last: Option<(&str, u32)> = None;
+    for li in &f.line_info {
+        if last == Some((li.file.as_str(), li.line)) {
+            continue;
+        }
+        last = Some((li.file.as_str(), li.line));
+        let text = li.text.trim();
+        let c = if text.is_empty() {
+            format!("{}:{}", li.file, li.line)
+        } else {
+            format!("{}:{}: {text}", li.file, li.line)
+        };
+        notes
+            .entry(base + li.slot)
+            .or_default()
+            .push(Annotation::Comment(c));
+    }
 }

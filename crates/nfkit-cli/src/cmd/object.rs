@@ -1,7 +1,11 @@
 //! `nfkit object show FILE.o [--json]`: the programs, subprograms, maps
-//! and global data of an eBPF ELF object (see `nfkit_object::summary`).
+//! and global data of an eBPF ELF object (see `nfkit_object::summary`),
+//! and a note for each part nfkit cannot load or run (CO-RE, kfuncs,
+//! unknown sections, ...) naming what it touches. Any object that is a
+//! sound ELF file is shown, with exit 0.
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context as _};
+use nfkit_object::summary::NoteSummary;
 use nfkit_object::ObjectSummary;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -38,10 +42,12 @@ struct Shown<'a> {
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    let shown = a.file.display().to_string();
+    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {shown}"))?;
     // One line: "FILE: section '...', symbol '...', offset 0x..: what".
-    let object = nfkit_object::read_file(&a.file)
-        .map_err(|e| anyhow!("{}", nfkit_object::error::one_line(&e.to_string())))?;
-    let summary = ObjectSummary::of(&object);
+    let inspection = nfkit_object::inspect_object(&bytes, &shown)
+        .map_err(|e| anyhow!("{shown}: {}", nfkit_object::error::one_line(&e.to_string())))?;
+    let summary = ObjectSummary::of_inspection(&inspection);
     if a.json {
         let shown = Shown {
             file: a.file.display().to_string(),
@@ -212,6 +218,16 @@ fn text(file: &str, s: &ObjectSummary) -> String {
             let _ = writeln!(out, "  {}+{}  {}", c.function, c.slot, c.note);
         }
     }
+    if !s.notes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nnotes ({}): not loadable or runnable by nfkit",
+            s.notes.len()
+        );
+        for n in &s.notes {
+            let _ = writeln!(out, "  {}: {}", note_place(n), n.what);
+        }
+    }
     out
 }
 
@@ -234,4 +250,16 @@ fn inner_line(outer: &str, inner: &nfkit_object::summary::InnerSummary) -> Strin
         line.push_str(&format!("; slots {}", slots.join(", ")));
     }
     line
+}
+
+/// What a note touches: `section+0xOFFSET (symbol)`.
+pub fn note_place(n: &NoteSummary) -> String {
+    let mut p = n.section.clone().unwrap_or_else(|| "object".into());
+    if let Some(o) = n.offset {
+        let _ = write!(p, "+0x{o:x}");
+    }
+    if let Some(s) = &n.symbol {
+        let _ = write!(p, " ({s})");
+    }
+    p
 }

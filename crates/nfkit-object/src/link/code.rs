@@ -149,6 +149,13 @@ impl Linker<'_> {
             entries: Vec::new(),
             core_sites: Vec::new(),
         };
+        // `.text` programs (objects of bare functions) are entries only
+        // when no linked object has a program section.
+        let section_programs = self.objects.iter().any(|o| {
+            o.functions
+                .iter()
+                .any(|f| f.prog_type.is_some() && f.section != ".text")
+        });
         for (gi, &(oi, fi)) in self.layout.placed.iter().enumerate() {
             let f = &self.objects[oi].functions[fi];
             let start = self.layout.functions[gi].start;
@@ -160,7 +167,8 @@ impl Linker<'_> {
                 slot: l.slot + start,
                 ..l.clone()
             }));
-            if let Some(pt) = f.prog_type {
+            let entry = f.section != ".text" || !section_programs;
+            if let Some(pt) = f.prog_type.filter(|_| entry) {
                 code.entries.push(Entry {
                     name: f.name.clone(),
                     section: f.section.clone(),

@@ -12,13 +12,14 @@ mod refs;
 use super::elf::{Elf, Section, SymKind, Symbol};
 use super::err;
 use super::maps::Maps;
+use super::notes::Notes;
 use crate::btf::ext::BtfExt;
 use crate::btf::Btf;
 use crate::error::{Location, ReadError, ReadErrorKind};
 use crate::image::ProgType;
 use crate::object::{Binding, ObjFunction};
 use crate::progtype::prog_type_of_section;
-use nfkit_isa::{Insn, RawInsn};
+use nfkit_isa::{CallKind, Insn, LddwKind, RawInsn};
 use object::elf as e;
 use refs::SectionRefs;
 
@@ -91,6 +92,7 @@ pub(crate) fn read_functions(
     maps: &Maps,
     (btf, ext): (Option<&Btf>, Option<&BtfExt>),
     unknown_sections: Option<ProgType>,
+    notes: &mut Notes,
 ) -> Result<Vec<ObjFunction>, ReadError> {
     let mut functions: Vec<ObjFunction> = Vec::new();
     let mut code: Vec<CodeSection> = Vec::new();
@@ -100,14 +102,27 @@ pub(crate) fn read_functions(
         .iter()
         .filter(|s| s.is_code() && !s.data.is_empty())
     {
-        code.push(split_section(elf, sec, unknown_sections, &mut functions)?);
+        let first = functions.len();
+        let split = split_section(elf, sec, unknown_sections, &mut functions, notes);
+        match notes.tolerate(split)? {
+            Some(Some(cs)) => code.push(cs),
+            // The section could not be split: shown without it.
+            _ => functions.truncate(first),
+        }
     }
+    promote_text(&mut functions, unknown_sections);
     // Pass 2: relocations and relative calls.
+    let ksyms: Vec<String> = btf
+        .map(|b| b.datasec_vars(".ksyms"))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
     for cs in &code {
-        let refs = SectionRefs::new(elf, maps, cs, &functions);
+        let refs = SectionRefs::new(elf, maps, cs, &functions, &ksyms);
         let mut relocated = vec![false; cs.insns.len()];
-        let mut new_relocs = refs.relocations(&mut relocated)?;
-        new_relocs.extend(refs.relative_refs(&relocated)?);
+        let mut new_relocs = refs.relocations(&mut relocated, notes)?;
+        new_relocs.extend(refs.relative_refs(&relocated, notes)?);
         for (fi, r) in new_relocs {
             functions[fi].relocs.push(r);
         }
@@ -116,9 +131,26 @@ pub(crate) fn read_functions(
         f.relocs.sort_by_key(|r| r.insn);
     }
     if let Some(ext) = ext {
-        ext::attach_ext(&mut functions, ext, btf)?;
+        notes.tolerate(ext::attach_ext(&mut functions, ext, btf))?;
     }
     Ok(functions)
+}
+
+/// When no section holds programs, the global functions of `.text` are
+/// the programs (of type `unknown`, else `unspec`), as libbpf treats an
+/// object of bare functions: the conformance runner's objects are one
+/// global `main` in `.text`. The linker takes them as entries only when
+/// no object it links has a program section ([`crate::link`]).
+fn promote_text(functions: &mut [ObjFunction], unknown: Option<ProgType>) {
+    if functions.iter().any(|f| f.prog_type.is_some()) {
+        return;
+    }
+    for f in functions
+        .iter_mut()
+        .filter(|f| f.section == ".text" && f.binding != Binding::Local)
+    {
+        f.prog_type = Some(unknown.unwrap_or(ProgType::Unspec));
+    }
 }
 
 /// The program type of code section `sec` (`None` for `.text`);
@@ -139,47 +171,137 @@ fn section_prog_type(
     Ok(Some(pt))
 }
 
-/// Decodes code section `sec` and appends its functions (one per `FUNC`
-/// symbol; the symbols must cover the section from offset 0).
+/// Where a function starts in a code section: at a `FUNC` symbol, or at
+/// a call target no symbol names.
+enum Start<'s> {
+    Symbol(&'s Symbol),
+    /// Byte offset of an unsymbolled call (or function address) target.
+    Unnamed(u64),
+}
+
+impl Start<'_> {
+    fn offset(&self) -> u64 {
+        match self {
+            Start::Symbol(s) => s.value,
+            Start::Unnamed(o) => *o,
+        }
+    }
+}
+
+/// Byte offsets, inside `cs`, of the targets of its unrelocated relative
+/// calls and function addresses (`call` with src 1, `lddw` with src 4):
+/// code clang's assembler or hand-written bytecode reaches without a
+/// symbol (the conformance runner's objects, for instance).
+fn relative_targets(sec: &Section<'_>, cs: &CodeSection) -> Vec<u64> {
+    let relocated: std::collections::HashSet<u64> = sec.rels.iter().map(|r| r.offset).collect();
+    let mut out = Vec::new();
+    for (i, insn) in cs.insns.iter().enumerate() {
+        let imm = match insn {
+            Insn::Call {
+                kind: CallKind::Local,
+                imm,
+            }
+            | Insn::Lddw {
+                kind: LddwKind::Func,
+                imm,
+                ..
+            } => *imm,
+            _ => continue,
+        };
+        if relocated.contains(&(cs.slots[i] as u64 * 8)) {
+            continue;
+        }
+        let t = cs.slots[i] as i64 + 1 + i64::from(imm);
+        if t > 0 && (t as usize) < cs.insn_at_slot.len() {
+            out.push(t as u64 * 8);
+        }
+    }
+    out
+}
+
+/// Decodes code section `sec` and appends its functions: one per `FUNC`
+/// symbol (the symbols must cover the section from offset 0), and one
+/// static subprogram `sub_<hex offset>` per call target that no symbol
+/// names, as libbpf gives every call target its own subprogram. When
+/// tolerant, an unknown section name gives programs of type `unspec`, code
+/// before the first symbol a `sub_0`, and undecodable code no section
+/// (`None`), each noted.
 fn split_section(
     elf: &Elf<'_>,
     sec: &Section<'_>,
     unknown: Option<ProgType>,
     functions: &mut Vec<ObjFunction>,
-) -> Result<CodeSection, ReadError> {
+    notes: &mut Notes,
+) -> Result<Option<CodeSection>, ReadError> {
     if sec.has_rela {
-        return Err(err(
+        notes.refuse(err(
             Location::section(&sec.name),
             ReadErrorKind::Unsupported("RELA relocations".into()),
-        ));
+        ))?;
     }
-    let prog_type = section_prog_type(sec, unknown)?;
-    let mut cs = decode(sec)?;
+    let prog_type = notes
+        .tolerate(section_prog_type(sec, unknown))?
+        .unwrap_or(Some(ProgType::Unspec));
+    let Some(mut cs) = notes.tolerate(decode(sec))? else {
+        return Ok(None);
+    };
     cs.first_func = functions.len();
-    let mut syms: Vec<&Symbol> = elf
+    let mut starts: Vec<Start<'_>> = elf
         .symbols_in(sec.index)
         .map(|(_, s)| s)
         .filter(|s| s.kind == SymKind::Func)
+        .map(Start::Symbol)
         .collect();
-    syms.sort_by_key(|s| s.value);
-    if syms.first().map(|s| s.value) != Some(0) {
-        return Err(layout(
+    for t in relative_targets(sec, &cs) {
+        if !starts.iter().any(|s| s.offset() == t) {
+            starts.push(Start::Unnamed(t));
+        }
+    }
+    starts.sort_by_key(Start::offset);
+    if starts.first().map(Start::offset) != Some(0) {
+        notes.refuse(layout(
             Location::at(&sec.name, 0),
             "code is not covered by a function symbol",
-        ));
+        ))?;
+        starts.insert(0, Start::Unnamed(0));
     }
-    for (k, s) in syms.iter().enumerate() {
-        functions.push(function_at(&cs, s, syms.get(k + 1).copied(), prog_type)?);
+    for (k, s) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).map(Start::offset);
+        let f = match s {
+            Start::Symbol(s) => {
+                if prog_type.is_some() && s.is_local() {
+                    notes.refuse(err(
+                        Location::at(&cs.name, s.value).with_symbol(&s.name),
+                        ReadErrorKind::Unsupported(
+                            "static functions in program sections (make the program global)".into(),
+                        ),
+                    ))?;
+                }
+                function_at(&cs, s, end, prog_type)?
+            }
+            Start::Unnamed(o) => {
+                let synth = Symbol {
+                    name: format!("sub_{o:x}"),
+                    section: Some(sec.index),
+                    value: *o,
+                    size: 0,
+                    kind: SymKind::Func,
+                    bind: e::STB_LOCAL,
+                };
+                function_at(&cs, &synth, end, None)?
+            }
+        };
+        functions.push(f);
     }
-    Ok(cs)
+    Ok(Some(cs))
 }
 
-/// The function of symbol `s` in `cs`, up to the next symbol `next` (or
-/// the end of the section); static functions only in `.text`.
+/// The function of symbol `s` in `cs`, up to the next function start
+/// `next` (a byte offset; or the end of the section).
 fn function_at(
     cs: &CodeSection,
     s: &Symbol,
-    next: Option<&Symbol>,
+    next: Option<u64>,
     prog_type: Option<ProgType>,
 ) -> Result<ObjFunction, ReadError> {
     let nslots = cs.insn_at_slot.len();
@@ -189,7 +311,7 @@ fn function_at(
     }
     let start = (s.value / 8) as usize;
     let end = match next {
-        Some(n) => (n.value / 8) as usize,
+        Some(n) => (n / 8) as usize,
         None => nslots,
     };
     if start >= end || end > nslots {
@@ -209,14 +331,6 @@ fn function_at(
         false => cs.insn_at_slot[end].unwrap_or(cs.insns.len()),
     };
     let bind = binding(s);
-    if prog_type.is_some() && bind == Binding::Local {
-        return Err(err(
-            floc,
-            ReadErrorKind::Unsupported(
-                "static functions in program sections (make the program global)".into(),
-            ),
-        ));
-    }
     Ok(ObjFunction {
         name: s.name.clone(),
         section: cs.name.clone(),

@@ -5,6 +5,7 @@
 //! `.bss*`), each a single-entry array map named after its section.
 
 use super::elf::{Elf, Section, SymKind, R_BPF_64_ABS64};
+use super::notes::Notes;
 use super::{err, MAX_DATA_SECTION};
 use crate::btf::{Btf, Kind, Member};
 use crate::error::{Location, ReadError, ReadErrorKind};
@@ -49,7 +50,7 @@ fn bad(loc: Location, msg: impl Into<String>) -> ReadError {
     err(loc, ReadErrorKind::BadMap(msg.into()))
 }
 
-fn is_global_data(name: &str) -> bool {
+pub(crate) fn is_global_data(name: &str) -> bool {
     let prefixed = |p: &str| name == p || name.strip_prefix(p).is_some_and(|r| r.starts_with('.'));
     prefixed(".rodata") || prefixed(".data") || prefixed(".bss")
 }
@@ -62,7 +63,13 @@ fn binding(bind: u8) -> Binding {
     }
 }
 
-pub(crate) fn read_maps(elf: &Elf<'_>, btf: Option<&Btf>) -> Result<Maps, ReadError> {
+/// The object's maps; a map or section that cannot be read is refused or,
+/// when tolerant, noted and left out (the others are still read).
+pub(crate) fn read_maps(
+    elf: &Elf<'_>,
+    btf: Option<&Btf>,
+    notes: &mut Notes,
+) -> Result<Maps, ReadError> {
     let mut maps = Maps {
         specs: Vec::new(),
         declared: Vec::new(),
@@ -71,14 +78,15 @@ pub(crate) fn read_maps(elf: &Elf<'_>, btf: Option<&Btf>) -> Result<Maps, ReadEr
     };
     for sec in &elf.sections {
         if sec.name == "maps" {
-            legacy_maps(elf, sec, &mut maps)?;
+            notes.tolerate(legacy_maps(elf, sec, &mut maps))?;
         } else if sec.name == ".maps" {
-            btf_maps(elf, sec, btf, &mut maps)?;
+            let r = btf_maps(elf, sec, btf, &mut maps, notes);
+            notes.tolerate(r)?;
         }
     }
     for sec in &elf.sections {
         if is_global_data(&sec.name) && sec.is_alloc() && !sec.is_code() && sec.size > 0 {
-            global_map(elf, sec, btf, &mut maps)?;
+            notes.tolerate(global_map(elf, sec, btf, &mut maps))?;
         }
     }
     Ok(maps)
@@ -157,6 +165,7 @@ fn btf_maps(
     sec: &Section<'_>,
     btf: Option<&Btf>,
     maps: &mut Maps,
+    notes: &mut Notes,
 ) -> Result<(), ReadError> {
     let Some(btf) = btf else {
         if map_symbols(elf, sec).is_empty() {
@@ -175,7 +184,10 @@ fn btf_maps(
             .map(|(_, s)| s);
         let offset = sym.map(|s| s.value).unwrap_or(v.offset as u64);
         let loc = Location::at(".maps", offset).with_symbol(&v.name);
-        let (spec, values_off) = btf_map_def(btf, &v.name, v.ty).map_err(|m| bad(loc, m))?;
+        let def = btf_map_def(btf, &v.name, v.ty).map_err(|m| bad(loc, m));
+        let Some((spec, values_off)) = notes.tolerate(def)? else {
+            continue;
+        };
         maps.specs.push(spec);
         maps.declared.push(DeclaredAt {
             section: sec.index,

@@ -4,9 +4,10 @@
 use super::{bad_rel, CodeSection};
 use crate::error::{Location, ReadError, ReadErrorKind};
 use crate::object::{FuncRef, ObjFunction, Reloc, RelocTarget};
-use crate::read::elf::{Elf, SymKind, Symbol, R_BPF_64_32, R_BPF_64_64, R_BPF_NONE};
+use crate::read::elf::{Elf, Rel, SymKind, Symbol, R_BPF_64_32, R_BPF_64_64, R_BPF_NONE};
 use crate::read::err;
 use crate::read::maps::Maps;
+use crate::read::notes::Notes;
 use nfkit_isa::{CallKind, Insn, LddwKind};
 
 /// A reference found: (function index in the object, its reloc).
@@ -21,6 +22,8 @@ pub(super) struct SectionRefs<'a> {
     functions: &'a [ObjFunction],
     /// Number of functions of this section (from `cs.first_func`).
     nfuncs: usize,
+    /// Names of the object's `__ksym` externs (BTF `DATASEC .ksyms`).
+    ksyms: &'a [String],
 }
 
 impl<'a> SectionRefs<'a> {
@@ -29,6 +32,7 @@ impl<'a> SectionRefs<'a> {
         maps: &'a Maps,
         cs: &'a CodeSection,
         functions: &'a [ObjFunction],
+        ksyms: &'a [String],
     ) -> SectionRefs<'a> {
         let nfuncs = functions[cs.first_func..]
             .iter()
@@ -40,6 +44,7 @@ impl<'a> SectionRefs<'a> {
             cs,
             functions,
             nfuncs,
+            ksyms,
         }
     }
 
@@ -64,38 +69,73 @@ impl<'a> SectionRefs<'a> {
     }
 
     /// The section's ELF relocations, marking each relocated instruction
-    /// in `relocated` (at most one relocation per instruction).
-    pub fn relocations(&self, relocated: &mut [bool]) -> Result<Vec<Found>, ReadError> {
-        let cs = self.cs;
+    /// in `relocated` (at most one relocation per instruction). A
+    /// relocation that is not on an instruction breaks the file (an
+    /// error); one whose target nfkit cannot resolve is refused or noted
+    /// ([`Notes`]).
+    pub fn relocations(
+        &self,
+        relocated: &mut [bool],
+        notes: &mut Notes,
+    ) -> Result<Vec<Found>, ReadError> {
         let mut found = Vec::new();
-        for r in &self.elf.sections[cs.index].rels {
-            let sym = &self.elf.symbols[r.sym];
-            let loc = Location::at(&cs.name, r.offset).with_symbol(&sym.name);
-            if r.rtype == R_BPF_NONE {
+        for r in &self.elf.sections[self.cs.index].rels {
+            let Some((insn, loc)) = self.site(r, relocated)? else {
                 continue;
-            }
-            if r.offset % 8 != 0 {
-                return Err(bad_rel(loc, "offset is not on an instruction"));
-            }
-            let slot = (r.offset / 8) as usize;
-            let Some(Some(insn)) = cs.insn_at_slot.get(slot).copied() else {
-                return Err(bad_rel(
-                    loc,
-                    "offset is outside the section or inside an lddw",
-                ));
             };
-            if relocated[insn] {
-                return Err(bad_rel(loc, "second relocation on one instruction"));
-            }
-            relocated[insn] = true;
+            let sym = &self.elf.symbols[r.sym];
             let target = match r.rtype {
-                R_BPF_64_64 => self.lddw_target(insn, sym, &loc)?,
-                R_BPF_64_32 => self.call_target(insn, sym, &loc)?,
-                t => return Err(err(loc, ReadErrorKind::RelocationType(t))),
+                R_BPF_64_64 => self.lddw_target(insn, sym, &loc),
+                R_BPF_64_32 => self.call_target(insn, sym, &loc),
+                t => Err(err(loc.clone(), ReadErrorKind::RelocationType(t))),
             };
-            found.push(self.found(insn, target));
+            if let Ok(RelocTarget::Call(FuncRef::Named(n))) = &target {
+                if self.ksyms.contains(n) {
+                    // The linker refuses it, naming the program (a
+                    // strict read leaves it to the linker).
+                    notes.note(err(
+                        loc.clone(),
+                        ReadErrorKind::Unsupported(format!(
+                            "call of kernel function '{n}' (kfunc, __ksym)"
+                        )),
+                    ));
+                }
+            }
+            if let Some(t) = notes.tolerate(target)? {
+                found.push(self.found(insn, t));
+            }
         }
         Ok(found)
+    }
+
+    /// The instruction relocation `r` applies to, and where it is (`None`
+    /// for `R_BPF_NONE`); marks it relocated.
+    fn site(
+        &self,
+        r: &Rel,
+        relocated: &mut [bool],
+    ) -> Result<Option<(usize, Location)>, ReadError> {
+        let cs = self.cs;
+        let sym = &self.elf.symbols[r.sym];
+        let loc = Location::at(&cs.name, r.offset).with_symbol(&sym.name);
+        if r.rtype == R_BPF_NONE {
+            return Ok(None);
+        }
+        if !r.offset.is_multiple_of(8) {
+            return Err(bad_rel(loc, "offset is not on an instruction"));
+        }
+        let slot = (r.offset / 8) as usize;
+        let Some(Some(insn)) = cs.insn_at_slot.get(slot).copied() else {
+            return Err(bad_rel(
+                loc,
+                "offset is outside the section or inside an lddw",
+            ));
+        };
+        if relocated[insn] {
+            return Err(bad_rel(loc, "second relocation on one instruction"));
+        }
+        relocated[insn] = true;
+        Ok(Some((insn, loc)))
     }
 
     /// `target` as a reloc of the function holding instruction `insn`.
@@ -112,61 +152,77 @@ impl<'a> SectionRefs<'a> {
 
     /// Unrelocated pseudo instructions: relative calls and function
     /// addresses inside the section; any other pseudo `lddw` needed a
-    /// relocation.
-    pub fn relative_refs(&self, relocated: &[bool]) -> Result<Vec<Found>, ReadError> {
-        let cs = self.cs;
+    /// relocation (refused or noted).
+    pub fn relative_refs(
+        &self,
+        relocated: &[bool],
+        notes: &mut Notes,
+    ) -> Result<Vec<Found>, ReadError> {
         let mut found = Vec::new();
-        for (i, insn) in cs.insns.iter().enumerate() {
-            if relocated[i] {
-                continue;
+        for i in (0..self.cs.insns.len()).filter(|&i| !relocated[i]) {
+            if let Some(Some(f)) = notes.tolerate(self.relative_ref(i))? {
+                found.push(f);
             }
-            let loc = Location::at(&cs.name, cs.slots[i] as u64 * 8);
-            let target = match insn {
-                Insn::Call {
-                    kind: CallKind::Local,
-                    imm,
-                }
-                | Insn::Lddw {
-                    kind: LddwKind::Func,
-                    imm,
-                    ..
-                } => {
-                    let t = cs.slots[i] as i64 + 1 + *imm as i64;
-                    let f = usize::try_from(t)
-                        .ok()
-                        .and_then(|t| self.func_at_slot(cs.index, t))
-                        .ok_or_else(|| {
-                            bad_rel(
-                                loc.clone(),
-                                format!("call target {t} is not the start of a function in this section"),
-                            )
-                        })?;
-                    if matches!(insn, Insn::Call { .. }) {
-                        RelocTarget::Call(FuncRef::Index(f))
-                    } else {
-                        RelocTarget::FuncAddr(FuncRef::Index(f))
-                    }
-                }
-                Insn::Call {
-                    kind: CallKind::Kfunc,
-                    ..
-                } => {
-                    return Err(err(loc, ReadErrorKind::Unsupported("kfunc calls".into())));
-                }
-                Insn::Lddw { kind, .. } if *kind != LddwKind::Imm64 => {
-                    return Err(bad_rel(
-                        loc,
-                        format!(
-                            "lddw with pseudo source {} has no relocation",
-                            cs.raw[i].src
-                        ),
-                    ));
-                }
-                _ => continue,
-            };
-            found.push(self.found(i, target));
         }
         Ok(found)
+    }
+
+    /// The reference of unrelocated instruction `i`, if it makes one.
+    fn relative_ref(&self, i: usize) -> Result<Option<Found>, ReadError> {
+        let cs = self.cs;
+        let insn = &cs.insns[i];
+        let loc = Location::at(&cs.name, cs.slots[i] as u64 * 8);
+        let target = match insn {
+            Insn::Call {
+                kind: CallKind::Local,
+                imm,
+            }
+            | Insn::Lddw {
+                kind: LddwKind::Func,
+                imm,
+                ..
+            } => {
+                let t = cs.slots[i] as i64 + 1 + *imm as i64;
+                let f = usize::try_from(t)
+                    .ok()
+                    .and_then(|t| self.func_at_slot(cs.index, t))
+                    .ok_or_else(|| {
+                        bad_rel(
+                            loc.clone(),
+                            format!(
+                                "call target {t} is not the start of a function in this section"
+                            ),
+                        )
+                    })?;
+                if matches!(insn, Insn::Call { .. }) {
+                    RelocTarget::Call(FuncRef::Index(f))
+                } else {
+                    RelocTarget::FuncAddr(FuncRef::Index(f))
+                }
+            }
+            Insn::Call {
+                kind: CallKind::Kfunc,
+                imm,
+            } => {
+                return Err(err(
+                    loc,
+                    ReadErrorKind::Unsupported(format!(
+                        "kfunc call (kernel BTF id {imm}) without a relocation"
+                    )),
+                ));
+            }
+            Insn::Lddw { kind, .. } if *kind != LddwKind::Imm64 => {
+                return Err(bad_rel(
+                    loc,
+                    format!(
+                        "lddw with pseudo source {} has no relocation",
+                        cs.raw[i].src
+                    ),
+                ));
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(self.found(i, target)))
     }
 
     /// An `R_BPF_64_64` on `lddw` `insn` against `sym`: a map, an address
@@ -199,9 +255,10 @@ impl<'a> SectionRefs<'a> {
             }
             return Err(err(
                 loc.clone(),
-                ReadErrorKind::Unsupported(
-                    "lddw of an extern symbol (kconfig/ksym externs)".into(),
-                ),
+                ReadErrorKind::Unsupported(format!(
+                    "lddw of extern '{}' (kconfig/ksym externs)",
+                    sym.name
+                )),
             ));
         };
         let tsec = &self.elf.sections[sidx];
@@ -292,7 +349,10 @@ impl<'a> SectionRefs<'a> {
             CallKind::Kfunc => {
                 return Err(err(
                     loc.clone(),
-                    ReadErrorKind::Unsupported("kfunc calls".into()),
+                    ReadErrorKind::Unsupported(format!(
+                        "call of kernel function '{}' (kfunc, __ksym)",
+                        sym.name
+                    )),
                 ))
             }
             CallKind::Helper => {
@@ -303,6 +363,7 @@ impl<'a> SectionRefs<'a> {
             if sym.name.is_empty() {
                 return Err(bad_rel(loc.clone(), "call of an undefined unnamed symbol"));
             }
+
             return Ok(RelocTarget::Call(FuncRef::Named(sym.name.clone())));
         };
         let tsec = &self.elf.sections[sidx];
