@@ -15,11 +15,18 @@
 //!    allowed for each entry's type;
 //! 4. control flow per function (`function_flow`): falling off the
 //!    end, registers read before any path writes them;
-//! 5. call graph (`call_depth`): frames, recursion, stack budget;
+//! 5. (kernel profile with the kernel's limits) stack and map-value
+//!    accesses out of bounds on every value (`bounds`), refusing the
+//!    entries that reach them;
+//! 6. call graph (`call_depth`): frames, recursion, stack budget;
 //!
 //! and then translates the instructions (`translate_all`).
 
 #![forbid(unsafe_code)]
+
+mod absval;
+mod bounds;
+mod regs;
 
 use crate::config::{Profile, VmConfig, FRAME_SIZE, MAX_INSNS};
 use crate::error::{LoadError, Rule};
@@ -158,6 +165,9 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
     // Control flow inside each function, then across calls.
     for fi in 0..cx.funcs.len() {
         function_flow(&cx, fi, &entries, &graph, config)?;
+    }
+    if config.profile == Profile::Kernel && config.kernel_compat {
+        bounds::refuse_out_of_bounds(&cx, &mut entries, &graph)?;
     }
     call_depth(&cx, &entries, &graph, config)?;
     Ok(Checked {

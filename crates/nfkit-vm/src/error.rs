@@ -40,6 +40,15 @@ pub enum Rule {
     DivByZero,
     /// Legacy packet loads in a program type that has no socket buffer.
     LdAbs,
+    /// A stack access outside the 512-byte frame on every offset its
+    /// pointer may have (kernel profile).
+    StackAccess,
+    /// A map value access outside the value on every offset its pointer
+    /// may have (kernel profile).
+    MapValueAccess,
+    /// A ring-buffer record access outside the record on every offset
+    /// its pointer may have (kernel profile).
+    MemAccess,
 }
 
 impl fmt::Display for Rule {
@@ -61,6 +70,9 @@ impl fmt::Display for Rule {
             Rule::StackSize => "stack too large",
             Rule::DivByZero => "division by zero",
             Rule::LdAbs => "legacy packet load not allowed",
+            Rule::StackAccess => "stack access out of bounds",
+            Rule::MapValueAccess => "map value access out of bounds",
+            Rule::MemAccess => "memory access out of bounds",
         })
     }
 }

@@ -9,7 +9,7 @@
 mod progs;
 
 use nfkit_object::MapType;
-use nfkit_vm::{Context, RunErrorKind, RunOptions, Vm, VmConfig, XdpMd};
+use nfkit_vm::{Context, LoadError, Rule, RunErrorKind, RunOptions, Vm, VmConfig, XdpMd};
 
 fn vm(name: &str, asm: &str, maps: &[(MapType, u32, u32)]) -> Vm {
     Vm::new(&progs::image(name, asm, maps), VmConfig::default())
@@ -213,4 +213,114 @@ fn many_lookups_in_one_run_keep_one_region_per_value() {
     // Round k reads what round k-1 wrote: sum over i >= 500 of (i - 500).
     let want: u64 = (500..2000u64).map(|i| i - 500).sum();
     assert_eq!(run(&vm).expect("in bounds"), want);
+}
+
+fn kernel_load(name: &str, asm: &str, maps: &[(MapType, u32, u32)]) -> Result<Vm, LoadError> {
+    Vm::new(&progs::image(name, asm, maps), VmConfig::kernel())
+}
+
+#[test]
+fn kernel_profile_refuses_at_load_what_is_out_of_bounds_on_every_value() {
+    let mut wrong = Vec::new();
+    for b in progs::bad() {
+        let got = kernel_load(b.name, b.asm, b.maps);
+        match (b.load, got) {
+            (Some(want), Err(e)) if e.to_string().contains(want) => {
+                assert!(
+                    matches!(
+                        e.rule(),
+                        Some(Rule::StackAccess | Rule::MapValueAccess | Rule::MemAccess)
+                    ),
+                    "{}: {e}",
+                    b.name
+                );
+                println!("{:<36} {e}", b.name);
+            }
+            // A constant offset past 512 bytes breaks the stack budget.
+            (None, Err(e)) if e.rule() == Some(Rule::StackSize) => {}
+            // Only possibly out of bounds: loads, faults when it runs.
+            (None, Ok(vm)) => match run(&vm) {
+                Err(e) if e.to_string().contains(b.vm) => {}
+                other => wrong.push(format!("{}: {other:?}, want a fault", b.name)),
+            },
+            (want, got) => wrong.push(format!(
+                "{}: want {want:?}, got {:?}",
+                b.name,
+                got.map(|_| "loaded")
+            )),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn kernel_profile_names_the_instruction_it_refuses() {
+    let err = kernel_load("stack_leak", progs::STACK_LEAK, &[]).expect_err("out of frame");
+    assert_eq!(err.rule(), Some(Rule::StackAccess));
+    // The load at slot 5 of the program (`stack_leak+5`).
+    assert!(
+        err.to_string().starts_with("instruction 5 (stack_leak+5): "),
+        "{err}"
+    );
+}
+
+#[test]
+fn kernel_profile_loads_bounded_loops_and_checked_indexes() {
+    // A loop over the whole frame, an index into a 16-byte value bounded
+    // by a check, a value pointer chosen on two paths: all in bounds.
+    let asm = "
+        r2 = 0
+    fill:
+        r3 = r10
+        r3 += -512
+        r3 += r2
+        r4 = 1
+        *(u8 *)(r3 + 0) = r4
+        r2 += 1
+        if r2 < 512 goto fill
+        r1 = 0
+        *(u32 *)(r10 - 4) = r1
+        r2 = r10
+        r2 += -4
+        r1 = map_idx(0) ll
+        call 1
+        if r0 == 0 goto out
+        r6 = r0
+        r1 = *(u32 *)(r6 + 0)
+        if r1 > 12 goto out
+        r6 += r1
+        r0 = *(u32 *)(r6 + 0)
+        exit
+    out:
+        r0 = 0
+        exit";
+    let vm = kernel_load("bounded", asm, &[(MapType::Array, 16, 1)]).expect("in bounds");
+    assert_eq!(run(&vm).expect("runs"), 0);
+    // The same index unchecked may be in bounds: left to run time.
+    let unchecked = asm.replace("if r1 > 12 goto out", "r1 &= 0xff");
+    kernel_load("unchecked", &unchecked, &[(MapType::Array, 16, 1)]).expect("possibly in bounds");
+    // Checked against the wrong bound: every index is past the value.
+    let past = asm.replace("if r1 > 12 goto out", "if r1 < 16 goto out");
+    let err = kernel_load("past", &past, &[(MapType::Array, 16, 1)]).expect_err("past the value");
+    assert!(
+        err.to_string()
+            .contains("invalid access to map value, value_size=16 off=16 size=4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_path_the_kernel_never_takes_is_not_refused() {
+    // r1 is 3: the branch to the bad access is never taken, and the
+    // kernel, which knows r1, accepts the program.
+    let asm = "
+        r1 = 3
+        if r1 > 5 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit";
+    let vm = kernel_load("dead", asm, &[]).expect("dead path");
+    assert_eq!(run(&vm).expect("runs"), 2);
 }
