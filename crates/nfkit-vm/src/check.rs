@@ -673,7 +673,8 @@ fn call_depth(
         memo: vec![None; nfuncs],
         on_path: vec![false; nfuncs],
     };
-    for e in entries {
+    // An entry refused already never runs: its stack does not count.
+    for e in entries.iter().filter(|e| e.refused.is_none()) {
         let (frames, bytes) = walk.deepest(e.func)?;
         if frames > config.max_frames {
             let call = graph.callees[e.func]

@@ -259,7 +259,8 @@ fn kernel_profile_names_the_instruction_it_refuses() {
     assert_eq!(err.rule(), Some(Rule::StackAccess));
     // The load at slot 5 of the program (`stack_leak+5`).
     assert!(
-        err.to_string().starts_with("instruction 5 (stack_leak+5): "),
+        err.to_string()
+            .starts_with("instruction 5 (stack_leak+5): "),
         "{err}"
     );
 }

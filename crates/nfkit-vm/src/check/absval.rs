@@ -325,9 +325,7 @@ fn alu64(op: AluOp, a: Scalar, b: Scalar) -> Scalar {
         AluOp::Xor => bits_only(a.tn.xor(b.tn)),
         AluOp::Lsh | AluOp::Rsh | AluOp::Arsh => match b.as_const() {
             Some(k) => shift(op, a, (k & 63) as u32),
-            None if op == AluOp::Rsh && a.nonneg() => {
-                Scalar::or_any(Scalar::range(0, a.hi))
-            }
+            None if op == AluOp::Rsh && a.nonneg() => Scalar::or_any(Scalar::range(0, a.hi)),
             None => Scalar::ANY,
         },
         AluOp::MovSx(bits) => movsx(bits, b),

@@ -225,10 +225,7 @@ fn successors(cx: &Ctx, i: usize, regs: &Regs) -> [Option<(usize, Regs)>; 2] {
             };
             let w32 = width == Width::W32;
             let (taken, fall) = branch(regs, cond, w32, dst.num() as usize, sv, sreg);
-            [
-                jump().zip(taken),
-                fall.map(|r| (i + 1, r)),
-            ]
+            [jump().zip(taken), fall.map(|r| (i + 1, r))]
         }
         _ => {
             let mut out = *regs;
@@ -342,7 +339,8 @@ fn lddw_val(cx: &Ctx, kind: LddwKind, imm: i32, next_imm: i32) -> Val {
     match kind {
         LddwKind::Imm64 => Val::Scalar(Scalar::konst(Insn::imm64(imm, next_imm) as i64)),
         LddwKind::MapIdx => Val::Map(imm as u32),
-        LddwKind::MapIdxValue => match usize::try_from(imm).ok().and_then(|m| cx.image.maps.get(m)) {
+        LddwKind::MapIdxValue => match usize::try_from(imm).ok().and_then(|m| cx.image.maps.get(m))
+        {
             Some(m) => Val::Ptr(Ptr {
                 region: Region::MapValue {
                     map: imm as u32,
@@ -381,7 +379,9 @@ fn helper_result(cx: &Ctx, i: usize, id: i32, r: &Regs) -> Val {
         },
         // bpf_ringbuf_reserve
         (131, Val::Map(_), Val::Scalar(s)) => match s.as_const() {
-            Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => maybe(Region::Mem { size: n as u32 }),
+            Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => {
+                maybe(Region::Mem { size: n as u32 })
+            }
             _ => Val::Unknown,
         },
         _ => Val::Unknown,

@@ -223,9 +223,17 @@ fn narrow(cond: Cond, a: Scalar, b: Scalar) -> Option<(Scalar, Scalar)> {
 /// `a` without the value `v` where that shrinks its interval.
 fn shave(a: Scalar, v: i64) -> Option<Scalar> {
     if a.lo == v {
-        Scalar { lo: v + 1, ..a }.norm()
+        Scalar {
+            lo: v.saturating_add(1),
+            ..a
+        }
+        .norm()
     } else if a.hi == v {
-        Scalar { hi: v - 1, ..a }.norm()
+        Scalar {
+            hi: v.saturating_sub(1),
+            ..a
+        }
+        .norm()
     } else {
         Some(a)
     }

@@ -72,7 +72,9 @@ fn stack_programs() -> Vec<Bad> {
             maps: &[],
             vm: "stack frame 0, fp-4000",
             kernel: "read from stack R1 var_off=(0x0; 0x8) off=-4000 size=8",
-            load: Some("invalid variable-offset read from stack R1 var_off=(0x0; 0x8) off=-4000 size=8"),
+            load: Some(
+                "invalid variable-offset read from stack R1 var_off=(0x0; 0x8) off=-4000 size=8",
+            ),
         },
         // One byte below the 512-byte frame.
         Bad {
@@ -109,7 +111,9 @@ fn stack_programs() -> Vec<Bad> {
             maps: &[],
             vm: "stack frame 1, fp+0",
             kernel: "off=0 size=8",
-            load: Some("invalid variable-offset read from stack R2 var_off=(0x0; 0x8) off=0 size=8"),
+            load: Some(
+                "invalid variable-offset read from stack R2 var_off=(0x0; 0x8) off=0 size=8",
+            ),
         },
         // A pointer to the caller's frame stays in the caller's frame: it
         // does not reach the callee's slots below.
@@ -187,7 +191,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::PercpuArray, 4, 1)],
         vm: "map 'm0' value, value_size=4 off=8)",
         kernel: "invalid access to map value, value_size=4 off=8 size=4",
-            load: Some("invalid access to map value, value_size=4 off=8 size=4"),
+        load: Some("invalid access to map value, value_size=4 off=8 size=4"),
     });
     v.push(Bad {
         name: "hash_value_next_slot",
@@ -195,7 +199,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::Hash, 4, 8)],
         vm: "map 'm0' value, value_size=4 off=8)",
         kernel: "invalid access to map value, value_size=4 off=8 size=4",
-            load: Some("invalid access to map value, value_size=4 off=8 size=4"),
+        load: Some("invalid access to map value, value_size=4 off=8 size=4"),
     });
     v.push(Bad {
         name: "direct_value_padding",
@@ -206,7 +210,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::Array, 4, 1)],
         vm: "map 'm0' value, value_size=4 off=4)",
         kernel: "invalid access to map value, value_size=4 off=4 size=4",
-            load: Some("invalid access to map value, value_size=4 off=4 size=4"),
+        load: Some("invalid access to map value, value_size=4 off=4 size=4"),
     });
     v.push(Bad {
         name: "ringbuf_record_overrun",
@@ -227,7 +231,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::Ringbuf, 0, 4096)],
         vm: "ringbuf record of m0",
         kernel: "invalid access to memory, mem_size=4 off=0 size=8",
-            load: Some("invalid access to memory, mem_size=4 off=0 size=8"),
+        load: Some("invalid access to memory, mem_size=4 off=0 size=8"),
     });
     v
 }
