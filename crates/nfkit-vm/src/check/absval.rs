@@ -433,3 +433,189 @@ fn movsx(bits: u8, b: Scalar) -> Scalar {
     }
     Scalar::or_any(Scalar::range(-half, half - 1))
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    //! Soundness: for random abstract scalars and members of them, the
+    //! concrete result of every operation is a member of the abstract
+    //! result.
+    use super::*;
+
+    pub(in crate::check) struct Rng(pub u64);
+
+    impl Rng {
+        pub fn next(&mut self) -> u64 {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            x
+        }
+        fn pick(&mut self, xs: &[i64]) -> i64 {
+            xs[(self.next() % xs.len() as u64) as usize]
+        }
+    }
+
+    pub(in crate::check) fn member(s: Scalar, v: i64) -> bool {
+        s.lo <= v && v <= s.hi && (v as u64) & !s.tn.mask == s.tn.value
+    }
+
+    /// An abstract scalar and a few of its members.
+    pub(in crate::check) fn sample(rng: &mut Rng) -> (Scalar, Vec<i64>) {
+        let edges = [
+            0,
+            1,
+            -1,
+            7,
+            8,
+            255,
+            4096,
+            -4096,
+            i64::MAX,
+            i64::MIN,
+            1 << 32,
+        ];
+        let x = if rng.next() % 2 == 0 {
+            rng.pick(&edges)
+        } else {
+            rng.next() as i64 >> (rng.next() % 64)
+        };
+        let s = match rng.next() % 5 {
+            0 => Scalar::konst(x),
+            1 => {
+                let d = (rng.next() % 600) as i64;
+                Scalar::range(x.saturating_sub(d), x.saturating_add(d)).unwrap()
+            }
+            2 => Scalar::unsigned_bytes([1, 2, 4][(rng.next() % 3) as usize]),
+            3 => {
+                let mask = rng.next() & rng.next();
+                bits_only(Tnum::norm(x as u64, mask))
+            }
+            _ => Scalar::ANY,
+        };
+        let mut vals = vec![s.lo, s.hi];
+        for _ in 0..40 {
+            let v = (s.tn.value | (rng.next() & s.tn.mask)) as i64;
+            if member(s, v) {
+                vals.push(v);
+            }
+        }
+        vals.retain(|&v| member(s, v));
+        (s, vals)
+    }
+
+    /// What the instruction computes (the interpreter's semantics).
+    fn concrete(op: AluOp, w: Width, a: i64, b: i64) -> i64 {
+        let (ua, ub) = (a as u64, b as u64);
+        match w {
+            Width::W64 => {
+                (match op {
+                    AluOp::Add => ua.wrapping_add(ub),
+                    AluOp::Sub => ua.wrapping_sub(ub),
+                    AluOp::Mul => ua.wrapping_mul(ub),
+                    AluOp::Div => ua.checked_div(ub).unwrap_or(0),
+                    AluOp::Mod => ua.checked_rem(ub).unwrap_or(ua),
+                    AluOp::SDiv if b == 0 => 0,
+                    AluOp::SDiv => a.wrapping_div(b) as u64,
+                    AluOp::SMod if b == 0 => ua,
+                    AluOp::SMod => a.wrapping_rem(b) as u64,
+                    AluOp::Or => ua | ub,
+                    AluOp::And => ua & ub,
+                    AluOp::Xor => ua ^ ub,
+                    AluOp::Lsh => ua << (ub & 63),
+                    AluOp::Rsh => ua >> (ub & 63),
+                    AluOp::Arsh => (a >> (ub & 63)) as u64,
+                    AluOp::Neg => ua.wrapping_neg(),
+                    AluOp::Mov => ub,
+                    AluOp::MovSx(8) => b as i8 as i64 as u64,
+                    AluOp::MovSx(16) => b as i16 as i64 as u64,
+                    AluOp::MovSx(_) => b as i32 as i64 as u64,
+                }) as i64
+            }
+            Width::W32 => {
+                let (x, y) = (ua as u32, ub as u32);
+                (match op {
+                    AluOp::Add => x.wrapping_add(y),
+                    AluOp::Sub => x.wrapping_sub(y),
+                    AluOp::Mul => x.wrapping_mul(y),
+                    AluOp::Div => x.checked_div(y).unwrap_or(0),
+                    AluOp::Mod => x.checked_rem(y).unwrap_or(x),
+                    AluOp::Or => x | y,
+                    AluOp::And => x & y,
+                    AluOp::Xor => x ^ y,
+                    AluOp::Lsh => x << (y & 31),
+                    AluOp::Rsh => x >> (y & 31),
+                    AluOp::Neg => x.wrapping_neg(),
+                    AluOp::Mov => y,
+                    _ => const32(op, x, y).unwrap_or(0),
+                }) as u64 as i64
+            }
+        }
+    }
+
+    #[test]
+    fn every_operation_over_approximates() {
+        use AluOp::*;
+        let ops = [
+            Add,
+            Sub,
+            Mul,
+            Div,
+            SDiv,
+            Or,
+            And,
+            Lsh,
+            Rsh,
+            Neg,
+            Mod,
+            SMod,
+            Xor,
+            Mov,
+            MovSx(8),
+            MovSx(16),
+            MovSx(32),
+            Arsh,
+        ];
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut checked = 0;
+        for _ in 0..4000 {
+            let (a, av) = sample(&mut rng);
+            let (b, bv) = sample(&mut rng);
+            for op in ops {
+                for w in [Width::W64, Width::W32] {
+                    if w == Width::W32 && op == MovSx(32) {
+                        continue;
+                    }
+                    let r = alu(op, w, a, b);
+                    for &x in av.iter().take(6) {
+                        for &y in bv.iter().take(6) {
+                            let c = concrete(op, w, x, y);
+                            assert!(
+                                member(r, c),
+                                "{op:?} {w:?}: {x} op {y} = {c} not in {r:?} (from {a:?}, {b:?})"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 100_000, "{checked}");
+    }
+
+    #[test]
+    fn joins_and_widening_keep_both_sides() {
+        let mut rng = Rng(77);
+        for _ in 0..2000 {
+            let (a, av) = sample(&mut rng);
+            let (b, bv) = sample(&mut rng);
+            for j in [a.join(b), a.widen(b)] {
+                assert!(
+                    av.iter().chain(&bv).all(|&v| member(j, v)),
+                    "{a:?} {b:?} {j:?}"
+                );
+            }
+        }
+    }
+}

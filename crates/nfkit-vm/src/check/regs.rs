@@ -266,7 +266,15 @@ pub(super) fn branch(
     let (Val::Scalar(a), Some(b)) = (regs[dst], src.scalar()) else {
         return (Some(*regs), Some(*regs));
     };
-    let in32 = |s: Scalar| s.nonneg() && s.hi <= u32::MAX as i64;
+    // 32-bit comparisons agree with 64-bit ones on values whose upper
+    // bits are 0 (and, signed, whose bit 31 is 0 too).
+    let signed = matches!(cond, Cond::Sgt | Cond::Sge | Cond::Slt | Cond::Sle);
+    let max32 = if signed {
+        i32::MAX as i64
+    } else {
+        u32::MAX as i64
+    };
+    let in32 = |s: Scalar| s.nonneg() && s.hi <= max32;
     if w32 && !(in32(a) && in32(b)) {
         return (Some(*regs), Some(*regs));
     }
@@ -303,4 +311,77 @@ fn null_split(regs: &Regs, id: u32, null: bool) -> Regs {
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    //! Soundness of branch refinement: values that satisfy the condition
+    //! (or its negation) stay members of that edge's registers.
+    use super::super::absval::tests::{member, sample, Rng};
+    use super::*;
+
+    fn holds(cond: Cond, w32: bool, a: i64, b: i64) -> bool {
+        let (ua, ub, sa, sb) = if w32 {
+            (
+                a as u32 as u64,
+                b as u32 as u64,
+                a as i32 as i64,
+                b as i32 as i64,
+            )
+        } else {
+            (a as u64, b as u64, a, b)
+        };
+        match cond {
+            Cond::Eq => ua == ub,
+            Cond::Ne => ua != ub,
+            Cond::Gt => ua > ub,
+            Cond::Ge => ua >= ub,
+            Cond::Lt => ua < ub,
+            Cond::Le => ua <= ub,
+            Cond::Sgt => sa > sb,
+            Cond::Sge => sa >= sb,
+            Cond::Slt => sa < sb,
+            Cond::Sle => sa <= sb,
+            Cond::Set => ua & ub != 0,
+        }
+    }
+
+    #[test]
+    fn refinement_keeps_every_value_that_takes_the_edge() {
+        use Cond::*;
+        let conds = [Eq, Ne, Gt, Ge, Lt, Le, Sgt, Sge, Slt, Sle, Set];
+        let mut rng = Rng(0x5eed);
+        let mut checked = 0;
+        for _ in 0..3000 {
+            let (a, av) = sample(&mut rng);
+            let (b, bv) = sample(&mut rng);
+            let mut regs = [Val::Unknown; 11];
+            regs[1] = Val::Scalar(a);
+            regs[2] = Val::Scalar(b);
+            for cond in conds {
+                for w32 in [false, true] {
+                    let (taken, fall) = branch(&regs, cond, w32, 1, Val::Scalar(b), Some(2));
+                    for &x in av.iter().take(8) {
+                        for &y in bv.iter().take(8) {
+                            let edge = if holds(cond, w32, x, y) {
+                                &taken
+                            } else {
+                                &fall
+                            };
+                            let ok = edge.is_some_and(|r| {
+                                matches!((r[1], r[2]), (Val::Scalar(p), Val::Scalar(q))
+                                    if member(p, x) && member(q, y))
+                            });
+                            assert!(
+                                ok,
+                                "{cond:?} w32={w32}: {x}, {y} lost from {a:?}, {b:?}: {edge:?}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 100_000, "{checked}");
+    }
 }
