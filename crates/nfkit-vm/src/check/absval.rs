@@ -476,7 +476,7 @@ pub(super) mod tests {
             i64::MIN,
             1 << 32,
         ];
-        let x = if rng.next() % 2 == 0 {
+        let x = if rng.next().is_multiple_of(2) {
             rng.pick(&edges)
         } else {
             rng.next() as i64 >> (rng.next() % 64)
