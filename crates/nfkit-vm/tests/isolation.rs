@@ -325,3 +325,63 @@ fn a_path_the_kernel_never_takes_is_not_refused() {
     let vm = kernel_load("dead", asm, &[]).expect("dead path");
     assert_eq!(run(&vm).expect("runs"), 2);
 }
+
+#[test]
+fn kernel_profile_checks_the_keys_map_helpers_read() {
+    // A 4-byte key 600 bytes below the frame pointer.
+    let asm = "
+        r2 = r10
+        r2 += -600
+        r1 = map_idx(0) ll
+        call 1
+        r0 = 0
+        exit";
+    let err = kernel_load("key", asm, &[(MapType::Array, 4, 1)]).expect_err("key out of frame");
+    assert_eq!(err.rule(), Some(Rule::StackAccess));
+    assert!(
+        err.to_string()
+            .contains("invalid read from stack R2 off=-600 size=4"),
+        "{err}"
+    );
+    // The same key inside the frame loads.
+    let inside = asm.replace("-600", "-8");
+    kernel_load("key_inside", &inside, &[(MapType::Array, 4, 1)]).expect("key in frame");
+}
+
+#[test]
+fn an_access_out_of_bounds_on_one_path_only_faults_at_run_time() {
+    // Offset 0 when the rx queue is 0, else 8: joined, 0..=8, which the
+    // 4-byte read of a 4-byte value survives only at 0. The kernel checks
+    // each path (and refuses the second); the VM loads and faults when a
+    // run takes it.
+    let asm = "
+        r6 = *(u32 *)(r1 + 16)
+        r1 = 0
+        *(u32 *)(r10 - 4) = r1
+        r2 = r10
+        r2 += -4
+        r1 = map_idx(0) ll
+        call 1
+        if r0 == 0 goto out
+        r1 = 0
+        if r6 == 0 goto read
+        r1 = 8
+    read:
+        r0 += r1
+        r0 = *(u32 *)(r0 + 0)
+        exit
+    out:
+        r0 = 0
+        exit";
+    let vm = kernel_load("one_path", asm, &[(MapType::Array, 4, 2)]).expect("possibly in bounds");
+    progs::fill_neighbours(&vm);
+    let run_on = |queue: u32| {
+        let mut md = XdpMd::new(&[0u8; 60]);
+        md.rx_queue_index = queue;
+        vm.run(0usize, Context::Xdp(md), &RunOptions::default())
+            .result
+    };
+    assert_eq!(run_on(0).expect("in bounds"), 0x11);
+    let err = run_on(1).expect_err("element 1 is outside the value");
+    assert!(err.to_string().contains("value_size=4 off=8"), "{err}");
+}

@@ -35,6 +35,13 @@ struct {
 	__uint(max_entries, 4096);
 } records SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4);
+	__type(key, __u64);
+	__type(value, __u64);
+} wide_key SEC(".maps");
+
 volatile __u32 counter;
 
 static __always_inline __u32 *lookup(void *map)
@@ -185,6 +192,26 @@ int ringbuf_record_past_end(struct xdp_md *ctx)
 	*(volatile __u64 *)r = 1;
 	bpf_ringbuf_submit(r, 0);
 	return XDP_PASS;
+}
+
+/* A map key 600 bytes below the frame, read by the helper. */
+SEC("xdp")
+int map_key_below_frame(struct xdp_md *ctx)
+{
+	volatile char buf[8] = {};
+	char *p = (char *)buf;
+	HIDE(p);
+	return bpf_map_lookup_elem(&small, p - 600) ? XDP_DROP : XDP_PASS;
+}
+
+/* An 8-byte key read from a 4-byte map value. */
+SEC("xdp")
+int map_key_past_value(struct xdp_md *ctx)
+{
+	__u32 *v = lookup(&small);
+	if (!v)
+		return XDP_PASS;
+	return bpf_map_lookup_elem(&wide_key, v) ? XDP_DROP : XDP_PASS;
 }
 
 /* A hash lookup's result used without its null check (the kernel knows

@@ -402,24 +402,76 @@ fn plain_values(t: MapType) -> bool {
     )
 }
 
+/// How an instruction touches memory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    Read,
+    Write,
+}
+
+/// The memory op `i` touches (with `regs` before it): base register,
+/// offset, bytes, how. Map helpers read their key (and
+/// `bpf_map_update_elem` its value) through pointer arguments: the kernel
+/// reports those as reads.
+fn accesses(cx: &Ctx, i: usize, regs: &Regs) -> Vec<(u8, i16, usize, How)> {
+    match cx.image.insns[i] {
+        Insn::Ldx { size, src, off, .. } => vec![(src.num(), off, size.bytes(), How::Read)],
+        Insn::St { size, dst, off, .. } | Insn::Stx { size, dst, off, .. } => {
+            vec![(dst.num(), off, size.bytes(), How::Write)]
+        }
+        Insn::Atomic { size, dst, off, .. } => vec![(dst.num(), off, size.bytes(), How::Read)],
+        Insn::Call {
+            kind: CallKind::Helper,
+            imm,
+        } => {
+            let Val::Map(m) = regs[1] else {
+                return Vec::new();
+            };
+            let Some(spec) = cx.image.maps.get(m as usize) else {
+                return Vec::new();
+            };
+            let key = (2, 0, spec.key_size as usize, How::Read);
+            let mut v = match imm {
+                // lookup, update, delete, lookup_percpu
+                1..=3 | 195 => vec![key],
+                _ => Vec::new(),
+            };
+            if imm == 2 && plain_values(spec.map_type) {
+                v.push((3, 0, spec.value_size as usize, How::Read));
+            }
+            v.retain(|a| a.2 > 0);
+            v
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// The refusal of op `i` if it accesses memory out of bounds on every
 /// offset its pointer may have (with `regs` before it).
 fn access_error(cx: &Ctx, i: usize, regs: &Regs) -> Option<LoadError> {
-    let (base, off, size, write) = match cx.image.insns[i] {
-        Insn::Ldx { size, src, off, .. } => (src, off, size, false),
-        Insn::St { size, dst, off, .. } | Insn::Stx { size, dst, off, .. } => {
-            (dst, off, size, true)
-        }
-        Insn::Atomic { size, dst, off, .. } => (dst, off, size, false),
-        _ => return None,
-    };
-    let Val::Ptr(p) = regs[base.num() as usize] else {
+    accesses(cx, i, regs)
+        .into_iter()
+        .find_map(|(reg, off, size, how)| out_of_bounds(cx, i, regs, reg, off, size, how))
+}
+
+/// The refusal of access `size` bytes at `reg + off` of op `i`, if out
+/// of bounds on every value of `reg`.
+fn out_of_bounds(
+    cx: &Ctx,
+    i: usize,
+    regs: &Regs,
+    reg: u8,
+    off: i16,
+    size: usize,
+    how: How,
+) -> Option<LoadError> {
+    let Val::Ptr(p) = regs[reg as usize] else {
         return None;
     };
     if p.maybe_null.is_some() {
         return None;
     }
-    let size = size.bytes() as i128;
+    let size = size as i128;
     let fixed = p.fixed as i128 + off as i128;
     let (lo, hi) = (fixed + p.var.lo as i128, fixed + p.var.hi as i128);
     let (ok_lo, ok_hi) = match p.region {
@@ -429,11 +481,14 @@ fn access_error(cx: &Ctx, i: usize, regs: &Regs) -> Option<LoadError> {
     if hi >= ok_lo && lo <= ok_hi {
         return None;
     }
-    let reg = base.num();
     let known = p.var.as_const();
     let (rule, detail) = match p.region {
         Region::Stack => {
-            let what = if write { "write to" } else { "read from" };
+            let what = if how == How::Write {
+                "write to"
+            } else {
+                "read from"
+            };
             let detail = match known {
                 Some(_) => format!("invalid {what} stack R{reg} off={lo} size={size}"),
                 None => format!(
