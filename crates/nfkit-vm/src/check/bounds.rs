@@ -52,21 +52,26 @@ pub(super) fn refuse_out_of_bounds(
     }
     let (order, cyclic) = callers_first(graph, &live);
     let unknown = unknown_regs();
-    let mut start: Vec<Option<Regs>> = vec![None; nf];
-    for (f, s) in start.iter_mut().enumerate() {
-        let called = graph.callees.iter().flatten().any(|&(c, _)| c == f);
-        let is_entry = entries.iter().any(|e| e.func == f);
-        if !called || is_entry || graph.is_callback[f] || cyclic[f] {
-            *s = Some(unknown);
-        }
+    // Entries, callbacks, functions only other objects call and those on
+    // a cycle start unknown; the others from their calls' arguments.
+    let mut fixed_start = cyclic.clone();
+    let mut called = vec![false; nf];
+    for &(c, _) in graph.callees.iter().flatten() {
+        called[c] = true;
     }
+    for e in entries.iter() {
+        fixed_start[e.func] = true;
+    }
+    let mut start: Vec<Option<Regs>> = (0..nf)
+        .map(|f| (fixed_start[f] || !called[f] || graph.is_callback[f]).then_some(unknown))
+        .collect();
     let mut errors: Vec<Option<LoadError>> = vec![None; nf];
     for f in order {
         let init = start[f].unwrap_or(unknown);
         let (err, calls) = analyse(cx, f, init);
         errors[f] = err;
         for (callee, args) in calls {
-            if cyclic[callee] {
+            if fixed_start[callee] || graph.is_callback[callee] {
                 continue;
             }
             match &mut start[callee] {
@@ -118,8 +123,12 @@ fn callers_first(graph: &CallGraph, live: &[bool]) -> (Vec<usize>, Vec<bool>) {
         }
     }
     let mut cyclic = vec![false; nf];
+    let mut placed = vec![false; nf];
+    for &f in &order {
+        placed[f] = true;
+    }
     for f in 0..nf {
-        if live[f] && !order.contains(&f) {
+        if live[f] && !placed[f] {
             cyclic[f] = true;
             order.push(f);
         }
