@@ -8,7 +8,7 @@
 #[path = "isolation/progs.rs"]
 mod progs;
 
-use nfkit_object::MapType;
+use nfkit_object::{MapKind, MapType};
 use nfkit_vm::{Context, LoadError, Rule, RunErrorKind, RunOptions, Vm, VmConfig, XdpMd};
 
 fn vm(name: &str, asm: &str, maps: &[(MapType, u32, u32)]) -> Vm {
@@ -324,6 +324,10 @@ fn a_path_the_kernel_never_takes_is_not_refused() {
         exit";
     let vm = kernel_load("dead", asm, &[]).expect("dead path");
     assert_eq!(run(&vm).expect("runs"), 2);
+    // Nor does its stack count for the 512-byte budget.
+    let deep = asm.replace("r10 + 8", "r10 - 600");
+    let vm = kernel_load("dead_deep", &deep, &[]).expect("dead path");
+    assert_eq!(run(&vm).expect("runs"), 2);
 }
 
 #[test]
@@ -384,4 +388,40 @@ fn an_access_out_of_bounds_on_one_path_only_faults_at_run_time() {
     assert_eq!(run_on(0).expect("in bounds"), 0x11);
     let err = run_on(1).expect_err("element 1 is outside the value");
     assert!(err.to_string().contains("value_size=4 off=8"), "{err}");
+}
+
+#[test]
+fn read_only_globals_rule_out_branches_as_in_the_kernel() {
+    // `if (level > 3)` on a `.rodata` variable: the kernel reads frozen
+    // read-only data as constants, so with level 0 it never looks at the
+    // access above the frame pointer; with level 5, or when the variable
+    // is writable (`.data`), it does and refuses.
+    let asm = "
+        r1 = map_idx_value(0, 0) ll
+        r2 = *(u32 *)(r1 + 0)
+        if r2 > 3 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit";
+    let load = |level: u32, read_only: bool| {
+        let mut img = progs::image("rodata", asm, &[(MapType::Array, 4, 1)]);
+        img.maps[0].kind = MapKind::Global {
+            section: if read_only { ".rodata" } else { ".data" }.into(),
+            read_only,
+        };
+        img.maps[0].data = Some(level.to_le_bytes().to_vec());
+        Vm::new(&img, VmConfig::kernel())
+    };
+    let vm = load(0, true).expect("the branch is ruled out");
+    assert_eq!(run(&vm).expect("runs"), 2);
+    for (level, read_only) in [(5, true), (0, false)] {
+        let err = load(level, read_only).expect_err("the branch may be taken");
+        assert!(
+            err.to_string()
+                .contains("invalid read from stack R10 off=8 size=8"),
+            "{err}"
+        );
+    }
 }

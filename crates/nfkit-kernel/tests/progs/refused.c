@@ -43,6 +43,7 @@ struct {
 } wide_key SEC(".maps");
 
 volatile __u32 counter;
+const volatile __u32 debug_level = 0;
 
 static __always_inline __u32 *lookup(void *map)
 {
@@ -232,6 +233,19 @@ int stack_uninit_read(struct xdp_md *ctx)
 	char *p = buf;
 	HIDE(p);
 	return *(volatile __u32 *)(p + 4) ? XDP_DROP : XDP_PASS;
+}
+
+/* Out of the frame on a branch a read-only global rules out: the
+ * kernel reads frozen .rodata as constants and never looks at it. */
+SEC("xdp")
+int rodata_dead_branch(struct xdp_md *ctx)
+{
+	volatile char buf[16] = {};
+	char *p = (char *)buf;
+	HIDE(p);
+	if (debug_level > 3)
+		return p[-600];
+	return XDP_PASS;
 }
 
 /* An index checked against the value's size: in bounds. */

@@ -27,7 +27,7 @@ use super::{reachable, CallGraph, Ctx, EntryInfo};
 use crate::config::FRAME_SIZE;
 use crate::error::{LoadError, Rule};
 use nfkit_isa::{AluOp, AtomicOp, CallKind, Insn, LddwKind, Operand, Width};
-use nfkit_object::MapType;
+use nfkit_object::{MapKind, MapType};
 use std::collections::BTreeSet;
 
 /// Joins at one instruction before bounds that move are widened.
@@ -37,12 +37,14 @@ const WIDEN_AFTER: u32 = 3;
 const STEPS_PER_INSN: usize = 64;
 
 /// Marks each entry that reaches an access out of bounds on every value
-/// (`EntryInfo::refused`); fails when no entry is left.
+/// (`EntryInfo::refused`); fails when no entry is left. Gives, per op,
+/// whether a run may reach it (false where the analysis proved a
+/// function's op unreachable).
 pub(super) fn refuse_out_of_bounds(
     cx: &Ctx,
     entries: &mut [EntryInfo],
     graph: &CallGraph,
-) -> Result<(), LoadError> {
+) -> Result<Vec<bool>, LoadError> {
     let nf = cx.funcs.len();
     let mut live = vec![false; nf];
     for e in entries.iter().filter(|e| e.refused.is_none()) {
@@ -66,10 +68,14 @@ pub(super) fn refuse_out_of_bounds(
         .map(|f| (fixed_start[f] || !called[f] || graph.is_callback[f]).then_some(unknown))
         .collect();
     let mut errors: Vec<Option<LoadError>> = vec![None; nf];
+    let mut may_run = vec![true; cx.image.insns.len()];
     for f in order {
         let init = start[f].unwrap_or(unknown);
-        let (err, calls) = analyse(cx, f, init);
+        let (err, calls, reached) = analyse(cx, f, init);
         errors[f] = err;
+        if let Some(reached) = reached {
+            may_run[cx.funcs[f].start_op..cx.funcs[f].end_op].copy_from_slice(&reached);
+        }
         for (callee, args) in calls {
             if fixed_start[callee] || graph.is_callback[callee] {
                 continue;
@@ -88,7 +94,7 @@ pub(super) fn refuse_out_of_bounds(
     }
     match entries.iter().find_map(|e| e.refused.clone()) {
         Some(first) if entries.iter().all(|e| e.refused.is_some()) => Err(first),
-        _ => Ok(()),
+        _ => Ok(may_run),
     }
 }
 
@@ -136,9 +142,13 @@ fn callers_first(graph: &CallGraph, live: &[bool]) -> (Vec<usize>, Vec<bool>) {
     (order, cyclic)
 }
 
-/// The fixpoint over function `f` from `init`: the first access out of
-/// bounds on every value, and the arguments of each call it makes.
-fn analyse(cx: &Ctx, f: usize, init: Regs) -> (Option<LoadError>, Vec<(usize, Regs)>) {
+/// What [`analyse`] finds in a function: the first access out of bounds
+/// on every value, the arguments of each call, which ops a run may reach
+/// (`None` when the analysis gave up).
+type Found = (Option<LoadError>, Vec<(usize, Regs)>, Option<Vec<bool>>);
+
+/// The fixpoint over function `f` from `init`.
+fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
     let func = &cx.funcs[f];
     let (start, n) = (func.start_op, func.end_op - func.start_op);
     let mut state: Vec<Option<Regs>> = vec![None; n];
@@ -150,7 +160,7 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> (Option<LoadError>, Vec<(usize, Re
     while let Some(i) = work.pop_first() {
         steps += 1;
         if steps > give_up {
-            return (None, calls_unknown(cx, f));
+            return (None, calls_unknown(cx, f), None);
         }
         let Some(regs) = state[i - start] else {
             continue;
@@ -189,7 +199,8 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> (Option<LoadError>, Vec<(usize, Re
             }
         }
     }
-    (err, calls)
+    let reached = state.iter().map(Option::is_some).collect();
+    (err, calls, Some(reached))
 }
 
 /// Every function `f` calls, from unknown arguments.
@@ -266,12 +277,18 @@ fn transfer(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
         }
         Insn::AddrSpaceCast { dst, .. } => r[dst.num() as usize] = Val::Unknown,
         Insn::Ldx {
-            size, signed, dst, ..
+            size,
+            signed,
+            dst,
+            src,
+            off,
         } => {
             let n = size.bytes();
-            r[dst.num() as usize] = match (n, signed) {
-                (8, _) => Val::Unknown,
-                (_, true) => Val::Scalar(Scalar::signed_bytes(n)),
+            let known = read_only_const(cx, r[src.num() as usize], off, n, signed);
+            r[dst.num() as usize] = match (known, n, signed) {
+                (Some(v), ..) => Val::Scalar(Scalar::konst(v)),
+                (None, 8, _) => Val::Unknown,
+                (None, _, true) => Val::Scalar(Scalar::signed_bytes(n)),
                 _ => Val::Scalar(Scalar::unsigned_bytes(n)),
             };
         }
@@ -341,6 +358,48 @@ fn alu_val(op: AluOp, width: Width, a: Val, b: Val) -> Val {
             Val::Scalar(alu(op, width, a, b))
         }
     }
+}
+
+/// The value an `n`-byte load at `base + off` reads when `base` points
+/// at a known offset of read-only global data (`.rodata`, frozen before
+/// the program loads): the kernel reads such loads as constants, and so
+/// does not look at branches they rule out.
+fn read_only_const(cx: &Ctx, base: Val, off: i16, n: usize, signed: bool) -> Option<i64> {
+    let Val::Ptr(Ptr {
+        region: Region::MapValue { map, size },
+        fixed,
+        var,
+        maybe_null: None,
+    }) = base
+    else {
+        return None;
+    };
+    let spec = cx.image.maps.get(map as usize)?;
+    if !matches!(
+        spec.kind,
+        MapKind::Global {
+            read_only: true,
+            ..
+        }
+    ) {
+        return None;
+    }
+    let at = usize::try_from(fixed + var.as_const()? + off as i64).ok()?;
+    if at + n > size as usize {
+        return None;
+    }
+    let data = spec.data.as_deref().unwrap_or(&[]);
+    let mut bytes = [0u8; 8];
+    for (k, b) in bytes.iter_mut().take(n).enumerate() {
+        *b = data.get(at + k).copied().unwrap_or(0);
+    }
+    let v = u64::from_le_bytes(bytes);
+    let shift = 64 - 8 * n as u32;
+    Some(if signed {
+        ((v << shift) as i64) >> shift
+    } else {
+        v as i64
+    })
 }
 
 /// What an `lddw` loads: a constant, a map, a pointer into a map value.
