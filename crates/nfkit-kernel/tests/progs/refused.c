@@ -248,6 +248,24 @@ int rodata_dead_branch(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+static __attribute__((noinline)) int read_far(__u32 x)
+{
+	volatile char buf[16] = {};
+	char *p = (char *)buf;
+	HIDE(p);
+	return p[-600] + x;
+}
+
+/* The same through a subprogram only that branch calls: the kernel never
+ * looks at the subprogram. */
+SEC("xdp")
+int rodata_dead_call(struct xdp_md *ctx)
+{
+	if (debug_level > 3)
+		return read_far(ctx->rx_queue_index);
+	return XDP_PASS;
+}
+
 /* An index checked against the value's size: in bounds. */
 SEC("xdp")
 int value_var_checked(struct xdp_md *ctx)

@@ -70,7 +70,12 @@ pub(super) fn refuse_out_of_bounds(
     let mut errors: Vec<Option<LoadError>> = vec![None; nf];
     let mut may_run = vec![true; cx.image.insns.len()];
     for f in order {
-        let init = start[f].unwrap_or(unknown);
+        // A subprogram no reachable call reaches is never run (and the
+        // kernel never looks at it).
+        let Some(init) = start[f] else {
+            may_run[cx.funcs[f].start_op..cx.funcs[f].end_op].fill(false);
+            continue;
+        };
         let (err, calls, reached) = analyse(cx, f, init);
         errors[f] = err;
         if let Some(reached) = reached {
