@@ -7,7 +7,8 @@
 //! The programs: `corpus/*.c` (nfkit-corpus), `tests/progs/helpers.c`,
 //! the isolation programs of nfkit-vm's `tests/isolation/progs.rs`, every
 //! object of the NF catalogue, and `tests/progs/refused.c` (one program
-//! per class of out-of-bounds stack and map-value access, compiled here).
+//! per class of out-of-bounds stack and map-value access, and some the
+//! kernel accepts, compiled here).
 //!
 //! Asserted: no VM-only refusal; every kernel-only refusal is one of
 //! [`KERNEL_ONLY`], each with its reason (the same list is in

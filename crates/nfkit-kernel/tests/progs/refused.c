@@ -1,6 +1,8 @@
 /* Programs the kernel's verifier refuses for a stack or map-value access
  * out of bounds, one per refusal class, for the reject-agreement test
- * (tests/reject_agreement.rs), plus two it accepts. Each program is its
+ * (tests/reject_agreement.rs), plus some it accepts (an uninitialised
+ * stack read, a checked index, bad accesses on paths a .rodata constant
+ * rules out). Each program is its
  * own entry and is loaded on its own. `HIDE` keeps clang from seeing
  * where a pointer points (an empty asm that "changes" it), so it emits
  * the access as written; variable offsets come from the rx queue index,
