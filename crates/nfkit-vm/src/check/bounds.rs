@@ -389,7 +389,9 @@ fn read_only_const(cx: &Ctx, base: Val, off: i16, n: usize, signed: bool) -> Opt
     ) {
         return None;
     }
-    let at = fixed.checked_add(var.as_const()?)?.checked_add(off as i64)?;
+    let at = fixed
+        .checked_add(var.as_const()?)?
+        .checked_add(off as i64)?;
     let at = usize::try_from(at).ok()?;
     if at + n > size as usize {
         return None;
