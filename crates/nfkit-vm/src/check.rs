@@ -15,11 +15,18 @@
 //!    allowed for each entry's type;
 //! 4. control flow per function (`function_flow`): falling off the
 //!    end, registers read before any path writes them;
-//! 5. call graph (`call_depth`): frames, recursion, stack budget;
+//! 5. (kernel profile with the kernel's limits) stack and map-value
+//!    accesses out of bounds on every value (`bounds`), refusing the
+//!    entries that reach them;
+//! 6. call graph (`call_depth`): frames, recursion, stack budget;
 //!
 //! and then translates the instructions (`translate_all`).
 
 #![forbid(unsafe_code)]
+
+mod absval;
+mod bounds;
+mod regs;
 
 use crate::config::{Profile, VmConfig, FRAME_SIZE, MAX_INSNS};
 use crate::error::{LoadError, Rule};
@@ -159,7 +166,12 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
     for fi in 0..cx.funcs.len() {
         function_flow(&cx, fi, &entries, &graph, config)?;
     }
-    call_depth(&cx, &entries, &graph, config)?;
+    // Ops a run may reach (all, unless the bounds analysis knows better).
+    let mut may_run = vec![true; cx.image.insns.len()];
+    if config.profile == Profile::Kernel && config.kernel_compat {
+        may_run = bounds::refuse_out_of_bounds(&cx, &mut entries, &graph)?;
+    }
+    call_depth(&cx, &entries, &graph, config, &may_run)?;
     Ok(Checked {
         program: translate_all(cx),
         entries,
@@ -687,13 +699,14 @@ fn call_depth(
     entries: &[EntryInfo],
     graph: &CallGraph,
     config: &VmConfig,
+    may_run: &[bool],
 ) -> Result<(), LoadError> {
     let insns = &cx.image.insns;
     let nfuncs = cx.funcs.len();
     let stack_use: Vec<usize> = cx
         .funcs
         .iter()
-        .map(|f| stack_depth(&insns[f.start_op..f.end_op]))
+        .map(|f| stack_depth(&insns[f.start_op..f.end_op], &may_run[f.start_op..f.end_op]))
         .collect();
     let mut walk = DepthWalk {
         cx,
@@ -703,7 +716,8 @@ fn call_depth(
         memo: vec![None; nfuncs],
         on_path: vec![false; nfuncs],
     };
-    for e in entries {
+    // An entry refused already never runs: its stack does not count.
+    for e in entries.iter().filter(|e| e.refused.is_none()) {
         let (frames, bytes) = walk.deepest(e.func)?;
         if frames > config.max_frames {
             let call = graph.callees[e.func]
@@ -807,7 +821,9 @@ impl DepthWalk<'_> {
 /// Bytes of stack a function uses, as the kernel rounds it (a multiple of
 /// 32, at least 32 when any is used): the deepest `r10`-relative access,
 /// following registers set to `r10 + constant` in straight-line code.
-fn stack_depth(insns: &[Insn]) -> usize {
+/// Instructions no run reaches (`may_run` false: the kernel does not look
+/// at them either) only end what registers held.
+fn stack_depth(insns: &[Insn], may_run: &[bool]) -> usize {
     let mut fp_off: [Option<i64>; 11] = [None; 11];
     fp_off[10] = Some(0);
     let mut deepest: i64 = 0;
@@ -816,7 +832,16 @@ fn stack_depth(insns: &[Insn]) -> usize {
             deepest = deepest.max(-(b + off as i64));
         }
     };
-    for insn in insns {
+    for (insn, &runs) in insns.iter().zip(may_run) {
+        if !runs {
+            let (_, w) = reads_writes(insn);
+            for (r, slot) in fp_off.iter_mut().enumerate().take(10) {
+                if w & (1 << r) != 0 {
+                    *slot = None;
+                }
+            }
+            continue;
+        }
         match *insn {
             Insn::Ldx { src, off, dst, .. } => {
                 note(fp_off[src.num() as usize], off);

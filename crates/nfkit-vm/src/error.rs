@@ -43,6 +43,15 @@ pub enum Rule {
     /// An instruction whose CO-RE relocation could not be resolved (the
     /// linker poisoned it).
     CoreRelocation,
+    /// A stack access outside the 512-byte frame on every offset its
+    /// pointer may have (kernel profile).
+    StackAccess,
+    /// A map value access outside the value on every offset its pointer
+    /// may have (kernel profile).
+    MapValueAccess,
+    /// A ring-buffer record access outside the record on every offset
+    /// its pointer may have (kernel profile).
+    MemAccess,
 }
 
 impl fmt::Display for Rule {
@@ -65,6 +74,9 @@ impl fmt::Display for Rule {
             Rule::DivByZero => "division by zero",
             Rule::LdAbs => "legacy packet load not allowed",
             Rule::CoreRelocation => "CO-RE relocation",
+            Rule::StackAccess => "stack access out of bounds",
+            Rule::MapValueAccess => "map value access out of bounds",
+            Rule::MemAccess => "memory access out of bounds",
         })
     }
 }

@@ -94,6 +94,15 @@ fn run_one(slots: &[RawInsn], data: &[u8], kind: u8, stats: &mut [u64; 3]) {
     };
     let mut img = Image::from_insns("p", t, insns);
     img.maps = maps();
+    // The kernel profile's load-time analyses (bounds included) end on
+    // every program, with a verdict and no panic.
+    let _ = Vm::new(
+        &img,
+        VmConfig {
+            budget: BUDGET,
+            ..VmConfig::kernel()
+        },
+    );
     let config = VmConfig {
         budget: BUDGET,
         ..VmConfig::default()

@@ -8,8 +8,8 @@
 #[path = "isolation/progs.rs"]
 mod progs;
 
-use nfkit_object::MapType;
-use nfkit_vm::{Context, RunErrorKind, RunOptions, Vm, VmConfig, XdpMd};
+use nfkit_object::{MapKind, MapType};
+use nfkit_vm::{Context, LoadError, Rule, RunErrorKind, RunOptions, Vm, VmConfig, XdpMd};
 
 fn vm(name: &str, asm: &str, maps: &[(MapType, u32, u32)]) -> Vm {
     Vm::new(&progs::image(name, asm, maps), VmConfig::default())
@@ -213,4 +213,215 @@ fn many_lookups_in_one_run_keep_one_region_per_value() {
     // Round k reads what round k-1 wrote: sum over i >= 500 of (i - 500).
     let want: u64 = (500..2000u64).map(|i| i - 500).sum();
     assert_eq!(run(&vm).expect("in bounds"), want);
+}
+
+fn kernel_load(name: &str, asm: &str, maps: &[(MapType, u32, u32)]) -> Result<Vm, LoadError> {
+    Vm::new(&progs::image(name, asm, maps), VmConfig::kernel())
+}
+
+#[test]
+fn kernel_profile_refuses_at_load_what_is_out_of_bounds_on_every_value() {
+    let mut wrong = Vec::new();
+    for b in progs::bad() {
+        let got = kernel_load(b.name, b.asm, b.maps);
+        match (b.load, got) {
+            (Some(want), Err(e)) if e.to_string().contains(want) => {
+                assert!(
+                    matches!(
+                        e.rule(),
+                        Some(Rule::StackAccess | Rule::MapValueAccess | Rule::MemAccess)
+                    ),
+                    "{}: {e}",
+                    b.name
+                );
+                println!("{:<36} {e}", b.name);
+            }
+            // A constant offset past 512 bytes breaks the stack budget.
+            (None, Err(e)) if e.rule() == Some(Rule::StackSize) => {}
+            // Only possibly out of bounds: loads, faults when it runs.
+            (None, Ok(vm)) => match run(&vm) {
+                Err(e) if e.to_string().contains(b.vm) => {}
+                other => wrong.push(format!("{}: {other:?}, want a fault", b.name)),
+            },
+            (want, got) => wrong.push(format!(
+                "{}: want {want:?}, got {:?}",
+                b.name,
+                got.map(|_| "loaded")
+            )),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn kernel_profile_names_the_instruction_it_refuses() {
+    let err = kernel_load("stack_leak", progs::STACK_LEAK, &[]).expect_err("out of frame");
+    assert_eq!(err.rule(), Some(Rule::StackAccess));
+    // The load at slot 5 of the program (`stack_leak+5`).
+    assert!(
+        err.to_string()
+            .starts_with("instruction 5 (stack_leak+5): "),
+        "{err}"
+    );
+}
+
+#[test]
+fn kernel_profile_loads_bounded_loops_and_checked_indexes() {
+    // A loop over the whole frame, an index into a 16-byte value bounded
+    // by a check, a value pointer chosen on two paths: all in bounds.
+    let asm = "
+        r2 = 0
+    fill:
+        r3 = r10
+        r3 += -512
+        r3 += r2
+        r4 = 1
+        *(u8 *)(r3 + 0) = r4
+        r2 += 1
+        if r2 < 512 goto fill
+        r1 = 0
+        *(u32 *)(r10 - 4) = r1
+        r2 = r10
+        r2 += -4
+        r1 = map_idx(0) ll
+        call 1
+        if r0 == 0 goto out
+        r6 = r0
+        r1 = *(u32 *)(r6 + 0)
+        if r1 > 12 goto out
+        r6 += r1
+        r0 = *(u32 *)(r6 + 0)
+        exit
+    out:
+        r0 = 0
+        exit";
+    let vm = kernel_load("bounded", asm, &[(MapType::Array, 16, 1)]).expect("in bounds");
+    assert_eq!(run(&vm).expect("runs"), 0);
+    // The same index unchecked may be in bounds: left to run time.
+    let unchecked = asm.replace("if r1 > 12 goto out", "r1 &= 0xff");
+    kernel_load("unchecked", &unchecked, &[(MapType::Array, 16, 1)]).expect("possibly in bounds");
+    // Checked against the wrong bound: every index is past the value.
+    let past = asm.replace("if r1 > 12 goto out", "if r1 < 16 goto out");
+    let err = kernel_load("past", &past, &[(MapType::Array, 16, 1)]).expect_err("past the value");
+    assert!(
+        err.to_string()
+            .contains("invalid access to map value, value_size=16 off=16 size=4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_path_the_kernel_never_takes_is_not_refused() {
+    // r1 is 3: the branch to the bad access is never taken, and the
+    // kernel, which knows r1, accepts the program.
+    let asm = "
+        r1 = 3
+        if r1 > 5 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit";
+    let vm = kernel_load("dead", asm, &[]).expect("dead path");
+    assert_eq!(run(&vm).expect("runs"), 2);
+    // Nor does its stack count for the 512-byte budget.
+    let deep = asm.replace("r10 + 8", "r10 - 600");
+    let vm = kernel_load("dead_deep", &deep, &[]).expect("dead path");
+    assert_eq!(run(&vm).expect("runs"), 2);
+}
+
+#[test]
+fn kernel_profile_checks_the_keys_map_helpers_read() {
+    // A 4-byte key 600 bytes below the frame pointer.
+    let asm = "
+        r2 = r10
+        r2 += -600
+        r1 = map_idx(0) ll
+        call 1
+        r0 = 0
+        exit";
+    let err = kernel_load("key", asm, &[(MapType::Array, 4, 1)]).expect_err("key out of frame");
+    assert_eq!(err.rule(), Some(Rule::StackAccess));
+    assert!(
+        err.to_string()
+            .contains("invalid read from stack R2 off=-600 size=4"),
+        "{err}"
+    );
+    // The same key inside the frame loads.
+    let inside = asm.replace("-600", "-8");
+    kernel_load("key_inside", &inside, &[(MapType::Array, 4, 1)]).expect("key in frame");
+}
+
+#[test]
+fn an_access_out_of_bounds_on_one_path_only_faults_at_run_time() {
+    // Offset 0 when the rx queue is 0, else 8: joined, 0..=8, which the
+    // 4-byte read of a 4-byte value survives only at 0. The kernel checks
+    // each path (and refuses the second); the VM loads and faults when a
+    // run takes it.
+    let asm = "
+        r6 = *(u32 *)(r1 + 16)
+        r1 = 0
+        *(u32 *)(r10 - 4) = r1
+        r2 = r10
+        r2 += -4
+        r1 = map_idx(0) ll
+        call 1
+        if r0 == 0 goto out
+        r1 = 0
+        if r6 == 0 goto read
+        r1 = 8
+    read:
+        r0 += r1
+        r0 = *(u32 *)(r0 + 0)
+        exit
+    out:
+        r0 = 0
+        exit";
+    let vm = kernel_load("one_path", asm, &[(MapType::Array, 4, 2)]).expect("possibly in bounds");
+    progs::fill_neighbours(&vm);
+    let run_on = |queue: u32| {
+        let mut md = XdpMd::new(&[0u8; 60]);
+        md.rx_queue_index = queue;
+        vm.run(0usize, Context::Xdp(md), &RunOptions::default())
+            .result
+    };
+    assert_eq!(run_on(0).expect("in bounds"), 0x11);
+    let err = run_on(1).expect_err("element 1 is outside the value");
+    assert!(err.to_string().contains("value_size=4 off=8"), "{err}");
+}
+
+#[test]
+fn read_only_globals_rule_out_branches_as_in_the_kernel() {
+    // `if (level > 3)` on a `.rodata` variable: the kernel reads frozen
+    // read-only data as constants, so with level 0 it never looks at the
+    // access above the frame pointer; with level 5, or when the variable
+    // is writable (`.data`), it does and refuses.
+    let asm = "
+        r1 = map_idx_value(0, 0) ll
+        r2 = *(u32 *)(r1 + 0)
+        if r2 > 3 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit";
+    let load = |level: u32, read_only: bool| {
+        let mut img = progs::image("rodata", asm, &[(MapType::Array, 4, 1)]);
+        img.maps[0].kind = MapKind::Global {
+            section: if read_only { ".rodata" } else { ".data" }.into(),
+            read_only,
+        };
+        img.maps[0].data = Some(level.to_le_bytes().to_vec());
+        Vm::new(&img, VmConfig::kernel())
+    };
+    let vm = load(0, true).expect("the branch is ruled out");
+    assert_eq!(run(&vm).expect("runs"), 2);
+    for (level, read_only) in [(5, true), (0, false)] {
+        let err = load(level, read_only).expect_err("the branch may be taken");
+        assert!(
+            err.to_string()
+                .contains("invalid read from stack R10 off=8 size=8"),
+            "{err}"
+        );
+    }
 }

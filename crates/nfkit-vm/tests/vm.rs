@@ -183,9 +183,22 @@ fn load_time_rules() {
     }
     deep.extend([mov(0, 0), exit()]);
     assert_eq!(load_err(deep), Rule::CallDepth);
-    // 600 bytes of stack in kernel mode.
+    // An access 600 bytes below the frame pointer in kernel mode: out of
+    // the 512-byte frame (the kernel's "invalid write to stack").
     assert_eq!(
         load_err(vec![st(Size::DW, 10, -600, 0), mov(0, 0), exit()]),
+        Rule::StackAccess
+    );
+    // 320 + 320 bytes over a call path in kernel mode.
+    assert_eq!(
+        load_err(vec![
+            st(Size::DW, 10, -300, 0),
+            call_local(1),
+            exit(),
+            st(Size::DW, 10, -300, 0),
+            mov(0, 0),
+            exit()
+        ]),
         Rule::StackSize
     );
     // A read uninitialised only on one path is not provably wrong.

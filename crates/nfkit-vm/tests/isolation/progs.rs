@@ -19,6 +19,10 @@ pub struct Bad {
     pub vm: &'static str,
     /// In the kernel verifier's log.
     pub kernel: &'static str,
+    /// In the VM's load error under `VmConfig::kernel()`, when the
+    /// access is out of bounds on every value (`None`: only on some, the
+    /// access faults at run time).
+    pub load: Option<&'static str>,
 }
 
 /// Looks up key 0 of map 0 (`r0`: the value or 0).
@@ -68,6 +72,9 @@ fn stack_programs() -> Vec<Bad> {
             maps: &[],
             vm: "stack frame 0, fp-4000",
             kernel: "read from stack R1 var_off=(0x0; 0x8) off=-4000 size=8",
+            load: Some(
+                "invalid variable-offset read from stack R1 var_off=(0x0; 0x8) off=-4000 size=8",
+            ),
         },
         // One byte below the 512-byte frame.
         Bad {
@@ -85,6 +92,7 @@ fn stack_programs() -> Vec<Bad> {
             maps: &[],
             vm: "store of 1 bytes at 0x",
             kernel: "off=-513 size=1",
+            load: None,
         },
         // A callee's own r10 does not reach its caller's frame above it.
         Bad {
@@ -103,6 +111,9 @@ fn stack_programs() -> Vec<Bad> {
             maps: &[],
             vm: "stack frame 1, fp+0",
             kernel: "off=0 size=8",
+            load: Some(
+                "invalid variable-offset read from stack R2 var_off=(0x0; 0x8) off=0 size=8",
+            ),
         },
         // A pointer to the caller's frame stays in the caller's frame: it
         // does not reach the callee's slots below.
@@ -125,6 +136,7 @@ fn stack_programs() -> Vec<Bad> {
             maps: &[],
             vm: "stack frame 0, fp-520",
             kernel: "off=-520",
+            load: Some("invalid read from stack R1 off=-520 size=8"),
         },
     ]
 }
@@ -169,6 +181,7 @@ fn map_programs() -> Vec<Bad> {
             maps: arr4,
             vm: leak(format!("map 'm0' value, value_size=4 {vm}")),
             kernel: leak(format!("invalid access to map value, {kernel}")),
+            load: Some(leak(format!("invalid access to map value, {kernel}"))),
         });
     }
     let next = "r0 = *(u32 *)(r0 + 8)\n exit\n out:\n r0 = 0\n exit";
@@ -178,6 +191,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::PercpuArray, 4, 1)],
         vm: "map 'm0' value, value_size=4 off=8)",
         kernel: "invalid access to map value, value_size=4 off=8 size=4",
+        load: Some("invalid access to map value, value_size=4 off=8 size=4"),
     });
     v.push(Bad {
         name: "hash_value_next_slot",
@@ -185,6 +199,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::Hash, 4, 8)],
         vm: "map 'm0' value, value_size=4 off=8)",
         kernel: "invalid access to map value, value_size=4 off=8 size=4",
+        load: Some("invalid access to map value, value_size=4 off=8 size=4"),
     });
     v.push(Bad {
         name: "direct_value_padding",
@@ -195,6 +210,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::Array, 4, 1)],
         vm: "map 'm0' value, value_size=4 off=4)",
         kernel: "invalid access to map value, value_size=4 off=4 size=4",
+        load: Some("invalid access to map value, value_size=4 off=4 size=4"),
     });
     v.push(Bad {
         name: "ringbuf_record_overrun",
@@ -215,6 +231,7 @@ fn map_programs() -> Vec<Bad> {
         maps: &[(MapType::Ringbuf, 0, 4096)],
         vm: "ringbuf record of m0",
         kernel: "invalid access to memory, mem_size=4 off=0 size=8",
+        load: Some("invalid access to memory, mem_size=4 off=0 size=8"),
     });
     v
 }

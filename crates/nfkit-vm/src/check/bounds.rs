@@ -1,0 +1,591 @@
+//! Load-time refusal of stack and map-value accesses that can never be
+//! in bounds (kernel profile with the kernel's limits).
+//!
+//! Each function reached by an entry is interpreted abstractly over the
+//! register values of `regs` (scalar intervals and known bits; pointers to
+//! a stack frame, a map value or a ring-buffer record with an offset
+//! interval; everything else unknown), with branch refinement on
+//! conditional jumps, joins where paths meet and widening after a few
+//! rounds at the same instruction, so the fixpoint takes a few passes over
+//! the function. Functions are visited callers first; a callee starts from
+//! the join of the arguments of every call to it.
+//!
+//! An access is refused when it is outside its frame (`-512..0`) or value
+//! for *every* offset its pointer may have: then every run reaching it
+//! faults, and the kernel's verifier, which follows each path with bounds
+//! at least as tight, refuses it as well. An access that is only possibly
+//! out of bounds (say after a join of two paths the kernel would check
+//! one by one) is left to the run-time check, so the VM does not refuse a
+//! program the kernel accepts. The error names the instruction and
+//! gives the kernel's reason.
+
+#![forbid(unsafe_code)]
+
+use super::absval::{alu, Scalar};
+use super::regs::{branch, join_into, Ptr, Region, Regs, Val};
+use super::{reachable, CallGraph, Ctx, EntryInfo};
+use crate::config::FRAME_SIZE;
+use crate::error::{LoadError, Rule};
+use nfkit_isa::{AluOp, AtomicOp, CallKind, Insn, LddwKind, Operand, Width};
+use nfkit_object::{MapKind, MapType};
+use std::collections::BTreeSet;
+
+/// Joins at one instruction before bounds that move are widened.
+const WIDEN_AFTER: u32 = 3;
+/// Steps allowed per instruction of a function before the analysis of it
+/// gives up (and leaves every access to the run-time check).
+const STEPS_PER_INSN: usize = 64;
+
+/// Marks each entry that reaches an access out of bounds on every value
+/// (`EntryInfo::refused`); fails when no entry is left. Gives, per op,
+/// whether a run may reach it (false where the analysis proved a
+/// function's op unreachable).
+pub(super) fn refuse_out_of_bounds(
+    cx: &Ctx,
+    entries: &mut [EntryInfo],
+    graph: &CallGraph,
+) -> Result<Vec<bool>, LoadError> {
+    let nf = cx.funcs.len();
+    let mut live = vec![false; nf];
+    for e in entries.iter().filter(|e| e.refused.is_none()) {
+        for (f, r) in reachable(graph, e.func).into_iter().enumerate() {
+            live[f] |= r;
+        }
+    }
+    let (order, cyclic) = callers_first(graph, &live);
+    let unknown = unknown_regs();
+    // Entries, callbacks, functions only other objects call and those on
+    // a cycle start unknown; the others from their calls' arguments.
+    let mut fixed_start = cyclic.clone();
+    let mut called = vec![false; nf];
+    for &(c, _) in graph.callees.iter().flatten() {
+        called[c] = true;
+    }
+    for e in entries.iter() {
+        fixed_start[e.func] = true;
+    }
+    let mut start: Vec<Option<Regs>> = (0..nf)
+        .map(|f| (fixed_start[f] || !called[f] || graph.is_callback[f]).then_some(unknown))
+        .collect();
+    let mut errors: Vec<Option<LoadError>> = vec![None; nf];
+    let mut may_run = vec![true; cx.image.insns.len()];
+    for f in order {
+        // A subprogram no reachable call reaches is never run (and the
+        // kernel never looks at it).
+        let Some(init) = start[f] else {
+            may_run[cx.funcs[f].start_op..cx.funcs[f].end_op].fill(false);
+            continue;
+        };
+        let (err, calls, reached) = analyse(cx, f, init);
+        errors[f] = err;
+        if let Some(reached) = reached {
+            may_run[cx.funcs[f].start_op..cx.funcs[f].end_op].copy_from_slice(&reached);
+        }
+        for (callee, args) in calls {
+            if fixed_start[callee] || graph.is_callback[callee] {
+                continue;
+            }
+            match &mut start[callee] {
+                Some(old) => {
+                    join_into(old, &args, false);
+                }
+                slot => *slot = Some(args),
+            }
+        }
+    }
+    for e in entries.iter_mut().filter(|e| e.refused.is_none()) {
+        let reach = reachable(graph, e.func);
+        e.refused = (0..nf).find_map(|f| if reach[f] { errors[f].clone() } else { None });
+    }
+    match entries.iter().find_map(|e| e.refused.clone()) {
+        Some(first) if entries.iter().all(|e| e.refused.is_some()) => Err(first),
+        _ => Ok(may_run),
+    }
+}
+
+/// Every register unknown but `r10`, the frame pointer.
+fn unknown_regs() -> Regs {
+    let mut r = [Val::Unknown; 11];
+    r[10] = Val::stack(0);
+    r
+}
+
+/// The live functions, each after all its callers; and those on a call
+/// cycle (which start from unknown arguments).
+fn callers_first(graph: &CallGraph, live: &[bool]) -> (Vec<usize>, Vec<bool>) {
+    let nf = live.len();
+    let mut indeg = vec![0usize; nf];
+    for (f, cs) in graph.callees.iter().enumerate() {
+        if live[f] {
+            for &(c, _) in cs {
+                indeg[c] += 1;
+            }
+        }
+    }
+    let mut ready: Vec<usize> = (0..nf).filter(|&f| live[f] && indeg[f] == 0).collect();
+    let mut order = Vec::new();
+    while let Some(f) = ready.pop() {
+        order.push(f);
+        for &(c, _) in &graph.callees[f] {
+            indeg[c] -= 1;
+            if indeg[c] == 0 {
+                ready.push(c);
+            }
+        }
+    }
+    let mut cyclic = vec![false; nf];
+    let mut placed = vec![false; nf];
+    for &f in &order {
+        placed[f] = true;
+    }
+    for f in 0..nf {
+        if live[f] && !placed[f] {
+            cyclic[f] = true;
+            order.push(f);
+        }
+    }
+    (order, cyclic)
+}
+
+/// What [`analyse`] finds in a function: the first access out of bounds
+/// on every value, the arguments of each call, which ops a run may reach
+/// (`None` when the analysis gave up).
+type Found = (Option<LoadError>, Vec<(usize, Regs)>, Option<Vec<bool>>);
+
+/// The fixpoint over function `f` from `init`.
+fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
+    let func = &cx.funcs[f];
+    let (start, n) = (func.start_op, func.end_op - func.start_op);
+    let mut state: Vec<Option<Regs>> = vec![None; n];
+    let mut joins = vec![0u32; n];
+    state[0] = Some(init);
+    let mut work = BTreeSet::from([start]);
+    let mut steps = 0usize;
+    let give_up = STEPS_PER_INSN * n + 1024;
+    while let Some(i) = work.pop_first() {
+        steps += 1;
+        if steps > give_up {
+            return (None, calls_unknown(cx, f), None);
+        }
+        let Some(regs) = state[i - start] else {
+            continue;
+        };
+        for (t, out) in successors(cx, i, &regs).into_iter().flatten() {
+            let Some(k) = t.checked_sub(start).filter(|&k| k < n) else {
+                continue;
+            };
+            match &mut state[k] {
+                Some(old) => {
+                    joins[k] += 1;
+                    if join_into(old, &out, joins[k] > WIDEN_AFTER) {
+                        work.insert(t);
+                    }
+                }
+                slot => {
+                    *slot = Some(out);
+                    work.insert(t);
+                }
+            }
+        }
+    }
+    let mut err = None;
+    let mut calls = Vec::new();
+    for (k, regs) in state.iter().enumerate() {
+        let Some(regs) = regs else { continue };
+        let i = start + k;
+        if err.is_none() {
+            err = access_error(cx, i, regs);
+        }
+        if let Some(rel) = cx.image.insns[i].call_offset() {
+            if let (Ok(t), Insn::Call { .. }) = (cx.target(i, rel), &cx.image.insns[i]) {
+                let mut args = unknown_regs();
+                args[1..6].copy_from_slice(&regs[1..6]);
+                calls.push((cx.op_func[t] as usize, args));
+            }
+        }
+    }
+    let reached = state.iter().map(Option::is_some).collect();
+    (err, calls, Some(reached))
+}
+
+/// Every function `f` calls, from unknown arguments.
+fn calls_unknown(cx: &Ctx, f: usize) -> Vec<(usize, Regs)> {
+    let func = &cx.funcs[f];
+    (func.start_op..func.end_op)
+        .filter_map(|i| match cx.image.insns[i] {
+            Insn::Call {
+                kind: CallKind::Local,
+                ..
+            } => {
+                let rel = cx.image.insns[i].call_offset()?;
+                let t = cx.target(i, rel).ok()?;
+                Some((cx.op_func[t] as usize, unknown_regs()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The (up to two) successors of op `i` with their registers.
+fn successors(cx: &Ctx, i: usize, regs: &Regs) -> [Option<(usize, Regs)>; 2] {
+    let insn = &cx.image.insns[i];
+    let jump = || insn.jump_offset().and_then(|rel| cx.target(i, rel).ok());
+    match *insn {
+        Insn::Exit => [None, None],
+        Insn::Ja { .. } | Insn::Gotol { .. } => [jump().map(|t| (t, *regs)), None],
+        Insn::MayGoto { .. } => [jump().map(|t| (t, *regs)), Some((i + 1, *regs))],
+        Insn::Jmp {
+            width,
+            cond,
+            dst,
+            src,
+            ..
+        } => {
+            let (sv, sreg) = match src {
+                Operand::Reg(r) => (regs[r.num() as usize], Some(r.num() as usize)),
+                Operand::Imm(k) if width == Width::W32 => {
+                    (Val::Scalar(Scalar::konst(k as u32 as i64)), None)
+                }
+                Operand::Imm(k) => (Val::Scalar(Scalar::konst(k as i64)), None),
+            };
+            let w32 = width == Width::W32;
+            let (taken, fall) = branch(regs, cond, w32, dst.num() as usize, sv, sreg);
+            [jump().zip(taken), fall.map(|r| (i + 1, r))]
+        }
+        _ => {
+            let mut out = *regs;
+            transfer(cx, i, insn, &mut out);
+            [Some((i + 1, out)), None]
+        }
+    }
+}
+
+/// The registers after straight-line instruction `insn` (op `i`).
+fn transfer(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
+    let clobber = |r: &mut Regs| r[1..6].fill(Val::Unknown);
+    match *insn {
+        Insn::Alu {
+            width,
+            op,
+            dst,
+            src,
+        } => {
+            let b = match src {
+                Operand::Reg(s) => r[s.num() as usize],
+                Operand::Imm(k) => Val::Scalar(Scalar::konst(k as i64)),
+            };
+            let d = dst.num() as usize;
+            r[d] = alu_val(op, width, r[d], b);
+        }
+        Insn::Endian { bits, dst, .. } => {
+            r[dst.num() as usize] = Val::Scalar(Scalar::unsigned_bytes(bits as usize / 8));
+        }
+        Insn::AddrSpaceCast { dst, .. } => r[dst.num() as usize] = Val::Unknown,
+        Insn::Ldx {
+            size,
+            signed,
+            dst,
+            src,
+            off,
+        } => {
+            let n = size.bytes();
+            let known = read_only_const(cx, r[src.num() as usize], off, n, signed);
+            r[dst.num() as usize] = match (known, n, signed) {
+                (Some(v), ..) => Val::Scalar(Scalar::konst(v)),
+                (None, 8, _) => Val::Unknown,
+                (None, _, true) => Val::Scalar(Scalar::signed_bytes(n)),
+                _ => Val::Scalar(Scalar::unsigned_bytes(n)),
+            };
+        }
+        Insn::St { .. } | Insn::Stx { .. } => {}
+        Insn::Atomic { op, src, .. } => match op {
+            AtomicOp::CmpXchg => r[0] = Val::Unknown,
+            AtomicOp::Xchg
+            | AtomicOp::Add { fetch: true }
+            | AtomicOp::Or { fetch: true }
+            | AtomicOp::And { fetch: true }
+            | AtomicOp::Xor { fetch: true } => r[src.num() as usize] = Val::Unknown,
+            _ => {}
+        },
+        Insn::Lddw {
+            kind,
+            dst,
+            imm,
+            next_imm,
+        } => r[dst.num() as usize] = lddw_val(cx, kind, imm, next_imm),
+        Insn::LdAbs { size, .. } | Insn::LdInd { size, .. } => {
+            clobber(r);
+            r[0] = Val::Scalar(Scalar::unsigned_bytes(size.bytes()));
+        }
+        Insn::Call {
+            kind: CallKind::Helper,
+            imm,
+        } => {
+            let v = helper_result(cx, i, imm, r);
+            clobber(r);
+            r[0] = v;
+        }
+        Insn::Call { .. } | Insn::Callx { .. } => {
+            clobber(r);
+            r[0] = Val::Unknown;
+        }
+        Insn::Ja { .. }
+        | Insn::Gotol { .. }
+        | Insn::Jmp { .. }
+        | Insn::MayGoto { .. }
+        | Insn::Exit => {}
+    }
+}
+
+/// `a op= b`: scalar arithmetic, pointer plus or minus a scalar; other
+/// operations on pointers give an unknown (32-bit ones a 32-bit scalar).
+fn alu_val(op: AluOp, width: Width, a: Val, b: Val) -> Val {
+    let w64 = width == Width::W64;
+    match (op, a, b) {
+        (AluOp::Mov, _, b) if w64 => b,
+        (AluOp::Add, Val::Ptr(p), Val::Scalar(s)) | (AluOp::Add, Val::Scalar(s), Val::Ptr(p))
+            if w64 =>
+        {
+            Val::ptr_add(p, s)
+        }
+        (AluOp::Sub, Val::Ptr(p), Val::Scalar(s)) if w64 => {
+            Val::ptr_add(p, Scalar::konst(0).sub(s))
+        }
+        (AluOp::Add | AluOp::Sub, Val::Scalar(x), Val::Scalar(y)) => {
+            Val::Scalar(alu(op, width, x, y))
+        }
+        (AluOp::Add | AluOp::Sub | AluOp::Mov, _, _) if w64 => Val::Unknown,
+        // Anything else yields a scalar (the kernel allows no other
+        // arithmetic on pointers).
+        (_, a, b) => {
+            let a = a.scalar().unwrap_or(Scalar::ANY);
+            let b = b.scalar().unwrap_or(Scalar::ANY);
+            Val::Scalar(alu(op, width, a, b))
+        }
+    }
+}
+
+/// The value an `n`-byte load at `base + off` reads when `base` points
+/// at a known offset of read-only global data (`.rodata`, frozen before
+/// the program loads): the kernel reads such loads as constants, and so
+/// does not look at branches they rule out.
+fn read_only_const(cx: &Ctx, base: Val, off: i16, n: usize, signed: bool) -> Option<i64> {
+    let Val::Ptr(Ptr {
+        region: Region::MapValue { map, size },
+        fixed,
+        var,
+        maybe_null: None,
+    }) = base
+    else {
+        return None;
+    };
+    let spec = cx.image.maps.get(map as usize)?;
+    if !matches!(
+        spec.kind,
+        MapKind::Global {
+            read_only: true,
+            ..
+        }
+    ) {
+        return None;
+    }
+    let at = fixed
+        .checked_add(var.as_const()?)?
+        .checked_add(off as i64)?;
+    let at = usize::try_from(at).ok()?;
+    if at + n > size as usize {
+        return None;
+    }
+    let data = spec.data.as_deref().unwrap_or(&[]);
+    let mut bytes = [0u8; 8];
+    for (k, b) in bytes.iter_mut().take(n).enumerate() {
+        *b = data.get(at + k).copied().unwrap_or(0);
+    }
+    let v = u64::from_le_bytes(bytes);
+    let shift = 64 - 8 * n as u32;
+    Some(if signed {
+        ((v << shift) as i64) >> shift
+    } else {
+        v as i64
+    })
+}
+
+/// What an `lddw` loads: a constant, a map, a pointer into a map value.
+fn lddw_val(cx: &Ctx, kind: LddwKind, imm: i32, next_imm: i32) -> Val {
+    match kind {
+        LddwKind::Imm64 => Val::Scalar(Scalar::konst(Insn::imm64(imm, next_imm) as i64)),
+        LddwKind::MapIdx => Val::Map(imm as u32),
+        LddwKind::MapIdxValue => match usize::try_from(imm).ok().and_then(|m| cx.image.maps.get(m))
+        {
+            Some(m) => Val::Ptr(Ptr {
+                region: Region::MapValue {
+                    map: imm as u32,
+                    size: m.value_size,
+                },
+                fixed: next_imm as i64,
+                var: Scalar::konst(0),
+                maybe_null: None,
+            }),
+            None => Val::Unknown,
+        },
+        _ => Val::Unknown,
+    }
+}
+
+/// `r0` after helper `id` at op `i`: map lookups give a map value
+/// pointer (or null), `bpf_ringbuf_reserve` of a known size a record (or
+/// null).
+fn helper_result(cx: &Ctx, i: usize, id: i32, r: &Regs) -> Val {
+    let maybe = |region| {
+        Val::Ptr(Ptr {
+            region,
+            fixed: 0,
+            var: Scalar::konst(0),
+            maybe_null: Some(i as u32),
+        })
+    };
+    match (id, r[1], r[2]) {
+        // bpf_map_lookup_elem, bpf_map_lookup_percpu_elem
+        (1 | 195, Val::Map(m), _) => match cx.image.maps.get(m as usize) {
+            Some(spec) if plain_values(spec.map_type) => maybe(Region::MapValue {
+                map: m,
+                size: spec.value_size,
+            }),
+            _ => Val::Unknown,
+        },
+        // bpf_ringbuf_reserve
+        (131, Val::Map(_), Val::Scalar(s)) => match s.as_const() {
+            Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => {
+                maybe(Region::Mem { size: n as u32 })
+            }
+            _ => Val::Unknown,
+        },
+        _ => Val::Unknown,
+    }
+}
+
+/// Map types whose lookups return a pointer to one plain value.
+fn plain_values(t: MapType) -> bool {
+    matches!(
+        t,
+        MapType::Hash
+            | MapType::Array
+            | MapType::PercpuHash
+            | MapType::PercpuArray
+            | MapType::LruHash
+            | MapType::LruPercpuHash
+            | MapType::LpmTrie
+    )
+}
+
+/// How an instruction touches memory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    Read,
+    Write,
+}
+
+/// The memory op `i` touches (with `regs` before it): base register,
+/// offset, bytes, how. Map helpers read their key (and
+/// `bpf_map_update_elem` its value) through pointer arguments: the kernel
+/// reports those as reads.
+fn accesses(cx: &Ctx, i: usize, regs: &Regs) -> Vec<(u8, i16, usize, How)> {
+    match cx.image.insns[i] {
+        Insn::Ldx { size, src, off, .. } => vec![(src.num(), off, size.bytes(), How::Read)],
+        Insn::St { size, dst, off, .. } | Insn::Stx { size, dst, off, .. } => {
+            vec![(dst.num(), off, size.bytes(), How::Write)]
+        }
+        Insn::Atomic { size, dst, off, .. } => vec![(dst.num(), off, size.bytes(), How::Read)],
+        Insn::Call {
+            kind: CallKind::Helper,
+            imm,
+        } => {
+            let Val::Map(m) = regs[1] else {
+                return Vec::new();
+            };
+            let Some(spec) = cx.image.maps.get(m as usize) else {
+                return Vec::new();
+            };
+            let key = (2, 0, spec.key_size as usize, How::Read);
+            let mut v = match imm {
+                // lookup, update, delete, lookup_percpu
+                1..=3 | 195 => vec![key],
+                _ => Vec::new(),
+            };
+            if imm == 2 && plain_values(spec.map_type) {
+                v.push((3, 0, spec.value_size as usize, How::Read));
+            }
+            v.retain(|a| a.2 > 0);
+            v
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The refusal of op `i` if it accesses memory out of bounds on every
+/// offset its pointer may have (with `regs` before it).
+fn access_error(cx: &Ctx, i: usize, regs: &Regs) -> Option<LoadError> {
+    accesses(cx, i, regs)
+        .into_iter()
+        .find_map(|(reg, off, size, how)| out_of_bounds(cx, i, regs, reg, off, size, how))
+}
+
+/// The refusal of access `size` bytes at `reg + off` of op `i`, if out
+/// of bounds on every value of `reg`.
+fn out_of_bounds(
+    cx: &Ctx,
+    i: usize,
+    regs: &Regs,
+    reg: u8,
+    off: i16,
+    size: usize,
+    how: How,
+) -> Option<LoadError> {
+    let Val::Ptr(p) = regs[reg as usize] else {
+        return None;
+    };
+    if p.maybe_null.is_some() {
+        return None;
+    }
+    let size = size as i128;
+    let fixed = p.fixed as i128 + off as i128;
+    let (lo, hi) = (fixed + p.var.lo as i128, fixed + p.var.hi as i128);
+    let (ok_lo, ok_hi) = match p.region {
+        Region::Stack => (-(FRAME_SIZE as i128), -size),
+        Region::MapValue { size: v, .. } | Region::Mem { size: v } => (0, v as i128 - size),
+    };
+    if hi >= ok_lo && lo <= ok_hi {
+        return None;
+    }
+    let known = p.var.as_const();
+    let (rule, detail) = match p.region {
+        Region::Stack => {
+            let what = if how == How::Write {
+                "write to"
+            } else {
+                "read from"
+            };
+            let detail = match known {
+                Some(_) => format!("invalid {what} stack R{reg} off={lo} size={size}"),
+                None => format!(
+                    "invalid variable-offset {what} stack R{reg} var_off=({:#x}; {:#x}) off={fixed} size={size}",
+                    p.var.tn.value, p.var.tn.mask
+                ),
+            };
+            (Rule::StackAccess, detail)
+        }
+        Region::MapValue { size: v, .. } => {
+            let detail = if known.is_none() && p.var.lo < 0 && lo < 0 {
+                format!("R{reg} min value is negative, either use unsigned index or do a if (index >=0) check.")
+            } else {
+                format!("invalid access to map value, value_size={v} off={lo} size={size}")
+            };
+            (Rule::MapValueAccess, detail)
+        }
+        Region::Mem { size: v } => (
+            Rule::MemAccess,
+            format!("invalid access to memory, mem_size={v} off={lo} size={size}"),
+        ),
+    };
+    Some(cx.err(i, rule, detail))
+}
