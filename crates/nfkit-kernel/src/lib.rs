@@ -36,6 +36,7 @@ mod layout;
 pub mod load;
 pub mod maps;
 pub mod netns;
+pub mod probe;
 pub mod socket;
 pub mod state;
 pub mod stats;

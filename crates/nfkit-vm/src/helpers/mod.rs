@@ -4,11 +4,20 @@
 //!
 //! * [`table`]: which helpers exist per profile and program type.
 //! * [`csum`]: the Internet checksum arithmetic the checksum helpers use.
+//! * [`fib`]: the route table of `bpf_fib_lookup` and its text form.
+//! * [`net`]: a run's network state (routes, tunnel key, perf records).
+//! * [`tunnel`]: tunnel metadata (`bpf_skb_{get,set}_tunnel_key`).
+//! * `skb_room`: `bpf_skb_adjust_room`, `bpf_skb_change_proto`,
+//!   `bpf_skb_ecn_set_ce`.
 
 #![forbid(unsafe_code)]
 
 pub mod csum;
+pub mod fib;
+pub mod net;
+mod skb_room;
 pub mod table;
+pub mod tunnel;
 
 use crate::config::Profile;
 use crate::error::RunErrorKind;
@@ -230,6 +239,13 @@ impl Machine<'_> {
                     return self.start_loop(a1, cb, a3, next, cur);
                 }
             }
+            id::PERF_EVENT_OUTPUT => self.perf_event_output(a2, a3, a4, a5, cur)?,
+            id::FIB_LOOKUP => self.fib_lookup(a2, a3, a4, cur)?,
+            id::SKB_ADJUST_ROOM => self.skb_adjust_room(a2 as i32, a3, a4),
+            id::SKB_CHANGE_PROTO => self.skb_change_proto(a2, a3),
+            id::SKB_ECN_SET_CE => self.skb_ecn_set_ce(),
+            id::SKB_GET_TUNNEL_KEY => self.get_tunnel_key(a2, a3, a4, cur)?,
+            id::SKB_SET_TUNNEL_KEY => self.set_tunnel_key(a2, a3, a4, cur)?,
             id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,
             id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
                 self.ringbuf_submit(a1, hid as i32 == id::RINGBUF_DISCARD, cur)?
@@ -270,7 +286,10 @@ impl Machine<'_> {
         };
         Ok(if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
             0
-        } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_)) {
+        } else if matches!(
+            m.store,
+            Store::ProgArray(_) | Store::Ringbuf(_) | Store::PerfEvents
+        ) {
             return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
         } else {
             match (m.prog_lookup(&key, cpu as u32), m.value_buf()) {

@@ -123,6 +123,10 @@ pub enum Store {
     Lpm(lpm::LpmTrie),
     Ringbuf(ringbuf::RingBuf),
     ProgArray(ProgArray),
+    /// A `perf_event_array`: the VM keeps no events in it (every CPU's
+    /// ring is open); `bpf_perf_event_output` records go to the run's
+    /// result.
+    PerfEvents,
 }
 
 /// One map.
@@ -171,6 +175,7 @@ impl Map {
                 }
                 Store::ProgArray(ProgArray::new(spec.max_entries))
             }
+            MapType::PerfEventArray => Store::PerfEvents,
             t => return Err(format!("map type {} is not supported by the VM", t.name())),
         };
         if let Some(data) = &spec.data {
@@ -209,7 +214,7 @@ impl Map {
             Store::Hash(h) => Some((&h.buf, !ro_prog)),
             Store::Lpm(l) => Some((&l.buf, true)),
             Store::Ringbuf(r) => Some((&r.buf, true)),
-            Store::ProgArray(_) => None,
+            Store::ProgArray(_) | Store::PerfEvents => None,
         }
     }
 
@@ -276,7 +281,7 @@ impl Map {
             Store::ProgArray(p) => Ok(p
                 .get(u32_key(key)?)
                 .map(|e| (e as u32).to_le_bytes().to_vec())),
-            Store::Ringbuf(_) => Err(MapError::Unsupported),
+            Store::Ringbuf(_) | Store::PerfEvents => Err(MapError::Unsupported),
         }
     }
 
@@ -318,7 +323,7 @@ impl Map {
                 slot.store(e, Ordering::Release);
                 Ok(())
             }
-            Store::Ringbuf(_) => Err(MapError::Unsupported),
+            Store::Ringbuf(_) | Store::PerfEvents => Err(MapError::Unsupported),
         }
     }
 
@@ -337,7 +342,7 @@ impl Map {
                     Ok(())
                 }
             }
-            Store::Ringbuf(_) => Err(MapError::Unsupported),
+            Store::Ringbuf(_) | Store::PerfEvents => Err(MapError::Unsupported),
         }
     }
 
@@ -351,7 +356,7 @@ impl Map {
                 .filter(|&i| p.get(i).is_some())
                 .map(|i| i.to_le_bytes().to_vec())
                 .collect(),
-            Store::Ringbuf(_) => Vec::new(),
+            Store::Ringbuf(_) | Store::PerfEvents => Vec::new(),
         }
     }
 
