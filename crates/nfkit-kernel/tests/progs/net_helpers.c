@@ -1,0 +1,273 @@
+/* The VM's network helpers, compared with the kernel in
+ * tests/vm_net_helpers.rs: bpf_fib_lookup (XDP and TC), bpf_skb_adjust_room,
+ * bpf_skb_change_proto, bpf_skb_ecn_set_ce, bpf_skb_{set,get}_tunnel_key,
+ * bpf_perf_event_output (XDP, TC, socket filter).
+ *
+ * TC programs take their arguments from skb->cb (set through the test
+ * run's context); fib programs from the packet (IPv4 id / IPv6 flow label
+ * low byte = lookup flags, bit 8 = pass the IP length as tot_len). Results
+ * go to the `out` maps, compared after each run. */
+#include "common.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __s64);
+} room_out SEC(".maps");
+
+struct fib_res {
+	__s64 rc;
+	struct bpf_fib_lookup params;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fib_res);
+} fib_out SEC(".maps");
+
+struct tun_res {
+	__s64 set_rc;
+	__s64 get_rc;
+	__u8 key[48];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tun_res);
+} tun_out SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __s64);
+} perf_out SEC(".maps");
+
+static __always_inline void put(void *map, __u32 k, __s64 v)
+{
+	__s64 *p = bpf_map_lookup_elem(map, &k);
+	if (p)
+		*p = v;
+}
+
+/* cb[0] = op; adjust_room: cb[1] = len_diff, cb[2] = mode,
+ * cb[3] / cb[4] = flags low / high; change_proto: cb[1] = EtherType,
+ * cb[3] = flags. */
+SEC("tc")
+int tc_room(struct __sk_buff *skb)
+{
+	__u64 flags = ((__u64)skb->cb[4] << 32) | skb->cb[3];
+	long rc;
+
+	switch (skb->cb[0]) {
+	case 0:
+		rc = bpf_skb_adjust_room(skb, (__s32)skb->cb[1], skb->cb[2], flags);
+		break;
+	case 1:
+		rc = bpf_skb_change_proto(skb, bpf_htons(skb->cb[1]), flags);
+		break;
+	case 2:
+		rc = bpf_skb_ecn_set_ce(skb);
+		break;
+	default:
+		/* Encapsulating twice: the second is refused (EALREADY). */
+		rc = bpf_skb_adjust_room(skb, (__s32)skb->cb[1], skb->cb[2], flags);
+		put(&room_out, 3, rc);
+		rc = bpf_skb_adjust_room(skb, (__s32)skb->cb[1], skb->cb[2], flags);
+		break;
+	}
+	put(&room_out, 0, rc);
+	put(&room_out, 1, skb->protocol);
+	put(&room_out, 2, skb->len);
+	return TC_ACT_OK;
+}
+
+/* cb[0]: 0 = get only; else set (cb[1] = id, cb[2] = set flags, cb[4] =
+ * set size, tunnel_label = cb[0] >> 8) then get (cb[3] = get flags, size
+ * = cb[4] when cb[0] & 0x80 else the whole key). */
+SEC("tc")
+int tc_tunnel(struct __sk_buff *skb)
+{
+	struct bpf_tunnel_key key = {};
+	struct tun_res *r;
+	__u32 zero = 0, op = skb->cb[0], size = skb->cb[4];
+	long rc = 0;
+
+	r = bpf_map_lookup_elem(&tun_out, &zero);
+	if (!r)
+		return TC_ACT_SHOT;
+	if (op & 0xff) {
+		key.tunnel_id = skb->cb[1];
+		key.tunnel_tos = 0x10;
+		key.tunnel_ttl = 9;
+		key.tunnel_label = op >> 8;
+		if (skb->cb[2] & BPF_F_TUNINFO_IPV6) {
+			key.remote_ipv6[0] = bpf_htonl(0x20010db8);
+			key.remote_ipv6[3] = bpf_htonl(2);
+			key.local_ipv6[0] = bpf_htonl(0x20010db8);
+			key.local_ipv6[3] = bpf_htonl(1);
+		} else {
+			key.remote_ipv4 = 0xc6120002;
+			key.local_ipv4 = 0xc6120001;
+		}
+		if (size > sizeof(key) || size == 0)
+			size = sizeof(key);
+		rc = bpf_skb_set_tunnel_key(skb, &key, size, skb->cb[2]);
+	}
+	r->set_rc = rc;
+	__builtin_memset(&key, 0x5a, sizeof(key));
+	size = (op & 0x80) ? skb->cb[4] : sizeof(key);
+	if (size > sizeof(key) || size == 0)
+		size = sizeof(key);
+	r->get_rc = bpf_skb_get_tunnel_key(skb, &key, size, skb->cb[3]);
+	__builtin_memcpy(r->key, &key, sizeof(key));
+	return TC_ACT_OK;
+}
+
+static __always_inline long fib(void *ctx, void *data, void *end, __u32 ifindex)
+{
+	struct bpf_fib_lookup p = {};
+	struct ethhdr *eth = data;
+	__u32 zero = 0, flags = 0;
+	struct fib_res *r;
+	long rc;
+
+	if (!IN_PKT(eth, sizeof(*eth), end))
+		return -1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if (!IN_PKT(ip, sizeof(*ip), end))
+			return -1;
+		p.family = 2;
+		p.tos = ip->tos;
+		p.l4_protocol = ip->protocol;
+		p.ipv4_src = ip->saddr;
+		p.ipv4_dst = ip->daddr;
+		flags = bpf_ntohs(ip->id);
+		if (flags & 0x100)
+			p.tot_len = bpf_ntohs(ip->tot_len);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if (!IN_PKT(ip6, sizeof(*ip6), end))
+			return -1;
+		p.family = 10;
+		p.l4_protocol = ip6->nexthdr;
+		__builtin_memcpy(p.ipv6_src, &ip6->saddr, 16);
+		__builtin_memcpy(p.ipv6_dst, &ip6->daddr, 16);
+		flags = (ip6->flow_lbl[1] << 8) | ip6->flow_lbl[2];
+		if (flags & 0x100)
+			p.tot_len = bpf_ntohs(ip6->payload_len) + 40;
+	} else {
+		/* An unknown family: EAFNOSUPPORT. */
+		p.family = 7;
+	}
+	p.ifindex = ifindex;
+	if (flags & 8) /* TBID */
+		p.tbid = 100;
+	rc = bpf_fib_lookup(ctx, &p, sizeof(p), flags & 0xff);
+	r = bpf_map_lookup_elem(&fib_out, &zero);
+	if (r) {
+		r->rc = rc;
+		r->params = p;
+	}
+	return rc;
+}
+
+SEC("xdp")
+int xdp_fib(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+
+	fib(ctx, data, end, ctx->ingress_ifindex);
+	return XDP_PASS;
+}
+
+SEC("tc")
+int tc_fib(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+
+	fib(skb, data, end, skb->cb[0]);
+	return TC_ACT_OK;
+}
+
+struct sample {
+	__u32 magic;
+	__u32 len;
+	__u64 seq;
+};
+
+/* Packet byte 15 selects the flags: bit 0 = another CPU's index, bit 1 =
+ * an index past the map, bit 2 = append 20 packet bytes, bit 3 = append
+ * more bytes than the packet has, bit 4 = an unknown flag bit. */
+static __always_inline long emit(void *ctx, __u32 len, __u8 sel)
+{
+	struct sample s = { .magic = 0x6e666b74, .len = len, .seq = sel };
+	__u64 flags = BPF_F_CURRENT_CPU;
+	long rc;
+
+	if (sel & 1)
+		flags = bpf_get_smp_processor_id() ^ 1;
+	if (sel & 2)
+		flags = 4096;
+	if (sel & 4)
+		flags |= (__u64)20 << 32;
+	if (sel & 8)
+		flags |= (__u64)(len + 1) << 32;
+	if (sel & 16)
+		flags |= 1ULL << 60;
+	rc = bpf_perf_event_output(ctx, &events, flags, &s, sizeof(s));
+	put(&perf_out, 0, rc);
+	return rc;
+}
+
+SEC("xdp")
+int xdp_perf(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u8 *sel = data + 15;
+
+	if (!IN_PKT(sel, 1, end))
+		return XDP_DROP;
+	emit(ctx, end - data, *sel);
+	return XDP_PASS;
+}
+
+SEC("tc")
+int tc_perf(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	__u8 *sel = data + 15;
+
+	if (!IN_PKT(sel, 1, end))
+		return TC_ACT_SHOT;
+	emit(skb, skb->len, *sel);
+	return TC_ACT_OK;
+}
+
+SEC("socket")
+int socket_perf(struct __sk_buff *skb)
+{
+	__u8 sel = 0;
+
+	bpf_skb_load_bytes(skb, 1, &sel, 1);
+	emit(skb, skb->len, sel);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
