@@ -109,7 +109,14 @@ impl Sides {
 
     /// Runs `prog` on a TC frame with `cb` in both; differences go to
     /// `wrong`. Returns the VM's result.
-    fn tc(&self, prog: &str, frame: &[u8], cb: [u32; 5], map: &str, wrong: &mut Vec<String>) -> RunResult {
+    fn tc(
+        &self,
+        prog: &str,
+        frame: &[u8],
+        cb: [u32; 5],
+        map: &str,
+        wrong: &mut Vec<String>,
+    ) -> RunResult {
         self.reset(map);
         let mut ctx = vec![0u8; 192]; // sizeof(struct __sk_buff)
         for (i, w) in cb.iter().enumerate() {
@@ -145,7 +152,10 @@ impl Sides {
             }
         };
         if v.r0() != Some(u64::from(k.retval)) {
-            wrong.push(format!("{prog} {case}: r0 VM {:?} kernel {}", v.result, k.retval));
+            wrong.push(format!(
+                "{prog} {case}: r0 VM {:?} kernel {}",
+                v.result, k.retval
+            ));
         }
         if !prog.starts_with("socket") && v.packet != k.data {
             wrong.push(format!(
@@ -157,7 +167,11 @@ impl Sides {
         let (kv, vv) = self.values(map);
         if kv != vv {
             let show = |x: &[Vec<u8>]| x.iter().map(|b| hex(b)).collect::<Vec<_>>().join(" ");
-            wrong.push(format!("{prog} {case}: {map} VM {} kernel {}", show(&vv), show(&kv)));
+            wrong.push(format!(
+                "{prog} {case}: {map} VM {} kernel {}",
+                show(&vv),
+                show(&kv)
+            ));
         }
     }
 }
@@ -319,7 +333,10 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
         cases += 1;
     }
     s.tc("tc_room", &arp(), [2, 0, 0, 0, 0], "room_out", &mut wrong);
-    println!("skb room/proto/ecn: {cases} cases, {} disagree", wrong.len());
+    println!(
+        "skb room/proto/ecn: {cases} cases, {} disagree",
+        wrong.len()
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
@@ -361,13 +378,341 @@ fn tunnel_keys_agree_with_the_kernel() {
     for cb in cases {
         let v = s.tc("tc_tunnel", &f, *cb, "tun_out", &mut wrong);
         let (_, vals) = s.values("tun_out");
-        rcs.insert(i64::from_le_bytes(vals[0][8..16].try_into().expect("8 bytes")));
+        rcs.insert(i64::from_le_bytes(
+            vals[0][8..16].try_into().expect("8 bytes"),
+        ));
         let set_ok = vals[0].get(..8) == Some(&[0u8; 8][..]) && cb[0] & 0xff != 0;
         if set_ok != v.tunnel_key.is_some() {
-            wrong.push(format!("cb {cb:x?}: VM reports tunnel key {:?}", v.tunnel_key));
+            wrong.push(format!(
+                "cb {cb:x?}: VM reports tunnel key {:?}",
+                v.tunnel_key
+            ));
         }
     }
-    println!("tunnel keys: {} cases, {} disagree", cases.len(), wrong.len());
-    assert_eq!(rcs.into_iter().collect::<Vec<_>>(), [-71, -22, 0], "get results");
+    println!(
+        "tunnel keys: {} cases, {} disagree",
+        cases.len(),
+        wrong.len()
+    );
+    assert_eq!(
+        rcs.into_iter().collect::<Vec<_>>(),
+        [-71, -22, 0],
+        "get results"
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A namespace with two veths (v0: 198.18.0.1/24, 2001:db8::1/64; v1 with
+/// MTU 1400: 198.18.1.1/24, 2001:db8:1::1/64), routes of every type, a
+/// second table, static neighbours and forwarding on. Removed on drop.
+fn fib_netns() -> Netns {
+    let ns = Netns::new("fib").expect("netns");
+    let cmds: &[&[&str]] = &[
+        &["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+        &["link", "set", "v0", "address", "02:00:00:00:00:10", "up"],
+        &[
+            "link",
+            "set",
+            "v1",
+            "address",
+            "02:00:00:00:00:11",
+            "mtu",
+            "1400",
+            "up",
+        ],
+        &["addr", "add", "198.18.0.1/24", "dev", "v0"],
+        &["addr", "add", "198.18.1.1/24", "dev", "v1"],
+        &["-6", "addr", "add", "2001:db8::1/64", "dev", "v0", "nodad"],
+        &[
+            "-6",
+            "addr",
+            "add",
+            "2001:db8:1::1/64",
+            "dev",
+            "v1",
+            "nodad",
+        ],
+        &[
+            "route",
+            "add",
+            "198.18.5.0/24",
+            "via",
+            "198.18.1.2",
+            "dev",
+            "v1",
+            "mtu",
+            "1300",
+        ],
+        &[
+            "route",
+            "add",
+            "198.18.4.0/24",
+            "via",
+            "198.18.0.2",
+            "metric",
+            "7",
+        ],
+        &[
+            "route",
+            "add",
+            "198.18.3.0/24",
+            "via",
+            "198.18.1.2",
+            "mtu",
+            "lock",
+            "1300",
+        ],
+        &["route", "add", "blackhole", "198.18.6.0/24"],
+        &["route", "add", "unreachable", "198.18.7.0/24"],
+        &["route", "add", "prohibit", "198.18.8.0/24"],
+        &[
+            "route",
+            "add",
+            "198.18.9.0/24",
+            "via",
+            "198.18.0.2",
+            "dev",
+            "v0",
+            "table",
+            "100",
+        ],
+        &[
+            "neigh",
+            "add",
+            "198.18.1.2",
+            "lladdr",
+            "02:00:00:00:00:aa",
+            "dev",
+            "v1",
+            "nud",
+            "permanent",
+        ],
+        &[
+            "neigh",
+            "add",
+            "198.18.0.2",
+            "lladdr",
+            "02:00:00:00:00:bb",
+            "dev",
+            "v0",
+            "nud",
+            "permanent",
+        ],
+        &[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:5::/64",
+            "via",
+            "2001:db8:1::2",
+            "dev",
+            "v1",
+        ],
+        &["-6", "route", "add", "blackhole", "2001:db8:6::/64"],
+        &[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:7::/64",
+            "via",
+            "2001:db8:1::2",
+            "mtu",
+            "lock",
+            "1280",
+        ],
+        &[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:8::/64",
+            "via",
+            "2001:db8:1::2",
+            "mtu",
+            "1280",
+        ],
+        &[
+            "-6",
+            "neigh",
+            "add",
+            "2001:db8:1::2",
+            "lladdr",
+            "02:00:00:00:00:cc",
+            "dev",
+            "v1",
+            "nud",
+            "permanent",
+        ],
+    ];
+    for c in cmds {
+        ns.ip(c)
+            .unwrap_or_else(|e| panic!("ip {}: {e}", c.join(" ")));
+    }
+    ns.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=1",
+        "net.ipv6.conf.all.forwarding=1",
+    ])
+    .expect("sysctl");
+    ns
+}
+
+/// The namespace's table as `ip` prints it, read by the VM's parser.
+fn fib_table(ns: &Netns) -> FibTable {
+    let mut text = String::new();
+    for args in [
+        &["-o", "link"][..],
+        &["route", "show", "table", "all"],
+        &["-6", "route", "show", "table", "all"],
+        &["neigh"],
+        &["-6", "neigh"],
+    ] {
+        text += &ns.ip(args).expect("ip show");
+        text.push('\n');
+    }
+    FibTable::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn fib_lookup_agrees_with_the_kernel() {
+    let Some(s) = sides() else { return };
+    let ns = fib_netns();
+    let table = Arc::new(fib_table(&ns));
+    let v0 = ns.ifindex("v0").expect("v0");
+    const DIRECT: u16 = 1;
+    const OUTPUT: u16 = 2;
+    const SKIP: u16 = 4;
+    const TBID: u16 = 8;
+    const SRC: u16 = 16;
+    const TOT: u16 = 0x100;
+    let d = |c: u8, x: u8| [198, 18, c, x];
+    // (destination, flags in the IP id; TOT = pass the IP length)
+    let v4: Vec<([u8; 4], u16, usize)> = vec![
+        (d(5, 7), 0, 20),
+        (d(5, 7), OUTPUT, 20),
+        (d(5, 7), TOT, 1300),
+        (d(5, 7), TOT, 1400),
+        (d(5, 7), 0, 1400),
+        (d(3, 7), TOT, 1300),
+        (d(3, 7), TOT, 1200),
+        (d(4, 1), 0, 20),
+        (d(0, 2), 0, 20),
+        (d(0, 3), 0, 20),
+        (d(0, 3), SKIP, 20),
+        (d(0, 1), 0, 20),
+        (d(6, 1), 0, 20),
+        (d(7, 1), 0, 20),
+        (d(8, 1), 0, 20),
+        (d(9, 5), 0, 20),
+        (d(9, 5), DIRECT | TBID, 20),
+        (d(9, 5), DIRECT, 20),
+        (d(1, 9), DIRECT, 20),
+        (d(0, 2), SRC, 20),
+        ([10, 1, 1, 1], 0, 20),
+        (d(5, 7), 64, 20),
+    ];
+    let mut frames: Vec<Vec<u8>> = v4
+        .iter()
+        .map(|&(dst, fl, n)| ipv4(A1, dst, 0, fl, n))
+        .collect();
+    for (net, last, fl, n) in [
+        (5u16, 7u16, 0u32, 20usize),
+        (5, 7, 0x100, 1400),
+        (7, 7, 0x100, 1300),
+        (7, 7, 0x100, 1000),
+        (8, 7, 0x100, 1300),
+        (0, 9, 0, 20),
+        (0, 9, 4, 20),
+        (6, 1, 0, 20),
+        (9, 1, 0, 20),
+    ] {
+        frames.push(ipv6(v6(1, 0), v6(last, net), 0, fl, n));
+    }
+    let mut ll = v6(1, 0);
+    ll[..2].copy_from_slice(&[0xfe, 0x80]);
+    frames.push(ipv6(v6(1, 0), ll, 0, 0, 20));
+    frames.push(arp());
+    let opts = RunOptions {
+        fib: Some(table),
+        ..RunOptions::default()
+    };
+    let wrong = in_netns(Some(ns.name()), || {
+        let mut wrong = Vec::new();
+        let mut codes = std::collections::BTreeSet::new();
+        for f in &frames {
+            fib_case(&s, f, &opts, [v0, 999], &mut wrong, &mut codes);
+        }
+        // Every result code the table can give, and ENODEV.
+        for c in [0, 1, 2, 3, 4, 7, 8, -19, -22, -97] {
+            if !codes.contains(&c) {
+                wrong.push(format!("no case returned {c}: {codes:?}"));
+            }
+        }
+        Ok(wrong)
+    })
+    .expect("in netns");
+    println!(
+        "fib_lookup: {} frames x 3 runs, {} disagree",
+        frames.len(),
+        wrong.len()
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // No table: nothing is forwarded.
+    let v = s.vm.run(
+        "xdp_fib",
+        Context::Xdp(XdpMd::new(&frames[0])),
+        &RunOptions::default(),
+    );
+    assert_eq!(v.r0(), Some(2));
+    let (_, vals) = s.values("fib_out");
+    assert_eq!(vals[0][..8], 4i64.to_le_bytes());
+}
+
+/// One frame through `xdp_fib` (ingress: loopback) and `tc_fib` (input
+/// devices v0 and a missing one).
+fn fib_case(
+    s: &Sides,
+    f: &[u8],
+    opts: &RunOptions,
+    ifindexes: [u32; 2],
+    wrong: &mut Vec<String>,
+    codes: &mut std::collections::BTreeSet<i64>,
+) {
+    let case = hex(&f[14..f.len().min(54)]);
+    s.reset("fib_out");
+    let k = s
+        .kernel
+        .prog("xdp_fib")
+        .expect("prog")
+        .test_run(&TestRun::packet(f));
+    let v = s.vm.run("xdp_fib", Context::Xdp(XdpMd::new(f)), opts);
+    s.compare("xdp_fib", &case, k, &v, "fib_out", wrong);
+    codes.insert(i64::from_le_bytes(
+        s.values("fib_out").1[0][..8].try_into().expect("8"),
+    ));
+    for ifindex in ifindexes {
+        s.reset("fib_out");
+        let mut ctx = vec![0u8; 192];
+        ctx[48..52].copy_from_slice(&ifindex.to_le_bytes());
+        let k = s.kernel.prog("tc_fib").expect("prog").test_run(&TestRun {
+            ctx_in: Some(ctx),
+            ..TestRun::packet(f)
+        });
+        let skb = SkBuff {
+            cb: [ifindex, 0, 0, 0, 0],
+            ..SkBuff::new(f)
+        };
+        let v = s.vm.run("tc_fib", Context::Skb(skb), opts);
+        s.compare(
+            "tc_fib",
+            &format!("{case} dev {ifindex}"),
+            k,
+            &v,
+            "fib_out",
+            wrong,
+        );
+        codes.insert(i64::from_le_bytes(
+            s.values("fib_out").1[0][..8].try_into().expect("8"),
+        ));
+    }
 }

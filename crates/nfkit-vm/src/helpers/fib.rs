@@ -42,8 +42,12 @@ pub struct Route {
     pub kind: RouteType,
     pub via: Option<IpAddr>,
     pub dev: Option<u32>,
-    /// The route's MTU metric (else the device's).
+    /// The route's MTU metric: lookups use it only when it is locked
+    /// (`mtu lock N`), as the kernel's `ip_mtu_from_fib_result` and
+    /// `ip6_mtu_from_fib6` do (without `ip_fwd_use_pmtu`); else the
+    /// device's MTU counts.
     pub mtu: Option<u32>,
+    pub mtu_lock: bool,
     pub metric: u32,
     /// Routing table id (main = 254; local = 255 is looked up with main).
     pub table: u32,
@@ -276,6 +280,7 @@ impl FibTable {
             via: None,
             dev: None,
             mtu: None,
+            mtu_lock: false,
             metric: if dst.is_ipv6() { 1024 } else { 0 },
             table: MAIN,
             src: None,
@@ -294,6 +299,7 @@ impl FibTable {
                 "mtu" => {
                     let mut v = need("mtu")?;
                     if v == "lock" {
+                        r.mtu_lock = true;
                         i += 1;
                         v = w.get(i + 1).copied().ok_or("`mtu lock` without a value")?;
                     }
@@ -342,19 +348,22 @@ impl FibTable {
     /// routes of table `table` (local and main are one table, as the
     /// kernel merges them while no policy rules exist). `None` for the
     /// table means the rule lookup: local+main, then default.
-    fn route(&self, dst: IpAddr, table: Option<u32>) -> Option<&Route> {
+    /// With `oif` (an output lookup), only routes through that device
+    /// (or through none) match.
+    fn route(&self, dst: IpAddr, table: Option<u32>, oif: Option<u32>) -> Option<&Route> {
         let tables: &[&[u32]] = match table {
             Some(MAIN) | Some(LOCAL) => &[&[MAIN, LOCAL]],
-            Some(t) => return self.best(dst, &[t]),
+            Some(t) => return self.best(dst, &[t], oif),
             None => &[&[MAIN, LOCAL], &[253]],
         };
-        tables.iter().find_map(|ts| self.best(dst, ts))
+        tables.iter().find_map(|ts| self.best(dst, ts, oif))
     }
 
-    fn best(&self, dst: IpAddr, tables: &[u32]) -> Option<&Route> {
+    fn best(&self, dst: IpAddr, tables: &[u32], oif: Option<u32>) -> Option<&Route> {
         self.routes
             .iter()
             .filter(|r| tables.contains(&r.table) && covers(r, dst))
+            .filter(|r| oif.is_none() || r.dev.is_none() || r.dev == oif)
             .min_by_key(|r| (std::cmp::Reverse(r.prefix), r.metric))
     }
 
@@ -607,7 +616,9 @@ fn route_lookup(
     } else {
         None
     };
-    let Some(r) = t.route(dst, table) else {
+    let in_dev = dev.ifindex;
+    let oif = (flags & flag::OUTPUT != 0).then_some(in_dev);
+    let Some(r) = t.route(dst, table, oif) else {
         return Ok(Lookup::Code(ret::NOT_FWDED));
     };
     match r.kind {
@@ -620,7 +631,7 @@ fn route_lookup(
     let out_dev = r.dev.and_then(|i| t.link(i)).or_else(|| {
         // A route by gateway only: the device of the route covering it.
         let gw = r.via?;
-        t.route(gw, table)
+        t.route(gw, table, oif)
             .and_then(|g| g.dev)
             .and_then(|i| t.link(i))
     });
@@ -629,7 +640,10 @@ fn route_lookup(
     };
     let mut mtu = 0u32;
     if check_mtu {
-        mtu = r.mtu.unwrap_or(out_dev.mtu);
+        mtu = match r.mtu {
+            Some(m) if r.mtu_lock => m,
+            _ => out_dev.mtu,
+        };
         let tot_len = u16::from_le_bytes([p[off::TOT_LEN], p[off::TOT_LEN + 1]]);
         if u32::from(tot_len) > mtu {
             p[off::TOT_LEN..off::TOT_LEN + 2].copy_from_slice(&(mtu as u16).to_le_bytes());
@@ -686,7 +700,7 @@ mod tests {
         3: v0@if4: <BROADCAST,UP> mtu 1500 qdisc noqueue link/ether 02:00:00:00:00:03 brd ff:ff:ff:ff:ff:ff
         link 4 v1 mtu 1400 lladdr 02:00:00:00:00:04
         198.18.0.0/24 dev v0 proto kernel scope link src 198.18.0.1
-        198.18.5.0/24 via 198.18.1.2 dev v1 mtu 1300
+        198.18.5.0/24 via 198.18.1.2 dev v1 mtu lock 1300
         198.18.1.0/24 dev 4
         blackhole 198.18.6.0/24
         local 198.18.0.1 dev v0 table local proto kernel scope host src 198.18.0.1
