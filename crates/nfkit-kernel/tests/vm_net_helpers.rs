@@ -716,3 +716,75 @@ fn fib_case(
         ));
     }
 }
+
+/// A kernel record as the perf buffer hands it over: (CPU, bytes with the
+/// ring's padding to 8 bytes with the size word).
+type Records = std::sync::Arc<std::sync::Mutex<Vec<(i32, Vec<u8>)>>>;
+
+#[test]
+fn perf_event_output_agrees_with_the_kernel() {
+    let Some(s) = sides() else { return };
+    let ncpus = nfkit_kernel::possible_cpus().expect("cpus");
+    let cpu = if ncpus > 1 { 1 } else { 0 };
+    nfkit_kernel::pin_thread_to_cpu(cpu).expect("pin");
+    let records: Records = Default::default();
+    let sink = records.clone();
+    let events = s.kernel.map("events").expect("events map");
+    let perf = libbpf_rs::PerfBufferBuilder::new(events.handle())
+        .sample_cb(move |c: i32, data: &[u8]| {
+            if let Ok(mut r) = sink.lock() {
+                r.push((c, data.to_vec()));
+            }
+        })
+        .build()
+        .expect("perf buffer");
+    let opts = RunOptions {
+        cpu: cpu as u32,
+        ..RunOptions::default()
+    };
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for sel in [0u8, 1, 2, 4, 5, 8, 16, 4 | 16] {
+        let f = ipv4(A1, A2, sel, 3, 30);
+        for prog in ["xdp_perf", "tc_perf", "socket_perf"] {
+            s.reset("perf_out");
+            let k = s
+                .kernel
+                .prog(prog)
+                .expect("prog")
+                .test_run(&TestRun::packet(&f));
+            let ctx = if prog == "xdp_perf" {
+                Context::Xdp(XdpMd::new(&f))
+            } else {
+                Context::Skb(SkBuff::new(&f))
+            };
+            let v = s.vm.run(prog, ctx, &opts);
+            s.compare(prog, &format!("sel {sel}"), k, &v, "perf_out", &mut wrong);
+            perf.consume().expect("consume");
+            let got = std::mem::take(&mut *records.lock().expect("records"));
+            let want: Vec<(i32, Vec<u8>)> = v
+                .perf_events
+                .iter()
+                .map(|e| (e.cpu as i32, [e.data.clone(), e.packet.clone()].concat()))
+                .collect();
+            seen += want.len();
+            let same = got.len() == want.len()
+                && got.iter().zip(&want).all(|((kc, kb), (vc, vb))| {
+                    kc == vc && kb.len() == (vb.len() + 4).div_ceil(8) * 8 - 4 && kb.starts_with(vb)
+                });
+            if !same {
+                wrong.push(format!(
+                    "{prog} sel {sel}: records VM {:?} kernel {:?}",
+                    want.iter().map(|(c, b)| (c, hex(b))).collect::<Vec<_>>(),
+                    got.iter().map(|(c, b)| (c, hex(b))).collect::<Vec<_>>()
+                ));
+            }
+        }
+    }
+    println!(
+        "perf_event_output: {seen} records, {} disagree",
+        wrong.len()
+    );
+    assert!(seen >= 6, "too few records to compare: {seen}");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
