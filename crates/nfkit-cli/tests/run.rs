@@ -799,6 +799,38 @@ fn run_takes_routes_and_tunnel_keys_and_shows_perf_records() {
     assert_eq!(k["remote"], "198.18.0.9");
 }
 
+/// `prog test` reads the kernel's perf records: the same data and packet
+/// bytes as the VM's, padded as the perf ring stores them.
+#[test]
+fn prog_test_shows_the_kernels_perf_records() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let d = Dir::new("perf-kernel");
+    let obj = clang(&d, "net", NET_HELPERS);
+    let inp = d.path("in.pcap");
+    let frame = ipv4(17, 53, 60);
+    write_pcap(&inp, std::slice::from_ref(&frame));
+    let args = [
+        "prog",
+        "test",
+        &obj,
+        "--section",
+        "fwd",
+        "--pcap",
+        &inp,
+        "--json",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&args))).expect("JSON");
+    let ev = &v["packets"][0]["perf_events"][0];
+    assert_eq!(ev["map"], "events", "{v}");
+    let data = ev["data"].as_str().expect("data");
+    // 8 bytes of data + 14 packet bytes, padded to 28 (32 with the size).
+    assert_eq!(data.len(), 2 * 28, "{data}");
+    assert_eq!(&data[16..44], hex_of(&frame[..14]));
+}
+
 fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
