@@ -333,6 +333,14 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
         cases += 1;
     }
     s.tc("tc_room", &arp(), [2, 0, 0, 0, 0], "room_out", &mut wrong);
+    // A VLAN-tagged frame: adjust_room and change_proto refuse it (not
+    // IP), ECN reads the protocol behind the tag.
+    let mut tagged = ipv4(A1, A2, 0x2a, 9, 10);
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    for cb in [[2, 0, 0, 0, 0], [0, 8, NET, 0, 0], [1, 0x86dd, 0, 0, 0]] {
+        s.tc("tc_room", &tagged, cb, "room_out", &mut wrong);
+        cases += 1;
+    }
     println!(
         "skb room/proto/ecn: {cases} cases, {} disagree",
         wrong.len()
