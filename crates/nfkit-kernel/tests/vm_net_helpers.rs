@@ -317,6 +317,28 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
             cases += 1;
         }
     }
+    // Hash, packet type, checksum value, tail length.
+    for f in &frames {
+        let len = f.len() as u32;
+        for cb in [
+            [4, 0x1234_5678, 0, 0, 0],
+            [5, 0x1234_5678, 0, 0, 0],
+            [6, 0, 0, 0, 0],
+            [6, 3, 0, 0, 0],
+            [6, 4, 0, 0, 0],
+            [7, 0xffff, 0, 0, 0],
+            [8, len + 10, 0, 0, 0],
+            [8, len - 10, 0, 0, 0],
+            [8, 14, 0, 0, 0],
+            [8, 13, 0, 0, 0],
+            [8, len, 0, 1, 0],
+            [8, 20000, 0, 0, 0],
+            [9, len + 4, 0, 0, 0],
+        ] {
+            run(f, cb, &mut wrong);
+            cases += 1;
+        }
+    }
     // Every outcome occurred: success, EINVAL, EFAULT, EALREADY, ENOTSUPP.
     for rc in [0, -22, -14, -114, -524] {
         assert!(rcs.contains(&rc), "no case returned {rc}: {rcs:?}");

@@ -63,7 +63,8 @@ static __always_inline void put(void *map, __u32 k, __s64 v)
 
 /* cb[0] = op; adjust_room: cb[1] = len_diff, cb[2] = mode,
  * cb[3] / cb[4] = flags low / high; change_proto: cb[1] = EtherType,
- * cb[3] = flags. */
+ * cb[3] = flags; set_hash, change_type, csum_update: cb[1] = the value;
+ * change_tail: cb[1] = new length, cb[3] = flags. */
 SEC("tc")
 int tc_room(struct __sk_buff *skb)
 {
@@ -80,11 +81,37 @@ int tc_room(struct __sk_buff *skb)
 	case 2:
 		rc = bpf_skb_ecn_set_ce(skb);
 		break;
-	default:
+	case 3:
 		/* Encapsulating twice: the second is refused (EALREADY). */
 		rc = bpf_skb_adjust_room(skb, (__s32)skb->cb[1], skb->cb[2], flags);
 		put(&room_out, 3, rc);
 		rc = bpf_skb_adjust_room(skb, (__s32)skb->cb[1], skb->cb[2], flags);
+		break;
+	case 4:
+		rc = bpf_set_hash(skb, skb->cb[1]);
+		put(&room_out, 3, skb->hash);
+		break;
+	case 5:
+		bpf_set_hash(skb, skb->cb[1]);
+		bpf_set_hash_invalid(skb);
+		rc = 0;
+		put(&room_out, 3, skb->hash);
+		break;
+	case 6:
+		rc = bpf_skb_change_type(skb, skb->cb[1]);
+		put(&room_out, 3, skb->pkt_type);
+		break;
+	case 7:
+		rc = bpf_csum_update(skb, skb->cb[1]);
+		break;
+	case 8:
+		rc = bpf_skb_change_tail(skb, skb->cb[1], flags);
+		break;
+	default:
+		/* After an encapsulation the tail cannot change (ENOTSUPP). */
+		put(&room_out, 3, bpf_skb_adjust_room(skb, 20, BPF_ADJ_ROOM_MAC,
+						     BPF_F_ADJ_ROOM_ENCAP_L3_IPV4));
+		rc = bpf_skb_change_tail(skb, skb->cb[1], flags);
 		break;
 	}
 	put(&room_out, 0, rc);

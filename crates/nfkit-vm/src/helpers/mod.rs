@@ -39,6 +39,7 @@ const E2BIG: i64 = 7;
 const EACCES: i64 = 13;
 const ENOMEM: i64 = 12;
 const EAGAIN: i64 = 11;
+const ENOTSUPP: i64 = 524;
 
 // The hook return codes helpers give back (`bpf_redirect*`).
 const XDP_ABORTED: u64 = hook::XDP_ABORTED as u64;
@@ -244,6 +245,22 @@ impl Machine<'_> {
             id::SKB_ADJUST_ROOM => self.skb_adjust_room(a2 as i32, a3, a4),
             id::SKB_CHANGE_PROTO => self.skb_change_proto(a2, a3),
             id::SKB_ECN_SET_CE => self.skb_ecn_set_ce(),
+            id::SKB_CHANGE_TAIL => self.skb_change_tail(a2 as u32, a3),
+            id::SKB_CHANGE_TYPE => self.skb_change_type(a2 as u32),
+            id::SET_HASH | id::SET_HASH_INVALID => {
+                let h = if hid as i32 == id::SET_HASH {
+                    a2 as u32
+                } else {
+                    0
+                };
+                if let crate::ctx::CtxState::Skb(s) = &mut self.ctx {
+                    s.out.hash = h;
+                }
+                0
+            }
+            // The VM keeps no CHECKSUM_COMPLETE sum: as the kernel for
+            // any other checksum state.
+            id::CSUM_UPDATE => neg(ENOTSUPP),
             id::SKB_GET_TUNNEL_KEY => self.get_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_SET_TUNNEL_KEY => self.set_tunnel_key(a2, a3, a4, cur)?,
             id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,

@@ -1,19 +1,19 @@
 //! Helpers that change a TC program's socket buffer beyond its bytes, as
 //! `net/core/filter.c` does: `bpf_skb_adjust_room` (room after the MAC or
 //! the network header, with the encapsulation flags' checks),
-//! `bpf_skb_change_proto` (IPv4 <-> IPv6 header room), and
-//! `bpf_skb_ecn_set_ce` (ECT -> CE with the IPv4 checksum fixed).
+//! `bpf_skb_change_proto` (IPv4 <-> IPv6 header room),
+//! `bpf_skb_ecn_set_ce` (ECT -> CE with the IPv4 checksum fixed),
+//! `bpf_skb_change_tail` and `bpf_skb_change_type`.
 //!
 //! The buffer keeps its MAC header where it is and grows or shrinks at
 //! its end (the kernel pushes at the front); the bytes are the same.
 
 #![forbid(unsafe_code)]
 
-use super::{neg, EFAULT, EINVAL, ENOMEM, ETH_HLEN};
+use super::{neg, EFAULT, EINVAL, ENOMEM, ENOTSUPP, ETH_HLEN};
 use crate::ctx::CtxState;
 use crate::interp::Machine;
 
-const ENOTSUPP: i64 = 524;
 const EALREADY: i64 = 114;
 
 const IPV4_HLEN: usize = 20;
@@ -216,6 +216,42 @@ impl Machine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `bpf_skb_change_tail(skb, len, flags)`: the frame cut or grown
+    /// (zeros) to `len` bytes, at least its MAC header, at most
+    /// `SKB_MAX_ALLOC` (16064); not after an encapsulation.
+    pub(super) fn skb_change_tail(&mut self, len: u32, flags: u64) -> u64 {
+        const MAX_LEN: usize = 16064;
+        let len = len as usize;
+        if flags != 0 || len > MAX_LEN || len < ETH_HLEN {
+            return neg(EINVAL);
+        }
+        if self.net.encapsulated {
+            return neg(ENOTSUPP);
+        }
+        let cur = self.frame_len();
+        let r = if len >= cur {
+            self.frame_insert(cur, len - cur)
+        } else {
+            self.frame_remove(len, cur - len)
+        };
+        match r {
+            Ok(()) => 0,
+            Err(e) => neg(e),
+        }
+    }
+
+    /// `bpf_skb_change_type(skb, type)`: host, broadcast, multicast or
+    /// other host (0..=3) only, from and to.
+    pub(super) fn skb_change_type(&mut self, t: u32) -> u64 {
+        match &mut self.ctx {
+            CtxState::Skb(s) if s.pkt_type <= 3 && t <= 3 => {
+                s.pkt_type = t;
+                0
+            }
+            _ => neg(EINVAL),
+        }
     }
 
     /// `bpf_skb_ecn_set_ce(skb)`: 1 when the packet is (now) marked CE, 0
