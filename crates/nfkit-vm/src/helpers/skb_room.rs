@@ -224,7 +224,7 @@ impl Machine<'_> {
     pub(super) fn skb_change_tail(&mut self, len: u32, flags: u64) -> u64 {
         const MAX_LEN: usize = 16064;
         let len = len as usize;
-        if flags != 0 || len > MAX_LEN || len < ETH_HLEN {
+        if flags != 0 || !(ETH_HLEN..=MAX_LEN).contains(&len) {
             return neg(EINVAL);
         }
         if self.net.encapsulated {
