@@ -60,6 +60,7 @@ const INDEX_MASK: u64 = 0xffff_ffff;
 /// `BPF_F_CTXLEN_MASK`: packet bytes to append, in bits 32..52.
 const CTXLEN_MASK: u64 = 0xfffff << 32;
 const ENOENT: i64 = 2;
+const MAX_RECORD: u64 = 0xffff;
 const EOPNOTSUPP: i64 = 95;
 
 impl Machine<'_> {
@@ -83,6 +84,10 @@ impl Machine<'_> {
                 name,
                 format!("map {} is not a perf_event_array", m.name()),
             );
+        }
+        // The verifier bounds `size`; a perf record holds at most 64 KiB.
+        if size > MAX_RECORD {
+            return self.herr(cur, name, format!("size {size} is beyond a perf record"));
         }
         let bytes = self.read_arg(data, size as usize, cur, name)?;
         if flags & !(CTXLEN_MASK | INDEX_MASK) != 0 {
@@ -179,7 +184,12 @@ impl Machine<'_> {
         flags: u64,
         cur: usize,
     ) -> Step<u64> {
-        let (bytes, rc) = tunnel::get(self.net.tunnel.as_ref(), size as u32 as usize, flags);
+        // The verifier bounds `size` by the buffer; a key is 44 bytes.
+        if size > 4096 {
+            let why = format!("key size {size}");
+            return self.herr(cur, "skb_get_tunnel_key", why);
+        }
+        let (bytes, rc) = tunnel::get(self.net.tunnel.as_ref(), size as usize, flags);
         self.write_arg(to, &bytes, cur, "skb_get_tunnel_key")?;
         Ok(rc as u64)
     }
@@ -192,7 +202,10 @@ impl Machine<'_> {
         flags: u64,
         cur: usize,
     ) -> Step<u64> {
-        let bytes = self.read_arg(from, size as u32 as usize, cur, "skb_set_tunnel_key")?;
+        if !tunnel::valid_size(size) {
+            return Ok(neg(EINVAL));
+        }
+        let bytes = self.read_arg(from, size as usize, cur, "skb_set_tunnel_key")?;
         Ok(match tunnel::set(&bytes, flags) {
             Ok(k) => {
                 self.net.tunnel = Some(k);

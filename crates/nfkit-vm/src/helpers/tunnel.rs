@@ -133,6 +133,11 @@ pub const KEY_SIZE: usize = 44;
 /// `remote_ipv6[1]`, `tunnel_ext`, `tunnel_label`, `local_ipv6`.
 const COMPAT_SIZES: [usize; 4] = [8, 22, 24, 28];
 
+/// A key size `bpf_skb_set_tunnel_key` accepts.
+pub fn valid_size(size: u64) -> bool {
+    size == KEY_SIZE as u64 || COMPAT_SIZES.iter().any(|&c| c as u64 == size)
+}
+
 const F_TUNINFO_IPV6: u64 = 1;
 const F_ZERO_CSUM_TX: u64 = 1 << 1;
 const F_DONT_FRAGMENT: u64 = 1 << 2;
