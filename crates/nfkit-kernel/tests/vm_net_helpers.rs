@@ -339,6 +339,43 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
             cases += 1;
         }
     }
+    // VLAN tags: pushed out of band, into the frame under a new one,
+    // popped from out of band or the frame (QinQ, length-field payloads).
+    let tag = |f: &[u8], tpid: u16, tci: u16| -> Vec<u8> {
+        let mut t = f.to_vec();
+        let mut h = tpid.to_be_bytes().to_vec();
+        h.extend_from_slice(&tci.to_be_bytes());
+        t.splice(12..12, h);
+        t
+    };
+    let one = tag(&frames[0], 0x8100, 5);
+    let mut raw = MAC_HDR.to_vec();
+    raw.extend_from_slice(&[0x81, 0, 0, 9, 0, 0x40, 0xff, 0xff]);
+    raw.extend([7u8; 30]);
+    let mut llc = raw.clone();
+    llc[18] = 0xaa;
+    let vlan_frames = [
+        frames[0].clone(),
+        one.clone(),
+        tag(&one, 0x88a8, 7),
+        raw,
+        llc,
+        one[..17].to_vec(),
+    ];
+    for f in &vlan_frames {
+        for cb in [
+            [10, 0x8100, 0x1005, 0, 0],
+            [10, 0x88a8, 3, 0, 0],
+            [10, 0x0800, 3, 0, 0],
+            [11, 0x8100, 5, 0x88a8, 6],
+            [12, 0, 0, 0, 0],
+            [13, 0x8100, 5, 0, 0],
+            [14, 0, 0, 0, 0],
+        ] {
+            run(f, cb, &mut wrong);
+            cases += 1;
+        }
+    }
     // Every outcome occurred: success, EINVAL, EFAULT, EALREADY, ENOTSUPP.
     for rc in [0, -22, -14, -114, -524] {
         assert!(rcs.contains(&rc), "no case returned {rc}: {rcs:?}");

@@ -61,6 +61,12 @@ static __always_inline void put(void *map, __u32 k, __s64 v)
 		*p = v;
 }
 
+static __always_inline __s64 vlan_word(struct __sk_buff *skb)
+{
+	return ((__s64)skb->vlan_present << 40) | ((__s64)skb->vlan_proto << 16) |
+	       skb->vlan_tci;
+}
+
 /* cb[0] = op; adjust_room: cb[1] = len_diff, cb[2] = mode,
  * cb[3] / cb[4] = flags low / high; change_proto: cb[1] = EtherType,
  * cb[3] = flags; set_hash, change_type, csum_update: cb[1] = the value;
@@ -106,6 +112,29 @@ int tc_room(struct __sk_buff *skb)
 		break;
 	case 8:
 		rc = bpf_skb_change_tail(skb, skb->cb[1], flags);
+		break;
+	case 10:
+		rc = bpf_skb_vlan_push(skb, bpf_htons(skb->cb[1]), skb->cb[2]);
+		put(&room_out, 3, vlan_word(skb));
+		break;
+	case 11:
+		bpf_skb_vlan_push(skb, bpf_htons(skb->cb[1]), skb->cb[2]);
+		rc = bpf_skb_vlan_push(skb, bpf_htons(skb->cb[3]), skb->cb[4]);
+		put(&room_out, 3, vlan_word(skb));
+		break;
+	case 12:
+		rc = bpf_skb_vlan_pop(skb);
+		put(&room_out, 3, vlan_word(skb));
+		break;
+	case 13:
+		bpf_skb_vlan_push(skb, bpf_htons(skb->cb[1]), skb->cb[2]);
+		rc = bpf_skb_vlan_pop(skb);
+		put(&room_out, 3, vlan_word(skb));
+		break;
+	case 14:
+		bpf_skb_vlan_pop(skb);
+		rc = bpf_skb_vlan_pop(skb);
+		put(&room_out, 3, vlan_word(skb));
 		break;
 	default:
 		/* After an encapsulation the tail cannot change (ENOTSUPP). */

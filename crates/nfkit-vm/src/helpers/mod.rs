@@ -8,7 +8,8 @@
 //! * [`net`]: a run's network state (routes, tunnel key, perf records).
 //! * [`tunnel`]: tunnel metadata (`bpf_skb_{get,set}_tunnel_key`).
 //! * `skb_room`: `bpf_skb_adjust_room`, `bpf_skb_change_proto`,
-//!   `bpf_skb_ecn_set_ce`.
+//!   `bpf_skb_ecn_set_ce`, `bpf_skb_change_tail`, `bpf_skb_change_type`.
+//! * `vlan`: `bpf_skb_vlan_push`, `bpf_skb_vlan_pop`.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod net;
 mod skb_room;
 pub mod table;
 pub mod tunnel;
+mod vlan;
 
 use crate::config::Profile;
 use crate::error::RunErrorKind;
@@ -245,6 +247,8 @@ impl Machine<'_> {
             id::SKB_ADJUST_ROOM => self.skb_adjust_room(a2 as i32, a3, a4),
             id::SKB_CHANGE_PROTO => self.skb_change_proto(a2, a3),
             id::SKB_ECN_SET_CE => self.skb_ecn_set_ce(),
+            id::SKB_VLAN_PUSH => self.skb_vlan_push(a2, a3),
+            id::SKB_VLAN_POP => self.skb_vlan_pop(),
             id::SKB_CHANGE_TAIL => self.skb_change_tail(a2 as u32, a3),
             id::SKB_CHANGE_TYPE => self.skb_change_type(a2 as u32),
             id::SET_HASH | id::SET_HASH_INVALID => {

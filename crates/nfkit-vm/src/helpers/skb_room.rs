@@ -57,12 +57,12 @@ impl Machine<'_> {
     }
 
     /// Bytes of the frame from the MAC header to the end (`skb->len`).
-    fn frame_len(&self) -> usize {
+    pub(super) fn frame_len(&self) -> usize {
         self.pkt.data_end.saturating_sub(self.mac)
     }
 
     /// Inserts `len` zero bytes `off` bytes after the MAC header.
-    fn frame_insert(&mut self, off: usize, len: usize) -> Result<(), i64> {
+    pub(super) fn frame_insert(&mut self, off: usize, len: usize) -> Result<(), i64> {
         let Some(buf) = self.packet_buf() else {
             return Err(ENOMEM);
         };
@@ -80,7 +80,7 @@ impl Machine<'_> {
     }
 
     /// Removes `len` bytes `off` bytes after the MAC header.
-    fn frame_remove(&mut self, off: usize, len: usize) -> Result<(), i64> {
+    pub(super) fn frame_remove(&mut self, off: usize, len: usize) -> Result<(), i64> {
         let Some(buf) = self.packet_buf() else {
             return Err(ENOMEM);
         };
