@@ -456,9 +456,23 @@ fn tunnel_keys_agree_with_the_kernel() {
             ));
         }
     }
+    // Tunnel options: (set a key first, option bytes (0xff: none), get size).
+    let opts: &[[u32; 3]] = &[
+        [0, 0xff, 20],
+        [0, 8, 20],
+        [1, 0xff, 20],
+        [1, 8, 20],
+        [1, 20, 20],
+        [1, 8, 4],
+        [1, 6, 20],
+        [1, 8, 12],
+    ];
+    for &[key, n, m] in opts {
+        s.tc("tc_tunopt", &f, [key, n, m, 0, 0], "tun_out", &mut wrong);
+    }
     println!(
-        "tunnel keys: {} cases, {} disagree",
-        cases.len(),
+        "tunnel keys and options: {} cases, {} disagree",
+        cases.len() + opts.len(),
         wrong.len()
     );
     assert_eq!(

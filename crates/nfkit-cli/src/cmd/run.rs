@@ -470,6 +470,7 @@ pub fn tunnel_json(k: &TunnelKey) -> serde_json::Value {
         "ttl": k.ttl,
         "label": k.label,
         "flags": k.flags,
+        "options": hex(&k.options),
     })
 }
 

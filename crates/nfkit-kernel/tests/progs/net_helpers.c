@@ -191,6 +191,38 @@ int tc_tunnel(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+/* Tunnel options: cb[0] = 1 sets a key first; cb[1] = option bytes to
+ * set (0xff: none), cb[2] = buffer size to get them into; the key's
+ * flags afterwards. */
+SEC("tc")
+int tc_tunopt(struct __sk_buff *skb)
+{
+	struct bpf_tunnel_key key = { .tunnel_id = 3, .remote_ipv4 = 0xc6120002 };
+	__u8 opt[20] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 };
+	__u32 zero = 0, n = skb->cb[1], m = skb->cb[2];
+	struct tun_res *r = bpf_map_lookup_elem(&tun_out, &zero);
+
+	if (!r)
+		return TC_ACT_SHOT;
+	if (skb->cb[0])
+		bpf_skb_set_tunnel_key(skb, &key, sizeof(key), 0);
+	r->set_rc = 1;
+	if (n != 0xff) {
+		if (n > sizeof(opt) || n == 0)
+			n = sizeof(opt);
+		r->set_rc = bpf_skb_set_tunnel_opt(skb, opt, n);
+	}
+	__builtin_memset(opt, 0x5a, sizeof(opt));
+	if (m > sizeof(opt) || m == 0)
+		m = sizeof(opt);
+	r->get_rc = bpf_skb_get_tunnel_opt(skb, opt, m);
+	__builtin_memcpy(r->key, opt, sizeof(opt));
+	__builtin_memset(&key, 0, sizeof(key));
+	r->key[40] = bpf_skb_get_tunnel_key(skb, &key, sizeof(key), BPF_F_TUNINFO_FLAGS);
+	__builtin_memcpy(&r->key[42], &key.tunnel_flags, 2);
+	return TC_ACT_OK;
+}
+
 static __always_inline long fib(void *ctx, void *data, void *end, __u32 ifindex)
 {
 	struct bpf_fib_lookup p = {};

@@ -267,6 +267,8 @@ impl Machine<'_> {
             id::CSUM_UPDATE => neg(ENOTSUPP),
             id::SKB_GET_TUNNEL_KEY => self.get_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_SET_TUNNEL_KEY => self.set_tunnel_key(a2, a3, a4, cur)?,
+            id::SKB_GET_TUNNEL_OPT => self.get_tunnel_opt(a2, a3, cur)?,
+            id::SKB_SET_TUNNEL_OPT => self.set_tunnel_opt(a2, a3, cur)?,
             id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,
             id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
                 self.ringbuf_submit(a1, hid as i32 == id::RINGBUF_DISCARD, cur)?

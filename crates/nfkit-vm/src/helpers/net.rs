@@ -194,6 +194,26 @@ impl Machine<'_> {
         Ok(rc as u64)
     }
 
+    /// `bpf_skb_get_tunnel_opt(skb, opt, size)`.
+    pub(super) fn get_tunnel_opt(&mut self, to: u64, size: u64, cur: usize) -> Step<u64> {
+        if size > 4096 {
+            let why = format!("option size {size}");
+            return self.herr(cur, "skb_get_tunnel_opt", why);
+        }
+        let (bytes, rc) = tunnel::get_opt(self.net.tunnel.as_ref(), size as usize);
+        self.write_arg(to, &bytes, cur, "skb_get_tunnel_opt")?;
+        Ok(rc as u64)
+    }
+
+    /// `bpf_skb_set_tunnel_opt(skb, opt, size)`.
+    pub(super) fn set_tunnel_opt(&mut self, from: u64, size: u64, cur: usize) -> Step<u64> {
+        if size > 4096 {
+            return Ok(neg(12)); // ENOMEM: beyond IP_TUNNEL_OPTS_MAX
+        }
+        let bytes = self.read_arg(from, size as usize, cur, "skb_set_tunnel_opt")?;
+        Ok(tunnel::set_opt(self.net.tunnel.as_mut(), &bytes) as u64)
+    }
+
     /// `bpf_skb_set_tunnel_key(skb, key, size, flags)`.
     pub(super) fn set_tunnel_key(
         &mut self,

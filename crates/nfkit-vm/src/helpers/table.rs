@@ -91,6 +91,8 @@ pub const KERNEL_HELPERS: &[HelperInfo] = &[
     h(id::SKB_ADJUST_ROOM, "skb_adjust_room", 4, Avail::Tc),
     h(id::FIB_LOOKUP, "fib_lookup", 4, Avail::XdpTc),
     h(id::SKB_ECN_SET_CE, "skb_ecn_set_ce", 1, Avail::Tc),
+    h(id::SKB_GET_TUNNEL_OPT, "skb_get_tunnel_opt", 3, Avail::Tc),
+    h(id::SKB_SET_TUNNEL_OPT, "skb_set_tunnel_opt", 3, Avail::Tc),
     h(id::SKB_VLAN_PUSH, "skb_vlan_push", 3, Avail::Tc),
     h(id::SKB_VLAN_POP, "skb_vlan_pop", 1, Avail::Tc),
     h(id::SKB_CHANGE_TYPE, "skb_change_type", 2, Avail::Tc),

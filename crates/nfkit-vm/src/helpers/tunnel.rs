@@ -30,6 +30,8 @@ pub struct TunnelKey {
     /// `TUNNEL_SEQ` = 8, `TUNNEL_DONT_FRAGMENT` = 0x100, `TUNNEL_NOCACHE`
     /// = 0x2000).
     pub flags: u16,
+    /// Tunnel options (`bpf_skb_set_tunnel_opt`), at most 255 bytes.
+    pub options: Vec<u8>,
 }
 
 impl TunnelKey {
@@ -45,6 +47,7 @@ impl TunnelKey {
             ttl: 64,
             label: 0,
             flags: TUNNEL_KEY,
+            options: Vec::new(),
         }
     }
 
@@ -117,7 +120,14 @@ impl fmt::Display for TunnelKey {
         if self.is_ipv6() {
             write!(f, " label {:#x}", self.label)?;
         }
-        write!(f, " flags {:#x}", self.flags)
+        write!(f, " flags {:#x}", self.flags)?;
+        if !self.options.is_empty() {
+            f.write_str(" options ")?;
+            for b in &self.options {
+                write!(f, "{b:02x}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -126,6 +136,12 @@ pub const TUNNEL_KEY: u16 = 0x4;
 pub const TUNNEL_SEQ: u16 = 0x8;
 pub const TUNNEL_DONT_FRAGMENT: u16 = 0x100;
 pub const TUNNEL_NOCACHE: u16 = 0x2000;
+/// `TUNNEL_OPTIONS_PRESENT`: the Geneve, VXLAN, ERSPAN and GTP option bits.
+pub const TUNNEL_OPTIONS_PRESENT: u16 = 0x0800 | 0x1000 | 0x4000 | 0x8000;
+/// `IP_TUNNEL_OPTS_MAX`.
+const OPTS_MAX: usize = 255;
+const ENOENT: i64 = 2;
+const ENOMEM: i64 = 12;
 
 /// Size of `struct bpf_tunnel_key`.
 pub const KEY_SIZE: usize = 44;
@@ -246,7 +262,42 @@ pub fn set(from: &[u8], flags: u64) -> Result<TunnelKey, i64> {
         ttl: k[21],
         label: if v6 { label & 0xfffff } else { 0 },
         flags: tf,
+        options: Vec::new(),
     })
+}
+
+/// `bpf_skb_set_tunnel_opt(skb, opt, size)` on metadata `info`: only on
+/// metadata this run's program set, whole 4-byte words, at most 255
+/// bytes.
+pub fn set_opt(info: Option<&mut TunnelKey>, opt: &[u8]) -> i64 {
+    let Some(info) = info.filter(|k| k.tx) else {
+        return -EINVAL;
+    };
+    if opt.len() % 4 != 0 {
+        return -EINVAL;
+    }
+    if opt.len() > OPTS_MAX {
+        return -ENOMEM;
+    }
+    info.options = opt.to_vec();
+    if !opt.is_empty() {
+        info.flags |= TUNNEL_OPTIONS_PRESENT;
+    }
+    0
+}
+
+/// `bpf_skb_get_tunnel_opt(skb, opt, size)`: the bytes to write (`size`
+/// of them) and the return value (the options' length, or an errno).
+pub fn get_opt(info: Option<&TunnelKey>, size: usize) -> (Vec<u8>, i64) {
+    let mut out = vec![0u8; size];
+    let Some(info) = info.filter(|k| k.flags & TUNNEL_OPTIONS_PRESENT != 0) else {
+        return (out, -ENOENT);
+    };
+    if size < info.options.len() {
+        return (out, -ENOMEM);
+    }
+    out[..info.options.len()].copy_from_slice(&info.options);
+    (out, info.options.len() as i64)
 }
 
 #[cfg(test)]
@@ -268,6 +319,20 @@ mod tests {
         assert_eq!(&out[28..32], &0xc612_0002u32.to_le_bytes());
         assert_eq!(out[21], 9);
         assert_eq!(&out[22..24], &0x2005u16.to_be_bytes());
+    }
+
+    #[test]
+    fn options_only_on_metadata_the_program_set() {
+        let mut rx = TunnelKey::parse("id=1,remote=198.18.0.2").expect("parse");
+        assert_eq!(set_opt(Some(&mut rx), &[1, 2, 3, 4]), -EINVAL);
+        assert_eq!(get_opt(Some(&rx), 8), (vec![0; 8], -ENOENT));
+        let mut tx = set(&[0u8; KEY_SIZE], 0).expect("set");
+        assert_eq!(set_opt(Some(&mut tx), &[1, 2, 3]), -EINVAL);
+        assert_eq!(set_opt(Some(&mut tx), &[7; 256]), -ENOMEM);
+        assert_eq!(set_opt(Some(&mut tx), &[1, 2, 3, 4]), 0);
+        assert_eq!(tx.flags & TUNNEL_OPTIONS_PRESENT, TUNNEL_OPTIONS_PRESENT);
+        assert_eq!(get_opt(Some(&tx), 2), (vec![0; 2], -ENOMEM));
+        assert_eq!(get_opt(Some(&tx), 6), (vec![1, 2, 3, 4, 0, 0], 4));
     }
 
     #[test]
