@@ -273,7 +273,7 @@ pub fn set_opt(info: Option<&mut TunnelKey>, opt: &[u8]) -> i64 {
     let Some(info) = info.filter(|k| k.tx) else {
         return -EINVAL;
     };
-    if opt.len() % 4 != 0 {
+    if !opt.len().is_multiple_of(4) {
         return -EINVAL;
     }
     if opt.len() > OPTS_MAX {
