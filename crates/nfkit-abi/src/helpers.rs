@@ -50,6 +50,7 @@ pub const RINGBUF_RESERVE: i32 = 131;
 pub const RINGBUF_SUBMIT: i32 = 132;
 pub const RINGBUF_DISCARD: i32 = 133;
 pub const RINGBUF_QUERY: i32 = 134;
+pub const CSUM_LEVEL: i32 = 135;
 pub const KTIME_GET_COARSE_NS: i32 = 160;
 pub const LOOP: i32 = 181;
 pub const XDP_GET_BUFF_LEN: i32 = 188;

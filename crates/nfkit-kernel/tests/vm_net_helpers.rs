@@ -376,6 +376,16 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
             cases += 1;
         }
     }
+    // Checksum levels: every step sequence of inc, dec, reset, query, an
+    // unknown level and adjust_room with and without NO_CSUM_RESET.
+    for a in [0, 1, 2, 3, 4, 5, 6] {
+        for b in [1, 2, 3, 5, 6] {
+            for c in [0, 1, 2] {
+                run(&frames[0], [15, a, b, c, 0], &mut wrong);
+                cases += 1;
+            }
+        }
+    }
     // Every outcome occurred: success, EINVAL, EFAULT, EALREADY, ENOTSUPP.
     for rc in [0, -22, -14, -114, -524] {
         assert!(rcs.contains(&rc), "no case returned {rc}: {rcs:?}");

@@ -136,6 +136,26 @@ int tc_room(struct __sk_buff *skb)
 		rc = bpf_skb_vlan_pop(skb);
 		put(&room_out, 3, vlan_word(skb));
 		break;
+	case 15: {
+		/* csum_level steps cb[1..3] (5, 6: adjust_room without and
+		 * with NO_CSUM_RESET), then a query; each result's low byte. */
+		__s64 acc = 0;
+		for (int i = 1; i <= 3; i++) {
+			__u32 v = i == 1 ? skb->cb[1] : i == 2 ? skb->cb[2] : skb->cb[3];
+			long r;
+			if (v == 5)
+				r = bpf_skb_adjust_room(skb, 8, BPF_ADJ_ROOM_NET, 0);
+			else if (v == 6)
+				r = bpf_skb_adjust_room(skb, 8, BPF_ADJ_ROOM_NET,
+							BPF_F_ADJ_ROOM_NO_CSUM_RESET);
+			else
+				r = bpf_csum_level(skb, v);
+			acc = (acc << 8) | (r & 0xff);
+		}
+		put(&room_out, 3, acc);
+		rc = bpf_csum_level(skb, BPF_CSUM_LEVEL_QUERY);
+		break;
+	}
 	default:
 		/* After an encapsulation the tail cannot change (ENOTSUPP). */
 		put(&room_out, 3, bpf_skb_adjust_room(skb, 20, BPF_ADJ_ROOM_MAC,

@@ -265,6 +265,7 @@ impl Machine<'_> {
             // The VM keeps no CHECKSUM_COMPLETE sum: as the kernel for
             // any other checksum state.
             id::CSUM_UPDATE => neg(ENOTSUPP),
+            id::CSUM_LEVEL => self.csum_level(a2),
             id::SKB_GET_TUNNEL_KEY => self.get_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_SET_TUNNEL_KEY => self.set_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_GET_TUNNEL_OPT => self.get_tunnel_opt(a2, a3, cur)?,

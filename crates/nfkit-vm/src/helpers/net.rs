@@ -53,6 +53,9 @@ pub(crate) struct NetRun {
     pub perf: Vec<PerfEvent>,
     /// `skb->encapsulation`: set by an encapsulating `adjust_room`.
     pub encapsulated: bool,
+    /// `CHECKSUM_UNNECESSARY` with this `csum_level`, or `None` for
+    /// `CHECKSUM_NONE` (how a packet starts).
+    pub csum_unnecessary: Option<u8>,
 }
 
 /// `BPF_F_INDEX_MASK` / `BPF_F_CURRENT_CPU`.

@@ -163,10 +163,32 @@ impl Machine<'_> {
             return Err(ENOTSUPP);
         }
         if shrink {
-            self.room_shrink(off, abs, flags)
+            self.room_shrink(off, abs, flags)?;
         } else {
-            self.room_grow(off, abs, flags)
+            self.room_grow(off, abs, flags)?;
         }
+        if flags & room::NO_CSUM_RESET == 0 {
+            self.net.csum_unnecessary = None;
+        }
+        Ok(())
+    }
+
+    /// `bpf_csum_level(skb, level)`: query (0), increment (1), decrement
+    /// (2) or reset (3) the `CHECKSUM_UNNECESSARY` level.
+    pub(super) fn csum_level(&mut self, level: u64) -> u64 {
+        const EACCES: i64 = 13;
+        let cur = self.net.csum_unnecessary;
+        self.net.csum_unnecessary = match (level, cur) {
+            (0, Some(l)) => return u64::from(l),
+            (0, None) => return neg(EACCES),
+            (1, Some(l)) => Some(l.saturating_add(1).min(3)),
+            (1, None) => Some(0),
+            (2, Some(0)) | (3, _) => None,
+            (2, Some(l)) => Some(l - 1),
+            (2, None) => None,
+            _ => return neg(EINVAL),
+        };
+        0
     }
 
     fn room_shrink(&mut self, off: usize, len: usize, flags: u64) -> Result<(), i64> {
