@@ -52,6 +52,7 @@ pub const RINGBUF_DISCARD: i32 = 133;
 pub const RINGBUF_QUERY: i32 = 134;
 pub const CSUM_LEVEL: i32 = 135;
 pub const KTIME_GET_COARSE_NS: i32 = 160;
+pub const CHECK_MTU: i32 = 163;
 pub const LOOP: i32 = 181;
 pub const XDP_GET_BUFF_LEN: i32 = 188;
 pub const XDP_LOAD_BYTES: i32 = 189;

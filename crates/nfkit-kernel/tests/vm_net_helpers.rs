@@ -759,6 +759,79 @@ fn fib_lookup_agrees_with_the_kernel() {
     assert_eq!(vals[0][..8], 4i64.to_le_bytes());
 }
 
+#[test]
+fn check_mtu_agrees_with_the_kernel() {
+    let Some(s) = sides() else { return };
+    let ns = fib_netns();
+    let table = Arc::new(fib_table(&ns));
+    let v1 = ns.ifindex("v1").expect("v1");
+    let opts = RunOptions {
+        fib: Some(table),
+        ..RunOptions::default()
+    };
+    // (ifindex, mtu_len, len_diff, flags, payload)
+    let cases: Vec<(u32, u32, i32, u32, usize)> = vec![
+        (0, 0, 0, 0, 100),
+        (v1, 0, 0, 0, 100),
+        (v1, 0, 0, 0, 1400),
+        (v1, 0, -50, 0, 1400),
+        (v1, 1400, 0, 0, 100),
+        (v1, 1401, 0, 0, 100),
+        (v1, 1300, 101, 0, 100),
+        (v1, 0, 0, 1, 100),
+        (v1, 5, 0, 1, 100),
+        (v1, 0, 0, 2, 100),
+        (999, 0, 0, 0, 100),
+        (999, 7, 0, 0, 100),
+        (1, 0, 0, 0, 100),
+    ];
+    let wrong = in_netns(Some(ns.name()), || {
+        let mut wrong = Vec::new();
+        let mut codes = std::collections::BTreeSet::new();
+        for &(ifindex, mtu_len, diff, flags, n) in &cases {
+            let mut f = ipv4(A1, A2, 0, 0, n.max(16));
+            for (i, w) in [ifindex, mtu_len, diff as u32, flags].iter().enumerate() {
+                f[42 + 4 * i..46 + 4 * i].copy_from_slice(&w.to_le_bytes());
+            }
+            let case = format!(
+                "ifindex {ifindex} mtu_len {mtu_len} diff {diff} flags {flags} len {}",
+                f.len()
+            );
+            for prog in ["xdp_mtu", "tc_mtu"] {
+                s.reset("mtu_out");
+                let k = s
+                    .kernel
+                    .prog(prog)
+                    .expect("prog")
+                    .test_run(&TestRun::packet(&f));
+                let ctx = if prog == "xdp_mtu" {
+                    Context::Xdp(XdpMd::new(&f))
+                } else {
+                    Context::Skb(SkBuff::new(&f))
+                };
+                let v = s.vm.run(prog, ctx, &opts);
+                s.compare(prog, &case, k, &v, "mtu_out", &mut wrong);
+                codes.insert(i64::from_le_bytes(
+                    s.values("mtu_out").1[0][..8].try_into().expect("8"),
+                ));
+            }
+        }
+        for c in [0, 1, -19, -22] {
+            if !codes.contains(&c) {
+                wrong.push(format!("no case returned {c}: {codes:?}"));
+            }
+        }
+        Ok(wrong)
+    })
+    .expect("in netns");
+    println!(
+        "check_mtu: {} cases x 2, {} disagree",
+        cases.len(),
+        wrong.len()
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// One frame through `xdp_fib` (ingress: loopback) and `tc_fib` (input
 /// devices v0 and a missing one).
 fn fib_case(

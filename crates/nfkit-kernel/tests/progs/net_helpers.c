@@ -312,6 +312,43 @@ int tc_fib(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __s64);
+} mtu_out SEC(".maps");
+
+/* bpf_check_mtu with its arguments from the UDP payload of an IPv4 frame
+ * (bytes 42..58, little-endian: ifindex, mtu_len, len_diff, flags). */
+static __always_inline void mtu(void *ctx, void *data, void *end)
+{
+	__u32 *a = data + 42;
+	__u32 mtu_len;
+	long rc;
+
+	if ((void *)(a + 4) > end)
+		return;
+	mtu_len = a[1];
+	rc = bpf_check_mtu(ctx, a[0], &mtu_len, (__s32)a[2], a[3]);
+	put(&mtu_out, 0, rc);
+	put(&mtu_out, 1, mtu_len);
+}
+
+SEC("xdp")
+int xdp_mtu(struct xdp_md *ctx)
+{
+	mtu(ctx, (void *)(long)ctx->data, (void *)(long)ctx->data_end);
+	return XDP_PASS;
+}
+
+SEC("tc")
+int tc_mtu(struct __sk_buff *skb)
+{
+	mtu(skb, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	return TC_ACT_OK;
+}
+
 struct sample {
 	__u32 magic;
 	__u32 len;

@@ -266,6 +266,7 @@ impl Machine<'_> {
             // any other checksum state.
             id::CSUM_UPDATE => neg(ENOTSUPP),
             id::CSUM_LEVEL => self.csum_level(a2),
+            id::CHECK_MTU => self.check_mtu(a2, a3, a4, a5, cur)?,
             id::SKB_GET_TUNNEL_KEY => self.get_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_SET_TUNNEL_KEY => self.set_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_GET_TUNNEL_OPT => self.get_tunnel_opt(a2, a3, cur)?,

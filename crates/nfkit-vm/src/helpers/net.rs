@@ -197,6 +197,64 @@ impl Machine<'_> {
         Ok(rc as u64)
     }
 
+    /// `bpf_check_mtu(ctx, ifindex, &mtu_len, len_diff, flags)`: whether
+    /// the packet (or `mtu_len` bytes of L3, when non-zero), changed by
+    /// `len_diff`, fits the device's MTU plus its 14-byte header; the
+    /// MTU goes to `*mtu_len`. Devices come from the run's table;
+    /// ifindex 0 is the packet's own device (MTU 1500 when the table does
+    /// not name it or there is none).
+    pub(super) fn check_mtu(
+        &mut self,
+        ifindex: u64,
+        mtu_at: u64,
+        len_diff: u64,
+        flags: u64,
+        cur: usize,
+    ) -> Step<u64> {
+        const FRAG_NEEDED: u64 = 1;
+        const SEGS: u64 = 1;
+        const HARD_HEADER: i64 = 14;
+        let name = "check_mtu";
+        let b = self.read_arg(mtu_at, 4, cur, name)?;
+        let mtu_len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let (ifindex, len_diff) = (ifindex as u32, i64::from(len_diff as i32));
+        let xdp = self.is_xdp();
+        let (own, pkt_len) = match &self.ctx {
+            CtxState::Skb(s) => (s.ifindex, self.pkt.data_end.saturating_sub(self.mac)),
+            CtxState::Xdp {
+                ingress_ifindex, ..
+            } => (*ingress_ifindex, self.pkt.data_end - self.pkt.data),
+            CtxState::None => (0, 0),
+        };
+        let bad_flags = if xdp {
+            flags != 0
+        } else {
+            flags & !SEGS != 0 || (flags & SEGS != 0 && (len_diff != 0 || mtu_len != 0))
+        };
+        let dev_mtu = |i: u32| -> Option<u32> {
+            match self.net.fib.as_ref().and_then(|t| t.link(i)) {
+                Some(l) => Some(l.mtu),
+                None if i == own || i == 0 => Some(1500),
+                None => None,
+            }
+        };
+        // Errors leave `*mtu_len` as it was.
+        if bad_flags {
+            return Ok(neg(EINVAL));
+        }
+        let Some(mtu) = dev_mtu(if ifindex == 0 { own } else { ifindex }) else {
+            return Ok(neg(19)); // ENODEV
+        };
+        let len = if mtu_len != 0 {
+            i64::from(mtu_len) + HARD_HEADER
+        } else {
+            pkt_len as i64
+        };
+        let fits = len + len_diff <= i64::from(mtu) + HARD_HEADER;
+        self.write_arg(mtu_at, &mtu.to_le_bytes(), cur, name)?;
+        Ok(if fits { 0 } else { FRAG_NEEDED })
+    }
+
     /// `bpf_skb_get_tunnel_opt(skb, opt, size)`.
     pub(super) fn get_tunnel_opt(&mut self, to: u64, size: u64, cur: usize) -> Step<u64> {
         if size > 4096 {

@@ -93,6 +93,7 @@ pub const KERNEL_HELPERS: &[HelperInfo] = &[
     h(id::SKB_ECN_SET_CE, "skb_ecn_set_ce", 1, Avail::Tc),
     h(id::SKB_GET_TUNNEL_OPT, "skb_get_tunnel_opt", 3, Avail::Tc),
     h(id::SKB_SET_TUNNEL_OPT, "skb_set_tunnel_opt", 3, Avail::Tc),
+    h(id::CHECK_MTU, "check_mtu", 5, Avail::XdpTc),
     h(id::CSUM_LEVEL, "csum_level", 2, Avail::Tc),
     h(id::SKB_VLAN_PUSH, "skb_vlan_push", 3, Avail::Tc),
     h(id::SKB_VLAN_POP, "skb_vlan_pop", 1, Avail::Tc),
