@@ -32,6 +32,7 @@ pub const SKB_PULL_DATA: i32 = 39;
 pub const CSUM_UPDATE: i32 = 40;
 pub const SET_HASH_INVALID: i32 = 41;
 pub const GET_NUMA_NODE_ID: i32 = 42;
+pub const SKB_CHANGE_HEAD: i32 = 43;
 pub const XDP_ADJUST_HEAD: i32 = 44;
 pub const SET_HASH: i32 = 48;
 pub const SKB_ADJUST_ROOM: i32 = 50;

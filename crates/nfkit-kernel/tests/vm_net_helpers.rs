@@ -386,6 +386,24 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
             }
         }
     }
+    // change_head, then helpers that find the network header.
+    for f in &frames {
+        for cb in [
+            [16, 14, 0, 0, 0],
+            [16, 0, 0, 0, 0],
+            [16, 4, 0, 1, 0],
+            [16, 20000, 0, 0, 0],
+            [16, 14, 1, 0, 0],
+            [16, 14, 2, 0, 0],
+            [16, 14, 3, 0, 0],
+            [16, 14, 4, 0, 20],
+            [16, 14, 4, 0, 40],
+            [16, 14, 5, 0, 0],
+        ] {
+            run(f, cb, &mut wrong);
+            cases += 1;
+        }
+    }
     // Every outcome occurred: success, EINVAL, EFAULT, EALREADY, ENOTSUPP.
     for rc in [0, -22, -14, -114, -524] {
         assert!(rcs.contains(&rc), "no case returned {rc}: {rcs:?}");

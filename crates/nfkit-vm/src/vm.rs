@@ -435,11 +435,7 @@ impl Vm {
                 .unwrap_or_else(|| inner.config.clock.clone()),
             rng: opts.rng.clone().unwrap_or_else(|| inner.config.rng.clone()),
             lock_held: None,
-            net: crate::helpers::net::NetRun {
-                fib: opts.fib.clone(),
-                tunnel: opts.tunnel_key.clone(),
-                ..Default::default()
-            },
+            net: crate::helpers::net::NetRun::new(opts.fib.clone(), opts.tunnel_key.clone()),
             reservations: Vec::new(),
             trace: Vec::new(),
             trace_pending: None,

@@ -156,6 +156,32 @@ int tc_room(struct __sk_buff *skb)
 		rc = bpf_csum_level(skb, BPF_CSUM_LEVEL_QUERY);
 		break;
 	}
+	case 16: {
+		/* change_head (cb[1] bytes, flags cb[3]), then cb[2]: 1
+		 * adjust_room NET 8, 2 ecn, 3 change_proto to IPv6, 4
+		 * change_tail to cb[4], 5 4 bytes from the network header. */
+		__u32 w = 0;
+		rc = bpf_skb_change_head(skb, skb->cb[1], skb->cb[3]);
+		switch (skb->cb[2]) {
+		case 1:
+			w = bpf_skb_adjust_room(skb, 8, BPF_ADJ_ROOM_NET, 0);
+			break;
+		case 2:
+			w = bpf_skb_ecn_set_ce(skb);
+			break;
+		case 3:
+			w = bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0);
+			break;
+		case 4:
+			w = bpf_skb_change_tail(skb, skb->cb[4], 0);
+			break;
+		case 5:
+			bpf_skb_load_bytes_relative(skb, 0, &w, 4, BPF_HDR_START_NET);
+			break;
+		}
+		put(&room_out, 3, w);
+		break;
+	}
 	default:
 		/* After an encapsulation the tail cannot change (ENOTSUPP). */
 		put(&room_out, 3, bpf_skb_adjust_room(skb, 20, BPF_ADJ_ROOM_MAC,

@@ -250,6 +250,7 @@ impl Machine<'_> {
             id::SKB_VLAN_PUSH => self.skb_vlan_push(a2, a3),
             id::SKB_VLAN_POP => self.skb_vlan_pop(),
             id::SKB_CHANGE_TAIL => self.skb_change_tail(a2 as u32, a3),
+            id::SKB_CHANGE_HEAD => self.skb_change_head(a2 as u32, a3),
             id::SKB_CHANGE_TYPE => self.skb_change_type(a2 as u32),
             id::SET_HASH | id::SET_HASH_INVALID => {
                 let h = if hid as i32 == id::SET_HASH {
@@ -414,7 +415,7 @@ impl Machine<'_> {
                 let net = if self.mac < self.pkt.data {
                     self.pkt.data
                 } else {
-                    self.mac + ETH_HLEN
+                    self.mac + self.net.mac_len
                 };
                 let base = match a5 {
                     0 => Some(self.mac),

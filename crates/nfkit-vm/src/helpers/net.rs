@@ -46,16 +46,31 @@ impl fmt::Display for PerfEvent {
 }
 
 /// The network state of one run.
-#[derive(Default)]
 pub(crate) struct NetRun {
     pub fib: Option<Arc<FibTable>>,
     pub tunnel: Option<TunnelKey>,
     pub perf: Vec<PerfEvent>,
     /// `skb->encapsulation`: set by an encapsulating `adjust_room`.
     pub encapsulated: bool,
+    /// Bytes from the MAC to the network header (`skb->mac_len`).
+    pub mac_len: usize,
     /// `CHECKSUM_UNNECESSARY` with this `csum_level`, or `None` for
     /// `CHECKSUM_NONE` (how a packet starts).
     pub csum_unnecessary: Option<u8>,
+}
+
+impl NetRun {
+    /// A run's state: `fib` and `tunnel` from its options.
+    pub fn new(fib: Option<Arc<FibTable>>, tunnel: Option<TunnelKey>) -> NetRun {
+        NetRun {
+            fib,
+            tunnel,
+            perf: Vec::new(),
+            encapsulated: false,
+            mac_len: super::ETH_HLEN,
+            csum_unnecessary: None,
+        }
+    }
 }
 
 /// `BPF_F_INDEX_MASK` / `BPF_F_CURRENT_CPU`.

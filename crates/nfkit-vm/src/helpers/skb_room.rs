@@ -3,7 +3,9 @@
 //! the network header, with the encapsulation flags' checks),
 //! `bpf_skb_change_proto` (IPv4 <-> IPv6 header room),
 //! `bpf_skb_ecn_set_ce` (ECT -> CE with the IPv4 checksum fixed),
-//! `bpf_skb_change_tail` and `bpf_skb_change_type`.
+//! `bpf_skb_change_tail`, `bpf_skb_change_head` and `bpf_skb_change_type`.
+//! The network header follows the MAC header by `NetRun::mac_len` bytes
+//! (14, more after `bpf_skb_change_head`).
 //!
 //! The buffer keeps its MAC header where it is and grows or shrinks at
 //! its end (the kernel pushes at the front); the bytes are the same.
@@ -104,8 +106,8 @@ impl Machine<'_> {
         let to = u32::from(proto as u16);
         let diff = IPV6_HLEN - IPV4_HLEN;
         let r = match (self.skb_protocol(), to) {
-            (P_IP, P_IPV6) => self.frame_insert(ETH_HLEN, diff).map(|()| P_IPV6),
-            (P_IPV6, P_IP) => self.frame_remove(ETH_HLEN, diff).map(|()| P_IP),
+            (P_IP, P_IPV6) => self.frame_insert(self.net.mac_len, diff).map(|()| P_IPV6),
+            (P_IPV6, P_IP) => self.frame_remove(self.net.mac_len, diff).map(|()| P_IP),
             _ => Err(ENOTSUPP),
         };
         match r {
@@ -143,8 +145,8 @@ impl Machine<'_> {
             _ => return Err(ENOTSUPP),
         };
         let off = match mode {
-            NET => ETH_HLEN + len_min,
-            MAC => ETH_HLEN,
+            NET => self.net.mac_len + len_min,
+            MAC => self.net.mac_len,
             _ => return Err(ENOTSUPP),
         };
         let decap = flags & (room::DECAP_L3_IPV4 | room::DECAP_L3_IPV6);
@@ -158,7 +160,7 @@ impl Machine<'_> {
                 _ => return Err(EINVAL),
             };
         }
-        let len_cur = self.frame_len().saturating_sub(ETH_HLEN);
+        let len_cur = self.frame_len().saturating_sub(self.net.mac_len);
         if shrink && (abs >= len_cur || len_cur - abs < len_min) {
             return Err(ENOTSUPP);
         }
@@ -246,7 +248,7 @@ impl Machine<'_> {
     pub(super) fn skb_change_tail(&mut self, len: u32, flags: u64) -> u64 {
         const MAX_LEN: usize = 16064;
         let len = len as usize;
-        if flags != 0 || !(ETH_HLEN..=MAX_LEN).contains(&len) {
+        if flags != 0 || !(self.net.mac_len..=MAX_LEN).contains(&len) {
             return neg(EINVAL);
         }
         if self.net.encapsulated {
@@ -260,6 +262,24 @@ impl Machine<'_> {
         };
         match r {
             Ok(()) => 0,
+            Err(e) => neg(e),
+        }
+    }
+
+    /// `bpf_skb_change_head(skb, head_room, flags)`: `head_room` zero
+    /// bytes in front of the frame, which become part of its MAC header
+    /// (the network header stays where it was).
+    pub(super) fn skb_change_head(&mut self, head_room: u32, flags: u64) -> u64 {
+        const MAX_LEN: u64 = 16064;
+        let new_len = self.frame_len() as u64 + u64::from(head_room);
+        if flags != 0 || new_len > MAX_LEN {
+            return neg(EINVAL);
+        }
+        match self.frame_insert(0, head_room as usize) {
+            Ok(()) => {
+                self.net.mac_len += head_room as usize;
+                0
+            }
             Err(e) => neg(e),
         }
     }
@@ -293,7 +313,7 @@ impl Machine<'_> {
             proto = u16::from_le_bytes(b);
             tag += 4;
         }
-        let nh = self.mac + ETH_HLEN;
+        let nh = self.mac + self.net.mac_len;
         let end = self.pkt.data_end;
         match u32::from(proto) {
             P_IP if nh + IPV4_HLEN <= end => {

@@ -98,6 +98,7 @@ pub const KERNEL_HELPERS: &[HelperInfo] = &[
     h(id::SKB_VLAN_PUSH, "skb_vlan_push", 3, Avail::Tc),
     h(id::SKB_VLAN_POP, "skb_vlan_pop", 1, Avail::Tc),
     h(id::SKB_CHANGE_TYPE, "skb_change_type", 2, Avail::Tc),
+    h(id::SKB_CHANGE_HEAD, "skb_change_head", 3, Avail::Tc),
     h(id::SKB_CHANGE_TAIL, "skb_change_tail", 3, Avail::Tc),
     h(id::CSUM_UPDATE, "csum_update", 2, Avail::Tc),
     h(id::SET_HASH_INVALID, "set_hash_invalid", 1, Avail::Tc),
