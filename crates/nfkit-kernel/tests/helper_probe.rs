@@ -85,7 +85,6 @@ fn why_not(name: &str) -> &'static str {
         "snprintf_btf",
         "per_cpu_ptr",
         "this_cpu_ptr",
-        "kptr_xchg",
     ];
     const CGROUP: &[&str] = &[
         "get_cgroup_classid",

@@ -899,6 +899,75 @@ fn fib_case(
     }
 }
 
+#[test]
+fn string_helpers_agree_with_the_kernel() {
+    let Some(s) = sides() else { return };
+    let texts: &[(&[u8], u8)] = &[
+        (b"42", 0),
+        (b"  -42xyz", 10),
+        (b"0x1f", 0),
+        (b"0x1f", 16),
+        (b"0x", 16),
+        (b"017", 0),
+        (b"019", 8),
+        (b"9", 8),
+        (b"\t\n 7", 0),
+        (b"-", 0),
+        (b"", 0),
+        (b"abc", 16),
+        (b"9223372036854775807", 10),
+        (b"9223372036854775808", 10),
+        (b"-9223372036854775808", 10),
+        (b"18446744073709551615", 10),
+        (b"18446744073709551616", 10),
+        (b"-0", 10),
+        (b"12", 3),
+        (b"12", 0x20),
+        (b"198.18.0.1", 10),
+        (b"198.18.0", 0),
+        (b"198.17", 0),
+        (b"198.19", 0),
+        (
+            b"000000000000000000000000000000000000000000000000000000000000000000001",
+            10,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for &(t, flags) in texts {
+        let mut f = ipv4(A1, A2, 0, 0, 48);
+        f[40] = flags;
+        f[41] = t.len().min(32) as u8;
+        f[42..90].fill(0);
+        let n = t.len().min(48);
+        f[42..42 + n].copy_from_slice(&t[..n]);
+        s.reset("str_out");
+        let k = s
+            .kernel
+            .prog("xdp_str")
+            .expect("prog")
+            .test_run(&TestRun::packet(&f));
+        let v = s.vm.run(
+            "xdp_str",
+            Context::Xdp(XdpMd::new(&f)),
+            &RunOptions::default(),
+        );
+        s.compare(
+            "xdp_str",
+            &String::from_utf8_lossy(t),
+            k,
+            &v,
+            "str_out",
+            &mut wrong,
+        );
+    }
+    println!(
+        "strtol/strtoul/strncmp: {} texts, {} disagree",
+        texts.len(),
+        wrong.len()
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// A kernel record as the perf buffer hands it over: (CPU, bytes with the
 /// ring's padding to 8 bytes with the size word).
 type Records = std::sync::Arc<std::sync::Mutex<Vec<(i32, Vec<u8>)>>>;

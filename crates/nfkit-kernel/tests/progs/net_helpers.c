@@ -375,6 +375,42 @@ int tc_mtu(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 5);
+	__type(key, __u32);
+	__type(value, __s64);
+} str_out SEC(".maps");
+
+static const char target[] = "198.18.0";
+
+/* String helpers on the UDP payload: byte 40 = strtoX flags, byte 41 =
+ * length (1..32), the text from byte 42. */
+SEC("xdp")
+int xdp_str(struct xdp_md *ctx)
+{
+	__u8 *data = (void *)(long)ctx->data;
+	__u8 *end = (void *)(long)ctx->data_end;
+	char buf[32] = {};
+	long l = 7;
+	unsigned long u = 7;
+	__u32 n;
+
+	if (data + 42 > end)
+		return XDP_DROP;
+	n = data[41];
+	if (n == 0 || n > 32)
+		n = 32;
+	if (bpf_xdp_load_bytes(ctx, 42, buf, 32))
+		return XDP_DROP;
+	put(&str_out, 0, bpf_strtol(buf, n, data[40], &l));
+	put(&str_out, 1, l);
+	put(&str_out, 2, bpf_strtoul(buf, n, data[40], &u));
+	put(&str_out, 3, u);
+	put(&str_out, 4, bpf_strncmp(buf, n, target));
+	return XDP_PASS;
+}
+
 struct sample {
 	__u32 magic;
 	__u32 len;

@@ -10,6 +10,7 @@
 //! * `skb_room`: `bpf_skb_adjust_room`, `bpf_skb_change_proto`,
 //!   `bpf_skb_ecn_set_ce`, `bpf_skb_change_tail`, `bpf_skb_change_type`.
 //! * `vlan`: `bpf_skb_vlan_push`, `bpf_skb_vlan_pop`.
+//! * [`strings`]: `bpf_strtol`, `bpf_strtoul`, `bpf_strncmp`.
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +18,7 @@ pub mod csum;
 pub mod fib;
 pub mod net;
 mod skb_room;
+pub mod strings;
 pub mod table;
 pub mod tunnel;
 mod vlan;
@@ -268,6 +270,10 @@ impl Machine<'_> {
             id::CSUM_UPDATE => neg(ENOTSUPP),
             id::CSUM_LEVEL => self.csum_level(a2),
             id::CHECK_MTU => self.check_mtu(a2, a3, a4, a5, cur)?,
+            id::STRTOL | id::STRTOUL => {
+                self.strtox(hid as i32 == id::STRTOL, a1, a2, a3, a4, cur)?
+            }
+            id::STRNCMP => self.strncmp(a1, a2, a3, cur)?,
             id::SKB_GET_TUNNEL_KEY => self.get_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_SET_TUNNEL_KEY => self.set_tunnel_key(a2, a3, a4, cur)?,
             id::SKB_GET_TUNNEL_OPT => self.get_tunnel_opt(a2, a3, cur)?,
@@ -837,6 +843,56 @@ impl Machine<'_> {
             }
         }
         out
+    }
+
+    /// `bpf_strtol` / `bpf_strtoul(buf, len, flags, res)`: `*res` is set
+    /// (to 0 on failure) as the kernel does.
+    fn strtox(
+        &mut self,
+        signed: bool,
+        buf: u64,
+        len: u64,
+        flags: u64,
+        res: u64,
+        cur: usize,
+    ) -> Step<u64> {
+        let name = if signed { "strtol" } else { "strtoul" };
+        if len > 4096 {
+            return self.herr(cur, name, format!("buffer length {len}"));
+        }
+        let text = self.read_arg(buf, len as usize, cur, name)?;
+        let (rc, v) = if signed {
+            let (rc, v) = strings::strtol(&text, flags);
+            (rc, v.map(|x| x as u64))
+        } else {
+            strings::strtoul(&text, flags)
+        };
+        self.write_arg(res, &v.unwrap_or(0).to_le_bytes(), cur, name)?;
+        Ok(rc as u64)
+    }
+
+    /// `bpf_strncmp(s1, s1_sz, s2)`: `s2` is read up to its NUL.
+    fn strncmp(&mut self, s1: u64, n: u64, s2: u64, cur: usize) -> Step<u64> {
+        if n > 4096 {
+            return self.herr(cur, "strncmp", format!("size {n}"));
+        }
+        let a = self.read_arg(s1, n as usize, cur, "strncmp")?;
+        let mut b = Vec::with_capacity(a.len());
+        for i in 0..a.len() as u64 {
+            let mut c = [0u8; 1];
+            if self.mem.read(s2.wrapping_add(i), &mut c).is_none() {
+                return self.herr(
+                    cur,
+                    "strncmp",
+                    format!("cannot read the string at {}", self.mem.describe(s2)),
+                );
+            }
+            b.push(c[0]);
+            if c[0] == 0 {
+                break;
+            }
+        }
+        Ok(strings::strncmp(&a, &b) as u64)
     }
 
     /// Drops reservations a run left behind; true if there were any.
