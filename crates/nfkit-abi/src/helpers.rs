@@ -61,4 +61,5 @@ pub const STRNCMP: i32 = 182;
 pub const XDP_GET_BUFF_LEN: i32 = 188;
 pub const XDP_LOAD_BYTES: i32 = 189;
 pub const XDP_STORE_BYTES: i32 = 190;
+pub const SKB_SET_TSTAMP: i32 = 192;
 pub const MAP_LOOKUP_PERCPU_ELEM: i32 = 195;

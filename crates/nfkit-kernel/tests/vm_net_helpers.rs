@@ -386,6 +386,21 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
             }
         }
     }
+    // Timestamps of every clock type, zero and not, on IP and ARP frames.
+    for f in frames.iter().chain([arp()].iter()) {
+        for (hi, ty, lo) in [
+            (1, 0, 5),
+            (0, 0, 0),
+            (1, 1, 5),
+            (0, 1, 0),
+            (1, 2, 5),
+            (0, 2, 0),
+            (1, 3, 5),
+        ] {
+            run(f, [17, hi, ty, lo, 0], &mut wrong);
+            cases += 1;
+        }
+    }
     // change_head, then helpers that find the network header.
     for f in &frames {
         for cb in [

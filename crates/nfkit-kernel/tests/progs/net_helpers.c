@@ -182,6 +182,10 @@ int tc_room(struct __sk_buff *skb)
 		put(&room_out, 3, w);
 		break;
 	}
+	case 17:
+		rc = bpf_skb_set_tstamp(skb, ((__u64)skb->cb[1] << 32) | skb->cb[3], skb->cb[2]);
+		put(&room_out, 3, skb->tstamp);
+		break;
 	default:
 		/* After an encapsulation the tail cannot change (ENOTSUPP). */
 		put(&room_out, 3, bpf_skb_adjust_room(skb, 20, BPF_ADJ_ROOM_MAC,

@@ -254,6 +254,7 @@ impl Machine<'_> {
             id::SKB_CHANGE_TAIL => self.skb_change_tail(a2 as u32, a3),
             id::SKB_CHANGE_HEAD => self.skb_change_head(a2 as u32, a3),
             id::SKB_CHANGE_TYPE => self.skb_change_type(a2 as u32),
+            id::SKB_SET_TSTAMP => self.skb_set_tstamp(a2, a3),
             id::SET_HASH | id::SET_HASH_INVALID => {
                 let h = if hid as i32 == id::SET_HASH {
                     a2 as u32

@@ -284,6 +284,24 @@ impl Machine<'_> {
         }
     }
 
+    /// `bpf_skb_set_tstamp(skb, tstamp, type)`: IP packets only; clock
+    /// types realtime (0), monotonic (1) and TAI (2), the last two with a
+    /// non-zero time.
+    pub(super) fn skb_set_tstamp(&mut self, tstamp: u64, ty: u64) -> u64 {
+        const EOPNOTSUPP: i64 = 95;
+        let proto = self.skb_protocol();
+        if proto != P_IP && proto != P_IPV6 {
+            return neg(EOPNOTSUPP);
+        }
+        if ty as u32 > 2 || (ty as u32 != 0 && tstamp == 0) {
+            return neg(EINVAL);
+        }
+        if let CtxState::Skb(s) = &mut self.ctx {
+            s.out.tstamp = tstamp;
+        }
+        0
+    }
+
     /// `bpf_skb_change_type(skb, type)`: host, broadcast, multicast or
     /// other host (0..=3) only, from and to.
     pub(super) fn skb_change_type(&mut self, t: u32) -> u64 {

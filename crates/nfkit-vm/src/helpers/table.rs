@@ -96,6 +96,7 @@ pub const KERNEL_HELPERS: &[HelperInfo] = &[
     h(id::STRTOL, "strtol", 4, Avail::Base),
     h(id::STRTOUL, "strtoul", 4, Avail::Base),
     h(id::STRNCMP, "strncmp", 3, Avail::Base),
+    h(id::SKB_SET_TSTAMP, "skb_set_tstamp", 3, Avail::Tc),
     h(id::CHECK_MTU, "check_mtu", 5, Avail::XdpTc),
     h(id::CSUM_LEVEL, "csum_level", 2, Avail::Tc),
     h(id::SKB_VLAN_PUSH, "skb_vlan_push", 3, Avail::Tc),
