@@ -244,8 +244,46 @@ impl Machine<'_> {
                     return self.start_loop(a1, cb, a3, next, cur);
                 }
             }
-            id::PERF_EVENT_OUTPUT => self.perf_event_output(a2, a3, a4, a5, cur)?,
-            id::FIB_LOOKUP => self.fib_lookup(a2, a3, a4, cur)?,
+            id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,
+            id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
+                self.ringbuf_submit(a1, hid as i32 == id::RINGBUF_DISCARD, cur)?
+            }
+            id::RINGBUF_OUTPUT => self.ringbuf_output(a1, a2, a3, cur)?,
+            id::RINGBUF_QUERY => {
+                let m = self.map_arg(a1, cur, "ringbuf_query")?;
+                m.ringbuf().map_or(0, |rb| rb.query(a2))
+            }
+            _ => match self.net_helper(hid as i32, [a1, a2, a3, a4, a5], cur) {
+                Some(r) => r?,
+                None => {
+                    return self.herr(
+                        cur,
+                        nfkit_isa::helpers::helper_name(hid as i32).unwrap_or("unknown"),
+                        "not implemented by the VM",
+                    )
+                }
+            },
+        };
+        self.regs[0] = r0;
+        Ok(next)
+    }
+
+    /// The helpers of the network around the program, of socket buffers
+    /// and of strings; `None` for any other id.
+    fn net_helper(&mut self, hid: i32, a: [u64; 5], cur: usize) -> Option<Step<u64>> {
+        let [a1, a2, a3, a4, a5] = a;
+        let r0 = match hid {
+            id::PERF_EVENT_OUTPUT => return Some(self.perf_event_output(a2, a3, a4, a5, cur)),
+            id::FIB_LOOKUP => return Some(self.fib_lookup(a2, a3, a4, cur)),
+            id::CHECK_MTU => return Some(self.check_mtu(a2, a3, a4, a5, cur)),
+            id::STRTOL | id::STRTOUL => {
+                return Some(self.strtox(hid == id::STRTOL, a1, a2, a3, a4, cur))
+            }
+            id::STRNCMP => return Some(self.strncmp(a1, a2, a3, cur)),
+            id::SKB_GET_TUNNEL_KEY => return Some(self.get_tunnel_key(a2, a3, a4, cur)),
+            id::SKB_SET_TUNNEL_KEY => return Some(self.set_tunnel_key(a2, a3, a4, cur)),
+            id::SKB_GET_TUNNEL_OPT => return Some(self.get_tunnel_opt(a2, a3, cur)),
+            id::SKB_SET_TUNNEL_OPT => return Some(self.set_tunnel_opt(a2, a3, cur)),
             id::SKB_ADJUST_ROOM => self.skb_adjust_room(a2 as i32, a3, a4),
             id::SKB_CHANGE_PROTO => self.skb_change_proto(a2, a3),
             id::SKB_ECN_SET_CE => self.skb_ecn_set_ce(),
@@ -256,11 +294,7 @@ impl Machine<'_> {
             id::SKB_CHANGE_TYPE => self.skb_change_type(a2 as u32),
             id::SKB_SET_TSTAMP => self.skb_set_tstamp(a2, a3),
             id::SET_HASH | id::SET_HASH_INVALID => {
-                let h = if hid as i32 == id::SET_HASH {
-                    a2 as u32
-                } else {
-                    0
-                };
+                let h = if hid == id::SET_HASH { a2 as u32 } else { 0 };
                 if let crate::ctx::CtxState::Skb(s) = &mut self.ctx {
                     s.out.hash = h;
                 }
@@ -270,34 +304,9 @@ impl Machine<'_> {
             // any other checksum state.
             id::CSUM_UPDATE => neg(ENOTSUPP),
             id::CSUM_LEVEL => self.csum_level(a2),
-            id::CHECK_MTU => self.check_mtu(a2, a3, a4, a5, cur)?,
-            id::STRTOL | id::STRTOUL => {
-                self.strtox(hid as i32 == id::STRTOL, a1, a2, a3, a4, cur)?
-            }
-            id::STRNCMP => self.strncmp(a1, a2, a3, cur)?,
-            id::SKB_GET_TUNNEL_KEY => self.get_tunnel_key(a2, a3, a4, cur)?,
-            id::SKB_SET_TUNNEL_KEY => self.set_tunnel_key(a2, a3, a4, cur)?,
-            id::SKB_GET_TUNNEL_OPT => self.get_tunnel_opt(a2, a3, cur)?,
-            id::SKB_SET_TUNNEL_OPT => self.set_tunnel_opt(a2, a3, cur)?,
-            id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,
-            id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
-                self.ringbuf_submit(a1, hid as i32 == id::RINGBUF_DISCARD, cur)?
-            }
-            id::RINGBUF_OUTPUT => self.ringbuf_output(a1, a2, a3, cur)?,
-            id::RINGBUF_QUERY => {
-                let m = self.map_arg(a1, cur, "ringbuf_query")?;
-                m.ringbuf().map_or(0, |rb| rb.query(a2))
-            }
-            _ => {
-                return self.herr(
-                    cur,
-                    nfkit_isa::helpers::helper_name(hid as i32).unwrap_or("unknown"),
-                    "not implemented by the VM",
-                )
-            }
+            _ => return None,
         };
-        self.regs[0] = r0;
-        Ok(next)
+        Some(Ok(r0))
     }
 
     /// `bpf_map_lookup_elem(map, key)` and
