@@ -251,12 +251,39 @@ fn arp() -> Vec<u8> {
 const A1: [u8; 4] = [198, 18, 0, 1];
 const A2: [u8; 4] = [198, 18, 0, 2];
 
+type Runs = Vec<(Vec<u8>, [u32; 5])>;
+
+/// Runs `tc_room` on every (frame, cb) of `runs` in both; prints the
+/// count under `what`, fails on any difference; the set of return values.
+fn room_runs(s: &Sides, what: &str, runs: &Runs) -> std::collections::BTreeSet<i64> {
+    let mut wrong = Vec::new();
+    let mut rcs = std::collections::BTreeSet::new();
+    for (f, cb) in runs {
+        s.tc("tc_room", f, *cb, "room_out", &mut wrong);
+        let (_, v) = s.values("room_out");
+        rcs.insert(i64::from_le_bytes(v[0][..8].try_into().expect("8 bytes")));
+    }
+    println!("{what}: {} cases, {} disagree", runs.len(), wrong.len());
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    rcs
+}
+
+/// An IPv4, an IPv6 and an ARP frame.
+fn room_frames() -> [Vec<u8>; 3] {
+    [
+        ipv4(A1, A2, 0, 7, 40),
+        ipv6(v6(1, 0), v6(2, 0), 0, 0, 60),
+        arp(),
+    ]
+}
+
+const NET: u32 = 0;
+const MAC: u32 = 1;
+const L3V4: u32 = 1 << 1;
+
 #[test]
-fn skb_room_proto_and_ecn_agree_with_the_kernel() {
+fn skb_adjust_room_and_change_proto_agree_with_the_kernel() {
     let Some(s) = sides() else { return };
-    const NET: u32 = 0;
-    const MAC: u32 = 1;
-    const L3V4: u32 = 1 << 1;
     const L3V6: u32 = 1 << 2;
     const GRE: u32 = 1 << 3;
     const UDP: u32 = 1 << 4;
@@ -264,12 +291,7 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
     const DECAP4: u32 = 1 << 7;
     const DECAP6: u32 = 1 << 8;
     let l2 = |n: u32| n << 24; // in the flags' high word
-    let frames = [
-        ipv4(A1, A2, 0, 7, 40),
-        ipv6(v6(1, 0), v6(2, 0), 0, 0, 60),
-        arp(),
-    ];
-    // (len_diff, mode, flags low, flags high)
+                               // (len_diff, mode, flags low, flags high)
     let room: &[(i32, u32, u32, u32)] = &[
         (8, NET, 0, 0),
         (8, MAC, 0, 0),
@@ -297,28 +319,55 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
         (-1000, NET, 0, 0),
         (-40, NET, 0, 0),
     ];
-    let mut wrong = Vec::new();
-    let mut cases = 0;
-    let mut rcs = std::collections::BTreeSet::new();
-    let mut run = |f: &[u8], cb: [u32; 5], wrong: &mut Vec<String>| {
-        s.tc("tc_room", f, cb, "room_out", wrong);
-        let (_, v) = s.values("room_out");
-        rcs.insert(i64::from_le_bytes(v[0][..8].try_into().expect("8 bytes")));
-    };
-    for f in &frames {
+    let mut runs = Runs::new();
+    for f in room_frames() {
         for &(d, mode, lo, hi) in room {
-            run(f, [0, d as u32, mode, lo, hi], &mut wrong);
-            cases += 1;
+            runs.push((f.clone(), [0, d as u32, mode, lo, hi]));
         }
         // Encapsulating twice: the second gives EALREADY.
-        run(f, [3, 20, MAC, L3V4, 0], &mut wrong);
+        runs.push((f.clone(), [3, 20, MAC, L3V4, 0]));
         for (proto, flags) in [(0x86dd, 0), (0x0800, 0), (0x86dd, 1), (0x0806, 0)] {
-            run(f, [1, proto, 0, flags, 0], &mut wrong);
-            cases += 1;
+            runs.push((f.clone(), [1, proto, 0, flags, 0]));
         }
     }
-    // Hash, packet type, checksum value, tail length.
-    for f in &frames {
+    // A VLAN-tagged frame: not IP.
+    let mut tagged = ipv4(A1, A2, 0x2a, 9, 10);
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    runs.push((tagged.clone(), [0, 8, NET, 0, 0]));
+    runs.push((tagged, [1, 0x86dd, 0, 0, 0]));
+    let rcs = room_runs(&s, "adjust_room / change_proto", &runs);
+    // Every outcome occurred: success, EINVAL, EFAULT, EALREADY, ENOTSUPP.
+    for rc in [0, -22, -14, -114, -524] {
+        assert!(rcs.contains(&rc), "no case returned {rc}: {rcs:?}");
+    }
+}
+
+#[test]
+fn skb_ecn_set_ce_agrees_with_the_kernel() {
+    let Some(s) = sides() else { return };
+    let mut runs = Runs::new();
+    // Every codepoint, IPv4 checksums of many ids (end-around carry).
+    for ecn in 0..4u8 {
+        for id in (0..4000u16).step_by(97) {
+            runs.push((ipv4(A1, A2, 0x28 | ecn, id, 10), [2, 0, 0, 0, 0]));
+        }
+        let f = ipv6(v6(1, 0), v6(2, 0), 0x28 | ecn, 5, 10);
+        runs.push((f, [2, 0, 0, 0, 0]));
+    }
+    runs.push((arp(), [2, 0, 0, 0, 0]));
+    // VLAN-tagged: the protocol behind the tag.
+    let mut tagged = ipv4(A1, A2, 0x2a, 9, 10);
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    runs.push((tagged, [2, 0, 0, 0, 0]));
+    let rcs = room_runs(&s, "ecn_set_ce", &runs);
+    assert_eq!(rcs.into_iter().collect::<Vec<_>>(), [0, 1]);
+}
+
+#[test]
+fn skb_hash_type_tail_head_and_tstamp_agree_with_the_kernel() {
+    let Some(s) = sides() else { return };
+    let mut runs = Runs::new();
+    for f in room_frames() {
         let len = f.len() as u32;
         for cb in [
             [4, 0x1234_5678, 0, 0, 0],
@@ -334,76 +383,7 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
             [8, len, 0, 1, 0],
             [8, 20000, 0, 0, 0],
             [9, len + 4, 0, 0, 0],
-        ] {
-            run(f, cb, &mut wrong);
-            cases += 1;
-        }
-    }
-    // VLAN tags: pushed out of band, into the frame under a new one,
-    // popped from out of band or the frame (QinQ, length-field payloads).
-    let tag = |f: &[u8], tpid: u16, tci: u16| -> Vec<u8> {
-        let mut t = f.to_vec();
-        let mut h = tpid.to_be_bytes().to_vec();
-        h.extend_from_slice(&tci.to_be_bytes());
-        t.splice(12..12, h);
-        t
-    };
-    let one = tag(&frames[0], 0x8100, 5);
-    let mut raw = MAC_HDR.to_vec();
-    raw.extend_from_slice(&[0x81, 0, 0, 9, 0, 0x40, 0xff, 0xff]);
-    raw.extend([7u8; 30]);
-    let mut llc = raw.clone();
-    llc[18] = 0xaa;
-    let vlan_frames = [
-        frames[0].clone(),
-        one.clone(),
-        tag(&one, 0x88a8, 7),
-        raw,
-        llc,
-        one[..17].to_vec(),
-    ];
-    for f in &vlan_frames {
-        for cb in [
-            [10, 0x8100, 0x1005, 0, 0],
-            [10, 0x88a8, 3, 0, 0],
-            [10, 0x0800, 3, 0, 0],
-            [11, 0x8100, 5, 0x88a8, 6],
-            [12, 0, 0, 0, 0],
-            [13, 0x8100, 5, 0, 0],
-            [14, 0, 0, 0, 0],
-        ] {
-            run(f, cb, &mut wrong);
-            cases += 1;
-        }
-    }
-    // Checksum levels: every step sequence of inc, dec, reset, query, an
-    // unknown level and adjust_room with and without NO_CSUM_RESET.
-    for a in [0, 1, 2, 3, 4, 5, 6] {
-        for b in [1, 2, 3, 5, 6] {
-            for c in [0, 1, 2] {
-                run(&frames[0], [15, a, b, c, 0], &mut wrong);
-                cases += 1;
-            }
-        }
-    }
-    // Timestamps of every clock type, zero and not, on IP and ARP frames.
-    for f in frames.iter().chain([arp()].iter()) {
-        for (hi, ty, lo) in [
-            (1, 0, 5),
-            (0, 0, 0),
-            (1, 1, 5),
-            (0, 1, 0),
-            (1, 2, 5),
-            (0, 2, 0),
-            (1, 3, 5),
-        ] {
-            run(f, [17, hi, ty, lo, 0], &mut wrong);
-            cases += 1;
-        }
-    }
-    // change_head, then helpers that find the network header.
-    for f in &frames {
-        for cb in [
+            // change_head, then helpers that find the network header.
             [16, 14, 0, 0, 0],
             [16, 0, 0, 0, 0],
             [16, 4, 0, 1, 0],
@@ -415,39 +395,75 @@ fn skb_room_proto_and_ecn_agree_with_the_kernel() {
             [16, 14, 4, 0, 40],
             [16, 14, 5, 0, 0],
         ] {
-            run(f, cb, &mut wrong);
-            cases += 1;
+            runs.push((f.clone(), cb));
+        }
+        // Timestamps of every clock type, zero and not.
+        for (hi, ty, lo) in [
+            (1, 0, 5),
+            (0, 0, 0),
+            (1, 1, 5),
+            (0, 1, 0),
+            (1, 2, 5),
+            (0, 2, 0),
+            (1, 3, 5),
+        ] {
+            runs.push((f.clone(), [17, hi, ty, lo, 0]));
         }
     }
-    // Every outcome occurred: success, EINVAL, EFAULT, EALREADY, ENOTSUPP.
-    for rc in [0, -22, -14, -114, -524] {
-        assert!(rcs.contains(&rc), "no case returned {rc}: {rcs:?}");
-    }
-    // ECN: every codepoint, IPv4 checksums of many ids (end-around carry).
-    for ecn in 0..4u8 {
-        for id in (0..4000u16).step_by(97) {
-            let f = ipv4(A1, A2, 0x28 | ecn, id, 10);
-            s.tc("tc_room", &f, [2, 0, 0, 0, 0], "room_out", &mut wrong);
-            cases += 1;
+    // Checksum levels: every step sequence of inc, dec, reset, query, an
+    // unknown level and adjust_room with and without NO_CSUM_RESET.
+    for a in [0, 1, 2, 3, 4, 5, 6] {
+        for b in [1, 2, 3, 5, 6] {
+            for c in [0, 1, 2] {
+                runs.push((room_frames()[0].clone(), [15, a, b, c, 0]));
+            }
         }
-        let f = ipv6(v6(1, 0), v6(2, 0), 0x28 | ecn, 5, 10);
-        s.tc("tc_room", &f, [2, 0, 0, 0, 0], "room_out", &mut wrong);
-        cases += 1;
     }
-    s.tc("tc_room", &arp(), [2, 0, 0, 0, 0], "room_out", &mut wrong);
-    // A VLAN-tagged frame: adjust_room and change_proto refuse it (not
-    // IP), ECN reads the protocol behind the tag.
-    let mut tagged = ipv4(A1, A2, 0x2a, 9, 10);
-    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
-    for cb in [[2, 0, 0, 0, 0], [0, 8, NET, 0, 0], [1, 0x86dd, 0, 0, 0]] {
-        s.tc("tc_room", &tagged, cb, "room_out", &mut wrong);
-        cases += 1;
+    room_runs(&s, "hash / type / tail / head / tstamp / csum_level", &runs);
+}
+
+#[test]
+fn skb_vlan_push_and_pop_agree_with_the_kernel() {
+    let Some(s) = sides() else { return };
+    // Pushed out of band, into the frame under a new one, popped from out
+    // of band or the frame (QinQ, length-field payloads, a short frame).
+    let tag = |f: &[u8], tpid: u16, tci: u16| -> Vec<u8> {
+        let mut t = f.to_vec();
+        let mut h = tpid.to_be_bytes().to_vec();
+        h.extend_from_slice(&tci.to_be_bytes());
+        t.splice(12..12, h);
+        t
+    };
+    let plain = room_frames()[0].clone();
+    let one = tag(&plain, 0x8100, 5);
+    let mut raw = MAC_HDR.to_vec();
+    raw.extend_from_slice(&[0x81, 0, 0, 9, 0, 0x40, 0xff, 0xff]);
+    raw.extend([7u8; 30]);
+    let mut llc = raw.clone();
+    llc[18] = 0xaa;
+    let frames = [
+        plain,
+        one.clone(),
+        tag(&one, 0x88a8, 7),
+        raw,
+        llc,
+        one[..17].to_vec(),
+    ];
+    let mut runs = Runs::new();
+    for f in &frames {
+        for cb in [
+            [10, 0x8100, 0x1005, 0, 0],
+            [10, 0x88a8, 3, 0, 0],
+            [10, 0x0800, 3, 0, 0],
+            [11, 0x8100, 5, 0x88a8, 6],
+            [12, 0, 0, 0, 0],
+            [13, 0x8100, 5, 0, 0],
+            [14, 0, 0, 0, 0],
+        ] {
+            runs.push((f.clone(), cb));
+        }
     }
-    println!(
-        "skb room/proto/ecn: {cases} cases, {} disagree",
-        wrong.len()
-    );
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    room_runs(&s, "vlan push / pop", &runs);
 }
 
 #[test]
