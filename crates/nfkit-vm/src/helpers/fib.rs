@@ -768,4 +768,43 @@ mod tests {
         let mut p = params([198, 18, 5, 7], 9);
         assert_eq!(lookup(&t, &mut p, 0, None), Ok(Lookup::Errno(19)));
     }
+
+    #[test]
+    fn forwarding_off_tables_and_direct_lookups() {
+        let mut t = FibTable::parse(TABLE).expect("parse");
+        t.routes.push(
+            FibTable::parse("link 3\n198.18.9.0/24 dev 3 table 100")
+                .expect("route")
+                .routes[0]
+                .clone(),
+        );
+        let code = |t: &FibTable, p: &mut [u8; PARAMS_SIZE], flags| lookup(t, p, flags, None);
+        // Table 100 only with DIRECT|TBID; its field is cleared.
+        let mut p = params([198, 18, 9, 1], 3);
+        p[48..52].copy_from_slice(&100u32.to_le_bytes());
+        assert_eq!(
+            code(&t, &mut p, flag::DIRECT | flag::TBID),
+            Ok(Lookup::Code(ret::NO_NEIGH))
+        );
+        assert_eq!(&p[48..52], &[0; 4]);
+        let mut p = params([198, 18, 9, 1], 3);
+        assert_eq!(code(&t, &mut p, 0), Ok(Lookup::Code(ret::NOT_FWDED)));
+        let mut p = params([198, 18, 9, 1], 3);
+        p[48..52].copy_from_slice(&7u32.to_le_bytes());
+        assert_eq!(
+            code(&t, &mut p, flag::DIRECT | flag::TBID),
+            Ok(Lookup::Code(ret::NOT_FWDED))
+        );
+        // A device with forwarding off.
+        let off = FibTable::parse("link 3 v0 noforward\n198.18.0.0/24 dev v0").expect("parse");
+        let mut p = params([198, 18, 0, 2], 3);
+        assert_eq!(code(&off, &mut p, 0), Ok(Lookup::Code(ret::FWD_DISABLED)));
+        // SRC: the route's, or a fault naming the flag.
+        let mut p = params([198, 18, 0, 9], 3);
+        assert_eq!(code(&t, &mut p, flag::SRC), Ok(Lookup::Code(ret::SUCCESS)));
+        assert_eq!(&p[16..20], &[198, 18, 0, 1]);
+        let mut p = params([198, 18, 5, 7], 3);
+        let err = code(&t, &mut p, flag::SRC).expect_err("no src");
+        assert!(err.contains("BPF_FIB_LOOKUP_SRC"), "{err}");
+    }
 }
