@@ -572,11 +572,8 @@ const MIXED_HELPERS: &str = r#"
 SEC("xdp")
 int fib(struct xdp_md *ctx)
 {
-	struct bpf_fib_lookup p = {};
-	p.family = 2;
-	p.ifindex = ctx->ingress_ifindex;
-	int rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
-	return rc == 0 ? XDP_TX : XDP_PASS;
+	__u64 id = bpf_get_current_pid_tgid();
+	return id ? XDP_TX : XDP_PASS;
 }
 SEC("xdp.frags")
 int plain(struct xdp_md *ctx)
@@ -602,7 +599,7 @@ fn unsupported_helper_refuses_only_the_programs_that_reach_it() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{o:?}");
     assert!(
-        err.contains("bpf_fib_lookup") && err.contains("program fib"),
+        err.contains("bpf_get_current_pid_tgid") && err.contains("program fib"),
         "{err}"
     );
 }
@@ -689,4 +686,150 @@ fn run_and_prog_test_json_include_every_map_alike() {
             assert_eq!(k["maps"], vm["maps"], "{prog}");
         }
     }
+}
+
+/// An XDP program forwarding by `bpf_fib_lookup` and reporting the result
+/// with `bpf_perf_event_output` (14 packet bytes appended), and a TC
+/// program bumping the received tunnel key's id.
+const NET_HELPERS: &str = r#"
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, 4);
+	__uint(value_size, 4);
+} events SEC(".maps");
+SEC("xdp")
+int fwd(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct bpf_fib_lookup p = {};
+	if (data + 34 > end)
+		return XDP_DROP;
+	p.family = 2;
+	p.ifindex = ctx->ingress_ifindex;
+	__builtin_memcpy(&p.ipv4_dst, data + 30, 4);
+	long rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
+	__u32 ev[2] = { rc, p.ifindex };
+	bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU | (14ULL << 32), ev, sizeof(ev));
+	if (rc != 0)
+		return XDP_PASS;
+	__builtin_memcpy(data, p.dmac, 6);
+	__builtin_memcpy(data + 6, p.smac, 6);
+	return bpf_redirect(p.ifindex, 0);
+}
+SEC("tc")
+int tun(struct __sk_buff *skb)
+{
+	struct bpf_tunnel_key k = {};
+	if (bpf_skb_get_tunnel_key(skb, &k, sizeof(k), 0))
+		return TC_ACT_SHOT;
+	k.tunnel_id += 1;
+	bpf_skb_set_tunnel_key(skb, &k, sizeof(k), 0);
+	return TC_ACT_OK;
+}
+char LICENSE[] SEC("license") = "GPL";
+"#;
+
+/// `--fib FILE` (as `ip` prints tables), perf records and tunnel keys in
+/// `run` output and JSON.
+#[test]
+fn run_takes_routes_and_tunnel_keys_and_shows_perf_records() {
+    let d = Dir::new("net-helpers");
+    let obj = clang(&d, "net", NET_HELPERS);
+    let inp = d.path("in.pcap");
+    let out = d.path("out.pcap");
+    let frame = ipv4(17, 53, 60);
+    write_pcap(&inp, std::slice::from_ref(&frame));
+    let fib = d.path("fib.txt");
+    std::fs::write(
+        &fib,
+        "1: lo: <LOOPBACK,UP> mtu 65536 qdisc noqueue\\    link/loopback 00:00:00:00:00:00\n\
+         link 3 eth0 mtu 1500 lladdr 02:00:00:00:00:03\n\
+         198.18.0.0/24 dev eth0 proto kernel scope link src 198.18.0.1\n\
+         198.18.0.2 dev eth0 lladdr 02:00:00:00:00:09 REACHABLE\n",
+    )
+    .expect("write fib");
+    let json = |args: &[&str]| -> serde_json::Value {
+        serde_json::from_str(&ok(&nfkit(args))).expect("JSON")
+    };
+    let base = ["run", &obj, "--section", "fwd", "--pcap", &inp, "--json"];
+    let with = json(&[&base[..], &["--fib", &fib, "--out", &out]].concat());
+    let r = &with["results"][0];
+    assert_eq!(r["verdict"], "XDP_REDIRECT", "{r}");
+    assert_eq!(r["redirect"], "ifindex 3", "{r}");
+    let ev = &r["perf_events"][0];
+    assert_eq!(ev["map"], "events");
+    assert_eq!(ev["data"], "0000000003000000", "SUCCESS, ifindex 3");
+    assert_eq!(ev["packet"], hex_of(&frame[..14]));
+    let sent = read_pcap(&out);
+    assert_eq!(&sent[0].data[..12], &[2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 3]);
+    // No table: not forwarded (4), the packet passes.
+    let without = json(&base);
+    let r = &without["results"][0];
+    assert_eq!(r["verdict"], "XDP_PASS", "{r}");
+    assert_eq!(r["perf_events"][0]["data"], "0400000001000000");
+    // Text output names the record.
+    let text = ok(&nfkit(&["run", &obj, "--section", "fwd", "--pcap", &inp]));
+    assert!(
+        text.contains("packet 1: perf event events cpu 0: 0400000001000000 + 14 packet bytes"),
+        "{text}"
+    );
+    // A bad table names file and line.
+    std::fs::write(&fib, "198.18.0.0/24 dev eth9\n").expect("write fib");
+    let o = nfkit(&[&base[..], &["--fib", &fib]].concat());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("line 1") && err.contains("eth9"),
+        "{err}"
+    );
+
+    // Tunnel keys: none given -> get fails -> shot; given -> id + 1 set.
+    let tun = ["run", &obj, "--section", "tun", "--pcap", &inp, "--json"];
+    assert_eq!(json(&tun)["results"][0]["verdict"], "TC_ACT_SHOT");
+    let key = ["--tunnel-key", "id=5,remote=198.18.0.9,local=198.18.0.1"];
+    let v = json(&[&tun[..], &key[..]].concat());
+    let k = &v["results"][0]["tunnel_key"];
+    assert_eq!(v["results"][0]["verdict"], "TC_ACT_OK", "{v}");
+    assert_eq!(k["set_by_program"], true);
+    assert_eq!(k["id"], 6);
+    assert_eq!(k["remote"], "198.18.0.9");
+}
+
+/// `prog test` reads the kernel's perf records: the same data and packet
+/// bytes as the VM's, padded as the perf ring stores them.
+#[test]
+fn prog_test_shows_the_kernels_perf_records() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let d = Dir::new("perf-kernel");
+    let obj = clang(&d, "net", NET_HELPERS);
+    let inp = d.path("in.pcap");
+    let frame = ipv4(17, 53, 60);
+    write_pcap(&inp, std::slice::from_ref(&frame));
+    let args = [
+        "prog",
+        "test",
+        &obj,
+        "--section",
+        "fwd",
+        "--pcap",
+        &inp,
+        "--json",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&ok(&nfkit(&args))).expect("JSON");
+    let ev = &v["packets"][0]["perf_events"][0];
+    assert_eq!(ev["map"], "events", "{v}");
+    let data = ev["data"].as_str().expect("data");
+    // 8 bytes of data + 14 packet bytes, padded to 28 (32 with the size).
+    assert_eq!(data.len(), 2 * 28, "{data}");
+    assert_eq!(&data[16..44], hex_of(&frame[..14]));
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -214,6 +214,8 @@ pub const HELPER_NAMES: &[&str] = &[
     "tcp_raw_check_syncookie_ipv6",
     "ktime_get_tai_ns",
     "user_ringbuf_drain",
+    "cgrp_storage_get",
+    "cgrp_storage_delete",
 ];
 
 /// The name of helper `id` (without `bpf_`), if the kernel defines it.

@@ -36,6 +36,8 @@ mod layout;
 pub mod load;
 pub mod maps;
 pub mod netns;
+pub mod perf;
+pub mod probe;
 pub mod socket;
 pub mod state;
 pub mod stats;

@@ -120,6 +120,12 @@ pub struct RunOptions {
     pub clock: Option<Arc<dyn Clock>>,
     /// Overrides [`VmConfig::rng`] for this run.
     pub rng: Option<Arc<dyn Rng>>,
+    /// Devices, routes and neighbours `bpf_fib_lookup` consults; without
+    /// them every lookup answers `BPF_FIB_LKUP_RET_NOT_FWDED`.
+    pub fib: Option<Arc<crate::helpers::fib::FibTable>>,
+    /// Tunnel metadata the packet arrived with (TC:
+    /// `bpf_skb_get_tunnel_key`); without it the packet has none.
+    pub tunnel_key: Option<crate::helpers::tunnel::TunnelKey>,
 }
 
 /// A source of time.

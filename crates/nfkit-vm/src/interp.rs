@@ -85,6 +85,8 @@ pub(crate) struct Machine<'v> {
     pub clock: Arc<dyn crate::config::Clock>,
     pub rng: Arc<dyn crate::config::Rng>,
     pub lock_held: Option<u64>,
+    /// Routes, tunnel metadata and perf records of this run.
+    pub net: crate::helpers::net::NetRun,
     pub reservations: Vec<Reservation>,
     pub trace: Vec<TraceStep>,
     /// The traced instruction running now (see `trace`).

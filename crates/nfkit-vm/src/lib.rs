@@ -72,9 +72,11 @@ pub use config::{
 };
 pub use ctx::{Context, SkBuff, SkbFields, XdpMd};
 pub use error::{LoadError, Rule, RunError, RunErrorKind};
+pub use helpers::fib::{FibParseError, FibTable};
 pub use maps::{Map, MapError, Maps};
 pub use result::{
-    AccessKind, HelperCall, MemAccess, MemRegion, Redirect, RegChange, RunResult, TraceStep,
+    AccessKind, HelperCall, MemAccess, MemRegion, PerfEvent, Redirect, RegChange, RunResult,
+    TraceStep, TunnelKey,
 };
 pub use vm::{EntryRef, Runner, Vm};
 

@@ -9,6 +9,8 @@
 
 use crate::ctx::SkbFields;
 use crate::error::{RunError, RunErrorKind};
+pub use crate::helpers::net::PerfEvent;
+pub use crate::helpers::tunnel::TunnelKey;
 use nfkit_isa::disasm::format_insn;
 use nfkit_isa::{Insn, Syntax};
 use std::fmt;
@@ -84,6 +86,11 @@ pub struct RunResult {
     pub skb: Option<SkbFields>,
     /// `bpf_trace_printk` output, one entry per call.
     pub printk: Vec<String>,
+    /// `bpf_perf_event_output` records, in order.
+    pub perf_events: Vec<PerfEvent>,
+    /// The socket buffer's tunnel metadata afterwards (the run's, or what
+    /// `bpf_skb_set_tunnel_key` set).
+    pub tunnel_key: Option<TunnelKey>,
     /// Instructions executed (helper calls count as one).
     pub insns: u64,
     /// Every executed instruction (when [`RunOptions::trace`](crate::RunOptions::trace)
@@ -110,6 +117,8 @@ impl RunResult {
             redirect: None,
             skb: None,
             printk: Vec::new(),
+            perf_events: Vec::new(),
+            tunnel_key: None,
             insns: 0,
             trace: Vec::new(),
         }

@@ -435,6 +435,7 @@ impl Vm {
                 .unwrap_or_else(|| inner.config.clock.clone()),
             rng: opts.rng.clone().unwrap_or_else(|| inner.config.rng.clone()),
             lock_held: None,
+            net: crate::helpers::net::NetRun::new(opts.fib.clone(), opts.tunnel_key.clone()),
             reservations: Vec::new(),
             trace: Vec::new(),
             trace_pending: None,
@@ -509,6 +510,8 @@ impl Vm {
             redirect: m.redirect.take(),
             skb,
             printk: std::mem::take(&mut m.printk),
+            perf_events: std::mem::take(&mut m.net.perf),
+            tunnel_key: m.net.tunnel.take(),
             insns: m.count,
             trace: std::mem::take(&mut m.trace),
         };
@@ -567,6 +570,9 @@ struct Layout<'c> {
     socket: bool,
 }
 
+/// Bytes a TC program's frame may grow by in one run.
+const SKB_TAILROOM: usize = 8192;
+
 /// Copies the packet (or raw memory) of `ctx` into `bufs.packet` (grown
 /// when too small) and builds the context state for a `prog_type` program.
 #[inline(always)]
@@ -580,6 +586,9 @@ fn lay_out<'c>(
         Context::Empty => (&[], 0, 0, &[]),
         Context::Raw(m) => (m, 0, 0, &[]),
         Context::Xdp(x) => (x.packet, x.headroom.max(x.meta.len()), x.tailroom, x.meta),
+        // TC programs may grow the frame (`bpf_skb_adjust_room`,
+        // `bpf_skb_change_proto`) at its end.
+        Context::Skb(s) if !socket => (s.packet, 0, SKB_TAILROOM, &[]),
         Context::Skb(s) => (s.packet, 0, 0, &[]),
     };
     let need = headroom + bytes.len() + tailroom;

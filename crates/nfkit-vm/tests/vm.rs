@@ -1071,7 +1071,7 @@ fn unknown_helper_refuses_only_the_entries_reaching_it() {
         function,
     };
     let img = Image {
-        insns: vec![mov(0, 2), exit(), call(69), exit()],
+        insns: vec![mov(0, 2), exit(), call(14), exit()],
         functions: vec![func("plain", 0, 2), func("fib", 2, 2)],
         entries: vec![entry("plain", 0), entry("fib", 1)],
         license: "GPL".into(),
@@ -1081,7 +1081,7 @@ fn unknown_helper_refuses_only_the_entries_reaching_it() {
     assert!(vm.entry_refused("plain").is_none());
     let why = vm.entry_refused("fib").expect("fib refused").to_string();
     assert!(
-        why.contains("bpf_fib_lookup") && why.contains("program fib"),
+        why.contains("bpf_get_current_pid_tgid") && why.contains("program fib"),
         "{why}"
     );
     let pkt = [0u8; 64];
@@ -1097,7 +1097,7 @@ fn unknown_helper_refuses_only_the_entries_reaching_it() {
         &RunOptions::default(),
     );
     let err = res.result.expect_err("fib must not run").to_string();
-    assert!(err.contains("bpf_fib_lookup"), "{err}");
+    assert!(err.contains("bpf_get_current_pid_tgid"), "{err}");
     // With only the refused entry, the load fails.
     let only = Image {
         entries: vec![entry("fib", 1)],

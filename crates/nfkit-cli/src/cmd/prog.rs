@@ -9,6 +9,9 @@
 //! reported as refused, with the kernel's error, and the run goes on:
 //! exit code 0 when every packet ran, [`EXIT_REFUSED`] (3) when some
 //! were refused, 1 when the run could not be made at all.
+//! `bpf_perf_event_output` records are read from a perf buffer on each
+//! `perf_event_array` and shown per packet (`perf_events` with `--json`;
+//! the kernel pads each sample to 8-byte words with its size word).
 
 use super::hook_of;
 use anyhow::{anyhow, bail, Context};
@@ -152,6 +155,8 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         .prog(&entry)
         .ok_or_else(|| anyhow!("{shown}: program {entry} not loaded"))?;
     let config = loaded.map("nfkit_config").filter(|_| pin_clock);
+    let perf =
+        nfkit_kernel::perf::PerfReader::open(&loaded).map_err(|e| anyhow!("{shown}: {e}"))?;
     let mut rows = Vec::new();
     let mut refused = 0usize;
     for (i, (ts, data)) in input.iter().enumerate() {
@@ -165,7 +170,21 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         if run.is_err() {
             refused += 1;
         }
-        let row = report(prog.prog_type(), i + 1, data.len(), run, a.json);
+        let mut row = report(prog.prog_type(), i + 1, data.len(), run, a.json);
+        let records = perf.drain();
+        match row.as_mut() {
+            Some(r) if !records.is_empty() => {
+                r["perf_events"] = records
+                    .iter()
+                    .map(|e| json!({"map": e.map, "cpu": e.cpu, "data": hex(&e.data)}))
+                    .collect();
+            }
+            _ => {
+                for e in &records {
+                    println!("  perf event {} cpu {}: {}", e.map, e.cpu, hex(&e.data));
+                }
+            }
+        }
         rows.extend(row);
     }
     if a.json {

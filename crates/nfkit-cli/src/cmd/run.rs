@@ -1,6 +1,6 @@
 //! `nfkit run FILE.o [--section NAME] [--type xdp|tc|socket] --pcap IN.pcap [--out OUT.pcap]
-//! [--trace] [--trace-packets LIST] [--json]`: runs an eBPF program in the
-//! userspace VM on every packet of a capture.
+//! [--fib FILE] [--tunnel-key SPEC] [--trace] [--trace-packets LIST] [--json]`:
+//! runs an eBPF program in the userspace VM on every packet of a capture.
 //!
 //! Prints how many packets got each return code (XDP_* names for XDP,
 //! TC_ACT_* for tc, byte counts for socket filters, as
@@ -12,6 +12,13 @@
 //! disassembly, the memory it read or wrote, the helper it called, the
 //! registers it changed (see [`nfkit_vm::TraceStep`]).
 //!
+//! `bpf_perf_event_output` records are printed per packet (`perf_events`
+//! with `--json`), as is tunnel metadata a program set. `--fib FILE` gives
+//! `bpf_fib_lookup` its devices, routes and neighbours (the form `ip -o
+//! link`, `ip route` and `ip neigh` print, see [`nfkit_vm::FibTable`]);
+//! without it every lookup answers "not forwarded". `--tunnel-key`
+//! gives every packet received tunnel metadata (`bpf_skb_get_tunnel_key`).
+//!
 //! Runs are reproducible: `bpf_ktime_get_ns` reads the packet's capture
 //! timestamp, `bpf_get_prandom_u32` a fixed-seed sequence. A FILE that is
 //! not an ELF object is taken as a chain script ([`super::run_script`]).
@@ -22,7 +29,8 @@ use nfkit_abi::Hook;
 use nfkit_object::Image;
 use nfkit_pcap::Packet;
 use nfkit_vm::{
-    Context, FixedClock, RunOptions, RunResult, SeqRng, SkBuff, TraceStep, Vm, VmConfig, XdpMd,
+    Context, FibTable, FixedClock, RunOptions, RunResult, SeqRng, SkBuff, TraceStep, TunnelKey, Vm,
+    VmConfig, XdpMd,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -55,9 +63,41 @@ pub struct Args {
     /// Packets to trace, 1-based (`1,3-5`); default all. Implies --trace.
     #[arg(long, value_name = "LIST")]
     pub trace_packets: Option<String>,
+    /// Devices, routes and neighbours for `bpf_fib_lookup`, one per line
+    /// as `ip -o link`, `ip route` and `ip neigh` print them (e.g.
+    /// `198.18.0.0/24 dev 3 via 198.18.0.1`, `neigh 198.18.0.1 dev 3
+    /// lladdr 02:00:00:00:00:01`).
+    #[arg(long, value_name = "FILE")]
+    pub fib: Option<PathBuf>,
+    /// Tunnel metadata every packet arrived with (TC):
+    /// `id=5,remote=198.18.0.2,local=198.18.0.1[,tos=N,ttl=N,label=N]`.
+    #[arg(long, value_name = "SPEC")]
+    pub tunnel_key: Option<String>,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The run options `--fib` and `--tunnel-key` ask for.
+pub fn net_options(fib: Option<&PathBuf>, tunnel_key: Option<&str>) -> anyhow::Result<RunOptions> {
+    let fib = match fib {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let t = FibTable::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            Some(Arc::new(t))
+        }
+        None => None,
+    };
+    let tunnel_key = match tunnel_key {
+        Some(s) => Some(TunnelKey::parse(s).map_err(|e| anyhow!("--tunnel-key {s}: {e}"))?),
+        None => None,
+    };
+    Ok(RunOptions {
+        fib,
+        tunnel_key,
+        ..RunOptions::default()
+    })
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -87,6 +127,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let tracing = a.trace || selection.is_some();
+    let net = net_options(a.fib.as_ref(), a.tunnel_key.as_deref())?;
 
     let clock = Arc::new(FixedClock::new(0));
     let config = VmConfig {
@@ -118,7 +159,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             ctx,
             &RunOptions {
                 trace,
-                ..RunOptions::default()
+                ..net.clone()
             },
         );
         let code = hook.code(res.code());
@@ -147,6 +188,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         } else {
             if let Err(e) = &res.result {
                 println!("packet {n}: fault: {e}");
+            }
+            for ev in &res.perf_events {
+                println!("packet {n}: perf event {ev}");
+            }
+            if let Some(k) = res.tunnel_key.as_ref().filter(|k| k.tx) {
+                println!("packet {n}: tunnel key {k}");
             }
             if trace {
                 print_trace(n, p, code, hook, &res);
@@ -386,8 +433,47 @@ fn packet_json(
     if !res.printk.is_empty() {
         v["printk"] = json!(res.printk);
     }
+    if !res.perf_events.is_empty() {
+        v["perf_events"] = res.perf_events.iter().map(perf_json).collect();
+    }
+    if let Some(k) = &res.tunnel_key {
+        v["tunnel_key"] = tunnel_json(k);
+    }
     if trace {
         v["trace"] = res.trace.iter().map(|s| step_json(s, vm)).collect();
     }
     v
+}
+
+/// One `bpf_perf_event_output` record as JSON: map name, CPU, the data
+/// and the appended packet bytes in hex.
+pub fn perf_json(e: &nfkit_vm::PerfEvent) -> serde_json::Value {
+    json!({
+        "map": e.map_name,
+        "cpu": e.cpu,
+        "data": hex(&e.data),
+        "packet": hex(&e.packet),
+    })
+}
+
+/// Tunnel metadata after a run as JSON (`remote`/`local` as
+/// `bpf_skb_get_tunnel_key` would report them after a set: see
+/// [`TunnelKey`]).
+pub fn tunnel_json(k: &TunnelKey) -> serde_json::Value {
+    let (remote, local) = if k.tx { (k.dst, k.src) } else { (k.src, k.dst) };
+    json!({
+        "set_by_program": k.tx,
+        "id": k.id,
+        "remote": remote.to_string(),
+        "local": local.to_string(),
+        "tos": k.tos,
+        "ttl": k.ttl,
+        "label": k.label,
+        "flags": k.flags,
+        "options": hex(&k.options),
+    })
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

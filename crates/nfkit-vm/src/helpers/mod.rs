@@ -4,11 +4,24 @@
 //!
 //! * [`table`]: which helpers exist per profile and program type.
 //! * [`csum`]: the Internet checksum arithmetic the checksum helpers use.
+//! * [`fib`]: the route table of `bpf_fib_lookup` and its text form.
+//! * [`net`]: a run's network state (routes, tunnel key, perf records).
+//! * [`tunnel`]: tunnel metadata (`bpf_skb_{get,set}_tunnel_key`).
+//! * `skb_room`: `bpf_skb_adjust_room`, `bpf_skb_change_proto`,
+//!   `bpf_skb_ecn_set_ce`, `bpf_skb_change_tail`, `bpf_skb_change_type`.
+//! * `vlan`: `bpf_skb_vlan_push`, `bpf_skb_vlan_pop`.
+//! * [`strings`]: `bpf_strtol`, `bpf_strtoul`, `bpf_strncmp`.
 
 #![forbid(unsafe_code)]
 
 pub mod csum;
+pub mod fib;
+pub mod net;
+mod skb_room;
+pub mod strings;
 pub mod table;
+pub mod tunnel;
+mod vlan;
 
 use crate::config::Profile;
 use crate::error::RunErrorKind;
@@ -30,6 +43,7 @@ const E2BIG: i64 = 7;
 const EACCES: i64 = 13;
 const ENOMEM: i64 = 12;
 const EAGAIN: i64 = 11;
+const ENOTSUPP: i64 = 524;
 
 // The hook return codes helpers give back (`bpf_redirect*`).
 const XDP_ABORTED: u64 = hook::XDP_ABORTED as u64;
@@ -239,16 +253,60 @@ impl Machine<'_> {
                 let m = self.map_arg(a1, cur, "ringbuf_query")?;
                 m.ringbuf().map_or(0, |rb| rb.query(a2))
             }
-            _ => {
-                return self.herr(
-                    cur,
-                    nfkit_isa::helpers::helper_name(hid as i32).unwrap_or("unknown"),
-                    "not implemented by the VM",
-                )
-            }
+            _ => match self.net_helper(hid as i32, [a1, a2, a3, a4, a5], cur) {
+                Some(r) => r?,
+                None => {
+                    return self.herr(
+                        cur,
+                        nfkit_isa::helpers::helper_name(hid as i32).unwrap_or("unknown"),
+                        "not implemented by the VM",
+                    )
+                }
+            },
         };
         self.regs[0] = r0;
         Ok(next)
+    }
+
+    /// The helpers of the network around the program, of socket buffers
+    /// and of strings; `None` for any other id.
+    fn net_helper(&mut self, hid: i32, a: [u64; 5], cur: usize) -> Option<Step<u64>> {
+        let [a1, a2, a3, a4, a5] = a;
+        let r0 = match hid {
+            id::PERF_EVENT_OUTPUT => return Some(self.perf_event_output(a2, a3, a4, a5, cur)),
+            id::FIB_LOOKUP => return Some(self.fib_lookup(a2, a3, a4, cur)),
+            id::CHECK_MTU => return Some(self.check_mtu(a2, a3, a4, a5, cur)),
+            id::STRTOL | id::STRTOUL => {
+                return Some(self.strtox(hid == id::STRTOL, a1, a2, a3, a4, cur))
+            }
+            id::STRNCMP => return Some(self.strncmp(a1, a2, a3, cur)),
+            id::SKB_GET_TUNNEL_KEY => return Some(self.get_tunnel_key(a2, a3, a4, cur)),
+            id::SKB_SET_TUNNEL_KEY => return Some(self.set_tunnel_key(a2, a3, a4, cur)),
+            id::SKB_GET_TUNNEL_OPT => return Some(self.get_tunnel_opt(a2, a3, cur)),
+            id::SKB_SET_TUNNEL_OPT => return Some(self.set_tunnel_opt(a2, a3, cur)),
+            id::SKB_ADJUST_ROOM => self.skb_adjust_room(a2 as i32, a3, a4),
+            id::SKB_CHANGE_PROTO => self.skb_change_proto(a2, a3),
+            id::SKB_ECN_SET_CE => self.skb_ecn_set_ce(),
+            id::SKB_VLAN_PUSH => self.skb_vlan_push(a2, a3),
+            id::SKB_VLAN_POP => self.skb_vlan_pop(),
+            id::SKB_CHANGE_TAIL => self.skb_change_tail(a2 as u32, a3),
+            id::SKB_CHANGE_HEAD => self.skb_change_head(a2 as u32, a3),
+            id::SKB_CHANGE_TYPE => self.skb_change_type(a2 as u32),
+            id::SKB_SET_TSTAMP => self.skb_set_tstamp(a2, a3),
+            id::SET_HASH | id::SET_HASH_INVALID => {
+                let h = if hid == id::SET_HASH { a2 as u32 } else { 0 };
+                if let crate::ctx::CtxState::Skb(s) = &mut self.ctx {
+                    s.out.hash = h;
+                }
+                0
+            }
+            // The VM keeps no CHECKSUM_COMPLETE sum: as the kernel for
+            // any other checksum state.
+            id::CSUM_UPDATE => neg(ENOTSUPP),
+            id::CSUM_LEVEL => self.csum_level(a2),
+            _ => return None,
+        };
+        Some(Ok(r0))
     }
 
     /// `bpf_map_lookup_elem(map, key)` and
@@ -276,8 +334,10 @@ impl Machine<'_> {
         }
         Ok(if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
             0
-        } else if matches!(m.store, Store::ProgArray(_) | Store::Ringbuf(_))
-            || matches!(m.spec.map_type, MapType::Cpumap | MapType::Xskmap)
+        } else if matches!(
+            m.store,
+            Store::ProgArray(_) | Store::Ringbuf(_) | Store::PerfEvents
+        ) || matches!(m.spec.map_type, MapType::Cpumap | MapType::Xskmap)
         {
             // An xskmap's values are sockets the VM does not have; the
             // kernel refuses cpumap lookups from programs.
@@ -394,7 +454,7 @@ impl Machine<'_> {
                 let net = if self.mac < self.pkt.data {
                     self.pkt.data
                 } else {
-                    self.mac + ETH_HLEN
+                    self.mac + self.net.mac_len
                 };
                 let base = match a5 {
                     0 => Some(self.mac),
@@ -835,6 +895,56 @@ impl Machine<'_> {
             }
         }
         out
+    }
+
+    /// `bpf_strtol` / `bpf_strtoul(buf, len, flags, res)`: `*res` is set
+    /// (to 0 on failure) as the kernel does.
+    fn strtox(
+        &mut self,
+        signed: bool,
+        buf: u64,
+        len: u64,
+        flags: u64,
+        res: u64,
+        cur: usize,
+    ) -> Step<u64> {
+        let name = if signed { "strtol" } else { "strtoul" };
+        if len > 4096 {
+            return self.herr(cur, name, format!("buffer length {len}"));
+        }
+        let text = self.read_arg(buf, len as usize, cur, name)?;
+        let (rc, v) = if signed {
+            let (rc, v) = strings::strtol(&text, flags);
+            (rc, v.map(|x| x as u64))
+        } else {
+            strings::strtoul(&text, flags)
+        };
+        self.write_arg(res, &v.unwrap_or(0).to_le_bytes(), cur, name)?;
+        Ok(rc as u64)
+    }
+
+    /// `bpf_strncmp(s1, s1_sz, s2)`: `s2` is read up to its NUL.
+    fn strncmp(&mut self, s1: u64, n: u64, s2: u64, cur: usize) -> Step<u64> {
+        if n > 4096 {
+            return self.herr(cur, "strncmp", format!("size {n}"));
+        }
+        let a = self.read_arg(s1, n as usize, cur, "strncmp")?;
+        let mut b = Vec::with_capacity(a.len());
+        for i in 0..a.len() as u64 {
+            let mut c = [0u8; 1];
+            if self.mem.read(s2.wrapping_add(i), &mut c).is_none() {
+                return self.herr(
+                    cur,
+                    "strncmp",
+                    format!("cannot read the string at {}", self.mem.describe(s2)),
+                );
+            }
+            b.push(c[0]);
+            if c[0] == 0 {
+                break;
+            }
+        }
+        Ok(strings::strncmp(&a, &b) as u64)
     }
 
     /// Drops reservations a run left behind; true if there were any.

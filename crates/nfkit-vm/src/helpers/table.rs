@@ -27,6 +27,8 @@ pub enum Avail {
     XdpTc,
     /// Socket filters and TC (programs with a socket buffer).
     Skb,
+    /// XDP, TC and socket filters (every program with a packet).
+    Packet,
 }
 
 impl Avail {
@@ -39,6 +41,7 @@ impl Avail {
             Avail::Tc => tc,
             Avail::XdpTc => tc || t == ProgType::Xdp,
             Avail::Skb => tc || t == ProgType::SocketFilter,
+            Avail::Packet => tc || matches!(t, ProgType::Xdp | ProgType::SocketFilter),
         }
     }
 }
@@ -80,7 +83,30 @@ pub const KERNEL_HELPERS: &[HelperInfo] = &[
     h(id::L3_CSUM_REPLACE, "l3_csum_replace", 5, Avail::Tc),
     h(id::L4_CSUM_REPLACE, "l4_csum_replace", 5, Avail::Tc),
     h(id::TAIL_CALL, "tail_call", 3, Avail::Base),
+    h(id::SKB_GET_TUNNEL_KEY, "skb_get_tunnel_key", 4, Avail::Tc),
+    h(id::SKB_SET_TUNNEL_KEY, "skb_set_tunnel_key", 4, Avail::Tc),
     h(id::REDIRECT, "redirect", 2, Avail::XdpTc),
+    h(id::PERF_EVENT_OUTPUT, "perf_event_output", 5, Avail::Packet),
+    h(id::SKB_CHANGE_PROTO, "skb_change_proto", 3, Avail::Tc),
+    h(id::SKB_ADJUST_ROOM, "skb_adjust_room", 4, Avail::Tc),
+    h(id::FIB_LOOKUP, "fib_lookup", 4, Avail::XdpTc),
+    h(id::SKB_ECN_SET_CE, "skb_ecn_set_ce", 1, Avail::Tc),
+    h(id::SKB_GET_TUNNEL_OPT, "skb_get_tunnel_opt", 3, Avail::Tc),
+    h(id::SKB_SET_TUNNEL_OPT, "skb_set_tunnel_opt", 3, Avail::Tc),
+    h(id::STRTOL, "strtol", 4, Avail::Base),
+    h(id::STRTOUL, "strtoul", 4, Avail::Base),
+    h(id::STRNCMP, "strncmp", 3, Avail::Base),
+    h(id::SKB_SET_TSTAMP, "skb_set_tstamp", 3, Avail::Tc),
+    h(id::CHECK_MTU, "check_mtu", 5, Avail::XdpTc),
+    h(id::CSUM_LEVEL, "csum_level", 2, Avail::Tc),
+    h(id::SKB_VLAN_PUSH, "skb_vlan_push", 3, Avail::Tc),
+    h(id::SKB_VLAN_POP, "skb_vlan_pop", 1, Avail::Tc),
+    h(id::SKB_CHANGE_TYPE, "skb_change_type", 2, Avail::Tc),
+    h(id::SKB_CHANGE_HEAD, "skb_change_head", 3, Avail::Tc),
+    h(id::SKB_CHANGE_TAIL, "skb_change_tail", 3, Avail::Tc),
+    h(id::CSUM_UPDATE, "csum_update", 2, Avail::Tc),
+    h(id::SET_HASH_INVALID, "set_hash_invalid", 1, Avail::Tc),
+    h(id::SET_HASH, "set_hash", 2, Avail::Tc),
     h(id::SKB_LOAD_BYTES, "skb_load_bytes", 4, Avail::Skb),
     h(id::CSUM_DIFF, "csum_diff", 5, Avail::XdpTc),
     h(

@@ -133,6 +133,10 @@ pub enum Store {
     Ringbuf(ringbuf::RingBuf),
     ProgArray(ProgArray),
     Outer(outer::OuterMap),
+    /// A `perf_event_array`: the VM keeps no events in it (every CPU's
+    /// ring is open); `bpf_perf_event_output` records go to the run's
+    /// result.
+    PerfEvents,
 }
 
 /// One map.
@@ -187,6 +191,7 @@ impl Map {
                 }
                 Store::ProgArray(ProgArray::new(spec.max_entries))
             }
+            MapType::PerfEventArray => Store::PerfEvents,
             t => return Err(format!("map type {} is not supported by the VM", t.name())),
         };
         if let Some(data) = &spec.data {
@@ -234,7 +239,7 @@ impl Map {
             Store::Hash(h) => Some((&h.buf, !ro_prog)),
             Store::Lpm(l) => Some((&l.buf, true)),
             Store::Ringbuf(r) => Some((&r.buf, true)),
-            Store::ProgArray(_) | Store::Outer(_) => None,
+            Store::ProgArray(_) | Store::Outer(_) | Store::PerfEvents => None,
         }
     }
 
@@ -302,7 +307,7 @@ impl Map {
                 .get(u32_key(key)?)
                 .map(|e| (e as u32).to_le_bytes().to_vec())),
             Store::Outer(o) => Ok(o.get(key).map(|i| i.to_le_bytes().to_vec())),
-            Store::Ringbuf(_) => Err(MapError::Unsupported),
+            Store::Ringbuf(_) | Store::PerfEvents => Err(MapError::Unsupported),
         }
     }
 
@@ -348,7 +353,7 @@ impl Map {
                 Ok(())
             }
             Store::Outer(o) => o.set(key, value, flags),
-            Store::Ringbuf(_) => Err(MapError::Unsupported),
+            Store::Ringbuf(_) | Store::PerfEvents => Err(MapError::Unsupported),
         }
     }
 
@@ -410,7 +415,7 @@ impl Map {
                 }
             }
             Store::Outer(o) => o.slots.delete(key),
-            Store::Ringbuf(_) => Err(MapError::Unsupported),
+            Store::Ringbuf(_) | Store::PerfEvents => Err(MapError::Unsupported),
         }
     }
 
@@ -425,7 +430,7 @@ impl Map {
                 .map(|i| i.to_le_bytes().to_vec())
                 .collect(),
             Store::Outer(o) => o.slots.keys(),
-            Store::Ringbuf(_) => Vec::new(),
+            Store::Ringbuf(_) | Store::PerfEvents => Vec::new(),
         }
     }
 
