@@ -34,6 +34,20 @@ pub enum ControlError {
     /// No interface given and none in the script's `attach(...)`.
     #[error("{0}: no interface: give --dev IFACE or attach(\"IFACE\", \"HOOK\") in the script")]
     NoDevice(String),
+    /// The object has no entry program of that name.
+    #[error("{file}: no program '{name}'")]
+    NoProgram { file: String, name: String },
+    /// The program's type has no attach point on an interface.
+    #[error(
+        "{file}: program '{name}' is of type {prog_type}, which does not attach to an \
+         interface (deploy takes xdp and tc programs; --type xdp|tc runs a program of a \
+         section without a type as one)"
+    )]
+    ProgramType {
+        file: String,
+        name: String,
+        prog_type: String,
+    },
     /// The script's attach point does not fit the hook it was compiled for.
     #[error("{file}: compiled for {hook} but attached at {attach}")]
     AttachPoint {

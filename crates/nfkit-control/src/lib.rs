@@ -6,7 +6,8 @@
 //!   per-chain counters, maps).
 //! * [`deploy`]: compile → slot planning → (dynamic) compile → deploy on
 //!   a kernel hook, with the script's own attach point and warnings for
-//!   targets that cannot work.
+//!   targets that cannot work; [`deploy_object`](mod@deploy_object): one
+//!   program of a plain eBPF object through the same deployer.
 //! * [`maps`]: typed map keys and values (docs/abi.md 9) and one
 //!   `MapAccess` trait for kernel and VM maps.
 //! * [`status`](mod@status): what is deployed, with per-chain counters;
@@ -15,10 +16,12 @@
 #![forbid(unsafe_code)]
 
 pub mod deploy;
+pub mod deploy_object;
 pub mod error;
 pub mod maps;
 pub mod runner;
 pub mod status;
 
 pub use deploy::{deploy_script, DeploySpec, Deployed, Mode};
+pub use deploy_object::{deploy_object, ObjectSpec};
 pub use error::ControlError;

@@ -1,4 +1,5 @@
 //! `nfkit deploy SCRIPT --dev IFACE [--hook H] [--mode static|dynamic]`,
+//! `nfkit deploy FILE.o --dev IFACE [--section NAME] [--type xdp|tc]`,
 //! `nfkit status [--json]`, `nfkit undeploy [--dev IFACE]`: chains on
 //! real interfaces through pinned bpf_links (see `nfkit_kernel::deploy`).
 //! Pins live under /sys/fs/bpf/nfkit (`NFKIT_PIN_ROOT`), the state file
@@ -6,8 +7,9 @@
 
 use anyhow::Context;
 use nfkit_abi::AttachPoint;
-use nfkit_control::deploy::{deploy_script, DeploySpec, Mode};
+use nfkit_control::deploy::{deploy_script, DeploySpec, Deployed, Mode};
 use nfkit_control::ControlError;
+use nfkit_control::{deploy_object, ObjectSpec};
 use nfkit_kernel::deploy::{self, Paths};
 use serde_json::json;
 use std::path::PathBuf;
@@ -49,7 +51,8 @@ pub enum ModeArg {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The chain script (.chain or .py).
+    /// The chain script (.chain or .py), or an eBPF ELF object whose
+    /// program (`--section`) is deployed as it is.
     script: PathBuf,
     /// Interface to attach to (default: the script's attach("IFACE", ...)).
     #[arg(long, value_name = "IFACE")]
@@ -68,9 +71,43 @@ pub struct Args {
     /// Directories with users' NF objects (also NFKIT_NF_PATH).
     #[arg(long = "nf-path", value_name = "DIR")]
     nf_path: Vec<String>,
+    /// Object only: the program to deploy, by section or function name
+    /// (default: the only one).
+    #[arg(long, value_name = "NAME")]
+    section: Option<String>,
+    /// Object only: take programs of sections whose name gives no type
+    /// (`xdp_foo`, `prog`) as this type, as libbpf's explicit program
+    /// type does.
+    #[arg(long = "type", value_enum)]
+    prog_type: Option<super::RunType>,
     /// Print the outcome as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// Does `bytes` start like an ELF file?
+fn is_elf(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x7fELF")
+}
+
+/// `nfkit deploy FILE.o`: one program of an object.
+fn deploy_elf(a: &Args, shown: &str, bytes: &[u8]) -> anyhow::Result<Deployed> {
+    let image = super::read_image(bytes, shown, a.prog_type)?;
+    let entry = super::run::pick_entry(&image, a.section.as_deref())?;
+    let Some(dev) = a.dev.as_deref() else {
+        anyhow::bail!("{shown}: no interface: give --dev IFACE");
+    };
+    let source_path = std::fs::canonicalize(&a.script).unwrap_or(a.script.clone());
+    let spec = ObjectSpec {
+        file: shown,
+        image: &image,
+        entry: &image.entries[entry].name,
+        source_path: &source_path.display().to_string(),
+        dev,
+        netns: a.netns.as_deref(),
+        attach: a.hook.map(AttachPoint::from),
+    };
+    Ok(deploy_object(&Paths::from_env(), &spec)?)
 }
 
 /// Compiles a script for `hook`, printing warnings and errors to stderr;
@@ -97,7 +134,15 @@ pub fn compile_script(
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let shown = a.script.display().to_string();
-    let source = std::fs::read_to_string(&a.script).with_context(|| format!("reading {shown}"))?;
+    let bytes = std::fs::read(&a.script).with_context(|| format!("reading {shown}"))?;
+    if is_elf(&bytes) {
+        let done = deploy_elf(&a, &shown, &bytes)?;
+        return report(&a, &shown, &done);
+    }
+    if a.section.is_some() || a.prog_type.is_some() {
+        anyhow::bail!("{shown}: --section and --type are for eBPF objects, not scripts");
+    }
+    let source = String::from_utf8(bytes).with_context(|| format!("reading {shown}"))?;
     let source_path = std::fs::canonicalize(&a.script).unwrap_or(a.script.clone());
     let source_path = source_path.display().to_string();
     let spec = DeploySpec {
@@ -121,6 +166,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    report(&a, &shown, &done)
+}
+
+/// Prints what a deploy did (text or `--json`) and its warnings.
+fn report(a: &Args, shown: &str, done: &Deployed) -> anyhow::Result<ExitCode> {
     eprint!("{}", nfkit_lang::diag::render(&done.warnings));
     for n in &done.notes {
         eprintln!("warning: {n}");

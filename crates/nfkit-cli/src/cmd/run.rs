@@ -264,7 +264,7 @@ fn print_summary(
 }
 
 /// The entry to run: the one whose section or name is `want`, or the only one.
-fn pick_entry(image: &Image, want: Option<&str>) -> anyhow::Result<usize> {
+pub fn pick_entry(image: &Image, want: Option<&str>) -> anyhow::Result<usize> {
     let list = || {
         image
             .entries
