@@ -57,7 +57,8 @@ fn hooks(path: &Path) -> Vec<String> {
 }
 
 /// Every source to build.
-fn all_sources() -> Vec<Source> {
+/// Every source to build; `gen` holds generated headers (`vmlinux.h`).
+fn all_sources(gen: &Path) -> Vec<Source> {
     let r = root();
     let mut out = Vec::new();
     for (dir, inc) in [
@@ -99,13 +100,31 @@ fn all_sources() -> Vec<Source> {
             for path in sources(&progs) {
                 out.push(Source {
                     path,
-                    include: vec![progs.clone(), r.join("corpus")],
+                    include: vec![progs.clone(), r.join("corpus"), gen.to_path_buf()],
                     hook: None,
                 });
             }
         }
     }
     out
+}
+
+/// `vmlinux.h` of the running kernel (the CO-RE test programs include
+/// it), written into `dir`.
+fn vmlinux_h(dir: &Path) {
+    let o = run(
+        "bpftool",
+        &[
+            "btf",
+            "dump",
+            "file",
+            "/sys/kernel/btf/vmlinux",
+            "format",
+            "c",
+        ],
+    );
+    assert!(o.status.success(), "bpftool btf dump failed");
+    std::fs::write(dir.join("vmlinux.h"), o.stdout).expect("write vmlinux.h");
 }
 
 /// Compiles `src` into `out`; the object's path.
@@ -421,7 +440,8 @@ fn every_section_of_every_object_agrees_with_llvm_objdump() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("disasm_llvm-{}", std::process::id()));
     std::fs::create_dir_all(&out).expect("tmp dir");
-    let objects: Vec<PathBuf> = all_sources().iter().map(|s| compile(s, &out)).collect();
+    vmlinux_h(&out);
+    let objects: Vec<PathBuf> = all_sources(&out).iter().map(|s| compile(s, &out)).collect();
     let (mut sections, mut failures) = (0, Vec::new());
     for o in &objects {
         for b in check_object(o, &mut sections) {

@@ -75,8 +75,8 @@ pub use error::{LoadError, Rule, RunError, RunErrorKind};
 pub use helpers::fib::{FibParseError, FibTable};
 pub use maps::{Map, MapError, Maps};
 pub use result::{
-    AccessKind, HelperCall, MemAccess, MemRegion, PerfEvent, Redirect, RegChange, RunResult,
-    TraceStep, TunnelKey,
+    AccessKind, CloneRedirect, HelperCall, MemAccess, MemRegion, PerfEvent, Redirect, RegChange,
+    RunResult, TraceStep, TunnelKey,
 };
 pub use vm::{EntryRef, Runner, Vm};
 

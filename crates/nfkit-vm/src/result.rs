@@ -9,7 +9,7 @@
 
 use crate::ctx::SkbFields;
 use crate::error::{RunError, RunErrorKind};
-pub use crate::helpers::net::PerfEvent;
+pub use crate::helpers::net::{CloneRedirect, PerfEvent};
 pub use crate::helpers::tunnel::TunnelKey;
 use nfkit_isa::disasm::format_insn;
 use nfkit_isa::{Insn, Syntax};
@@ -88,6 +88,8 @@ pub struct RunResult {
     pub printk: Vec<String>,
     /// `bpf_perf_event_output` records, in order.
     pub perf_events: Vec<PerfEvent>,
+    /// `bpf_clone_redirect` copies, in order.
+    pub clones: Vec<CloneRedirect>,
     /// The socket buffer's tunnel metadata afterwards (the run's, or what
     /// `bpf_skb_set_tunnel_key` set).
     pub tunnel_key: Option<TunnelKey>,
@@ -118,6 +120,7 @@ impl RunResult {
             skb: None,
             printk: Vec::new(),
             perf_events: Vec::new(),
+            clones: Vec::new(),
             tunnel_key: None,
             insns: 0,
             trace: Vec::new(),

@@ -511,6 +511,7 @@ impl Vm {
             skb,
             printk: std::mem::take(&mut m.printk),
             perf_events: std::mem::take(&mut m.net.perf),
+            clones: std::mem::take(&mut m.net.clones),
             tunnel_key: m.net.tunnel.take(),
             insns: m.count,
             trace: std::mem::take(&mut m.trace),

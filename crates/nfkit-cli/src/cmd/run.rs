@@ -192,6 +192,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             for ev in &res.perf_events {
                 println!("packet {n}: perf event {ev}");
             }
+            for c in &res.clones {
+                println!("packet {n}: {c}");
+            }
             if let Some(k) = res.tunnel_key.as_ref().filter(|k| k.tx) {
                 println!("packet {n}: tunnel key {k}");
             }
@@ -435,6 +438,13 @@ fn packet_json(
     }
     if !res.perf_events.is_empty() {
         v["perf_events"] = res.perf_events.iter().map(perf_json).collect();
+    }
+    if !res.clones.is_empty() {
+        v["clones"] = res
+            .clones
+            .iter()
+            .map(|c| json!({"ifindex": c.ifindex, "ingress": c.ingress, "packet": hex(&c.packet)}))
+            .collect();
     }
     if let Some(k) = &res.tunnel_key {
         v["tunnel_key"] = tunnel_json(k);

@@ -197,6 +197,7 @@ impl Machine<'_> {
             id::TRACE_PRINTK => self.trace_printk(a1, a2, [a3, a4, a5], cur)?,
             id::TAIL_CALL => return self.tail_call(a2, a3, cur, next),
             id::REDIRECT => self.redirect(a1, a2),
+            id::CLONE_REDIRECT => self.clone_redirect(a2, a3),
             id::REDIRECT_MAP => self.redirect_map(a1, a2, a3, cur)?,
             id::XDP_ADJUST_HEAD => self.adjust_head(a2 as i32 as i64),
             id::XDP_ADJUST_META => self.adjust_meta(a2 as i32 as i64),

@@ -45,11 +45,36 @@ impl fmt::Display for PerfEvent {
     }
 }
 
+/// One `bpf_clone_redirect`: a copy of the packet as it was at the call,
+/// sent to device `ifindex` (its ingress with `BPF_F_INGRESS`, else out
+/// of it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloneRedirect {
+    pub ifindex: u32,
+    pub ingress: bool,
+    /// The frame from its MAC header.
+    pub packet: Vec<u8>,
+}
+
+impl fmt::Display for CloneRedirect {
+    /// `clone to ifindex 3 (egress), 60 bytes`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dir = if self.ingress { "ingress" } else { "egress" };
+        write!(
+            f,
+            "clone to ifindex {} ({dir}), {} bytes",
+            self.ifindex,
+            self.packet.len()
+        )
+    }
+}
+
 /// The network state of one run.
 pub(crate) struct NetRun {
     pub fib: Option<Arc<FibTable>>,
     pub tunnel: Option<TunnelKey>,
     pub perf: Vec<PerfEvent>,
+    pub clones: Vec<CloneRedirect>,
     /// `skb->encapsulation`: set by an encapsulating `adjust_room`.
     pub encapsulated: bool,
     /// Bytes from the MAC to the network header (`skb->mac_len`).
@@ -66,6 +91,7 @@ impl NetRun {
             fib,
             tunnel,
             perf: Vec::new(),
+            clones: Vec::new(),
             encapsulated: false,
             mac_len: super::ETH_HLEN,
             csum_unnecessary: None,
@@ -155,6 +181,30 @@ impl Machine<'_> {
             packet,
         });
         Ok(0)
+    }
+
+    /// `bpf_clone_redirect(skb, ifindex, flags)`: a copy of the packet
+    /// as it is now goes to `ifindex`; the program goes on with the
+    /// original. Flags other than `BPF_F_INGRESS` and ifindex 0 are
+    /// `-EINVAL`, as in the kernel; with no device list the VM cannot tell
+    /// other missing devices (the kernel: `-EINVAL`).
+    pub(super) fn clone_redirect(&mut self, ifindex: u64, flags: u64) -> u64 {
+        const BPF_F_INGRESS: u64 = 1;
+        let ifindex = ifindex as u32;
+        if flags & !BPF_F_INGRESS != 0 || ifindex == 0 {
+            return neg(EINVAL);
+        }
+        let from = self.mac;
+        let mut packet = vec![0u8; self.pkt.data_end.saturating_sub(from)];
+        if let Some(buf) = self.packet_buf() {
+            let _ = buf.read(from, &mut packet);
+        }
+        self.net.clones.push(CloneRedirect {
+            ifindex,
+            ingress: flags & BPF_F_INGRESS != 0,
+            packet,
+        });
+        0
     }
 
     /// `bpf_fib_lookup(ctx, params, plen, flags)`.

@@ -105,6 +105,7 @@ pub const KERNEL_HELPERS: &[HelperInfo] = &[
     h(id::SKB_CHANGE_HEAD, "skb_change_head", 3, Avail::Tc),
     h(id::SKB_CHANGE_TAIL, "skb_change_tail", 3, Avail::Tc),
     h(id::CSUM_UPDATE, "csum_update", 2, Avail::Tc),
+    h(id::CLONE_REDIRECT, "clone_redirect", 3, Avail::Tc),
     h(id::SET_HASH_INVALID, "set_hash_invalid", 1, Avail::Tc),
     h(id::SET_HASH, "set_hash", 2, Avail::Tc),
     h(id::SKB_LOAD_BYTES, "skb_load_bytes", 4, Avail::Skb),
