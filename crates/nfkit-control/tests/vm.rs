@@ -385,13 +385,16 @@ every_packet(main)
 #[test]
 fn tc_and_socket_hooks() {
     // TC: offsets from L2, TC_ACT_SHOT (2) for DROP, TC_ACT_OK (0) for
-    // PASS. The TC classifier needs bpf_clone_redirect, which the VM
-    // lacks: it runs in the kernel (as root).
+    // PASS, in the VM (its classifier floods with bpf_clone_redirect) and
+    // in the kernel (as root).
     let tc = format!("{HOOKED}attach(\"eth0\", \"tc-ingress\")\n");
     let c = build(&tc);
     assert_eq!(c.hook, nfkit_nf::Hook::Tc);
     let p = udp4([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 0, 64, b"x");
     let mut t = tcp4([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 0x10, &[]);
+    let mut vm = nfkit_control::runner::ScriptVm::new(&c).expect("TC script loads in the VM");
+    assert_eq!(run(&mut vm, &p).code, 2, "UDP dropped");
+    assert_eq!(run(&mut vm, &t).code, 0, "TCP passed");
     if is_root() {
         let k = kernel_run(&c, &[(1, p.clone()), (2, t.clone())]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(k[0].0, 2);

@@ -1,7 +1,7 @@
 /* The VM's network helpers, compared with the kernel in
  * tests/vm_net_helpers.rs: bpf_fib_lookup (XDP and TC), bpf_skb_adjust_room,
  * bpf_skb_change_proto, bpf_skb_ecn_set_ce, bpf_skb_{set,get}_tunnel_key,
- * bpf_perf_event_output (XDP, TC, socket filter).
+ * bpf_perf_event_output (XDP, TC, socket filter), bpf_clone_redirect.
  *
  * TC programs take their arguments from skb->cb (set through the test
  * run's context); fib programs from the packet (IPv4 id / IPv6 flow label
@@ -478,6 +478,25 @@ int socket_perf(struct __sk_buff *skb)
 
 	bpf_skb_load_bytes(skb, 1, &sel, 1);
 	emit(skb, skb->len, sel);
+	return 0;
+}
+
+/* bpf_clone_redirect(skb, cb[0], cb[1]); its result in clone_out[0], then
+ * the packet goes on (TC_ACT_OK). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} clone_out SEC(".maps");
+
+SEC("tc")
+int tc_clone(struct __sk_buff *skb)
+{
+	__u32 k = 0;
+	__s64 rc = bpf_clone_redirect(skb, skb->cb[0], skb->cb[1]);
+
+	bpf_map_update_elem(&clone_out, &k, &rc, BPF_ANY);
 	return 0;
 }
 

@@ -181,11 +181,10 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// XDP: both caller entries. TC and socket: only `nfkit_call`, since
-    /// the VM lacks bpf_clone_redirect (TC FLOOD in nf_action).
+    /// XDP and TC: both caller entries. Socket: only `nfkit_call`.
     pub fn new(module: &str, name: &str, hook: Hook) -> Harness {
         let entries: &[&str] = match hook {
-            Hook::Xdp => &[caller::CALL_ENTRY, caller::CALL_ACT_ENTRY],
+            Hook::Xdp | Hook::Tc => &[caller::CALL_ENTRY, caller::CALL_ACT_ENTRY],
             _ => &[caller::CALL_ENTRY],
         };
         let image = caller::caller_image_with(&SearchPath::embedded(), module, name, hook, entries)
