@@ -175,20 +175,13 @@ fn disasm_refuses_bad_raw_input() {
 
 fn clang(dir: &TempDir, name: &str) -> String {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
-    let arch = std::env::consts::ARCH;
     let out = dir.path(&format!("{name}.o"));
-    let st = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!("-I/usr/include/{arch}-linux-gnu"))
-        .arg("-I")
-        .arg(&corpus)
-        .arg("-c")
-        .arg(corpus.join(format!("{name}.c")))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(st.success(), "clang {name}");
+    nfkit_corpus::BpfBuild::new(corpus.join(format!("{name}.c")))
+        .arg("-mcpu=v3")
+        .include(&corpus)
+        .out(&out)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     out
 }
 

@@ -40,19 +40,11 @@ fn nfkit(args: &[&str]) -> Output {
 fn build(dir: &Dir, name: &str) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/progs/{name}.c"));
     let out = dir.path(&format!("{name}.o"));
-    let st = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!(
-            "-I/usr/include/{}-linux-gnu",
-            std::env::consts::ARCH
-        ))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(st.success(), "clang {name}");
+    nfkit_corpus::BpfBuild::new(src)
+        .arg("-mcpu=v3")
+        .out(&out)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     out
 }
 

@@ -9,26 +9,16 @@ use common::{is_root, json, nfkit, nfkit_ok, Pair, Scratch};
 use nfkit_kernel::testbed::Netns;
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::Command;
 
 /// `tests/progs/legacy_counter.c` built into the scratch state directory.
 fn build(s: &Scratch) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs/legacy_counter.c");
     std::fs::create_dir_all(s.state()).expect("state dir");
     let out = s.state().join("legacy_counter.o");
-    let st = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf"])
-        .arg(format!(
-            "-I/usr/include/{}-linux-gnu",
-            std::env::consts::ARCH
-        ))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(st.success(), "clang legacy_counter.c");
+    nfkit_corpus::BpfBuild::new(src)
+        .out(&out)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     out.display().to_string()
 }
 

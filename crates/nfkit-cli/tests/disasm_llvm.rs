@@ -109,27 +109,8 @@ fn all_sources(gen: &Path) -> Vec<Source> {
     out
 }
 
-/// `vmlinux.h` of the running kernel (the CO-RE test programs include
-/// it), written into `dir`.
-fn vmlinux_h(dir: &Path) {
-    let o = run(
-        "bpftool",
-        &[
-            "btf",
-            "dump",
-            "file",
-            "/sys/kernel/btf/vmlinux",
-            "format",
-            "c",
-        ],
-    );
-    assert!(o.status.success(), "bpftool btf dump failed");
-    std::fs::write(dir.join("vmlinux.h"), o.stdout).expect("write vmlinux.h");
-}
-
 /// Compiles `src` into `out`; the object's path.
 fn compile(src: &Source, out: &Path) -> PathBuf {
-    let arch = String::from_utf8(run("uname", &["-m"]).stdout).expect("uname");
     let path = &src.path;
     let parent = path.parent().and_then(Path::file_name).unwrap_or_default();
     let name = format!(
@@ -142,29 +123,17 @@ fn compile(src: &Source, out: &Path) -> PathBuf {
             .unwrap_or_default()
     );
     let obj = out.join(name);
-    let mut cmd = Command::new("clang");
-    cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()));
+    let mut build = nfkit_corpus::BpfBuild::new(path).arg("-mcpu=v3");
     for i in &src.include {
-        cmd.arg("-I").arg(i);
+        build = build.include(i);
     }
     if let Some(h) = &src.hook {
-        cmd.arg(format!("-DNF_HOOK_{}", h.to_uppercase()));
+        build = build.define(format!("NF_HOOK_{}", h.to_uppercase()));
     }
-    let o = cmd
-        .arg("-c")
-        .arg(path)
-        .arg("-o")
-        .arg(&obj)
-        .output()
-        .expect("clang");
-    assert!(
-        o.status.success(),
-        "clang {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    obj
+    build
+        .out(obj)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Identifiers that are part of an instruction's mnemonic; any other
@@ -440,7 +409,7 @@ fn every_section_of_every_object_agrees_with_llvm_objdump() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("disasm_llvm-{}", std::process::id()));
     std::fs::create_dir_all(&out).expect("tmp dir");
-    vmlinux_h(&out);
+    nfkit_corpus::vmlinux_h(&out).unwrap_or_else(|e| panic!("{e}"));
     let objects: Vec<PathBuf> = all_sources(&out).iter().map(|s| compile(s, &out)).collect();
     let (mut sections, mut failures) = (0, Vec::new());
     for o in &objects {

@@ -32,7 +32,6 @@ use nfkit_kernel::{load_object_file, KMap, Loaded};
 use nfkit_traffic::flows::Flow;
 use nfkit_traffic::{FrameSpec, Mac, Proto, SendOptions, SendReport, Source};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -179,22 +178,11 @@ impl SeqCounter {
     fn start(bed: &Bed, scratch: &Scratch, generic: bool) -> SeqCounter {
         let src = tests_dir().join("progs/seq_counter.c");
         let obj = scratch.dir.join("seq_counter.o");
-        let arch = std::env::consts::ARCH;
-        let out = Command::new("clang")
-            .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-            .arg(format!("-I/usr/include/{arch}-linux-gnu"))
-            .arg("-c")
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj)
-            .output()
-            .expect("run clang");
-        assert!(
-            out.status.success(),
-            "clang {}: {}",
-            src.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        nfkit_corpus::BpfBuild::new(&src)
+            .arg("-mcpu=v3")
+            .out(&obj)
+            .object_file()
+            .unwrap_or_else(|e| panic!("{e}"));
         let loaded = load_object_file(&obj).expect("load seq_counter.o");
         let prog = loaded.prog("seq_counter").expect("program seq_counter");
         let link = XdpLink::attach(prog, Some(&bed.receiver), &bed.right.b.dev, generic)

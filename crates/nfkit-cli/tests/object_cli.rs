@@ -40,7 +40,6 @@ fn corpus() -> &'static [(String, PathBuf)] {
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("object_cli-{}", std::process::id()));
         std::fs::create_dir_all(&out).expect("tmp dir");
-        let arch = tool("uname", &["-m"]);
         let mut v = Vec::new();
         let mut files: Vec<PathBuf> = std::fs::read_dir(&src)
             .expect("corpus dir")
@@ -52,16 +51,11 @@ fn corpus() -> &'static [(String, PathBuf)] {
         for c in files {
             let stem = c.file_stem().unwrap().to_string_lossy().into_owned();
             let o = out.join(format!("{stem}.o"));
-            let ok = Command::new("clang")
-                .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-                .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()))
-                .arg("-c")
-                .arg(&c)
-                .arg("-o")
-                .arg(&o)
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "clang failed on {}", c.display());
+            nfkit_corpus::BpfBuild::new(&c)
+                .arg("-mcpu=v3")
+                .out(&o)
+                .object_file()
+                .unwrap_or_else(|e| panic!("{e}"));
             v.push((stem, o));
         }
         assert!(v.len() >= 12, "corpus has {} programs", v.len());

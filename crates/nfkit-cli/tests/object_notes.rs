@@ -24,20 +24,11 @@ fn build(name: &str) -> PathBuf {
         .join(format!("object_notes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let obj = dir.join(format!("{name}.o"));
-    let arch = Command::new("uname").arg("-m").output().expect("uname");
-    let o = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!(
-            "-I/usr/include/{}-linux-gnu",
-            String::from_utf8_lossy(&arch.stdout).trim()
-        ))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .output()
-        .expect("clang");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    nfkit_corpus::BpfBuild::new(src)
+        .arg("-mcpu=v3")
+        .out(&obj)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     obj
 }
 

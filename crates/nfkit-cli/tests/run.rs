@@ -467,16 +467,11 @@ fn prog_test_reports_refused_packets_and_goes_on() {
 fn clang(d: &Dir, name: &str, src: &str) -> String {
     let (c, o) = (d.path(&format!("{name}.c")), d.path(&format!("{name}.o")));
     std::fs::write(&c, src).expect("write C");
-    let st = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!(
-            "-I/usr/include/{}-linux-gnu",
-            std::env::consts::ARCH
-        ))
-        .args(["-c", &c, "-o", &o])
-        .status()
-        .expect("run clang");
-    assert!(st.success(), "clang {name}");
+    nfkit_corpus::BpfBuild::new(&c)
+        .arg("-mcpu=v3")
+        .out(&o)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     o
 }
 

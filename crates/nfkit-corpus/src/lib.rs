@@ -8,6 +8,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod clang;
+pub use clang::{vmlinux_h, BpfBuild, BuildError};
+
 /// One compiled corpus program.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {

@@ -7,11 +7,11 @@
 //! packet bytes and maps must agree. An object whose tracing programs use
 //! `BPF_CORE_READ` on `task_struct` still runs its XDP program.
 
+use nfkit_corpus::BpfBuild;
 use nfkit_kernel::{load_image, LoadOptions, Loaded, TestRun};
 use nfkit_object::{Image, ProgType};
 use nfkit_vm::{Context, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 /// A scratch directory removed on drop.
 struct Dir(PathBuf);
@@ -31,47 +31,20 @@ impl Drop for Dir {
     }
 }
 
-/// `vmlinux.h` of the running kernel, written into `dir`.
-fn vmlinux_h(dir: &Path) {
-    let out = Command::new("bpftool")
-        .args([
-            "btf",
-            "dump",
-            "file",
-            "/sys/kernel/btf/vmlinux",
-            "format",
-            "c",
-        ])
-        .output()
-        .expect("run bpftool");
-    assert!(out.status.success(), "bpftool btf dump failed");
-    std::fs::write(dir.join("vmlinux.h"), out.stdout).expect("write vmlinux.h");
-}
-
-/// `tests/progs/NAME.c` built with clang against the generated vmlinux.h.
+/// `tests/progs/NAME.c` built with clang against a vmlinux.h generated
+/// from the running kernel.
 fn build(name: &str) -> Vec<u8> {
     let dir = Dir::new(name);
-    vmlinux_h(&dir.0);
+    nfkit_corpus::vmlinux_h(&dir.0).unwrap_or_else(|e| panic!("{e}"));
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/progs/{name}.c"));
-    let obj = dir.0.join(format!("{name}.o"));
-    let status = Command::new("clang")
-        .args([
-            "-O2",
-            "-g",
-            "-target",
-            "bpf",
-            "-mcpu=v3",
-            "-D__TARGET_ARCH_x86",
-        ])
-        .arg(format!("-I{}", dir.0.display()))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {}", src.display());
-    std::fs::read(&obj).expect("read object")
+    BpfBuild::new(src)
+        .without_arch_include()
+        .arg("-mcpu=v3")
+        .define("__TARGET_ARCH_x86")
+        .include(&dir.0)
+        .out(dir.0.join(format!("{name}.o")))
+        .bytes()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Ethernet + IPv4 (`ihl` words of header) + UDP/TCP to `dport`.

@@ -6,7 +6,6 @@
 use nfkit_kernel::{load_image, load_object_file, KernelError, LoadOptions, TestRun};
 use nfkit_object::Image;
 use std::path::PathBuf;
-use std::process::Command;
 
 fn image(name: &str) -> Image {
     let e = nfkit_corpus::get(name).unwrap_or_else(|| panic!("corpus program {name}"));
@@ -214,24 +213,11 @@ fn compile(name: &str, src: &str) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     let o = dir.join(format!("{name}.o"));
     std::fs::write(&c, src).expect("write");
-    let arch = String::from_utf8(
-        Command::new("uname")
-            .arg("-m")
-            .output()
-            .expect("uname")
-            .stdout,
-    )
-    .expect("utf8");
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()))
-        .arg("-c")
-        .arg(&c)
-        .arg("-o")
-        .arg(&o)
-        .status()
-        .expect("clang");
-    assert!(status.success());
+    nfkit_corpus::BpfBuild::new(&c)
+        .arg("-mcpu=v3")
+        .out(&o)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_file(&c);
     o
 }

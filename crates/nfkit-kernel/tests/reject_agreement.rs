@@ -24,7 +24,6 @@ use nfkit_kernel::{load_image, KernelError, LoadOptions};
 use nfkit_object::Image;
 use nfkit_vm::{LoadError, Rule, Vm, VmConfig};
 use std::path::PathBuf;
-use std::process::Command;
 
 /// The kernel refuses these, the VM loads them and checks the access at
 /// run time (where it faults): `(program, why)`.
@@ -76,26 +75,11 @@ fn cases_of(group: &str, image: Image) -> Vec<Case> {
 fn compile(name: &str) -> Image {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let src = dir.join(format!("tests/progs/{name}.c"));
-    let out = std::env::temp_dir().join(format!("nfkit-reject-{name}-{}.o", std::process::id()));
-    let arch = String::from_utf8(
-        Command::new("uname")
-            .arg("-m")
-            .output()
-            .expect("uname")
-            .stdout,
-    )
-    .expect("utf8");
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()))
-        .arg(format!("-I{}", dir.join("../../corpus").display()))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {}", src.display());
+    let out = nfkit_corpus::BpfBuild::new(&src)
+        .arg("-mcpu=v3")
+        .include(dir.join("../../corpus"))
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     let image = Image::from_file(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
     let _ = std::fs::remove_file(&out);
     image

@@ -37,7 +37,6 @@ use nfkit_object::{Image, MapKind, MapType, ProgType};
 use nfkit_vm::{Context, FixedClock, RunOptions, SeqRng, SkBuff, Vm, VmConfig, XdpMd};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
 const PACKETS: usize = 1200;
@@ -410,26 +409,12 @@ fn compile_helpers() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let src = dir.join("tests/progs/helpers.c");
     let out = std::env::temp_dir().join(format!("nfkit-vm-diff-{}.o", std::process::id()));
-    let arch = String::from_utf8(
-        Command::new("uname")
-            .arg("-m")
-            .output()
-            .expect("uname")
-            .stdout,
-    )
-    .expect("utf8");
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()))
-        .arg(format!("-I{}", dir.join("../../corpus").display()))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {}", src.display());
-    out
+    nfkit_corpus::BpfBuild::new(&src)
+        .arg("-mcpu=v3")
+        .include(dir.join("../../corpus"))
+        .out(out)
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 // ---------------------------------------------------------------- comparing

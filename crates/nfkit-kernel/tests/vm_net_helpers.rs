@@ -23,30 +23,17 @@ use nfkit_kernel::{load_image, netns::in_netns, KernelError, LoadOptions, Loaded
 use nfkit_object::Image;
 use nfkit_vm::{Context, FibTable, RunOptions, RunResult, SkBuff, Vm, VmConfig, XdpMd};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
 fn compile() -> Image {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let src = dir.join("tests/progs/net_helpers.c");
     // One file per call: tests build it from parallel threads.
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let out =
-        std::env::temp_dir().join(format!("nfkit-net-helpers-{}-{seq}.o", std::process::id()));
-    let arch = Command::new("uname").arg("-m").output().expect("uname");
-    let arch = String::from_utf8_lossy(&arch.stdout).trim().to_string();
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!("-I/usr/include/{arch}-linux-gnu"))
-        .arg(format!("-I{}", dir.join("../../corpus").display()))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {}", src.display());
+    let out = nfkit_corpus::BpfBuild::new(&src)
+        .arg("-mcpu=v3")
+        .include(dir.join("../../corpus"))
+        .object_file()
+        .unwrap_or_else(|e| panic!("{e}"));
     let image = Image::from_file(&out).expect("net_helpers image");
     let _ = std::fs::remove_file(&out);
     image

@@ -3,12 +3,12 @@
 //! (a subprogram in `.text`, two objects linked together), a missing
 //! kernel BTF is a clear error only for the programs that need it.
 
+use nfkit_corpus::BpfBuild;
 use nfkit_isa::{CallKind, Insn};
 use nfkit_object::btf::{Kind, Member, Type};
 use nfkit_object::co_re::{Target, POISON_HELPER};
 use nfkit_object::{link_with_target, read_object, Btf, Image, Object};
 use std::path::PathBuf;
-use std::process::Command;
 
 fn compile(name: &str, src: &str) -> Object {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -16,20 +16,11 @@ fn compile(name: &str, src: &str) -> Object {
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let (c, o) = (dir.join(format!("{name}.c")), dir.join(format!("{name}.o")));
     std::fs::write(&c, src).expect("write source");
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!(
-            "-I/usr/include/{}-linux-gnu",
-            std::env::consts::ARCH
-        ))
-        .arg("-c")
-        .arg(&c)
-        .arg("-o")
-        .arg(&o)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {name}.c");
-    let bytes = std::fs::read(&o).expect("object");
+    let bytes = BpfBuild::new(&c)
+        .arg("-mcpu=v3")
+        .out(&o)
+        .bytes()
+        .unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_dir_all(&dir);
     read_object(&bytes, &format!("{name}.o")).unwrap_or_else(|e| panic!("{name}: {e}"))
 }

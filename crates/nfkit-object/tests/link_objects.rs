@@ -4,9 +4,9 @@
 //! way to global ones; maps of one name must agree. Objects are compiled
 //! by clang here, as users' objects are.
 
+use nfkit_corpus::BpfBuild;
 use nfkit_object::{link, read_object, write_object, Image, LinkError, Object};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn compile(name: &str, src: &str) -> Object {
@@ -19,18 +19,11 @@ fn compile(name: &str, src: &str) -> Object {
     let c = dir.join(format!("{name}.c"));
     let o = dir.join(format!("{name}.o"));
     std::fs::write(&c, src).expect("write source");
-    let arch = String::from_utf8(Command::new("uname").arg("-m").output().unwrap().stdout).unwrap();
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3"])
-        .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()))
-        .arg("-c")
-        .arg(&c)
-        .arg("-o")
-        .arg(&o)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {name}.c");
-    let bytes = std::fs::read(&o).expect("object");
+    let bytes = BpfBuild::new(&c)
+        .arg("-mcpu=v3")
+        .out(&o)
+        .bytes()
+        .unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_dir_all(&dir);
     read_object(&bytes, &format!("{name}.o")).unwrap_or_else(|e| panic!("{name}: {e}"))
 }

@@ -4,9 +4,9 @@
 //! inner definition is refused by name; the Image keeps both through
 //! linking; the writer refuses to write them rather than drop them.
 
+use nfkit_corpus::BpfBuild;
 use nfkit_object::{read_object, write_object, Image, MapType, Object};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn compile(name: &str, src: &str) -> Vec<u8> {
@@ -18,23 +18,10 @@ fn compile(name: &str, src: &str) -> Vec<u8> {
     let c = dir.join(format!("{name}.c"));
     let o = dir.join(format!("{name}.o"));
     std::fs::write(&c, src).expect("write source");
-    let arch = Command::new("uname")
-        .arg("-m")
-        .output()
-        .expect("uname")
-        .stdout;
-    let arch = String::from_utf8_lossy(&arch).trim().to_string();
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf"])
-        .arg(format!("-I/usr/include/{arch}-linux-gnu"))
-        .arg("-c")
-        .arg(&c)
-        .arg("-o")
-        .arg(&o)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {name}.c");
-    let bytes = std::fs::read(&o).expect("object");
+    let bytes = BpfBuild::new(&c)
+        .out(&o)
+        .bytes()
+        .unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_dir_all(&dir);
     bytes
 }

@@ -70,31 +70,9 @@ pub fn tc(ns: &Netns, args: &[&str]) -> String {
 /// -target bpf`, the corpus's `common.h` on the include path); the
 /// object's bytes.
 pub fn compile(name: &str) -> Vec<u8> {
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../nfkit-kernel");
-    let src = dir.join(format!("tests/progs/{name}.c"));
-    let out = std::env::temp_dir().join(format!("nfkit-{name}-{}-{seq}.o", std::process::id()));
-    let arch = String::from_utf8(
-        Command::new("uname")
-            .arg("-m")
-            .output()
-            .expect("uname")
-            .stdout,
-    )
-    .expect("utf8");
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf"])
-        .arg(format!("-I/usr/include/{}-linux-gnu", arch.trim()))
-        .arg(format!("-I{}", dir.join("../../corpus").display()))
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {}", src.display());
-    let bytes = std::fs::read(&out).expect("read object");
-    let _ = std::fs::remove_file(&out);
-    bytes
+    nfkit_corpus::BpfBuild::new(dir.join(format!("tests/progs/{name}.c")))
+        .include(dir.join("../../corpus"))
+        .bytes()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
