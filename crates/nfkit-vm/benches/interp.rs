@@ -11,6 +11,8 @@
 //! * `alu_loop`: 1000 rounds of xorshift mixing (ALU and a backward jump).
 //! * `mem_sum`: 16-bit one's-complement sum of a 1024-byte buffer with a
 //!   stack round trip per word (loads and stores).
+//! * `exit_only`: `r0 = 2; exit` on a 64-byte XDP frame: the fixed cost
+//!   of one run (context and packet set up, result collected).
 //!
 //! nfkit also runs the clang-built `corpus/xdp_port_filter` (maps and
 //! helpers, which rbpf lacks). After criterion's own report the run
@@ -257,6 +259,19 @@ fn asm_cases() -> Vec<Case<'static>> {
             rbpf: Some(Engine::Rbpf {
                 vm: rbpf_vm(leak(parser_rbpf)),
                 mbuff: true,
+            }),
+            insns: 0,
+        },
+        Case {
+            name: "exit_only",
+            packets: vec![vec![0u8; 64]],
+            nfkit: Engine::Nfkit {
+                runner: nfkit_vm(asm("r0 = 2\nexit"), ProgType::Xdp),
+                xdp: true,
+            },
+            rbpf: Some(Engine::Rbpf {
+                vm: rbpf_vm(leak(nfkit_isa::encode_bytes(&asm("r0 = 2\nexit")))),
+                mbuff: false,
             }),
             insns: 0,
         },

@@ -14,7 +14,6 @@ use crate::result::{Redirect, TraceStep};
 use crate::trace::Pending;
 use crate::vm::Inner;
 use nfkit_object::ProgType;
-use std::sync::Arc;
 
 /// Why execution stopped early.
 pub(crate) enum Stop {
@@ -82,8 +81,10 @@ pub(crate) struct Machine<'v> {
     pub deepest: usize,
     pub redirect: Option<Redirect>,
     pub printk: Vec<String>,
-    pub clock: Arc<dyn crate::config::Clock>,
-    pub rng: Arc<dyn crate::config::Rng>,
+    /// The run's clock and random numbers, borrowed from the options or
+    /// the VM's configuration (no reference counting per run).
+    pub clock: &'v dyn crate::config::Clock,
+    pub rng: &'v dyn crate::config::Rng,
     pub lock_held: Option<u64>,
     /// Routes, tunnel metadata and perf records of this run.
     pub net: crate::helpers::net::NetRun,

@@ -398,7 +398,7 @@ impl Vm {
         bufs: &mut Buffers,
         e: &EntryInfo,
         l: &mut Layout,
-        opts: &RunOptions,
+        opts: &'v RunOptions,
     ) -> Machine<'v> {
         let inner = &*self.inner;
         let mut frames = std::mem::take(&mut bufs.frames);
@@ -429,11 +429,8 @@ impl Vm {
             deepest: 0,
             redirect: None,
             printk: Vec::new(),
-            clock: opts
-                .clock
-                .clone()
-                .unwrap_or_else(|| inner.config.clock.clone()),
-            rng: opts.rng.clone().unwrap_or_else(|| inner.config.rng.clone()),
+            clock: opts.clock.as_deref().unwrap_or(&*inner.config.clock),
+            rng: opts.rng.as_deref().unwrap_or(&*inner.config.rng),
             lock_held: None,
             net: crate::helpers::net::NetRun::new(opts.fib.clone(), opts.tunnel_key.clone()),
             reservations: Vec::new(),
