@@ -533,150 +533,39 @@ fn tunnel_keys_agree_with_the_kernel() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The `ip` commands that build [`fib_netns`], one per line.
+const FIB_SETUP: &[&str] = &[
+    "link add v0 type veth peer name v1",
+    "link set v0 address 02:00:00:00:00:10 up",
+    "link set v1 address 02:00:00:00:00:11 mtu 1400 up",
+    "addr add 198.18.0.1/24 dev v0",
+    "addr add 198.18.1.1/24 dev v1",
+    "-6 addr add 2001:db8::1/64 dev v0 nodad",
+    "-6 addr add 2001:db8:1::1/64 dev v1 nodad",
+    "route add 198.18.5.0/24 via 198.18.1.2 dev v1 mtu 1300",
+    "route add 198.18.4.0/24 via 198.18.0.2 metric 7",
+    "route add 198.18.3.0/24 via 198.18.1.2 mtu lock 1300",
+    "route add blackhole 198.18.6.0/24",
+    "route add unreachable 198.18.7.0/24",
+    "route add prohibit 198.18.8.0/24",
+    "route add 198.18.9.0/24 via 198.18.0.2 dev v0 table 100",
+    "neigh add 198.18.1.2 lladdr 02:00:00:00:00:aa dev v1 nud permanent",
+    "neigh add 198.18.0.2 lladdr 02:00:00:00:00:bb dev v0 nud permanent",
+    "-6 route add 2001:db8:5::/64 via 2001:db8:1::2 dev v1",
+    "-6 route add blackhole 2001:db8:6::/64",
+    "-6 route add 2001:db8:7::/64 via 2001:db8:1::2 mtu lock 1280",
+    "-6 route add 2001:db8:8::/64 via 2001:db8:1::2 mtu 1280",
+    "-6 neigh add 2001:db8:1::2 lladdr 02:00:00:00:00:cc dev v1 nud permanent",
+];
+
 /// A namespace with two veths (v0: 198.18.0.1/24, 2001:db8::1/64; v1 with
 /// MTU 1400: 198.18.1.1/24, 2001:db8:1::1/64), routes of every type, a
 /// second table, static neighbours and forwarding on. Removed on drop.
 fn fib_netns() -> Netns {
     let ns = Netns::new("fib").expect("netns");
-    let cmds: &[&[&str]] = &[
-        &["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
-        &["link", "set", "v0", "address", "02:00:00:00:00:10", "up"],
-        &[
-            "link",
-            "set",
-            "v1",
-            "address",
-            "02:00:00:00:00:11",
-            "mtu",
-            "1400",
-            "up",
-        ],
-        &["addr", "add", "198.18.0.1/24", "dev", "v0"],
-        &["addr", "add", "198.18.1.1/24", "dev", "v1"],
-        &["-6", "addr", "add", "2001:db8::1/64", "dev", "v0", "nodad"],
-        &[
-            "-6",
-            "addr",
-            "add",
-            "2001:db8:1::1/64",
-            "dev",
-            "v1",
-            "nodad",
-        ],
-        &[
-            "route",
-            "add",
-            "198.18.5.0/24",
-            "via",
-            "198.18.1.2",
-            "dev",
-            "v1",
-            "mtu",
-            "1300",
-        ],
-        &[
-            "route",
-            "add",
-            "198.18.4.0/24",
-            "via",
-            "198.18.0.2",
-            "metric",
-            "7",
-        ],
-        &[
-            "route",
-            "add",
-            "198.18.3.0/24",
-            "via",
-            "198.18.1.2",
-            "mtu",
-            "lock",
-            "1300",
-        ],
-        &["route", "add", "blackhole", "198.18.6.0/24"],
-        &["route", "add", "unreachable", "198.18.7.0/24"],
-        &["route", "add", "prohibit", "198.18.8.0/24"],
-        &[
-            "route",
-            "add",
-            "198.18.9.0/24",
-            "via",
-            "198.18.0.2",
-            "dev",
-            "v0",
-            "table",
-            "100",
-        ],
-        &[
-            "neigh",
-            "add",
-            "198.18.1.2",
-            "lladdr",
-            "02:00:00:00:00:aa",
-            "dev",
-            "v1",
-            "nud",
-            "permanent",
-        ],
-        &[
-            "neigh",
-            "add",
-            "198.18.0.2",
-            "lladdr",
-            "02:00:00:00:00:bb",
-            "dev",
-            "v0",
-            "nud",
-            "permanent",
-        ],
-        &[
-            "-6",
-            "route",
-            "add",
-            "2001:db8:5::/64",
-            "via",
-            "2001:db8:1::2",
-            "dev",
-            "v1",
-        ],
-        &["-6", "route", "add", "blackhole", "2001:db8:6::/64"],
-        &[
-            "-6",
-            "route",
-            "add",
-            "2001:db8:7::/64",
-            "via",
-            "2001:db8:1::2",
-            "mtu",
-            "lock",
-            "1280",
-        ],
-        &[
-            "-6",
-            "route",
-            "add",
-            "2001:db8:8::/64",
-            "via",
-            "2001:db8:1::2",
-            "mtu",
-            "1280",
-        ],
-        &[
-            "-6",
-            "neigh",
-            "add",
-            "2001:db8:1::2",
-            "lladdr",
-            "02:00:00:00:00:cc",
-            "dev",
-            "v1",
-            "nud",
-            "permanent",
-        ],
-    ];
-    for c in cmds {
-        ns.ip(c)
-            .unwrap_or_else(|e| panic!("ip {}: {e}", c.join(" ")));
+    for c in FIB_SETUP {
+        let args: Vec<&str> = c.split_whitespace().collect();
+        ns.ip(&args).unwrap_or_else(|e| panic!("ip {c}: {e}"));
     }
     ns.exec(&[
         "sysctl",

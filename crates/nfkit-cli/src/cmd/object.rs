@@ -142,6 +142,14 @@ fn text(file: &str, s: &ObjectSummary) -> String {
             &rows,
         );
     }
+    maps_text(&mut out, s);
+    globals_text(&mut out, s);
+    notes_text(&mut out, s);
+    out
+}
+
+/// The maps table, and each map of maps' inner definition.
+fn maps_text(out: &mut String, s: &ObjectSummary) {
     let _ = writeln!(out, "\nmaps ({}):", s.maps.len());
     let rows: Vec<Vec<String>> = s
         .maps
@@ -160,7 +168,7 @@ fn text(file: &str, s: &ObjectSummary) -> String {
         })
         .collect();
     table(
-        &mut out,
+        out,
         &[
             "NAME",
             "TYPE",
@@ -178,6 +186,10 @@ fn text(file: &str, s: &ObjectSummary) -> String {
             let _ = writeln!(out, "  {}", inner_line(&m.name, inner));
         }
     }
+}
+
+/// Each global data section with its variables.
+fn globals_text(out: &mut String, s: &ObjectSummary) {
     let _ = writeln!(out, "\nglobals ({} sections):", s.globals.len());
     for g in &s.globals {
         let _ = writeln!(
@@ -212,6 +224,10 @@ fn text(file: &str, s: &ObjectSummary) -> String {
             }
         }
     }
+}
+
+/// CO-RE relocations with their values, and what nfkit cannot load or run.
+fn notes_text(out: &mut String, s: &ObjectSummary) {
     if !s.core_relos.is_empty() {
         let _ = writeln!(out, "\nCO-RE relocations ({}):", s.core_relos.len());
         for c in &s.core_relos {
@@ -228,7 +244,6 @@ fn text(file: &str, s: &ObjectSummary) -> String {
             let _ = writeln!(out, "  {}: {}", note_place(n), n.what);
         }
     }
-    out
 }
 
 /// `by_slot: maps of struct counters (array key 4 value 8 max_entries 4);

@@ -2,7 +2,7 @@
 //! libbpf decides it: flavours (`___suffix`) are ignored in type names,
 //! integer sizes may differ, pointers and arrays compare their targets.
 
-use crate::btf::{Btf, Kind, INT_SIGNED};
+use crate::btf::{Btf, Kind, Member, Param, INT_SIGNED};
 
 /// How deep type comparisons recurse before giving up (cyclic BTF).
 const MAX_DEPTH: u32 = 32;
@@ -80,13 +80,8 @@ pub(super) fn types_compat(local: &Btf, lid: u32, target: &Btf, tid: u32) -> Res
                     params: tp,
                 },
             ) => {
-                if lp.len() != tp.len() {
+                if !params_agree(lp, tp, |a, b| types_compat(local, a, target, b))? {
                     return Ok(false);
-                }
-                for (a, b) in lp.iter().zip(tp) {
-                    if !types_compat(local, a.ty, target, b.ty)? {
-                        return Ok(false);
-                    }
                 }
                 (lid, tid) = (*lr, *tr);
             }
@@ -137,6 +132,49 @@ fn names_match(local: &str, target: &str) -> bool {
         return local.is_empty();
     }
     essential_name(local) == essential_name(target)
+}
+
+/// As many parameters on both sides, and `same` holds for each pair of
+/// parameter types.
+fn params_agree(
+    lp: &[Param],
+    tp: &[Param],
+    mut same: impl FnMut(u32, u32) -> Result<bool, String>,
+) -> Result<bool, String> {
+    if lp.len() != tp.len() {
+        return Ok(false);
+    }
+    for (a, b) in lp.iter().zip(tp) {
+        if !same(a.ty, b.ty)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Every local member has a target member of the same name whose type
+/// `same` accepts (and the target has at least as many members).
+fn members_match(
+    lm: &[Member],
+    tm: &[Member],
+    mut same: impl FnMut(u32, u32) -> Result<bool, String>,
+) -> Result<bool, String> {
+    if lm.len() > tm.len() {
+        return Ok(false);
+    }
+    for m in lm {
+        let mut found = false;
+        for n in tm.iter().filter(|n| names_match(&m.name, &n.name)) {
+            if same(m.ty, n.ty)? {
+                found = true;
+                break;
+            }
+        }
+        if !found {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// libbpf's `bpf_core_types_match` (`bpf_core_type_matches`): a stricter
@@ -196,26 +234,7 @@ pub(super) fn types_match(
         }
         (Kind::Struct { members: lm, .. }, Kind::Struct { members: tm, .. })
         | (Kind::Union { members: lm, .. }, Kind::Union { members: tm, .. }) => {
-            if behind_ptr {
-                true
-            } else {
-                if lm.len() > tm.len() {
-                    return Ok(false);
-                }
-                for m in lm {
-                    let mut ok = false;
-                    for n in tm.iter().filter(|n| names_match(&m.name, &n.name)) {
-                        if next(m.ty, n.ty, false)? {
-                            ok = true;
-                            break;
-                        }
-                    }
-                    if !ok {
-                        return Ok(false);
-                    }
-                }
-                true
-            }
+            behind_ptr || members_match(lm, tm, |a, b| next(a, b, false))?
         }
         (Kind::Struct { .. }, Kind::Fwd { union }) if behind_ptr => !union,
         (Kind::Union { .. }, Kind::Fwd { union }) if behind_ptr => *union,
@@ -253,17 +272,7 @@ pub(super) fn types_match(
                 ret: tr,
                 params: tp,
             },
-        ) => {
-            if lp.len() != tp.len() {
-                return Ok(false);
-            }
-            for (a, b) in lp.iter().zip(tp) {
-                if !next(a.ty, b.ty, behind_ptr)? {
-                    return Ok(false);
-                }
-            }
-            next(*lr, *tr, behind_ptr)?
-        }
+        ) => params_agree(lp, tp, |a, b| next(a, b, behind_ptr))? && next(*lr, *tr, behind_ptr)?,
         (Kind::Float { size: a }, Kind::Float { size: b }) => a == b,
         _ => false,
     })
