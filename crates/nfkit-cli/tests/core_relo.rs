@@ -4,30 +4,11 @@
 //! object runs; `nfkit disasm` and `nfkit object show` show each
 //! relocation beside its instruction, with its value when it has one.
 
+mod common;
+use common::Dir;
 use nfkit_pcap::Packet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-/// A scratch directory removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("nfkit-core-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("temp dir");
-        Dir(d)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn nfkit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nfkit"))
@@ -50,7 +31,7 @@ fn build(dir: &Dir, name: &str) -> String {
 
 #[test]
 fn unresolved_relocation_refuses_only_the_program_that_needs_it() {
-    let dir = Dir::new("unresolved");
+    let dir = Dir::new("core-cli-unresolved");
     let obj = build(&dir, "core_unresolved");
     let pcap = dir.path("in.pcap");
     let frames: Vec<Packet> = [40usize, 80]

@@ -24,20 +24,12 @@ fn build(s: &Scratch) -> String {
 
 /// Sends `count` UDP frames to `port` on `dev` from inside `ns`.
 fn send(ns: &Netns, dev: &str, port: u16, count: u64) {
-    use nfkit_traffic::send::{send as send_frames, SendOptions, Source};
     let frame = common::udp_frame(
         Ipv4Addr::new(198, 18, 31, 2),
         Ipv4Addr::new(198, 18, 31, 1),
         port,
     );
-    let opts = SendOptions {
-        dev: dev.to_string(),
-        netns: Some(ns.name().to_string()),
-        count: Some(count),
-        ..SendOptions::default()
-    };
-    let r = send_frames(&Source::Frames(vec![frame]), &opts).expect("send frames");
-    assert_eq!(r.sent, count, "frames sent");
+    common::send_frames(ns, dev, frame, count);
 }
 
 /// `nfkit map get by_port PORT` as a number (`None`: no such key).

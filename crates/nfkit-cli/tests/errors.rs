@@ -3,29 +3,9 @@
 //! also returns it from `source()`, printed by anyhow's `{:#}` chain),
 //! and each still names the file or object it is about.
 
-use std::path::PathBuf;
+mod common;
+use common::Dir;
 use std::process::Command;
-
-/// A scratch directory removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new() -> Dir {
-        let d = std::env::temp_dir().join(format!("nfkit-errors-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("temp dir");
-        Dir(d)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Runs nfkit (state and pins in `d`), expects failure; its stderr.
 fn fails(d: &Dir, args: &[&str]) -> String {
@@ -55,7 +35,7 @@ fn said_once(args: &[&str], stderr: &str) {
 
 #[test]
 fn errors_print_their_text_once() {
-    let d = Dir::new();
+    let d = Dir::new("errors");
     let good = nfkit_corpus::get("xdp_port_filter").expect("corpus").path;
     let bytes = std::fs::read(good).expect("read object");
     let (trunc, junk, pcap) = (d.path("trunc.o"), d.path("junk.pcap"), d.path("in.pcap"));

@@ -33,16 +33,8 @@ every_packet(count)
 
 /// Sends `count` UDP frames from `src` to NET.1 on `dev` inside `ns`.
 fn send(ns: &Netns, dev: &str, src: Ipv4Addr, count: u64) {
-    use nfkit_traffic::send::{send as send_frames, SendOptions, Source};
     let frame = common::udp_frame(src, Ipv4Addr::new(198, 18, 51, 1), 4000);
-    let opts = SendOptions {
-        dev: dev.to_string(),
-        netns: Some(ns.name().to_string()),
-        count: Some(count),
-        ..SendOptions::default()
-    };
-    let r = send_frames(&Source::Frames(vec![frame]), &opts).expect("send frames");
-    assert_eq!(r.sent, count, "frames sent");
+    common::send_frames(ns, dev, frame, count);
 }
 
 /// `nfkit ARGS` in `ns`: (exit code, stdout, stderr).

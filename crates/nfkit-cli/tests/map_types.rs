@@ -5,24 +5,15 @@
 //! the inner maps' contents, the same on both sides.
 
 mod common;
-use common::{compile, is_root, json, NFKIT};
+use common::{compile, is_root, json, Dir, NFKIT};
 use serde_json::Value;
 use std::process::Command;
-
-struct Dir(std::path::PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The object and a pcap of frames steering `mim_array`: slots 0 and 2
 /// (inner keys 1 and 3) and the empty slot 1.
 fn setup(tag: &str) -> (Dir, String, String) {
-    let dir = std::env::temp_dir().join(format!("nfkit-cli-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let obj = dir.join("map_in_map.o");
+    let dir = Dir::new(&format!("cli-{tag}"));
+    let obj = dir.0.join("map_in_map.o");
     std::fs::write(&obj, compile("map_in_map")).expect("object");
     let frames: Vec<nfkit_pcap::Packet> = [[0u8, 1, 4], [2, 3, 6], [0, 1, 2], [1, 0, 0]]
         .iter()
@@ -34,10 +25,10 @@ fn setup(tag: &str) -> (Dir, String, String) {
             nfkit_pcap::Packet::new(i as u64 * 1000, f)
         })
         .collect();
-    let pcap = dir.join("in.pcap");
+    let pcap = dir.0.join("in.pcap");
     nfkit_pcap::write_file(&pcap, &frames).expect("pcap");
     let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
-    (Dir(dir.clone()), s(&obj), s(&pcap))
+    (dir, s(&obj), s(&pcap))
 }
 
 fn nfkit(args: &[&str]) -> String {

@@ -3,9 +3,10 @@
 //! nfkit-pcap.
 
 mod common;
+use common::Dir;
 
 use nfkit_pcap::Packet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn nfkit(args: &[&str]) -> Output {
@@ -23,27 +24,6 @@ fn ok(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A scratch directory removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("nfkit-run-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("temp dir");
-        Dir(d)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn corpus(name: &str) -> &'static str {
@@ -90,7 +70,7 @@ fn read_pcap(path: impl AsRef<Path>) -> Vec<Packet> {
 
 #[test]
 fn xdp_verdict_counts_and_passed_packets() {
-    let d = Dir::new("xdp");
+    let d = Dir::new("run-xdp");
     let (inp, out) = (d.path("in.pcap"), d.path("out.pcap"));
     let mut arp = ipv4(17, 53, 60);
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
@@ -135,7 +115,7 @@ fn csum(bytes: &[u8]) -> u16 {
 
 #[test]
 fn xdp_tx_writes_the_modified_packet() {
-    let d = Dir::new("tx");
+    let d = Dir::new("run-tx");
     let (inp, out) = (d.path("in.pcap"), d.path("out.pcap"));
     // An ICMP echo request with a correct checksum.
     let mut req = ipv4(1, 0, 74);
@@ -172,7 +152,7 @@ fn xdp_tx_writes_the_modified_packet() {
 
 #[test]
 fn tc_and_socket_filter_verdicts() {
-    let d = Dir::new("tc");
+    let d = Dir::new("run-tc");
     let (inp, out) = (d.path("in.pcap"), d.path("out.pcap"));
     let frames = [ipv4(6, 80, 200), ipv4(6, 22, 200), ipv4(17, 53, 100)];
     write_pcap(&inp, &frames);
@@ -204,7 +184,7 @@ fn tc_and_socket_filter_verdicts() {
 
 #[test]
 fn section_choice_and_tail_calls_from_the_object() {
-    let d = Dir::new("sec");
+    let d = Dir::new("run-sec");
     let inp = d.path("in.pcap");
     write_pcap(
         &inp,
@@ -234,7 +214,7 @@ fn section_choice_and_tail_calls_from_the_object() {
 
 #[test]
 fn trace_chosen_packets() {
-    let d = Dir::new("trace");
+    let d = Dir::new("run-trace");
     let inp = d.path("in.pcap");
     write_pcap(
         &inp,
@@ -290,7 +270,7 @@ fn asm_object(d: &Dir, name: &str, prog_type: nfkit_object::ProgType, text: &str
 #[test]
 fn tc_codes_named_and_kept_as_the_abi_says() {
     use nfkit_abi::Hook;
-    let d = Dir::new("tccodes");
+    let d = Dir::new("run-tccodes");
     let inp = d.path("in.pcap");
     write_pcap(&inp, &[ipv4(17, 53, 60)]);
     // Every TC code, UNSPEC (-1) and one past the last (9): the name and
@@ -334,7 +314,7 @@ fn tc_codes_named_and_kept_as_the_abi_says() {
 
 #[test]
 fn trace_shows_pc_disassembly_memory_helpers_and_registers() {
-    let d = Dir::new("tracefmt");
+    let d = Dir::new("run-tracefmt");
     let inp = d.path("in.pcap");
     let pkts = write_pcap(&inp, &[ipv4(17, 53, 60)]);
     let obj = asm_object(
@@ -426,7 +406,7 @@ fn prog_test_reports_refused_packets_and_goes_on() {
         eprintln!("skipped: needs root");
         return;
     }
-    let d = Dir::new("refused");
+    let d = Dir::new("run-refused");
     let inp = d.path("in.pcap");
     let whole = ipv4(17, 53, 60);
     write_pcap(
@@ -507,7 +487,7 @@ fn verdicts(args: &[&str]) -> Vec<String> {
 
 #[test]
 fn legacy_sections_run_with_an_explicit_type() {
-    let d = Dir::new("legacy");
+    let d = Dir::new("run-legacy");
     let obj = clang(&d, "legacy", LEGACY);
     let inp = d.path("in.pcap");
     write_pcap(&inp, &[ipv4(17, 53, 60), ipv4(17, 53, 200)]);
@@ -584,7 +564,7 @@ char LICENSE[] SEC("license") = "GPL";
 /// others from running; running that one names the helper and the program.
 #[test]
 fn unsupported_helper_refuses_only_the_programs_that_reach_it() {
-    let d = Dir::new("mixed-helpers");
+    let d = Dir::new("run-mixed-helpers");
     let obj = clang(&d, "mixed", MIXED_HELPERS);
     let inp = d.path("in.pcap");
     write_pcap(&inp, &[ipv4(17, 53, 60), ipv4(17, 53, 200)]);
@@ -624,7 +604,7 @@ char LICENSE[] SEC("license") = "GPL";
 /// program and the instruction, not as an undefined symbol.
 #[test]
 fn kfunc_call_is_named_as_a_kernel_function() {
-    let d = Dir::new("kfunc");
+    let d = Dir::new("run-kfunc");
     let obj = clang(&d, "kfunc", KFUNC);
     let inp = d.path("in.pcap");
     write_pcap(&inp, &[ipv4(17, 53, 60)]);
@@ -644,7 +624,7 @@ fn kfunc_call_is_named_as_a_kernel_function() {
 /// one form, so the VM's and the kernel's maps compare completely.
 #[test]
 fn run_and_prog_test_json_include_every_map_alike() {
-    let d = Dir::new("maps-json");
+    let d = Dir::new("run-maps-json");
     let inp = d.path("in.pcap");
     write_pcap(
         &inp,
@@ -732,7 +712,7 @@ char LICENSE[] SEC("license") = "GPL";
 /// `run` output and JSON.
 #[test]
 fn run_takes_routes_and_tunnel_keys_and_shows_perf_records() {
-    let d = Dir::new("net-helpers");
+    let d = Dir::new("run-net-helpers");
     let obj = clang(&d, "net", NET_HELPERS);
     let inp = d.path("in.pcap");
     let out = d.path("out.pcap");
@@ -801,7 +781,7 @@ fn prog_test_shows_the_kernels_perf_records() {
         eprintln!("skipped: needs root");
         return;
     }
-    let d = Dir::new("perf-kernel");
+    let d = Dir::new("run-perf-kernel");
     let obj = clang(&d, "net", NET_HELPERS);
     let inp = d.path("in.pcap");
     let frame = ipv4(17, 53, 60);

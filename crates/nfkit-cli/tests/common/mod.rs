@@ -125,3 +125,41 @@ pub fn le(b: &[u8]) -> u64 {
     }
     u64::from_le_bytes(a)
 }
+
+/// A scratch directory under the system temp dir, removed on drop:
+/// `nfkit-TAG-PID`.
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    pub fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("nfkit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        Dir(d)
+    }
+
+    /// `name` inside the directory, as a string for command lines.
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Sends `count` copies of `frame` on `dev` from inside `ns` with nfkit's
+/// own sender, and checks they all went out.
+pub fn send_frames(ns: &Netns, dev: &str, frame: Vec<u8>, count: u64) {
+    use nfkit_traffic::send::{send, SendOptions, Source};
+    let opts = SendOptions {
+        dev: dev.to_string(),
+        netns: Some(ns.name().to_string()),
+        count: Some(count),
+        ..SendOptions::default()
+    };
+    let r = send(&Source::Frames(vec![frame]), &opts).expect("send frames");
+    assert_eq!(r.sent, count, "frames sent");
+}
