@@ -40,6 +40,8 @@ use nfkit_object::{Image, MapKind, MapType, ProgType};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryInfo {
     pub name: String,
+    /// Index among the entries.
+    pub index: usize,
     pub prog_type: ProgType,
     /// Index into [`Program::funcs`].
     pub func: usize,
@@ -286,6 +288,7 @@ fn entries(cx: &Ctx, fstarts: &[usize]) -> Result<Vec<EntryInfo>, LoadError> {
     let mut entries = Vec::new();
     if image.entries.is_empty() {
         entries.push(EntryInfo {
+            index: entries.len(),
             name: cx.funcs[0].name.clone(),
             prog_type: ProgType::Unspec,
             func: 0,
@@ -302,6 +305,7 @@ fn entries(cx: &Ctx, fstarts: &[usize]) -> Result<Vec<EntryInfo>, LoadError> {
         })?;
         let func = fstarts.binary_search(&f.start).unwrap_or(0);
         entries.push(EntryInfo {
+            index: entries.len(),
             name: e.name.clone(),
             prog_type: e.prog_type,
             func,

@@ -20,10 +20,93 @@ pub enum Profile {
     Conformance,
 }
 
+/// Which engine runs a VM's programs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// The interpreter: the reference, available everywhere.
+    #[default]
+    Interp,
+    /// Native code from the JIT (x86-64), with the interpreter as the
+    /// fallback for what it cannot compile.
+    Jit,
+}
+
+impl Engine {
+    /// The JIT where this build has one, else the interpreter.
+    pub fn best() -> Engine {
+        if cfg!(target_arch = "x86_64") {
+            Engine::Jit
+        } else {
+            Engine::Interp
+        }
+    }
+
+    /// `jit` or `interp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Interp => "interp",
+            Engine::Jit => "jit",
+        }
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Engine, String> {
+        match s {
+            "jit" => Ok(Engine::Jit),
+            "interp" | "interpreter" => Ok(Engine::Interp),
+            _ => Err(format!("unknown engine '{s}' (expected jit or interp)")),
+        }
+    }
+}
+
+/// What runs one entry of a loaded VM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineUse {
+    /// The interpreter, as configured.
+    Interp,
+    /// Native code from the JIT.
+    Jit,
+    /// The JIT was asked for but cannot compile this entry: the
+    /// interpreter runs it, for the reason given.
+    Fallback(String),
+}
+
+impl EngineUse {
+    /// The engine that actually runs.
+    pub fn engine(&self) -> Engine {
+        match self {
+            EngineUse::Jit => Engine::Jit,
+            _ => Engine::Interp,
+        }
+    }
+}
+
+impl std::fmt::Display for EngineUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineUse::Interp => f.write_str("interp"),
+            EngineUse::Jit => f.write_str("jit"),
+            EngineUse::Fallback(why) => write!(f, "interp (JIT fallback: {why})"),
+        }
+    }
+}
+
 /// Limits and behaviour of a VM, fixed when it is created.
 #[derive(Clone)]
 pub struct VmConfig {
     pub profile: Profile,
+    /// The engine programs run on ([`Engine::Jit`] compiles every entry
+    /// at load; an entry the JIT cannot compile runs on the interpreter,
+    /// and [`Vm::engine`](crate::Vm::engine) says why).
+    pub engine: Engine,
     /// Enforce the kernel's limits: 512 bytes of stack summed over the
     /// frames of a call path (checked at load), at most 8 frames, at most
     /// 33 tail calls, and the verifier's refusal of division by a zero
@@ -51,6 +134,7 @@ impl std::fmt::Debug for VmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VmConfig")
             .field("profile", &self.profile)
+            .field("engine", &self.engine)
             .field("kernel_compat", &self.kernel_compat)
             .field("ncpus", &self.ncpus)
             .field("max_frames", &self.max_frames)
@@ -76,6 +160,7 @@ impl Default for VmConfig {
     fn default() -> Self {
         VmConfig {
             profile: Profile::Kernel,
+            engine: Engine::Interp,
             kernel_compat: false,
             ncpus: 4,
             max_frames: KERNEL_MAX_FRAMES,
@@ -97,6 +182,11 @@ impl VmConfig {
         }
     }
 
+    /// The same configuration on engine `engine`.
+    pub fn with_engine(self, engine: Engine) -> VmConfig {
+        VmConfig { engine, ..self }
+    }
+
     /// The conformance suite's profile.
     pub fn conformance() -> VmConfig {
         VmConfig {
@@ -112,8 +202,12 @@ pub struct RunOptions {
     /// The CPU the program runs on (selects per-CPU map values); must be
     /// below [`VmConfig::ncpus`].
     pub cpu: u32,
-    /// Record every executed instruction with its register changes.
+    /// Record every executed instruction with its register changes
+    /// (traced runs use the interpreter).
     pub trace: bool,
+    /// Runs on the interpreter even when the entry is compiled (for
+    /// differential checks and timing both engines on one load).
+    pub interp: bool,
     /// Instruction budget (default: [`VmConfig::budget`]).
     pub budget: Option<u64>,
     /// Overrides [`VmConfig::clock`] for this run.

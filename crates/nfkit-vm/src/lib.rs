@@ -60,6 +60,7 @@ pub mod ctx;
 pub mod error;
 pub mod helpers;
 mod interp;
+mod jit;
 pub mod maps;
 pub mod mem;
 pub mod prog;
@@ -68,7 +69,8 @@ mod trace;
 pub mod vm;
 
 pub use config::{
-    Clock, FixedClock, FixedRng, Profile, RealClock, Rng, RunOptions, SeqRng, VmConfig,
+    Clock, Engine, EngineUse, FixedClock, FixedRng, Profile, RealClock, Rng, RunOptions, SeqRng,
+    VmConfig,
 };
 pub use ctx::{Context, SkBuff, SkbFields, XdpMd};
 pub use error::{LoadError, Rule, RunError, RunErrorKind};

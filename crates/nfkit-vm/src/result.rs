@@ -95,6 +95,8 @@ pub struct RunResult {
     pub tunnel_key: Option<TunnelKey>,
     /// Instructions executed (helper calls count as one).
     pub insns: u64,
+    /// The engine that ran the program.
+    pub engine: crate::config::Engine,
     /// Every executed instruction (when [`RunOptions::trace`](crate::RunOptions::trace)
     /// is set), at most [`TRACE_LIMIT`] of them.
     pub trace: Vec<TraceStep>,
@@ -123,6 +125,7 @@ impl RunResult {
             clones: Vec::new(),
             tunnel_key: None,
             insns: 0,
+            engine: crate::config::Engine::Interp,
             trace: Vec::new(),
         }
     }

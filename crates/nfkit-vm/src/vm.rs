@@ -5,7 +5,7 @@
 #![forbid(unsafe_code)]
 
 use crate::check::{check, EntryInfo};
-use crate::config::{RunOptions, VmConfig, FRAME_SIZE};
+use crate::config::{Engine, EngineUse, RunOptions, VmConfig, FRAME_SIZE};
 use crate::ctx::{self, Context, CtxState, PacketPtrs, SkbState};
 use crate::error::{LoadError, Rule, RunError, RunErrorKind};
 use crate::interp::{Frame, Machine, Step, Stop};
@@ -64,6 +64,10 @@ pub struct Inner {
     pub(crate) entries: Vec<EntryInfo>,
     pub(crate) maps: Maps,
     pub(crate) config: VmConfig,
+    /// Native code of the entries the JIT compiled.
+    jit: Option<crate::jit::Code>,
+    /// What runs each entry.
+    engines: Vec<EngineUse>,
     base_regions: Vec<Region>,
     names: RegionNames,
     empty: Arc<GuardedBuf>,
@@ -139,8 +143,14 @@ impl Vm {
             )
             .map_err(|e| bad(format!("slot {}: {e}", init.slot)))?;
         }
+        let (jit, engines) = match config.engine {
+            Engine::Jit => crate::jit::compile(&checked.program, &checked.entries, &config),
+            Engine::Interp => (None, vec![EngineUse::Interp; checked.entries.len()]),
+        };
         Ok(Vm {
             inner: Arc::new(Inner {
+                jit,
+                engines,
                 program: checked.program,
                 entries: checked.entries,
                 maps,
@@ -199,6 +209,13 @@ impl Vm {
     pub fn entry_refused(&self, entry: impl EntryRef) -> Option<&LoadError> {
         let ei = entry.entry_index(self)?;
         self.inner.entries.get(ei)?.refused.as_ref()
+    }
+
+    /// What runs entry `entry`: the interpreter, the JIT, or the
+    /// interpreter because the JIT could not compile it (and why).
+    pub fn engine(&self, entry: impl EntryRef) -> Option<&EngineUse> {
+        let ei = entry.entry_index(self)?;
+        self.inner.engines.get(ei)
     }
 
     /// Index of the entry called `name`.
@@ -287,8 +304,19 @@ impl Vm {
             Err(kind) => return RunResult::setup_failed(kind),
         };
         let mut m = self.machine(bufs, e, &mut layout, opts);
-        let outcome = m.exec(e.start_op, opts.trace);
-        self.collect(&mut m, outcome, e, &layout, bufs)
+        let jit = match (&self.inner.jit, self.inner.engines.get(e.index)) {
+            (Some(code), Some(EngineUse::Jit)) if !opts.trace && !opts.interp => Some(code),
+            _ => None,
+        };
+        let outcome = match jit {
+            Some(code) => code.exec(&mut m, e.start_op),
+            None => m.exec(e.start_op, opts.trace),
+        };
+        let mut res = self.collect(&mut m, outcome, e, &layout, bufs);
+        if jit.is_some() {
+            res.engine = Engine::Jit;
+        }
+        res
     }
 
     /// Checks the run's arguments, clears the stack, lays out the packet
@@ -511,6 +539,7 @@ impl Vm {
             clones: std::mem::take(&mut m.net.clones),
             tunnel_key: m.net.tunnel.take(),
             insns: m.count,
+            engine: Engine::Interp,
             trace: std::mem::take(&mut m.trace),
         };
         // Frames a fault left live close; the entry's stays open.
