@@ -97,10 +97,9 @@ pub(crate) struct Machine<'v> {
 impl Machine<'_> {
     /// Updates the packet region's window after the packet pointers move.
     pub fn sync_packet_region(&mut self) {
-        if let Some(r) = self.mem.regions.get_mut(mem::PACKET as usize) {
-            r.lo = self.pkt.meta.min(self.pkt.data);
-            r.hi = self.pkt.data_end.max(r.lo);
-        }
+        let lo = self.pkt.meta.min(self.pkt.data);
+        self.mem
+            .set_window(mem::PACKET, lo, self.pkt.data_end.max(lo));
     }
 
     #[inline(always)]
@@ -248,7 +247,7 @@ impl Machine<'_> {
         if rel < 0 || start < self.mac as i64 || start + size as i64 > self.pkt.data_end as i64 {
             return Err(Stop::Exit(0));
         }
-        let buf = match self.mem.regions.get(mem::PACKET as usize) {
+        let buf = match self.mem.region(mem::PACKET) {
             Some(r) => r.buf.clone(),
             None => return fault(pc, RunErrorKind::Setup("no packet".into())),
         };

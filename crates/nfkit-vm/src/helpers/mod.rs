@@ -137,10 +137,7 @@ impl Machine<'_> {
     }
 
     fn packet_buf(&self) -> Option<Arc<mem::GuardedBuf>> {
-        self.mem
-            .regions
-            .get(mem::PACKET as usize)
-            .map(|r| r.buf.clone())
+        self.mem.region(mem::PACKET).map(|r| r.buf.clone())
     }
 
     fn is_xdp(&self) -> bool {
@@ -544,16 +541,14 @@ impl Machine<'_> {
         let Some(off) = rb.reserve(a2) else {
             return Ok(0);
         };
-        let region = self.mem.regions.len() as u32;
-        self.mem.regions.push(Region {
+        let record = Region {
             kind: RegionKind::Mem,
             buf: rb.buf.clone(),
-            lo: off,
-            hi: off + a2 as usize,
-            writable: true,
             name: format!("ringbuf record of {}", m.name()).into(),
             role: mem::Role::Plain,
-        });
+            writable: true,
+        };
+        let region = self.mem.push(record, off, off + a2 as usize, true);
         self.reservations.push(Reservation {
             region,
             map: m.index,
@@ -600,10 +595,7 @@ impl Machine<'_> {
         if let Some(rb) = self.vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
             rb.commit(r.off, discard);
         }
-        if let Some(reg) = self.mem.regions.get_mut(region as usize) {
-            reg.kind = RegionKind::Opaque;
-            reg.hi = reg.lo;
-        }
+        self.mem.retire(region);
         Ok(0)
     }
 
