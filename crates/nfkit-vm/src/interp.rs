@@ -103,7 +103,7 @@ impl Machine<'_> {
     }
 
     #[inline(always)]
-    fn load(&self, addr: u64, size: usize, pc: usize) -> Step<u64> {
+    pub(crate) fn load(&self, addr: u64, size: usize, pc: usize) -> Step<u64> {
         if let Some((buf, off)) = self.mem.resolve(addr, size, false) {
             if let Some(v) = buf.load(off, size) {
                 return Ok(v);
@@ -142,7 +142,7 @@ impl Machine<'_> {
     }
 
     #[inline(always)]
-    fn store(&mut self, addr: u64, size: usize, v: u64, pc: usize) -> Step<()> {
+    pub(crate) fn store(&mut self, addr: u64, size: usize, v: u64, pc: usize) -> Step<()> {
         if let Some((buf, off)) = self.mem.resolve(addr, size, true) {
             if buf.store(off, size, v).is_some() {
                 return Ok(());
@@ -178,7 +178,7 @@ impl Machine<'_> {
         )
     }
 
-    fn atomic(
+    pub(crate) fn atomic(
         &mut self,
         d: usize,
         s: usize,
@@ -224,7 +224,7 @@ impl Machine<'_> {
 
     /// Legacy `LD_ABS`/`LD_IND`: a big-endian load from the socket
     /// buffer's data; out of bounds ends the program with r0 = 0.
-    fn ld_abs(&mut self, size: usize, off: i64, pc: usize) -> Step<()> {
+    pub(crate) fn ld_abs(&mut self, size: usize, off: i64, pc: usize) -> Step<()> {
         const SKF_NET_OFF: i64 = -0x10_0000;
         const SKF_LL_OFF: i64 = -0x20_0000;
         let k = off as i32 as i64;

@@ -152,6 +152,26 @@ impl Machine<'_> {
         }
     }
 
+    /// Checks `bpf_loop(n, callback, ctx, flags)`'s arguments: the
+    /// callback's first op, or the r0 the helper returns at once
+    /// (`-EINVAL` for flags, `-E2BIG` past 2^23 iterations).
+    pub(crate) fn loop_args(&self, a: [u64; 4], cur: usize) -> Step<Result<usize, u64>> {
+        let [n, cb_addr, _, flags] = a;
+        if flags != 0 {
+            return Ok(Err(neg(EINVAL)));
+        }
+        if n > 1 << 23 {
+            return Ok(Err(neg(E2BIG)));
+        }
+        let cb = (cb_addr & 0xffff_ffff) as usize;
+        let is_func = (cb_addr >> mem::REGION_SHIFT) as u32 == mem::FUNCS
+            && self.vm.program.funcs.iter().any(|f| f.start_op == cb);
+        if !is_func {
+            return self.herr(cur, "loop", format!("{cb_addr:#x} is not a function"));
+        }
+        Ok(Ok(cb))
+    }
+
     /// Releases a spin lock at `addr`.
     pub(crate) fn unlock(&self, addr: u64) {
         if let Some((buf, off)) = self.mem.resolve(addr, 4, true) {
@@ -227,21 +247,10 @@ impl Machine<'_> {
                 self.unlock(a1);
                 0
             }
-            id::LOOP => {
-                if a4 != 0 {
-                    neg(EINVAL)
-                } else if a1 > 1 << 23 {
-                    neg(E2BIG)
-                } else {
-                    let cb = (a2 & 0xffff_ffff) as usize;
-                    let is_func = (a2 >> mem::REGION_SHIFT) as u32 == mem::FUNCS
-                        && self.vm.program.funcs.iter().any(|f| f.start_op == cb);
-                    if !is_func {
-                        return self.herr(cur, "loop", format!("{a2:#x} is not a function"));
-                    }
-                    return self.start_loop(a1, cb, a3, next, cur);
-                }
-            }
+            id::LOOP => match self.loop_args([a1, a2, a3, a4], cur)? {
+                Ok(cb) => return self.start_loop(a1, cb, a3, next, cur),
+                Err(r0) => r0,
+            },
             id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,
             id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
                 self.ringbuf_submit(a1, hid as i32 == id::RINGBUF_DISCARD, cur)?
