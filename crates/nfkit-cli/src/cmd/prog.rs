@@ -29,13 +29,15 @@ use std::process::ExitCode;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Run a program in the kernel on packets (BPF_PROG_TEST_RUN).
+    /// Run a program in the kernel on packets (BPF_PROG_TEST_RUN), or
+    /// with --vm in nfkit's VM (same repeats, same fields).
     ///
     /// A packet the kernel refuses (a frame under 14 bytes; for TC, a
     /// cut IP header) is reported as refused, with the kernel's error,
     /// and the run goes on. Exit code: 0 every packet ran, 3 the run
-    /// completed but some packets were refused, 1 no run (the object or
-    /// the packets could not be used, the program was rejected), 2 usage.
+    /// completed but some packets were refused (--vm: faulted), 1 no
+    /// run (the object or the packets could not be used, the program was
+    /// rejected), 2 usage.
     Test(TestArgs),
 }
 
