@@ -43,7 +43,8 @@ pub struct PluginArgs {
     /// As the suite's runner passes them: the initial memory as hex bytes
     /// (whitespace between bytes allowed; absent when there is none), the
     /// runner's `--plugin_options` (`--xdp_prolog [true|false]`: raw
-    /// instructions are an XDP program), then `--elf` when standard input
+    /// instructions are an XDP program; `--jit`: run on the JIT), then
+    /// `--elf` when standard input
     /// holds an ELF object (`--elf true|false` is accepted too).
     #[arg(
         value_name = "MEMORY_HEX | OPTION",
