@@ -44,8 +44,8 @@ pub struct PluginArgs {
     /// (whitespace between bytes allowed; absent when there is none), the
     /// runner's `--plugin_options` (`--xdp_prolog [true|false]`: raw
     /// instructions are an XDP program; `--jit`: run on the JIT), then
-    /// `--elf` when standard input
-    /// holds an ELF object (`--elf true|false` is accepted too).
+    /// `--elf` when standard input holds an ELF object (`--elf
+    /// true|false` is accepted too).
     #[arg(
         value_name = "MEMORY_HEX | OPTION",
         allow_hyphen_values = true,
