@@ -2,8 +2,9 @@
 //! the same programs and packets, per packet and per executed
 //! instruction.
 //!
-//! Programs (assembled by nfkit-isa, run unchanged by both engines except
-//! for how the parser finds the packet):
+//! Programs (in `benches/common`, shared with the `engines` bench;
+//! assembled by nfkit-isa, run unchanged by both engines except for how
+//! the parser finds the packet):
 //! * `parser`: an XDP-style Ethernet/IPv4/UDP-TCP parser that drops four
 //!   destination ports (like `corpus/xdp_port_filter`, without maps);
 //!   nfkit runs it on an `xdp_md` context (32-bit `data`/`data_end` loads),

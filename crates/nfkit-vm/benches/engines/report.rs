@@ -2,7 +2,7 @@
 //! written to `vm-engines.md`) and JSON (`vm-engines.json`).
 
 use crate::rows::COLUMNS;
-use crate::{Bench, DPDK, UBPF};
+use crate::Bench;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -80,6 +80,8 @@ pub struct Report {
     batch: Duration,
     quick: bool,
     cpu: String,
+    /// Engines missing or partial, and why.
+    notes: Vec<String>,
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -102,7 +104,13 @@ fn cpu_model() -> String {
 }
 
 impl Report {
-    pub fn new(benches: &[Bench], rounds: usize, batch: Duration, quick: bool) -> Report {
+    pub fn new(
+        benches: &[Bench],
+        rounds: usize,
+        batch: Duration,
+        quick: bool,
+        notes: Vec<String>,
+    ) -> Report {
         let lines: Vec<Line> = benches
             .iter()
             .map(|b| Line {
@@ -130,6 +138,7 @@ impl Report {
             batch,
             quick,
             cpu: cpu_model(),
+            notes,
         }
     }
 
@@ -178,7 +187,10 @@ impl Report {
                 s.push_str(&format!("* {}: {n}\n", l.name));
             }
         }
-        s.push_str(&format!("* {UBPF}.\n* {DPDK}.\n\n### Goals\n\n"));
+        for n in &self.notes {
+            s.push_str(&format!("* {n}.\n"));
+        }
+        s.push_str("\n### Goals\n\n");
         for g in &self.goals {
             let state = match g.met() {
                 Some(true) => "met",
@@ -230,7 +242,7 @@ impl Report {
         json!({
             "cpu": self.cpu, "quick": self.quick, "rounds": self.rounds,
             "batch_ms": self.batch.as_millis() as u64,
-            "programs": programs, "goals": goals, "unavailable": [UBPF, DPDK],
+            "programs": programs, "goals": goals, "engine_notes": self.notes,
         })
     }
 

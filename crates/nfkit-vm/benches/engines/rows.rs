@@ -14,6 +14,8 @@ pub const COLUMNS: &[&str] = &[
     "nfkit interp",
     "rbpf JIT",
     "rbpf interp",
+    "DPDK JIT",
+    "DPDK interp",
     "native C",
 ];
 
