@@ -159,11 +159,11 @@ fn asm_cases() -> Vec<Case<'static>> {
             name: "exit_only",
             packets: vec![vec![0u8; 64]],
             nfkit: Engine::Nfkit {
-                runner: nfkit_vm(asm("r0 = 2\nexit"), ProgType::Xdp),
+                runner: nfkit_vm(asm(EXIT_ONLY), ProgType::Xdp),
                 xdp: true,
             },
             rbpf: Some(Engine::Rbpf {
-                vm: rbpf_vm(leak(nfkit_isa::encode_bytes(&asm("r0 = 2\nexit")))),
+                vm: rbpf_vm(leak(nfkit_isa::encode_bytes(&asm(EXIT_ONLY)))),
                 mbuff: false,
             }),
             insns: 0,

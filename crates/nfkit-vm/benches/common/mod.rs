@@ -46,6 +46,9 @@ out:
 pub const NFKIT_CTX: &str = "r2 = *(u32 *)(r1 + 0)\n    r3 = *(u32 *)(r1 + 4)";
 pub const RBPF_CTX: &str = "r2 = *(u64 *)(r1 + 0)\n    r3 = *(u64 *)(r1 + 8)";
 
+/// `r0 = 2; exit`: the fixed cost of one run.
+pub const EXIT_ONLY: &str = "r0 = 2\nexit";
+
 pub const ALU_LOOP: &str = "
     r0 = 0x12345678
     r1 = 1000

@@ -7,6 +7,8 @@
 //!   drops four destination ports, on eight TCP and UDP frames;
 //! * (b) `alu_loop`: 1000 rounds of xorshift mixing;
 //! * (c) `pkt_sum`: the 16-bit sum of a 1500-byte packet;
+//! * `exit_only`: `r0 = 2; exit`, the fixed cost of a run (the issue's
+//!   interpreter goals: fixed cost and ns per instruction on (b));
 //! * (d) `ddos legit` / `ddos flood`: the DDoS chain with its maps (nfkit
 //!   only), and `helpers xN`: N calls of a trivial helper, N the chain's
 //!   helper calls on that path (what rbpf, which has no maps, is compared
@@ -21,7 +23,7 @@
 //! named). The table is printed and written to
 //! `target/nfkit-bench/vm-engines.md` and `.json`.
 //!
-//! `NFKIT_BENCH_QUICK=1`: three rounds of short batches (a few seconds).
+//! `NFKIT_BENCH_QUICK=1`: five rounds of short batches (a few seconds).
 //! DPDK's rte_bpf has rows where libdpdk-dev is installed and its
 //! validator accepts the program ([`DPDK`]); uBPF has none ([`UBPF`]).
 
@@ -144,6 +146,13 @@ fn benches(o: &Others) -> Vec<Bench> {
     let mut sum = asm_bench("(c) pkt_sum", PKT_SUM, sum_packets, true, o);
     sum.native(native, packet_fn(nat.map(|n| n.pkt_sum)));
     out.push(sum);
+    out.push(asm_bench(
+        "exit_only",
+        EXIT_ONLY,
+        vec![vec![0u8; 64]],
+        false,
+        o,
+    ));
     match ddos::load_paths() {
         Err(e) => {
             let mut b = Bench::new("(d) ddos", vec![vec![0u8; 64]]);
@@ -274,7 +283,7 @@ fn measure(benches: &mut [Bench], rounds: usize, target: Duration) {
 fn main() {
     let quick = std::env::var("NFKIT_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
     let (rounds, target) = if quick {
-        (3, Duration::from_millis(2))
+        (5, Duration::from_millis(2))
     } else {
         (15, Duration::from_millis(20))
     };

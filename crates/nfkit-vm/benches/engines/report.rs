@@ -59,6 +59,8 @@ struct Goal {
     bound: f64,
     /// Met when the factor is at most the bound (else: at least).
     at_most: bool,
+    /// "x" for a ratio, " ns" for a time.
+    unit: &'static str,
 }
 
 impl Goal {
@@ -198,12 +200,13 @@ impl Report {
                 None => "not measured",
             };
             s.push_str(&format!(
-                "* {} on {}: **{state}** ({}x, goal {}{}x)\n",
+                "* {} on {}: **{state}** ({}{u}, goal {}{}{u})\n",
                 g.goal,
                 g.program,
                 fmt(g.factor, 2),
                 if g.at_most { "<= " } else { ">= " },
-                g.bound
+                g.bound,
+                u = g.unit,
             ));
         }
         s
@@ -236,6 +239,7 @@ impl Report {
                 json!({
                     "goal": g.goal, "program": g.program, "factor": g.factor,
                     "bound": g.bound, "at_most": g.at_most, "met": g.met(),
+                    "unit": g.unit.trim(),
                 })
             })
             .collect();
@@ -275,6 +279,7 @@ fn goals(lines: &[Line]) -> Vec<Goal> {
                 factor: ratio(l.ns("nfkit JIT"), l.ns("native C")),
                 bound: 1.1,
                 at_most: true,
+                unit: "x",
             });
         }
     }
@@ -293,6 +298,7 @@ fn goals(lines: &[Line]) -> Vec<Goal> {
                 factor: ratio(c.ns("nfkit JIT"), h.ns("rbpf JIT")),
                 bound: 0.5,
                 at_most: true,
+                unit: "x",
             });
         }
     }
@@ -303,6 +309,27 @@ fn goals(lines: &[Line]) -> Vec<Goal> {
             factor: ratio(l.ns("rbpf interp"), l.ns("nfkit interp")),
             bound: 3.0,
             at_most: false,
+            unit: "x",
+        });
+    }
+    if let Some(l) = find("exit_only") {
+        goals.push(Goal {
+            goal: "nfkit interp fixed cost per run <= 30 ns".into(),
+            program: l.name.clone(),
+            factor: l.ns("nfkit interp"),
+            bound: 30.0,
+            at_most: true,
+            unit: " ns",
+        });
+    }
+    if let Some(l) = find("(b)") {
+        goals.push(Goal {
+            goal: "nfkit interp <= 1.5 ns per instruction on ALU-heavy code".into(),
+            program: l.name.clone(),
+            factor: l.ns("nfkit interp").map(|ns| ns / l.insns),
+            bound: 1.5,
+            at_most: true,
+            unit: " ns",
         });
     }
     goals
