@@ -35,6 +35,9 @@ struct Line {
     insns: f64,
     /// (column, median ns, what ran), in [`COLUMNS`] order.
     cells: Vec<(&'static str, Option<f64>, Option<String>)>,
+    /// The fastest round of each column (JSON only: robust on a loaded
+    /// machine where the median is not).
+    best: Vec<Option<f64>>,
     notes: Vec<String>,
 }
 
@@ -82,6 +85,8 @@ pub struct Report {
     batch: Duration,
     quick: bool,
     cpu: String,
+    /// The machine's load at the end of the run.
+    load: String,
     /// Engines missing or partial, and why.
     notes: Vec<String>,
 }
@@ -91,6 +96,16 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
     }
+}
+
+/// The 1-minute load average and the CPU count: how shared the machine was.
+fn load() -> String {
+    let avg = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("load average {avg} on {cpus} CPUs")
 }
 
 fn cpu_model() -> String {
@@ -129,6 +144,13 @@ impl Report {
                         )
                     })
                     .collect(),
+                best: COLUMNS
+                    .iter()
+                    .map(|&c| {
+                        let row = b.rows.iter().find(|r| r.column == c)?;
+                        row.samples.iter().copied().min_by(f64::total_cmp)
+                    })
+                    .collect(),
                 notes: b.notes.clone(),
             })
             .collect();
@@ -140,6 +162,7 @@ impl Report {
             batch,
             quick,
             cpu: cpu_model(),
+            load: load(),
             notes,
         }
     }
@@ -147,9 +170,10 @@ impl Report {
     pub fn markdown(&self) -> String {
         let mut s = String::from("## nfkit VM engines (issue 14)\n\n");
         s.push_str(&format!(
-            "{}; median ns per run over {} interleaved rounds of {} ms batches{}; \
+            "{} ({}); median ns per run over {} interleaved rounds of {} ms batches{}; \
              native C: clang {}.\n\n",
             self.cpu,
+            self.load,
             self.rounds,
             self.batch.as_millis(),
             if self.quick { " (quick mode)" } else { "" },
@@ -220,7 +244,11 @@ impl Report {
                 let engines: serde_json::Map<String, Value> = l
                     .cells
                     .iter()
-                    .map(|(c, ns, ran)| (c.to_string(), json!({ "ns_per_run": ns, "ran": ran })))
+                    .zip(&l.best)
+                    .map(|((c, ns, ran), best)| {
+                        let cell = json!({ "ns_per_run": ns, "best_round_ns": best, "ran": ran });
+                        (c.to_string(), cell)
+                    })
                     .collect();
                 json!({
                     "program": l.name,
@@ -244,7 +272,7 @@ impl Report {
             })
             .collect();
         json!({
-            "cpu": self.cpu, "quick": self.quick, "rounds": self.rounds,
+            "cpu": self.cpu, "load": self.load, "quick": self.quick, "rounds": self.rounds,
             "batch_ms": self.batch.as_millis() as u64,
             "programs": programs, "goals": goals, "engine_notes": self.notes,
         })
