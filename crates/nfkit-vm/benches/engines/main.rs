@@ -1,6 +1,7 @@
 //! Every engine on the same programs, in one run (`make bench`): nfkit's
-//! JIT and interpreter, rbpf's JIT and interpreter, and native C doing the
-//! same work, against the goals of issue 14.
+//! JIT and interpreter, rbpf's JIT and interpreter, DPDK rte_bpf's JIT and
+//! interpreter, and native C doing the same work, against the goals of
+//! issue 14.
 //!
 //! Programs (eBPF from `benches/common`, C from `native.c`):
 //! * (a) `parse`: the ~30-instruction Ethernet/IPv4/TCP-UDP parser that
