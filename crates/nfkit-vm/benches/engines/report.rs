@@ -35,13 +35,21 @@ struct Line {
     insns: f64,
     /// (column, median ns, what ran), in [`COLUMNS`] order.
     cells: Vec<(&'static str, Option<f64>, Option<String>)>,
-    /// The fastest round of each column (JSON only: robust on a loaded
-    /// machine where the median is not).
+    /// The fastest round of each column (steadier than the median on a
+    /// loaded machine).
     best: Vec<Option<f64>>,
     notes: Vec<String>,
 }
 
 impl Line {
+    fn insns_cell(&self) -> String {
+        if self.insns.is_finite() {
+            format!("{:.0}", self.insns)
+        } else {
+            "-".into()
+        }
+    }
+
     fn ns(&self, column: &str) -> Option<f64> {
         self.cells.iter().find(|c| c.0 == column).and_then(|c| c.1)
     }
@@ -179,31 +187,12 @@ impl Report {
             if self.quick { " (quick mode)" } else { "" },
             crate::native::FLAGS.join(" "),
         ));
-        s.push_str("| program | insns/run |");
-        for c in COLUMNS {
-            s.push_str(&format!(" {c} |"));
-        }
-        s.push_str(" JIT / native | rbpf interp / nfkit interp |\n|---|---:|");
-        for _ in COLUMNS {
-            s.push_str("---:|");
-        }
-        s.push_str("---:|---:|\n");
-        for l in &self.lines {
-            let insns = if l.insns.is_finite() {
-                format!("{:.0}", l.insns)
-            } else {
-                "-".into()
-            };
-            s.push_str(&format!("| {} | {insns} |", l.name));
-            for c in &l.cells {
-                s.push_str(&format!(" {} |", fmt(c.1, 1)));
-            }
-            s.push_str(&format!(
-                " {} | {} |\n",
-                fmt(ratio(l.ns("nfkit JIT"), l.ns("native C")), 2),
-                fmt(ratio(l.ns("rbpf interp"), l.ns("nfkit interp")), 2),
-            ));
-        }
+        s.push_str(&self.table());
+        s.push_str(&format!(
+            "\nFastest round of each (ns per run; steadier than the median when the \
+             machine is shared):\n\n{}",
+            self.best_table()
+        ));
         s.push('\n');
         for l in &self.lines {
             if let Some(ran) = l.ran("nfkit JIT").filter(|r| *r != "jit") {
@@ -232,6 +221,50 @@ impl Report {
                 g.bound,
                 u = g.unit,
             ));
+        }
+        s
+    }
+
+    /// Header and alignment rows over the engine columns and `extra`.
+    fn header(extra: &[&str]) -> String {
+        let mut s = String::from("| program | insns/run |");
+        for c in COLUMNS.iter().chain(extra) {
+            s.push_str(&format!(" {c} |"));
+        }
+        s.push_str("\n|---|---:|");
+        for _ in COLUMNS.iter().chain(extra) {
+            s.push_str("---:|");
+        }
+        s.push('\n');
+        s
+    }
+
+    /// The medians, with the ratios the goals name.
+    fn table(&self) -> String {
+        let mut s = Self::header(&["JIT / native", "rbpf interp / nfkit interp"]);
+        for l in &self.lines {
+            s.push_str(&format!("| {} | {} |", l.name, l.insns_cell()));
+            for c in &l.cells {
+                s.push_str(&format!(" {} |", fmt(c.1, 1)));
+            }
+            s.push_str(&format!(
+                " {} | {} |\n",
+                fmt(ratio(l.ns("nfkit JIT"), l.ns("native C")), 2),
+                fmt(ratio(l.ns("rbpf interp"), l.ns("nfkit interp")), 2),
+            ));
+        }
+        s
+    }
+
+    /// The fastest round of every engine.
+    fn best_table(&self) -> String {
+        let mut s = Self::header(&[]);
+        for l in &self.lines {
+            s.push_str(&format!("| {} | {} |", l.name, l.insns_cell()));
+            for b in &l.best {
+                s.push_str(&format!(" {} |", fmt(*b, 1)));
+            }
+            s.push('\n');
         }
         s
     }
