@@ -31,6 +31,7 @@ test: deps lint
 # rbpf and native C on the same programs, against issue 14's goals), whose
 # table is printed again at the end (NFKIT_BENCH_QUICK=1: a few seconds).
 bench: deps
+	@bash scripts/install-deps.sh --bench
 	$(CARGO) bench --workspace
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
 
