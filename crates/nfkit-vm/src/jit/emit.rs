@@ -121,8 +121,8 @@ impl<'p> Emitter<'p> {
                 *v = true;
             }
         }
-        for pc in 0..self.prog.ops.len() {
-            if is_func[pc] {
+        for (pc, &starts_func) in is_func.iter().enumerate() {
+            if starts_func {
                 funcs.push((pc, self.a.offset()));
             }
             let l = self.labels[pc];
@@ -165,17 +165,18 @@ impl<'p> Emitter<'p> {
             ; mov [r12 + st::SAVED_RSP], rsp
             ; mov r11, rsi
             ; mov r9, [r12 + st::COUNT]
-            ; mov rax, [r12 + st::reg(0)]
-            ; mov rdi, [r12 + st::reg(1)]
-            ; mov rsi, [r12 + st::reg(2)]
-            ; mov rdx, [r12 + st::reg(3)]
-            ; mov rcx, [r12 + st::reg(4)]
-            ; mov r8, [r12 + st::reg(5)]
-            ; mov rbx, [r12 + st::reg(6)]
-            ; mov r13, [r12 + st::reg(7)]
-            ; mov r14, [r12 + st::reg(8)]
-            ; mov r15, [r12 + st::reg(9)]
-            ; mov rbp, [r12 + st::reg(10)]
+            ; mov r10, [r12 + st::REGS]
+            ; mov rax, [r10 + st::reg(0)]
+            ; mov rdi, [r10 + st::reg(1)]
+            ; mov rsi, [r10 + st::reg(2)]
+            ; mov rdx, [r10 + st::reg(3)]
+            ; mov rcx, [r10 + st::reg(4)]
+            ; mov r8, [r10 + st::reg(5)]
+            ; mov rbx, [r10 + st::reg(6)]
+            ; mov r13, [r10 + st::reg(7)]
+            ; mov r14, [r10 + st::reg(8)]
+            ; mov r15, [r10 + st::reg(9)]
+            ; mov rbp, [r10 + st::reg(10)]
             ; call r11
             ; mov [r12 + st::COUNT], r9
             ; ->restore:
@@ -611,12 +612,13 @@ impl<'p> Emitter<'p> {
     fn spill_volatile(&mut self) {
         dynasm!(self.a
             ; .arch x64
-            ; mov [r12 + st::reg(0)], rax
-            ; mov [r12 + st::reg(1)], rdi
-            ; mov [r12 + st::reg(2)], rsi
-            ; mov [r12 + st::reg(3)], rdx
-            ; mov [r12 + st::reg(4)], rcx
-            ; mov [r12 + st::reg(5)], r8
+            ; mov r10, [r12 + st::REGS]
+            ; mov [r10 + st::reg(0)], rax
+            ; mov [r10 + st::reg(1)], rdi
+            ; mov [r10 + st::reg(2)], rsi
+            ; mov [r10 + st::reg(3)], rdx
+            ; mov [r10 + st::reg(4)], rcx
+            ; mov [r10 + st::reg(5)], r8
             ; mov [r12 + st::COUNT], r9
         );
     }
@@ -624,13 +626,19 @@ impl<'p> Emitter<'p> {
     /// Also r6–r10 (glue that reads any register).
     fn spill_all(&mut self) {
         self.spill_volatile();
+        self.spill_callee_saved();
+    }
+
+    /// r6–r10 (after `spill_volatile`, which leaves the spill area's
+    /// address in r10).
+    fn spill_callee_saved(&mut self) {
         dynasm!(self.a
             ; .arch x64
-            ; mov [r12 + st::reg(6)], rbx
-            ; mov [r12 + st::reg(7)], r13
-            ; mov [r12 + st::reg(8)], r14
-            ; mov [r12 + st::reg(9)], r15
-            ; mov [r12 + st::reg(10)], rbp
+            ; mov [r10 + st::reg(6)], rbx
+            ; mov [r10 + st::reg(7)], r13
+            ; mov [r10 + st::reg(8)], r14
+            ; mov [r10 + st::reg(9)], r15
+            ; mov [r10 + st::reg(10)], rbp
         );
     }
 
@@ -642,12 +650,13 @@ impl<'p> Emitter<'p> {
             ; .arch x64
             ; cmp QWORD [r12 + st::NATIVE_FAULT], 0
             ; jne =>fe
-            ; mov rax, [r12 + st::reg(0)]
-            ; mov rdi, [r12 + st::reg(1)]
-            ; mov rsi, [r12 + st::reg(2)]
-            ; mov rdx, [r12 + st::reg(3)]
-            ; mov rcx, [r12 + st::reg(4)]
-            ; mov r8, [r12 + st::reg(5)]
+            ; mov r10, [r12 + st::REGS]
+            ; mov rax, [r10 + st::reg(0)]
+            ; mov rdi, [r10 + st::reg(1)]
+            ; mov rsi, [r10 + st::reg(2)]
+            ; mov rdx, [r10 + st::reg(3)]
+            ; mov rcx, [r10 + st::reg(4)]
+            ; mov r8, [r10 + st::reg(5)]
             ; mov r9, [r12 + st::COUNT]
         );
     }
@@ -657,10 +666,10 @@ impl<'p> Emitter<'p> {
         self.reload_volatile();
         dynasm!(self.a
             ; .arch x64
-            ; mov rbx, [r12 + st::reg(6)]
-            ; mov r13, [r12 + st::reg(7)]
-            ; mov r14, [r12 + st::reg(8)]
-            ; mov r15, [r12 + st::reg(9)]
+            ; mov rbx, [r10 + st::reg(6)]
+            ; mov r13, [r10 + st::reg(7)]
+            ; mov r14, [r10 + st::reg(8)]
+            ; mov r15, [r10 + st::reg(9)]
         );
     }
 
@@ -690,14 +699,7 @@ impl<'p> Emitter<'p> {
         if dynamic {
             // The helper id is in a register: the glue reads it from the
             // spill area, so spill the rest too.
-            dynasm!(self.a
-                ; .arch x64
-                ; mov [r12 + st::reg(6)], rbx
-                ; mov [r12 + st::reg(7)], r13
-                ; mov [r12 + st::reg(8)], r14
-                ; mov [r12 + st::reg(9)], r15
-                ; mov [r12 + st::reg(10)], rbp
-            );
+            self.spill_callee_saved();
         }
         self.call_glue(glue::helper as *const () as usize);
         self.reload_volatile();
@@ -912,6 +914,34 @@ impl<'p> Emitter<'p> {
         let base = if load { op.src & 15 } else { op.dst & 15 };
         let info = ((pc as u64) << 8 | (size as u64) << 1 | (!load) as u64) as i64;
         dynasm!(self.a ; .arch x64 ; =>entry);
+        if load && size == 4 {
+            // An XDP context field: its value is in the context's table
+            // while that is valid (aligned offsets below 24).
+            let (glue_path, b) = (self.a.new_dynamic_label(), x(base));
+            let (ctx_id, off) = (mem::CTX as i32, op.off);
+            let xd = x(op.dst & 15);
+            dynasm!(self.a
+                ; .arch x64
+                ; cmp QWORD [r12 + st::CTX_OK], 0
+                ; je =>glue_path
+                ; lea r11, [Rq(b) + off]
+                ; mov r10, r11
+                ; shr r10, 32
+                ; cmp r10, ctx_id
+                ; jne =>glue_path
+                ; mov r11d, r11d
+                ; test r11, 3
+                ; jnz =>glue_path
+                ; cmp r11, [r12 + st::CTX_LEN]
+                ; jae =>glue_path
+                ; mov r11, [r12 + r11 * 2 + st::CTX_VALS]
+            );
+            match op.code {
+                LdxSW => dynasm!(self.a ; .arch x64 ; movsxd Rq(xd), r11d),
+                _ => dynasm!(self.a ; .arch x64 ; mov Rq(xd), r11),
+            }
+            dynasm!(self.a ; .arch x64 ; jmp =>resume ; =>glue_path);
+        }
         self.spill_volatile();
         // Value (stores) into rcx, address into rsi, info into rdx; the
         // sources are read before any of them is overwritten (from the
@@ -923,7 +953,7 @@ impl<'p> Emitter<'p> {
             StxB | StxH | StxW | StxDW => {
                 let v = st::reg(op.src & 15);
                 if op.src & 15 <= 5 {
-                    dynasm!(self.a ; .arch x64 ; mov rcx, [r12 + v]);
+                    dynasm!(self.a ; .arch x64 ; mov rcx, [r10 + v]);
                 } else {
                     let s = x(op.src & 15);
                     dynasm!(self.a ; .arch x64 ; mov rcx, Rq(s));
@@ -932,7 +962,7 @@ impl<'p> Emitter<'p> {
             _ => {}
         }
         if base <= 5 {
-            dynasm!(self.a ; .arch x64 ; mov rsi, [r12 + st::reg(base)]);
+            dynasm!(self.a ; .arch x64 ; mov rsi, [r10 + st::reg(base)]);
         } else {
             let b = x(base);
             dynasm!(self.a ; .arch x64 ; mov rsi, Rq(b));

@@ -21,6 +21,7 @@ unsafe fn with_machine<T>(jc: *mut JitCtx, f: impl FnOnce(&mut Machine) -> Step<
     let jc = unsafe { &mut *jc };
     let m = unsafe { &mut *jc.machine };
     m.count = jc.budget.saturating_sub(jc.count);
+    jc.ctx_ok = 0;
     m.may_goto = jc.may_goto as u32;
     let r = f(m);
     jc.may_goto = m.may_goto as u64;
@@ -60,7 +61,43 @@ pub(crate) extern "sysv64" fn mem_slow(jc: *mut JitCtx, addr: u64, info: u64, va
             }
         })
     };
+    if !write && r.is_some() {
+        // SAFETY: as above.
+        unsafe { fill_ctx(&mut *jc) };
+    }
     r.unwrap_or(0)
+}
+
+/// Fills the XDP context's field values for native code's loads (as
+/// `ctx::load` gives them: data pointers as packet addresses;
+/// `egress_ifindex` only for devmap programs).
+pub(crate) fn fill_ctx(jc: &mut JitCtx) {
+    // SAFETY: `jc` is a live context; the machine is not borrowed now.
+    let m = unsafe { &*jc.machine };
+    let crate::ctx::CtxState::Xdp {
+        ingress_ifindex,
+        rx_queue_index,
+        egress_ifindex,
+    } = m.ctx
+    else {
+        return;
+    };
+    let pkt = |o: usize| crate::mem::addr(crate::mem::PACKET, o as u64);
+    jc.ctx_vals = [
+        pkt(m.pkt.data),
+        pkt(m.pkt.data_end),
+        pkt(m.pkt.meta),
+        ingress_ifindex as u64,
+        rx_queue_index as u64,
+        egress_ifindex as u64,
+    ];
+    let fields = if m.prog_type == nfkit_object::ProgType::Xdp {
+        5
+    } else {
+        6
+    };
+    jc.ctx_len = 4 * fields;
+    jc.ctx_ok = 1;
 }
 
 /// Helper `id` (or, `dynamic`, the one whose id is in register `id`)
@@ -68,14 +105,17 @@ pub(crate) extern "sysv64" fn mem_slow(jc: *mut JitCtx, addr: u64, info: u64, va
 /// `regs[0]`. A tail call sets `jump`; `bpf_loop` sets `loop_*` for
 /// native code to run the callbacks.
 pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic: u64) -> u64 {
-    // SAFETY: called by native code with its live context.
-    let (regs, code) = unsafe { ((*jc).regs, (*jc).code) };
-    let pc = pc as usize;
-    let hid = if dynamic != 0 {
-        regs.get((id & 15) as usize).copied().unwrap_or(0)
-    } else {
-        id
+    // SAFETY: called by native code with its live context; `regs` is
+    // the machine's register file, 11 registers long.
+    let (code, hid) = unsafe {
+        let hid = if dynamic != 0 {
+            *(*jc).regs.add((id & 15).min(10) as usize)
+        } else {
+            id
+        };
+        ((*jc).code, hid)
     };
+    let pc = pc as usize;
     let is_loop = hid == LOOP as u64
         && (dynamic == 0
             || table::lookup(unsafe { (*(*jc).machine).vm.config.profile }, hid as i64).is_some());
@@ -83,7 +123,6 @@ pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic:
     // SAFETY: as above.
     let next = unsafe {
         with_machine(jc, |m| {
-            m.regs[..11].copy_from_slice(&regs);
             if is_loop && m.vm.config.profile == crate::config::Profile::Kernel {
                 let a = [m.regs[1], m.regs[2], m.regs[3], m.regs[4]];
                 match m.loop_args(a, pc)? {
@@ -102,8 +141,6 @@ pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic:
     };
     // SAFETY: as above; the machine is not borrowed any more.
     let ctx = unsafe { &mut *jc };
-    let m = unsafe { &*ctx.machine };
-    ctx.regs.copy_from_slice(&m.regs[..11]);
     ctx.jump = 0;
     let mut native = |op: usize, what: &str| -> u64 {
         // SAFETY: the code outlives the run.
@@ -143,19 +180,7 @@ pub(crate) extern "sysv64" fn atomic(jc: *mut JitCtx, info: u64, off: u64) -> u6
     let aux = ((info >> 8) & 0xff) as u8;
     let (d, s) = (((info >> 4) & 15) as usize, (info & 15) as usize);
     // SAFETY: called by native code with its live context.
-    let regs = unsafe { (*jc).regs };
-    let r = unsafe {
-        with_machine(jc, |m| {
-            m.regs[..11].copy_from_slice(&regs);
-            m.atomic(d, s, aux, off as i32, size, pc)
-        })
-    };
-    // SAFETY: as above.
-    let ctx = unsafe { &mut *jc };
-    if r.is_some() {
-        let m = unsafe { &*ctx.machine };
-        ctx.regs.copy_from_slice(&m.regs[..11]);
-    }
+    let _ = unsafe { with_machine(jc, |m| m.atomic(d, s, aux, off as i32, size, pc)) };
     0
 }
 
@@ -163,12 +188,7 @@ pub(crate) extern "sysv64" fn atomic(jc: *mut JitCtx, info: u64, off: u64) -> u6
 pub(crate) extern "sysv64" fn ld_abs(jc: *mut JitCtx, info: u64, k: u64) -> u64 {
     let (pc, size, _) = unpack(info);
     // SAFETY: called by native code with its live context.
-    let r = unsafe { with_machine(jc, |m| m.ld_abs(size, k as i64, pc)) };
-    let ctx = unsafe { &mut *jc };
-    if r.is_some() {
-        let m = unsafe { &*ctx.machine };
-        ctx.regs[0] = m.regs[0];
-    }
+    let _ = unsafe { with_machine(jc, |m| m.ld_abs(size, k as i64, pc)) };
     0
 }
 
@@ -177,14 +197,10 @@ pub(crate) extern "sysv64" fn ld_abs(jc: *mut JitCtx, info: u64, k: u64) -> u64 
 /// ends, with the interpreter's exact count, fault and side effects.
 pub(crate) extern "sysv64" fn budget_out(jc: *mut JitCtx, pc: u64) -> u64 {
     // SAFETY: called by native code with its live context.
-    let regs = unsafe { (*jc).regs };
     let _ = unsafe {
-        with_machine(jc, |m| {
-            m.regs[..11].copy_from_slice(&regs);
-            match m.exec(pc as usize, false) {
-                Ok(v) => Err::<(), _>(Stop::Exit(v)),
-                Err(s) => Err(s),
-            }
+        with_machine(jc, |m| match m.exec(pc as usize, false) {
+            Ok(v) => Err::<(), _>(Stop::Exit(v)),
+            Err(s) => Err(s),
         })
     };
     // SAFETY: as above.

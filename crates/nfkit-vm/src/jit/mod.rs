@@ -18,7 +18,6 @@
 
 #[cfg(target_arch = "x86_64")]
 mod emit;
-#[cfg(target_arch = "x86_64")]
 mod glue;
 mod state;
 
@@ -110,8 +109,6 @@ impl Code {
                 kind: RunErrorKind::Setup(format!("the JIT has no code at op {start}")),
             });
         };
-        let mut regs = [0u64; 11];
-        regs.copy_from_slice(&m.regs[..11]);
         let budget = m.budget;
         let stack_base = m
             .mem
@@ -122,6 +119,7 @@ impl Code {
         // until native code returns; the window table pointer is derived
         // from it.
         let win = unsafe { (*machine).mem.windows_mut() };
+        let regs = unsafe { (*machine).regs.as_mut_ptr() };
         let mut jc = state::JitCtx {
             win: win.as_mut_ptr(),
             nwin: win.len() as u64,
@@ -140,6 +138,9 @@ impl Code {
             scratch: [0; 2],
             regs,
             jump: 0,
+            ctx_ok: 0,
+            ctx_len: 0,
+            ctx_vals: [0; state::XDP_CTX_FIELDS],
             loop_n: 0,
             loop_cb: 0,
             loop_ctx: 0,
@@ -149,7 +150,10 @@ impl Code {
             stop: None,
             handed_off: false,
         };
+        glue::fill_ctx(&mut jc);
         let r0 = self.enter(&mut jc, target);
+        // (The spill area is the machine's registers: r1..r10 are as the
+        // last glue call saw them, r0 is set below.)
         // SAFETY: native code has returned; the borrow is ours again.
         let m = unsafe { &mut *machine };
         m.deepest = m.deepest.max(jc.deepest as usize);

@@ -43,8 +43,9 @@ pub(crate) struct JitCtx {
     pub stack_base: u64,
     /// Scratch slots for division.
     pub scratch: [u64; 2],
-    /// Register spill area (r0..r10) around glue calls.
-    pub regs: [u64; 11],
+    /// Where registers are spilled around glue calls: the machine's own
+    /// `regs` (r0..r10), so helpers read their arguments in place.
+    pub regs: *mut u64,
     /// Native address a glue call asks the code to continue at (tail
     /// calls), 0 to continue after the call.
     pub jump: u64,
@@ -55,6 +56,14 @@ pub(crate) struct JitCtx {
     pub loop_cb: u64,
     pub loop_ctx: u64,
     pub loop_pc: u64,
+    /// What 4-byte loads of an XDP context's fields give (`xdp_md` is six
+    /// `u32`s; data pointers as VM addresses), valid while `ctx_ok` is 1:
+    /// glue calls clear it (a helper may move the packet), the next load
+    /// through the glue fills it again.
+    pub ctx_ok: u64,
+    /// Bytes of the context the table covers.
+    pub ctx_len: u64,
+    pub ctx_vals: [u64; XDP_CTX_FIELDS],
     /// The run's machine.
     pub machine: *mut Machine<'static>,
     /// The compiled code (addresses of functions for tail calls).
@@ -65,6 +74,9 @@ pub(crate) struct JitCtx {
     /// the machine's count is exact.
     pub handed_off: bool,
 }
+
+/// Fields of `struct xdp_md`.
+pub(crate) const XDP_CTX_FIELDS: usize = 6;
 
 macro_rules! off {
     ($f:ident) => {
@@ -87,12 +99,15 @@ pub(crate) const STACK_BASE: i32 = off!(stack_base);
 pub(crate) const SCRATCH: i32 = off!(scratch);
 pub(crate) const REGS: i32 = off!(regs);
 pub(crate) const JUMP: i32 = off!(jump);
+pub(crate) const CTX_OK: i32 = off!(ctx_ok);
+pub(crate) const CTX_LEN: i32 = off!(ctx_len);
+pub(crate) const CTX_VALS: i32 = off!(ctx_vals);
 pub(crate) const LOOP_N: i32 = off!(loop_n);
 pub(crate) const LOOP_CB: i32 = off!(loop_cb);
 pub(crate) const LOOP_CTX: i32 = off!(loop_ctx);
 pub(crate) const LOOP_PC: i32 = off!(loop_pc);
 
-/// Offset of spilled register `r`.
+/// Offset of spilled register `r` from the spill area's address.
 pub(crate) const fn reg(r: u8) -> i32 {
-    REGS + 8 * r as i32
+    8 * r as i32
 }
