@@ -1,0 +1,216 @@
+//! The JIT against the interpreter on what is particular to native code:
+//! which engine runs, code pages never writable and executable at once,
+//! the budget ending a run at the interpreter's instruction, faults and
+//! frame limits reported alike, context fields after helpers move the
+//! packet. (Whole-ISA equivalence is `jit_equiv.rs`; every other VM test
+//! runs on the JIT, the default engine.)
+
+mod common;
+
+use common::*;
+use nfkit_isa::{AluOp, Cond, Size};
+use nfkit_object::{MapType, ProgType};
+use nfkit_vm::{
+    Context, Engine, EngineUse, RunErrorKind, RunOptions, RunResult, Vm, VmConfig, XdpMd,
+};
+
+fn jit_vm(t: ProgType, insns: Vec<nfkit_isa::Insn>) -> Vm {
+    let vm = Vm::new(
+        &image(t, insns, vec![map("m", MapType::Array, 4, 8, 4)]),
+        VmConfig::kernel().with_engine(Engine::Jit),
+    )
+    .expect("loads");
+    assert_eq!(vm.engine(0usize), Some(&EngineUse::Jit));
+    vm
+}
+
+/// Runs `vm` on `frame` with both engines and `opts`.
+fn both(vm: &Vm, frame: &[u8], opts: &RunOptions) -> (RunResult, RunResult) {
+    let jit = vm.run(0usize, Context::Xdp(XdpMd::new(frame)), opts);
+    let interp_opts = RunOptions {
+        interp: true,
+        ..opts.clone()
+    };
+    let interp = vm.run(0usize, Context::Xdp(XdpMd::new(frame)), &interp_opts);
+    assert_eq!(jit.engine, Engine::Jit);
+    assert_eq!(interp.engine, Engine::Interp);
+    (jit, interp)
+}
+
+fn same(jit: &RunResult, interp: &RunResult) {
+    assert_eq!(
+        format!("{:?}", jit.result),
+        format!("{:?}", interp.result),
+        "result"
+    );
+    assert_eq!(jit.packet, interp.packet, "packet");
+    assert_eq!(jit.insns, interp.insns, "instruction count");
+}
+
+#[test]
+fn the_engine_that_ran_is_reported() {
+    let vm = jit_vm(ProgType::Xdp, vec![mov(0, 2), exit()]);
+    let f = udp_frame(60);
+    let (jit, interp) = both(&vm, &f, &RunOptions::default());
+    same(&jit, &interp);
+    let traced = vm.run(
+        0usize,
+        Context::Xdp(XdpMd::new(&f)),
+        &RunOptions {
+            trace: true,
+            ..RunOptions::default()
+        },
+    );
+    assert_eq!(traced.engine, Engine::Interp, "traced runs interpret");
+    assert!(!traced.trace.is_empty());
+    let interp_vm = Vm::new(
+        &image(ProgType::Xdp, vec![mov(0, 2), exit()], vec![]),
+        VmConfig::kernel().with_engine(Engine::Interp),
+    )
+    .expect("loads");
+    assert_eq!(interp_vm.engine(0usize), Some(&EngineUse::Interp));
+}
+
+/// Every mapping of the process: none may be writable and executable.
+fn wx_mappings() -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+    maps.lines()
+        .filter(|l| {
+            let perms = l.split_whitespace().nth(1).unwrap_or("");
+            perms.contains('w') && perms.contains('x')
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn code_is_never_writable_and_executable() {
+    let before = wx_mappings();
+    let vms: Vec<Vm> = (0..20)
+        .map(|i| {
+            jit_vm(
+                ProgType::Xdp,
+                vec![mov(0, i), alu64(AluOp::Add, 0, 1), exit()],
+            )
+        })
+        .collect();
+    let f = udp_frame(60);
+    for (i, vm) in vms.iter().enumerate() {
+        let res = vm.run(0usize, Context::Xdp(XdpMd::new(&f)), &RunOptions::default());
+        assert_eq!(res.r0(), Some(i as u64 + 1));
+    }
+    assert_eq!(wx_mappings(), before, "a W+X mapping appeared");
+}
+
+/// A loop writing the packet on every round: the budget ends it inside a
+/// block, where the interpreter stops, with its side effects.
+#[test]
+fn the_budget_stops_at_the_interpreters_instruction() {
+    let prog = vec![
+        ldx(Size::W, 2, 1, 0), // data
+        ldx(Size::W, 3, 1, 4), // data_end
+        movr(4, 2),
+        alu64(AluOp::Add, 4, 8),
+        jmpr(Cond::Gt, 4, 3, 7), // short packet: exit
+        mov(5, 0),
+        // loop: *(u8 *)(data + (r5 & 7)) += 1; r5 += 1
+        movr(6, 5),
+        alu64(AluOp::And, 6, 7),
+        alu64r(AluOp::Add, 6, 2),
+        st(Size::B, 6, 0, 0x41),
+        alu64(AluOp::Add, 5, 1),
+        ja(-6),
+        mov(0, 2),
+        exit(),
+    ];
+    let vm = jit_vm(ProgType::Xdp, prog);
+    let f = udp_frame(60);
+    for budget in [1u64, 5, 6, 7, 9, 10, 11, 100, 1001, 12345] {
+        let opts = RunOptions {
+            budget: Some(budget),
+            ..RunOptions::default()
+        };
+        let (jit, interp) = both(&vm, &f, &opts);
+        same(&jit, &interp);
+        let err = jit.result.as_ref().expect_err("the loop never ends");
+        assert!(
+            matches!(err.kind, RunErrorKind::Budget { limit } if limit == budget),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn faults_name_the_same_instruction_and_region() {
+    let progs = [
+        // read past the packet's end, unchecked
+        vec![ldx(Size::W, 2, 1, 0), ldx(Size::DW, 0, 2, 4000), exit()],
+        // write to the context's data field
+        vec![st(Size::W, 1, 0, 7), mov(0, 2), exit()],
+        // a scalar used as a pointer
+        vec![mov(2, 4096), ldx(Size::B, 0, 2, 0), exit()],
+        // a map value read one past its end
+        vec![map_value(2, 0, 0), ldx(Size::DW, 0, 2, 8), exit()],
+    ];
+    let f = udp_frame(60);
+    for (i, p) in progs.into_iter().enumerate() {
+        let vm = Vm::new(
+            &image(ProgType::Xdp, p, vec![map("m", MapType::Array, 4, 8, 4)]),
+            VmConfig::default().with_engine(Engine::Jit),
+        )
+        .expect("loads");
+        let (jit, interp) = both(&vm, &f, &RunOptions::default());
+        assert!(
+            jit.result.is_err(),
+            "program {i} must fault: {:?}",
+            jit.result
+        );
+        same(&jit, &interp);
+        assert_eq!(
+            jit.result.as_ref().err().map(ToString::to_string),
+            interp.result.as_ref().err().map(ToString::to_string),
+            "program {i}"
+        );
+    }
+}
+
+#[test]
+fn call_depth_faults_alike() {
+    // f calls itself forever (not kernel-compatible: the default profile
+    // lets recursion load and stops it at the frame limit).
+    let prog = vec![call_local(1), exit(), call_local(-1), exit()];
+    let vm = Vm::new(
+        &image(ProgType::Xdp, prog, vec![]),
+        VmConfig::default().with_engine(Engine::Jit),
+    )
+    .expect("loads");
+    assert_eq!(vm.engine(0usize), Some(&EngineUse::Jit));
+    let f = udp_frame(60);
+    let (jit, interp) = both(&vm, &f, &RunOptions::default());
+    same(&jit, &interp);
+    let err = jit.result.expect_err("too deep");
+    assert!(matches!(err.kind, RunErrorKind::CallDepth { .. }), "{err}");
+}
+
+#[test]
+fn context_fields_follow_the_packet_after_a_helper_moves_it() {
+    use nfkit_vm::helpers::table::id;
+    // data before and after bpf_xdp_adjust_head(ctx, 14): r0 = difference.
+    let prog = vec![
+        movr(6, 1),
+        ldx(Size::W, 7, 6, 0),
+        movr(1, 6),
+        mov(2, 14),
+        call(id::XDP_ADJUST_HEAD),
+        ldx(Size::W, 8, 6, 0),
+        movr(0, 8),
+        alu64r(AluOp::Sub, 0, 7),
+        exit(),
+    ];
+    let vm = jit_vm(ProgType::Xdp, prog);
+    let f = udp_frame(60);
+    let (jit, interp) = both(&vm, &f, &RunOptions::default());
+    same(&jit, &interp);
+    assert_eq!(jit.r0(), Some(14));
+    assert_eq!(jit.head_delta, 14);
+}
