@@ -170,14 +170,16 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
     }
     // Ops a run may reach (all, unless the bounds analysis knows better).
     let mut may_run = vec![true; cx.image.insns.len()];
+    let mut packet_proven = vec![false; cx.image.insns.len()];
     if config.profile == Profile::Kernel && config.kernel_compat {
-        may_run = bounds::refuse_out_of_bounds(&cx, &mut entries, &graph)?;
+        let facts = bounds::refuse_out_of_bounds(&cx, &mut entries, &graph)?;
+        may_run = facts.may_run;
+        packet_proven = facts.packet_proven;
     }
     call_depth(&cx, &entries, &graph, config, &may_run)?;
-    Ok(Checked {
-        program: translate_all(cx),
-        entries,
-    })
+    let mut program = translate_all(cx);
+    program.packet_proven = packet_proven;
+    Ok(Checked { program, entries })
 }
 
 /// Size limits and the slot table: the checker's context before functions
@@ -765,6 +767,7 @@ fn translate_all(cx: Ctx) -> Program {
         insns: insns.clone(),
         funcs: cx.funcs,
         op_func: cx.op_func,
+        packet_proven: vec![false; insns.len()],
     }
 }
 

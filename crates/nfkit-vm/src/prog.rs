@@ -214,6 +214,10 @@ pub struct Program {
     pub funcs: Vec<Func>,
     /// Function index of each op.
     pub op_func: Vec<u32>,
+    /// Per op: a packet load or store the checker proved in bounds on
+    /// every run (from the entry's own context, after `data_end`
+    /// comparisons): native code leaves out its run-time check.
+    pub packet_proven: Vec<bool>,
 }
 
 impl Program {

@@ -221,6 +221,14 @@ impl Vm {
         self.inner.engines.get(ei)
     }
 
+    /// Ops (by index) whose packet access the checker proved in bounds
+    /// on every run, so native code leaves out its check (kernel-profile
+    /// loads only).
+    pub fn proven_packet_accesses(&self) -> Vec<usize> {
+        let p = &self.inner.program.packet_proven;
+        (0..p.len()).filter(|&i| p[i]).collect()
+    }
+
     /// Index of the entry called `name`.
     pub fn entry_index(&self, name: &str) -> Option<usize> {
         name.entry_index(self)
@@ -309,12 +317,14 @@ impl Vm {
             (Some(code), Some(EngineUse::Jit)) if !opts.trace && !opts.interp => Some(code),
             _ => None,
         };
-        let outcome = match jit {
-            Some(code) => code.exec(&mut m, e.start_op),
+        let native = jit.and_then(|code| code.exec(&mut m, e.start_op));
+        let ran_native = native.is_some();
+        let outcome = match native {
+            Some(outcome) => outcome,
             None => m.exec(e.start_op, opts.trace),
         };
         let mut res = self.collect(&mut m, outcome, e, &layout, bufs);
-        if jit.is_some() {
+        if ran_native {
             res.engine = Engine::Jit;
         }
         res

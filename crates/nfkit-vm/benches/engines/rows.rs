@@ -65,11 +65,13 @@ pub fn nfkit_rows(vms: [(Vm, &'static str); 2], entry: &str) -> Result<Vec<Row>,
     Ok(rows)
 }
 
-/// The nfkit VM on `config`'s engine for an XDP program assembled from `insns`.
+/// The nfkit VM on `engine` for an XDP program assembled from `insns`,
+/// checked as `nfkit run` checks programs (the kernel profile: its
+/// load-time proofs are what lets the JIT leave out packet checks).
 pub fn nfkit_vm(insns: &[nfkit_isa::Insn], engine: Engine) -> Result<Vm, String> {
     let config = VmConfig {
         budget: u64::MAX,
-        ..VmConfig::default()
+        ..VmConfig::kernel()
     }
     .with_engine(engine);
     let image = Image::from_insns("bench", ProgType::Xdp, insns.to_vec());

@@ -22,7 +22,9 @@
 #![forbid(unsafe_code)]
 
 use super::absval::{alu, Scalar};
-use super::regs::{branch, join_into, Ptr, Region, Regs, Val};
+use super::regs::{
+    branch, forget_packet, join_into, unlink, CtxKind, Ptr, Region, Regs, Val, PKT_LEN,
+};
 use super::{reachable, CallGraph, Ctx, EntryInfo};
 use crate::config::FRAME_SIZE;
 use crate::error::{LoadError, Rule};
@@ -36,15 +38,26 @@ const WIDEN_AFTER: u32 = 3;
 /// gives up (and leaves every access to the run-time check).
 const STEPS_PER_INSN: usize = 64;
 
+/// What the analysis gives the rest of the VM, per op.
+pub(super) struct Facts {
+    /// A run may reach the op (false where the analysis proved a
+    /// function's op unreachable).
+    pub may_run: Vec<bool>,
+    /// The op's packet access is in bounds on every run: its pointer is
+    /// the packet's `data` (loaded from the entry's own context) plus an
+    /// offset, and a comparison with `data_end` on every path to it showed
+    /// the bytes exist (the JIT leaves out the run-time check there).
+    pub packet_proven: Vec<bool>,
+}
+
 /// Marks each entry that reaches an access out of bounds on every value
-/// (`EntryInfo::refused`); fails when no entry is left. Gives, per op,
-/// whether a run may reach it (false where the analysis proved a
-/// function's op unreachable).
+/// (`EntryInfo::refused`); fails when no entry is left. Gives what it
+/// found per op ([`Facts`]).
 pub(super) fn refuse_out_of_bounds(
     cx: &Ctx,
     entries: &mut [EntryInfo],
     graph: &CallGraph,
-) -> Result<Vec<bool>, LoadError> {
+) -> Result<Facts, LoadError> {
     let nf = cx.funcs.len();
     let mut live = vec![false; nf];
     for e in entries.iter().filter(|e| e.refused.is_none()) {
@@ -67,8 +80,17 @@ pub(super) fn refuse_out_of_bounds(
     let mut start: Vec<Option<Regs>> = (0..nf)
         .map(|f| (fixed_start[f] || !called[f] || graph.is_callback[f]).then_some(unknown))
         .collect();
+    // An entry function nothing calls starts with its context in r1.
+    for (f, kind) in entry_contexts(entries, nf) {
+        if let (Some(regs), false, false, false) =
+            (&mut start[f], called[f], graph.is_callback[f], cyclic[f])
+        {
+            regs[1] = Val::Ctx(kind);
+        }
+    }
     let mut errors: Vec<Option<LoadError>> = vec![None; nf];
     let mut may_run = vec![true; cx.image.insns.len()];
+    let mut packet_proven = vec![false; cx.image.insns.len()];
     for f in order {
         // A subprogram no reachable call reaches is never run (and the
         // kernel never looks at it).
@@ -76,10 +98,14 @@ pub(super) fn refuse_out_of_bounds(
             may_run[cx.funcs[f].start_op..cx.funcs[f].end_op].fill(false);
             continue;
         };
-        let (err, calls, reached) = analyse(cx, f, init);
+        let (err, calls, reached, proven) = analyse(cx, f, init);
         errors[f] = err;
+        let ops = cx.funcs[f].start_op..cx.funcs[f].end_op;
         if let Some(reached) = reached {
-            may_run[cx.funcs[f].start_op..cx.funcs[f].end_op].copy_from_slice(&reached);
+            may_run[ops.clone()].copy_from_slice(&reached);
+        }
+        if let Some(proven) = proven {
+            packet_proven[ops].copy_from_slice(&proven);
         }
         for (callee, args) in calls {
             if fixed_start[callee] || graph.is_callback[callee] {
@@ -99,14 +125,45 @@ pub(super) fn refuse_out_of_bounds(
     }
     match entries.iter().find_map(|e| e.refused.clone()) {
         Some(first) if entries.iter().all(|e| e.refused.is_some()) => Err(first),
-        _ => Ok(may_run),
+        _ => Ok(Facts {
+            may_run,
+            packet_proven,
+        }),
     }
 }
 
-/// Every register unknown but `r10`, the frame pointer.
+/// The context kind of each entry function whose entries agree on one
+/// (XDP or TC; socket filters cannot reach the packet directly).
+fn entry_contexts(entries: &[EntryInfo], nf: usize) -> Vec<(usize, CtxKind)> {
+    use nfkit_object::ProgType;
+    let mut kinds: Vec<Option<Option<CtxKind>>> = vec![None; nf];
+    for e in entries {
+        let kind = match e.prog_type {
+            ProgType::Xdp => Some(CtxKind::Xdp),
+            ProgType::SchedCls | ProgType::SchedAct => Some(CtxKind::Skb),
+            _ => None,
+        };
+        if let Some(slot) = kinds.get_mut(e.func) {
+            *slot = match *slot {
+                None => Some(kind),
+                Some(k) if k == kind => Some(k),
+                Some(_) => Some(None),
+            };
+        }
+    }
+    kinds
+        .into_iter()
+        .enumerate()
+        .filter_map(|(f, k)| Some((f, k??)))
+        .collect()
+}
+
+/// Every register unknown but `r10`, the frame pointer; no packet bytes
+/// known.
 fn unknown_regs() -> Regs {
-    let mut r = [Val::Unknown; 11];
+    let mut r = [Val::Unknown; 12];
     r[10] = Val::stack(0);
+    r[PKT_LEN] = Val::Scalar(Scalar::konst(0));
     r
 }
 
@@ -149,8 +206,14 @@ fn callers_first(graph: &CallGraph, live: &[bool]) -> (Vec<usize>, Vec<bool>) {
 
 /// What [`analyse`] finds in a function: the first access out of bounds
 /// on every value, the arguments of each call, which ops a run may reach
-/// (`None` when the analysis gave up).
-type Found = (Option<LoadError>, Vec<(usize, Regs)>, Option<Vec<bool>>);
+/// and which packet accesses are proven in bounds (`None` when the
+/// analysis gave up).
+type Found = (
+    Option<LoadError>,
+    Vec<(usize, Regs)>,
+    Option<Vec<bool>>,
+    Option<Vec<bool>>,
+);
 
 /// The fixpoint over function `f` from `init`.
 fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
@@ -165,7 +228,7 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
     while let Some(i) = work.pop_first() {
         steps += 1;
         if steps > give_up {
-            return (None, calls_unknown(cx, f), None);
+            return (None, calls_unknown(cx, f), None, None);
         }
         let Some(regs) = state[i - start] else {
             continue;
@@ -205,7 +268,42 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
         }
     }
     let reached = state.iter().map(Option::is_some).collect();
-    (err, calls, Some(reached))
+    let proven = state
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            r.as_ref()
+                .is_some_and(|r| packet_in_bounds(cx, start + k, r))
+        })
+        .collect();
+    (err, calls, Some(reached), Some(proven))
+}
+
+/// Op `i` (registers `regs` before it) loads or stores through a packet
+/// pointer inside the bytes comparisons with `data_end` have shown.
+fn packet_in_bounds(cx: &Ctx, i: usize, regs: &Regs) -> bool {
+    let (base, off, size) = match cx.image.insns[i] {
+        Insn::Ldx { size, src, off, .. } => (src, off, size.bytes()),
+        Insn::St { size, dst, off, .. } | Insn::Stx { size, dst, off, .. } => {
+            (dst, off, size.bytes())
+        }
+        _ => return false,
+    };
+    let Val::Ptr(p) = regs[base.num() as usize] else {
+        return false;
+    };
+    let Some(known) = regs[PKT_LEN].scalar() else {
+        return false;
+    };
+    if p.region != Region::Packet || p.maybe_null.is_some() {
+        return false;
+    }
+    let at = p.fixed as i128 + off as i128;
+    let (lo, hi) = (at + p.var.lo as i128, at + p.var.hi as i128 + size as i128);
+    // At or above `data`, and below what comparisons showed: bytes from
+    // `data`, or bytes from the pointer itself.
+    lo >= 0
+        && (hi <= known.lo as i128 || (off >= 0 && off as i128 + size as i128 <= p.range as i128))
 }
 
 /// Every function `f` calls, from unknown arguments.
@@ -262,6 +360,52 @@ fn successors(cx: &Ctx, i: usize, regs: &Regs) -> [Option<(usize, Regs)>; 2] {
 
 /// The registers after straight-line instruction `insn` (op `i`).
 fn transfer(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
+    transfer_values(cx, i, insn, r);
+    for w in written(insn) {
+        unlink(r, w);
+    }
+    // `rd = rs` of a packet pointer: rd is rs plus 0.
+    if let Insn::Alu {
+        width: Width::W64,
+        op: AluOp::Mov,
+        dst,
+        src: Operand::Reg(s),
+    } = *insn
+    {
+        if let Val::Ptr(p) = &mut r[dst.num() as usize] {
+            if p.region == Region::Packet && dst != s {
+                p.link = Some((s.num(), 0));
+            }
+        }
+    }
+}
+
+/// The registers `insn` writes.
+fn written(insn: &Insn) -> Vec<usize> {
+    match *insn {
+        Insn::Alu { dst, .. }
+        | Insn::Endian { dst, .. }
+        | Insn::AddrSpaceCast { dst, .. }
+        | Insn::Ldx { dst, .. }
+        | Insn::Lddw { dst, .. } => vec![dst.num() as usize],
+        Insn::Atomic { op, src, .. } => match op {
+            AtomicOp::CmpXchg => vec![0],
+            AtomicOp::Xchg
+            | AtomicOp::Add { fetch: true }
+            | AtomicOp::Or { fetch: true }
+            | AtomicOp::And { fetch: true }
+            | AtomicOp::Xor { fetch: true } => vec![src.num() as usize],
+            _ => Vec::new(),
+        },
+        Insn::LdAbs { .. } | Insn::LdInd { .. } | Insn::Call { .. } | Insn::Callx { .. } => {
+            (0..6).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The register values after `insn` (links aside).
+fn transfer_values(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
     let clobber = |r: &mut Regs| r[1..6].fill(Val::Unknown);
     match *insn {
         Insn::Alu {
@@ -289,6 +433,10 @@ fn transfer(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
             off,
         } => {
             let n = size.bytes();
+            if let Some(v) = context_field(r[src.num() as usize], off, n, signed) {
+                r[dst.num() as usize] = v;
+                return;
+            }
             let known = read_only_const(cx, r[src.num() as usize], off, n, signed);
             r[dst.num() as usize] = match (known, n, signed) {
                 (Some(v), ..) => Val::Scalar(Scalar::konst(v)),
@@ -322,10 +470,14 @@ fn transfer(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
             imm,
         } => {
             let v = helper_result(cx, i, imm, r);
+            if !keeps_packet(imm) {
+                forget_packet(r);
+            }
             clobber(r);
             r[0] = v;
         }
         Insn::Call { .. } | Insn::Callx { .. } => {
+            forget_packet(r);
             clobber(r);
             r[0] = Val::Unknown;
         }
@@ -335,6 +487,38 @@ fn transfer(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
         | Insn::MayGoto { .. }
         | Insn::Exit => {}
     }
+}
+
+/// What a 4-byte load of the context's `data` or `data_end` gives.
+fn context_field(base: Val, off: i16, n: usize, signed: bool) -> Option<Val> {
+    let Val::Ctx(kind) = base else {
+        return None;
+    };
+    let (data, end) = kind.data_fields();
+    match (off as i64, n, signed) {
+        (o, 4, false) if o == data => Some(Val::Ptr(Ptr::new(
+            Region::Packet,
+            0,
+            Scalar::konst(0),
+            None,
+        ))),
+        (o, 4, false) if o == end => Some(Val::PacketEnd),
+        _ => Some(Val::Unknown),
+    }
+}
+
+/// Helpers that neither move nor resize the packet (the kernel's
+/// `bpf_helper_changes_pkt_data` is false for them): packet pointers
+/// stay valid across them.
+fn keeps_packet(id: i32) -> bool {
+    matches!(
+        id,
+        // map lookup/update/delete, ktime, trace_printk, prandom, cpu id,
+        // tail call, redirect, perf_event_output, redirect_map, ringbuf
+        // output/reserve/submit/discard/query, ktime boot/coarse, lookup
+        // percpu
+        1 | 2 | 3 | 5 | 6 | 7 | 8 | 12 | 23 | 25 | 51 | 125 | 130..=134 | 160 | 195
+    )
 }
 
 /// `a op= b`: scalar arithmetic, pointer plus or minus a scalar; other
@@ -375,6 +559,7 @@ fn read_only_const(cx: &Ctx, base: Val, off: i16, n: usize, signed: bool) -> Opt
         fixed,
         var,
         maybe_null: None,
+        ..
     }) = base
     else {
         return None;
@@ -417,15 +602,15 @@ fn lddw_val(cx: &Ctx, kind: LddwKind, imm: i32, next_imm: i32) -> Val {
         LddwKind::MapIdx => Val::Map(imm as u32),
         LddwKind::MapIdxValue => match usize::try_from(imm).ok().and_then(|m| cx.image.maps.get(m))
         {
-            Some(m) => Val::Ptr(Ptr {
-                region: Region::MapValue {
+            Some(m) => Val::Ptr(Ptr::new(
+                Region::MapValue {
                     map: imm as u32,
                     size: m.value_size,
                 },
-                fixed: next_imm as i64,
-                var: Scalar::konst(0),
-                maybe_null: None,
-            }),
+                next_imm as i64,
+                Scalar::konst(0),
+                None,
+            )),
             None => Val::Unknown,
         },
         _ => Val::Unknown,
@@ -436,14 +621,7 @@ fn lddw_val(cx: &Ctx, kind: LddwKind, imm: i32, next_imm: i32) -> Val {
 /// pointer (or null), `bpf_ringbuf_reserve` of a known size a record (or
 /// null).
 fn helper_result(cx: &Ctx, i: usize, id: i32, r: &Regs) -> Val {
-    let maybe = |region| {
-        Val::Ptr(Ptr {
-            region,
-            fixed: 0,
-            var: Scalar::konst(0),
-            maybe_null: Some(i as u32),
-        })
-    };
+    let maybe = |region| Val::Ptr(Ptr::new(region, 0, Scalar::konst(0), Some(i as u32)));
     match (id, r[1], r[2]) {
         // bpf_map_lookup_elem, bpf_map_lookup_percpu_elem
         (1 | 195, Val::Map(m), _) => match cx.image.maps.get(m as usize) {
@@ -553,6 +731,8 @@ fn out_of_bounds(
     let (ok_lo, ok_hi) = match p.region {
         Region::Stack => (-(FRAME_SIZE as i128), -size),
         Region::MapValue { size: v, .. } | Region::Mem { size: v } => (0, v as i128 - size),
+        // Packet accesses are checked at run time.
+        Region::Packet => return None,
     };
     if hi >= ok_lo && lo <= ok_hi {
         return None;
@@ -586,6 +766,7 @@ fn out_of_bounds(
             Rule::MemAccess,
             format!("invalid access to memory, mem_size={v} off={lo} size={size}"),
         ),
+        Region::Packet => return None,
     };
     Some(cx.err(i, rule, detail))
 }

@@ -1,8 +1,11 @@
 //! What the bounds analysis (`bounds`) knows about each register at an
 //! instruction: a scalar, a pointer into a bounded region (this or a
-//! caller's stack frame, one map value, a ring-buffer record) with its
-//! offset, a map itself, or nothing. Joins and widening for merge points,
-//! and the refinement a conditional jump gives each of its two edges.
+//! caller's stack frame, one map value, a ring-buffer record, the packet
+//! from `data`) with its offset, the context, the packet's `data_end`, a
+//! map itself, or nothing; plus, in slot [`PKT_LEN`], how many bytes from
+//! `data` comparisons with `data_end` have shown to exist. Joins and
+//! widening for merge points, and the refinement a conditional jump gives
+//! each of its two edges.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +21,27 @@ pub(super) enum Region {
     MapValue { map: u32, size: u32 },
     /// A ring-buffer record of `size` bytes.
     Mem { size: u32 },
+    /// The packet: offsets count from `data`.
+    Packet,
+}
+
+/// Which context a program's `r1` points to at entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CtxKind {
+    /// `struct xdp_md`: `data` at 0, `data_end` at 4.
+    Xdp,
+    /// `struct __sk_buff` (TC): `data` at 76, `data_end` at 80.
+    Skb,
+}
+
+impl CtxKind {
+    /// Offsets of `data` and `data_end`.
+    pub fn data_fields(self) -> (i64, i64) {
+        match self {
+            CtxKind::Xdp => (0, 4),
+            CtxKind::Skb => (76, 80),
+        }
+    }
 }
 
 /// A pointer: `region` start (the frame pointer for stacks) plus
@@ -32,6 +56,28 @@ pub(super) struct Ptr {
     /// Not null-checked yet: the helper call that returned it (copies
     /// share the id and are checked together).
     pub maybe_null: Option<u32>,
+    /// Packet pointers: bytes from this pointer known to be in the
+    /// packet (a comparison with `data_end` of this pointer plus that
+    /// many showed it).
+    pub range: i64,
+    /// Packet pointers: this register is register `.0` plus `.1` (made by
+    /// a copy and constant adds; dropped when that register is written),
+    /// so a comparison of this one gives that one its range.
+    pub link: Option<(u8, i64)>,
+}
+
+impl Ptr {
+    /// A pointer with no range and no link.
+    pub fn new(region: Region, fixed: i64, var: Scalar, maybe_null: Option<u32>) -> Ptr {
+        Ptr {
+            region,
+            fixed,
+            var,
+            maybe_null,
+            range: 0,
+            link: None,
+        }
+    }
 }
 
 /// One register's abstract value.
@@ -43,19 +89,23 @@ pub(super) enum Val {
     /// The map of an `lddw` map reference (index in the Image).
     Map(u32),
     Ptr(Ptr),
+    /// The context the run started with (only an entry's own `r1`, and
+    /// copies of it).
+    Ctx(CtxKind),
+    /// The packet's `data_end`, as loaded from the context.
+    PacketEnd,
 }
 
-/// The registers at one instruction.
-pub(super) type Regs = [Val; 11];
+/// The registers at one instruction: r0..r10, then [`PKT_LEN`].
+pub(super) type Regs = [Val; 12];
+
+/// Slot of [`Regs`] holding, as the low bound of a scalar, the bytes from
+/// `data` known to be in the packet (joins keep the smallest).
+pub(super) const PKT_LEN: usize = 11;
 
 impl Val {
     pub fn stack(fixed: i64) -> Val {
-        Val::Ptr(Ptr {
-            region: Region::Stack,
-            fixed,
-            var: Scalar::konst(0),
-            maybe_null: None,
-        })
+        Val::Ptr(Ptr::new(Region::Stack, fixed, Scalar::konst(0), None))
     }
 
     /// The value as a scalar, if it is one.
@@ -83,9 +133,18 @@ impl Val {
                         b.var.add(Scalar::konst(b.fixed)),
                     )
                 };
+                let var = if widen && a.region == Region::Packet {
+                    widen_packet(av, bv, fixed)
+                } else {
+                    js(av, bv)
+                };
                 Val::Ptr(Ptr {
                     fixed,
-                    var: js(av, bv),
+                    var,
+                    // Bytes from the pointer's value: the least of both
+                    // (how its offset is split does not change it).
+                    range: a.range.min(b.range),
+                    link: if a.link == b.link { a.link } else { None },
                     ..a
                 })
             }
@@ -98,11 +157,20 @@ impl Val {
     pub fn ptr_add(p: Ptr, s: Scalar) -> Val {
         match s.as_const() {
             Some(c) => match p.fixed.checked_add(c) {
-                Some(fixed) if fixed.unsigned_abs() < 1 << 40 => Val::Ptr(Ptr { fixed, ..p }),
+                Some(fixed) if fixed.unsigned_abs() < 1 << 40 => Val::Ptr(Ptr {
+                    fixed,
+                    // Bytes known past the pointer shrink as it moves up,
+                    // and nothing is known below it.
+                    range: if c >= 0 { (p.range - c).max(0) } else { 0 },
+                    link: p.link.and_then(|(r, d)| Some((r, d.checked_add(c)?))),
+                    ..p
+                }),
                 _ => Val::Unknown,
             },
             None => Val::Ptr(Ptr {
                 var: p.var.add(s),
+                range: 0,
+                link: None,
                 ..p
             }),
         }
@@ -251,6 +319,9 @@ pub(super) fn branch(
     src: Val,
     src_reg: Option<usize>,
 ) -> (Option<Regs>, Option<Regs>) {
+    if let Some(edges) = packet_branch(regs, cond, w32, dst, src, src_reg) {
+        return edges;
+    }
     // Null checks of a map lookup's result.
     if let (Val::Ptr(p), Some(0)) = (regs[dst], src.scalar().and_then(|s| s.as_const())) {
         if let (Some(id), false, Cond::Eq | Cond::Ne) = (p.maybe_null, w32, cond) {
@@ -291,6 +362,135 @@ pub(super) fn branch(
         Some(r)
     };
     (edge(Some(cond)), edge(negate(cond)))
+}
+
+/// A packet pointer compared with `data_end`: on the edge where
+/// `p <= data_end` holds, the packet has at least `p`'s smallest offset
+/// from `data` bytes. (A pointer whose offset wrapped below `data` has a
+/// negative offset, which shows nothing; one past the packet's 32-bit
+/// offsets compares above `data_end`.)
+fn packet_branch(
+    regs: &Regs,
+    cond: Cond,
+    w32: bool,
+    dst: usize,
+    src: Val,
+    src_reg: Option<usize>,
+) -> Option<(Option<Regs>, Option<Regs>)> {
+    if w32 {
+        return None;
+    }
+    // (pointer, its register, whether the taken edge is the one where
+    // p <= end)
+    let (p, preg, taken_le) = match (regs[dst], src, src_reg) {
+        (Val::Ptr(p), Val::PacketEnd, _) => (p, dst, matches!(cond, Cond::Le | Cond::Lt)),
+        (Val::PacketEnd, Val::Ptr(p), Some(s)) => (p, s, matches!(cond, Cond::Ge | Cond::Gt)),
+        _ => return None,
+    };
+    if p.region != Region::Packet || p.maybe_null.is_some() {
+        return None;
+    }
+    let fall_le = match (regs[dst], cond) {
+        (Val::Ptr(_), Cond::Gt | Cond::Ge) => true,
+        (Val::PacketEnd, Cond::Lt | Cond::Le) => true,
+        _ => false,
+    };
+    let shown = (p.fixed as i128 + p.var.lo as i128).clamp(0, i64::MAX as i128) as i64;
+    let known = |r: &Regs| r[PKT_LEN].scalar().map_or(0, |s| s.lo.max(0));
+    let with_len = || {
+        let mut r = *regs;
+        r[PKT_LEN] = Val::Scalar(Scalar::konst(known(regs).max(shown)));
+        r
+    };
+    let with_len = || {
+        let mut r = with_len();
+        // A pointer at or below `data_end` is less than 2^32 past `data`
+        // (a negative offset stays possible).
+        cap_offset(&mut r[preg], 0);
+        // `p = q + d <= data_end`: d bytes from q exist, and q is at most
+        // 2^32 - d past `data`.
+        if let Some((q, d)) = p.link {
+            if let Some(v) = r.get_mut(q as usize) {
+                cap_offset(v, d);
+                if let Val::Ptr(qp) = v {
+                    if qp.region == Region::Packet && d > 0 {
+                        qp.range = qp.range.max(d);
+                    }
+                }
+            }
+        }
+        r
+    };
+    let taken = if taken_le { with_len() } else { *regs };
+    let fall = if fall_le { with_len() } else { *regs };
+    Some((Some(taken), Some(fall)))
+}
+
+/// Widening of a packet pointer's offset: a bound that moves goes to the
+/// next of 0, the largest packet offset, or the extreme (so loops that
+/// step a pointer compared with `data_end` keep a bounded offset).
+fn widen_packet(old: Scalar, new: Scalar, fixed: i64) -> Scalar {
+    let j = old.join(new);
+    let cap = MAX_PACKET_OFFSET - fixed;
+    Scalar {
+        lo: match j.lo {
+            lo if lo >= old.lo => lo,
+            lo if lo >= 0 => 0,
+            _ => i64::MIN,
+        },
+        hi: match j.hi {
+            hi if hi <= old.hi => hi,
+            hi if hi <= cap => cap,
+            _ => i64::MAX,
+        },
+        tn: if j.tn == old.tn {
+            j.tn
+        } else {
+            super::absval::Tnum::UNKNOWN
+        },
+    }
+}
+
+/// Largest offset from `data` a pointer at or below `data_end` can have.
+const MAX_PACKET_OFFSET: i64 = 1 << 32;
+
+/// Narrows packet pointer `v`'s offset to at most
+/// `MAX_PACKET_OFFSET - d` (it plus `d` is at or below `data_end`).
+fn cap_offset(v: &mut Val, d: i64) {
+    let Val::Ptr(p) = v else { return };
+    if p.region != Region::Packet {
+        return;
+    }
+    let cap = MAX_PACKET_OFFSET - d - p.fixed;
+    if p.var.hi > cap && p.var.lo <= cap {
+        if let Some(var) = (Scalar { hi: cap, ..p.var }).norm() {
+            p.var = var;
+        }
+    }
+}
+
+/// The packet facts gone (a helper or a call may have moved or resized
+/// the packet): packet pointers, `data_end` and the known length.
+pub(super) fn forget_packet(regs: &mut Regs) {
+    for v in regs[..PKT_LEN].iter_mut() {
+        match v {
+            Val::PacketEnd => *v = Val::Unknown,
+            Val::Ptr(p) if p.region == Region::Packet => *v = Val::Unknown,
+            _ => {}
+        }
+    }
+    regs[PKT_LEN] = Val::Scalar(Scalar::konst(0));
+}
+
+/// Register `w` was written: links to it no longer hold.
+pub(super) fn unlink(regs: &mut Regs, w: usize) {
+    for v in regs[..PKT_LEN].iter_mut() {
+        if let Val::Ptr(p) = v {
+            if p.link.is_some_and(|(r, _)| r as usize == w) {
+                p.link = None;
+            }
+        }
+    }
 }
 
 /// The registers once the lookup `id` is known null (`null`) or not.
@@ -355,7 +555,7 @@ mod tests {
         for _ in 0..3000 {
             let (a, av) = sample(&mut rng);
             let (b, bv) = sample(&mut rng);
-            let mut regs = [Val::Unknown; 11];
+            let mut regs = [Val::Unknown; 12];
             regs[1] = Val::Scalar(a);
             regs[2] = Val::Scalar(b);
             for cond in conds {

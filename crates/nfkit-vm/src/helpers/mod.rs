@@ -212,7 +212,7 @@ impl Machine<'_> {
             id::GET_SMP_PROCESSOR_ID => self.cpu as u64,
             id::GET_NUMA_NODE_ID => 0,
             id::TRACE_PRINTK => self.trace_printk(a1, a2, [a3, a4, a5], cur)?,
-            id::TAIL_CALL => return self.tail_call(a2, a3, cur, next),
+            id::TAIL_CALL => return self.tail_call(a1, a2, a3, cur, next),
             id::REDIRECT => self.redirect(a1, a2),
             id::CLONE_REDIRECT => self.clone_redirect(a2, a3),
             id::REDIRECT_MAP => self.redirect_map(a1, a2, a3, cur)?,
@@ -630,7 +630,23 @@ impl Machine<'_> {
         Ok(())
     }
 
-    fn tail_call(&mut self, map: u64, index: u64, cur: usize, next: usize) -> Step<usize> {
+    fn tail_call(
+        &mut self,
+        ctx: u64,
+        map: u64,
+        index: u64,
+        cur: usize,
+        next: usize,
+    ) -> Step<usize> {
+        // The next program starts with this argument in r1: it must be
+        // the context, as the kernel's verifier requires.
+        if ctx != mem::addr(mem::CTX, 0) {
+            return self.herr(
+                cur,
+                "tail_call",
+                format!("{ctx:#x} is not the context (the first argument must be)"),
+            );
+        }
         let m = self.map_arg(map, cur, "tail_call")?;
         let Some(pa) = m.prog_array() else {
             return self.herr(
@@ -650,6 +666,11 @@ impl Machine<'_> {
         else {
             return Ok(next);
         };
+        // The kernel keeps programs of other types out of a prog array:
+        // the slot reads as empty.
+        if e.prog_type != self.prog_type && e.prog_type != nfkit_object::ProgType::Unspec {
+            return Ok(next);
+        }
         self.tail_calls += 1;
         self.may_goto = self.vm.config.may_goto_budget;
         Ok(e.start_op)

@@ -539,6 +539,22 @@ impl<'p> Emitter<'p> {
         }
     }
 
+    /// True if the checker proved op `pc`'s packet access in bounds.
+    fn proven(&self, pc: usize) -> bool {
+        self.prog.packet_proven.get(pc).copied().unwrap_or(false)
+    }
+
+    /// r11 = host address of the proven packet access at `base + off`
+    /// (its 32-bit offset is inside the packet: no wrap, no check).
+    fn packet_addr(&mut self, base: u8, off: i32) {
+        dynasm!(self.a
+            ; .arch x64
+            ; lea r11, [Rq(base) + off]
+            ; mov r11d, r11d
+            ; add r11, [r12 + st::PACKET_BASE]
+        );
+    }
+
     fn load(&mut self, op: Op, pc: usize) {
         let size = Self::size_of(op.code);
         let (d, base) = (x(op.dst & 15), op.src & 15);
@@ -546,6 +562,11 @@ impl<'p> Emitter<'p> {
         if Self::frame_access(base, op.off, size) {
             self.frame_addr();
             self.load_from_r11(op.code, d, op.off);
+            return;
+        }
+        if self.proven(pc) {
+            self.packet_addr(x(base), op.off);
+            self.load_from_r11(op.code, d, 0);
             return;
         }
         let entry = self.a.new_dynamic_label();
@@ -584,6 +605,9 @@ impl<'p> Emitter<'p> {
         let disp = if Self::frame_access(base, op.off, size) {
             self.frame_addr();
             op.off
+        } else if self.proven(pc) {
+            self.packet_addr(x(base), op.off);
+            0
         } else {
             let entry = self.a.new_dynamic_label();
             self.window_check(x(base), op.off, size, true, entry);

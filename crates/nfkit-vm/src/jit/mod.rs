@@ -38,6 +38,15 @@ pub(crate) struct Code {
     funcs: Vec<(usize, usize)>,
     /// One past the last op of each op's basic block.
     block_end: Vec<u32>,
+    /// Some packet access runs unchecked on the checker's proof.
+    proofs: bool,
+}
+
+fn is_tc(t: nfkit_object::ProgType) -> bool {
+    matches!(
+        t,
+        nfkit_object::ProgType::SchedCls | nfkit_object::ProgType::SchedAct
+    )
 }
 
 /// Compiles `program`; per entry, what will run it.
@@ -75,6 +84,7 @@ fn build(program: &Program, config: &VmConfig) -> Result<Code, String> {
         funcs: generated.funcs.iter().map(|&(op, o)| (op, o.0)).collect(),
         buf: generated.buf,
         block_end: emit::block_ends(program),
+        proofs: program.packet_proven.iter().any(|&p| p),
     })
 }
 
@@ -101,8 +111,25 @@ impl Code {
     }
 
     /// Runs the compiled code from op `start` (an entry's first op) on
-    /// machine `m`, whose registers, regions and frame 0 are set up.
-    pub(crate) fn exec(&self, m: &mut Machine, start: usize) -> Step<u64> {
+    /// machine `m`, whose registers, regions and frame 0 are set up;
+    /// `None` when native code must not run this context (the checker's
+    /// packet proofs assume `r1` is the entry's own kind of context: an
+    /// XDP program given raw memory or a socket buffer runs on the
+    /// interpreter).
+    pub(crate) fn exec(&self, m: &mut Machine, start: usize) -> Option<Step<u64>> {
+        let own_ctx = match (&m.ctx, m.prog_type) {
+            (crate::ctx::CtxState::Xdp { .. }, nfkit_object::ProgType::Xdp) => true,
+            (crate::ctx::CtxState::Skb(_), t) => t != nfkit_object::ProgType::Xdp,
+            (crate::ctx::CtxState::None, t) => t != nfkit_object::ProgType::Xdp && !is_tc(t),
+            _ => false,
+        };
+        if !own_ctx || (self.proofs && m.regs[1] != mem::addr(mem::CTX, 0)) {
+            return None;
+        }
+        Some(self.exec_native(m, start))
+    }
+
+    fn exec_native(&self, m: &mut Machine, start: usize) -> Step<u64> {
         let Some(target) = self.func_addr(start) else {
             return Err(Stop::Fault {
                 pc: start,
@@ -114,6 +141,7 @@ impl Code {
             .mem
             .region(mem::STACK)
             .map_or(0, |r| r.buf.host_addr() as u64);
+        let packet_base = m.mem.window(mem::PACKET).map_or(0, |w| w.base as u64);
         let machine: *mut Machine = m;
         // SAFETY: `machine` is the exclusive borrow `m`, not used again
         // until native code returns; the window table pointer is derived
@@ -135,6 +163,7 @@ impl Code {
             fault_pc: 0,
             exit_pc: 0,
             stack_base,
+            packet_base,
             scratch: [0; 2],
             regs,
             jump: 0,

@@ -41,6 +41,8 @@ pub(crate) struct JitCtx {
     pub exit_pc: u64,
     /// Host address of byte 0 of the stack buffer.
     pub stack_base: u64,
+    /// Host address of byte 0 of the packet buffer (fixed for a run).
+    pub packet_base: u64,
     /// Scratch slots for division.
     pub scratch: [u64; 2],
     /// Where registers are spilled around glue calls: the machine's own
@@ -96,6 +98,7 @@ pub(crate) const NATIVE_FAULT: i32 = off!(native_fault);
 pub(crate) const FAULT_PC: i32 = off!(fault_pc);
 pub(crate) const EXIT_PC: i32 = off!(exit_pc);
 pub(crate) const STACK_BASE: i32 = off!(stack_base);
+pub(crate) const PACKET_BASE: i32 = off!(packet_base);
 pub(crate) const SCRATCH: i32 = off!(scratch);
 pub(crate) const REGS: i32 = off!(regs);
 pub(crate) const JUMP: i32 = off!(jump);
