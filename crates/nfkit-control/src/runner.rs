@@ -8,7 +8,7 @@ use crate::maps::{self, DumpOptions, MapInfo, Row, VmMap};
 use nfkit_abi::{maps as abi_maps, stats as abi_stats, Hook, NfConfig};
 use nfkit_lang::ir::Program;
 use nfkit_lang::{Compiled, DynCompiled};
-use nfkit_vm::{Context, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
+use nfkit_vm::{Context, Engine, EngineUse, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
 
 /// Why a script cannot run.
 #[derive(Debug, thiserror::Error)]
@@ -124,19 +124,31 @@ fn map_err(map: &str, source: impl Into<crate::maps::MapError>) -> RunError {
 }
 
 impl ScriptVm {
-    /// Loads `c` and applies its control-plane writes.
+    /// Loads `c` on the best engine ([`Engine::best`]) and applies its
+    /// control-plane writes.
     pub fn new(c: &Compiled) -> Result<ScriptVm, RunError> {
-        let entry = c.entry().ok_or(RunError::NoClassifier)?;
-        ScriptVm::load(&c.image, entry, c.hook, &c.program)
+        ScriptVm::new_on(c, Engine::best())
     }
 
-    /// Loads a script compiled for dynamic mode: the dynamic classifier,
-    /// segments and NF entries composed through `nfkit_progs`.
+    /// Loads `c` on `engine` and applies its control-plane writes.
+    pub fn new_on(c: &Compiled, engine: Engine) -> Result<ScriptVm, RunError> {
+        let entry = c.entry().ok_or(RunError::NoClassifier)?;
+        ScriptVm::load(&c.image, entry, c.hook, &c.program, engine)
+    }
+
+    /// Loads a script compiled for dynamic mode (on the best engine):
+    /// the dynamic classifier, segments and NF entries composed through
+    /// `nfkit_progs`.
     pub fn new_dynamic(c: &DynCompiled) -> Result<ScriptVm, RunError> {
+        ScriptVm::new_dynamic_on(c, Engine::best())
+    }
+
+    /// [`ScriptVm::new_dynamic`] on `engine`.
+    pub fn new_dynamic_on(c: &DynCompiled, engine: Engine) -> Result<ScriptVm, RunError> {
         if c.entry.is_empty() {
             return Err(RunError::NoClassifier);
         }
-        ScriptVm::load(&c.image, &c.entry, c.hook, &c.program)
+        ScriptVm::load(&c.image, &c.entry, c.hook, &c.program, engine)
     }
 
     fn load(
@@ -144,8 +156,10 @@ impl ScriptVm {
         entry: &str,
         hook: Hook,
         program: &Program,
+        engine: Engine,
     ) -> Result<ScriptVm, RunError> {
-        let vm = Vm::new(image, VmConfig::kernel()).map_err(|e| RunError::Load(Box::new(e)))?;
+        let config = VmConfig::kernel().with_engine(engine);
+        let vm = Vm::new(image, config).map_err(|e| RunError::Load(Box::new(e)))?;
         for (map, k, v) in nfkit_lang::link::control_plane(program) {
             let m = vm.map(&map).ok_or_else(|| RunError::NoMap(map.clone()))?;
             m.update(&k, &v, 0).map_err(|e| map_err(&map, e))?;
@@ -162,6 +176,16 @@ impl ScriptVm {
         };
         s.last = s.raw_stats();
         Ok(s)
+    }
+
+    /// What runs the script's entry: the interpreter, the JIT, or the
+    /// interpreter because the JIT could not compile it (traced runs
+    /// always use the interpreter).
+    pub fn engine(&self) -> EngineUse {
+        self.vm
+            .engine(self.entry.as_str())
+            .cloned()
+            .unwrap_or(EngineUse::Interp)
     }
 
     /// Pins `nf_now()` to `now_ns` (and the random sequence to its seed).
@@ -388,6 +412,10 @@ pub struct Report {
     pub out: Vec<(u64, Vec<u8>)>,
     /// Per-instruction traces of each packet (when asked for).
     pub traces: Vec<Vec<String>>,
+    /// What ran the script's entry (traced packets: the interpreter).
+    pub engine: EngineUse,
+    /// Packets the interpreter ran because they were traced.
+    pub traced: usize,
 }
 
 /// Whether return value `r0` lets the packet through at `hook` (passed,
@@ -396,13 +424,24 @@ pub fn kept(hook: Hook, r0: u64) -> bool {
     hook.keeps_packet(hook.code(r0))
 }
 
-/// Runs the whole script on every packet `(timestamp ns, bytes)`.
+/// Runs the whole script on every packet `(timestamp ns, bytes)`, on
+/// the best engine ([`Engine::best`]).
 pub fn run_capture(
     c: &Compiled,
     packets: &[(u64, Vec<u8>)],
     trace: bool,
 ) -> Result<Report, RunError> {
-    let mut vm = ScriptVm::new(c)?;
+    run_capture_on(c, packets, trace, Engine::best())
+}
+
+/// [`run_capture`] on `engine` (traced runs use the interpreter).
+pub fn run_capture_on(
+    c: &Compiled,
+    packets: &[(u64, Vec<u8>)],
+    trace: bool,
+    engine: Engine,
+) -> Result<Report, RunError> {
+    let mut vm = ScriptVm::new_on(c, engine)?;
     let mut lines = Vec::new();
     let mut out = Vec::new();
     let mut traces = Vec::new();
@@ -436,10 +475,18 @@ pub fn run_capture(
         lines,
         out,
         traces,
+        engine: vm.engine(),
+        traced: if trace { packets.len() } else { 0 },
     })
 }
 
 impl Report {
+    /// `engine: jit`, `engine: interp (JIT fallback: why)`, ..., and
+    /// when packets were traced, that the interpreter ran them.
+    pub fn engine_line(&self) -> String {
+        engine_line(&self.engine, self.traced, self.packets)
+    }
+
     /// The human-readable report: per chain and verdict counts, then maps.
     pub fn text(&self, per_packet: bool) -> String {
         use std::fmt::Write;
@@ -526,9 +573,36 @@ impl Report {
             "nf_maps": maps(true),
             "out_packets": self.out.len(),
         });
+        engine_json(&mut v, &self.engine, self.traced);
         if per_packet {
             v["per_packet"] = serde_json::to_value(&self.lines).unwrap_or_default();
         }
         v
+    }
+}
+
+/// The line a run report names its engine with: what ran the entry
+/// ([`EngineUse`]'s text), and that the `traced` of `packets` packets ran
+/// on the interpreter (traced runs always do).
+pub fn engine_line(engine: &EngineUse, traced: usize, packets: usize) -> String {
+    let mut s = format!("engine: {engine}");
+    if traced > 0 {
+        s.push_str(&format!(
+            "; traced packets ({traced} of {packets}) run on the interpreter"
+        ));
+    }
+    s
+}
+
+/// Adds `engine` (`jit` or `interp`: what ran), `engine_fallback` (why
+/// the JIT did not, when it was asked for) and `traced_on` (`interp`,
+/// when packets were traced) to a JSON report.
+pub fn engine_json(v: &mut serde_json::Value, engine: &EngineUse, traced: usize) {
+    v["engine"] = engine.engine().name().into();
+    if let EngineUse::Fallback(why) = engine {
+        v["engine_fallback"] = why.as_str().into();
+    }
+    if traced > 0 {
+        v["traced_on"] = Engine::Interp.name().into();
     }
 }
