@@ -87,7 +87,7 @@ impl Counts {
 
     fn line(&self) -> String {
         format!(
-            "{} programs: {} undecodable, {} refused, {} loads accepted ({} jit, {} interp fallback); runs: {} ok, {} faulted, {} out of budget",
+            "{} programs (and {} cases that do not decode): {} refused, {} loads accepted ({} jit, {} interp fallback); runs: {} ok, {} faulted, {} out of budget",
             self.programs,
             self.undecodable,
             self.refused,
@@ -289,7 +289,7 @@ fn soak_one(img: &Image, conformance: bool, data: &[u8], cpu: u32, c: &mut Count
     check_maps(&vm, img)
 }
 
-/// One thread's share: `n` programs from its own seed.
+/// One thread's share: `n` programs (that decode) from its own seed.
 fn soak_thread(
     seed: u64,
     n: u64,
@@ -312,15 +312,18 @@ fn soak_thread(
     );
     let mut total = Counts::default();
     let mut c = Counts::default();
-    for i in 0..n {
+    // Cases that do not decode come on top of the `n` programs.
+    let mut i = 0u64;
+    while total.programs + c.programs < n {
+        i += 1;
         let (slots, data, kind): (Vec<RawInsn>, Vec<u8>, u8) = strategy
             .new_tree(&mut runner)
             .map_err(|e| anyhow::anyhow!("cannot generate a program: {e}"))?
             .current();
-        c.programs += 1;
         match nfkit_isa::decode_program(&slots) {
             Err(_) => c.undecodable += 1,
             Ok(insns) => {
+                c.programs += 1;
                 let mut img = Image::from_insns("p", ProgType::Xdp, insns);
                 img.maps = maps();
                 let cpu = u32::from(kind) % 4;
@@ -331,7 +334,7 @@ fn soak_thread(
                     .with_context(|| format!("program {i} of seed {seed} (conformance)"))?;
             }
         }
-        if c.programs == batch || i + 1 == n {
+        if c.programs == batch || total.programs + c.programs == n {
             sentinels
                 .check()
                 .with_context(|| format!("after program {i} of seed {seed}"))?;
