@@ -27,8 +27,13 @@ test: deps lint
 	$(CARGO) test --workspace --release -- --test-threads=2
 	@bash scripts/test-summary.sh
 
+# Every crate's benches; among them nfkit-vm's `engines` (every VM engine,
+# rbpf and native C on the same programs, against issue 14's goals), whose
+# table is printed again at the end (NFKIT_BENCH_QUICK=1: a few seconds).
 bench: deps
+	@bash scripts/install-deps.sh --bench
 	$(CARGO) bench --workspace
+	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
 
 # A million random and mutated hostile programs through the VM's JIT;
 # none may escape (sentinel memory intact, no crash). Not part of `test`.

@@ -6,6 +6,10 @@
 set -euo pipefail
 
 PKGS=(clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config iproute2 make gcc linux-libc-dev)
+# `--bench`: also the peers `make bench` measures against (DPDK's rte_bpf).
+if [ "${1:-}" = "--bench" ]; then
+    PKGS+=(libdpdk-dev)
+fi
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then

@@ -4,7 +4,7 @@
 //!
 //! Exit codes: 0 success, 1 the work failed (bad input, rejected program,
 //! failed check), 2 usage error (clap), 3 `prog test` completed but the
-//! kernel refused some packets.
+//! kernel refused some packets (with `--vm`: some runs faulted).
 
 //!
 //! Errors are printed with anyhow's `{:#}` (each context, then its
@@ -54,7 +54,8 @@ enum Command {
     /// Maps of deployed chains: list, dump, get, set, delete.
     #[command(subcommand)]
     Map(cmd::map::Command),
-    /// Programs in the kernel: `prog test` (BPF_PROG_TEST_RUN).
+    /// Programs in the kernel: `prog test` (BPF_PROG_TEST_RUN; `--vm`: in
+    /// nfkit's VM, to compare).
     #[command(subcommand)]
     Prog(cmd::prog::Command),
     /// Send raw Ethernet frames (pcap or flows) on an interface.

@@ -36,7 +36,14 @@ fn run_script_prints_the_examples_expected_report_and_writes_packets() {
             .expect("nfkit run");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let want = std::fs::read_to_string(ex.join(format!("{name}.expected"))).expect("expected");
-        assert_eq!(String::from_utf8_lossy(&o.stdout), want);
+        // The report, then the line naming the engine that ran it.
+        let text = String::from_utf8_lossy(&o.stdout);
+        let (report, engine) = text
+            .trim_end_matches('\n')
+            .rsplit_once('\n')
+            .expect("lines");
+        assert_eq!(format!("{report}\n"), want);
+        assert!(engine.starts_with("engine: "), "{engine}");
         let got = std::fs::read(&out).expect("out pcap");
         let want = std::fs::read(ex.join(format!("{name}.out.pcap"))).expect("out pcap");
         assert_eq!(got, want, "{name}: output packets");

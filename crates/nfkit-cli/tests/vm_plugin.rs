@@ -70,12 +70,17 @@ enum Mode {
     /// `--elf true --xdp_prolog true`: program `main` in section `xdp`,
     /// behind the XDP prolog when there is memory.
     ElfXdp,
+    /// Default, on the JIT: the wrapper runs `nfkit vm plugin --jit "$@"`.
+    Jit,
 }
 
 /// The plugin's arguments as the runner builds them: the memory (when
 /// there is any), the plugin options (split at spaces), then `--elf`.
 fn runner_args(mem: &[u8], mode: Mode) -> Vec<String> {
     let mut args = Vec::new();
+    if matches!(mode, Mode::Jit) {
+        args.push("--jit".to_string());
+    }
     if !mem.is_empty() {
         args.push(runner_hex(mem));
     }
@@ -88,9 +93,18 @@ fn runner_args(mem: &[u8], mode: Mode) -> Vec<String> {
     args
 }
 
+/// What running the suite in one mode gave.
+struct Suite {
+    vectors: usize,
+    failed: Vec<String>,
+    /// Vectors whose program the JIT could not compile (the plugin says
+    /// so on stderr), with the reason.
+    fallbacks: Vec<String>,
+}
+
 /// Runs every conformance vector through the plugin as the suite's runner
-/// does in `mode`; returns (vectors, failures).
-fn run_suite(mode: Mode) -> (usize, Vec<String>) {
+/// does in `mode`.
+fn run_suite(mode: Mode) -> Suite {
     let mut files: Vec<_> = std::fs::read_dir(SUITE)
         .expect("conformance suite")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -98,6 +112,7 @@ fn run_suite(mode: Mode) -> (usize, Vec<String>) {
         .collect();
     files.sort();
     let mut failed = Vec::new();
+    let mut fallbacks = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("read");
         let insns = assemble(&section(&text, "asm"), Some(Syntax::Conformance)).expect("assembles");
@@ -110,7 +125,7 @@ fn run_suite(mode: Mode) -> (usize, Vec<String>) {
             code.splice(0..0, runner_elf::xdp_prolog(mem.len()));
         }
         let program = match mode {
-            Mode::Raw | Mode::RawXdp => runner_hex(&code),
+            Mode::Raw | Mode::RawXdp | Mode::Jit => runner_hex(&code),
             Mode::Elf => runner_hex(&runner_elf::write(".text", &code)),
             Mode::ElfXdp => runner_hex(&runner_elf::write("xdp", &code)),
         };
@@ -120,6 +135,13 @@ fn run_suite(mode: Mode) -> (usize, Vec<String>) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = plugin(&args, &program);
         let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if let Some(why) = err
+            .lines()
+            .find_map(|l| l.strip_prefix("nfkit: JIT fallback: "))
+        {
+            fallbacks.push(format!("{}: {why}", f.display()));
+        }
         let ok = o.status.success()
             && out
                 .bytes()
@@ -134,15 +156,25 @@ fn run_suite(mode: Mode) -> (usize, Vec<String>) {
             ));
         }
     }
-    (files.len(), failed)
+    Suite {
+        vectors: files.len(),
+        failed,
+        fallbacks,
+    }
 }
 
-/// Asserts that every vector passes in `mode`, printing the count.
-fn suite_passes(mode: Mode) {
-    let (total, failed) = run_suite(mode);
-    assert_eq!(total, 313);
-    println!("{mode:?}: {}/{total} pass", total - failed.len());
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
+/// Asserts that every vector passes in `mode`, printing the count; the
+/// suite's result.
+fn suite_passes(mode: Mode) -> Suite {
+    let s = run_suite(mode);
+    assert_eq!(s.vectors, 313);
+    println!(
+        "{mode:?}: {}/{} pass",
+        s.vectors - s.failed.len(),
+        s.vectors
+    );
+    assert!(s.failed.is_empty(), "{}", s.failed.join("\n"));
+    s
 }
 
 /// Every conformance vector, as the runner runs it by default: r0 printed
@@ -171,6 +203,56 @@ fn conformance_cases_as_runner_elf_objects() {
 #[test]
 fn conformance_cases_as_runner_xdp_elf_objects() {
     suite_passes(Mode::ElfXdp);
+}
+
+/// `--jit`: every vector passes on the JIT; the programs it could not
+/// compile ran on the interpreter, and the plugin named the reason for
+/// each (only the interpreter's modes are silent about it).
+#[test]
+fn conformance_cases_on_the_jit() {
+    let s = suite_passes(Mode::Jit);
+    println!(
+        "Jit: {} of {} on the JIT, {} fell back to the interpreter",
+        s.vectors - s.fallbacks.len(),
+        s.vectors,
+        s.fallbacks.len()
+    );
+    if let Some(first) = s.fallbacks.first() {
+        println!("  e.g. {first}");
+    }
+    assert!(run_suite(Mode::Raw).fallbacks.is_empty());
+}
+
+/// `--jit` before the memory (the wrapper's form) and among the plugin
+/// options (the runner's `--plugin_options --jit`) run the same program
+/// to the same result as the interpreter.
+#[test]
+fn jit_option_runs_a_conformance_program() {
+    let text = std::fs::read_to_string(format!("{SUITE}/ldxh-same-reg.data")).expect("vector");
+    let insns = assemble(&section(&text, "asm"), Some(Syntax::Conformance)).expect("asm");
+    let prog = runner_hex(&nfkit_isa::encode_bytes(&insns));
+    let mem: Vec<u8> = section(&text, "mem")
+        .split_whitespace()
+        .map(|t| u8::from_str_radix(t, 16).expect("mem hex"))
+        .collect();
+    let want = section(&text, "result");
+    let want = want.trim().trim_start_matches("0x").to_string();
+    let mem = runner_hex(&mem);
+    for args in [
+        vec![mem.as_str()],
+        vec!["--jit", mem.as_str()],
+        vec![mem.as_str(), "--jit"],
+        vec![mem.as_str(), "--jit", "true", "--elf", "false"],
+    ] {
+        let o = plugin(&args, &prog);
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        let got = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert_eq!(
+            u64::from_str_radix(&got, 16).ok(),
+            u64::from_str_radix(&want, 16).ok(),
+            "{args:?}"
+        );
+    }
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //!   instructions the VM executes per packet on the example's pcap;
 //! * time per packet in the VM: the example's pcap, fresh maps each pass,
 //!   the clock pinned to each packet's time (docs/abi.md 7), only the run
-//!   itself timed;
+//!   itself timed, on the engine `NFKIT_BENCH_ENGINE` names (`jit` or
+//!   `interp`; default `Engine::best()`);
 //! * time per packet in the kernel (root only): `BPF_PROG_TEST_RUN`, each
 //!   packet of the pcap in order `NFKIT_BENCH_REPEAT` times (default 100)
 //!   at its pinned time, the kernel's own ns per run.
@@ -22,18 +23,24 @@ mod baseline;
 use baseline::*;
 use criterion::{black_box, Criterion};
 use nfkit_lang::{compile, Options};
+use nfkit_vm::Engine;
 use std::time::{Duration, Instant};
 
 /// VM time per packet (ns), executed instructions per packet, verdicts
 /// of the first pass.
-fn vm_side(ex: &Example, side: Side, budget: Duration) -> Result<(f64, f64, Vec<u64>), String> {
+fn vm_side(
+    ex: &Example,
+    side: Side,
+    budget: Duration,
+    engine: Engine,
+) -> Result<(f64, f64, Vec<u64>), String> {
     let t0 = Instant::now();
     let mut spent = Duration::ZERO;
     let (mut runs, mut insns) = (0u64, 0u64);
     let mut codes = Vec::new();
     let mut first = true;
     while first || t0.elapsed() < budget {
-        let mut vm = VmProg::new(ex, side)?;
+        let mut vm = VmProg::new_on(ex, side, engine)?;
         for (ts, frame) in &ex.packets {
             vm.pin(*ts)?;
             let t = Instant::now();
@@ -80,6 +87,12 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
+    let engine = match std::env::var("NFKIT_BENCH_ENGINE") {
+        Ok(v) => v
+            .parse::<Engine>()
+            .unwrap_or_else(|e| panic!("NFKIT_BENCH_ENGINE: {e}")),
+        Err(_) => Engine::best(),
+    };
     if root {
         let _ = nfkit_kernel::pin_thread_to_cpu(0);
     }
@@ -104,8 +117,8 @@ fn main() {
         let compile_ms = t.elapsed().as_secs_f64() * 1000.0 / 50.0;
 
         let budget = Duration::from_millis(300);
-        let vm = vm_side(&ex, Side::Nfkit, budget).and_then(|n| {
-            let h = vm_side(&ex, Side::HandC, budget)?;
+        let vm = vm_side(&ex, Side::Nfkit, budget, engine).and_then(|n| {
+            let h = vm_side(&ex, Side::HandC, budget, engine)?;
             Ok((n, h))
         });
         let (vm_cols, vm_same) = match vm {
@@ -175,6 +188,9 @@ fn main() {
     for l in &lines {
         println!("{l}");
     }
+    println!(
+        "VM: engine {engine} (NFKIT_BENCH_ENGINE=jit|interp; JIT fallbacks run on the interpreter)"
+    );
     if root {
         println!("kernel: BPF_PROG_TEST_RUN, each pcap packet {repeat} times in a row (NFKIT_BENCH_REPEAT), clock pinned, CPU 0");
     } else {

@@ -9,40 +9,48 @@
 mod baseline;
 
 use baseline::*;
-use nfkit_control::runner::run_capture;
+use nfkit_control::runner::run_capture_on;
+use nfkit_vm::Engine;
 
 fn example(name: &'static str) -> Example {
     load_example(name).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// On each engine of the VM.
 #[test]
 fn hand_c_gives_the_script_verdicts_in_the_vm() {
-    for name in EXAMPLES {
-        let ex = example(name);
-        // The reference: the script as `nfkit run` runs it.
-        let script = run_capture(&ex.compiled, &ex.packets, false).expect("nfkit run");
-        let mut nfkit = VmProg::new(&ex, Side::Nfkit).expect("compiled in the VM");
-        let mut hand = VmProg::new(&ex, Side::HandC).expect("hand C in the VM");
-        let mut verdicts = std::collections::BTreeSet::new();
-        for (i, (ts, frame)) in ex.packets.iter().enumerate() {
-            let n = nfkit.run(frame, *ts).expect("run");
-            let h = hand.run(frame, *ts).expect("run");
-            let line = &script.lines[i];
-            assert_eq!(n.code, line.code, "{name} packet {}: harness", i + 1);
-            assert!(h.error.is_none(), "{name} packet {}: {:?}", i + 1, h.error);
-            assert_eq!(
-                (h.code, h.redirect),
-                (line.code, line.redirect),
-                "{name} packet {}: hand C / script ({})",
-                i + 1,
-                line.verdict
-            );
-            assert_eq!(h.packet, n.packet, "{name} packet {}: packet", i + 1);
-            verdicts.insert(h.code);
+    for engine in [Engine::Jit, Engine::Interp] {
+        for name in EXAMPLES {
+            hand_c_agrees_in_the_vm(&example(name), engine);
         }
-        // The pcaps exercise more than one path of each program.
-        assert!(verdicts.len() >= 2, "{name}: only verdicts {verdicts:?}");
     }
+}
+
+fn hand_c_agrees_in_the_vm(ex: &Example, engine: Engine) {
+    let name = format!("{} ({engine})", ex.name);
+    // The reference: the script as `nfkit run` runs it.
+    let script = run_capture_on(&ex.compiled, &ex.packets, false, engine).expect("nfkit run");
+    let mut nfkit = VmProg::new_on(ex, Side::Nfkit, engine).expect("compiled in the VM");
+    let mut hand = VmProg::new_on(ex, Side::HandC, engine).expect("hand C in the VM");
+    let mut verdicts = std::collections::BTreeSet::new();
+    for (i, (ts, frame)) in ex.packets.iter().enumerate() {
+        let n = nfkit.run(frame, *ts).expect("run");
+        let h = hand.run(frame, *ts).expect("run");
+        let line = &script.lines[i];
+        assert_eq!(n.code, line.code, "{name} packet {}: harness", i + 1);
+        assert!(h.error.is_none(), "{name} packet {}: {:?}", i + 1, h.error);
+        assert_eq!(
+            (h.code, h.redirect),
+            (line.code, line.redirect),
+            "{name} packet {}: hand C / script ({})",
+            i + 1,
+            line.verdict
+        );
+        assert_eq!(h.packet, n.packet, "{name} packet {}: packet", i + 1);
+        verdicts.insert(h.code);
+    }
+    // The pcaps exercise more than one path of each program.
+    assert!(verdicts.len() >= 2, "{name}: only verdicts {verdicts:?}");
 }
 
 #[test]

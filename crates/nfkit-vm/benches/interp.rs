@@ -2,8 +2,9 @@
 //! the same programs and packets, per packet and per executed
 //! instruction.
 //!
-//! Programs (assembled by nfkit-isa, run unchanged by both engines except
-//! for how the parser finds the packet):
+//! Programs (in `benches/common`, shared with the `engines` bench;
+//! assembled by nfkit-isa, run unchanged by both engines except for how
+//! the parser finds the packet):
 //! * `parser`: an XDP-style Ethernet/IPv4/UDP-TCP parser that drops four
 //!   destination ports (like `corpus/xdp_port_filter`, without maps);
 //!   nfkit runs it on an `xdp_md` context (32-bit `data`/`data_end` loads),
@@ -20,111 +21,13 @@
 //! per executed instruction.
 
 use criterion::{black_box, Criterion};
-use nfkit_isa::asm::{assemble, Syntax};
 use nfkit_object::{Image, ProgType};
 use nfkit_vm::{Context, RunOptions, Runner, Vm, VmConfig, XdpMd};
 use std::time::{Duration, Instant};
 
-/// The parser; `{CTX}` becomes the two context loads of each engine.
-const PARSER: &str = "
-    {CTX}
-    r0 = 2
-    r4 = r2
-    r4 += 14
-    if r4 > r3 goto out
-    r5 = *(u16 *)(r2 + 12)
-    if r5 != 8 goto out
-    r4 = r2
-    r4 += 34
-    if r4 > r3 goto out
-    r5 = *(u8 *)(r2 + 23)
-    if r5 == 17 goto l4
-    if r5 != 6 goto out
-l4:
-    r5 = *(u8 *)(r2 + 14)
-    r5 &= 15
-    r5 <<= 2
-    r4 = r2
-    r4 += 14
-    r4 += r5
-    r6 = r4
-    r6 += 4
-    if r6 > r3 goto out
-    r5 = *(u16 *)(r4 + 2)
-    r5 = be16 r5
-    if r5 == 22 goto drop
-    if r5 == 23 goto drop
-    if r5 == 445 goto drop
-    if r5 == 3389 goto drop
-    goto out
-drop:
-    r0 = 1
-out:
-    exit
-";
-const NFKIT_CTX: &str = "r2 = *(u32 *)(r1 + 0)\n    r3 = *(u32 *)(r1 + 4)";
-const RBPF_CTX: &str = "r2 = *(u64 *)(r1 + 0)\n    r3 = *(u64 *)(r1 + 8)";
+mod common;
 
-const ALU_LOOP: &str = "
-    r0 = 0x12345678
-    r1 = 1000
-loop:
-    r2 = r0
-    r2 <<= 13
-    r0 ^= r2
-    r2 = r0
-    r2 >>= 7
-    r0 ^= r2
-    r2 = r0
-    r2 <<= 17
-    r0 ^= r2
-    r0 += r1
-    r1 += -1
-    if r1 != 0 goto loop
-    exit
-";
-
-const MEM_SUM: &str = "
-    r0 = 0
-    r3 = r1
-    r4 = 512
-loop:
-    r5 = *(u16 *)(r3 + 0)
-    r0 += r5
-    *(u64 *)(r10 - 8) = r0
-    r6 = *(u64 *)(r10 - 8)
-    *(u16 *)(r10 - 16) = r5
-    r3 += 2
-    r4 += -1
-    if r4 != 0 goto loop
-    r1 = r0
-    r1 >>= 16
-    r0 &= 0xffff
-    r0 += r1
-    exit
-";
-
-fn asm(text: &str) -> Vec<nfkit_isa::Insn> {
-    assemble(text, Some(Syntax::Llvm)).unwrap_or_else(|e| panic!("bench program: {e}\n{text}"))
-}
-
-/// A UDP frame of `len` bytes to destination port `dport`.
-fn udp_frame(len: usize, dport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; len.max(42)];
-    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12] = 0x08;
-    f[14] = 0x45;
-    let ip_len = (f.len() - 14) as u16;
-    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
-    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
-    f[34..36].copy_from_slice(&1234u16.to_be_bytes());
-    f[36..38].copy_from_slice(&dport.to_be_bytes());
-    f
-}
+use common::*;
 
 /// How one engine runs one program on one packet.
 enum Engine<'a> {
@@ -227,16 +130,6 @@ fn rbpf_vm(bytes: &'static [u8]) -> rbpf::EbpfVmMbuff<'static> {
     rbpf::EbpfVmMbuff::new(Some(bytes)).expect("rbpf loads")
 }
 
-/// The parser's packets: UDP frames of growing length to ports, half of
-/// them dropped.
-fn parser_packets() -> Vec<Vec<u8>> {
-    [53u16, 22, 80, 3389, 443, 445, 123, 23]
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| udp_frame(60 + 100 * i, p))
-        .collect()
-}
-
 /// The three assembled programs, each for both engines.
 fn asm_cases() -> Vec<Case<'static>> {
     let parser_nfkit = asm(&PARSER.replace("{CTX}", NFKIT_CTX));
@@ -266,11 +159,11 @@ fn asm_cases() -> Vec<Case<'static>> {
             name: "exit_only",
             packets: vec![vec![0u8; 64]],
             nfkit: Engine::Nfkit {
-                runner: nfkit_vm(asm("r0 = 2\nexit"), ProgType::Xdp),
+                runner: nfkit_vm(asm(EXIT_ONLY), ProgType::Xdp),
                 xdp: true,
             },
             rbpf: Some(Engine::Rbpf {
-                vm: rbpf_vm(leak(nfkit_isa::encode_bytes(&asm("r0 = 2\nexit")))),
+                vm: rbpf_vm(leak(nfkit_isa::encode_bytes(&asm(EXIT_ONLY)))),
                 mbuff: false,
             }),
             insns: 0,

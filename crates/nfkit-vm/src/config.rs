@@ -21,14 +21,19 @@ pub enum Profile {
 }
 
 /// Which engine runs a VM's programs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Engine {
     /// The interpreter: the reference, available everywhere.
-    #[default]
     Interp,
     /// Native code from the JIT (x86-64), with the interpreter as the
     /// fallback for what it cannot compile.
     Jit,
+}
+
+impl Default for Engine {
+    fn default() -> Engine {
+        Engine::best()
+    }
 }
 
 impl Engine {
@@ -103,8 +108,8 @@ impl std::fmt::Display for EngineUse {
 #[derive(Clone)]
 pub struct VmConfig {
     pub profile: Profile,
-    /// The engine programs run on ([`Engine::Jit`] compiles every entry
-    /// at load; an entry the JIT cannot compile runs on the interpreter,
+    /// The engine programs run on (default: the JIT where there is one;
+    /// [`Engine::Jit`] compiles every entry at load; an entry the JIT cannot compile runs on the interpreter,
     /// and [`Vm::engine`](crate::Vm::engine) says why).
     pub engine: Engine,
     /// Enforce the kernel's limits: 512 bytes of stack summed over the
@@ -160,7 +165,7 @@ impl Default for VmConfig {
     fn default() -> Self {
         VmConfig {
             profile: Profile::Kernel,
-            engine: Engine::Interp,
+            engine: Engine::best(),
             kernel_compat: false,
             ncpus: 4,
             max_frames: KERNEL_MAX_FRAMES,

@@ -97,14 +97,13 @@ pub(crate) struct Machine<'v> {
 impl Machine<'_> {
     /// Updates the packet region's window after the packet pointers move.
     pub fn sync_packet_region(&mut self) {
-        if let Some(r) = self.mem.regions.get_mut(mem::PACKET as usize) {
-            r.lo = self.pkt.meta.min(self.pkt.data);
-            r.hi = self.pkt.data_end.max(r.lo);
-        }
+        let lo = self.pkt.meta.min(self.pkt.data);
+        self.mem
+            .set_window(mem::PACKET, lo, self.pkt.data_end.max(lo));
     }
 
     #[inline(always)]
-    fn load(&self, addr: u64, size: usize, pc: usize) -> Step<u64> {
+    pub(crate) fn load(&self, addr: u64, size: usize, pc: usize) -> Step<u64> {
         if let Some((buf, off)) = self.mem.resolve(addr, size, false) {
             if let Some(v) = buf.load(off, size) {
                 return Ok(v);
@@ -143,7 +142,7 @@ impl Machine<'_> {
     }
 
     #[inline(always)]
-    fn store(&mut self, addr: u64, size: usize, v: u64, pc: usize) -> Step<()> {
+    pub(crate) fn store(&mut self, addr: u64, size: usize, v: u64, pc: usize) -> Step<()> {
         if let Some((buf, off)) = self.mem.resolve(addr, size, true) {
             if buf.store(off, size, v).is_some() {
                 return Ok(());
@@ -179,7 +178,7 @@ impl Machine<'_> {
         )
     }
 
-    fn atomic(
+    pub(crate) fn atomic(
         &mut self,
         d: usize,
         s: usize,
@@ -225,7 +224,7 @@ impl Machine<'_> {
 
     /// Legacy `LD_ABS`/`LD_IND`: a big-endian load from the socket
     /// buffer's data; out of bounds ends the program with r0 = 0.
-    fn ld_abs(&mut self, size: usize, off: i64, pc: usize) -> Step<()> {
+    pub(crate) fn ld_abs(&mut self, size: usize, off: i64, pc: usize) -> Step<()> {
         const SKF_NET_OFF: i64 = -0x10_0000;
         const SKF_LL_OFF: i64 = -0x20_0000;
         let k = off as i32 as i64;
@@ -248,7 +247,7 @@ impl Machine<'_> {
         if rel < 0 || start < self.mac as i64 || start + size as i64 > self.pkt.data_end as i64 {
             return Err(Stop::Exit(0));
         }
-        let buf = match self.mem.regions.get(mem::PACKET as usize) {
+        let buf = match self.mem.region(mem::PACKET) {
             Some(r) => r.buf.clone(),
             None => return fault(pc, RunErrorKind::Setup("no packet".into())),
         };

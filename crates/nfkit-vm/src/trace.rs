@@ -184,7 +184,8 @@ impl Machine<'_> {
             AccessKind::Read => None,
             AccessKind::Write | AccessKind::Atomic => m.old,
         };
-        let region = self.mem.regions.get(id as usize);
+        let region = self.mem.region(id);
+        let lo = self.mem.window(id).map_or(0, |w| w.lo as i64);
         let role = region.map_or(Role::Plain, |r| r.role);
         let (region, offset) = match (id, role) {
             (mem::CTX, _) => (MemRegion::Ctx, off),
@@ -195,22 +196,19 @@ impl Machine<'_> {
             // Every frame shares the stack's offsets: count from this
             // frame's r10 (a caller's slot shows as fp+N).
             (_, Role::Frame(_)) => (MemRegion::Stack, off - (before[10] & 0xffff_ffff) as i64),
-            (_, Role::MapValue(i)) => {
-                let lo = region.map_or(0, |r| r.lo as i64);
-                match self.vm.maps.by_index(i as usize) {
-                    Some(map) => {
-                        let name = map.name().to_string();
-                        match map.spec.kind {
-                            MapKind::Global { .. } => (MemRegion::Global(name), off - lo),
-                            _ => (MemRegion::Map(name), off - lo),
-                        }
+            (_, Role::MapValue(i)) => match self.vm.maps.by_index(i as usize) {
+                Some(map) => {
+                    let name = map.name().to_string();
+                    match map.spec.kind {
+                        MapKind::Global { .. } => (MemRegion::Global(name), off - lo),
+                        _ => (MemRegion::Map(name), off - lo),
                     }
-                    None => (MemRegion::Other(String::new()), off - lo),
                 }
-            }
+                None => (MemRegion::Other(String::new()), off - lo),
+            },
             _ => (
                 MemRegion::Other(region.map_or_else(String::new, |r| r.name.to_string())),
-                off - region.map_or(0, |r| r.lo as i64),
+                off - lo,
             ),
         };
         MemAccess {

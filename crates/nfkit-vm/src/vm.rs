@@ -68,7 +68,9 @@ pub struct Inner {
     jit: Option<crate::jit::Code>,
     /// What runs each entry.
     engines: Vec<EngineUse>,
-    base_regions: Vec<Region>,
+    /// The region table every run starts from (frames, context and
+    /// packet are placed per runner and per run).
+    base_mem: Memory,
     names: RegionNames,
     empty: Arc<GuardedBuf>,
     pool: Mutex<Vec<Buffers>>,
@@ -109,15 +111,16 @@ impl Vm {
         let checked = check(image, &config)?;
         let maps = Maps::new(&image.maps, config.ncpus, checked.entries.len())?;
         let empty = alloc(0)?;
+        let closed = |name: &str| (Region::opaque(name, &empty), mem::Window::CLOSED);
         let mut base = vec![
-            Region::opaque("null", &empty),
-            Region::opaque("map handles", &empty),
-            Region::opaque("functions", &empty),
-            Region::opaque("context", &empty),
-            Region::opaque("packet", &empty),
+            closed("null"),
+            closed("map handles"),
+            closed("functions"),
+            closed("context"),
+            closed("packet"),
         ];
         // Frames get the runner's stack in `take_buffers`.
-        base.extend((0..mem::MAX_FRAMES).map(|_| Region::opaque("stack", &empty)));
+        base.extend((0..mem::MAX_FRAMES).map(|_| closed("stack")));
         base.extend(maps.iter().map(|m| map_region(m, &empty)));
         // Prog array slots the object fills at load (`__array(values, ...)`),
         // as libbpf does.
@@ -155,7 +158,7 @@ impl Vm {
                 entries: checked.entries,
                 maps,
                 config,
-                base_regions: base,
+                base_mem: Memory::new(base),
                 names: RegionNames {
                     stack: "stack".into(),
                     context: "context".into(),
@@ -270,13 +273,11 @@ impl Vm {
         let stack = GuardedBuf::new(stack_len)
             .map(Arc::new)
             .unwrap_or_else(|_| self.inner.empty.clone());
-        let mut regions = self.inner.base_regions.clone();
+        let mut mem = self.inner.base_mem.clone();
         for d in 0..self.inner.config.max_frames {
-            if let Some(r) = regions.get_mut(mem::STACK as usize + d) {
-                *r = Region::frame(d as u32, &stack, &self.inner.names.stack);
-            }
+            let (r, w) = Region::frame(d as u32, &stack, &self.inner.names.stack);
+            mem.replace(mem::STACK + d as u32, r, w);
         }
-        let mut mem = Memory::new(regions);
         // The entry's frame is always live.
         let _ = mem.open_frame(0);
         Buffers {
@@ -364,57 +365,25 @@ impl Vm {
     #[inline(always)]
     fn place_regions(&self, bufs: &mut Buffers, l: &Layout) {
         let inner = &*self.inner;
-        bufs.mem.reset(inner.base_regions.len());
-        let regions = &mut bufs.mem.regions;
+        let m = &mut bufs.mem;
+        m.reset(inner.base_mem.len());
         // The fixed regions are set in place: their names are shared
         // strings made once per VM, so a run allocates nothing here.
-        let set =
-            |r: &mut Region, kind, buf: &Arc<GuardedBuf>, lo, hi, writable, name: &Arc<str>| {
-                r.kind = kind;
-                if !Arc::ptr_eq(&r.buf, buf) {
-                    r.buf = buf.clone();
-                }
-                r.lo = lo;
-                r.hi = hi;
-                r.writable = writable;
-                if !Arc::ptr_eq(&r.name, name) {
-                    r.name = name.clone();
-                }
-            };
         let names = &inner.names;
         let (empty, ctx_len) = (&inner.empty, ctx::ctx_size(&l.ctx));
-        let ctx_region = &mut regions[mem::CTX as usize];
-        if ctx_len > 0 {
-            let ctx_name = &names.context;
-            set(
-                ctx_region,
-                RegionKind::Ctx,
-                empty,
-                0,
-                ctx_len,
-                true,
-                ctx_name,
-            );
+        let ctx_kind = if ctx_len > 0 {
+            RegionKind::Ctx
         } else {
-            let ctx_name = &names.context;
-            set(ctx_region, RegionKind::Opaque, empty, 0, 0, false, ctx_name);
-        }
-        let pkt_region = &mut regions[mem::PACKET as usize];
+            RegionKind::Opaque
+        };
+        m.place(mem::CTX, ctx_kind, empty, (0, 0, false), &names.context);
         if l.has_pkt {
             let name = if l.raw { &names.memory } else { &names.packet };
-            let (lo, hi, writable) = (l.pkt.meta, l.pkt.data_end, !l.socket);
-            set(
-                pkt_region,
-                RegionKind::Mem,
-                &bufs.packet,
-                lo,
-                hi,
-                writable,
-                name,
-            );
+            let window = (l.pkt.meta, l.pkt.data_end, !l.socket);
+            m.place(mem::PACKET, RegionKind::Mem, &bufs.packet, window, name);
         } else {
             let name = &names.packet;
-            set(pkt_region, RegionKind::Opaque, empty, 0, 0, false, name);
+            m.place(mem::PACKET, RegionKind::Opaque, empty, (0, 0, false), name);
         }
     }
 
@@ -558,17 +527,17 @@ impl Vm {
 /// value access): the first value of an array or a global section, the
 /// way the kernel offers it; other maps' values are reached only through
 /// the regions `bpf_map_lookup_elem` makes, one value each.
-fn map_region(m: &Map, empty: &Arc<GuardedBuf>) -> Region {
+fn map_region(m: &Map, empty: &Arc<GuardedBuf>) -> (Region, mem::Window) {
     let name = format!("map '{}'", m.name());
-    let mut r = Region::opaque(&name, empty);
     if let (crate::maps::Store::Array(a), Some((buf, writable))) = (&m.store, m.region()) {
         if a.ncpus == 1 {
-            r = Region::mem(&name, buf, writable);
-            r.hi = a.value_size;
+            let window = mem::Window::of(&buf, 0, a.value_size, writable);
+            let mut r = Region::mem(&name, buf, writable);
             r.role = Role::MapValue(m.index as u32);
+            return (r, window);
         }
     }
-    r
+    (Region::opaque(&name, empty), mem::Window::CLOSED)
 }
 
 /// The packet (or raw memory) and context of one run, as laid out in the

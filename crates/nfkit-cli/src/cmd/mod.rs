@@ -9,6 +9,7 @@ pub mod map;
 pub mod nf;
 pub mod object;
 pub mod prog;
+pub mod prog_vm;
 pub mod recv;
 pub mod run;
 pub mod run_script;
@@ -38,6 +39,12 @@ pub fn pcap_error(path: &std::path::Path) -> impl Fn(nfkit_pcap::PcapError) -> a
         nfkit_pcap::PcapError::Io { .. } => anyhow::Error::new(e),
         e => anyhow::anyhow!("{}: {e}", path.display()),
     }
+}
+
+/// `--engine jit|interp` ([`nfkit_vm::Engine`]'s names): anything else
+/// is a usage error that says what is accepted.
+pub fn parse_engine(s: &str) -> Result<nfkit_vm::Engine, String> {
+    s.parse()
 }
 
 /// `--type`: the type a program of an object is run as, whatever its

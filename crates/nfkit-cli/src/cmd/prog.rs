@@ -12,6 +12,11 @@
 //! `bpf_perf_event_output` records are read from a perf buffer on each
 //! `perf_event_array` and shown per packet (`perf_events` with `--json`;
 //! the kernel pads each sample to 8-byte words with its size word).
+//!
+//! With `--vm [--engine jit|interp]` the same command runs the program
+//! in the userspace VM instead ([`super::prog_vm`]): the same repeat
+//! count, the same fields (return value, ns per run, packet out), so
+//! the two are directly comparable.
 
 use super::hook_of;
 use anyhow::{anyhow, bail, Context};
@@ -24,20 +29,22 @@ use std::process::ExitCode;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Run a program in the kernel on packets (BPF_PROG_TEST_RUN).
+    /// Run a program in the kernel on packets (BPF_PROG_TEST_RUN), or
+    /// with --vm in nfkit's VM (same repeats, same fields).
     ///
     /// A packet the kernel refuses (a frame under 14 bytes; for TC, a
     /// cut IP header) is reported as refused, with the kernel's error,
     /// and the run goes on. Exit code: 0 every packet ran, 3 the run
-    /// completed but some packets were refused, 1 no run (the object or
-    /// the packets could not be used, the program was rejected), 2 usage.
+    /// completed but some packets were refused (--vm: faulted), 1 no
+    /// run (the object or the packets could not be used, the program was
+    /// rejected), 2 usage.
     Test(TestArgs),
 }
 
 #[derive(clap::Args)]
 pub struct TestArgs {
     /// An eBPF ELF object or a chain script.
-    file: PathBuf,
+    pub file: PathBuf,
     /// One packet: raw bytes, or hex text.
     #[arg(
         long,
@@ -45,23 +52,35 @@ pub struct TestArgs {
         conflicts_with = "pcap",
         required_unless_present = "pcap"
     )]
-    packet: Option<PathBuf>,
+    pub packet: Option<PathBuf>,
     /// Packets from a capture (classic pcap, Ethernet).
     #[arg(long, value_name = "FILE")]
-    pcap: Option<PathBuf>,
+    pub pcap: Option<PathBuf>,
     /// Runs per packet (the time is the mean of them).
     #[arg(long, default_value_t = 1)]
-    repeat: u32,
+    pub repeat: u32,
     /// Program of an object with several: section or function name.
     #[arg(long, value_name = "NAME")]
-    section: Option<String>,
+    pub section: Option<String>,
     /// Run the program as this type, whatever its section's name says
     /// (legacy names such as `xdp_foo`, `prog`, `xdp_sock`).
     #[arg(long = "type", value_name = "TYPE")]
-    prog_type: Option<super::RunType>,
+    pub prog_type: Option<super::RunType>,
     #[arg(long)]
-    json: bool,
+    pub json: bool,
+    /// Run in nfkit's userspace VM instead of the kernel (same repeat
+    /// count, same fields: return value, ns per run, packet out).
+    #[arg(long)]
+    pub vm: bool,
+    /// With --vm: the VM's engine, `jit` (the default where there is
+    /// one, x86-64) or `interp`.
+    #[arg(long, value_name = "jit|interp", value_parser = super::parse_engine, requires = "vm")]
+    pub engine: Option<nfkit_vm::Engine>,
 }
+
+/// What a test run loads: the Image, its entry's name, and the control
+/// plane's map writes (a chain script's; none for an object).
+pub type Target = (nfkit_object::Image, String, Vec<(String, Vec<u8>, Vec<u8>)>);
 
 /// The name of return code `retval` of a `t` program, as
 /// [`nfkit_abi::Hook::code_name`] gives it (the number for other types),
@@ -80,7 +99,7 @@ pub fn verdict(t: ProgType, retval: u32) -> (String, Option<bool>) {
 type Timed = (u64, Vec<u8>);
 
 /// Packets to run, and whether they have capture times.
-fn packets(a: &TestArgs) -> anyhow::Result<(Vec<Timed>, bool)> {
+pub fn packets(a: &TestArgs) -> anyhow::Result<(Vec<Timed>, bool)> {
     if let Some(p) = &a.pcap {
         let pk = nfkit_pcap::read_file(p).map_err(super::pcap_error(p))?;
         return Ok((pk.into_iter().map(|p| (p.ts_ns, p.data)).collect(), true));
@@ -98,11 +117,13 @@ fn packets(a: &TestArgs) -> anyhow::Result<(Vec<Timed>, bool)> {
     Ok((vec![(0, data)], false))
 }
 
-pub fn run(c: Command) -> anyhow::Result<ExitCode> {
-    let Command::Test(a) = c;
+/// The program `a` names: an object's entry (by `--section` when it
+/// has several, as `--type` says), or a chain script compiled (`None`
+/// when it has errors, which are printed).
+fn target(a: &TestArgs) -> anyhow::Result<Option<Target>> {
     let shown = a.file.display().to_string();
     let bytes = std::fs::read(&a.file).with_context(|| format!("reading {shown}"))?;
-    let (image, entry, writes) = if bytes.starts_with(b"\x7fELF") {
+    Ok(Some(if bytes.starts_with(b"\x7fELF") {
         let mut image = super::read_image(&bytes, &shown, a.prog_type)?;
         let at = match &a.section {
             Some(s) => image
@@ -127,7 +148,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         }
         let source = String::from_utf8(bytes).with_context(|| format!("{shown}: not UTF-8"))?;
         let Some(c) = super::deploy::compile_script(&shown, &source, &[], None)? else {
-            return Ok(ExitCode::from(1));
+            return Ok(None);
         };
         let entry = c
             .entry()
@@ -135,8 +156,19 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             .to_string();
         let writes = c.control_plane();
         (c.image, entry, writes)
+    }))
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    let Command::Test(a) = c;
+    let shown = a.file.display().to_string();
+    let Some((image, entry, writes)) = target(&a)? else {
+        return Ok(ExitCode::from(1));
     };
     let (input, pin_clock) = packets(&a)?;
+    if a.vm {
+        return super::prog_vm::run(&a, &image, &entry, &writes, &input, pin_clock);
+    }
     // Test runs touch the calling CPU's per-CPU slots: stay on one CPU.
     let _ = nfkit_kernel::pin_thread_to_cpu(0);
     let loaded = load_image(
@@ -163,10 +195,20 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         if let Some(cfg) = &config {
             pin_now(cfg, *ts)?;
         }
-        let run = prog.test_run(&TestRun {
-            repeat: a.repeat,
-            ..TestRun::packet(data)
-        });
+        let run = prog
+            .test_run(&TestRun {
+                repeat: a.repeat,
+                ..TestRun::packet(data)
+            })
+            .map(|r| Ran {
+                retval: r.retval,
+                ns_per_run: u64::from(r.duration_ns),
+                data: r.data,
+            })
+            .map_err(|e| Refused {
+                by: "the kernel",
+                why: e.to_string(),
+            });
         if run.is_err() {
             refused += 1;
         }
@@ -221,24 +263,41 @@ fn pin_now(cfg: &nfkit_kernel::KMap, ts: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One packet's test run, in the kernel or the VM.
+pub struct Ran {
+    /// The return value (of the last run), as the kernel reports it.
+    pub retval: u32,
+    /// Mean time of one run.
+    pub ns_per_run: u64,
+    /// The packet afterwards.
+    pub data: Vec<u8>,
+}
+
+/// A packet that did not run: the kernel refused it, or the VM faulted.
+pub struct Refused {
+    /// `the kernel` or `the VM`.
+    pub by: &'static str,
+    pub why: String,
+}
+
 /// Prints (text) or returns (JSON) the result of packet `n` (`len`
-/// bytes in): its verdict and output, or the kernel's refusal.
-fn report(
+/// bytes in): its verdict and output, or why it did not run.
+pub fn report(
     t: ProgType,
     n: usize,
     len: usize,
-    run: Result<nfkit_kernel::TestRunOut, nfkit_kernel::KernelError>,
+    run: Result<Ran, Refused>,
     as_json: bool,
 ) -> Option<serde_json::Value> {
     let r = match run {
         Ok(r) => r,
-        Err(e) => {
+        Err(Refused { by, why }) => {
             if as_json {
                 return Some(json!({
-                    "packet": n, "refused": true, "bytes_in": len, "error": e.to_string(),
+                    "packet": n, "refused": true, "bytes_in": len, "error": why,
                 }));
             }
-            println!("packet {n}: refused by the kernel ({len} bytes in): {e}");
+            println!("packet {n}: refused by {by} ({len} bytes in): {why}");
             return None;
         }
     };
@@ -246,7 +305,7 @@ fn report(
     if as_json {
         return Some(json!({
             "packet": n, "refused": false, "retval": r.retval, "verdict": verdict, "kept": kept,
-            "ns_per_run": r.duration_ns, "out": hex(&r.data),
+            "ns_per_run": r.ns_per_run, "out": hex(&r.data),
         }));
     }
     let fate = match kept {
@@ -257,7 +316,7 @@ fn report(
     println!(
         "packet {n}: {verdict} ({}){fate}, {} ns/run, {} bytes out",
         r.retval,
-        r.duration_ns,
+        r.ns_per_run,
         r.data.len()
     );
     println!("  {}", hex(&r.data));

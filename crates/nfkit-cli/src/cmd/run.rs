@@ -1,6 +1,14 @@
 //! `nfkit run FILE.o [--section NAME] [--type xdp|tc|socket] --pcap IN.pcap [--out OUT.pcap]
-//! [--fib FILE] [--tunnel-key SPEC] [--trace] [--trace-packets LIST] [--json]`:
-//! runs an eBPF program in the userspace VM on every packet of a capture.
+//! [--fib FILE] [--tunnel-key SPEC] [--trace] [--trace-packets LIST] [--engine jit|interp]
+//! [--json]`: runs an eBPF program in the userspace VM on every packet of
+//! a capture.
+//!
+//! `--engine` picks the VM's engine (default [`Engine::best`]: the JIT on
+//! x86-64). The summary names the engine that ran the program (`engine:
+//! jit`, or `engine: interp (JIT fallback: why)` when the JIT could not
+//! compile it; `engine` and `engine_fallback` in JSON, and per packet
+//! `engine`); traced packets always run on the interpreter, and the
+//! summary says so.
 //!
 //! Prints how many packets got each return code (XDP_* names for XDP,
 //! TC_ACT_* for tc, byte counts for socket filters, as
@@ -29,8 +37,8 @@ use nfkit_abi::Hook;
 use nfkit_object::Image;
 use nfkit_pcap::Packet;
 use nfkit_vm::{
-    Context, FibTable, FixedClock, RunOptions, RunResult, SeqRng, SkBuff, TraceStep, TunnelKey, Vm,
-    VmConfig, XdpMd,
+    Context, Engine, EngineUse, FibTable, FixedClock, RunOptions, RunResult, SeqRng, SkBuff,
+    TraceStep, TunnelKey, Vm, VmConfig, XdpMd,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -73,6 +81,10 @@ pub struct Args {
     /// `id=5,remote=198.18.0.2,local=198.18.0.1[,tos=N,ttl=N,label=N]`.
     #[arg(long, value_name = "SPEC")]
     pub tunnel_key: Option<String>,
+    /// The VM's engine: `jit` (the default where there is one, x86-64)
+    /// or `interp`. Traced packets always run on the interpreter.
+    #[arg(long, value_name = "jit|interp", value_parser = super::parse_engine)]
+    pub engine: Option<Engine>,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -134,7 +146,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         ncpus: 1,
         clock: clock.clone(),
         rng: Arc::new(SeqRng::new(1)),
-        ..VmConfig::kernel()
+        ..VmConfig::kernel().with_engine(a.engine.unwrap_or_else(Engine::best))
     };
     let vm = Vm::new(&image, config).with_context(|| format!("loading {name}"))?;
     if let Some(why) = vm.entry_refused(entry) {
@@ -142,7 +154,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let mut runner = vm.runner();
 
-    let mut t = Tally::default();
+    let mut t = Tally::new(vm.engine(entry).cloned().unwrap_or(EngineUse::Interp));
     for (i, p) in packets.iter().enumerate() {
         let n = i as u64 + 1;
         let trace = tracing
@@ -164,6 +176,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         );
         let code = hook.code(res.code());
         *t.counts.entry(code).or_default() += 1;
+        t.traced += usize::from(trace);
         if res.result.is_err() {
             t.faults += 1;
         }
@@ -214,7 +227,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// What the runs over a capture added up to.
-#[derive(Default)]
 struct Tally {
     /// Packets per return code.
     counts: BTreeMap<i64, u64>,
@@ -225,6 +237,24 @@ struct Tally {
     faults: u64,
     /// Every map after the run (with `--json`).
     maps: Vec<serde_json::Value>,
+    /// What runs the entry (untraced packets).
+    engine: EngineUse,
+    /// Packets traced (run on the interpreter).
+    traced: usize,
+}
+
+impl Tally {
+    fn new(engine: EngineUse) -> Tally {
+        Tally {
+            counts: BTreeMap::new(),
+            written: Vec::new(),
+            results: Vec::new(),
+            faults: 0,
+            maps: Vec::new(),
+            engine,
+            traced: 0,
+        }
+    }
 }
 
 /// The counts per return code (and, with `--json`, every packet's result).
@@ -242,7 +272,7 @@ fn print_summary(
             .iter()
             .map(|(&c, &k)| (hook.code_name(c), json!(k)))
             .collect();
-        let v = json!({
+        let mut v = json!({
             "program": name,
             "section": e.section,
             "type": prog_type.name(),
@@ -253,6 +283,7 @@ fn print_summary(
             "results": t.results,
             "maps": t.maps,
         });
+        nfkit_control::runner::engine_json(&mut v, &t.engine, t.traced);
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("{name} ({}) on {packets} packets:", prog_type.name());
@@ -262,6 +293,10 @@ fn print_summary(
         if let Some(path) = &a.out {
             println!("wrote {} packets to {}", t.written.len(), path.display());
         }
+        println!(
+            "{}",
+            nfkit_control::runner::engine_line(&t.engine, t.traced, packets)
+        );
     }
     Ok(())
 }
@@ -427,6 +462,7 @@ fn packet_json(
         "verdict": hook.code_name(code),
         "kept": out.is_some(),
         "insns": res.insns,
+        "engine": res.engine.name(),
         "error": res.result.as_ref().err().map(|e| e.to_string()),
         "out_len": out.map(Vec::len),
     });

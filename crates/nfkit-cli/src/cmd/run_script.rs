@@ -3,11 +3,13 @@
 //! NFs) on every packet in the VM, with `nf_now()` pinned to each
 //! packet's capture time; prints per chain and per verdict counts and
 //! every map of the run, typed (the script's, then its NFs': `nf_maps` in
-//! JSON) at the end (per packet too with `--trace`).
+//! JSON) at the end (per packet too with `--trace`), then the engine
+//! that ran it (`--engine`, as for objects: [`super::run`]).
 
 use anyhow::{anyhow, Context};
-use nfkit_control::runner::run_capture;
+use nfkit_control::runner::run_capture_on;
 use nfkit_pcap::Packet;
+use nfkit_vm::Engine;
 use std::process::ExitCode;
 
 /// Runs the chain script `args.file` on the capture.
@@ -23,7 +25,9 @@ pub fn run(args: super::run::Args) -> anyhow::Result<ExitCode> {
     };
     let packets = nfkit_pcap::read_file(&args.pcap).map_err(super::pcap_error(&args.pcap))?;
     let input: Vec<(u64, Vec<u8>)> = packets.into_iter().map(|p| (p.ts_ns, p.data)).collect();
-    let report = run_capture(&compiled, &input, args.trace).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let engine = args.engine.unwrap_or_else(Engine::best);
+    let report = run_capture_on(&compiled, &input, args.trace, engine)
+        .map_err(|e| anyhow!("{shown}: {e}"))?;
     if args.json {
         println!(
             "{}",
@@ -31,6 +35,7 @@ pub fn run(args: super::run::Args) -> anyhow::Result<ExitCode> {
         );
     } else {
         print!("{}", report.text(args.trace));
+        println!("{}", report.engine_line());
     }
     if let Some(out) = &args.out {
         let pk: Vec<Packet> = report

@@ -14,11 +14,17 @@
 //! expects; any other with r1 = the memory and r2 = its length. Helper 5
 //! is the suite's unwind helper; r0 is printed in lowercase hex (no `0x`)
 //! on standard output. Errors go to standard error with a non-zero exit.
+//!
+//! `--jit` (before the memory, `nfkit vm plugin --jit "$@"`, or among the
+//! plugin options) runs the program on the JIT instead of the
+//! interpreter; when the JIT cannot compile it, the interpreter runs it
+//! and a line on standard error says why (`nfkit: JIT fallback: ...`;
+//! the runner reads only standard output).
 
 use anyhow::{anyhow, bail, Context as _};
 use nfkit_object::{Image, ProgType};
 use nfkit_vm::ctx::{XdpMd, ETH_HLEN};
-use nfkit_vm::{Context, RunOptions, Vm, VmConfig};
+use nfkit_vm::{Context, Engine, EngineUse, RunOptions, Vm, VmConfig};
 use std::io::Read;
 use std::process::ExitCode;
 
@@ -31,11 +37,15 @@ pub enum Command {
 
 #[derive(clap::Args)]
 pub struct PluginArgs {
+    /// Run on the JIT (default: the interpreter, the reference).
+    #[arg(long)]
+    pub jit: bool,
     /// As the suite's runner passes them: the initial memory as hex bytes
     /// (whitespace between bytes allowed; absent when there is none), the
     /// runner's `--plugin_options` (`--xdp_prolog [true|false]`: raw
-    /// instructions are an XDP program), then `--elf` when standard input
-    /// holds an ELF object (`--elf true|false` is accepted too).
+    /// instructions are an XDP program; `--jit`: run on the JIT), then
+    /// `--elf` when standard input holds an ELF object (`--elf
+    /// true|false` is accepted too).
     #[arg(
         value_name = "MEMORY_HEX | OPTION",
         allow_hyphen_values = true,
@@ -53,6 +63,8 @@ struct PluginOptions {
     /// Raw instructions run as an XDP program (the runner's
     /// `--xdp_prolog true` adds a prolog that reads `xdp_md`).
     xdp: bool,
+    /// Run on the JIT (`--jit` among the plugin options).
+    jit: bool,
 }
 
 /// `--NAME` optionally followed by `true`/`false`.
@@ -86,7 +98,8 @@ fn plugin_options(args: &[String]) -> anyhow::Result<PluginOptions> {
         match t {
             "--elf" => o.elf = bool_option(&mut tokens),
             "--xdp_prolog" | "--xdp" => o.xdp = bool_option(&mut tokens),
-            _ => bail!("unknown plugin option `{t}` (known: --elf, --xdp_prolog)"),
+            "--jit" => o.jit = bool_option(&mut tokens),
+            _ => bail!("unknown plugin option `{t}` (known: --elf, --xdp_prolog, --jit)"),
         }
     }
     Ok(o)
@@ -121,7 +134,12 @@ fn plugin(a: PluginArgs) -> anyhow::Result<ExitCode> {
         .read_to_string(&mut input)
         .context("reading the program from standard input")?;
     let program = parse_hex(&input).context("program on standard input")?;
-    let config = VmConfig::conformance();
+    let engine = if a.jit || o.jit {
+        Engine::Jit
+    } else {
+        Engine::Interp
+    };
+    let config = VmConfig::conformance().with_engine(engine);
     let (vm, prog_type) = if o.elf {
         let image = Image::from_elf(&program, "<stdin>")?;
         let Some(entry) = image.entries.first() else {
@@ -148,6 +166,9 @@ fn plugin(a: PluginArgs) -> anyhow::Result<ExitCode> {
         ProgType::Xdp => Context::Xdp(XdpMd::new(&packet)),
         _ => Context::Raw(&o.memory),
     };
+    if let Some(EngineUse::Fallback(why)) = vm.engine(0) {
+        eprintln!("nfkit: JIT fallback: {why}");
+    }
     let res = vm.run(0, ctx, &RunOptions::default());
     let r0 = res.result?;
     println!("{r0:x}");
@@ -171,7 +192,9 @@ mod tests {
         let o = opts(&["aa", "--xdp_prolog", "true", "", "--elf", "false"]).expect("ok");
         assert_eq!((o.elf, o.xdp), (false, true));
         let o = opts(&["aa", "--xdp_prolog true"]).expect("ok");
-        assert!(o.xdp && !o.elf);
+        assert!(o.xdp && !o.elf && !o.jit);
+        let o = opts(&["aa", "--jit", "--elf"]).expect("ok");
+        assert!(o.jit && o.elf);
         assert!(opts(&["", "--bogus"]).is_err());
         assert!(opts(&["zz"]).is_err());
     }

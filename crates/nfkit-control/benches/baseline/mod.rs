@@ -11,7 +11,7 @@
 use nfkit_lang::link::MapWrite;
 use nfkit_lang::{compile, Compiled, Options};
 use nfkit_object::Image;
-use nfkit_vm::{Context, RunOptions, Runner, Vm, VmConfig, XdpMd};
+use nfkit_vm::{Context, Engine, RunOptions, Runner, Vm, VmConfig, XdpMd};
 use std::path::{Path, PathBuf};
 
 /// The examples that have a hand-written C version.
@@ -136,11 +136,17 @@ pub struct VmProg {
 }
 
 impl VmProg {
-    /// Loads `side` of `ex` into a fresh VM (fresh maps) and applies its
-    /// control-plane writes.
+    /// Loads `side` of `ex` into a fresh VM (fresh maps) on the best
+    /// engine and applies its control-plane writes.
     pub fn new(ex: &Example, side: Side) -> Result<VmProg, String> {
+        VmProg::new_on(ex, side, Engine::best())
+    }
+
+    /// [`VmProg::new`] on `engine`.
+    pub fn new_on(ex: &Example, side: Side, engine: Engine) -> Result<VmProg, String> {
         let (image, entry, writes) = ex.program(side);
-        let vm = Vm::new(image, VmConfig::kernel()).map_err(|e| format!("{}: {e}", ex.name))?;
+        let config = VmConfig::kernel().with_engine(engine);
+        let vm = Vm::new(image, config).map_err(|e| format!("{}: {e}", ex.name))?;
         for (m, k, v) in &writes {
             let map = vm.map(m).ok_or(format!("no map {m}"))?;
             map.update(k, v, 0).map_err(|e| format!("{m}: {e}"))?;

@@ -137,10 +137,7 @@ impl Machine<'_> {
     }
 
     fn packet_buf(&self) -> Option<Arc<mem::GuardedBuf>> {
-        self.mem
-            .regions
-            .get(mem::PACKET as usize)
-            .map(|r| r.buf.clone())
+        self.mem.region(mem::PACKET).map(|r| r.buf.clone())
     }
 
     fn is_xdp(&self) -> bool {
@@ -153,6 +150,26 @@ impl Machine<'_> {
             Some(_) => self.helper(id as i64, cur, next),
             None => fault(cur, RunErrorKind::BadCallx { value: id }),
         }
+    }
+
+    /// Checks `bpf_loop(n, callback, ctx, flags)`'s arguments: the
+    /// callback's first op, or the r0 the helper returns at once
+    /// (`-EINVAL` for flags, `-E2BIG` past 2^23 iterations).
+    pub(crate) fn loop_args(&self, a: [u64; 4], cur: usize) -> Step<Result<usize, u64>> {
+        let [n, cb_addr, _, flags] = a;
+        if flags != 0 {
+            return Ok(Err(neg(EINVAL)));
+        }
+        if n > 1 << 23 {
+            return Ok(Err(neg(E2BIG)));
+        }
+        let cb = (cb_addr & 0xffff_ffff) as usize;
+        let is_func = (cb_addr >> mem::REGION_SHIFT) as u32 == mem::FUNCS
+            && self.vm.program.funcs.iter().any(|f| f.start_op == cb);
+        if !is_func {
+            return self.herr(cur, "loop", format!("{cb_addr:#x} is not a function"));
+        }
+        Ok(Ok(cb))
     }
 
     /// Releases a spin lock at `addr`.
@@ -230,21 +247,10 @@ impl Machine<'_> {
                 self.unlock(a1);
                 0
             }
-            id::LOOP => {
-                if a4 != 0 {
-                    neg(EINVAL)
-                } else if a1 > 1 << 23 {
-                    neg(E2BIG)
-                } else {
-                    let cb = (a2 & 0xffff_ffff) as usize;
-                    let is_func = (a2 >> mem::REGION_SHIFT) as u32 == mem::FUNCS
-                        && self.vm.program.funcs.iter().any(|f| f.start_op == cb);
-                    if !is_func {
-                        return self.herr(cur, "loop", format!("{a2:#x} is not a function"));
-                    }
-                    return self.start_loop(a1, cb, a3, next, cur);
-                }
-            }
+            id::LOOP => match self.loop_args([a1, a2, a3, a4], cur)? {
+                Ok(cb) => return self.start_loop(a1, cb, a3, next, cur),
+                Err(r0) => r0,
+            },
             id::RINGBUF_RESERVE => self.ringbuf_reserve(a1, a2, a3, cur)?,
             id::RINGBUF_SUBMIT | id::RINGBUF_DISCARD => {
                 self.ringbuf_submit(a1, hid as i32 == id::RINGBUF_DISCARD, cur)?
@@ -544,16 +550,14 @@ impl Machine<'_> {
         let Some(off) = rb.reserve(a2) else {
             return Ok(0);
         };
-        let region = self.mem.regions.len() as u32;
-        self.mem.regions.push(Region {
+        let record = Region {
             kind: RegionKind::Mem,
             buf: rb.buf.clone(),
-            lo: off,
-            hi: off + a2 as usize,
-            writable: true,
             name: format!("ringbuf record of {}", m.name()).into(),
             role: mem::Role::Plain,
-        });
+            writable: true,
+        };
+        let region = self.mem.push(record, off, off + a2 as usize, true);
         self.reservations.push(Reservation {
             region,
             map: m.index,
@@ -600,10 +604,7 @@ impl Machine<'_> {
         if let Some(rb) = self.vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
             rb.commit(r.off, discard);
         }
-        if let Some(reg) = self.mem.regions.get_mut(region as usize) {
-            reg.kind = RegionKind::Opaque;
-            reg.hi = reg.lo;
-        }
+        self.mem.retire(region);
         Ok(0)
     }
 

@@ -1,38 +1,221 @@
-//! The x86-64 JIT: compiles a checked [`Program`](crate::prog::Program)
-//! to native code behind the same run API as the interpreter.
+//! The x86-64 JIT: compiles a checked [`Program`] to native code behind
+//! the same run API as the interpreter, which stays the reference (and
+//! the fallback on other architectures and for what the JIT refuses).
 //!
-//! (Being built: until the code generator lands, every entry falls back
-//! to the interpreter and [`Vm::engine`](crate::Vm::engine) says so.)
+//! * `emit`: the code generator (register mapping, inline window checks,
+//!   calls, the budget).
+//! * `state`: [`JitCtx`](state::JitCtx), the per-run state native code
+//!   reaches through `r12`.
+//! * `glue`: the Rust functions native code calls (helpers, context
+//!   fields, faults, atomics).
+//!
+//! Safety: native code touches memory only at `base + off` of a window
+//! whose check passed (or r10-relative inside the live frame), windows lie
+//! inside guard-paged buffers, and code pages are written, then made
+//! read+execute (`dynasmrt`'s W^X buffers) before they run.
+
+#![allow(unsafe_code)]
+
+#[cfg(target_arch = "x86_64")]
+mod emit;
+mod glue;
+mod state;
 
 use crate::check::EntryInfo;
 use crate::config::{EngineUse, VmConfig};
-use crate::interp::{Machine, Step};
+use crate::error::RunErrorKind;
+use crate::interp::{Machine, Step, Stop};
+use crate::mem;
 use crate::prog::Program;
 
 /// A program compiled to native code.
 pub(crate) struct Code {
-    _private: (),
+    #[cfg(target_arch = "x86_64")]
+    buf: dynasmrt::ExecutableBuffer,
+    /// Offset of the entry stub in `buf`.
+    enter: usize,
+    /// `(first op, offset)` of every function, by op.
+    funcs: Vec<(usize, usize)>,
+    /// One past the last op of each op's basic block.
+    block_end: Vec<u32>,
 }
 
 /// Compiles `program`; per entry, what will run it.
 pub(crate) fn compile(
-    _program: &Program,
+    program: &Program,
     entries: &[EntryInfo],
-    _config: &VmConfig,
+    config: &VmConfig,
 ) -> (Option<Code>, Vec<EngineUse>) {
-    let why = "the JIT is not built yet".to_string();
-    (
-        None,
-        entries
-            .iter()
-            .map(|_| EngineUse::Fallback(why.clone()))
-            .collect(),
-    )
+    match build(program, config) {
+        Ok(code) => {
+            let uses = entries
+                .iter()
+                .map(|e| match &e.refused {
+                    Some(_) => EngineUse::Interp,
+                    None => EngineUse::Jit,
+                })
+                .collect();
+            (Some(code), uses)
+        }
+        Err(why) => (
+            None,
+            entries
+                .iter()
+                .map(|_| EngineUse::Fallback(why.clone()))
+                .collect(),
+        ),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn build(program: &Program, config: &VmConfig) -> Result<Code, String> {
+    let generated = emit::Emitter::new(program, config.may_goto_budget)?.generate()?;
+    Ok(Code {
+        enter: generated.enter.0,
+        funcs: generated.funcs.iter().map(|&(op, o)| (op, o.0)).collect(),
+        buf: generated.buf,
+        block_end: emit::block_ends(program),
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn build(_program: &Program, _config: &VmConfig) -> Result<Code, String> {
+    Err("the JIT generates x86-64 code only".into())
 }
 
 impl Code {
-    /// Runs the compiled code from op `start` on machine `m`.
-    pub(crate) fn exec(&self, _m: &mut Machine, _start: usize) -> Step<u64> {
-        unreachable!("no compiled code exists yet")
+    /// Native address of the function starting at op `op`.
+    pub(crate) fn func_addr(&self, op: usize) -> Option<usize> {
+        let i = self.funcs.binary_search_by_key(&op, |&(o, _)| o).ok()?;
+        Some(self.base() + self.funcs[i].1)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn base(&self) -> usize {
+        self.buf.ptr(dynasmrt::AssemblyOffset(0)) as usize
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn base(&self) -> usize {
+        0
+    }
+
+    /// Runs the compiled code from op `start` (an entry's first op) on
+    /// machine `m`, whose registers, regions and frame 0 are set up.
+    pub(crate) fn exec(&self, m: &mut Machine, start: usize) -> Step<u64> {
+        let Some(target) = self.func_addr(start) else {
+            return Err(Stop::Fault {
+                pc: start,
+                kind: RunErrorKind::Setup(format!("the JIT has no code at op {start}")),
+            });
+        };
+        let budget = m.budget;
+        let stack_base = m
+            .mem
+            .region(mem::STACK)
+            .map_or(0, |r| r.buf.host_addr() as u64);
+        let machine: *mut Machine = m;
+        // SAFETY: `machine` is the exclusive borrow `m`, not used again
+        // until native code returns; the window table pointer is derived
+        // from it.
+        let win = unsafe { (*machine).mem.windows_mut() };
+        let regs = unsafe { (*machine).regs.as_mut_ptr() };
+        let mut jc = state::JitCtx {
+            win: win.as_mut_ptr(),
+            nwin: win.len() as u64,
+            count: budget.saturating_sub(unsafe { (*machine).count }),
+            budget,
+            saved_rsp: 0,
+            depth: 0,
+            max_frames: unsafe { (*machine).vm.config.max_frames } as u64,
+            deepest: 0,
+            may_goto: unsafe { (*machine).may_goto } as u64,
+            may_goto_budget: unsafe { (*machine).vm.config.may_goto_budget } as u64,
+            native_fault: state::FAULT_NONE,
+            fault_pc: 0,
+            exit_pc: 0,
+            stack_base,
+            scratch: [0; 2],
+            regs,
+            jump: 0,
+            ctx_ok: 0,
+            ctx_len: 0,
+            ctx_vals: [0; state::XDP_CTX_FIELDS],
+            loop_n: 0,
+            loop_cb: 0,
+            loop_ctx: 0,
+            loop_pc: 0,
+            machine: machine.cast(),
+            code: self,
+            stop: None,
+            handed_off: false,
+        };
+        glue::fill_ctx(&mut jc);
+        let r0 = self.enter(&mut jc, target);
+        // (The spill area is the machine's registers: r1..r10 are as the
+        // last glue call saw them, r0 is set below.)
+        // SAFETY: native code has returned; the borrow is ours again.
+        let m = unsafe { &mut *machine };
+        m.deepest = m.deepest.max(jc.deepest as usize);
+        m.may_goto = jc.may_goto as u32;
+        if !jc.handed_off {
+            m.count = budget.saturating_sub(jc.count);
+        }
+        let stop = match jc.native_fault {
+            state::FAULT_NONE => {
+                m.regs[0] = r0;
+                if let Some(l) = m.lock_held.take() {
+                    m.unlock(l);
+                    return Err(Stop::Fault {
+                        pc: jc.exit_pc as usize,
+                        kind: RunErrorKind::Helper {
+                            helper: "spin_lock".into(),
+                            why: "the program ended holding a spin lock".into(),
+                        },
+                    });
+                }
+                return Ok(r0);
+            }
+            state::FAULT_DEPTH => Stop::Fault {
+                pc: jc.fault_pc as usize,
+                kind: RunErrorKind::CallDepth {
+                    limit: m.vm.config.max_frames,
+                },
+            },
+            _ => jc.stop.take().unwrap_or(Stop::Fault {
+                pc: jc.fault_pc as usize,
+                kind: RunErrorKind::Setup("native code stopped without a reason".into()),
+            }),
+        };
+        // The count went up by the whole block at its start: take back
+        // the ops after the one that stopped the run.
+        if !jc.handed_off {
+            let pc = match &stop {
+                Stop::Fault { pc, .. } => Some(*pc),
+                Stop::Exit(_) => None,
+            };
+            if let Some(end) = pc.and_then(|pc| self.block_end.get(pc).map(|&e| (pc, e))) {
+                m.count = m
+                    .count
+                    .saturating_sub((end.1 as usize).saturating_sub(end.0 + 1) as u64);
+            }
+        }
+        Err(stop)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn enter(&self, jc: &mut state::JitCtx, target: usize) -> u64 {
+        type Enter = unsafe extern "sysv64" fn(*mut state::JitCtx, usize) -> u64;
+        // SAFETY: `enter` is the entry stub generated with this
+        // signature; the buffer is executable and outlives the call.
+        unsafe {
+            let f: Enter = std::mem::transmute(self.buf.ptr(dynasmrt::AssemblyOffset(self.enter)));
+            f(jc, target)
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn enter(&self, _jc: &mut state::JitCtx, _target: usize) -> u64 {
+        0
     }
 }

@@ -76,18 +76,79 @@ pub enum Role {
     MapValue(u32),
 }
 
-/// One entry of the region table.
+/// What a region is: its kind, buffer, name and role. Where a program
+/// may touch it is its [`Window`], kept apart in [`Memory`]'s window
+/// table (the one source of truth the interpreter, the helpers and the
+/// JIT's native code all check against).
 #[derive(Clone, Debug)]
 pub struct Region {
     pub kind: RegionKind,
     pub buf: Arc<GuardedBuf>,
-    /// Accessible window `[lo, hi)` of `buf`.
-    pub lo: usize,
-    pub hi: usize,
-    pub writable: bool,
     /// For diagnostics: what the region is ("stack", "packet", "map 'x'").
     pub name: Arc<str>,
     pub role: Role,
+    /// Programs may write through the window.
+    pub writable: bool,
+}
+
+/// The accessible window of one region, laid out for native code: an
+/// access of `size` bytes at offset `off` is allowed when `lo <= off` and
+/// `off + size <= hi` (reads) or `<= whi` (writes; 0 when read-only), at
+/// host address `base + off`. Closed windows (opaque and context regions,
+/// frames not live) have `lo = hi = whi = 0`, or `lo = hi`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Host address of the region buffer's byte 0.
+    pub base: usize,
+    pub lo: u64,
+    pub hi: u64,
+    /// `hi` if the window is writable, else 0.
+    pub whi: u64,
+}
+
+/// Byte offsets of [`Window`]'s fields (for the JIT).
+pub const WIN_BASE: i32 = 0;
+pub const WIN_LO: i32 = 8;
+pub const WIN_HI: i32 = 16;
+pub const WIN_WHI: i32 = 24;
+/// `log2(size_of::<Window>())`.
+pub const WIN_SHIFT: u8 = 5;
+const _: () = assert!(std::mem::size_of::<Window>() == 1 << WIN_SHIFT);
+
+impl Window {
+    /// `[lo, hi)` of `buf`, writable or not.
+    pub fn of(buf: &GuardedBuf, lo: usize, hi: usize, writable: bool) -> Window {
+        Window {
+            base: buf.host_addr(),
+            lo: lo as u64,
+            hi: hi as u64,
+            whi: if writable { hi as u64 } else { 0 },
+        }
+    }
+
+    /// An inaccessible window.
+    pub const CLOSED: Window = Window {
+        base: 0,
+        lo: 0,
+        hi: 0,
+        whi: 0,
+    };
+
+    pub fn lo(&self) -> usize {
+        self.lo as usize
+    }
+
+    pub fn hi(&self) -> usize {
+        self.hi as usize
+    }
+
+    /// True if `off..off+size` is inside (for a write: and writable).
+    #[inline(always)]
+    pub fn allows(&self, off: u64, size: u64, write: bool) -> bool {
+        let end = if write { self.whi } else { self.hi };
+        off >= self.lo && off + size <= end
+    }
 }
 
 impl Region {
@@ -96,41 +157,36 @@ impl Region {
         Region {
             kind: RegionKind::Opaque,
             buf: empty.clone(),
-            lo: 0,
-            hi: 0,
-            writable: false,
             name: name.into(),
             role: Role::Plain,
+            writable: false,
         }
     }
 
-    /// A memory region covering all of `buf`.
+    /// A memory region of `buf`.
     pub fn mem(name: &str, buf: Arc<GuardedBuf>, writable: bool) -> Region {
-        let hi = buf.len();
         Region {
             kind: RegionKind::Mem,
             buf,
-            lo: 0,
-            hi,
-            writable,
             name: name.into(),
             role: Role::Plain,
+            writable,
         }
     }
 
     /// The region of stack frame `depth` in `stack` (all frames, the
-    /// entry's at the top), not live yet.
-    pub fn frame(depth: u32, stack: &Arc<GuardedBuf>, name: &Arc<str>) -> Region {
+    /// entry's at the top) and its window, not live yet (`lo = hi` = the
+    /// frame's top).
+    pub fn frame(depth: u32, stack: &Arc<GuardedBuf>, name: &Arc<str>) -> (Region, Window) {
         let top = stack.len().saturating_sub(depth as usize * FRAME_SIZE);
-        Region {
+        let r = Region {
             kind: RegionKind::Mem,
             buf: stack.clone(),
-            lo: top,
-            hi: top,
-            writable: true,
             name: name.clone(),
             role: Role::Frame(depth),
-        }
+            writable: true,
+        };
+        (r, Window::of(stack, top, top, true))
     }
 }
 
@@ -140,7 +196,9 @@ const SCAN: usize = 16;
 /// The region table of one running program.
 #[derive(Clone, Debug, Default)]
 pub struct Memory {
-    pub regions: Vec<Region>,
+    regions: Vec<Region>,
+    /// Window of each region, same index.
+    win: Vec<Window>,
     /// Where the dynamic regions start.
     base: usize,
     /// For runs that look up many values (made when first needed).
@@ -156,13 +214,127 @@ struct ValueIndex {
 }
 
 impl Memory {
-    /// A table of `regions`, all of them fixed.
-    pub fn new(regions: Vec<Region>) -> Memory {
-        let base = regions.len();
+    /// A table of `regions` with their windows, all of them fixed.
+    pub fn new(regions: Vec<(Region, Window)>) -> Memory {
+        let (regions, win): (Vec<Region>, Vec<Window>) = regions.into_iter().unzip();
         Memory {
+            base: regions.len(),
             regions,
-            base,
+            win,
             index: None,
+        }
+    }
+
+    /// The regions, by id.
+    pub fn regions(&self) -> &[Region] {
+        &self.regions
+    }
+
+    /// Region `id`.
+    #[inline]
+    pub fn region(&self, id: u32) -> Option<&Region> {
+        self.regions.get(id as usize)
+    }
+
+    /// Window of region `id`.
+    #[inline]
+    pub fn window(&self, id: u32) -> Option<&Window> {
+        self.win.get(id as usize)
+    }
+
+    /// The window table (for native code: [`Window`] is `repr(C)`); it
+    /// moves when a region is added.
+    pub fn windows(&self) -> &[Window] {
+        &self.win
+    }
+
+    /// The window table, writable in place (the JIT's native code opens
+    /// and closes frames there).
+    pub fn windows_mut(&mut self) -> &mut [Window] {
+        &mut self.win
+    }
+
+    /// Number of regions.
+    pub fn len(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// True if the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// Adds a region with window `[lo, hi)`; its id.
+    pub fn push(&mut self, mut region: Region, lo: usize, hi: usize, writable: bool) -> u32 {
+        let id = self.regions.len() as u32;
+        region.writable = writable;
+        self.win.push(Window::of(&region.buf, lo, hi, writable));
+        self.regions.push(region);
+        id
+    }
+
+    /// Replaces region `id` (kind, buffer, name kept as shared strings)
+    /// and sets its window; context and opaque regions get a closed
+    /// window (their accesses never reach memory directly).
+    pub fn place(
+        &mut self,
+        id: u32,
+        kind: RegionKind,
+        buf: &Arc<GuardedBuf>,
+        window: (usize, usize, bool),
+        name: &Arc<str>,
+    ) {
+        let (Some(r), Some(w)) = (
+            self.regions.get_mut(id as usize),
+            self.win.get_mut(id as usize),
+        ) else {
+            return;
+        };
+        r.kind = kind;
+        r.writable = window.2;
+        if !Arc::ptr_eq(&r.buf, buf) {
+            r.buf = buf.clone();
+        }
+        if !Arc::ptr_eq(&r.name, name) {
+            r.name = name.clone();
+        }
+        *w = match kind {
+            RegionKind::Mem => Window::of(buf, window.0, window.1, window.2),
+            _ => Window::CLOSED,
+        };
+    }
+
+    /// Replaces region `id` and its window.
+    pub fn replace(&mut self, id: u32, region: Region, window: Window) {
+        if let (Some(r), Some(w)) = (
+            self.regions.get_mut(id as usize),
+            self.win.get_mut(id as usize),
+        ) {
+            *r = region;
+            *w = window;
+        }
+    }
+
+    /// Moves region `id`'s window to `[lo, hi)` (writability kept).
+    #[inline]
+    pub fn set_window(&mut self, id: u32, lo: usize, hi: usize) {
+        if let (Some(r), Some(w)) = (self.regions.get(id as usize), self.win.get_mut(id as usize)) {
+            let writable = r.writable && r.kind == RegionKind::Mem;
+            w.lo = lo as u64;
+            w.hi = hi as u64;
+            w.whi = if writable { hi as u64 } else { 0 };
+        }
+    }
+
+    /// Makes region `id` inaccessible for the rest of the run (a retired
+    /// ring-buffer record).
+    pub fn retire(&mut self, id: u32) {
+        if let (Some(r), Some(w)) = (
+            self.regions.get_mut(id as usize),
+            self.win.get_mut(id as usize),
+        ) {
+            r.kind = RegionKind::Opaque;
+            *w = Window::CLOSED;
         }
     }
 
@@ -171,6 +343,7 @@ impl Memory {
     pub fn reset(&mut self, base: usize) {
         if self.regions.len() > base {
             self.regions.truncate(base);
+            self.win.truncate(base);
         }
         self.base = base;
         if let Some(ix) = &mut self.index {
@@ -184,15 +357,19 @@ impl Memory {
         let base = self.base.min(self.regions.len());
         let dynamic = &self.regions[base..];
         if dynamic.len() <= SCAN {
-            let hit = |r: &Region| r.role == Role::MapValue(map) && r.lo == off;
-            return dynamic.iter().rposition(hit).map(|i| (base + i) as u32);
+            let wins = &self.win[base..];
+            let hit = |(r, w): (&Region, &Window)| r.role == Role::MapValue(map) && w.lo() == off;
+            return dynamic
+                .iter()
+                .zip(wins)
+                .rposition(hit)
+                .map(|i| (base + i) as u32);
         }
         let ix = self.index.get_or_insert_with(Box::default);
         ix.indexed = ix.indexed.max(base);
-        while let Some(r) = self.regions.get(ix.indexed) {
+        while let (Some(r), Some(w)) = (self.regions.get(ix.indexed), self.win.get(ix.indexed)) {
             if let Role::MapValue(m) = r.role {
-                ix.ids
-                    .insert((m as u64) << 32 | r.lo as u64, ix.indexed as u32);
+                ix.ids.insert((m as u64) << 32 | w.lo, ix.indexed as u32);
             }
             ix.indexed += 1;
         }
@@ -204,17 +381,18 @@ impl Memory {
     #[inline]
     pub fn open_frame(&mut self, depth: usize) -> Option<u64> {
         let id = STACK as usize + depth.min(MAX_FRAMES as usize);
-        let r = self.regions.get_mut(id)?;
-        r.lo = r.hi.checked_sub(FRAME_SIZE)?;
-        Some(addr(id as u32, r.hi as u64))
+        let w = self.win.get_mut(id)?;
+        w.lo = w.hi.checked_sub(FRAME_SIZE as u64)?;
+        Some(addr(id as u32, w.hi))
     }
 
     /// Makes stack frame `depth` inaccessible (it returned).
     #[inline]
     pub fn close_frame(&mut self, depth: usize) {
-        if let Some(r) = self.regions.get_mut(STACK as usize + depth) {
+        let id = STACK as usize + depth;
+        if let (Some(r), Some(w)) = (self.regions.get(id), self.win.get_mut(id)) {
             if r.role == Role::Frame(depth as u32) {
-                r.lo = r.hi;
+                w.lo = w.hi;
             }
         }
     }
@@ -232,20 +410,18 @@ impl Memory {
         if let Some(id) = self.find_value(map, off) {
             return addr(id, off as u64);
         }
-        let id = self.regions.len() as u32;
         let name = match self.regions.get((MAP_BASE + map) as usize) {
             Some(r) => r.name.clone(),
             None => Arc::from("map"),
         };
-        self.regions.push(Region {
+        let region = Region {
             kind: RegionKind::Mem,
             buf: buf.clone(),
-            lo: off,
-            hi: off + len,
-            writable,
             name,
             role: Role::MapValue(map),
-        });
+            writable,
+        };
+        let id = self.push(region, off, off + len, writable);
         addr(id, off as u64)
     }
 
@@ -254,11 +430,11 @@ impl Memory {
     /// writes).
     #[inline(always)]
     pub fn resolve(&self, addr: u64, size: usize, write: bool) -> Option<(&GuardedBuf, usize)> {
-        let r = self.regions.get((addr >> REGION_SHIFT) as usize)?;
-        let off = (addr & 0xffff_ffff) as usize;
-        if r.kind == RegionKind::Mem && off >= r.lo && off + size <= r.hi && (r.writable || !write)
-        {
-            Some((&r.buf, off))
+        let id = (addr >> REGION_SHIFT) as usize;
+        let w = self.win.get(id)?;
+        let off = addr & 0xffff_ffff;
+        if w.allows(off, size as u64, write) {
+            Some((&self.regions.get(id)?.buf, off as usize))
         } else {
             None
         }
@@ -299,22 +475,23 @@ impl Memory {
             id += 1;
             off -= 1 << 32;
         }
-        let Some(r) = self.regions.get(id).filter(|_| id != 0) else {
+        let (Some(r), Some(w)) = (self.regions.get(id).filter(|_| id != 0), self.win.get(id))
+        else {
             return format!("{addr:#x} (no region)");
         };
         match r.role {
             Role::Plain if off < 0 => format!("{addr:#x} ({}-{:#x})", r.name, -off),
             Role::Plain => format!("{addr:#x} ({}+{off:#x})", r.name),
             Role::Frame(d) => {
-                let live = if r.lo == r.hi { ", not live" } else { "" };
-                let rel = off - r.hi as i64;
+                let live = if w.lo == w.hi { ", not live" } else { "" };
+                let rel = off - w.hi as i64;
                 format!("{addr:#x} (stack frame {d}{live}, fp{rel:+})")
             }
             Role::MapValue(_) => format!(
                 "{addr:#x} ({} value, value_size={} off={})",
                 r.name,
-                r.hi - r.lo,
-                off - r.lo as i64
+                w.hi - w.lo,
+                off - w.lo as i64
             ),
         }
     }

@@ -120,6 +120,14 @@ impl GuardedBuf {
         })
     }
 
+    /// Host address of the first usable byte: what the JIT's region
+    /// windows hold (an address, not a pointer: dereferencing it is the
+    /// JIT's business, after its window check).
+    #[inline]
+    pub fn host_addr(&self) -> usize {
+        self.data.as_ptr() as usize
+    }
+
     /// Usable length in bytes.
     #[inline]
     pub fn len(&self) -> usize {

@@ -1,0 +1,209 @@
+//! Functions native code calls for what it does not do inline: accesses
+//! outside every open window (context fields, faults), helpers, atomics,
+//! legacy packet loads. Each takes the run's [`JitCtx`], works on its
+//! machine with the interpreter's own code (one semantics for both
+//! engines), and on a fault records it and sets `native_fault`, which the
+//! calling code checks before going on.
+
+use super::state::{JitCtx, FAULT_STOP};
+use crate::error::RunErrorKind;
+use crate::helpers::table::{self, id::LOOP};
+use crate::interp::{Machine, Step, Stop};
+
+/// The machine behind `jc`, and a refreshed window table once done.
+///
+/// # Safety
+/// `jc` is the live context of a run (`Code::exec` made it): its
+/// `machine` points to the run's machine, borrowed for the whole run.
+unsafe fn with_machine<T>(jc: *mut JitCtx, f: impl FnOnce(&mut Machine) -> Step<T>) -> Option<T> {
+    // SAFETY: see the function's contract; native code is suspended in
+    // this call, so nothing else touches the machine.
+    let jc = unsafe { &mut *jc };
+    let m = unsafe { &mut *jc.machine };
+    m.count = jc.budget.saturating_sub(jc.count);
+    jc.ctx_ok = 0;
+    m.may_goto = jc.may_goto as u32;
+    let r = f(m);
+    jc.may_goto = m.may_goto as u64;
+    let w = m.mem.windows_mut();
+    jc.win = w.as_mut_ptr();
+    jc.nwin = w.len() as u64;
+    match r {
+        Ok(v) => Some(v),
+        Err(stop) => {
+            jc.stop = Some(stop);
+            jc.native_fault = FAULT_STOP;
+            None
+        }
+    }
+}
+
+/// Splits `info` = `pc << 8 | size << 1 | write`.
+fn unpack(info: u64) -> (usize, usize, bool) {
+    (
+        (info >> 8) as usize,
+        ((info >> 1) & 0xf) as usize,
+        info & 1 == 1,
+    )
+}
+
+/// A load or store no open window allows at first sight: the context,
+/// or a fault. Returns the loaded value.
+pub(crate) extern "sysv64" fn mem_slow(jc: *mut JitCtx, addr: u64, info: u64, value: u64) -> u64 {
+    let (pc, size, write) = unpack(info);
+    // SAFETY: called by native code with its live context.
+    let r = unsafe {
+        with_machine(jc, |m| {
+            if write {
+                m.store(addr, size, value, pc).map(|()| 0)
+            } else {
+                m.load(addr, size, pc)
+            }
+        })
+    };
+    if !write && r.is_some() {
+        // SAFETY: as above.
+        unsafe { fill_ctx(&mut *jc) };
+    }
+    r.unwrap_or(0)
+}
+
+/// Fills the XDP context's field values for native code's loads (as
+/// `ctx::load` gives them: data pointers as packet addresses;
+/// `egress_ifindex` only for devmap programs).
+pub(crate) fn fill_ctx(jc: &mut JitCtx) {
+    // SAFETY: `jc` is a live context; the machine is not borrowed now.
+    let m = unsafe { &*jc.machine };
+    let crate::ctx::CtxState::Xdp {
+        ingress_ifindex,
+        rx_queue_index,
+        egress_ifindex,
+    } = m.ctx
+    else {
+        return;
+    };
+    let pkt = |o: usize| crate::mem::addr(crate::mem::PACKET, o as u64);
+    jc.ctx_vals = [
+        pkt(m.pkt.data),
+        pkt(m.pkt.data_end),
+        pkt(m.pkt.meta),
+        ingress_ifindex as u64,
+        rx_queue_index as u64,
+        egress_ifindex as u64,
+    ];
+    let fields = if m.prog_type == nfkit_object::ProgType::Xdp {
+        5
+    } else {
+        6
+    };
+    jc.ctx_len = 4 * fields;
+    jc.ctx_ok = 1;
+}
+
+/// Helper `id` (or, `dynamic`, the one whose id is in register `id`)
+/// called from op `pc`, arguments in `regs[1..=5]`; r0 goes to
+/// `regs[0]`. A tail call sets `jump`; `bpf_loop` sets `loop_*` for
+/// native code to run the callbacks.
+pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic: u64) -> u64 {
+    // SAFETY: called by native code with its live context; `regs` is
+    // the machine's register file, 11 registers long.
+    let (code, hid) = unsafe {
+        let hid = if dynamic != 0 {
+            *(*jc).regs.add((id & 15).min(10) as usize)
+        } else {
+            id
+        };
+        ((*jc).code, hid)
+    };
+    let pc = pc as usize;
+    let is_loop = hid == LOOP as u64
+        && (dynamic == 0
+            || table::lookup(unsafe { (*(*jc).machine).vm.config.profile }, hid as i64).is_some());
+    let mut request = None;
+    // SAFETY: as above.
+    let next = unsafe {
+        with_machine(jc, |m| {
+            if is_loop && m.vm.config.profile == crate::config::Profile::Kernel {
+                let a = [m.regs[1], m.regs[2], m.regs[3], m.regs[4]];
+                match m.loop_args(a, pc)? {
+                    Ok(cb) if a[0] > 0 => request = Some((a[0], cb, a[2])),
+                    Ok(_) => m.regs[0] = 0,
+                    Err(r0) => m.regs[0] = r0,
+                }
+                return Ok(pc + 1);
+            }
+            if dynamic != 0 {
+                m.helper_checked(hid, pc, pc + 1)
+            } else {
+                m.helper(hid as i64, pc, pc + 1)
+            }
+        })
+    };
+    // SAFETY: as above; the machine is not borrowed any more.
+    let ctx = unsafe { &mut *jc };
+    ctx.jump = 0;
+    let mut native = |op: usize, what: &str| -> u64 {
+        // SAFETY: the code outlives the run.
+        match unsafe { (*code).func_addr(op) } {
+            Some(a) => a as u64,
+            None => {
+                ctx.stop = Some(Stop::Fault {
+                    pc,
+                    kind: RunErrorKind::Setup(format!("the JIT has no code at op {op} ({what})")),
+                });
+                ctx.native_fault = FAULT_STOP;
+                0
+            }
+        }
+    };
+    if let Some((n, cb, cb_ctx)) = request {
+        let addr = native(cb, "bpf_loop callback");
+        ctx.loop_n = if addr != 0 { n } else { 0 };
+        ctx.loop_cb = addr;
+        ctx.loop_ctx = cb_ctx;
+        ctx.loop_pc = pc as u64;
+    } else if let Some(next) = next {
+        if next != pc + 1 {
+            // A tail call: continue at the entry's native code (the
+            // helper returns an entry's first op).
+            ctx.jump = native(next, "tail call");
+        }
+    }
+    0
+}
+
+/// An atomic operation at op `pc` (all registers in `regs`).
+pub(crate) extern "sysv64" fn atomic(jc: *mut JitCtx, info: u64, off: u64) -> u64 {
+    // info = pc << 24 | size << 16 | aux << 8 | dst << 4 | src
+    let pc = (info >> 24) as usize;
+    let size = ((info >> 16) & 0xff) as usize;
+    let aux = ((info >> 8) & 0xff) as u8;
+    let (d, s) = (((info >> 4) & 15) as usize, (info & 15) as usize);
+    // SAFETY: called by native code with its live context.
+    let _ = unsafe { with_machine(jc, |m| m.atomic(d, s, aux, off as i32, size, pc)) };
+    0
+}
+
+/// `LD_ABS`/`LD_IND` at op `pc`: r0 in `regs[0]`.
+pub(crate) extern "sysv64" fn ld_abs(jc: *mut JitCtx, info: u64, k: u64) -> u64 {
+    let (pc, size, _) = unpack(info);
+    // SAFETY: called by native code with its live context.
+    let _ = unsafe { with_machine(jc, |m| m.ld_abs(size, k as i64, pc)) };
+    0
+}
+
+/// The budget runs out in the block starting at op `pc`: the interpreter
+/// runs from there (all registers in `regs`) and stops where the budget
+/// ends, with the interpreter's exact count, fault and side effects.
+pub(crate) extern "sysv64" fn budget_out(jc: *mut JitCtx, pc: u64) -> u64 {
+    // SAFETY: called by native code with its live context.
+    let _ = unsafe {
+        with_machine(jc, |m| match m.exec(pc as usize, false) {
+            Ok(v) => Err::<(), _>(Stop::Exit(v)),
+            Err(s) => Err(s),
+        })
+    };
+    // SAFETY: as above.
+    unsafe { (*jc).handed_off = true };
+    0
+}
