@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use nfkit_control::runner::ScriptVm;
 use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
-use nfkit_vm::Engine;
+use nfkit_vm::{Engine, EngineUse};
 use proptest::prelude::*;
 
 const TYS: [&str; 8] = ["u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"];
@@ -227,6 +227,9 @@ fn check_one(seed: u64, kernel: bool) -> Result<(), TestCaseError> {
         .map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
     let mut jit = ScriptVm::new_on(&c, Engine::Jit)
         .map_err(|e| TestCaseError::fail(format!("JIT: {e}\n{src}")))?;
+    if Engine::best() == Engine::Jit {
+        prop_assert_eq!(jit.engine(), EngineUse::Jit, "compiled\n{}", src);
+    }
     let mut vm_res = Vec::new();
     for (i, (ts, p)) in packets.iter().enumerate() {
         let (o, _) = vm
@@ -298,6 +301,9 @@ fn check_dynamic(
     for engine in [Engine::Interp, Engine::Jit] {
         let mut vm = ScriptVm::new_dynamic_on(&d, engine)
             .map_err(|e| TestCaseError::fail(format!("{engine}: {e}\n{src}")))?;
+        if engine == Engine::Jit && Engine::best() == Engine::Jit {
+            prop_assert_eq!(vm.engine(), EngineUse::Jit, "dynamic compiled\n{}", src);
+        }
         for (i, (ts, p)) in packets.iter().enumerate() {
             let (o, _) = vm
                 .run(p, *ts, false)

@@ -1019,6 +1019,14 @@ fn vm_and_kernel_agree() {
     if !t.fallbacks.is_empty() {
         eprintln!("JIT fallbacks: {:?}", t.fallbacks);
     }
+    if Engine::best() == Engine::Jit {
+        assert_eq!(
+            t.jit_ran,
+            per(Engine::Jit),
+            "every run of the JIT VM is JIT-compiled (fallbacks {:?})",
+            t.fallbacks
+        );
+    }
     assert!(t.vm_only > 0, "no packet the kernel refuses");
     assert!(t.with_meta > 1000, "too few frames with input metadata");
     // The paths the rules above are about were taken: redirects (to
