@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: all deps build demo test lint bench clean
+.PHONY: all deps build demo test lint bench soak clean
 
 all: build
 
@@ -34,6 +34,11 @@ bench: deps
 	@bash scripts/install-deps.sh --bench
 	$(CARGO) bench --workspace
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
+
+# A million random and mutated hostile programs through the VM's JIT;
+# none may escape (sentinel memory intact, no crash). Not part of `test`.
+soak: deps
+	$(CARGO) run --release -p nfkit-vm --example soak -- --programs 1000000
 
 clean:
 	$(CARGO) clean

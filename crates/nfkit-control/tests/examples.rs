@@ -2,13 +2,16 @@
 //! and must give exactly its expected report (`<name>.expected`, the text
 //! `nfkit run` prints) and output packets (`<name>.out.pcap`). The input
 //! pcaps are generated here, deterministically; NFKIT_BLESS=1 rewrites
-//! the pcaps and the expected files.
+//! the pcaps and the expected files. Every example runs on both engines
+//! (the JIT and the interpreter): both must give the expected report and
+//! packets.
 
 mod common;
 use common::*;
-use nfkit_control::runner::run_capture;
+use nfkit_control::runner::{run_capture_on, Report};
 use nfkit_lang::{compile, Options};
 use nfkit_pcap::Packet;
+use nfkit_vm::{Engine, EngineUse};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -194,7 +197,17 @@ fn run_example(name: &str) -> (nfkit_lang::Compiled, nfkit_control::runner::Repo
         packets(name),
         "{name}.pcap is what the generator makes"
     );
-    let report = run_capture(&c, &input, false).expect("run");
+    let report = run_capture_on(&c, &input, false, Engine::Interp).expect("run");
+    assert_eq!(report.engine, EngineUse::Interp, "{name}: engine");
+    let jit = run_capture_on(&c, &input, false, Engine::Jit).expect("run on the JIT");
+    // Where the JIT exists, it compiles every example.
+    let want = if Engine::best() == Engine::Jit {
+        matches!(jit.engine, EngineUse::Jit)
+    } else {
+        matches!(jit.engine, EngineUse::Fallback(_))
+    };
+    assert!(want, "{name}: asked for the JIT, ran on {}", jit.engine);
+    same_on_both_engines(name, &report, &jit);
     let text = report.text(false);
     let out: Vec<Packet> = report
         .out
@@ -217,11 +230,39 @@ fn run_example(name: &str) -> (nfkit_lang::Compiled, nfkit_control::runner::Repo
     (c, report)
 }
 
+/// The JIT's run of an example is the interpreter's, packet by packet.
+fn same_on_both_engines(name: &str, interp: &Report, jit: &Report) {
+    assert_eq!(jit.lines.len(), interp.lines.len(), "{name}: packets");
+    for (j, i) in jit.lines.iter().zip(&interp.lines) {
+        assert_eq!(
+            (&j.chain, &j.verdict, j.code, j.redirect, &j.error),
+            (&i.chain, &i.verdict, i.code, i.redirect, &i.error),
+            "{name}: packet {} on the JIT vs the interpreter",
+            i.index
+        );
+    }
+    assert_eq!(jit.text(false), interp.text(false), "{name}: JIT report");
+    assert_eq!(jit.out, interp.out, "{name}: JIT output packets");
+}
+
 #[test]
 fn every_example_gives_its_expected_output() {
     for n in EXAMPLES {
         run_example(n);
     }
+}
+
+#[test]
+fn every_example_script_is_run() {
+    let mut scripts: Vec<String> = std::fs::read_dir(examples_dir())
+        .expect("examples/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".py").map(str::to_string))
+        .collect();
+    scripts.sort();
+    let mut listed: Vec<String> = EXAMPLES.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(scripts, listed, "examples/*.py and EXAMPLES");
 }
 
 #[test]

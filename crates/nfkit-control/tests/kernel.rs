@@ -1,11 +1,13 @@
 //! The compiled examples in the kernel: each object passes the verifier
 //! and gives, packet by packet, the same verdict (and packet) as in the
-//! VM, through `BPF_PROG_TEST_RUN`. Needs root; skipped otherwise.
+//! VM (on both engines), through `BPF_PROG_TEST_RUN`. Needs root;
+//! skipped otherwise.
 
 mod common;
 use common::*;
-use nfkit_control::runner::run_capture;
+use nfkit_control::runner::run_capture_on;
 use nfkit_lang::{compile, Options};
+use nfkit_vm::Engine;
 
 #[test]
 fn examples_give_the_same_verdicts_in_the_kernel() {
@@ -16,10 +18,12 @@ fn examples_give_the_same_verdicts_in_the_kernel() {
     for name in EXAMPLES {
         let (src, input) = example(name);
         let c = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
-        let vm = run_capture(&c, &input, false).expect("vm");
         let k = kernel_run(&c, &input)
             .unwrap_or_else(|e| panic!("{name}: {e}\n{}", nfkit_lang::listing::listing(&c)));
-        assert_kernel_matches(name, "kernel", &vm, &k);
+        for engine in [Engine::Jit, Engine::Interp] {
+            let vm = run_capture_on(&c, &input, false, engine).expect("vm");
+            assert_kernel_matches(name, &format!("kernel ({engine} VM)"), &vm, &k);
+        }
     }
 }
 

@@ -4,12 +4,15 @@
 //! kernel verifier and give the same verdict, packet and map contents in
 //! the kernel as in the VM on random packets. The same scripts (which
 //! also call NFs) compiled for dynamic mode give the same results in the
-//! VM and, as root, in the kernel (tail-call segments).
+//! VM and, as root, in the kernel (tail-call segments). Every script
+//! runs on both VM engines (the JIT and the interpreter), which must
+//! agree packet by packet.
 
 mod common;
 use common::*;
 use nfkit_control::runner::ScriptVm;
 use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
+use nfkit_vm::{Engine, EngineUse};
 use proptest::prelude::*;
 
 const TYS: [&str; 8] = ["u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"];
@@ -220,16 +223,33 @@ fn check_one(seed: u64, kernel: bool) -> Result<(), TestCaseError> {
             )
         })
         .collect();
-    let mut vm = ScriptVm::new(&c).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+    let mut vm = ScriptVm::new_on(&c, Engine::Interp)
+        .map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+    let mut jit = ScriptVm::new_on(&c, Engine::Jit)
+        .map_err(|e| TestCaseError::fail(format!("JIT: {e}\n{src}")))?;
+    if Engine::best() == Engine::Jit {
+        prop_assert_eq!(jit.engine(), EngineUse::Jit, "compiled\n{}", src);
+    }
     let mut vm_res = Vec::new();
-    for (ts, p) in &packets {
+    for (i, (ts, p)) in packets.iter().enumerate() {
         let (o, _) = vm
             .run(p, *ts, false)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(o.error.is_none(), "VM error {:?}\n{}", o.error, src);
         prop_assert!(o.code <= 4, "code {}", o.code);
+        let (j, _) = jit
+            .run(p, *ts, false)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(
+            (j.code, &j.packet, &j.error, j.redirect),
+            (o.code, &o.packet, &o.error, o.redirect),
+            "packet {} on the JIT vs the interpreter\n{}",
+            i,
+            src
+        );
         vm_res.push((o.code, o.packet));
     }
+    prop_assert_eq!(out_map(&jit), out_map(&vm), "JIT map contents\n{}", src);
     if kernel {
         use nfkit_kernel::{load_image, LoadOptions, TestRun};
         let _ = nfkit_kernel::pin_thread_to_cpu(0);
@@ -278,19 +298,50 @@ fn check_dynamic(
         }) => return Ok(()),
         Err(e) => return Err(TestCaseError::fail(format!("dynamic: {e}\n{src}"))),
     };
-    let mut vm =
-        ScriptVm::new_dynamic(&d).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
-    for (i, (ts, p)) in packets.iter().enumerate() {
-        let (o, _) = vm
-            .run(p, *ts, false)
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert!(o.error.is_none(), "dynamic VM error {:?}\n{}", o.error, src);
-        prop_assert_eq!(o.code, want[i].0, "dynamic packet {} verdict\n{}", i, src);
-        if (2..=4).contains(&o.code) {
-            prop_assert_eq!(&o.packet, &want[i].1, "dynamic packet {}\n{}", i, src);
+    for engine in [Engine::Interp, Engine::Jit] {
+        let mut vm = ScriptVm::new_dynamic_on(&d, engine)
+            .map_err(|e| TestCaseError::fail(format!("{engine}: {e}\n{src}")))?;
+        if engine == Engine::Jit && Engine::best() == Engine::Jit {
+            prop_assert_eq!(vm.engine(), EngineUse::Jit, "dynamic compiled\n{}", src);
         }
+        for (i, (ts, p)) in packets.iter().enumerate() {
+            let (o, _) = vm
+                .run(p, *ts, false)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(
+                o.error.is_none(),
+                "dynamic {} error {:?}\n{}",
+                engine,
+                o.error,
+                src
+            );
+            prop_assert_eq!(
+                o.code,
+                want[i].0,
+                "dynamic {} packet {} verdict\n{}",
+                engine,
+                i,
+                src
+            );
+            if (2..=4).contains(&o.code) {
+                prop_assert_eq!(
+                    &o.packet,
+                    &want[i].1,
+                    "dynamic {} packet {}\n{}",
+                    engine,
+                    i,
+                    src
+                );
+            }
+        }
+        prop_assert_eq!(
+            out_map(&vm),
+            want_out,
+            "dynamic {} map contents\n{}",
+            engine,
+            src
+        );
     }
-    prop_assert_eq!(out_map(&vm), want_out, "dynamic map contents\n{}", src);
     if kernel {
         let k = kernel_run_image(&d.image, &d.entry, &d.control_plane(), packets)
             .map_err(|e| TestCaseError::fail(format!("dynamic kernel: {e}\n{src}")))?;

@@ -29,12 +29,17 @@
 //!   says); there the keys of `sampled_at` are compared and the values
 //!   (kernel time vs. the VM's pinned clock) only checked non-zero.
 //!
-//! A summary line is printed and written to
+//! Every program runs in two VMs, one per engine (the JIT, and the
+//! interpreter), each with its own maps following the kernel's: both
+//! must agree with the kernel on every packet. A summary line (with the
+//! counts per engine) is printed and written to
 //! `target/nfkit-test-summary/kernel-diff.txt`.
 
 use nfkit_kernel::{load_image, KMap, LoadOptions, Loaded, TestRun};
 use nfkit_object::{Image, MapKind, MapType, ProgType};
-use nfkit_vm::{Context, FixedClock, RunOptions, SeqRng, SkBuff, Vm, VmConfig, XdpMd};
+use nfkit_vm::{
+    Context, Engine, EngineUse, FixedClock, RunOptions, SeqRng, SkBuff, Vm, VmConfig, XdpMd,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -419,8 +424,12 @@ fn compile_helpers() -> PathBuf {
 
 // ---------------------------------------------------------------- comparing
 
+/// The engines every program runs on.
+const ENGINES: [Engine; 2] = [Engine::Jit, Engine::Interp];
+
 struct Sides {
-    vm: Vm,
+    /// One VM per engine of [`ENGINES`], in that order.
+    vms: Vec<(Engine, Vm)>,
     kernel: Loaded,
 }
 
@@ -431,27 +440,37 @@ fn setup(s: &Subject) -> Sides {
         nfkit_kernel::set_global(&image, &mut specs, name, bytes).expect("global");
     }
     image.maps = specs;
-    let config = VmConfig {
-        ncpus: nfkit_kernel::possible_cpus().expect("cpus") as u32,
-        clock: Arc::new(FixedClock::new(1_000_000_000)),
-        rng: Arc::new(SeqRng::new(7)),
-        ..VmConfig::kernel()
-    };
-    let vm = Vm::new(&image, config).unwrap_or_else(|e| panic!("{}: VM load: {e}", s.label));
+    let vms: Vec<(Engine, Vm)> = ENGINES
+        .iter()
+        .map(|&engine| {
+            let config = VmConfig {
+                ncpus: nfkit_kernel::possible_cpus().expect("cpus") as u32,
+                clock: Arc::new(FixedClock::new(1_000_000_000)),
+                rng: Arc::new(SeqRng::new(7)),
+                ..VmConfig::kernel()
+            }
+            .with_engine(engine);
+            let vm = Vm::new(&image, config)
+                .unwrap_or_else(|e| panic!("{}: VM load ({engine}): {e}", s.label));
+            (engine, vm)
+        })
+        .collect();
     let kernel = load_image(&image, &LoadOptions::default())
         .unwrap_or_else(|e| panic!("{}: kernel load: {e}", s.label));
     for (map, k, v) in &s.entries {
-        vm.map(map)
-            .unwrap_or_else(|| panic!("{}: VM map {map}", s.label))
-            .update(k, v, 0)
-            .unwrap_or_else(|e| panic!("{}: VM update {map}: {e}", s.label));
+        for (_, vm) in &vms {
+            vm.map(map)
+                .unwrap_or_else(|| panic!("{}: VM map {map}", s.label))
+                .update(k, v, 0)
+                .unwrap_or_else(|e| panic!("{}: VM update {map}: {e}", s.label));
+        }
         kernel
             .map(map)
             .unwrap_or_else(|| panic!("{}: kernel map {map}", s.label))
             .update(k, v, 0)
             .unwrap_or_else(|e| panic!("{}: kernel update {map}: {e}", s.label));
     }
-    Sides { vm, kernel }
+    Sides { vms, kernel }
 }
 
 /// A map's contents, comparable: key -> value (per-CPU: the test CPU's value).
@@ -483,8 +502,8 @@ fn vm_map(m: &nfkit_vm::Map) -> BTreeMap<Vec<u8>, Vec<u8>> {
     out
 }
 
-/// Differences between the maps of both sides (empty when equal).
-fn map_diffs(s: &Subject, sides: &Sides) -> Vec<String> {
+/// Differences between the maps of the kernel and of `vm` (empty when equal).
+fn map_diffs(s: &Subject, kernel: &Loaded, vm: &Vm) -> Vec<String> {
     let mut out = Vec::new();
     for spec in &s.image.maps {
         if matches!(spec.map_type, MapType::ProgArray | MapType::Ringbuf) {
@@ -499,7 +518,7 @@ fn map_diffs(s: &Subject, sides: &Sides) -> Vec<String> {
         ) {
             continue;
         }
-        let (Some(k), Some(v)) = (sides.kernel.map(&spec.name), sides.vm.map(&spec.name)) else {
+        let (Some(k), Some(v)) = (kernel.map(&spec.name), vm.map(&spec.name)) else {
             out.push(format!("map {} missing on a side", spec.name));
             continue;
         };
@@ -552,6 +571,8 @@ fn hex(b: &[u8]) -> String {
 struct VmOut {
     ret: Result<u64, String>,
     data: Vec<u8>,
+    /// The engine that ran (the last run's).
+    engine: Engine,
 }
 
 fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], meta_in: &[u8], repeat: u32) -> VmOut {
@@ -567,6 +588,7 @@ fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], meta_in: &[u8], repeat
             let mut headroom = 256usize;
             let total = 4096 - 320;
             let mut ret = Err("not run".to_string());
+            let mut engine = Engine::Interp;
             for _ in 0..repeat.max(1) {
                 let mut x = XdpMd::new(&packet);
                 x.meta = &meta;
@@ -574,6 +596,7 @@ fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], meta_in: &[u8], repeat
                 x.tailroom = total - headroom - packet.len();
                 let r = vm.run(entry, Context::Xdp(x), &opts);
                 ret = r.result.map_err(|e| e.to_string());
+                engine = r.engine;
                 headroom = (headroom as i64 + r.head_delta) as usize;
                 packet = r.packet;
                 meta = r.meta;
@@ -583,7 +606,7 @@ fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], meta_in: &[u8], repeat
             }
             let mut data = meta;
             data.extend_from_slice(&packet);
-            VmOut { ret, data }
+            VmOut { ret, data, engine }
         }
         _ => {
             let r = vm.run(entry, Context::Skb(SkBuff::new(pkt)), &opts);
@@ -598,6 +621,7 @@ fn vm_run(vm: &Vm, entry: &str, ty: ProgType, pkt: &[u8], meta_in: &[u8], repeat
             VmOut {
                 ret: r.result.map_err(|e| e.to_string()),
                 data,
+                engine: r.engine,
             }
         }
     }
@@ -630,6 +654,12 @@ struct Tally {
     vm_only: usize,
     frag_unchecked: usize,
     with_meta: usize,
+    /// Runs compared against the kernel, per configured engine.
+    per_engine: std::collections::HashMap<Engine, usize>,
+    /// Runs the JIT actually ran (of those configured for it).
+    jit_ran: usize,
+    /// Programs the JIT VM runs on the interpreter, with the reason.
+    fallbacks: BTreeMap<String, usize>,
     /// Kernel return values seen, per program: (program, value) -> runs.
     retvals: BTreeMap<(String, u32), usize>,
     mismatches: Vec<String>,
@@ -735,17 +765,15 @@ fn kernel_data(
     }
 }
 
-/// Runs `input` in the VM and compares with the kernel's run `k`: return
-/// value, packet, maps; the differences.
-fn compare(p: Target, input: &Input, k: &nfkit_kernel::TestRunOut, t: &mut Tally) -> Vec<String> {
-    let v = vm_run(
-        &p.sides.vm,
-        p.entry,
-        p.ty,
-        input.pkt,
-        input.meta,
-        input.repeat,
-    );
+/// Runs `input` in every engine's VM and compares with the kernel's run
+/// `k`: return value, packet, maps; the differences (each naming its
+/// engine) and the engines that differ.
+fn compare(
+    p: Target,
+    input: &Input,
+    k: &nfkit_kernel::TestRunOut,
+    t: &mut Tally,
+) -> (Vec<String>, Vec<Engine>) {
     t.compared += 1;
     if !input.meta.is_empty() {
         t.with_meta += 1;
@@ -753,41 +781,49 @@ fn compare(p: Target, input: &Input, k: &nfkit_kernel::TestRunOut, t: &mut Tally
     *t.retvals
         .entry((p.entry.to_string(), k.retval))
         .or_default() += 1;
-    let mut diffs = Vec::new();
-    match &v.ret {
-        Ok(r) if *r as u32 == k.retval => {}
-        other => diffs.push(format!("return kernel {} vm {other:?}", k.retval)),
-    }
     let (kdata, check_data) = kernel_data(p.ty, input.pkt, k, t);
-    if check_data && kdata != v.data {
-        diffs.push(format!(
-            "packet kernel {} bytes {} vm {} bytes {}",
-            kdata.len(),
-            hex(&kdata[..kdata.len().min(48)]),
-            v.data.len(),
-            hex(&v.data[..v.data.len().min(48)])
-        ));
+    let mut diffs = Vec::new();
+    let mut bad = Vec::new();
+    for (engine, vm) in &p.sides.vms {
+        let v = vm_run(vm, p.entry, p.ty, input.pkt, input.meta, input.repeat);
+        *t.per_engine.entry(*engine).or_default() += 1;
+        if v.engine == Engine::Jit {
+            t.jit_ran += 1;
+        }
+        let mut d = Vec::new();
+        match &v.ret {
+            Ok(r) if *r as u32 == k.retval => {}
+            other => d.push(format!("return kernel {} vm {other:?}", k.retval)),
+        }
+        if check_data && kdata != v.data {
+            d.push(format!(
+                "packet kernel {} bytes {} vm {} bytes {}",
+                kdata.len(),
+                hex(&kdata[..kdata.len().min(48)]),
+                v.data.len(),
+                hex(&v.data[..v.data.len().min(48)])
+            ));
+        }
+        d.extend(map_diffs(p.s, &p.sides.kernel, vm));
+        if !d.is_empty() {
+            bad.push(*engine);
+        }
+        diffs.extend(d.into_iter().map(|x| format!("[{engine}] {x}")));
     }
-    diffs.extend(map_diffs(p.s, p.sides));
-    diffs
+    (diffs, bad)
 }
 
 /// A packet the kernel refused: VM only. It must run to completion
 /// without faulting (verified programs check their bounds).
 fn vm_only(p: Target, input: &Input, t: &mut Tally) {
-    let v = vm_run(
-        &p.sides.vm,
-        p.entry,
-        p.ty,
-        input.pkt,
-        input.meta,
-        input.repeat,
-    );
-    if let Err(e) = v.ret {
-        t.mismatches.push(format!(
-            "{} {} pkt {}: VM fault on a VM-only packet: {e}",
-            p.s.label, p.entry, input.i
-        ));
+    for (engine, vm) in &p.sides.vms {
+        let v = vm_run(vm, p.entry, p.ty, input.pkt, input.meta, input.repeat);
+        if let Err(e) = v.ret {
+            t.mismatches.push(format!(
+                "{} {} pkt {} [{engine}]: VM fault on a VM-only packet: {e}",
+                p.s.label, p.entry, input.i
+            ));
+        }
     }
     t.vm_only += 1;
     // The kernel's maps did not see this packet.
@@ -823,12 +859,12 @@ fn run_packet(
             pkt.len()
         ));
     }
-    let diffs = compare(p, input, &k, t);
+    let (diffs, engines) = compare(p, input, &k, t);
     if !diffs.is_empty() {
         *bad += 1;
         if *bad <= 3 {
             t.mismatches.push(format!(
-                "{label} {entry} pkt {i} (len {}, repeat {}) {}: {}",
+                "{label} {entry} pkt {i} (len {}, repeat {}, engines {engines:?}) {}: {}",
                 pkt.len(),
                 input.repeat,
                 input.head(),
@@ -843,9 +879,18 @@ fn run_packet(
 /// Runs every packet through every program of `s` on both sides.
 fn run_subject(s: &Subject, pkts: &[Vec<u8>], t: &mut Tally) {
     let sides = setup(s);
-    let entries: Vec<(String, ProgType)> = sides.vm.entries();
+    let entries: Vec<(String, ProgType)> = sides.vms[0].1.entries();
     for (entry, ty) in entries {
         t.programs += 1;
+        for (engine, vm) in &sides.vms {
+            match vm.engine(entry.as_str()) {
+                Some(EngineUse::Fallback(why)) if *engine == Engine::Jit => {
+                    *t.fallbacks.entry(why.clone()).or_default() += 1;
+                }
+                Some(u) if u.engine() == *engine => {}
+                other => panic!("{}: {entry} on {engine} runs on {other:?}", s.label),
+            }
+        }
         let kprog = sides
             .kernel
             .prog(&entry)
@@ -882,31 +927,38 @@ fn resync(s: &Subject, sides: &Sides) {
         {
             continue;
         }
-        let (Some(k), Some(v)) = (sides.kernel.map(&spec.name), sides.vm.map(&spec.name)) else {
-            continue;
-        };
-        for key in v.keys() {
-            let _ = v.delete(&key);
+        for (_, v) in &sides.vms {
+            resync_map(&sides.kernel, spec, v);
         }
-        if k.is_percpu() {
-            // Every CPU's value, each padded to 8 bytes, as the VM takes them.
-            for key in k.keys() {
-                let Ok(Some(vals)) = k.lookup_percpu(&key) else {
-                    continue;
-                };
-                let mut all = Vec::new();
-                for val in vals.iter().take(v.ncpus() as usize) {
-                    let mut val = val.clone();
-                    val.resize(val.len().div_ceil(8) * 8, 0);
-                    all.extend(val);
-                }
-                let _ = v.update(&key, &all, 0);
+    }
+}
+
+/// Copies one kernel map's contents into the VM's map of the same name.
+fn resync_map(kernel: &Loaded, spec: &nfkit_object::MapSpec, vm: &Vm) {
+    let (Some(k), Some(v)) = (kernel.map(&spec.name), vm.map(&spec.name)) else {
+        return;
+    };
+    for key in v.keys() {
+        let _ = v.delete(&key);
+    }
+    if k.is_percpu() {
+        // Every CPU's value, each padded to 8 bytes, as the VM takes them.
+        for key in k.keys() {
+            let Ok(Some(vals)) = k.lookup_percpu(&key) else {
+                continue;
+            };
+            let mut all = Vec::new();
+            for val in vals.iter().take(v.ncpus() as usize) {
+                let mut val = val.clone();
+                val.resize(val.len().div_ceil(8) * 8, 0);
+                all.extend(val);
             }
-            continue;
+            let _ = v.update(&key, &all, 0);
         }
-        for (key, val) in kernel_map(&k) {
-            let _ = v.update(&key, &val, 0);
-        }
+        return;
+    }
+    for (key, val) in kernel_map(&k) {
+        let _ = v.update(&key, &val, 0);
     }
 }
 
@@ -928,12 +980,17 @@ fn vm_and_kernel_agree() {
         run_subject(s, &pkts, &mut t);
     }
     assert_eq!(nfkit_kernel::current_cpu(), Some(cpu), "still on CPU {cpu}");
+    let per = |e: Engine| t.per_engine.get(&e).copied().unwrap_or(0);
     let summary = format!(
-        "kernel-diff: {} programs x {} packets: {} runs compared (VM vs BPF_PROG_TEST_RUN; {} with input metadata), {} VM-only (refused by the kernel), {} beyond the linear area with a resized frame (bytes not compared), {} mismatches",
+        "kernel-diff: {} programs x {} packets: {} runs compared (VM vs BPF_PROG_TEST_RUN; {} with input metadata), each on both engines: jit {} (JIT-compiled {}, programs on the interpreter fallback {}), interp {}; {} VM-only (refused by the kernel), {} beyond the linear area with a resized frame (bytes not compared), {} mismatches",
         t.programs,
         pkts.len(),
         t.compared,
         t.with_meta,
+        per(Engine::Jit),
+        t.jit_ran,
+        t.fallbacks.values().sum::<usize>(),
+        per(Engine::Interp),
         t.vm_only,
         t.frag_unchecked,
         t.mismatches.len()
@@ -949,6 +1006,27 @@ fn vm_and_kernel_agree() {
         eprintln!("MISMATCH {m}");
     }
     assert!(t.compared >= 1000 * t.programs / 2, "too few runs compared");
+    assert_eq!(
+        per(Engine::Jit),
+        t.compared,
+        "every run compared on the JIT VM"
+    );
+    assert_eq!(
+        per(Engine::Interp),
+        t.compared,
+        "every run compared on the interpreter VM"
+    );
+    if !t.fallbacks.is_empty() {
+        eprintln!("JIT fallbacks: {:?}", t.fallbacks);
+    }
+    if Engine::best() == Engine::Jit {
+        assert_eq!(
+            t.jit_ran,
+            per(Engine::Jit),
+            "every run of the JIT VM is JIT-compiled (fallbacks {:?})",
+            t.fallbacks
+        );
+    }
     assert!(t.vm_only > 0, "no packet the kernel refuses");
     assert!(t.with_meta > 1000, "too few frames with input metadata");
     // The paths the rules above are about were taken: redirects (to

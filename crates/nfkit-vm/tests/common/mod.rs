@@ -174,3 +174,5 @@ pub fn udp_frame(len: usize) -> Vec<u8> {
     f[36..38].copy_from_slice(&53u16.to_be_bytes());
     f
 }
+
+pub mod gen;
