@@ -58,6 +58,7 @@ pub mod check;
 pub mod config;
 pub mod ctx;
 pub mod error;
+mod facts;
 pub mod helpers;
 mod interp;
 mod jit;
@@ -65,6 +66,7 @@ pub mod maps;
 pub mod mem;
 pub mod prog;
 pub mod result;
+mod runner;
 mod trace;
 pub mod vm;
 
@@ -72,13 +74,13 @@ pub use config::{
     Clock, Engine, EngineUse, FixedClock, FixedRng, Profile, RealClock, Rng, RunOptions, SeqRng,
     VmConfig,
 };
-pub use ctx::{Context, SkBuff, SkbFields, XdpMd};
+pub use ctx::{Context, PacketCtx, SkBuff, SkbFields, XdpMd};
 pub use error::{LoadError, Rule, RunError, RunErrorKind};
 pub use helpers::fib::{FibParseError, FibTable};
 pub use maps::{Map, MapError, Maps};
 pub use result::{
     AccessKind, CloneRedirect, HelperCall, MemAccess, MemRegion, PerfEvent, Redirect, RegChange,
-    RunResult, TraceStep, TunnelKey,
+    RunOutcome, RunResult, TraceStep, TunnelKey,
 };
 pub use vm::{EntryRef, Runner, Vm};
 
