@@ -26,6 +26,9 @@ pub(crate) struct Facts {
     pub moves_head: bool,
     /// Some instruction or helper may write the packet.
     pub writes_packet: bool,
+    /// The program may open frames past the entry's (bpf-to-bpf calls,
+    /// `bpf_loop` callbacks, indirect calls).
+    pub calls: bool,
 }
 
 /// Helpers that never write program memory through a pointer argument
@@ -73,6 +76,7 @@ impl Facts {
         let mut escapes = false;
         let mut moves_head = false;
         let mut writes_packet = false;
+        let mut calls = false;
         let mut base = |r: Reg, off: i16| {
             if r == fp {
                 reach = reach.max(-(off as i64));
@@ -103,6 +107,7 @@ impl Facts {
                 } => {
                     moves_head = true;
                     writes_packet = true;
+                    calls = true;
                 }
                 Insn::Call {
                     kind: CallKind::Helper,
@@ -110,7 +115,12 @@ impl Facts {
                 } => {
                     moves_head |= HEAD_MOVERS.contains(&imm);
                     writes_packet |= !PURE_HELPERS.contains(&imm);
+                    calls |= imm == id::LOOP;
                 }
+                Insn::Call {
+                    kind: CallKind::Local,
+                    ..
+                } => calls = true,
                 // Comparisons read the frame pointer's value but keep no
                 // copy of it; the rest touch no memory.
                 Insn::Jmp { .. }
@@ -119,10 +129,6 @@ impl Facts {
                 | Insn::Ja { .. }
                 | Insn::Gotol { .. }
                 | Insn::MayGoto { .. }
-                | Insn::Call {
-                    kind: CallKind::Local,
-                    ..
-                }
                 | Insn::Exit => {}
             }
         }
@@ -136,6 +142,7 @@ impl Facts {
             stack_reach: stack_reach.min(FRAME_SIZE),
             moves_head,
             writes_packet,
+            calls,
         }
     }
 }
@@ -154,7 +161,13 @@ mod tests {
     fn no_stack_no_packet_writes() {
         let f = facts("r0 = 2\nexit");
         assert_eq!(f.stack_reach, 0);
-        assert!(!f.moves_head && !f.writes_packet);
+        assert!(!f.moves_head && !f.writes_packet && !f.calls);
+    }
+
+    #[test]
+    fn calls_and_loops_open_frames() {
+        assert!(facts("call 181\nr0 = 0\nexit").calls);
+        assert!(!facts("call 1\nr0 = 0\nexit").calls);
     }
 
     #[test]

@@ -57,6 +57,21 @@ pub(crate) struct Buffers {
     pub(crate) extras: Extras,
     /// Where the last run left the packet.
     pub(crate) last_shape: Shape,
+    /// How the context and packet regions were last placed: a run that
+    /// places them the same way only moves the packet's window.
+    placed: Option<Placed>,
+}
+
+/// What `place_regions` set the context and packet regions to (the
+/// packet buffer by address; the buffers hold it, so it cannot be reused
+/// by another while this is kept).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Placed {
+    ctx: RegionKind,
+    has_pkt: bool,
+    raw: bool,
+    socket: bool,
+    buf: usize,
 }
 
 /// What a run records besides its outcome.
@@ -325,6 +340,7 @@ impl Vm {
             skb: None,
             extras: Extras::default(),
             last_shape: Shape::default(),
+            placed: None,
         })
     }
 
@@ -406,6 +422,11 @@ impl Vm {
         let mut out = self.finish(&mut m, outcome, e, &layout, bufs);
         if jit.is_some() {
             out.engine = Engine::Jit;
+            // Native code may not count the frames it opens: a program
+            // that can call may have dirtied any of them.
+            if self.inner.facts.calls {
+                bufs.stack_dirty = self.inner.config.max_frames;
+            }
         }
         out
     }
@@ -449,24 +470,42 @@ impl Vm {
         Ok((e, layout))
     }
 
-    /// Points the stack, context and packet regions of `bufs.regions` at
-    /// this run's buffers.
+    /// Points the context and packet regions of `bufs.mem` at this run's
+    /// buffers (the frames stay where `take_buffers` put them).
     #[inline(always)]
     fn place_regions(&self, bufs: &mut Buffers, l: &Layout) {
         let inner = &*self.inner;
         let m = &mut bufs.mem;
         m.reset(inner.base_mem.len());
-        // The fixed regions are set in place: their names are shared
-        // strings made once per VM, so a run allocates nothing here.
-        let names = &inner.names;
-        let (empty, ctx_len) = (&inner.empty, ctx::ctx_size(&l.ctx));
-        let ctx_kind = if ctx_len > 0 {
+        let s = &l.shape;
+        let ctx_kind = if ctx::ctx_size(&l.ctx) > 0 {
             RegionKind::Ctx
         } else {
             RegionKind::Opaque
         };
+        let key = Placed {
+            ctx: ctx_kind,
+            has_pkt: s.has_pkt,
+            raw: l.raw,
+            socket: s.socket,
+            buf: Arc::as_ptr(&bufs.packet) as usize,
+        };
+        if bufs.placed == Some(key) {
+            // Only windows change during a run (the packet's, when its
+            // pointers move); regions stay as placed.
+            m.set_window(mem::CTX, 0, 0);
+            if s.has_pkt {
+                m.set_window(mem::PACKET, s.pkt.meta, s.pkt.data_end);
+            } else {
+                m.set_window(mem::PACKET, 0, 0);
+            }
+            return;
+        }
+        // The fixed regions are set in place: their names are shared
+        // strings made once per VM, so a run allocates nothing here.
+        let names = &inner.names;
+        let empty = &inner.empty;
         m.place(mem::CTX, ctx_kind, empty, (0, 0, false), &names.context);
-        let s = &l.shape;
         if s.has_pkt {
             let name = if l.raw { &names.memory } else { &names.packet };
             let window = (s.pkt.meta, s.pkt.data_end, !s.socket);
@@ -475,6 +514,7 @@ impl Vm {
             let name = &names.packet;
             m.place(mem::PACKET, RegionKind::Opaque, empty, (0, 0, false), name);
         }
+        bufs.placed = Some(key);
     }
 
     /// The machine of one run, its registers set for entry `e`; takes the
