@@ -52,18 +52,7 @@ impl Runner {
     ) -> RunOutcome {
         let vm = &self.vm;
         let bufs = self.bufs.get_or_insert_with(|| vm.take_buffers());
-        let mut out = vm.run_core(bufs, entry, &ctx.context(packet), opts);
-        let s = bufs.last_shape;
-        if s.has_pkt && !s.socket {
-            let p = s.pkt;
-            let moved = p.data != s.headroom || p.data_end != s.headroom + s.len;
-            if moved || vm.facts().writes_packet {
-                packet.resize(p.data_end.saturating_sub(p.data), 0);
-                let _ = bufs.packet.read(p.data, packet);
-                out.packet_written = true;
-            }
-        }
-        out
+        vm.run_on(bufs, entry, packet, ctx, opts)
     }
 
     /// The XDP metadata (`data_meta..data`) the last run left, into `out`

@@ -344,11 +344,6 @@ impl Vm {
         })
     }
 
-    /// What the program can do to a run's memory.
-    pub(crate) fn facts(&self) -> &Facts {
-        &self.inner.facts
-    }
-
     /// One run with a [`RunResult`]: the core run, then the packet and
     /// the side effects copied out.
     pub(crate) fn run_with(
@@ -403,13 +398,48 @@ impl Vm {
         ctx: &Context,
         opts: &RunOptions,
     ) -> RunOutcome {
-        let (e, mut layout) = match self.prepare(bufs, entry, ctx, opts) {
-            Ok(p) => p,
+        match self.prepare(bufs, entry, ctx, opts) {
+            Ok((e, layout)) => self.execute(bufs, e, layout, opts, None),
             Err(kind) => {
                 bufs.last_shape = Shape::default();
-                return RunOutcome::setup_failed(kind);
+                RunOutcome::setup_failed(kind)
             }
-        };
+        }
+    }
+
+    /// [`Runner::run_packet`]'s run: `run_core` on the context `ctx`
+    /// makes of `packet`, with the packet written back into it when the
+    /// program may have changed it. (The write-back happens inside, so
+    /// the outcome is built once, in place.)
+    #[inline(always)]
+    pub(crate) fn run_on(
+        &self,
+        bufs: &mut Buffers,
+        entry: impl EntryRef,
+        packet: &mut Vec<u8>,
+        ctx: crate::ctx::PacketCtx,
+        opts: &RunOptions,
+    ) -> RunOutcome {
+        match self.prepare(bufs, entry, &ctx.context(packet), opts) {
+            Ok((e, layout)) => self.execute(bufs, e, layout, opts, Some(packet)),
+            Err(kind) => {
+                bufs.last_shape = Shape::default();
+                RunOutcome::setup_failed(kind)
+            }
+        }
+    }
+
+    /// Runs entry `e` on what `prepare` laid out: the machine, the
+    /// interpreter or the entry's native code, then `finish`.
+    #[inline(always)]
+    fn execute(
+        &self,
+        bufs: &mut Buffers,
+        e: &EntryInfo,
+        mut layout: Layout,
+        opts: &RunOptions,
+        back: Option<&mut Vec<u8>>,
+    ) -> RunOutcome {
         let mut m = self.machine(bufs, e, &mut layout, opts);
         let jit = match (&self.inner.jit, self.inner.engines.get(e.index)) {
             (Some(code), Some(EngineUse::Jit)) if !opts.trace && !opts.interp => Some(code),
@@ -419,16 +449,23 @@ impl Vm {
             Some(code) => code.exec(&mut m, e.start_op),
             None => m.exec(e.start_op, opts.trace),
         };
-        let mut out = self.finish(&mut m, outcome, e, &layout, bufs);
-        if jit.is_some() {
-            out.engine = Engine::Jit;
-            // Native code may not count the frames it opens: a program
-            // that can call may have dirtied any of them.
-            if self.inner.facts.calls {
-                bufs.stack_dirty = self.inner.config.max_frames;
-            }
-        }
-        out
+        // Native code may not count the frames it opens: a program that
+        // can call may have dirtied any of them.
+        let all_frames = jit.is_some() && self.inner.facts.calls;
+        let engine = if jit.is_some() {
+            Engine::Jit
+        } else {
+            Engine::Interp
+        };
+        self.finish(
+            &mut m,
+            outcome,
+            e,
+            &layout,
+            bufs,
+            (engine, all_frames),
+            back,
+        )
     }
 
     /// Checks the run's arguments, clears what the last run may have
@@ -581,6 +618,7 @@ impl Vm {
     /// The run's outcome from the machine after `exec`; gives the
     /// buffers, the context state and the side effects back to `bufs`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
         m: &mut Machine,
@@ -588,6 +626,8 @@ impl Vm {
         e: &EntryInfo,
         l: &Layout,
         bufs: &mut Buffers,
+        (engine, all_frames): (Engine, bool),
+        back: Option<&mut Vec<u8>>,
     ) -> RunOutcome {
         let program = &self.inner.program;
         // XDP_ABORTED is 0, as is a socket filter's "drop".
@@ -646,18 +686,44 @@ impl Vm {
         bufs.mem = std::mem::take(&mut m.mem);
         bufs.frames = std::mem::take(&mut m.frames);
         // Frames below the deepest one used were never touched.
-        bufs.stack_dirty = m.deepest + 1;
+        bufs.stack_dirty = if all_frames {
+            self.inner.config.max_frames
+        } else {
+            m.deepest + 1
+        };
         bufs.last_shape = shape;
+        let packet_written = match back {
+            Some(v) => write_back(&bufs.packet, &shape, self.inner.facts.writes_packet, v),
+            None => false,
+        };
         RunOutcome {
             result,
             head_delta,
-            packet_written: false,
+            packet_written,
             redirect: m.redirect.take(),
             skb,
             insns: m.count,
-            engine: Engine::Interp,
+            engine,
         }
     }
+}
+
+/// Copies the packet a run left (`data..data_end`) into the caller's
+/// `out` when the program may have changed it: it can write the packet
+/// (`writes`) or moved its ends. True if it did.
+#[inline(always)]
+fn write_back(buf: &GuardedBuf, s: &Shape, writes: bool, out: &mut Vec<u8>) -> bool {
+    if !s.has_pkt || s.socket {
+        return false;
+    }
+    let p = s.pkt;
+    let moved = p.data != s.headroom || p.data_end != s.headroom + s.len;
+    if !moved && !writes {
+        return false;
+    }
+    out.resize(p.data_end.saturating_sub(p.data), 0);
+    let _ = buf.read(p.data, out);
+    true
 }
 
 /// Zeroes what the last run may have written to the stack: in each of

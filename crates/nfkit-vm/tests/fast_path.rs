@@ -299,3 +299,25 @@ fn a_read_only_program_leaves_the_buffer_alone() {
     assert!(out.packet_written);
     assert_eq!(short, vec![7u8; 8]);
 }
+
+#[test]
+fn the_context_template_and_metadata_come_through() {
+    // r0 = ingress_ifindex (xdp_md offset 12).
+    let mut run = runner(ProgType::Xdp, asm("r0 = *(u32 *)(r1 + 12)\nexit"));
+    let meta = [1u8, 2, 3, 4];
+    let mut md = XdpMd::new(&[]);
+    md.ingress_ifindex = 7;
+    md.meta = &meta;
+    md.tailroom = 64;
+    let mut buf = frame(80);
+    let out = run.run_packet(
+        0usize,
+        &mut buf,
+        PacketCtx::XdpWith(&md),
+        &RunOptions::default(),
+    );
+    assert_eq!(out.r0(), Some(7));
+    let mut got = Vec::new();
+    run.meta(&mut got);
+    assert_eq!(got, meta);
+}
