@@ -28,6 +28,10 @@
 //!   [`RunResult`]: r0 or a [`RunError`] (instruction, `function+offset`,
 //!   address, fault code), the packet afterwards, redirect target,
 //!   `trace_printk` output, instruction count, optional trace.
+//! * [`Runner::run_packet`] runs on the caller's own packet buffer with a
+//!   [`PacketCtx`] and gives a small [`RunOutcome`]: no allocation per
+//!   run, the buffer rewritten only when the program may have changed it
+//!   (the per-packet path of a switch).
 //! * [`Vm::maps`] reaches the maps ([`maps::Map`]): shared between threads,
 //!   readable and writable from Rust with the kernel's flags and errors.
 //! * `Vm` is `Send + Sync` and cheap to clone; runs on several threads
@@ -40,8 +44,9 @@
 //! * Loading: [`check`] (the load-time checks, phase by phase, and the
 //!   translation) into [`prog`] (the pre-decoded op form the interpreter
 //!   dispatches on); [`vm`]: [`Vm`], the loaded program with its maps.
-//! * Running: [`vm`]: [`Runner`] and `Vm::run`, a run's phases (prepare,
-//!   execute, collect); `interp`: the interpreter loop; `trace`: recording
+//! * Running: [`vm`]: `Vm::run`, a run's phases (prepare, execute,
+//!   finish); `runner`: [`Runner`]; `facts`: what a program can touch,
+//!   read at load (so runs clear only that); `interp`: the interpreter loop; `trace`: recording
 //!   traced runs; [`result`]: [`RunResult`], [`Redirect`] and the trace
 //!   ([`TraceStep`]: registers, [`MemAccess`], [`HelperCall`]), each
 //!   printable as text.
