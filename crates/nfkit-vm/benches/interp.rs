@@ -15,6 +15,11 @@
 //! * `exit_only`: `r0 = 2; exit` on a 64-byte XDP frame: the fixed cost
 //!   of one run (context and packet set up, result collected).
 //!
+//! nfkit runs each program two ways: `nfkit` is `Runner::run` (a full
+//! `RunResult`, the packet copied out into fresh `Vec`s), `inplace` is
+//! `Runner::run_packet` on the caller's buffer (no allocation, the
+//! packet written back only when the program may have changed it).
+//!
 //! nfkit also runs the clang-built `corpus/xdp_port_filter` (maps and
 //! helpers, which rbpf lacks). After criterion's own report the run
 //! prints a summary table: ns per packet for both, their ratio, and ns
@@ -22,18 +27,29 @@
 
 use criterion::{black_box, Criterion};
 use nfkit_object::{Image, ProgType};
-use nfkit_vm::{Context, RunOptions, Runner, Vm, VmConfig, XdpMd};
+use nfkit_vm::{Context, PacketCtx, RunOptions, Runner, Vm, VmConfig, XdpMd};
 use std::time::{Duration, Instant};
 
 mod common;
 
 use common::*;
 
+/// The options of every timed run (made once, as a caller would).
+static OPTS: std::sync::LazyLock<RunOptions> = std::sync::LazyLock::new(RunOptions::default);
+
 /// How one engine runs one program on one packet.
 enum Engine<'a> {
     Nfkit {
         runner: Runner,
         xdp: bool,
+    },
+    /// `run_packet` on the engine's own copies of the case's packets,
+    /// taken in turn (the caller's mutable buffers).
+    NfkitPkt {
+        runner: Runner,
+        xdp: bool,
+        bufs: Vec<Vec<u8>>,
+        next: usize,
     },
     Rbpf {
         vm: rbpf::EbpfVmMbuff<'a>,
@@ -50,8 +66,21 @@ impl Engine<'_> {
                 } else {
                     Context::Raw(packet)
                 };
+                runner.run(0usize, ctx, &OPTS).r0().unwrap_or(u64::MAX)
+            }
+            Engine::NfkitPkt {
+                runner,
+                xdp,
+                bufs,
+                next,
+            } => {
+                let ctx = if *xdp { PacketCtx::Xdp } else { PacketCtx::Raw };
+                let i = *next;
+                *next = (i + 1) % bufs.len();
+                let buf = &mut bufs[i];
+                debug_assert_eq!(buf.len(), packet.len());
                 runner
-                    .run(0usize, ctx, &RunOptions::default())
+                    .run_packet(0usize, buf, ctx, &OPTS)
                     .r0()
                     .unwrap_or(u64::MAX)
             }
@@ -85,6 +114,8 @@ struct Case<'a> {
     name: &'static str,
     packets: Vec<Vec<u8>>,
     nfkit: Engine<'a>,
+    /// nfkit's `run_packet` (made from `nfkit` by `with_pkt`).
+    pkt: Option<Engine<'a>>,
     rbpf: Option<Engine<'a>>,
     /// Instructions nfkit executes per pass over `packets`.
     insns: u64,
@@ -154,6 +185,7 @@ fn asm_cases() -> Vec<Case<'static>> {
                 mbuff: true,
             }),
             insns: 0,
+            pkt: None,
         },
         Case {
             name: "exit_only",
@@ -167,6 +199,7 @@ fn asm_cases() -> Vec<Case<'static>> {
                 mbuff: false,
             }),
             insns: 0,
+            pkt: None,
         },
         Case {
             name: "alu_loop",
@@ -180,6 +213,7 @@ fn asm_cases() -> Vec<Case<'static>> {
                 mbuff: false,
             }),
             insns: 0,
+            pkt: None,
         },
         Case {
             name: "mem_sum",
@@ -193,6 +227,7 @@ fn asm_cases() -> Vec<Case<'static>> {
                 mbuff: false,
             }),
             insns: 0,
+            pkt: None,
         },
     ]
 }
@@ -218,7 +253,23 @@ fn corpus_case() -> Option<Case<'static>> {
         },
         rbpf: None,
         insns: 0,
+        pkt: None,
     })
+}
+
+/// Adds the `run_packet` engine to every case: a second runner of the
+/// same VM, with its own copies of the packets.
+fn with_pkt(cases: &mut [Case]) {
+    for case in cases {
+        if let Engine::Nfkit { runner, xdp } = &case.nfkit {
+            case.pkt = Some(Engine::NfkitPkt {
+                runner: runner.vm().runner(),
+                xdp: *xdp,
+                bufs: case.packets.clone(),
+                next: 0,
+            });
+        }
+    }
 }
 
 /// Both engines must agree before their speed means anything; counts the
@@ -230,6 +281,9 @@ fn check_and_count(cases: &mut [Case]) {
             assert_ne!(ours, u64::MAX, "{}: nfkit failed", case.name);
             if let Some(r) = &mut case.rbpf {
                 assert_eq!(ours, r.run(p), "{}: engines disagree", case.name);
+            }
+            if let Some(r) = &mut case.pkt {
+                assert_eq!(ours, r.run(p), "{}: run_packet disagrees", case.name);
             }
             if let Engine::Nfkit { runner, xdp } = &mut case.nfkit {
                 let ctx = if *xdp {
@@ -262,6 +316,15 @@ fn passes_mode(cases: &mut [Case]) -> bool {
                 }
             }
         }
+        if let Some(r) = &mut case.pkt {
+            if format!("{}/inplace", case.name).contains(&only) {
+                for _ in 0..n {
+                    for p in packets {
+                        black_box(r.run(black_box(p)));
+                    }
+                }
+            }
+        }
         if let Some(r) = &mut case.rbpf {
             if format!("{}/rbpf", case.name).contains(&only) {
                 for _ in 0..n {
@@ -291,6 +354,15 @@ fn run_criterion(cases: &mut [Case]) {
                 }
             })
         });
+        if let Some(r) = &mut case.pkt {
+            g.bench_function("inplace", |b| {
+                b.iter(|| {
+                    for p in packets {
+                        black_box(r.run(black_box(p)));
+                    }
+                })
+            });
+        }
         if let Some(r) = &mut case.rbpf {
             g.bench_function("rbpf", |b| {
                 b.iter(|| {
@@ -305,19 +377,31 @@ fn run_criterion(cases: &mut [Case]) {
     c.final_summary();
 }
 
-/// The summary table: ns per packet of both engines, their ratio, and ns
-/// per executed instruction.
+/// The summary table: ns per packet of nfkit (`run` and `run_packet`)
+/// and rbpf, rbpf's time over nfkit's, and ns per executed instruction.
 fn print_summary(cases: &mut [Case]) {
     println!();
     println!("nfkit vs rbpf interpreter, per packet (best of 7 batches of about 50 ms)");
     println!(
-        "{:<18} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12}",
-        "program", "insns", "nfkit ns", "rbpf ns", "rbpf/nfkit", "nfkit ns/i", "rbpf ns/i"
+        "{:<18} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "program",
+        "insns",
+        "run ns",
+        "pkt ns",
+        "rbpf ns",
+        "rbpf/run",
+        "rbpf/pkt",
+        "pkt ns/i",
+        "rbpf ns/i"
     );
     for case in cases {
         let n = case.packets.len() as f64;
         let insns = case.insns as f64 / n;
         let ours = time_per_packet(&mut case.nfkit, &case.packets);
+        let pkt = case
+            .pkt
+            .as_mut()
+            .map_or(ours, |e| time_per_packet(e, &case.packets));
         let theirs = case
             .rbpf
             .as_mut()
@@ -326,13 +410,15 @@ fn print_summary(cases: &mut [Case]) {
             v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
         };
         println!(
-            "{:<18} {:>8.1} {:>12.1} {:>12} {:>12} {:>12.2} {:>12}",
+            "{:<18} {:>8.1} {:>10.1} {:>10.1} {:>10} {:>10} {:>10} {:>10.2} {:>10}",
             case.name,
             insns,
             ours,
+            pkt,
             cell(theirs, 1),
             cell(theirs.map(|t| t / ours), 2),
-            ours / insns,
+            cell(theirs.map(|t| t / pkt), 2),
+            pkt / insns,
             cell(theirs.map(|t| t / insns), 2),
         );
     }
@@ -341,6 +427,7 @@ fn print_summary(cases: &mut [Case]) {
 fn main() {
     let mut cases = asm_cases();
     cases.extend(corpus_case());
+    with_pkt(&mut cases);
     check_and_count(&mut cases);
     if passes_mode(&mut cases) {
         return;

@@ -147,6 +147,45 @@ impl<'a> SkBuff<'a> {
     }
 }
 
+/// The context of a run on the caller's own packet buffer
+/// ([`Runner::run_packet`](crate::Runner::run_packet)): everything but
+/// the packet, which is the buffer.
+#[derive(Clone, Copy, Debug)]
+pub enum PacketCtx<'a> {
+    /// An `xdp_md` as [`XdpMd::new`] makes it.
+    Xdp,
+    /// This `xdp_md` (its `packet` is ignored).
+    XdpWith(&'a XdpMd<'a>),
+    /// A `__sk_buff` as [`SkBuff::new`] makes it for the packet.
+    Skb,
+    /// This `__sk_buff` (its `packet` is ignored).
+    SkbWith(&'a SkBuff<'a>),
+    /// The conformance suite's form: r1 = the buffer, r2 = its length.
+    Raw,
+}
+
+impl<'a> PacketCtx<'a> {
+    /// The full context with `packet` as its packet.
+    pub fn context<'p>(&self, packet: &'p [u8]) -> Context<'p>
+    where
+        'a: 'p,
+    {
+        match *self {
+            PacketCtx::Xdp => Context::Xdp(XdpMd::new(packet)),
+            PacketCtx::XdpWith(x) => Context::Xdp(XdpMd {
+                packet,
+                ..x.clone()
+            }),
+            PacketCtx::Skb => Context::Skb(SkBuff::new(packet)),
+            PacketCtx::SkbWith(s) => Context::Skb(SkBuff {
+                packet,
+                ..s.clone()
+            }),
+            PacketCtx::Raw => Context::Raw(packet),
+        }
+    }
+}
+
 /// The `__sk_buff` fields a program may change, as they are after a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SkbFields {

@@ -87,7 +87,7 @@ pub(crate) struct Machine<'v> {
     pub rng: &'v dyn crate::config::Rng,
     pub lock_held: Option<u64>,
     /// Routes, tunnel metadata and perf records of this run.
-    pub net: crate::helpers::net::NetRun,
+    pub net: crate::helpers::net::NetRun<'v>,
     pub reservations: Vec<Reservation>,
     pub trace: Vec<TraceStep>,
     /// The traced instruction running now (see `trace`).

@@ -28,6 +28,10 @@
 //!   [`RunResult`]: r0 or a [`RunError`] (instruction, `function+offset`,
 //!   address, fault code), the packet afterwards, redirect target,
 //!   `trace_printk` output, instruction count, optional trace.
+//! * [`Runner::run_packet`] runs on the caller's own packet buffer with a
+//!   [`PacketCtx`] and gives a small [`RunOutcome`]: no allocation per
+//!   run, the buffer rewritten only when the program may have changed it
+//!   (the per-packet path of a switch).
 //! * [`Vm::maps`] reaches the maps ([`maps::Map`]): shared between threads,
 //!   readable and writable from Rust with the kernel's flags and errors.
 //! * `Vm` is `Send + Sync` and cheap to clone; runs on several threads
@@ -40,8 +44,9 @@
 //! * Loading: [`check`] (the load-time checks, phase by phase, and the
 //!   translation) into [`prog`] (the pre-decoded op form the interpreter
 //!   dispatches on); [`vm`]: [`Vm`], the loaded program with its maps.
-//! * Running: [`vm`]: [`Runner`] and `Vm::run`, a run's phases (prepare,
-//!   execute, collect); `interp`: the interpreter loop; `trace`: recording
+//! * Running: [`vm`]: `Vm::run`, a run's phases (prepare, execute,
+//!   finish); `runner`: [`Runner`]; `facts`: what a program can touch,
+//!   read at load (so runs clear only that); `interp`: the interpreter loop; `trace`: recording
 //!   traced runs; [`result`]: [`RunResult`], [`Redirect`] and the trace
 //!   ([`TraceStep`]: registers, [`MemAccess`], [`HelperCall`]), each
 //!   printable as text.
@@ -58,6 +63,7 @@ pub mod check;
 pub mod config;
 pub mod ctx;
 pub mod error;
+mod facts;
 pub mod helpers;
 mod interp;
 mod jit;
@@ -65,6 +71,7 @@ pub mod maps;
 pub mod mem;
 pub mod prog;
 pub mod result;
+mod runner;
 mod trace;
 pub mod vm;
 
@@ -72,13 +79,13 @@ pub use config::{
     Clock, Engine, EngineUse, FixedClock, FixedRng, Profile, RealClock, Rng, RunOptions, SeqRng,
     VmConfig,
 };
-pub use ctx::{Context, SkBuff, SkbFields, XdpMd};
+pub use ctx::{Context, PacketCtx, SkBuff, SkbFields, XdpMd};
 pub use error::{LoadError, Rule, RunError, RunErrorKind};
 pub use helpers::fib::{FibParseError, FibTable};
 pub use maps::{Map, MapError, Maps};
 pub use result::{
     AccessKind, CloneRedirect, HelperCall, MemAccess, MemRegion, PerfEvent, Redirect, RegChange,
-    RunResult, TraceStep, TunnelKey,
+    RunOutcome, RunResult, TraceStep, TunnelKey,
 };
 pub use vm::{EntryRef, Runner, Vm};
 

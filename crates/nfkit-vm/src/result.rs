@@ -102,34 +102,70 @@ pub struct RunResult {
     pub trace: Vec<TraceStep>,
 }
 
-/// Most trace steps kept for one run.
-pub const TRACE_LIMIT: usize = 1_000_000;
+/// What a run on the caller's packet buffer gives back
+/// ([`Runner::run_packet`](crate::Runner::run_packet)): made without
+/// allocating (an error's text aside). The packet afterwards is in the
+/// caller's buffer; `trace_printk` lines, perf records, clones and the
+/// tunnel key stay in the runner until its next run.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// r0 at the entry's `exit`, or why the run failed.
+    pub result: Result<u64, RunError>,
+    /// How far `data` moved (`bpf_xdp_adjust_head`); negative when the
+    /// packet grew at the front.
+    pub head_delta: i64,
+    /// The caller's buffer was rewritten from the run's packet: the
+    /// program may have changed it (it can store to the packet, call a
+    /// helper that may write it, or moved its ends). False: the buffer
+    /// is untouched, and the program cannot have changed the packet.
+    pub packet_written: bool,
+    /// Redirect target set by a helper during the run.
+    pub redirect: Option<Redirect>,
+    /// Writable `__sk_buff` fields afterwards (socket filter / TC).
+    pub skb: Option<SkbFields>,
+    /// Instructions executed (helper calls count as one).
+    pub insns: u64,
+    /// The engine that ran the program.
+    pub engine: crate::config::Engine,
+}
 
-impl RunResult {
+impl RunOutcome {
     /// A run that could not start: no instruction ran.
-    pub(crate) fn setup_failed(kind: RunErrorKind) -> RunResult {
-        RunResult {
+    pub(crate) fn setup_failed(kind: RunErrorKind) -> RunOutcome {
+        RunOutcome {
             result: Err(RunError {
                 slot: 0,
                 location: String::new(),
                 kind,
                 fault_code: 0,
             }),
-            packet: Vec::new(),
-            meta: Vec::new(),
             head_delta: 0,
+            packet_written: false,
             redirect: None,
             skb: None,
-            printk: Vec::new(),
-            perf_events: Vec::new(),
-            clones: Vec::new(),
-            tunnel_key: None,
             insns: 0,
             engine: crate::config::Engine::Interp,
-            trace: Vec::new(),
         }
     }
 
+    /// r0, if the run ended normally.
+    pub fn r0(&self) -> Option<u64> {
+        self.result.as_ref().ok().copied()
+    }
+
+    /// The hook's return code: r0, or the fault code after an error.
+    pub fn code(&self) -> u64 {
+        match &self.result {
+            Ok(v) => *v,
+            Err(e) => e.fault_code,
+        }
+    }
+}
+
+/// Most trace steps kept for one run.
+pub const TRACE_LIMIT: usize = 1_000_000;
+
+impl RunResult {
     /// r0, if the run ended normally.
     pub fn r0(&self) -> Option<u64> {
         self.result.as_ref().ok().copied()

@@ -8,11 +8,13 @@ use crate::check::{check, EntryInfo};
 use crate::config::{Engine, EngineUse, RunOptions, VmConfig, FRAME_SIZE};
 use crate::ctx::{self, Context, CtxState, PacketPtrs, SkbState};
 use crate::error::{LoadError, Rule, RunError, RunErrorKind};
+use crate::facts::Facts;
 use crate::interp::{Frame, Machine, Step, Stop};
 use crate::maps::{Map, Maps};
 use crate::mem::{self, GuardedBuf, Memory, Region, RegionKind, Role};
 use crate::prog::Program;
-use crate::result::RunResult;
+use crate::result::{RunOutcome, RunResult};
+pub use crate::runner::Runner;
 use nfkit_abi::hook;
 use nfkit_object::{Image, ProgType};
 use std::sync::{Arc, Mutex};
@@ -41,13 +43,59 @@ impl EntryRef for String {
 }
 
 /// Reusable per-thread buffers of runs.
-struct Buffers {
+pub(crate) struct Buffers {
     mem: Memory,
     stack: Arc<GuardedBuf>,
-    packet: Arc<GuardedBuf>,
+    pub(crate) packet: Arc<GuardedBuf>,
     frames: Vec<Frame>,
-    /// Bytes at the top of the stack the last run may have dirtied.
+    /// Frames the last run may have dirtied (its deepest call depth + 1),
+    /// each at most `Facts::stack_reach` bytes below its top.
     stack_dirty: usize,
+    /// The socket-buffer state runs use, boxed once.
+    skb: Option<Box<SkbState>>,
+    /// Side effects of the last run, their capacity kept between runs.
+    pub(crate) extras: Extras,
+    /// Where the last run left the packet.
+    pub(crate) last_shape: Shape,
+    /// How the context and packet regions were last placed: a run that
+    /// places them the same way only moves the packet's window.
+    placed: Option<Placed>,
+}
+
+/// What `place_regions` set the context and packet regions to (the
+/// packet buffer by address; the buffers hold it, so it cannot be reused
+/// by another while this is kept).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Placed {
+    ctx: RegionKind,
+    has_pkt: bool,
+    raw: bool,
+    socket: bool,
+    buf: usize,
+}
+
+/// What a run records besides its outcome.
+#[derive(Default)]
+pub(crate) struct Extras {
+    pub printk: Vec<String>,
+    pub perf: Vec<crate::result::PerfEvent>,
+    pub clones: Vec<crate::result::CloneRedirect>,
+    pub tunnel_key: Option<crate::result::TunnelKey>,
+    pub trace: Vec<crate::result::TraceStep>,
+}
+
+/// Where a run left the packet in the runner's packet buffer.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Shape {
+    pub pkt: PacketPtrs,
+    /// Offset of `data` at the start.
+    pub headroom: usize,
+    /// Bytes of the packet (or raw memory) given.
+    pub len: usize,
+    /// A packet (or raw memory) region existed.
+    pub has_pkt: bool,
+    /// A socket filter's read-only packet.
+    pub socket: bool,
 }
 
 /// Names of the per-run regions, made once.
@@ -73,7 +121,11 @@ pub struct Inner {
     base_mem: Memory,
     names: RegionNames,
     empty: Arc<GuardedBuf>,
-    pool: Mutex<Vec<Buffers>>,
+    /// Boxed: a run moves only a pointer in and out of the pool.
+    #[allow(clippy::vec_box)]
+    pool: Mutex<Vec<Box<Buffers>>>,
+    /// What the program can do to a run's memory.
+    facts: Facts,
 }
 
 /// A loaded program with its maps. Cheap to clone (shared), `Send + Sync`:
@@ -150,8 +202,10 @@ impl Vm {
             Engine::Jit => crate::jit::compile(&checked.program, &checked.entries, &config),
             Engine::Interp => (None, vec![EngineUse::Interp; checked.entries.len()]),
         };
+        let facts = Facts::of(&checked.program.insns);
         Ok(Vm {
             inner: Arc::new(Inner {
+                facts,
                 jit,
                 engines,
                 program: checked.program,
@@ -254,11 +308,7 @@ impl Vm {
 
     /// A runner owning reusable buffers, for one thread's many runs.
     pub fn runner(&self) -> Runner {
-        let bufs = self.take_buffers();
-        Runner {
-            vm: self.clone(),
-            bufs: Some(bufs),
-        }
+        Runner::new(self.clone(), self.take_buffers())
     }
 
     /// Runs entry `entry` once (buffers come from a shared pool).
@@ -273,7 +323,7 @@ impl Vm {
         r
     }
 
-    fn take_buffers(&self) -> Buffers {
+    pub(crate) fn take_buffers(&self) -> Box<Buffers> {
         if let Some(b) = self.inner.pool.lock().ok().and_then(|mut p| p.pop()) {
             return b;
         }
@@ -288,30 +338,116 @@ impl Vm {
         }
         // The entry's frame is always live.
         let _ = mem.open_frame(0);
-        Buffers {
+        Box::new(Buffers {
             mem,
             stack,
             packet: self.inner.empty.clone(),
             frames: Vec::with_capacity(self.inner.config.max_frames),
-            stack_dirty: stack_len,
-        }
+            // A new mapping is zeroed.
+            stack_dirty: 0,
+            skb: None,
+            extras: Extras::default(),
+            last_shape: Shape::default(),
+            placed: None,
+        })
     }
 
-    /// One run, in three phases: `prepare` (entry, stack, packet,
-    /// context, regions), `Machine::exec`, `collect` (the result). The
-    /// phases are inlined back into this function: a short program's run
-    /// costs little more than this setup.
-    fn run_with(
+    /// One run with a [`RunResult`]: the core run, then the packet and
+    /// the side effects copied out.
+    pub(crate) fn run_with(
         &self,
         bufs: &mut Buffers,
         entry: impl EntryRef,
         ctx: Context,
         opts: &RunOptions,
     ) -> RunResult {
-        let (e, mut layout) = match self.prepare(bufs, entry, &ctx, opts) {
-            Ok(p) => p,
-            Err(kind) => return RunResult::setup_failed(kind),
-        };
+        let out = self.run_core(bufs, entry, &ctx, opts);
+        let s = bufs.last_shape;
+        let p = s.pkt;
+        let mut packet = vec![0u8; p.data_end.saturating_sub(p.data)];
+        let mut meta = vec![0u8; p.data.saturating_sub(p.meta)];
+        if s.has_pkt {
+            let _ = bufs.packet.read(p.data, &mut packet);
+            let _ = bufs.packet.read(p.meta, &mut meta);
+        }
+        if let (Context::Skb(sk), true) = (&ctx, s.socket) {
+            // Socket filters cannot change the packet; report the whole frame.
+            packet = sk.packet.to_vec();
+        }
+        let x = std::mem::take(&mut bufs.extras);
+        RunResult {
+            result: out.result,
+            packet,
+            meta,
+            head_delta: out.head_delta,
+            redirect: out.redirect,
+            skb: out.skb,
+            printk: x.printk,
+            perf_events: x.perf,
+            clones: x.clones,
+            tunnel_key: x.tunnel_key,
+            insns: out.insns,
+            engine: out.engine,
+            trace: x.trace,
+        }
+    }
+
+    /// One run, in three phases: `prepare` (entry, stack, packet,
+    /// context, regions), `Machine::exec` (or the entry's native code),
+    /// `finish` (the outcome; buffers and side effects back to `bufs`).
+    /// The phases are inlined back into this function: a short program's
+    /// run costs little more than this setup. Allocates nothing once
+    /// `bufs` has served one run of the same shape.
+    #[inline(always)]
+    pub(crate) fn run_core(
+        &self,
+        bufs: &mut Buffers,
+        entry: impl EntryRef,
+        ctx: &Context,
+        opts: &RunOptions,
+    ) -> RunOutcome {
+        match self.prepare(bufs, entry, ctx, opts) {
+            Ok((e, layout)) => self.execute(bufs, e, layout, opts, None),
+            Err(kind) => {
+                bufs.last_shape = Shape::default();
+                RunOutcome::setup_failed(kind)
+            }
+        }
+    }
+
+    /// [`Runner::run_packet`]'s run: `run_core` on the context `ctx`
+    /// makes of `packet`, with the packet written back into it when the
+    /// program may have changed it. (The write-back happens inside, so
+    /// the outcome is built once, in place.)
+    #[inline(always)]
+    pub(crate) fn run_on(
+        &self,
+        bufs: &mut Buffers,
+        entry: impl EntryRef,
+        packet: &mut Vec<u8>,
+        ctx: crate::ctx::PacketCtx,
+        opts: &RunOptions,
+    ) -> RunOutcome {
+        match self.prepare(bufs, entry, &ctx.context(packet), opts) {
+            Ok((e, layout)) => self.execute(bufs, e, layout, opts, Some(packet)),
+            Err(kind) => {
+                bufs.last_shape = Shape::default();
+                RunOutcome::setup_failed(kind)
+            }
+        }
+    }
+
+    /// Runs entry `e` on what `prepare` laid out: the machine, the
+    /// interpreter or the entry's native code, then `finish`.
+    #[inline(always)]
+    fn execute(
+        &self,
+        bufs: &mut Buffers,
+        e: &EntryInfo,
+        mut layout: Layout,
+        opts: &RunOptions,
+        back: Option<&mut Vec<u8>>,
+    ) -> RunOutcome {
         let mut m = self.machine(bufs, e, &mut layout, opts);
         let jit = match (&self.inner.jit, self.inner.engines.get(e.index)) {
             (Some(code), Some(EngineUse::Jit)) if !opts.trace && !opts.interp => Some(code),
@@ -323,23 +459,27 @@ impl Vm {
             Some(outcome) => outcome,
             None => m.exec(e.start_op, opts.trace),
         };
-        let mut res = self.collect(&mut m, outcome, e, &layout, bufs);
-        if ran_native {
-            res.engine = Engine::Jit;
-        }
-        res
+        // Native code keeps `m.deepest` as the interpreter does, so the
+        // frames to clear are known either way.
+        let engine = if ran_native {
+            Engine::Jit
+        } else {
+            Engine::Interp
+        };
+        self.finish(&mut m, outcome, e, &layout, bufs, (engine, false), back)
     }
 
-    /// Checks the run's arguments, clears the stack, lays out the packet
-    /// and the context, and points the fixed regions at them.
+    /// Checks the run's arguments, clears what the last run may have
+    /// written to the stack, lays out the packet and the context, and
+    /// points the fixed regions at them.
     #[inline(always)]
-    fn prepare<'c>(
+    fn prepare(
         &self,
         bufs: &mut Buffers,
         entry: impl EntryRef,
-        ctx: &'c Context,
+        ctx: &Context,
         opts: &RunOptions,
-    ) -> Result<(&EntryInfo, Layout<'c>), RunErrorKind> {
+    ) -> Result<(&EntryInfo, Layout), RunErrorKind> {
         let inner = &*self.inner;
         let Some(ei) = entry.entry_index(self) else {
             return Err(RunErrorKind::Setup("no such entry program".into()));
@@ -361,44 +501,63 @@ impl Vm {
         if bufs.stack.len() != stack_len {
             return Err(RunErrorKind::Setup("cannot allocate the stack".into()));
         }
-        // Zero the part of the stack earlier runs may have written, so
-        // runs are reproducible.
-        let dirty = bufs.stack_dirty.min(stack_len);
-        let _ = bufs.stack.fill(stack_len - dirty, dirty, 0);
-        let layout = lay_out(bufs, ctx, e.prog_type)?;
+        clear_stack(&bufs.stack, bufs.stack_dirty, inner.facts.stack_reach);
+        bufs.stack_dirty = 0;
+        let layout = lay_out(bufs, ctx, e.prog_type, inner.facts.moves_head)?;
         self.place_regions(bufs, &layout);
         Ok((e, layout))
     }
 
-    /// Points the stack, context and packet regions of `bufs.regions` at
-    /// this run's buffers.
+    /// Points the context and packet regions of `bufs.mem` at this run's
+    /// buffers (the frames stay where `take_buffers` put them).
     #[inline(always)]
     fn place_regions(&self, bufs: &mut Buffers, l: &Layout) {
         let inner = &*self.inner;
         let m = &mut bufs.mem;
         m.reset(inner.base_mem.len());
-        // The fixed regions are set in place: their names are shared
-        // strings made once per VM, so a run allocates nothing here.
-        let names = &inner.names;
-        let (empty, ctx_len) = (&inner.empty, ctx::ctx_size(&l.ctx));
-        let ctx_kind = if ctx_len > 0 {
+        let s = &l.shape;
+        let ctx_kind = if ctx::ctx_size(&l.ctx) > 0 {
             RegionKind::Ctx
         } else {
             RegionKind::Opaque
         };
+        let key = Placed {
+            ctx: ctx_kind,
+            has_pkt: s.has_pkt,
+            raw: l.raw,
+            socket: s.socket,
+            buf: Arc::as_ptr(&bufs.packet) as usize,
+        };
+        if bufs.placed == Some(key) {
+            // Only windows change during a run (the packet's, when its
+            // pointers move); regions stay as placed.
+            m.set_window(mem::CTX, 0, 0);
+            if s.has_pkt {
+                m.set_window(mem::PACKET, s.pkt.meta, s.pkt.data_end);
+            } else {
+                m.set_window(mem::PACKET, 0, 0);
+            }
+            return;
+        }
+        // The fixed regions are set in place: their names are shared
+        // strings made once per VM, so a run allocates nothing here.
+        let names = &inner.names;
+        let empty = &inner.empty;
         m.place(mem::CTX, ctx_kind, empty, (0, 0, false), &names.context);
-        if l.has_pkt {
+        if s.has_pkt {
             let name = if l.raw { &names.memory } else { &names.packet };
-            let window = (l.pkt.meta, l.pkt.data_end, !l.socket);
+            let window = (s.pkt.meta, s.pkt.data_end, !s.socket);
             m.place(mem::PACKET, RegionKind::Mem, &bufs.packet, window, name);
         } else {
             let name = &names.packet;
             m.place(mem::PACKET, RegionKind::Opaque, empty, (0, 0, false), name);
         }
+        bufs.placed = Some(key);
     }
 
     /// The machine of one run, its registers set for entry `e`; takes the
-    /// context state and the buffers' regions and frames.
+    /// context state and the buffers' regions, frames and (emptied)
+    /// side-effect lists.
     #[inline(always)]
     fn machine<'v>(
         &'v self,
@@ -416,6 +575,17 @@ impl Vm {
         // The entry's frame pointer: the top of its frame, at the top of
         // the stack.
         regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
+        let x = &mut bufs.extras;
+        x.printk.clear();
+        x.perf.clear();
+        x.clones.clear();
+        x.trace.clear();
+        x.tunnel_key = None;
+        let mut net =
+            crate::helpers::net::NetRun::new(opts.fib.as_deref(), opts.tunnel_key.clone());
+        net.perf = std::mem::take(&mut x.perf);
+        net.clones = std::mem::take(&mut x.clones);
+        let pkt = l.shape.pkt;
         // Built in place as the return value (no copy of the machine).
         Machine {
             vm: inner,
@@ -429,34 +599,37 @@ impl Vm {
             tail_calls: 0,
             may_goto: inner.config.may_goto_budget,
             ctx: std::mem::replace(&mut l.ctx, CtxState::None),
-            pkt: l.pkt,
-            pkt_min: ctx::XDP_FRAME_SIZE.min(l.pkt.meta),
-            pkt_max: l.pkt.data_end + l.tailroom,
-            mac: l.mac,
+            pkt,
+            pkt_min: ctx::XDP_FRAME_SIZE.min(pkt.meta),
+            pkt_max: pkt.data_end + l.tailroom,
+            mac: l.shape.headroom,
             deepest: 0,
             redirect: None,
-            printk: Vec::new(),
+            printk: std::mem::take(&mut x.printk),
             clock: opts.clock.as_deref().unwrap_or(&*inner.config.clock),
             rng: opts.rng.as_deref().unwrap_or(&*inner.config.rng),
             lock_held: None,
-            net: crate::helpers::net::NetRun::new(opts.fib.clone(), opts.tunnel_key.clone()),
+            net,
             reservations: Vec::new(),
-            trace: Vec::new(),
+            trace: std::mem::take(&mut x.trace),
             trace_pending: None,
         }
     }
 
-    /// The run's result from the machine after `exec`; gives the buffers
-    /// back to `bufs`.
+    /// The run's outcome from the machine after `exec`; gives the
+    /// buffers, the context state and the side effects back to `bufs`.
     #[inline(always)]
-    fn collect(
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
         &self,
         m: &mut Machine,
         outcome: Step<u64>,
         e: &EntryInfo,
         l: &Layout,
         bufs: &mut Buffers,
-    ) -> RunResult {
+        (engine, all_frames): (Engine, bool),
+        back: Option<&mut Vec<u8>>,
+    ) -> RunOutcome {
         let program = &self.inner.program;
         // XDP_ABORTED is 0, as is a socket filter's "drop".
         let fault_code = match e.prog_type {
@@ -486,41 +659,27 @@ impl Vm {
                 fault_code,
             });
         }
-        let p = m.pkt;
-        let mut packet = vec![0u8; p.data_end.saturating_sub(p.data)];
-        let mut meta = vec![0u8; p.data.saturating_sub(p.meta)];
-        if l.has_pkt {
-            let _ = bufs.packet.read(p.data, &mut packet);
-            let _ = bufs.packet.read(p.meta, &mut meta);
-        }
-        if l.skb && l.socket {
-            // Socket filters cannot change the packet; report the whole frame.
-            packet = l.bytes.to_vec();
-        }
-        let skb = match &m.ctx {
-            CtxState::Skb(s) => Some(s.out.clone()),
+        let skb = match std::mem::replace(&mut m.ctx, CtxState::None) {
+            CtxState::Skb(s) => {
+                let out = s.out.clone();
+                bufs.skb = Some(s);
+                Some(out)
+            }
             _ => None,
         };
-        let head_delta = if l.socket {
+        let mut shape = l.shape;
+        shape.pkt = m.pkt;
+        let head_delta = if shape.socket {
             0
         } else {
-            p.data as i64 - l.headroom as i64
+            m.pkt.data as i64 - shape.headroom as i64
         };
-        let res = RunResult {
-            result,
-            packet,
-            meta,
-            head_delta,
-            redirect: m.redirect.take(),
-            skb,
-            printk: std::mem::take(&mut m.printk),
-            perf_events: std::mem::take(&mut m.net.perf),
-            clones: std::mem::take(&mut m.net.clones),
-            tunnel_key: m.net.tunnel.take(),
-            insns: m.count,
-            engine: Engine::Interp,
-            trace: std::mem::take(&mut m.trace),
-        };
+        let x = &mut bufs.extras;
+        x.printk = std::mem::take(&mut m.printk);
+        x.perf = std::mem::take(&mut m.net.perf);
+        x.clones = std::mem::take(&mut m.net.clones);
+        x.tunnel_key = m.net.tunnel.take();
+        x.trace = std::mem::take(&mut m.trace);
         // Frames a fault left live close; the entry's stays open.
         for d in 1..=m.deepest {
             m.mem.close_frame(d);
@@ -528,8 +687,62 @@ impl Vm {
         bufs.mem = std::mem::take(&mut m.mem);
         bufs.frames = std::mem::take(&mut m.frames);
         // Frames below the deepest one used were never touched.
-        bufs.stack_dirty = (m.deepest + 1) * FRAME_SIZE;
-        res
+        bufs.stack_dirty = if all_frames {
+            self.inner.config.max_frames
+        } else {
+            m.deepest + 1
+        };
+        bufs.last_shape = shape;
+        let packet_written = match back {
+            Some(v) => write_back(&bufs.packet, &shape, self.inner.facts.writes_packet, v),
+            None => false,
+        };
+        RunOutcome {
+            result,
+            head_delta,
+            packet_written,
+            redirect: m.redirect.take(),
+            skb,
+            insns: m.count,
+            engine,
+        }
+    }
+}
+
+/// Copies the packet a run left (`data..data_end`) into the caller's
+/// `out` when the program may have changed it: it can write the packet
+/// (`writes`) or moved its ends. True if it did.
+#[inline(always)]
+fn write_back(buf: &GuardedBuf, s: &Shape, writes: bool, out: &mut Vec<u8>) -> bool {
+    if !s.has_pkt || s.socket {
+        return false;
+    }
+    let p = s.pkt;
+    let moved = p.data != s.headroom || p.data_end != s.headroom + s.len;
+    if !moved && !writes {
+        return false;
+    }
+    out.resize(p.data_end.saturating_sub(p.data), 0);
+    let _ = buf.read(p.data, out);
+    true
+}
+
+/// Zeroes what the last run may have written to the stack: in each of
+/// its `frames` frames from the top, the `reach` bytes below the frame's
+/// top (the whole frame when the program's frame pointer escapes), so no
+/// byte of one run is readable in the next.
+#[inline(always)]
+fn clear_stack(stack: &GuardedBuf, frames: usize, reach: usize) {
+    let len = stack.len();
+    let frames = frames.min(len / FRAME_SIZE);
+    if reach >= FRAME_SIZE {
+        let n = frames * FRAME_SIZE;
+        let _ = stack.fill(len - n, n, 0);
+    } else if reach > 0 {
+        for d in 0..frames {
+            let top = len - d * FRAME_SIZE;
+            let _ = stack.fill(top - reach, reach, 0);
+        }
     }
 }
 
@@ -552,41 +765,32 @@ fn map_region(m: &Map, empty: &Arc<GuardedBuf>) -> (Region, mem::Window) {
 
 /// The packet (or raw memory) and context of one run, as laid out in the
 /// run's packet buffer.
-struct Layout<'c> {
-    /// The packet (or memory) the run was given.
-    bytes: &'c [u8],
-    /// Offset of `data` in the packet buffer.
-    headroom: usize,
+struct Layout {
+    /// Where the packet is, and what kind.
+    shape: Shape,
     /// Bytes the packet may grow at its end.
     tailroom: usize,
-    pkt: PacketPtrs,
-    /// Offset of the mac header.
-    mac: usize,
     ctx: CtxState,
     /// r1 and r2 at entry.
     args: [u64; 2],
-    /// A packet (or raw memory) region exists.
-    has_pkt: bool,
     /// The conformance suite's raw memory, not a packet.
     raw: bool,
-    /// The context is a socket buffer.
-    skb: bool,
-    /// A socket filter: the packet is read-only and starts at the network
-    /// header.
-    socket: bool,
 }
 
 /// Bytes a TC program's frame may grow by in one run.
 const SKB_TAILROOM: usize = 8192;
 
 /// Copies the packet (or raw memory) of `ctx` into `bufs.packet` (grown
-/// when too small) and builds the context state for a `prog_type` program.
+/// when too small) and builds the context state for a `prog_type`
+/// program. The headroom is cleared only when the program can move the
+/// packet's start into it (`moves_head`): no other run reads it.
 #[inline(always)]
-fn lay_out<'c>(
+fn lay_out(
     bufs: &mut Buffers,
-    ctx: &'c Context,
+    ctx: &Context,
     prog_type: ProgType,
-) -> Result<Layout<'c>, RunErrorKind> {
+    moves_head: bool,
+) -> Result<Layout, RunErrorKind> {
     let socket = prog_type == ProgType::SocketFilter;
     let (bytes, headroom, tailroom, meta): (&[u8], usize, usize, &[u8]) = match ctx {
         Context::Empty => (&[], 0, 0, &[]),
@@ -604,8 +808,12 @@ fn lay_out<'c>(
         bufs.packet = Arc::new(b);
     }
     let pb = &bufs.packet;
-    let _ = pb.fill(0, headroom, 0);
-    let _ = pb.write(headroom - meta.len(), meta);
+    if moves_head {
+        let _ = pb.fill(0, headroom - meta.len(), 0);
+    }
+    if !meta.is_empty() {
+        let _ = pb.write(headroom - meta.len(), meta);
+    }
     let _ = pb.write(headroom, bytes);
     let data_end = headroom + bytes.len();
     let mut pkt = PacketPtrs {
@@ -631,47 +839,28 @@ fn lay_out<'c>(
                 pkt.meta = pkt.data;
                 pkt.skb_len = data_end - pkt.data;
             }
-            (
-                CtxState::Skb(Box::new(SkbState::from(s))),
-                [mem::addr(mem::CTX, 0), 0],
-            )
+            // The box of earlier runs is reused.
+            let state = match bufs.skb.take() {
+                Some(mut b) => {
+                    *b = SkbState::from(s);
+                    b
+                }
+                None => Box::new(SkbState::from(s)),
+            };
+            (CtxState::Skb(state), [mem::addr(mem::CTX, 0), 0])
         }
     };
     Ok(Layout {
-        bytes,
-        headroom,
+        shape: Shape {
+            pkt,
+            headroom,
+            len: bytes.len(),
+            has_pkt: !matches!(ctx, Context::Empty),
+            socket,
+        },
         tailroom,
-        pkt,
-        mac: headroom,
         ctx: state,
         args,
-        has_pkt: !matches!(ctx, Context::Empty),
         raw: matches!(ctx, Context::Raw(_)),
-        skb: matches!(ctx, Context::Skb(_)),
-        socket,
     })
-}
-
-/// Runs a [`Vm`] many times with buffers reused between runs (one per
-/// thread).
-pub struct Runner {
-    vm: Vm,
-    bufs: Option<Buffers>,
-}
-
-impl Runner {
-    /// Runs entry `entry` on `ctx`.
-    pub fn run(&mut self, entry: impl EntryRef, ctx: Context, opts: &RunOptions) -> RunResult {
-        let mut bufs = match self.bufs.take() {
-            Some(b) => b,
-            None => self.vm.take_buffers(),
-        };
-        let r = self.vm.run_with(&mut bufs, entry, ctx, opts);
-        self.bufs = Some(bufs);
-        r
-    }
-
-    pub fn vm(&self) -> &Vm {
-        &self.vm
-    }
 }

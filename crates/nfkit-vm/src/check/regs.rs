@@ -390,11 +390,10 @@ fn packet_branch(
     if p.region != Region::Packet || p.maybe_null.is_some() {
         return None;
     }
-    let fall_le = match (regs[dst], cond) {
-        (Val::Ptr(_), Cond::Gt | Cond::Ge) => true,
-        (Val::PacketEnd, Cond::Lt | Cond::Le) => true,
-        _ => false,
-    };
+    let fall_le = matches!(
+        (regs[dst], cond),
+        (Val::Ptr(_), Cond::Gt | Cond::Ge) | (Val::PacketEnd, Cond::Lt | Cond::Le)
+    );
     let shown = (p.fixed as i128 + p.var.lo as i128).clamp(0, i64::MAX as i128) as i64;
     let known = |r: &Regs| r[PKT_LEN].scalar().map_or(0, |s| s.lo.max(0));
     let with_len = || {

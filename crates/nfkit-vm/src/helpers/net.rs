@@ -12,7 +12,6 @@ use crate::ctx::CtxState;
 use crate::interp::{Machine, Step};
 use nfkit_object::MapType;
 use std::fmt;
-use std::sync::Arc;
 
 /// One `bpf_perf_event_output` record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,8 +69,9 @@ impl fmt::Display for CloneRedirect {
 }
 
 /// The network state of one run.
-pub(crate) struct NetRun {
-    pub fib: Option<Arc<FibTable>>,
+pub(crate) struct NetRun<'v> {
+    /// Borrowed from the run's options (no reference counting per run).
+    pub fib: Option<&'v FibTable>,
     pub tunnel: Option<TunnelKey>,
     pub perf: Vec<PerfEvent>,
     pub clones: Vec<CloneRedirect>,
@@ -84,9 +84,9 @@ pub(crate) struct NetRun {
     pub csum_unnecessary: Option<u8>,
 }
 
-impl NetRun {
+impl<'v> NetRun<'v> {
     /// A run's state: `fib` and `tunnel` from its options.
-    pub fn new(fib: Option<Arc<FibTable>>, tunnel: Option<TunnelKey>) -> NetRun {
+    pub fn new(fib: Option<&'v FibTable>, tunnel: Option<TunnelKey>) -> NetRun<'v> {
         NetRun {
             fib,
             tunnel,
@@ -226,14 +226,14 @@ impl Machine<'_> {
         let mut p = [0u8; fib::PARAMS_SIZE];
         p.copy_from_slice(&bytes);
         // No table given: nothing is forwarded.
-        let Some(table) = self.net.fib.clone() else {
+        let Some(table) = self.net.fib else {
             return Ok(fib::ret::NOT_FWDED);
         };
         let skb_len = match &self.ctx {
             CtxState::Skb(_) => Some(self.pkt.data_end.saturating_sub(self.mac)),
             _ => None,
         };
-        let r = match fib::lookup(&table, &mut p, flags as u32, skb_len) {
+        let r = match fib::lookup(table, &mut p, flags as u32, skb_len) {
             Ok(r) => r,
             Err(why) => return self.herr(cur, name, why),
         };
@@ -297,7 +297,7 @@ impl Machine<'_> {
             flags & !SEGS != 0 || (flags & SEGS != 0 && (len_diff != 0 || mtu_len != 0))
         };
         let dev_mtu = |i: u32| -> Option<u32> {
-            match self.net.fib.as_ref().and_then(|t| t.link(i)) {
+            match self.net.fib.and_then(|t| t.link(i)) {
                 Some(l) => Some(l.mtu),
                 None if i == own || i == 0 => Some(1500),
                 None => None,

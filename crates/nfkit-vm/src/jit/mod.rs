@@ -123,7 +123,7 @@ impl Code {
             (crate::ctx::CtxState::None, t) => t != nfkit_object::ProgType::Xdp && !is_tc(t),
             _ => false,
         };
-        if !own_ctx || (self.proofs && m.regs[1] != mem::addr(mem::CTX, 0)) {
+        if self.proofs && (!own_ctx || m.regs[1] != mem::addr(mem::CTX, 0)) {
             return None;
         }
         Some(self.exec_native(m, start))
