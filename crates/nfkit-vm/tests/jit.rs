@@ -293,3 +293,155 @@ fn unchecked_packet_accesses_are_not_proven() {
         assert!(vm.proven_packet_accesses().is_empty(), "{text}");
     }
 }
+
+/// xorshift64*: reproducible random programs without a framework.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len() as u64) as usize]
+    }
+}
+
+/// A random program around packet pointers: copies, constant and
+/// variable moves, comparisons with `data_end` in every form, loads and
+/// stores near them, head adjustments, loops.
+fn packet_program(rng: &mut Rng) -> Vec<nfkit_isa::Insn> {
+    use nfkit_vm::helpers::table::id;
+    let ptrs = [2u8, 4, 5, 7];
+    let sizes = [Size::B, Size::H, Size::W, Size::DW];
+    let mut p = vec![
+        movr(6, 1),
+        ldx(Size::W, 2, 6, 0),
+        ldx(Size::W, 3, 6, 4),
+        mov(0, 0),
+        movr(4, 2),
+        movr(5, 2),
+        movr(7, 2),
+    ];
+    // (index of a jump, op index it goes to)
+    let mut jumps = Vec::new();
+    let mut op_starts = Vec::new();
+    let n = 4 + rng.below(22) as usize;
+    for _ in 0..n {
+        op_starts.push(p.len());
+        let (a, b) = (rng.pick(&ptrs), rng.pick(&ptrs));
+        match rng.below(20) {
+            16..=19 => {
+                // A guard: `a + k <= data_end`, else to the end.
+                jumps.push((p.len() + 2, n));
+                p.extend([
+                    movr(9, a),
+                    alu64(AluOp::Add, 9, 1 + rng.below(40) as i32),
+                    jmpr(Cond::Gt, 9, 3, 0),
+                ]);
+            }
+            0 | 1 => p.push(movr(a, b)),
+            2..=4 => p.push(alu64(AluOp::Add, a, rng.below(64) as i32 - 16)),
+            5 => p.extend([
+                movr(8, 0),
+                alu64(AluOp::And, 8, 31),
+                alu64r(AluOp::Add, a, 8),
+            ]),
+            6..=8 => {
+                let conds = [Cond::Gt, Cond::Ge, Cond::Lt, Cond::Le];
+                let c = rng.pick(&conds);
+                jumps.push((p.len(), rng.below(n as u64 + 1) as usize));
+                if rng.below(2) == 0 {
+                    p.push(jmpr(c, a, 3, 0));
+                } else {
+                    p.push(jmpr(c, 3, a, 0));
+                }
+            }
+            9..=11 => {
+                let off = rng.below(48) as i16 - 8;
+                p.extend([ldx(rng.pick(&sizes), 9, a, off), alu64r(AluOp::Add, 0, 9)]);
+            }
+            12 | 13 => p.push(stx(rng.pick(&sizes), a, 0, rng.below(48) as i16 - 8)),
+            14 => p.extend([
+                movr(1, 6),
+                mov(2, rng.below(24) as i32 - 8),
+                call(id::XDP_ADJUST_HEAD),
+                ldx(Size::W, 2, 6, 0),
+                ldx(Size::W, 3, 6, 4),
+                movr(4, 2),
+                movr(5, 2),
+                movr(7, 2),
+            ]),
+            _ => {
+                // A loop back to an earlier op, while a pointer is below
+                // data_end.
+                jumps.push((p.len(), rng.below(op_starts.len() as u64) as usize));
+                p.push(jmpr(Cond::Lt, a, 3, 0));
+            }
+        }
+    }
+    op_starts.push(p.len());
+    p.push(exit());
+    for (at, target) in jumps {
+        let t = op_starts[target.min(op_starts.len() - 1)] as i64;
+        if let nfkit_isa::Insn::Jmp { off, .. } = &mut p[at] {
+            *off = (t - at as i64 - 1) as i16;
+        }
+    }
+    p
+}
+
+/// Whatever packet-pointer program and packet, the JIT's unchecked
+/// (proven) accesses give the interpreter's results: an unsound proof
+/// would show as a difference, or as a crash of this process.
+#[test]
+fn packet_proofs_hold_on_random_programs() {
+    // NFKIT_PROOF_SEED and NFKIT_PROOF_PROGRAMS explore further.
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let seed = env("NFKIT_PROOF_SEED").unwrap_or(0x5eed_1234_abcd_0001);
+    let count = env("NFKIT_PROOF_PROGRAMS").unwrap_or(6000);
+    let mut rng = Rng(seed | 1);
+    let (mut programs, mut proven) = (0, 0usize);
+    let lens = [0usize, 1, 7, 14, 20, 33, 40, 64, 100];
+    let opts = RunOptions {
+        budget: Some(3000),
+        ..RunOptions::default()
+    };
+    for _ in 0..count {
+        let prog = packet_program(&mut rng);
+        let Ok(vm) = Vm::new(
+            &image(ProgType::Xdp, prog.clone(), vec![]),
+            VmConfig::kernel().with_engine(Engine::Jit),
+        ) else {
+            continue;
+        };
+        programs += 1;
+        proven += vm.proven_packet_accesses().len();
+        for &len in &lens {
+            let frame: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let (jit, interp) = both(&vm, &frame, &opts);
+            if format!("{:?}", jit.result) != format!("{:?}", interp.result)
+                || jit.packet != interp.packet
+                || jit.insns != interp.insns
+            {
+                panic!(
+                    "seed {seed}, packet length {len}: jit {:?} / interp {:?}\n{}",
+                    jit.result,
+                    interp.result,
+                    nfkit_isa::disasm::disassemble(&prog, &Default::default())
+                );
+            }
+        }
+    }
+    println!("{programs} programs loaded, {proven} packet accesses proven");
+    assert!(programs as u64 > count * 2 / 3, "{programs}");
+    assert!(
+        proven as u64 > count / 3,
+        "the generator must exercise proofs: {proven}"
+    );
+}

@@ -100,11 +100,11 @@ impl Dpdk {
             }
             let (run_packet, run_raw) = (self.run_packet, self.run_raw);
             let run: RunFn = if packet {
-                Box::new(move |p: &mut [u8]| {
+                Box::new(move |p: &mut Vec<u8>| {
                     run_packet(shim, p.as_mut_ptr(), p.len() as u32, jit as i32)
                 })
             } else {
-                Box::new(move |_: &mut [u8]| run_raw(shim, 0, jit as i32))
+                Box::new(move |_: &mut Vec<u8>| run_raw(shim, 0, jit as i32))
             };
             let (column, ran) = if jit {
                 ("DPDK JIT", "rte_bpf jit")

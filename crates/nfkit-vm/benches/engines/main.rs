@@ -119,7 +119,7 @@ fn asm_bench(name: &str, text: &str, packets: Vec<Vec<u8>>, packet: bool, o: &Ot
 
 /// A native row over `(data, data_end)`.
 fn packet_fn(f: Option<native::PacketFn>) -> rows::RunFn {
-    Box::new(move |p: &mut [u8]| {
+    Box::new(move |p: &mut Vec<u8>| {
         let r = p.as_ptr_range();
         f.map_or(u64::MAX, |f| f(black_box(r.start), black_box(r.end)))
     })
@@ -127,7 +127,7 @@ fn packet_fn(f: Option<native::PacketFn>) -> rows::RunFn {
 
 /// A native row of a function of one argument.
 fn arg_fn(f: Option<native::ArgFn>, arg: u64) -> rows::RunFn {
-    Box::new(move |_: &mut [u8]| f.map_or(u64::MAX, |f| f(black_box(arg))))
+    Box::new(move |_: &mut Vec<u8>| f.map_or(u64::MAX, |f| f(black_box(arg))))
 }
 
 /// Every program with every engine that can run it.

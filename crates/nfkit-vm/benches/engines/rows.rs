@@ -3,10 +3,10 @@
 //! what actually ran it.
 
 use nfkit_object::{Image, ProgType};
-use nfkit_vm::{Context, Engine, RunOptions, Vm, VmConfig, XdpMd};
+use nfkit_vm::{Engine, PacketCtx, RunOptions, Vm, VmConfig};
 
 /// Runs the program on a packet.
-pub type RunFn = Box<dyn FnMut(&mut [u8]) -> u64>;
+pub type RunFn = Box<dyn FnMut(&mut Vec<u8>) -> u64>;
 
 /// The engines, in table order.
 pub const COLUMNS: &[&str] = &[
@@ -54,9 +54,10 @@ pub fn nfkit_rows(vms: [(Vm, &'static str); 2], entry: &str) -> Result<Vec<Row>,
             .map_or_else(|| "?".to_string(), |e| e.to_string());
         let mut runner = vm.runner();
         let opts = RunOptions::default();
-        let run: RunFn = Box::new(move |p: &mut [u8]| {
+        // The in-place API: no packet copies out, no allocation.
+        let run: RunFn = Box::new(move |p: &mut Vec<u8>| {
             runner
-                .run(i, Context::Xdp(XdpMd::new(p)), &opts)
+                .run_packet(i, p, PacketCtx::Xdp, &opts)
                 .r0()
                 .unwrap_or(u64::MAX)
         });
@@ -121,7 +122,7 @@ pub fn rbpf_rows(insns: &[nfkit_isa::Insn]) -> Result<Vec<Row>, String> {
     // The JIT wants a metadata buffer borrowed as long as the VM: one
     // leaked buffer, rewritten before each run.
     let mbuff: *mut [u8; 16] = Box::into_raw(Box::new([0u8; 16]));
-    let jit_run: RunFn = Box::new(move |p: &mut [u8]| {
+    let jit_run: RunFn = Box::new(move |p: &mut Vec<u8>| {
         // SAFETY: `mbuff` is leaked (lives forever) and only this closure
         // uses it; the program only reads the packet and the buffer (the
         // results are checked against the interpreter's before timing).
@@ -131,7 +132,7 @@ pub fn rbpf_rows(insns: &[nfkit_isa::Insn]) -> Result<Vec<Row>, String> {
         }
     });
     let interp_run: RunFn =
-        Box::new(move |p: &mut [u8]| interp.execute_program(p, &meta(p)).unwrap_or(u64::MAX));
+        Box::new(move |p: &mut Vec<u8>| interp.execute_program(p, &meta(p)).unwrap_or(u64::MAX));
     Ok(vec![
         Row::new("rbpf JIT", "jit", jit_run),
         Row::new("rbpf interp", "interp", interp_run),
