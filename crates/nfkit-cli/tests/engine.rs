@@ -5,54 +5,29 @@
 //! kernel's return value, output packet and maps on both engines.
 
 mod common;
-use common::{json, Dir, NFKIT};
+use common::{corpus, json, Dir};
 
 use nfkit_pcap::Packet;
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const ENGINES: [&str; 2] = ["jit", "interp"];
 
 fn nfkit(args: &[&str]) -> Output {
-    Command::new(NFKIT).args(args).output().expect("run nfkit")
+    common::nfkit_plain(args)
 }
 
 fn stdout_ok(args: &[&str]) -> String {
-    let o = nfkit(args);
-    assert!(
-        o.status.success(),
-        "nfkit {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn corpus(name: &str) -> &'static str {
-    nfkit_corpus::get(name).expect("corpus program").path
+    common::stdout_ok(&nfkit(args))
 }
 
 fn example(name: &str) -> String {
     common::examples().join(name).display().to_string()
 }
 
-/// Ethernet + IPv4 frame of `len` bytes, protocol `proto`; ICMP ones are
-/// echo requests.
+/// Ethernet + IPv4 frame of `len` bytes, protocol `proto` (port 53).
 fn ipv4(proto: u8, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len.max(42)];
-    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12] = 0x08;
-    f[14] = 0x45;
-    let ip_len = (f.len() - 14) as u16;
-    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    f[22] = 64;
-    f[23] = proto;
-    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
-    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
-    f[34] = if proto == 1 { 8 } else { 0x04 };
-    f[36..38].copy_from_slice(&53u16.to_be_bytes());
-    f
+    common::ipv4(proto, 53, len)
 }
 
 /// A frame with the local experimental EtherType's 4-byte tag

@@ -3,7 +3,7 @@
 //! nfkit-pcap.
 
 mod common;
-use common::Dir;
+use common::{corpus, ipv4, stdout_ok as ok, Dir};
 
 use nfkit_pcap::Packet;
 use std::path::Path;
@@ -14,41 +14,6 @@ fn nfkit(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run nfkit")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "nfkit failed: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn corpus(name: &str) -> &'static str {
-    nfkit_corpus::get(name).expect("corpus program").path
-}
-
-/// Ethernet + IPv4 (+ L4 header of `proto`) frame of `len` bytes.
-fn ipv4(proto: u8, dport: u16, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len.max(42)];
-    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12] = 0x08;
-    f[14] = 0x45;
-    let ip_len = (f.len() - 14) as u16;
-    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    f[22] = 64;
-    f[23] = proto;
-    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
-    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
-    f[34..36].copy_from_slice(&1234u16.to_be_bytes());
-    f[36..38].copy_from_slice(&dport.to_be_bytes());
-    if proto == 6 {
-        f[46] = 0x50; // TCP data offset
-    }
-    f
 }
 
 fn write_pcap(path: &str, frames: &[Vec<u8>]) -> Vec<Packet> {

@@ -16,6 +16,54 @@ use std::process::Command;
 
 pub const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
 
+/// `nfkit ARGS`, without namespace or private bpffs (VM-only commands).
+pub fn nfkit_plain(args: &[&str]) -> std::process::Output {
+    Command::new(NFKIT).args(args).output().expect("run nfkit")
+}
+
+/// Standard output of a command that must have succeeded.
+pub fn stdout_ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "nfkit failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Path of corpus program `name`.
+pub fn corpus(name: &str) -> &'static str {
+    nfkit_corpus::get(name).expect("corpus program").path
+}
+
+/// Ethernet + IPv4 frame of `len` bytes (at least 42), protocol
+/// `proto`, 198.18.0.1 -> 198.18.0.2: UDP/TCP from port 1234 to `dport`
+/// (TCP with a 20-byte header), ICMP an echo request (checksum left 0).
+pub fn ipv4(proto: u8, dport: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(42)];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12] = 0x08;
+    f[14] = 0x45;
+    let ip_len = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[22] = 64;
+    f[23] = proto;
+    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
+    if proto == 1 {
+        f[34] = 8;
+    } else {
+        f[34..36].copy_from_slice(&1234u16.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+    }
+    if proto == 6 {
+        f[46] = 0x50; // TCP data offset
+    }
+    f
+}
+
 /// The repository's `examples/`.
 pub fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
