@@ -91,7 +91,7 @@ pub(crate) struct Machine<'v> {
     pub reservations: Vec<Reservation>,
     pub trace: Vec<TraceStep>,
     /// The traced instruction running now (see `trace`).
-    pub trace_pending: Option<Pending>,
+    pub trace_pending: Option<Box<Pending>>,
 }
 
 impl Machine<'_> {

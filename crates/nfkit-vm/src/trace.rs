@@ -94,11 +94,11 @@ impl Machine<'_> {
                 stored,
                 old: self.peek(addr, size),
             });
-        self.trace_pending = Some(Pending {
+        self.trace_pending = Some(Box::new(Pending {
             pc,
             regs: self.regs,
             mem,
-        });
+        }));
     }
 
     /// Records the instruction noted by [`Machine::trace_begin`], now
