@@ -30,11 +30,12 @@ use crate::prog::Program;
 
 /// A program compiled to native code.
 pub(crate) struct Code {
+    /// The code (kept alive: `enter` and `funcs` point into it).
     #[cfg(target_arch = "x86_64")]
-    buf: dynasmrt::ExecutableBuffer,
-    /// Offset of the entry stub in `buf`.
+    _buf: dynasmrt::ExecutableBuffer,
+    /// Address of the entry stub in `buf` (the buffer never moves).
     enter: usize,
-    /// `(first op, offset)` of every function, by op.
+    /// `(first op, address)` of every function, by op.
     funcs: Vec<(usize, usize)>,
     /// One past the last op of each op's basic block.
     block_end: Vec<u32>,
@@ -79,10 +80,15 @@ pub(crate) fn compile(
 #[cfg(target_arch = "x86_64")]
 fn build(program: &Program, config: &VmConfig) -> Result<Code, String> {
     let generated = emit::Emitter::new(program, config.may_goto_budget)?.generate()?;
+    let base = generated.buf.ptr(dynasmrt::AssemblyOffset(0)) as usize;
     Ok(Code {
-        enter: generated.enter.0,
-        funcs: generated.funcs.iter().map(|&(op, o)| (op, o.0)).collect(),
-        buf: generated.buf,
+        enter: base + generated.enter.0,
+        funcs: generated
+            .funcs
+            .iter()
+            .map(|&(op, o)| (op, base + o.0))
+            .collect(),
+        _buf: generated.buf,
         block_end: emit::block_ends(program),
         proofs: program.packet_proven.iter().any(|&p| p),
     })
@@ -97,17 +103,7 @@ impl Code {
     /// Native address of the function starting at op `op`.
     pub(crate) fn func_addr(&self, op: usize) -> Option<usize> {
         let i = self.funcs.binary_search_by_key(&op, |&(o, _)| o).ok()?;
-        Some(self.base() + self.funcs[i].1)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn base(&self) -> usize {
-        self.buf.ptr(dynasmrt::AssemblyOffset(0)) as usize
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn base(&self) -> usize {
-        0
+        Some(self.funcs[i].1)
     }
 
     /// Runs the compiled code from op `start` (an entry's first op) on
@@ -235,10 +231,11 @@ impl Code {
     #[cfg(target_arch = "x86_64")]
     fn enter(&self, jc: &mut state::JitCtx, target: usize) -> u64 {
         type Enter = unsafe extern "sysv64" fn(*mut state::JitCtx, usize) -> u64;
-        // SAFETY: `enter` is the entry stub generated with this
-        // signature; the buffer is executable and outlives the call.
+        // SAFETY: `enter` is the address of the entry stub generated with
+        // this signature in `buf`, which is executable and outlives the
+        // call.
         unsafe {
-            let f: Enter = std::mem::transmute(self.buf.ptr(dynasmrt::AssemblyOffset(self.enter)));
+            let f: Enter = std::mem::transmute(self.enter);
             f(jc, target)
         }
     }
