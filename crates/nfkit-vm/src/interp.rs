@@ -58,8 +58,10 @@ pub(crate) struct Reservation {
 }
 
 /// All state of one run.
-pub(crate) struct Machine<'v> {
-    pub vm: &'v Inner,
+pub(crate) struct Machine {
+    /// The VM (held by the runner's buffers, so a run takes no
+    /// reference).
+    pub vm: std::sync::Arc<Inner>,
     pub regs: [u64; 16],
     pub mem: Memory,
     pub frames: Vec<Frame>,
@@ -81,20 +83,32 @@ pub(crate) struct Machine<'v> {
     pub deepest: usize,
     pub redirect: Option<Redirect>,
     pub printk: Vec<String>,
-    /// The run's clock and random numbers, borrowed from the options or
-    /// the VM's configuration (no reference counting per run).
-    pub clock: &'v dyn crate::config::Clock,
-    pub rng: &'v dyn crate::config::Rng,
+    /// The run's clock and random numbers when its options override the
+    /// VM's configuration (see [`Machine::clock`]).
+    pub clock: Option<std::sync::Arc<dyn crate::config::Clock>>,
+    pub rng: Option<std::sync::Arc<dyn crate::config::Rng>>,
     pub lock_held: Option<u64>,
     /// Routes, tunnel metadata and perf records of this run.
-    pub net: crate::helpers::net::NetRun<'v>,
+    pub net: crate::helpers::net::NetRun,
     pub reservations: Vec<Reservation>,
     pub trace: Vec<TraceStep>,
     /// The traced instruction running now (see `trace`).
     pub trace_pending: Option<Box<Pending>>,
 }
 
-impl Machine<'_> {
+impl Machine {
+    /// The run's clock: the options', else the VM's.
+    #[inline]
+    pub fn clock(&self) -> &dyn crate::config::Clock {
+        self.clock.as_deref().unwrap_or(&*self.vm.config.clock)
+    }
+
+    /// The run's random numbers: the options', else the VM's.
+    #[inline]
+    pub fn rng(&self) -> &dyn crate::config::Rng {
+        self.rng.as_deref().unwrap_or(&*self.vm.config.rng)
+    }
+
     /// Updates the packet region's window after the packet pointers move.
     pub fn sync_packet_region(&mut self) {
         let lo = self.pkt.meta.min(self.pkt.data);
@@ -322,11 +336,13 @@ impl Machine<'_> {
     }
 
     /// Runs from op `pc` until the entry's `exit`.
-    pub(crate) fn exec(&mut self, pc: usize, trace: bool) -> Step<u64> {
+    /// `ops` is the VM's program (`self.vm.program.ops`), passed apart so
+    /// the loop can hold it while it changes the machine.
+    pub(crate) fn exec(&mut self, ops: &[crate::prog::Op], pc: usize, trace: bool) -> Step<u64> {
         let r = if trace {
-            self.exec_loop::<true>(pc)
+            self.exec_loop::<true>(ops, pc)
         } else {
-            self.exec_loop::<false>(pc)
+            self.exec_loop::<false>(ops, pc)
         };
         if trace {
             // The instruction noted last faulted, unless the budget ran
@@ -344,19 +360,23 @@ impl Machine<'_> {
         r
     }
 
-    fn exec_loop<const TRACE: bool>(&mut self, pc: usize) -> Step<u64> {
+    fn exec_loop<const TRACE: bool>(&mut self, ops: &[crate::prog::Op], pc: usize) -> Step<u64> {
         // The instruction counter lives in a local (a machine register)
         // during the loop, and goes back to `self` however the loop ends.
         let mut count = self.count;
-        let r = self.exec_inner::<TRACE>(pc, &mut count);
+        let r = self.exec_inner::<TRACE>(ops, pc, &mut count);
         self.count = count;
         r
     }
 
     #[inline(always)]
-    fn exec_inner<const TRACE: bool>(&mut self, mut pc: usize, count: &mut u64) -> Step<u64> {
+    fn exec_inner<const TRACE: bool>(
+        &mut self,
+        ops: &[crate::prog::Op],
+        mut pc: usize,
+        count: &mut u64,
+    ) -> Step<u64> {
         use Code::*;
-        let ops = &self.vm.program.ops[..];
         let budget = self.budget;
         loop {
             let Some(&op) = ops.get(pc) else {

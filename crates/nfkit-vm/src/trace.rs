@@ -73,7 +73,7 @@ fn access(op: &Op, r: &[u64; 16]) -> Option<(u64, usize, AccessKind, u64)> {
     Some((addr, size, kind, truncate(stored, size)))
 }
 
-impl Machine<'_> {
+impl Machine {
     /// The plain-memory value at `addr..addr+size`, if readable.
     fn peek(&self, addr: u64, size: usize) -> Option<u64> {
         let (buf, off) = self.mem.resolve(addr, size, false)?;

@@ -60,6 +60,10 @@ pub(crate) struct Buffers {
     /// How the context and packet regions were last placed: a run that
     /// places them the same way only moves the packet's window.
     placed: Option<Placed>,
+    /// The machine runs use, kept between runs (reset, not rebuilt: its
+    /// construction and teardown were a third of a short run). Buffers
+    /// given back to the VM's pool leave it behind (it holds the VM).
+    machine: Option<Box<Machine>>,
 }
 
 /// What `place_regions` set the context and packet regions to (the
@@ -317,6 +321,9 @@ impl Vm {
         let r = self.run_with(&mut bufs, entry, ctx, opts);
         if let Ok(mut pool) = self.inner.pool.lock() {
             if pool.len() < 64 {
+                // The machine holds the VM: a pooled one would keep it
+                // alive forever.
+                bufs.machine = None;
                 pool.push(bufs);
             }
         }
@@ -349,6 +356,7 @@ impl Vm {
             extras: Extras::default(),
             last_shape: Shape::default(),
             placed: None,
+            machine: None,
         })
     }
 
@@ -457,7 +465,7 @@ impl Vm {
         let ran_native = native.is_some();
         let outcome = match native {
             Some(outcome) => outcome,
-            None => m.exec(e.start_op, opts.trace),
+            None => m.exec(&self.inner.program.ops, e.start_op, opts.trace),
         };
         // Native code keeps `m.deepest` as the interpreter does, so the
         // frames to clear are known either way.
@@ -466,7 +474,9 @@ impl Vm {
         } else {
             Engine::Interp
         };
-        self.finish(&mut m, outcome, e, &layout, bufs, (engine, false), back)
+        let out = self.finish(&mut m, outcome, e, &layout, bufs, (engine, false), back);
+        bufs.machine = Some(m);
+        out
     }
 
     /// Checks the run's arguments, clears what the last run may have
@@ -555,65 +565,101 @@ impl Vm {
         bufs.placed = Some(key);
     }
 
-    /// The machine of one run, its registers set for entry `e`; takes the
-    /// context state and the buffers' regions, frames and (emptied)
-    /// side-effect lists.
+    /// The run's machine, its registers set for entry `e`: the buffers'
+    /// machine reset in place (made once per buffers), with the buffers'
+    /// region table, frames and side-effect lists swapped in.
     #[inline(always)]
-    fn machine<'v>(
-        &'v self,
+    fn machine(
+        &self,
         bufs: &mut Buffers,
         e: &EntryInfo,
         l: &mut Layout,
-        opts: &'v RunOptions,
-    ) -> Machine<'v> {
+        opts: &RunOptions,
+    ) -> Box<Machine> {
         let inner = &*self.inner;
-        let mut frames = std::mem::take(&mut bufs.frames);
-        frames.clear();
-        let mut regs = [0; 16];
-        regs[1] = l.args[0];
-        regs[2] = l.args[1];
+        let mut m = match bufs.machine.take() {
+            Some(m) => m,
+            None => Box::new(Machine {
+                vm: self.inner.clone(),
+                regs: [0; 16],
+                mem: Memory::default(),
+                frames: Vec::new(),
+                count: 0,
+                budget: 0,
+                cpu: 0,
+                prog_type: e.prog_type,
+                tail_calls: 0,
+                may_goto: 0,
+                ctx: CtxState::None,
+                pkt: l.shape.pkt,
+                pkt_min: 0,
+                pkt_max: 0,
+                mac: 0,
+                deepest: 0,
+                redirect: None,
+                printk: Vec::new(),
+                clock: None,
+                rng: None,
+                lock_held: None,
+                net: crate::helpers::net::NetRun::new(None, None),
+                reservations: Vec::new(),
+                trace: Vec::new(),
+                trace_pending: None,
+            }),
+        };
+        std::mem::swap(&mut m.mem, &mut bufs.mem);
+        std::mem::swap(&mut m.frames, &mut bufs.frames);
+        m.frames.clear();
+        m.regs = [0; 16];
+        m.regs[1] = l.args[0];
+        m.regs[2] = l.args[1];
         // The entry's frame pointer: the top of its frame, at the top of
         // the stack.
-        regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
+        m.regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
         let x = &mut bufs.extras;
         x.printk.clear();
         x.perf.clear();
         x.clones.clear();
         x.trace.clear();
         x.tunnel_key = None;
-        let mut net =
-            crate::helpers::net::NetRun::new(opts.fib.as_deref(), opts.tunnel_key.clone());
-        net.perf = std::mem::take(&mut x.perf);
-        net.clones = std::mem::take(&mut x.clones);
-        let pkt = l.shape.pkt;
-        // Built in place as the return value (no copy of the machine).
-        Machine {
-            vm: inner,
-            regs,
-            mem: std::mem::take(&mut bufs.mem),
-            frames,
-            count: 0,
-            budget: opts.budget.unwrap_or(inner.config.budget),
-            cpu: opts.cpu,
-            prog_type: e.prog_type,
-            tail_calls: 0,
-            may_goto: inner.config.may_goto_budget,
-            ctx: std::mem::replace(&mut l.ctx, CtxState::None),
-            pkt,
-            pkt_min: ctx::XDP_FRAME_SIZE.min(pkt.meta),
-            pkt_max: pkt.data_end + l.tailroom,
-            mac: l.shape.headroom,
-            deepest: 0,
-            redirect: None,
-            printk: std::mem::take(&mut x.printk),
-            clock: opts.clock.as_deref().unwrap_or(&*inner.config.clock),
-            rng: opts.rng.as_deref().unwrap_or(&*inner.config.rng),
-            lock_held: None,
-            net,
-            reservations: Vec::new(),
-            trace: std::mem::take(&mut x.trace),
-            trace_pending: None,
+        std::mem::swap(&mut m.printk, &mut x.printk);
+        std::mem::swap(&mut m.trace, &mut x.trace);
+        let net = &mut m.net;
+        std::mem::swap(&mut net.perf, &mut x.perf);
+        std::mem::swap(&mut net.clones, &mut x.clones);
+        if net.fib.is_some() || opts.fib.is_some() {
+            net.fib = opts.fib.clone();
         }
+        net.tunnel = opts.tunnel_key.clone();
+        net.encapsulated = false;
+        net.mac_len = ctx::ETH_HLEN;
+        net.csum_unnecessary = None;
+        let pkt = l.shape.pkt;
+        m.count = 0;
+        m.budget = opts.budget.unwrap_or(inner.config.budget);
+        m.cpu = opts.cpu;
+        m.prog_type = e.prog_type;
+        m.tail_calls = 0;
+        m.may_goto = inner.config.may_goto_budget;
+        m.ctx = std::mem::replace(&mut l.ctx, CtxState::None);
+        m.pkt = pkt;
+        m.pkt_min = ctx::XDP_FRAME_SIZE.min(pkt.meta);
+        m.pkt_max = pkt.data_end + l.tailroom;
+        m.mac = l.shape.headroom;
+        m.deepest = 0;
+        m.redirect = None;
+        // Overrides cost a reference count; the VM's own clock and
+        // generator none.
+        if m.clock.is_some() || opts.clock.is_some() {
+            m.clock = opts.clock.clone();
+        }
+        if m.rng.is_some() || opts.rng.is_some() {
+            m.rng = opts.rng.clone();
+        }
+        m.lock_held = None;
+        m.reservations.clear();
+        m.trace_pending = None;
+        m
     }
 
     /// The run's outcome from the machine after `exec`; gives the
@@ -675,17 +721,17 @@ impl Vm {
             m.pkt.data as i64 - shape.headroom as i64
         };
         let x = &mut bufs.extras;
-        x.printk = std::mem::take(&mut m.printk);
-        x.perf = std::mem::take(&mut m.net.perf);
-        x.clones = std::mem::take(&mut m.net.clones);
+        std::mem::swap(&mut x.printk, &mut m.printk);
+        std::mem::swap(&mut x.perf, &mut m.net.perf);
+        std::mem::swap(&mut x.clones, &mut m.net.clones);
         x.tunnel_key = m.net.tunnel.take();
-        x.trace = std::mem::take(&mut m.trace);
+        std::mem::swap(&mut x.trace, &mut m.trace);
         // Frames a fault left live close; the entry's stays open.
         for d in 1..=m.deepest {
             m.mem.close_frame(d);
         }
-        bufs.mem = std::mem::take(&mut m.mem);
-        bufs.frames = std::mem::take(&mut m.frames);
+        std::mem::swap(&mut bufs.mem, &mut m.mem);
+        std::mem::swap(&mut bufs.frames, &mut m.frames);
         // Frames below the deepest one used were never touched.
         bufs.stack_dirty = if all_frames {
             self.inner.config.max_frames

@@ -74,7 +74,7 @@ fn neg(e: i64) -> u64 {
     (-e) as u64
 }
 
-impl Machine<'_> {
+impl Machine {
     fn herr<T>(&self, pc: usize, helper: &str, why: impl Into<String>) -> Step<T> {
         fault(
             pc,
@@ -205,10 +205,10 @@ impl Machine<'_> {
             }
             id::MAP_UPDATE_ELEM => self.map_update(a1, a2, a3, a4, cur)?,
             id::MAP_DELETE_ELEM => self.map_delete(a1, a2, cur)?,
-            id::KTIME_GET_NS | id::KTIME_GET_COARSE_NS => self.clock.now_ns(),
-            id::KTIME_GET_BOOT_NS => self.clock.boot_ns(),
-            id::JIFFIES64 => self.clock.now_ns() / 4_000_000,
-            id::GET_PRANDOM_U32 => self.rng.next_u32() as u64,
+            id::KTIME_GET_NS | id::KTIME_GET_COARSE_NS => self.clock().now_ns(),
+            id::KTIME_GET_BOOT_NS => self.clock().boot_ns(),
+            id::JIFFIES64 => self.clock().now_ns() / 4_000_000,
+            id::GET_PRANDOM_U32 => self.rng().next_u32() as u64,
             id::GET_SMP_PROCESSOR_ID => self.cpu as u64,
             id::GET_NUMA_NODE_ID => 0,
             id::TRACE_PRINTK => self.trace_printk(a1, a2, [a3, a4, a5], cur)?,

@@ -69,9 +69,9 @@ impl fmt::Display for CloneRedirect {
 }
 
 /// The network state of one run.
-pub(crate) struct NetRun<'v> {
-    /// Borrowed from the run's options (no reference counting per run).
-    pub fib: Option<&'v FibTable>,
+pub(crate) struct NetRun {
+    /// From the run's options (a reference count only when given).
+    pub fib: Option<std::sync::Arc<FibTable>>,
     pub tunnel: Option<TunnelKey>,
     pub perf: Vec<PerfEvent>,
     pub clones: Vec<CloneRedirect>,
@@ -84,9 +84,9 @@ pub(crate) struct NetRun<'v> {
     pub csum_unnecessary: Option<u8>,
 }
 
-impl<'v> NetRun<'v> {
+impl NetRun {
     /// A run's state: `fib` and `tunnel` from its options.
-    pub fn new(fib: Option<&'v FibTable>, tunnel: Option<TunnelKey>) -> NetRun<'v> {
+    pub fn new(fib: Option<std::sync::Arc<FibTable>>, tunnel: Option<TunnelKey>) -> NetRun {
         NetRun {
             fib,
             tunnel,
@@ -107,7 +107,7 @@ const ENOENT: i64 = 2;
 const MAX_RECORD: u64 = 0xffff;
 const EOPNOTSUPP: i64 = 95;
 
-impl Machine<'_> {
+impl Machine {
     /// `bpf_perf_event_output(ctx, map, flags, data, size)`: a record for
     /// the CPU the flags name (every CPU's ring is open; one of another
     /// CPU than the running one refuses, as the kernel's per-CPU events
@@ -226,14 +226,14 @@ impl Machine<'_> {
         let mut p = [0u8; fib::PARAMS_SIZE];
         p.copy_from_slice(&bytes);
         // No table given: nothing is forwarded.
-        let Some(table) = self.net.fib else {
+        let Some(table) = self.net.fib.clone() else {
             return Ok(fib::ret::NOT_FWDED);
         };
         let skb_len = match &self.ctx {
             CtxState::Skb(_) => Some(self.pkt.data_end.saturating_sub(self.mac)),
             _ => None,
         };
-        let r = match fib::lookup(table, &mut p, flags as u32, skb_len) {
+        let r = match fib::lookup(&table, &mut p, flags as u32, skb_len) {
             Ok(r) => r,
             Err(why) => return self.herr(cur, name, why),
         };
@@ -297,7 +297,7 @@ impl Machine<'_> {
             flags & !SEGS != 0 || (flags & SEGS != 0 && (len_diff != 0 || mtu_len != 0))
         };
         let dev_mtu = |i: u32| -> Option<u32> {
-            match self.net.fib.and_then(|t| t.link(i)) {
+            match self.net.fib.as_deref().and_then(|t| t.link(i)) {
                 Some(l) => Some(l.mtu),
                 None if i == own || i == 0 => Some(1500),
                 None => None,

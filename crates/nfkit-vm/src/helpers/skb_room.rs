@@ -41,7 +41,7 @@ mod room {
     pub const ALLOWED: u64 = 0x1ff | (0xff << ENCAP_L2_SHIFT);
 }
 
-impl Machine<'_> {
+impl Machine {
     fn skb_protocol(&self) -> u32 {
         match &self.ctx {
             CtxState::Skb(s) => s.protocol,

@@ -23,7 +23,7 @@ fn is_vlan(p: u32) -> bool {
     p == u32::from(Q) || p == u32::from(AD)
 }
 
-impl Machine<'_> {
+impl Machine {
     /// `bpf_skb_vlan_push(skb, proto, tci)`: an unknown `proto` becomes
     /// 802.1Q.
     pub(super) fn skb_vlan_push(&mut self, proto: u64, tci: u64) -> u64 {

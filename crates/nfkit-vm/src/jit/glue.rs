@@ -116,9 +116,13 @@ pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic:
         ((*jc).code, hid)
     };
     let pc = pc as usize;
-    let is_loop = hid == LOOP as u64
-        && (dynamic == 0
-            || table::lookup(unsafe { (*(*jc).machine).vm.config.profile }, hid as i64).is_some());
+    // SAFETY: as above; a shared borrow of the machine, ended here.
+    let profile = unsafe {
+        let m: &Machine = &*(*jc).machine;
+        m.vm.config.profile
+    };
+    let is_loop =
+        hid == LOOP as u64 && (dynamic == 0 || table::lookup(profile, hid as i64).is_some());
     let mut request = None;
     // SAFETY: as above.
     let next = unsafe {
@@ -198,9 +202,11 @@ pub(crate) extern "sysv64" fn ld_abs(jc: *mut JitCtx, info: u64, k: u64) -> u64 
 pub(crate) extern "sysv64" fn budget_out(jc: *mut JitCtx, pc: u64) -> u64 {
     // SAFETY: called by native code with its live context.
     let _ = unsafe {
-        with_machine(jc, |m| match m.exec(pc as usize, false) {
-            Ok(v) => Err::<(), _>(Stop::Exit(v)),
-            Err(s) => Err(s),
+        with_machine(jc, |m| {
+            match m.exec(&m.vm.clone().program.ops, pc as usize, false) {
+                Ok(v) => Err::<(), _>(Stop::Exit(v)),
+                Err(s) => Err(s),
+            }
         })
     };
     // SAFETY: as above.

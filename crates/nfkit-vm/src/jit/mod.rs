@@ -138,6 +138,10 @@ impl Code {
             .region(mem::STACK)
             .map_or(0, |r| r.buf.host_addr() as u64);
         let packet_base = m.mem.window(mem::PACKET).map_or(0, |w| w.base as u64);
+        let (max_frames, may_goto_budget) = (
+            m.vm.config.max_frames as u64,
+            m.vm.config.may_goto_budget as u64,
+        );
         let machine: *mut Machine = m;
         // SAFETY: `machine` is the exclusive borrow `m`, not used again
         // until native code returns; the window table pointer is derived
@@ -151,10 +155,10 @@ impl Code {
             budget,
             saved_rsp: 0,
             depth: 0,
-            max_frames: unsafe { (*machine).vm.config.max_frames } as u64,
+            max_frames,
             deepest: 0,
             may_goto: unsafe { (*machine).may_goto } as u64,
-            may_goto_budget: unsafe { (*machine).vm.config.may_goto_budget } as u64,
+            may_goto_budget,
             native_fault: state::FAULT_NONE,
             fault_pc: 0,
             exit_pc: 0,

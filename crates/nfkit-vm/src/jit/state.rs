@@ -67,7 +67,7 @@ pub(crate) struct JitCtx {
     pub ctx_len: u64,
     pub ctx_vals: [u64; XDP_CTX_FIELDS],
     /// The run's machine.
-    pub machine: *mut Machine<'static>,
+    pub machine: *mut Machine,
     /// The compiled code (addresses of functions for tail calls).
     pub code: *const super::Code,
     /// How a glue function stopped the run.
