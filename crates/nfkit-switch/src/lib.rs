@@ -3,7 +3,7 @@
 //!
 //! * [`port`]: the port contract ([`port::RxQueue`], [`port::TxQueue`],
 //!   [`port::OpenPort`]) and the port kinds ([`port::PortSpec`]).
-//! * [`error`]: [`SwitchError`].
+//! * [`error`] holds [`SwitchError`].
 
 pub mod error;
 pub mod port;
