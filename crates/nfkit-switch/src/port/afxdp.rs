@@ -246,6 +246,24 @@ fn rx_queues(dev: &str, ifindex: u32) -> u32 {
     n.clamp(1, BATCH as u32)
 }
 
+/// Binds a socket to queue `q`. The kernel releases a closed socket's
+/// hold on its queue shortly after the close, so a port reopened at
+/// once may find the queue busy for a moment: retried for up to 2 s.
+fn bind(ifindex: u32, q: u32, zero_copy: bool) -> std::io::Result<sys::Xsk> {
+    let t0 = std::time::Instant::now();
+    loop {
+        match sys::xsk_open(ifindex, q, CONFIG, zero_copy) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && t0.elapsed() < Duration::from_secs(2) =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Opens `dev` for `workers` workers (see the module doc).
 pub fn open(spec: &PortSpec, dev: &str, workers: usize) -> Result<OpenPort, PortError> {
     open_mode(spec, dev, workers).map(|(p, _)| p)
@@ -280,11 +298,11 @@ pub fn open_mode(
     let mut zero_copy = true;
     let mut socks = Vec::with_capacity(queues as usize);
     for q in 0..queues {
-        let xsk = match sys::xsk_open(ifindex, q, CONFIG, zero_copy) {
+        let xsk = match bind(ifindex, q, zero_copy) {
             Ok(x) => x,
             Err(_) if zero_copy && q == 0 => {
                 zero_copy = false;
-                sys::xsk_open(ifindex, q, CONFIG, false)
+                bind(ifindex, q, false)
             }
             .map_err(|e| os_err(&port, &format!("binding an AF_XDP socket to queue {q}"), e))?,
             Err(e) => {
