@@ -192,18 +192,20 @@ impl TxQueue for XdpTx {
         let mut queued = 0u32;
         let mut taken = 0;
         for f in frames {
+            if f.data.len() > FRAME as usize {
+                // Taken and dropped: it can never fit a UMEM frame.
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                taken += 1;
+                continue;
+            }
             if queued as usize == room {
                 break;
-            }
-            taken += 1;
-            if f.data.len() > FRAME as usize {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
             }
             let Some(addr) = self.free.pop() else { break };
             self.shared.umem.copy_in(addr as usize, f.data);
             self.tx.put_desc(queued, addr, f.data.len() as u32);
             queued += 1;
+            taken += 1;
         }
         self.tx.submit(queued);
         if queued > 0 {

@@ -231,7 +231,7 @@ impl Mmap {
     }
 
     /// A socket's ring at page offset `off`.
-    fn socket(fd: &OwnedFd, len: usize, off: i64) -> io::Result<Mmap> {
+    fn socket(fd: &OwnedFd, len: usize, off: libc::off_t) -> io::Result<Mmap> {
         // SAFETY: the kernel checks `len`/`off` against the ring it
         // set up; the mapping is shared with it.
         let ptr = unsafe {
@@ -241,7 +241,7 @@ impl Mmap {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_POPULATE,
                 fd.as_raw_fd(),
-                off as libc::off_t,
+                off,
             )
         };
         if ptr == libc::MAP_FAILED {
@@ -290,7 +290,7 @@ impl Mmap {
 
     /// An atomic u32 at `off` (4-aligned, in bounds), or `None`.
     fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
-        if off % 4 != 0 || !self.in_bounds(off, 4) {
+        if off & 3 != 0 || !self.in_bounds(off, 4) {
             return None;
         }
         // SAFETY: aligned, in bounds, and the mapping lives as long as
@@ -616,7 +616,7 @@ impl Ring {
         off: &libc::xdp_ring_offset,
         entries: u32,
         elem: usize,
-        pgoff: i64,
+        pgoff: libc::off_t,
     ) -> io::Result<Ring> {
         let len = off.desc as usize + entries as usize * elem;
         let map = Mmap::socket(fd, len, pgoff)?;
@@ -630,7 +630,8 @@ impl Ring {
             size: entries,
             cached: 0,
         };
-        ring.cached = if pgoff == 0 || pgoff == libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64 {
+        ring.cached = if pgoff == 0 || pgoff == libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t
+        {
             ring.map.load_u32(ring.cons)
         } else {
             ring.map.load_u32(ring.prod)
@@ -744,20 +745,20 @@ pub fn xsk_open(ifindex: u32, queue: u32, cfg: XskConfig, zero_copy: bool) -> io
     setsockopt(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &cfg.tx)?;
     let off: libc::xdp_mmap_offsets = getsockopt(&fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
     let rx = Ring::map(&fd, &off.rx, cfg.rx, 16, 0)?;
-    let tx = Ring::map(&fd, &off.tx, cfg.tx, 16, libc::XDP_PGOFF_TX_RING as i64)?;
+    let tx = Ring::map(&fd, &off.tx, cfg.tx, 16, libc::XDP_PGOFF_TX_RING)?;
     let fill = Ring::map(
         &fd,
         &off.fr,
         cfg.fill,
         8,
-        libc::XDP_UMEM_PGOFF_FILL_RING as i64,
+        libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t,
     )?;
     let comp = Ring::map(
         &fd,
         &off.cr,
         cfg.comp,
         8,
-        libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
+        libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t,
     )?;
     // SAFETY: sockaddr_xdp is plain old data.
     let mut sxdp: libc::sockaddr_xdp = unsafe { zeroed() };
