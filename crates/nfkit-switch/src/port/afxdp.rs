@@ -18,9 +18,12 @@
 //! socket ([`PacketTx`]): several sockets on one queue would need a
 //! shared UMEM, whose single completion ring would need a lock.
 //!
-//! The rings are driven directly (in `sys`) rather than through a crate:
-//! `xsk-rs` and `afxdp` both pin a `libbpf-sys` (1.5.1, 0.3) that cannot
-//! live next to the workspace's (`links = "bpf"` allows one).
+//! The rings are driven directly (in `sys`, libc's `if_xdp.h` types)
+//! rather than through a crate: `xsk-rs` 0.11 goes through `libxdp-sys`,
+//! which pins `libbpf-sys =1.5.1` (and `afxdp` 0.4 pins 0.3); cargo
+//! allows one crate linking `bpf`, so either would pull the whole
+//! workspace off libbpf 1.7, and `libxdp-sys` builds xdp-tools with its
+//! own configure/make (plus m4 and bindgen) inside the cargo registry.
 
 use super::afpacket::PacketTx;
 use super::open::os_err;
@@ -159,6 +162,7 @@ pub struct XdpTx {
     /// TX frames (UMEM offsets) not on a ring.
     free: Vec<u64>,
     dropped: Arc<AtomicU64>,
+    zero_copy: bool,
 }
 
 impl XdpTx {
@@ -208,7 +212,9 @@ impl TxQueue for XdpTx {
             taken += 1;
         }
         self.tx.submit(queued);
-        if queued > 0 {
+        // Copy mode transmits only from a kick; zero-copy drivers ask
+        // for one when they need it.
+        if queued > 0 && (!self.zero_copy || self.tx.needs_wakeup()) {
             self.kick(queued as usize)?;
         }
         Ok(taken)
@@ -224,17 +230,20 @@ impl TxQueue for XdpTx {
     }
 }
 
-/// The device's RX queue count: `/sys/class/net/DEV/queues/rx-*` when
-/// that sysfs entry is the device we opened (sysfs shows the namespace
-/// it was mounted in, not the thread's), else ethtool's channel count,
-/// else 1.
+/// The device's RX queue count: ethtool's channel count (asked in the
+/// thread's namespace), else `/sys/class/net/DEV/queues/rx-*` when that
+/// entry has our ifindex (sysfs shows the namespace it was mounted in,
+/// not the thread's), else 1.
 fn rx_queues(dev: &str, ifindex: u32) -> u32 {
-    let base = std::path::Path::new("/sys/class/net").join(dev);
-    let same = std::fs::read_to_string(base.join("ifindex"))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        == Some(ifindex);
-    let n = if same {
+    let from_sysfs = || {
+        let base = std::path::Path::new("/sys/class/net").join(dev);
+        let same = std::fs::read_to_string(base.join("ifindex"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            == Some(ifindex);
+        if !same {
+            return 0;
+        }
         std::fs::read_dir(base.join("queues"))
             .map(|d| {
                 d.filter_map(Result::ok)
@@ -242,8 +251,10 @@ fn rx_queues(dev: &str, ifindex: u32) -> u32 {
                     .count() as u32
             })
             .unwrap_or(0)
-    } else {
-        sys::ethtool_rx_queues(dev).unwrap_or(0)
+    };
+    let n = match sys::ethtool_rx_queues(dev) {
+        Ok(n) if n > 0 => n,
+        _ => from_sysfs(),
     };
     n.clamp(1, BATCH as u32)
 }
@@ -374,6 +385,7 @@ pub fn open_mode(
                 comp,
                 free,
                 dropped: tx_dropped.clone(),
+                zero_copy,
             }));
         }
         let r = &mut rxq[q % n_rx];

@@ -132,7 +132,7 @@ pub fn ethtool_rx_queues(dev: &str) -> io::Result<u32> {
     // SAFETY: SIOCETHTOOL reads ifr_name and the command in `ch`, and
     // writes `ch` (a local of the struct's size) through ifru_data.
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) })?;
-    Ok(ch.rx.max(ch.combined))
+    Ok(ch.rx + ch.combined)
 }
 
 /// Sets an integer or struct socket option.
