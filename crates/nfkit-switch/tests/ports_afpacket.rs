@@ -11,6 +11,9 @@ use std::time::Duration;
 
 #[test]
 fn afpacket_two_workers_receive_each_frame_once_and_transmit() {
+    if !root() {
+        return;
+    }
     let pair = Pair::new(1);
     let frames: Vec<Vec<u8>> = (0..300).map(|i| frame(i, 20 + (i as usize % 50))).collect();
     let spec = PortSpec::AfPacket {
@@ -71,6 +74,9 @@ fn afpacket_two_workers_receive_each_frame_once_and_transmit() {
 
 #[test]
 fn afpacket_missing_device_is_a_named_error() {
+    if !root() {
+        return;
+    }
     let ns = nfkit_kernel::testbed::Netns::new("pm").expect("netns");
     let spec = PortSpec::AfPacket {
         dev: "nfkitnope0".into(),

@@ -47,6 +47,9 @@ fn check_tx(pair: &Pair, port: &mut nfkit_switch::port::OpenPort) {
 
 #[test]
 fn afxdp_one_queue_two_workers() {
+    if !root() {
+        return;
+    }
     let pair = Pair::new(1);
     let spec = PortSpec::AfXdp {
         dev: pair.a.clone(),
@@ -81,6 +84,9 @@ fn afxdp_one_queue_two_workers() {
 
 #[test]
 fn afxdp_four_queues() {
+    if !root() {
+        return;
+    }
     let pair = Pair::new(4);
     let spec = PortSpec::AfXdp {
         dev: pair.a.clone(),
@@ -113,6 +119,9 @@ fn afxdp_four_queues() {
 
 #[test]
 fn afxdp_more_queues_than_workers_and_drop_without_close() {
+    if !root() {
+        return;
+    }
     let pair = Pair::new(4);
     let spec = PortSpec::AfXdp {
         dev: pair.a.clone(),
@@ -136,6 +145,9 @@ fn afxdp_more_queues_than_workers_and_drop_without_close() {
 
 #[test]
 fn afxdp_refuses_a_device_with_an_xdp_program() {
+    if !root() {
+        return;
+    }
     let pair = Pair::new(1);
     let spec = PortSpec::AfXdp {
         dev: pair.a.clone(),

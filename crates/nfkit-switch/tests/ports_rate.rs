@@ -100,18 +100,27 @@ fn veth_kind(spec_of: fn(String) -> PortSpec, kind: &str) {
 #[test]
 #[ignore]
 fn rate_afxdp() {
+    if !root() {
+        return;
+    }
     veth_kind(|dev| PortSpec::AfXdp { dev }, "afxdp (copy, veth)");
 }
 
 #[test]
 #[ignore]
 fn rate_afpacket() {
+    if !root() {
+        return;
+    }
     veth_kind(|dev| PortSpec::AfPacket { dev }, "afpacket (veth)");
 }
 
 #[test]
 #[ignore]
 fn rate_tap() {
+    if !root() {
+        return;
+    }
     let ns = Netns::new("pr").expect("netns");
     let name = unique("r");
     in_ns(&ns, || {

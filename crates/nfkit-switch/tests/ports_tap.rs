@@ -18,6 +18,9 @@ fn link(ns: &Netns, dev: &str) -> Option<String> {
 
 #[test]
 fn tap_port_carries_host_frames_both_ways() {
+    if !root() {
+        return;
+    }
     let ns = Netns::new("pt").expect("netns");
     let name = unique("t");
     let spec = PortSpec::Tap { name: name.clone() };
@@ -86,6 +89,9 @@ fn tap_port_carries_host_frames_both_ways() {
 
 #[test]
 fn tap_device_gone_after_drop() {
+    if !root() {
+        return;
+    }
     let ns = Netns::new("pd").expect("netns");
     let name = unique("d");
     let spec = PortSpec::Tap { name: name.clone() };

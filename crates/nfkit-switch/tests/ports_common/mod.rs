@@ -15,6 +15,16 @@ use std::time::{Duration, Instant};
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
 
+/// Live ports need root (namespaces, raw sockets, XDP): false, with a
+/// note, when the test must skip.
+pub fn root() -> bool {
+    let root = nfkit_kernel::is_root();
+    if !root {
+        eprintln!("skipped: needs root");
+    }
+    root
+}
+
 /// A fresh short name (interface names are at most 15 bytes).
 pub fn unique(tag: &str) -> String {
     let n = SERIAL.fetch_add(1, Ordering::Relaxed);
