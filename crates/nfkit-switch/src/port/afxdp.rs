@@ -62,6 +62,17 @@ pub struct XdpMode {
     pub queues: u32,
 }
 
+/// The program's bpf_link: detached when this is dropped (at close, on
+/// drop of the port, on a failed open), not only when the last holder
+/// of the link's file closes it.
+struct Attached(OwnedFd);
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let _ = sys::link_detach(&self.0);
+    }
+}
+
 /// What both halves of a socket share: the socket and its UMEM.
 struct Shared {
     fd: OwnedFd,
@@ -344,7 +355,7 @@ pub fn open_mode(
     }
 
     let mut native = true;
-    let link = match sys::xdp_link(&prog, ifindex, true) {
+    let link = Attached(match sys::xdp_link(&prog, ifindex, true) {
         Ok(l) => l,
         Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
             native = false;
@@ -359,7 +370,7 @@ pub fn open_mode(
             });
         }
         Err(e) => return Err(os_err(&port, "attaching the XDP program", e)),
-    };
+    });
 
     let bad = Arc::new(AtomicU64::new(0));
     let tx_dropped = Arc::new(AtomicU64::new(0));
@@ -405,7 +416,7 @@ pub fn open_mode(
         .collect();
 
     let close = move || -> Result<PortStats, PortError> {
-        // Closing the link detaches the program; the XSKMAP goes with it.
+        // Detaching the link removes the program; the XSKMAP goes with it.
         drop(link);
         drop(prog);
         drop(map);

@@ -933,6 +933,15 @@ pub fn xdp_link(prog: &OwnedFd, ifindex: u32, native: bool) -> io::Result<OwnedF
     own(check_bpf(rc)?)
 }
 
+/// Detaches link `link` now (`BPF_LINK_DETACH`), whoever else still
+/// holds its file (a child process between fork and exec does, for a
+/// moment, and closing our descriptor would then detach only later).
+pub fn link_detach(link: &OwnedFd) -> io::Result<()> {
+    // SAFETY: plain call with a descriptor we own.
+    check_bpf(unsafe { libbpf_sys::bpf_link_detach(link.as_raw_fd()) })?;
+    Ok(())
+}
+
 /// The XDP program attached to `ifindex` in any mode: its id and name.
 pub fn xdp_attached(ifindex: u32) -> io::Result<Option<(u32, String)>> {
     const XDP_FLAGS_SKB_MODE: libc::c_int = 1 << 1;
