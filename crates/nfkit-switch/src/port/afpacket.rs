@@ -4,9 +4,12 @@
 //! one transmit socket sending with `sendmmsg` (no TX ring: a batch is
 //! one system call, and a socket per worker needs no lock).
 //!
-//! Receive sockets ignore outgoing frames (`PACKET_IGNORE_OUTGOING`), so
+//! Receive sockets ignore outgoing frames (`PACKET_IGNORE_OUTGOING`, asked
+//! of the fanout group too, whose hook stands in for the sockets'), so
 //! the port never sees what the switch itself sent; the device is in
-//! promiscuous mode while they are open.
+//! promiscuous mode while they are open. Frames longer than
+//! [`FRAME_ROOM`] are dropped and counted in `rx_dropped`, with the
+//! kernel's own ring drops.
 
 use super::open::os_err;
 use super::sys::{self, Mmap};
