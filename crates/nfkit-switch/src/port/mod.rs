@@ -15,6 +15,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub mod afpacket;
+pub mod afxdp;
+pub mod open;
+mod sys;
+pub mod tap;
+
 /// Frames one batch holds (issue 16: batches of 32-64 frames).
 pub const BATCH: usize = 64;
 /// Room for one frame: an Ethernet frame of MTU 1500 plus VLAN tags,
