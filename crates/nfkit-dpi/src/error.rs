@@ -15,7 +15,7 @@ pub enum DpiError {
     },
     /// The DFA would have more states than the budget.
     #[error(
-        "pattern {index} `{pattern}` makes the DFA too large ({states} states with it, budget {budget}): \
+        "pattern {index} `{pattern}` makes the DFA too large (over {budget} states with it, at least {states}): \
          bound its repetitions (x{{0,40}} instead of x*), or split the set"
     )]
     TooManyStates {
