@@ -103,15 +103,17 @@ fn first_line(s: &str) -> String {
 }
 
 fn build(pats: &[&str], opts: &Options) -> Result<Dfa, Blown> {
-    // Bytes regex-automata may use while determinising (generous: the
-    // unminimised DFA is larger than the result).
-    let limit = opts.max_states.saturating_mul(COLUMNS * 4 * 8).max(1 << 20);
+    // Without byte classes a state takes 256 4-byte transitions, so this
+    // lets the unminimised DFA be 4 times the budget, no more: a blown
+    // budget is a quick error, and minimisation stays cheap.
+    let limit = opts.max_states.saturating_mul(256 * 4 * 4).max(1 << 20);
     let dfa = dense::Builder::new()
         .configure(
             dense::Config::new()
                 .match_kind(MatchKind::All)
                 .start_kind(StartKind::Unanchored)
                 .minimize(true)
+                .byte_classes(false)
                 .dfa_size_limit(Some(limit))
                 .determinize_size_limit(Some(limit)),
         )

@@ -2,6 +2,8 @@
 //! becomes one minimised DFA, laid out as the tables the catalogue's
 //! `dpi` NF (`nf/dpi.c`) walks over a packet's payload.
 //!
+//! * [`catalogue`]: the pattern sets nfkit ships (SQL injection,
+//!   BitTorrent, protocol identifiers), by name.
 //! * [`compile`]: patterns to a [`Dfa`] ([`compile()`], [`Options`]):
 //!   `regex-automata` builds and minimises the automaton; nfkit numbers
 //!   its states densely and enforces a state budget, naming the pattern
@@ -13,6 +15,7 @@
 //!   ([`Tables`]: `nf_dpi_next`, `nf_dpi_accept`, `nf_dpi_sets`).
 //! * [`error`] holds [`DpiError`].
 
+pub mod catalogue;
 pub mod compile;
 pub mod dfa;
 pub mod error;

@@ -196,3 +196,14 @@ proptest! {
         prop_assert_eq!(d.scan(&p, limit), expected(res, &p, limit));
     }
 }
+
+#[test]
+fn a_wide_bounded_repetition_is_refused_by_name() {
+    // "Any 512 bytes, then a marker": more states than the budget.
+    let big = r"^\x16\x03(?s:.){0,512}\x00\x00[\x00-\xff]{4}\x00";
+    let e = compile(&["^SSH-2\\.0-", big], &Options::default()).unwrap_err();
+    assert!(
+        matches!(&e, DpiError::TooManyStates { index: 1, .. }),
+        "{e}"
+    );
+}
