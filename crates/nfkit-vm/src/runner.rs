@@ -70,25 +70,28 @@ impl Runner {
 
     /// `bpf_trace_printk` lines of the last [`Runner::run_packet`].
     pub fn printk(&self) -> &[String] {
-        self.bufs.as_ref().map_or(&[], |b| &b.extras.printk)
+        self.machine().map_or(&[], |m| &m.printk)
     }
 
     /// `bpf_perf_event_output` records of the last [`Runner::run_packet`].
     pub fn perf_events(&self) -> &[PerfEvent] {
-        self.bufs.as_ref().map_or(&[], |b| &b.extras.perf)
+        self.machine().map_or(&[], |m| &m.net.perf)
     }
 
     /// `bpf_clone_redirect` copies of the last [`Runner::run_packet`].
     pub fn clones(&self) -> &[CloneRedirect] {
-        self.bufs.as_ref().map_or(&[], |b| &b.extras.clones)
+        self.machine().map_or(&[], |m| &m.net.clones)
     }
 
     /// The socket buffer's tunnel metadata after the last
     /// [`Runner::run_packet`].
     pub fn tunnel_key(&self) -> Option<&TunnelKey> {
-        self.bufs
-            .as_ref()
-            .and_then(|b| b.extras.tunnel_key.as_ref())
+        self.machine().and_then(|m| m.net.tunnel.as_ref())
+    }
+
+    /// The machine of the last run, which keeps its side effects.
+    fn machine(&self) -> Option<&crate::interp::Machine> {
+        self.bufs.as_ref().and_then(|b| b.machine.as_deref())
     }
 
     pub fn vm(&self) -> &Vm {

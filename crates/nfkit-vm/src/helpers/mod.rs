@@ -971,13 +971,17 @@ impl Machine {
     }
 
     /// Drops reservations a run left behind; true if there were any.
+    #[inline]
     pub(crate) fn drop_reservations(&mut self) -> bool {
-        let any = !self.reservations.is_empty();
-        for r in std::mem::take(&mut self.reservations) {
-            if let Some(rb) = self.vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
+        if self.reservations.is_empty() {
+            return false;
+        }
+        let vm = &self.vm;
+        for r in self.reservations.drain(..) {
+            if let Some(rb) = vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {
                 rb.commit(r.off, true);
             }
         }
-        any
+        true
     }
 }
