@@ -1,0 +1,462 @@
+//! The experiment's plots and its Markdown report: the headline numbers
+//! and, for each hypothesis of the seed, whether the data support it,
+//! decided from the 95 % confidence intervals.
+
+use crate::error::BagError;
+use crate::experiment::{Cell, ExperimentConfig, Point, Run, Sweep, Table};
+use crate::plot::{self, Panel, Series};
+use crate::server::FilterMode;
+use crate::stats::Summary;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// The cells of one sweep and mode, in x order.
+fn cells(t: &Table, sweep: Sweep, mode: FilterMode) -> Vec<(Point, &Cell)> {
+    let mut v: Vec<(Point, &Cell)> = t
+        .iter()
+        .filter(|((p, m), _)| p.sweep == sweep && *m == mode)
+        .map(|((p, _), c)| (*p, c))
+        .collect();
+    v.sort_by_key(|(p, _)| (p.packets, p.invalid_percent, if p.rate == 0 { u64::MAX } else { p.rate }));
+    v
+}
+
+fn series(
+    t: &Table,
+    modes: &[FilterMode],
+    sweep: Sweep,
+    x: &dyn Fn(&Point, &Cell) -> f64,
+    y: &dyn Fn(&Cell) -> Summary,
+) -> Vec<Series> {
+    modes
+        .iter()
+        .map(|m| Series {
+            name: m.name().to_string(),
+            points: cells(t, sweep, *m)
+                .into_iter()
+                .map(|(p, c)| (x(&p, c), y(c)))
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
+}
+
+fn panel(title: &str, x_label: &str, y_label: &str, log_x: bool, series: Vec<Series>) -> Panel {
+    Panel {
+        title: title.into(),
+        x_label: x_label.into(),
+        y_label: y_label.into(),
+        log_x,
+        series,
+    }
+}
+
+/// Writes main.svg, packets.svg, rate.svg and loss.svg into the output
+/// directory.
+pub fn plots(cfg: &ExperimentConfig, t: &Table) -> Result<(), BagError> {
+    let m = &cfg.modes;
+    let share = |p: &Point, _: &Cell| f64::from(p.invalid_percent);
+    let npk = |p: &Point, _: &Cell| p.packets as f64;
+    let kpps = |_: &Point, c: &Cell| c.send_kpps.mean;
+    plot::svg(
+        &cfg.out.join("main.svg"),
+        &format!(
+            "Kernel vs user filtering, {} datagrams, unpaced (mean, 95 % CI, n = {})",
+            cfg.share_packets, cfg.reps
+        ),
+        &[
+            panel(
+                "receive time (first to last datagram)",
+                "invalid datagrams (%)",
+                "ms",
+                false,
+                series(t, m, Sweep::Share, &share, &|c| c.receive_ms),
+            ),
+            panel(
+                "server thread CPU (user + system)",
+                "invalid datagrams (%)",
+                "ms",
+                false,
+                series(t, m, Sweep::Share, &share, &|c| c.server_cpu_ms),
+            ),
+            panel(
+                "client thread CPU (incl. loopback receive + filter)",
+                "invalid datagrams (%)",
+                "ms",
+                false,
+                series(t, m, Sweep::Share, &share, &|c| c.client_cpu_ms),
+            ),
+        ],
+    )?;
+    plot::svg(
+        &cfg.out.join("packets.svg"),
+        "Number of datagrams, 1 % invalid, unpaced",
+        &[
+            panel(
+                "receive time",
+                "datagrams",
+                "ms",
+                true,
+                series(t, m, Sweep::Packets, &npk, &|c| c.receive_ms),
+            ),
+            panel(
+                "valid requests lost",
+                "datagrams",
+                "%",
+                true,
+                series(t, m, Sweep::Packets, &npk, &|c| c.loss_percent),
+            ),
+        ],
+    )?;
+    plot::svg(
+        &cfg.out.join("rate.svg"),
+        &format!(
+            "Offered rate, {} datagrams, {} % invalid",
+            cfg.rate_packets, cfg.rate_invalid
+        ),
+        &[
+            panel(
+                "valid requests lost",
+                "achieved sending rate (k datagrams/s)",
+                "%",
+                false,
+                series(t, m, Sweep::Rate, &kpps, &|c| c.loss_percent),
+            ),
+            panel(
+                "server thread CPU",
+                "achieved sending rate (k datagrams/s)",
+                "ms",
+                false,
+                series(t, m, Sweep::Rate, &kpps, &|c| c.server_cpu_ms),
+            ),
+        ],
+    )?;
+    plot::svg(
+        &cfg.out.join("loss.svg"),
+        &format!("Loss and memory, {} datagrams, unpaced", cfg.share_packets),
+        &[
+            panel(
+                "valid requests lost",
+                "invalid datagrams (%)",
+                "%",
+                false,
+                series(t, m, Sweep::Share, &share, &|c| c.loss_percent),
+            ),
+            panel(
+                "peak RSS of the process",
+                "invalid datagrams (%)",
+                "kB",
+                false,
+                series(t, m, Sweep::Share, &share, &|c| c.vm_hwm_kb),
+            ),
+        ],
+    )?;
+    Ok(())
+}
+
+/// A hypothesis's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Supported,
+    NotSupported,
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Supported => "supported",
+            Verdict::NotSupported => "not supported",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+fn fmt(s: &Summary) -> String {
+    if s.mean.abs() >= 100.0 {
+        format!("{:.0} ± {:.0}", s.mean, s.ci)
+    } else {
+        format!("{:.3} ± {:.3}", s.mean, s.ci)
+    }
+}
+
+/// "An increase of x increases y": for each mode, y at the largest x
+/// clearly above y at the smallest.
+fn increases(
+    t: &Table,
+    modes: &[FilterMode],
+    sweep: Sweep,
+    y: &dyn Fn(&Cell) -> Summary,
+) -> (Verdict, String) {
+    let mut up = 0;
+    let mut down = 0;
+    let mut why = Vec::new();
+    for &m in modes {
+        let c = cells(t, sweep, m);
+        let (Some(a), Some(b)) = (c.first(), c.last()) else {
+            continue;
+        };
+        let (ya, yb) = (y(a.1), y(b.1));
+        if ya.clearly_below(&yb) {
+            up += 1;
+        } else if yb.clearly_below(&ya) {
+            down += 1;
+        }
+        why.push(format!(
+            "{}: {} → {}",
+            m.name(),
+            fmt(&ya),
+            fmt(&yb)
+        ));
+    }
+    let v = if up == modes.len() {
+        Verdict::Supported
+    } else if down > 0 || all_zero(t, modes, sweep, y) {
+        Verdict::NotSupported
+    } else {
+        Verdict::Inconclusive
+    };
+    (v, why.join("; "))
+}
+
+fn all_zero(t: &Table, modes: &[FilterMode], sweep: Sweep, y: &dyn Fn(&Cell) -> Summary) -> bool {
+    modes
+        .iter()
+        .flat_map(|m| cells(t, sweep, *m))
+        .all(|(_, c)| y(c).mean == 0.0)
+}
+
+/// "Kernel ≤ user" over the points of `sweep` with x ≥ `from`:
+/// supported when the kernel is clearly lower somewhere and nowhere
+/// clearly higher; not supported when clearly higher somewhere;
+/// inconclusive when the CIs overlap everywhere.
+fn kernel_le_user(
+    t: &Table,
+    sweep: Sweep,
+    from_share: u32,
+    y: &dyn Fn(&Cell) -> Summary,
+) -> (Verdict, String) {
+    let k = cells(t, sweep, FilterMode::Kernel);
+    let u = cells(t, sweep, FilterMode::User);
+    let mut lower = 0;
+    let mut higher = 0;
+    let mut why = Vec::new();
+    for ((p, ck), (_, cu)) in k.iter().zip(u.iter()) {
+        if sweep == Sweep::Share && p.invalid_percent < from_share {
+            continue;
+        }
+        let (yk, yu) = (y(ck), y(cu));
+        let tag = if yk.clearly_below(&yu) {
+            lower += 1;
+            "<"
+        } else if yu.clearly_below(&yk) {
+            higher += 1;
+            ">"
+        } else {
+            "≈"
+        };
+        let x = match sweep {
+            Sweep::Share => format!("{} %", p.invalid_percent),
+            Sweep::Packets => format!("{} dgrams", p.packets),
+            Sweep::Rate => {
+                if p.rate == 0 {
+                    "unpaced".to_string()
+                } else {
+                    format!("{} kpps", p.rate / 1000)
+                }
+            }
+        };
+        why.push(format!("{x}: kernel {} {tag} user {}", fmt(&yk), fmt(&yu)));
+    }
+    let v = if higher > 0 {
+        Verdict::NotSupported
+    } else if lower > 0 {
+        Verdict::Supported
+    } else {
+        Verdict::Inconclusive
+    };
+    (v, why.join("; "))
+}
+
+/// "Negligible": kernel and user within 5 % of each other, or CIs
+/// overlapping, at 1 % invalid.
+fn negligible(t: &Table, y: &dyn Fn(&Cell) -> Summary) -> (Verdict, String) {
+    let k = cells(t, Sweep::Share, FilterMode::Kernel);
+    let u = cells(t, Sweep::Share, FilterMode::User);
+    let (Some((p, ck)), Some((_, cu))) = (k.first(), u.first()) else {
+        return (Verdict::Inconclusive, "no data".into());
+    };
+    let (yk, yu) = (y(ck), y(cu));
+    let rel = if yu.mean > 0.0 {
+        (yk.mean - yu.mean) / yu.mean * 100.0
+    } else {
+        0.0
+    };
+    let v = if yk.overlaps(&yu) || rel.abs() < 5.0 {
+        Verdict::Supported
+    } else {
+        Verdict::NotSupported
+    };
+    (
+        v,
+        format!(
+            "at {} % invalid: kernel {} vs user {} ms ({rel:+.1} %)",
+            p.invalid_percent,
+            fmt(&yk),
+            fmt(&yu)
+        ),
+    )
+}
+
+/// The report.
+pub fn markdown(cfg: &ExperimentConfig, t: &Table, runs: &[Run], took: Duration) -> String {
+    let mut s = String::new();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let ncpu = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(s, "# Bag-server experiment: kernel vs user-space filtering\n");
+    let _ = writeln!(
+        s,
+        "Generated by `nfkit bag experiment` (method: docs/bag.md). Linux {}, {ncpu} CPUs; \
+server pinned to CPU {}, client to CPU {}; {} repetitions per point and mode, interleaved; \
+{} runs in {:.0} s. Client behaviour Frigg (invalid datagrams spread evenly, \
+`BAD` + 12 bytes: as long as a PUT). Means ± 95 % CI half-widths (Student t).\n",
+        kernel.trim(),
+        cfg.server_cpu,
+        cfg.client_cpu,
+        cfg.reps,
+        runs.len(),
+        took.as_secs_f64()
+    );
+    let _ = writeln!(s, "Files: `runs.csv` (every run), `summary.csv`, `main.svg`, `packets.svg`, `rate.svg`, `loss.svg`.\n");
+    let _ = writeln!(s, "![kernel vs user](main.svg)\n");
+
+    let _ = writeln!(s, "## Headline: {} datagrams, unpaced\n", cfg.share_packets);
+    let _ = writeln!(
+        s,
+        "| invalid % | mode | receive ms | server CPU ms | client CPU ms | loss % | peak RSS kB |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for ((p, m), c) in t.iter().filter(|((p, _), _)| p.sweep == Sweep::Share) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            p.invalid_percent,
+            m.name(),
+            fmt(&c.receive_ms),
+            fmt(&c.server_cpu_ms),
+            fmt(&c.client_cpu_ms),
+            fmt(&c.loss_percent),
+            fmt(&c.vm_hwm_kb)
+        );
+    }
+    let _ = writeln!(s, "\n## Offered rate ({} datagrams, {} % invalid)\n", cfg.rate_packets, cfg.rate_invalid);
+    let _ = writeln!(s, "| rate | mode | achieved kpps | loss % | server CPU ms | runs ended by STOP |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for ((p, m), c) in t.iter().filter(|((p, _), _)| p.sweep == Sweep::Rate) {
+        let rate = if p.rate == 0 {
+            "unpaced".to_string()
+        } else {
+            format!("{} kpps", p.rate / 1000)
+        };
+        let _ = writeln!(
+            s,
+            "| {rate} | {} | {} | {} | {} | {}/{} |",
+            m.name(),
+            fmt(&c.send_kpps),
+            fmt(&c.loss_percent),
+            fmt(&c.server_cpu_ms),
+            c.stopped,
+            c.runs
+        );
+    }
+
+    let _ = writeln!(s, "\n## The seed's hypotheses\n");
+    let _ = writeln!(
+        s,
+        "Rules: \"supported\" when the 95 % CIs separate in the hypothesis's direction (and nowhere \
+against it), \"not supported\" when they separate against it, \"inconclusive\" when they overlap \
+(no difference detected). Hypothesis T2 asks for a *negligible* difference: supported when the \
+CIs overlap or the means differ by less than 5 %.\n"
+    );
+    let modes = &cfg.modes;
+    let mut row = |name: &str, text: &str, (v, why): (Verdict, String)| {
+        let _ = writeln!(s, "* **{name}** {text} — **{}**. {why}.", v.word());
+    };
+    row(
+        "T1",
+        "More datagrams take longer to receive.",
+        increases(t, modes, Sweep::Packets, &|c| c.receive_ms),
+    );
+    row(
+        "T2",
+        "The filter's work has negligible impact on the receive time (1 % invalid).",
+        negligible(t, &|c| c.receive_ms),
+    );
+    row(
+        "T3",
+        "As the invalid share grows, receiving with the kernel filter takes no longer than with the user-space check (shares ≥ 25 %).",
+        kernel_le_user(t, Sweep::Share, 25, &|c| c.receive_ms),
+    );
+    row(
+        "T3-cpu",
+        "(the seed's \"performance is time and memory\") The server's CPU time with the kernel filter is no higher than with the user check (shares ≥ 25 %).",
+        kernel_le_user(t, Sweep::Share, 25, &|c| c.server_cpu_ms),
+    );
+    row(
+        "T3-total-cpu",
+        "Server plus client CPU (the loopback receive path and the filter run on the sender's CPU) is no higher with the kernel filter (shares ≥ 25 %).",
+        kernel_le_user(t, Sweep::Share, 25, &|c| Summary {
+            n: c.server_cpu_ms.n,
+            mean: c.server_cpu_ms.mean + c.client_cpu_ms.mean,
+            sd: 0.0,
+            ci: c.server_cpu_ms.ci + c.client_cpu_ms.ci,
+        }),
+    );
+    row(
+        "T3-mem",
+        "Peak memory is no higher with the kernel filter (shares ≥ 25 %).",
+        kernel_le_user(t, Sweep::Share, 25, &|c| c.vm_hwm_kb),
+    );
+    row(
+        "L1",
+        "More datagrams lose a larger share of valid requests.",
+        increases(t, modes, Sweep::Packets, &|c| c.loss_percent),
+    );
+    row(
+        "L2",
+        "As the invalid share grows, the kernel filter loses no more valid requests than the user check (shares ≥ 25 %).",
+        kernel_le_user(t, Sweep::Share, 25, &|c| c.loss_percent),
+    );
+    row(
+        "L2-rate",
+        "Across offered rates (50 % invalid), the kernel filter loses no more valid requests than the user check.",
+        kernel_le_user(t, Sweep::Rate, 0, &|c| c.loss_percent),
+    );
+    let total_lost: u64 = runs.iter().map(|r| r.lost()).sum();
+    let total_overflow: u64 = runs.iter().map(|r| r.server.overflow_drops()).sum();
+    let kernel_ok = runs
+        .iter()
+        .filter(|r| r.mode == FilterMode::Kernel)
+        .all(|r| r.lost() == r.server.overflow_drops());
+    let _ = writeln!(
+        s,
+        "\n## Loss accounting\n\nValid requests lost over all runs: {total_lost} (sent − distinct \
+sequence numbers received); overflow drops of the server sockets (socket drop counter − the \
+filter's drops): {total_overflow}. In kernel mode only valid datagrams reach the queue, so each \
+overflow drop is a lost request: {}.",
+        if kernel_ok {
+            "lost = overflow drops in every kernel run"
+        } else {
+            "**lost ≠ overflow drops in some kernel run** (see runs.csv)"
+        }
+    );
+    let unstopped: usize = t.values().map(|c| c.runs - c.stopped).sum();
+    if unstopped > 0 {
+        let _ = writeln!(
+            s,
+            "\n{unstopped} runs ended by the idle timeout (all three STOPs lost to a full queue); \
+their receive time ends at the last datagram received, as for the others."
+        );
+    }
+    s
+}
