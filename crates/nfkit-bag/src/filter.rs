@@ -125,10 +125,13 @@ impl KernelFilter {
 
     /// Attaches the filter to `sock` (replacing its filter, atomically).
     pub fn attach(&self, sock: impl AsFd) -> Result<(), BagError> {
-        let prog = self.loaded.prog(&self.entry).ok_or_else(|| BagError::Compile {
-            file: self.name.clone(),
-            cause: format!("entry `{}` is not loaded", self.entry),
-        })?;
+        let prog = self
+            .loaded
+            .prog(&self.entry)
+            .ok_or_else(|| BagError::Compile {
+                file: self.name.clone(),
+                cause: format!("entry `{}` is not loaded", self.entry),
+            })?;
         nfkit_kernel::attach_socket_filter(sock, prog)?;
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! SVG plots of the experiment (plotters, SVG backend only: no system
 //! fonts needed): lines of means with 95 % CI error bars, one or more
-//! panels side by side.
+//! panels in a grid.
 
 use crate::error::BagError;
 use crate::stats::Summary;
@@ -39,16 +39,18 @@ fn plot_err(path: &Path) -> impl Fn(String) -> BagError + '_ {
     }
 }
 
-/// Draws `panels` side by side into the SVG file `path`.
-pub fn svg(path: &Path, title: &str, panels: &[Panel]) -> Result<(), BagError> {
+/// Draws `panels` into the SVG file `path`, `cols` to a row.
+pub fn svg(path: &Path, title: &str, panels: &[Panel], cols: usize) -> Result<(), BagError> {
     let err = plot_err(path);
-    let w = 560 * panels.len().max(1) as u32;
-    let root = SVGBackend::new(path, (w, 440)).into_drawing_area();
+    let cols = cols.clamp(1, panels.len().max(1));
+    let rows = panels.len().div_ceil(cols).max(1);
+    let (w, h) = (560 * cols as u32, 30 + 410 * rows as u32);
+    let root = SVGBackend::new(path, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let root = root
         .titled(title, ("sans-serif", 20))
         .map_err(|e| err(e.to_string()))?;
-    let areas = root.split_evenly((1, panels.len().max(1)));
+    let areas = root.split_evenly((rows, cols));
     for (panel, area) in panels.iter().zip(areas.iter()) {
         draw_panel(panel, area).map_err(&err)?;
     }
@@ -56,7 +58,10 @@ pub fn svg(path: &Path, title: &str, panels: &[Panel]) -> Result<(), BagError> {
     Ok(())
 }
 
-fn draw_panel(p: &Panel, area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String> {
+fn draw_panel(
+    p: &Panel,
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+) -> Result<(), String> {
     let tx = |x: f64| if p.log_x { x.max(1e-9).log10() } else { x };
     let pts = p.series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0f64);
@@ -110,11 +115,21 @@ fn draw_panel(p: &Panel, area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shi
             .label(s.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
         chart
-            .draw_series(line.iter().map(|&(x, y)| Circle::new((x, y), 3, c.filled())))
+            .draw_series(
+                line.iter()
+                    .map(|&(x, y)| Circle::new((x, y), 3, c.filled())),
+            )
             .map_err(|e| e.to_string())?;
         chart
             .draw_series(s.points.iter().map(|(x, y)| {
-                ErrorBar::new_vertical(tx(*x), y.lo().max(0.0), y.mean, y.hi(), c.stroke_width(1), 8)
+                ErrorBar::new_vertical(
+                    tx(*x),
+                    y.lo().max(0.0),
+                    y.mean,
+                    y.hi(),
+                    c.stroke_width(1),
+                    8,
+                )
             }))
             .map_err(|e| e.to_string())?;
     }

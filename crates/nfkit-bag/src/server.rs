@@ -332,10 +332,7 @@ impl Server {
                 {
                     let idle = match first {
                         Some(_) => last.elapsed() >= self.cfg.idle_timeout,
-                        None => self
-                            .cfg
-                            .start_timeout
-                            .is_some_and(|t| start.elapsed() >= t),
+                        None => self.cfg.start_timeout.is_some_and(|t| start.elapsed() >= t),
                     };
                     if idle {
                         break;

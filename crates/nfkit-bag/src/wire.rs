@@ -193,7 +193,10 @@ mod tests {
     fn layout_is_the_seeds() {
         let b = Command::Put { key: 1, value: 2 }.encode();
         assert_eq!(b, b"PUT\x01\0\0\0\x02\0\0\0\0\0\0\0");
-        assert_eq!(Command::Get { key: 0x0403_0201 }.encode(), b"GET\x01\x02\x03\x04");
+        assert_eq!(
+            Command::Get { key: 0x0403_0201 }.encode(),
+            b"GET\x01\x02\x03\x04"
+        );
         assert_eq!(Command::Delete { key: 9 }.encode(), b"DELETE\x09\0\0\0");
         assert_eq!(Command::Stop.encode(), b"STOP");
     }
@@ -244,7 +247,10 @@ mod tests {
         let c = Check {
             key_limit: Some(1000),
         };
-        assert_eq!(c.decide(&Command::Get { key: 999 }.encode()), Decision::Valid);
+        assert_eq!(
+            c.decide(&Command::Get { key: 999 }.encode()),
+            Decision::Valid
+        );
         assert_eq!(
             c.decide(&Command::Get { key: 1000 }.encode()),
             Decision::OverLimit

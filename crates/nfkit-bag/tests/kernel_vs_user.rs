@@ -114,7 +114,9 @@ fn through_kernel(
             filter.attach(&sock).expect("attach");
             sock.set_read_timeout(Some(Duration::from_millis(300)))
                 .expect("timeout");
-            addr_tx.send(sock.local_addr().expect("addr")).expect("ready");
+            addr_tx
+                .send(sock.local_addr().expect("addr"))
+                .expect("ready");
             let mut got = Vec::new();
             let mut buf = [0u8; 256];
             // Ends on a 300 ms silence after the sender is done.
@@ -137,8 +139,7 @@ fn through_kernel(
             let t = Instant::now();
             // Wait for the receiver to catch up (the kernel keeps at
             // least what the user check keeps, else the test fails below).
-            while got_count.load(Ordering::Acquire) < kept && t.elapsed() < Duration::from_secs(2)
-            {
+            while got_count.load(Ordering::Acquire) < kept && t.elapsed() < Duration::from_secs(2) {
                 std::thread::yield_now();
             }
         }
@@ -169,7 +170,11 @@ fn same_decisions(name: &str, source: &str, check: Check, seed: u64) {
     assert_eq!(c.valid, want.len() as u64, "{name}: valid counter");
     assert_eq!(drops, c.dropped(), "{name}: socket drops are the filter's");
     // A test that can fail: both kinds are well represented.
-    assert!(want.len() > n / 10 && want.len() < n * 9 / 10, "{}", want.len());
+    assert!(
+        want.len() > n / 10 && want.len() < n * 9 / 10,
+        "{}",
+        want.len()
+    );
 }
 
 #[test]
@@ -178,7 +183,12 @@ fn kernel_filter_v1_decides_as_the_user_check() {
         eprintln!("skipped: needs root");
         return;
     }
-    same_decisions("filter.py", FILTER_V1, Check::default(), 0x9e37_79b9_7f4a_7c15);
+    same_decisions(
+        "filter.py",
+        FILTER_V1,
+        Check::default(),
+        0x9e37_79b9_7f4a_7c15,
+    );
 }
 
 #[test]

@@ -107,7 +107,10 @@ fn filter_swaps_lose_no_valid_request() {
         assert_eq!(srv.overflow_drops(), 0, "{m}: no overflow");
         if mode == FilterMode::Kernel {
             let c = srv.filter.expect("counters");
-            assert_eq!(c.invalid, cl.invalid, "{m}: the filters dropped the invalid");
+            assert_eq!(
+                c.invalid, cl.invalid,
+                "{m}: the filters dropped the invalid"
+            );
             // Both versions saw traffic: the swaps took effect.
             let (c1, c2) = (v1.counters().expect("v1"), v2.counters().expect("v2"));
             assert!(c1.total() > 1000 && c2.total() > 1000, "{c1:?} {c2:?}");

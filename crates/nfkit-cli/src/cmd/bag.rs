@@ -105,7 +105,8 @@ pub struct ExperimentArgs {
     /// A tiny sweep (2 repetitions, small counts) to try the pipeline.
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// Receive buffer of the server socket in bytes (default: the system's).
+    /// Receive buffer of the server socket in bytes (default 4 MiB; 0:
+    /// the system's default).
     #[arg(long, value_name = "BYTES")]
     rcvbuf: Option<i32>,
 }
@@ -170,9 +171,9 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
 }
 
 fn report_json(r: &ServerReport) -> serde_json::Value {
-    let f = r.filter.map(|c| {
-        serde_json::json!({"valid": c.valid, "invalid": c.invalid, "over_limit": c.over_limit})
-    });
+    let f = r.filter.map(
+        |c| serde_json::json!({"valid": c.valid, "invalid": c.invalid, "over_limit": c.over_limit}),
+    );
     serde_json::json!({
         "mode": r.mode.map(|m| m.name()),
         "received": r.received,
@@ -267,13 +268,16 @@ fn experiment(a: ExperimentArgs) -> Result<ExitCode> {
         cfg.reps = 2;
         cfg.packets = vec![100, 1000, 10_000];
         cfg.share_packets = 10_000;
+        cfg.paced_packets = 5_000;
         cfg.rates = vec![100_000, 0];
         cfg.rate_packets = 10_000;
     }
     if let Some(r) = a.reps {
         cfg.reps = r.max(1);
     }
-    cfg.rcvbuf = a.rcvbuf;
+    if let Some(b) = a.rcvbuf {
+        cfg.rcvbuf = (b > 0).then_some(b);
+    }
     let n = cfg.points().len() * cfg.modes.len() * cfg.reps;
     eprintln!(
         "bag experiment: {} points x {} modes x {} repetitions = {n} runs",
@@ -283,7 +287,15 @@ fn experiment(a: ExperimentArgs) -> Result<ExitCode> {
     );
     experiment::run(&cfg, &mut |line| eprintln!("  {line}"))
         .with_context(|| format!("experiment into {}", a.out.display()))?;
-    for f in ["report.md", "runs.csv", "summary.csv", "main.svg", "packets.svg", "rate.svg", "loss.svg"] {
+    for f in [
+        "report.md",
+        "runs.csv",
+        "summary.csv",
+        "main.svg",
+        "packets.svg",
+        "rate.svg",
+        "loss.svg",
+    ] {
         println!("{}", a.out.join(f).display());
     }
     Ok(ExitCode::SUCCESS)
