@@ -157,7 +157,7 @@ pub fn step(b: Behaviour, i: u64, n: u64, p: u32) -> Step {
     match b {
         Behaviour::Thor | Behaviour::Sylvie => Step::Put(None),
         Behaviour::Odin => {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 Step::Put(None)
             } else {
                 Step::Get(None)
@@ -174,7 +174,7 @@ pub fn step(b: Behaviour, i: u64, n: u64, p: u32) -> Step {
             _ => Step::Delete(None),
         },
         Behaviour::Sif => {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 Step::Put(Some(42))
             } else {
                 Step::Get(Some(42))
@@ -226,7 +226,7 @@ pub fn run(cfg: &ClientConfig) -> Result<ClientReport, BagError> {
     let t0 = Instant::now();
     for i in 0..n {
         if let Some(r) = rate {
-            if i % burst == 0 {
+            if i.is_multiple_of(burst) {
                 let due = t0 + Duration::from_secs_f64(i as f64 / r as f64);
                 loop {
                     let now = Instant::now();

@@ -393,6 +393,8 @@ pub struct Cell {
     pub server_cpu_ms: Summary,
     pub client_cpu_ms: Summary,
     pub loss_percent: Summary,
+    /// The loss of each run (for rank tests).
+    pub loss_values: Vec<f64>,
     pub overflow_drops: Summary,
     pub vm_hwm_kb: Summary,
     /// Achieved sending rate, thousands of datagrams per second.
@@ -421,6 +423,7 @@ pub fn summarise(runs: &[Run]) -> Table {
                 server_cpu_ms: of(&|r| r.server_cpu_ms()),
                 client_cpu_ms: of(&|r| r.client_cpu_ms()),
                 loss_percent: of(&|r| r.loss_percent()),
+                loss_values: rs.iter().map(|r| r.loss_percent()).collect(),
                 overflow_drops: of(&|r| r.server.overflow_drops() as f64),
                 vm_hwm_kb: of(&|r| r.vm_hwm_kb as f64),
                 send_kpps: of(&|r| {

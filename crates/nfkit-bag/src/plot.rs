@@ -83,6 +83,13 @@ fn draw_panel(
         .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..y1)
         .map_err(|e| e.to_string())?;
     let log_x = p.log_x;
+    let decimals = if y1 >= 50.0 {
+        0
+    } else if y1 >= 5.0 {
+        1
+    } else {
+        2
+    };
     let fmt_x = move |v: &f64| {
         if log_x {
             let n = 10f64.powf(*v);
@@ -102,7 +109,7 @@ fn draw_panel(
         .x_desc(p.x_label.as_str())
         .y_desc(p.y_label.as_str())
         .x_label_formatter(&fmt_x)
-        .y_label_formatter(&|v: &f64| format!("{v:.3}"))
+        .y_label_formatter(&|v: &f64| format!("{v:.*}", decimals))
         .light_line_style(WHITE)
         .draw()
         .map_err(|e| e.to_string())?;

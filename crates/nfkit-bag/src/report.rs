@@ -6,7 +6,7 @@ use crate::error::BagError;
 use crate::experiment::{Cell, ExperimentConfig, Point, Run, Sweep, Table};
 use crate::plot::{self, Panel, Series};
 use crate::server::FilterMode;
-use crate::stats::Summary;
+use crate::stats::{MannWhitney, Summary};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -225,33 +225,95 @@ fn fmt(s: &Summary) -> String {
     }
 }
 
+/// How two cells are compared on one measure.
+enum Measure<'a> {
+    /// By the 95 % CIs of the means: different when they do not overlap.
+    Ci(&'a dyn Fn(&Cell) -> Summary),
+    /// By a two-sided Mann-Whitney U test at 5 % on the per-run values
+    /// (for loss: mostly zeros, a few large values); shown as mean ± CI.
+    Rank(&'a dyn Fn(&Cell) -> &[f64], &'a dyn Fn(&Cell) -> Summary),
+}
+
+impl Measure<'_> {
+    fn summary(&self, c: &Cell) -> Summary {
+        match self {
+            Measure::Ci(f) | Measure::Rank(_, f) => f(c),
+        }
+    }
+
+    /// `Less` when `a` is lower than `b` beyond chance, `Greater` when
+    /// higher, `Equal` when no difference is detected; and a note.
+    fn cmp(&self, a: &Cell, b: &Cell) -> (std::cmp::Ordering, String) {
+        use std::cmp::Ordering::*;
+        match self {
+            Measure::Ci(f) => {
+                let (ya, yb) = (f(a), f(b));
+                let o = if ya.clearly_below(&yb) {
+                    Less
+                } else if yb.clearly_below(&ya) {
+                    Greater
+                } else {
+                    Equal
+                };
+                (o, String::new())
+            }
+            Measure::Rank(v, _) => {
+                let t = MannWhitney::test(v(a), v(b));
+                let o = match (t.p < 0.05, t.a_lower) {
+                    (false, _) => Equal,
+                    (true, true) => Less,
+                    (true, false) => Greater,
+                };
+                (o, format!(" (U test p = {:.3})", t.p))
+            }
+        }
+    }
+
+    fn all_zero(&self, cells: &[(Point, &Cell)]) -> bool {
+        cells.iter().all(|(_, c)| self.summary(c).mean == 0.0)
+    }
+}
+
+fn sign(o: std::cmp::Ordering) -> &'static str {
+    match o {
+        std::cmp::Ordering::Less => "<",
+        std::cmp::Ordering::Greater => ">",
+        std::cmp::Ordering::Equal => "≈",
+    }
+}
+
 /// "An increase of x increases y": for each mode, y at the largest x
-/// clearly above y at the smallest.
-fn increases(
-    t: &Table,
-    modes: &[FilterMode],
-    sweep: Sweep,
-    y: &dyn Fn(&Cell) -> Summary,
-) -> (Verdict, String) {
+/// above y at the smallest beyond chance.
+fn increases(t: &Table, modes: &[FilterMode], sweep: Sweep, m: &Measure) -> (Verdict, String) {
     let mut up = 0;
     let mut down = 0;
+    let mut zero = true;
     let mut why = Vec::new();
-    for &m in modes {
-        let c = cells(t, sweep, m);
+    for &mode in modes {
+        let c = cells(t, sweep, mode);
+        zero &= m.all_zero(&c);
         let (Some(a), Some(b)) = (c.first(), c.last()) else {
             continue;
         };
-        let (ya, yb) = (y(a.1), y(b.1));
-        if ya.clearly_below(&yb) {
-            up += 1;
-        } else if yb.clearly_below(&ya) {
-            down += 1;
+        let (o, note) = m.cmp(a.1, b.1);
+        match o {
+            std::cmp::Ordering::Less => up += 1,
+            std::cmp::Ordering::Greater => down += 1,
+            std::cmp::Ordering::Equal => {}
         }
-        why.push(format!("{}: {} → {}", m.name(), fmt(&ya), fmt(&yb)));
+        why.push(format!(
+            "{}: {} at {} {} {} at {}{note}",
+            mode.name(),
+            fmt(&m.summary(a.1)),
+            a.0.packets,
+            sign(o),
+            fmt(&m.summary(b.1)),
+            b.0.packets
+        ));
     }
     let v = if up == modes.len() {
         Verdict::Supported
-    } else if down > 0 || all_zero(t, modes, sweep, y) {
+    } else if down > 0 || zero {
         Verdict::NotSupported
     } else {
         Verdict::Inconclusive
@@ -259,23 +321,11 @@ fn increases(
     (v, why.join("; "))
 }
 
-fn all_zero(t: &Table, modes: &[FilterMode], sweep: Sweep, y: &dyn Fn(&Cell) -> Summary) -> bool {
-    modes
-        .iter()
-        .flat_map(|m| cells(t, sweep, *m))
-        .all(|(_, c)| y(c).mean == 0.0)
-}
-
-/// "Kernel ≤ user" over the points of `sweep` with x ≥ `from`:
-/// supported when the kernel is clearly lower somewhere and nowhere
-/// clearly higher; not supported when clearly higher somewhere;
-/// inconclusive when the CIs overlap everywhere.
-fn kernel_le_user(
-    t: &Table,
-    sweep: Sweep,
-    from_share: u32,
-    y: &dyn Fn(&Cell) -> Summary,
-) -> (Verdict, String) {
+/// "Kernel ≤ user" over the points of `sweep` (shares from
+/// `from_share`): supported when the kernel is lower beyond chance
+/// somewhere and nowhere higher; not supported when higher somewhere;
+/// inconclusive when no difference is detected anywhere.
+fn kernel_le_user(t: &Table, sweep: Sweep, from_share: u32, m: &Measure) -> (Verdict, String) {
     let k = cells(t, sweep, FilterMode::Kernel);
     let u = cells(t, sweep, FilterMode::User);
     let mut lower = 0;
@@ -285,16 +335,12 @@ fn kernel_le_user(
         if matches!(sweep, Sweep::Share | Sweep::SharePaced) && p.invalid_percent < from_share {
             continue;
         }
-        let (yk, yu) = (y(ck), y(cu));
-        let tag = if yk.clearly_below(&yu) {
-            lower += 1;
-            "<"
-        } else if yu.clearly_below(&yk) {
-            higher += 1;
-            ">"
-        } else {
-            "≈"
-        };
+        let (o, note) = m.cmp(ck, cu);
+        match o {
+            std::cmp::Ordering::Less => lower += 1,
+            std::cmp::Ordering::Greater => higher += 1,
+            std::cmp::Ordering::Equal => {}
+        }
         let x = match sweep {
             Sweep::Share | Sweep::SharePaced => format!("{} %", p.invalid_percent),
             Sweep::Packets => format!("{} dgrams", p.packets),
@@ -306,7 +352,12 @@ fn kernel_le_user(
                 }
             }
         };
-        why.push(format!("{x}: kernel {} {tag} user {}", fmt(&yk), fmt(&yu)));
+        why.push(format!(
+            "{x}: kernel {} {} user {}{note}",
+            fmt(&m.summary(ck)),
+            sign(o),
+            fmt(&m.summary(cu))
+        ));
     }
     let v = if higher > 0 {
         Verdict::NotSupported
@@ -445,10 +496,12 @@ server pinned to CPU {}, client to CPU {}; {} repetitions per point and mode, in
     let _ = writeln!(s, "\n## The seed's hypotheses\n");
     let _ = writeln!(
         s,
-        "Rules: \"supported\" when the 95 % CIs separate in the hypothesis's direction (and nowhere \
-against it), \"not supported\" when they separate against it, \"inconclusive\" when they overlap \
-(no difference detected). Hypothesis T2 asks for a *negligible* difference: supported when the \
-CIs overlap or the means differ by less than 5 %.\n"
+        "Rules: \"supported\" when the data differ beyond chance in the hypothesis's direction (and \
+nowhere against it), \"not supported\" when they differ against it (or, for \"more ... loses \
+more\", when nothing is lost at all), \"inconclusive\" when no difference is detected. Times, \
+CPU and memory: the 95 % CIs of the means do not overlap. Loss (mostly zeros, a few large \
+values, where a t interval means little): a two-sided Mann-Whitney U test at 5 %. T2 asks for a \
+*negligible* difference: supported when the CIs overlap or the means differ by less than 5 %.\n"
     );
     let modes = &cfg.modes;
     let mut row = |name: &str, text: &str, (v, why): (Verdict, String)| {
@@ -457,7 +510,7 @@ CIs overlap or the means differ by less than 5 %.\n"
     row(
         "T1",
         "More datagrams take longer to receive.",
-        increases(t, modes, Sweep::Packets, &|c| c.receive_ms),
+        increases(t, modes, Sweep::Packets, &Measure::Ci(&|c| c.receive_ms)),
     );
     row(
         "T2",
@@ -467,37 +520,57 @@ CIs overlap or the means differ by less than 5 %.\n"
     row(
         "T3",
         "As the invalid share grows, receiving with the kernel filter takes no longer than with the user-space check (shares ≥ 25 %).",
-        kernel_le_user(t, Sweep::Share, 25, &|c| c.receive_ms),
+        kernel_le_user(t, Sweep::Share, 25, &Measure::Ci(&|c| c.receive_ms)),
     );
     row(
         "T3-cpu",
         "(the seed's \"performance is time and memory\") The server's CPU time with the kernel filter is no higher than with the user check (shares ≥ 25 %, paced: no loss to mix in).",
-        kernel_le_user(t, Sweep::SharePaced, 25, &|c| c.server_cpu_ms),
+        kernel_le_user(t, Sweep::SharePaced, 25, &Measure::Ci(&|c| c.server_cpu_ms)),
     );
     row(
         "T3-total-cpu",
         "Server plus client CPU (the loopback receive path and the filter run on the sender's CPU) is no higher with the kernel filter (shares ≥ 25 %, paced).",
-        kernel_le_user(t, Sweep::SharePaced, 25, &|c| sum(&c.server_cpu_ms, &c.client_cpu_ms)),
+        kernel_le_user(
+            t,
+            Sweep::SharePaced,
+            25,
+            &Measure::Ci(&|c| sum(&c.server_cpu_ms, &c.client_cpu_ms)),
+        ),
     );
     row(
         "T3-mem",
         "Peak memory is no higher with the kernel filter (shares ≥ 25 %).",
-        kernel_le_user(t, Sweep::Share, 25, &|c| c.vm_hwm_kb),
+        kernel_le_user(t, Sweep::Share, 25, &Measure::Ci(&|c| c.vm_hwm_kb)),
     );
     row(
         "L1",
         "More datagrams lose a larger share of valid requests.",
-        increases(t, modes, Sweep::Packets, &|c| c.loss_percent),
+        increases(
+            t,
+            modes,
+            Sweep::Packets,
+            &Measure::Rank(&|c| &c.loss_values, &|c| c.loss_percent),
+        ),
     );
     row(
         "L2",
         "As the invalid share grows, the kernel filter loses no more valid requests than the user check (shares ≥ 25 %).",
-        kernel_le_user(t, Sweep::Share, 25, &|c| c.loss_percent),
+        kernel_le_user(
+            t,
+            Sweep::Share,
+            25,
+            &Measure::Rank(&|c| &c.loss_values, &|c| c.loss_percent),
+        ),
     );
     row(
         "L2-rate",
         "Across offered rates (50 % invalid), the kernel filter loses no more valid requests than the user check.",
-        kernel_le_user(t, Sweep::Rate, 0, &|c| c.loss_percent),
+        kernel_le_user(
+            t,
+            Sweep::Rate,
+            0,
+            &Measure::Rank(&|c| &c.loss_values, &|c| c.loss_percent),
+        ),
     );
     let total_lost: u64 = runs.iter().map(|r| r.lost()).sum();
     let total_overflow: u64 = runs.iter().map(|r| r.server.overflow_drops()).sum();
