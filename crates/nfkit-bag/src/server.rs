@@ -14,8 +14,22 @@ use crate::wire::{Check, Command, Decision};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Where the server says what it does while running (filter swaps).
+#[derive(Clone)]
+pub struct Log(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Log")
+    }
+}
+
+/// How often a watched script's modification time is looked at.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
 
 /// Where requests are checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,6 +92,13 @@ pub struct ServeConfig {
     pub cpu: Option<usize>,
     /// Reply to GET.
     pub reply: bool,
+    /// Kernel mode: a script file to watch; when its modification time
+    /// changes it is compiled and attached in place of the current
+    /// filter (a script that does not compile is reported, the current
+    /// filter stays). Write the new version and rename it over the old.
+    pub watch: Option<PathBuf>,
+    /// Where to say what happens (swaps, refused scripts).
+    pub log: Option<Log>,
 }
 
 impl Default for ServeConfig {
@@ -93,6 +114,8 @@ impl Default for ServeConfig {
             rcvbuf: None,
             cpu: None,
             reply: true,
+            watch: None,
+            log: None,
         }
     }
 }
@@ -132,8 +155,10 @@ pub struct ServerReport {
     pub socket_drops: u64,
     /// The kernel filters' counters, summed (kernel mode).
     pub filter: Option<Counters>,
-    /// Filter swaps done.
+    /// Filter swaps done (`swaps` and watched-file changes).
     pub swaps: u32,
+    /// Watched scripts that did not compile or load.
+    pub swap_errors: u32,
 }
 
 impl ServerReport {
@@ -178,6 +203,8 @@ pub struct Server {
     /// The filters (kernel mode): the one attached first, and v2 for swaps.
     v1: Option<Arc<KernelFilter>>,
     v2: Option<Arc<KernelFilter>>,
+    /// Filters attached from the watched file, the latest last.
+    watched: Vec<Arc<KernelFilter>>,
     bag: HashMap<u32, u64>,
 }
 
@@ -210,6 +237,7 @@ impl Server {
             sock,
             v1,
             v2,
+            watched: Vec::new(),
             bag: HashMap::new(),
         })
     }
@@ -271,6 +299,15 @@ impl Server {
         };
         let mut on_v2 = false;
         let mut next_swap = 0usize;
+        let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let mut watch: Option<(PathBuf, Option<SystemTime>)> = match self.cfg.mode {
+            FilterMode::Kernel => self.cfg.watch.clone().map(|p| {
+                let t = mtime(&p);
+                (p, t)
+            }),
+            _ => None,
+        };
+        let mut last_look = Instant::now();
         let mut buf = [0u8; 2048];
         let start = Instant::now();
         let cpu0 = CpuTime::thread();
@@ -323,6 +360,10 @@ impl Server {
                         self.swap(on_v2, &mut check)?;
                         rep.swaps += 1;
                     }
+                    if rep.received.is_multiple_of(256) && last_look.elapsed() >= WATCH_EVERY {
+                        last_look = Instant::now();
+                        self.look(&mut watch, &mut rep)?;
+                    }
                 }
                 Err(e)
                     if matches!(
@@ -330,6 +371,10 @@ impl Server {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
+                    if last_look.elapsed() >= WATCH_EVERY {
+                        last_look = Instant::now();
+                        self.look(&mut watch, &mut rep)?;
+                    }
                     let idle = match first {
                         Some(_) => last.elapsed() >= self.cfg.idle_timeout,
                         None => self.cfg.start_timeout.is_some_and(|t| start.elapsed() >= t),
@@ -354,12 +399,57 @@ impl Server {
         rep.socket_drops = sys::socket_drops(self.sock.as_raw_fd()).map_err(io("SO_MEMINFO"))?;
         if self.cfg.mode == FilterMode::Kernel {
             let mut c = Counters::default();
-            for f in self.v1.iter().chain(self.v2.iter()) {
+            for f in self
+                .v1
+                .iter()
+                .chain(self.v2.iter())
+                .chain(self.watched.iter())
+            {
                 c = c.add(&f.counters()?);
             }
             rep.filter = Some(c);
         }
         Ok(rep)
+    }
+
+    fn say(&self, msg: &str) {
+        if let Some(Log(f)) = &self.cfg.log {
+            f(msg);
+        }
+    }
+
+    /// When the watched script changed: compiles and attaches it.
+    fn look(
+        &mut self,
+        watch: &mut Option<(PathBuf, Option<SystemTime>)>,
+        rep: &mut ServerReport,
+    ) -> Result<(), BagError> {
+        let Some((path, seen)) = watch else {
+            return Ok(());
+        };
+        let now = std::fs::metadata(&*path).and_then(|m| m.modified()).ok();
+        if now.is_none() || now == *seen {
+            return Ok(());
+        }
+        *seen = now;
+        match KernelFilter::from_file(path) {
+            Ok(f) => {
+                f.reset_counters()?;
+                f.attach(&self.sock)?;
+                self.watched.push(Arc::new(f));
+                rep.swaps += 1;
+                self.say(&format!(
+                    "filter {} swapped in after {} datagrams",
+                    path.display(),
+                    rep.received
+                ));
+            }
+            Err(e) => {
+                rep.swap_errors += 1;
+                self.say(&format!("filter not swapped, the current one stays: {e}"));
+            }
+        }
+        Ok(())
     }
 
     /// Attaches v2 (`to_v2`) or v1 again; in user mode, sets or clears

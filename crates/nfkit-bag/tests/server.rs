@@ -5,7 +5,7 @@
 
 use nfkit_bag::client::{self, Behaviour, ClientConfig, ClientReport};
 use nfkit_bag::filter::{KernelFilter, FILTER_V1, FILTER_V2};
-use nfkit_bag::server::{FilterMode, ServeConfig, Server, ServerReport};
+use nfkit_bag::server::{FilterMode, Log, ServeConfig, Server, ServerReport};
 use nfkit_kernel::netns::enter_netns;
 use nfkit_kernel::testbed::Netns;
 use std::net::SocketAddr;
@@ -204,4 +204,69 @@ fn loss_is_counted_exactly() {
             }
         }
     }
+}
+
+#[test]
+fn a_watched_script_is_swapped_in_live() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let ns = Netns::new("bagwatch").expect("netns");
+    let dir = std::env::temp_dir().join(format!("nfkit-bagwatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let script = dir.join("filter.py");
+    std::fs::write(&script, FILTER_V1).expect("write v1");
+    let v1 = Arc::new(KernelFilter::from_file(&script).expect("v1"));
+    let (said_tx, said_rx) = mpsc::channel::<String>();
+    let said_tx = std::sync::Mutex::new(said_tx);
+    let cfg = ServeConfig {
+        watch: Some(script.clone()),
+        idle_timeout: Duration::from_secs(20),
+        log: Some(Log(Arc::new(move |m: &str| {
+            if let Ok(tx) = said_tx.lock() {
+                let _ = tx.send(m.to_string());
+            }
+        }))),
+        ..base_cfg(FilterMode::Kernel)
+    };
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let nsn = ns.name();
+    let (srv, sent) = std::thread::scope(|s| {
+        let server = s.spawn(move || {
+            enter_netns(nsn).expect("enter netns");
+            let mut srv = Server::bind(cfg, Some(v1), None).expect("bind");
+            addr_tx.send(srv.local_addr().expect("addr")).expect("addr");
+            srv.run().expect("serve")
+        });
+        let addr = addr_rx.recv().expect("bound");
+        enter_netns(nsn).expect("enter netns (client)");
+        let phase = |stop: bool| ClientConfig {
+            packets: Some(3000),
+            rate: Some(50_000),
+            keys: 2000,
+            stop,
+            ..ClientConfig::new(addr, Behaviour::Thor)
+        };
+        // Phase 1 under v1; then v2 replaces the file (atomically);
+        // phase 2 once the server says it swapped.
+        let a = client::run(&phase(false)).expect("phase 1");
+        let tmp = dir.join("filter.py.new");
+        std::fs::write(&tmp, FILTER_V2).expect("write v2");
+        std::fs::rename(&tmp, &script).expect("rename");
+        let said = said_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server swaps");
+        assert!(said.contains("swapped in"), "{said}");
+        let b = client::run(&phase(true)).expect("phase 2");
+        (server.join().expect("server"), a.valid + b.valid)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = srv.filter.expect("counters");
+    assert_eq!(srv.swaps, 1);
+    assert_eq!(srv.swap_errors, 0);
+    // Phase 2 keys seq % 2000 for seq 0..3000: 1000..1999 are over v2's limit.
+    assert_eq!(c.over_limit, 1000, "{c:?}");
+    assert_eq!(srv.valid + c.over_limit, sent, "no valid request lost");
+    assert_eq!(srv.overflow_drops(), 0);
 }

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use nfkit_bag::client::{self, Behaviour, ClientConfig};
 use nfkit_bag::experiment::{self, ExperimentConfig};
 use nfkit_bag::filter::{KernelFilter, FILTER_V1, FILTER_V2};
-use nfkit_bag::server::{FilterMode, ServeConfig, Server, ServerReport};
+use nfkit_bag::server::{FilterMode, Log, ServeConfig, Server, ServerReport};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// (repeatable: each swaps again). User mode toggles the key limit.
     #[arg(long, value_name = "N")]
     swap_after: Vec<u64>,
+    /// Watch the `--script` file: when it changes (write the new version
+    /// and rename it over), compile it and attach it in place of the
+    /// running filter, without a restart.
+    #[arg(long, requires = "script")]
+    watch: bool,
     /// At most this many keys in the bag.
     #[arg(long, default_value_t = 100_000)]
     capacity: usize,
@@ -154,6 +159,8 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
         rcvbuf: a.rcvbuf,
         cpu: a.cpu,
         reply: true,
+        watch: if a.watch { a.script.clone() } else { None },
+        log: Some(Log(Arc::new(|m: &str| eprintln!("{m}")))),
     };
     let mut srv = Server::bind(cfg, v1, v2)?;
     eprintln!(
@@ -194,6 +201,7 @@ fn report_json(r: &ServerReport) -> serde_json::Value {
         "overflow_drops": r.overflow_drops(),
         "filter": f,
         "swaps": r.swaps,
+        "swap_errors": r.swap_errors,
     })
 }
 
@@ -210,8 +218,8 @@ fn print_report(r: &ServerReport) {
     }
     if let Some(c) = r.filter {
         println!(
-            "kernel filter: {} valid, {} invalid, {} over the key limit ({} swaps)",
-            c.valid, c.invalid, c.over_limit, r.swaps
+            "kernel filter: {} valid, {} invalid, {} over the key limit ({} swaps, {} refused scripts)",
+            c.valid, c.invalid, c.over_limit, r.swaps, r.swap_errors
         );
     }
     println!(
