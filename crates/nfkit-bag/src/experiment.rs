@@ -200,7 +200,7 @@ impl Run {
     pub const CSV_HEADER: &'static str = "sweep,mode,packets,invalid_percent,rate,rep,\
 sent_valid,sent_invalid,send_errors,client_send_s,client_user_s,client_sys_s,\
 received,server_valid,user_invalid,seqs,dup_seqs,lost_valid,loss_percent,\
-socket_drops,overflow_drops,filter_valid,filter_invalid,stopped,\
+socket_drops,overflow_drops,rcvbuf_errors,filter_valid,filter_invalid,stopped,\
 receive_s,server_user_s,server_sys_s,vm_hwm_kb";
 
     /// The run as a CSV row.
@@ -216,7 +216,7 @@ receive_s,server_user_s,server_sys_s,vm_hwm_kb";
             }
         };
         format!(
-            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{:.4},{},{},{},{},{},{:.6},{:.6},{:.6},{}",
+            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{:.4},{},{},{},{},{},{},{:.6},{:.6},{:.6},{}",
             self.point.sweep.name(),
             self.mode.name(),
             self.point.packets,
@@ -238,6 +238,7 @@ receive_s,server_user_s,server_sys_s,vm_hwm_kb";
             self.loss_percent(),
             s.socket_drops,
             s.overflow_drops(),
+            s.rcvbuf_errors.map_or(String::new(), |x| x.to_string()),
             fv(f.valid),
             fv(f.invalid),
             s.stopped,

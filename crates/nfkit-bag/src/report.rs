@@ -592,6 +592,22 @@ overflow drop is a lost request or one of the client's three STOPs: {}.",
             "**not so in some kernel run** (see runs.csv)"
         }
     );
+    let snmp: u64 = runs.iter().filter_map(|r| r.server.rcvbuf_errors).sum();
+    let snmp_ok = runs.iter().all(|r| {
+        r.server
+            .rcvbuf_errors
+            .is_none_or(|e| e == r.server.overflow_drops())
+    });
+    let _ = writeln!(
+        s,
+        "\nThe namespace's UDP `RcvbufErrors` (/proc/net/snmp, the kernel's count of datagrams \
+dropped for a full queue) sum to {snmp}: {}.",
+        if snmp_ok {
+            "equal to the socket's overflow drops in every run"
+        } else {
+            "**different from the socket's overflow drops in some run** (see runs.csv)"
+        }
+    );
     let unstopped: usize = t.values().map(|c| c.runs - c.stopped).sum();
     if unstopped > 0 {
         let _ = writeln!(

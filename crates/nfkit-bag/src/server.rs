@@ -159,6 +159,20 @@ pub struct ServerReport {
     pub swaps: u32,
     /// Watched scripts that did not compile or load.
     pub swap_errors: u32,
+    /// The network namespace's UDP `RcvbufErrors` since the bind
+    /// (/proc/net/snmp): datagrams dropped for a full receive queue,
+    /// by the kernel's own count (includes other sockets of the
+    /// namespace, if any).
+    pub rcvbuf_errors: Option<u64>,
+}
+
+/// The namespace's UDP `RcvbufErrors` (of the calling thread's netns).
+fn udp_rcvbuf_errors() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/net/snmp").ok()?;
+    let mut udp = s.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let i = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(i)?.parse().ok()
 }
 
 impl ServerReport {
@@ -206,6 +220,8 @@ pub struct Server {
     /// Filters attached from the watched file, the latest last.
     watched: Vec<Arc<KernelFilter>>,
     bag: HashMap<u32, u64>,
+    /// `RcvbufErrors` when the socket was bound.
+    snmp0: Option<u64>,
 }
 
 impl Server {
@@ -239,6 +255,7 @@ impl Server {
             v2,
             watched: Vec::new(),
             bag: HashMap::new(),
+            snmp0: udp_rcvbuf_errors(),
         })
     }
 
@@ -396,6 +413,10 @@ impl Server {
         rep.seqs = seqs.distinct;
         rep.dup_seqs = seqs.dups;
         rep.keys = self.bag.len();
+        rep.rcvbuf_errors = match (self.snmp0, udp_rcvbuf_errors()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
         rep.socket_drops = sys::socket_drops(self.sock.as_raw_fd()).map_err(io("SO_MEMINFO"))?;
         if self.cfg.mode == FilterMode::Kernel {
             let mut c = Counters::default();

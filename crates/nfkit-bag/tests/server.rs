@@ -1,6 +1,7 @@
 //! The bag server in a fresh network namespace: filters swapped at
 //! runtime without losing a valid request, and loss counted exactly
-//! (sent - received sequence numbers = the socket's overflow drops).
+//! (sent - received sequence numbers = the socket's overflow drops =
+//! the namespace's UDP RcvbufErrors).
 //! Needs root (skipped otherwise).
 
 use nfkit_bag::client::{self, Behaviour, ClientConfig, ClientReport};
@@ -184,6 +185,12 @@ fn loss_is_counted_exactly() {
         let lost = cl.puts - srv.seqs;
         assert!(lost > 1000, "{m}: the test loses datagrams ({lost})");
         assert!(srv.seqs > 0, "{m}");
+        // The kernel's own count of queue overflows agrees.
+        assert_eq!(
+            srv.rcvbuf_errors,
+            Some(srv.overflow_drops()),
+            "{m}: /proc/net/snmp RcvbufErrors"
+        );
         match mode {
             FilterMode::Kernel => {
                 // Only valid datagrams reach the queue: each overflow
