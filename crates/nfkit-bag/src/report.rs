@@ -369,32 +369,48 @@ fn kernel_le_user(t: &Table, sweep: Sweep, from_share: u32, m: &Measure) -> (Ver
     (v, why.join("; "))
 }
 
-/// "Negligible": kernel and user within 5 % of each other, or CIs
-/// overlapping, at 1 % invalid.
-fn negligible(t: &Table, y: &dyn Fn(&Cell) -> Summary) -> (Verdict, String) {
-    let k = cells(t, Sweep::Share, FilterMode::Kernel);
-    let u = cells(t, Sweep::Share, FilterMode::User);
+/// Equivalence margin of "negligible": ± this share of the user mean.
+const NEGLIGIBLE: f64 = 0.10;
+
+/// "Negligible" (an equivalence test) at the lowest share of `sweep`:
+/// supported when the 95 % CI of the difference kernel − user lies
+/// within ± [`NEGLIGIBLE`] of the user mean; not supported when it lies
+/// wholly outside; inconclusive otherwise (too noisy to tell).
+fn negligible(t: &Table, sweep: Sweep, y: &dyn Fn(&Cell) -> Summary) -> (Verdict, String) {
+    let k = cells(t, sweep, FilterMode::Kernel);
+    let u = cells(t, sweep, FilterMode::User);
     let (Some((p, ck)), Some((_, cu))) = (k.first(), u.first()) else {
         return (Verdict::Inconclusive, "no data".into());
     };
     let (yk, yu) = (y(ck), y(cu));
-    let rel = if yu.mean > 0.0 {
-        (yk.mean - yu.mean) / yu.mean * 100.0
-    } else {
-        0.0
-    };
-    let v = if yk.overlaps(&yu) || rel.abs() < 5.0 {
+    let d = yk.mean - yu.mean;
+    // Half-width of the difference's CI (the two intervals combined).
+    let hw = (yk.ci * yk.ci + yu.ci * yu.ci).sqrt();
+    let margin = NEGLIGIBLE * yu.mean.abs();
+    let v = if d.abs() + hw <= margin {
         Verdict::Supported
-    } else {
+    } else if d.abs() - hw > margin {
         Verdict::NotSupported
+    } else {
+        Verdict::Inconclusive
+    };
+    let pct = |x: f64| {
+        if yu.mean != 0.0 {
+            x / yu.mean * 100.0
+        } else {
+            0.0
+        }
     };
     (
         v,
         format!(
-            "at {} % invalid: kernel {} vs user {} ms ({rel:+.1} %)",
+            "at {} % invalid: kernel {} vs user {} ms, difference {:+.1} % ± {:.1} % (margin ± {:.0} %)",
             p.invalid_percent,
             fmt(&yk),
-            fmt(&yu)
+            fmt(&yu),
+            pct(d),
+            pct(hw),
+            NEGLIGIBLE * 100.0
         ),
     )
 }
@@ -551,7 +567,8 @@ nowhere against it), \"not supported\" when they differ against it (or, for \"mo
 more\", when nothing is lost at all), \"inconclusive\" when no difference is detected. Times, \
 CPU and memory: the 95 % CIs of the means do not overlap. Loss (mostly zeros, a few large \
 values, where a t interval means little): a two-sided Mann-Whitney U test at 5 %. T2 asks for a \
-*negligible* difference: supported when the CIs overlap or the means differ by less than 5 %.\n"
+*negligible* difference, an equivalence test: supported when the 95 % CI of the difference lies \
+within ± 10 % of the user mean, not supported when it lies wholly outside, inconclusive otherwise.\n"
     );
     let modes = &cfg.modes;
     let mut row = |name: &str, text: &str, (v, why): (Verdict, String)| {
@@ -564,8 +581,13 @@ values, where a t interval means little): a two-sided Mann-Whitney U test at 5 %
     );
     row(
         "T2",
-        "The filter's work has negligible impact on the receive time (1 % invalid).",
-        negligible(t, &|c| c.receive_ms),
+        "The filter's work has negligible impact on the receive time (1 % invalid, unpaced).",
+        negligible(t, Sweep::Share, &|c| c.receive_ms),
+    );
+    row(
+        "T2-cpu",
+        "... and on the CPU time, server plus client, where the filter's work is done (1 % invalid, paced).",
+        negligible(t, Sweep::SharePaced, &|c| sum(&c.server_cpu_ms, &c.client_cpu_ms)),
     );
     row(
         "T3",
