@@ -252,11 +252,15 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     let r = client::run(&cfg)?;
     let secs = r.elapsed.as_secs_f64();
     println!(
-        "{}: sent {} valid ({} PUT, sequence numbers 0..{}) and {} invalid datagrams in {:.6} s ({:.0}/s); {} send errors; {} replies",
+        "{}: sent {} valid ({} PUT{}) and {} invalid datagrams in {:.6} s ({:.0}/s); {} send errors; {} replies",
         a.behaviour.name(),
         r.valid,
         r.puts,
-        r.puts,
+        if r.puts > 0 {
+            format!(", sequence numbers 0 to {}", r.puts - 1)
+        } else {
+            String::new()
+        },
         r.invalid,
         secs,
         if secs > 0.0 { (r.valid + r.invalid) as f64 / secs } else { 0.0 },
