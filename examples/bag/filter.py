@@ -5,6 +5,10 @@ command of the wire format: "PUT" + u32 key + u64 value (15 bytes),
 nothing less. Valid datagrams are kept, the rest dropped; per-CPU
 counters of both for the server's report.
 
+One packet read per datagram besides the UDP length (each read is a
+helper call at this hook): the command is compared within one 4- or
+8-byte big-endian read, whose low bytes (the key's) are shifted out.
+
 A socket filter reads the packet from its IP header: the UDP header is
 at Packet.l4_off, the payload 8 bytes further. The payload length comes
 from the UDP length field, which the kernel has already checked against
@@ -24,13 +28,13 @@ def bag_check() -> u64:
     p: u64 = udp + 8
     ok: bool = False
     if n == 15:
-        ok = Packet.read_u16(p) == 0x5055 and Packet.read_u8(p + 2) == 0x54          # PUT
+        ok = Packet.read_u32(p) >> 8 == 0x505554            # "PUT" and a key byte
     elif n == 7:
-        ok = Packet.read_u16(p) == 0x4745 and Packet.read_u8(p + 2) == 0x54          # GET
+        ok = Packet.read_u32(p) >> 8 == 0x474554            # "GET" and a key byte
     elif n == 10:
-        ok = Packet.read_u32(p) == 0x44454c45 and Packet.read_u16(p + 4) == 0x5445   # DELETE
+        ok = Packet.read_u64(p) >> 16 == 0x44454c455445     # "DELETE" and 2 key bytes
     elif n == 4:
-        ok = Packet.read_u32(p) == 0x53544f50                                        # STOP
+        ok = Packet.read_u32(p) == 0x53544f50               # "STOP"
     if ok:
         stats[VALID] += 1
         return PASS

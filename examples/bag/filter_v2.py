@@ -26,16 +26,16 @@ def bag_check() -> u64:
     ok: bool = False
     key_at: u64 = 0
     if n == 15:
-        ok = Packet.read_u16(p) == 0x5055 and Packet.read_u8(p + 2) == 0x54          # PUT
+        ok = Packet.read_u32(p) >> 8 == 0x505554            # "PUT" and a key byte
         key_at = p + 3
     elif n == 7:
-        ok = Packet.read_u16(p) == 0x4745 and Packet.read_u8(p + 2) == 0x54          # GET
+        ok = Packet.read_u32(p) >> 8 == 0x474554            # "GET" and a key byte
         key_at = p + 3
     elif n == 10:
-        ok = Packet.read_u32(p) == 0x44454c45 and Packet.read_u16(p + 4) == 0x5445   # DELETE
+        ok = Packet.read_u64(p) >> 16 == 0x44454c455445     # "DELETE" and 2 key bytes
         key_at = p + 6
     elif n == 4:
-        ok = Packet.read_u32(p) == 0x53544f50                                        # STOP
+        ok = Packet.read_u32(p) == 0x53544f50               # "STOP"
     if not ok:
         stats[INVALID] += 1
         return DROP
