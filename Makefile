@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: all deps build demo test lint bench soak clean
+.PHONY: all deps build demo test lint bench soak experiment clean
 
 all: build
 
@@ -39,6 +39,14 @@ bench: deps
 # none may escape (sentinel memory intact, no crash). Not part of `test`.
 soak: deps
 	$(CARGO) run --release -p nfkit-vm --example soak -- --programs 1000000
+
+# The bag-server experiment (docs/bag.md): kernel vs user-space filtering,
+# reduced sweep, a few minutes; needs root. EXPERIMENT_OUT to move it,
+# EXPERIMENT_ARGS for more (--reps N, --full).
+EXPERIMENT_OUT ?= target/bag-experiment
+experiment: build
+	./target/release/nfkit bag experiment --out $(EXPERIMENT_OUT) $(EXPERIMENT_ARGS)
+	@echo "results in $(EXPERIMENT_OUT): report.md, runs.csv, summary.csv, main.svg, packets.svg, rate.svg, loss.svg"
 
 clean:
 	$(CARGO) clean

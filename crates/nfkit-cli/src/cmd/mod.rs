@@ -1,6 +1,7 @@
 //! One module per top-level command (or command group).
 
 pub mod asm;
+pub mod bag;
 pub mod check;
 pub mod compile;
 pub mod deploy;
