@@ -65,7 +65,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let hook = match &a.hook {
         Some(h) => Some(
             h.parse::<Hook>()
-                .map_err(|_| anyhow!("unknown hook `{h}` (xdp, tc, socket)"))?,
+                .map_err(|_| anyhow!("unknown hook `{h}` (xdp, tc, socket, switch)"))?,
         ),
         None => None,
     };
