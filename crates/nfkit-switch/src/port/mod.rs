@@ -10,6 +10,10 @@
 //! Frames travel in [`Batch`]es whose buffers are allocated once and
 //! reused, so nothing is allocated on the packet path.
 
+pub mod any;
+mod live_stub;
+pub mod pcap;
+
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
