@@ -159,7 +159,11 @@ pub struct UnknownHook(pub String);
 
 impl fmt::Display for UnknownHook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown hook `{}` (hooks: xdp, tc, socket, switch)", self.0)
+        write!(
+            f,
+            "unknown hook `{}` (hooks: xdp, tc, socket, switch)",
+            self.0
+        )
     }
 }
 impl std::error::Error for UnknownHook {}

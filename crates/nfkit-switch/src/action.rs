@@ -24,7 +24,13 @@ pub enum Decision {
 
 /// The decision for verdict `(action, arg)` of a frame that came in on
 /// port index `ingress`, with `nports` ports and host port `host`.
-pub fn decide(action: Action, arg: u32, ingress: usize, nports: usize, host: Option<usize>) -> Decision {
+pub fn decide(
+    action: Action,
+    arg: u32,
+    ingress: usize,
+    nports: usize,
+    host: Option<usize>,
+) -> Decision {
     match action {
         Action::Aborted | Action::Drop => Decision::Drop,
         Action::Pass | Action::Host => host.map_or(Decision::NoHostPort, Decision::Port),
@@ -62,12 +68,24 @@ mod tests {
         assert_eq!(decide(Action::Host, 2, 0, 3, Some(2)), Decision::Port(2));
         assert_eq!(decide(Action::Tx, 0, 1, 3, None), Decision::Port(1));
         assert_eq!(decide(Action::Redirect, 3, 0, 3, None), Decision::Port(2));
-        assert_eq!(decide(Action::Redirect, 4, 0, 3, None), Decision::NoSuchPort);
-        assert_eq!(decide(Action::Redirect, 0, 0, 3, None), Decision::NoSuchPort);
+        assert_eq!(
+            decide(Action::Redirect, 4, 0, 3, None),
+            Decision::NoSuchPort
+        );
+        assert_eq!(
+            decide(Action::Redirect, 0, 0, 3, None),
+            Decision::NoSuchPort
+        );
         assert_eq!(decide(Action::Flood, 0, 0, 3, None), Decision::Flood);
-        assert_eq!(decide(Action::Controller, 9, 0, 3, None), Decision::Controller(9));
+        assert_eq!(
+            decide(Action::Controller, 9, 0, 3, None),
+            Decision::Controller(9)
+        );
         let drop = Action::Drop.verdict(0);
-        assert_eq!(resolve(Some(Action::Tx.verdict(0)), drop), (Action::Tx, 0, false));
+        assert_eq!(
+            resolve(Some(Action::Tx.verdict(0)), drop),
+            (Action::Tx, 0, false)
+        );
         assert_eq!(resolve(Some(5), drop), (Action::Drop, 0, true));
         assert_eq!(resolve(None, drop), (Action::Drop, 0, true));
     }

@@ -93,7 +93,10 @@ mod tests {
         assert!(c.offer(2, 2, 20, b"bb"));
         assert!(!c.offer(3, 1, 30, b"c"));
         let mut got = Vec::new();
-        assert_eq!(c.drain(|f| got.push((f.reason, f.in_port, f.data.clone()))), 2);
+        assert_eq!(
+            c.drain(|f| got.push((f.reason, f.in_port, f.data.clone()))),
+            2
+        );
         assert_eq!(got, vec![(1, 1, b"a".to_vec()), (2, 2, b"bb".to_vec())]);
         assert!(c.offer(4, 1, 40, b"d"));
         assert_eq!(c.len(), 1);

@@ -23,7 +23,9 @@ use crate::action::{self, Decision};
 use crate::controller::Controller;
 use crate::counters::{ChainTotals, Stats, WorkerCounters};
 use crate::flow::flow_hash;
-use crate::port::{Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM};
+use crate::port::{
+    Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM,
+};
 use crate::SwitchError;
 use crossbeam_queue::ArrayQueue;
 use nfkit_abi::{maps as abi_maps, verdict, Hook, NfConfig};
@@ -215,8 +217,15 @@ impl Switch {
                 .map(|_| WorkerCounters::new(ports.len()))
                 .collect(),
         );
-        let dispatching = workers > 1 && ports.iter().any(|p| !p.rx.is_empty() && p.rx.len() < workers);
-        let inbox = if dispatching { cfg.inbox_capacity.max(BATCH) } else { 1 };
+        let dispatching = workers > 1
+            && ports
+                .iter()
+                .any(|p| !p.rx.is_empty() && p.rx.len() < workers);
+        let inbox = if dispatching {
+            cfg.inbox_capacity.max(BATCH)
+        } else {
+            1
+        };
         let free = ArrayQueue::new(inbox * workers);
         if dispatching {
             for _ in 0..inbox * workers {
@@ -444,7 +453,10 @@ fn configure(script: &ScriptVm, replay: bool) -> Result<u64, SwitchError> {
 }
 
 impl Worker {
-    fn run(mut self, pinned: &std::sync::mpsc::Sender<(usize, Option<usize>)>) -> Result<(), SwitchError> {
+    fn run(
+        mut self,
+        pinned: &std::sync::mpsc::Sender<(usize, Option<usize>)>,
+    ) -> Result<(), SwitchError> {
         let cpu = if self.pin {
             crate::pin::pin_current(self.id)
         } else {
@@ -461,7 +473,10 @@ impl Worker {
                 }
                 let n = {
                     let slot = &mut self.rx[i];
-                    let n = slot.q.recv(&mut batch, Duration::ZERO).map_err(SwitchError::from)?;
+                    let n = slot
+                        .q
+                        .recv(&mut batch, Duration::ZERO)
+                        .map_err(SwitchError::from)?;
                     if n == 0 && slot.q.finished() {
                         slot.done = true;
                         self.shared.active_rx.fetch_sub(1, Ordering::AcqRel);
@@ -469,7 +484,8 @@ impl Worker {
                     n
                 };
                 work += n;
-                let (port, queue, dispatch) = (self.rx[i].port, self.rx[i].queue, self.rx[i].dispatch);
+                let (port, queue, dispatch) =
+                    (self.rx[i].port, self.rx[i].queue, self.rx[i].dispatch);
                 for f in 0..n.min(batch.len) {
                     let arrival = batch.arrival_ns[f];
                     let target = if dispatch {
@@ -528,7 +544,14 @@ impl Worker {
     /// one); while the target's inbox or the free list is exhausted,
     /// processes its own inbox (so two dispatching workers never wait on
     /// each other).
-    fn hand_over(&mut self, frame: &mut Vec<u8>, target: usize, port: usize, queue: u32, arrival_ns: u64) {
+    fn hand_over(
+        &mut self,
+        frame: &mut Vec<u8>,
+        target: usize,
+        port: usize,
+        queue: u32,
+        arrival_ns: u64,
+    ) {
         let shared = Arc::clone(&self.shared);
         let mut buf = loop {
             if let Some(b) = shared.free.pop() {
@@ -652,7 +675,11 @@ impl Worker {
             arrival_ns: 0,
         };
         let mut out = [empty; BATCH];
-        for (o, (f, &t)) in out.iter_mut().zip(st.frames.iter().zip(&st.arrival_ns)).take(n) {
+        for (o, (f, &t)) in out
+            .iter_mut()
+            .zip(st.frames.iter().zip(&st.arrival_ns))
+            .take(n)
+        {
             *o = OutFrame {
                 data: f,
                 arrival_ns: t,

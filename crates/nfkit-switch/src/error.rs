@@ -13,7 +13,9 @@ pub enum SwitchError {
     Script(#[from] nfkit_control::runner::RunError),
     #[error("the switch needs at least one port")]
     NoPorts,
-    #[error("port `{port}`: {got} transmit queues for {workers} workers (one per worker expected)")]
+    #[error(
+        "port `{port}`: {got} transmit queues for {workers} workers (one per worker expected)"
+    )]
     TxQueues {
         port: String,
         got: usize,

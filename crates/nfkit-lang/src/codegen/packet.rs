@@ -182,7 +182,11 @@ impl Gen<'_> {
     /// `Packet.queue`: `xdp_md.rx_queue_index` on XDP (the switch: the
     /// port's receive queue), `skb->queue_mapping` otherwise.
     pub(super) fn pkt_queue(&mut self) {
-        let off = if self.hook.ctx_hook() == Hook::Xdp { 16 } else { 8 };
+        let off = if self.hook.ctx_hook() == Hook::Xdp {
+            16
+        } else {
+            8
+        };
         self.emit(ldx(Size::W, Reg::R0, Reg::R9, off));
     }
 
