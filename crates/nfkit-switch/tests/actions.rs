@@ -210,7 +210,7 @@ fn bad_input_is_counted_and_forwarding_goes_on() {
         Packet::new(9, frame(1)),
     ];
     for workers in [1, 2] {
-        let (outs, stats) = run_ports(&c, &[input.clone()], 2, workers, "bad");
+        let (outs, stats) = run_ports(&c, std::slice::from_ref(&input), 2, workers, "bad");
         assert_eq!(outs[1].len(), 3, "the good frames went on");
         let p = &stats.ports[0];
         assert_eq!((p.rx, p.runt, p.oversize), (9, 3, 1));
