@@ -62,6 +62,9 @@ enum Command {
     Send(cmd::send::Args),
     /// Count the frames arriving on an interface (sources, sequence numbers).
     Recv(cmd::recv::Args),
+    /// The software switch: `switch run` runs a chain script on ports.
+    #[command(subcommand)]
+    Switch(cmd::switch::Command),
 }
 
 /// `nfkit … | head` closes our standard output early: `println!` then
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Prog(c) => cmd::prog::run(c),
         Command::Send(a) => cmd::send::run(a),
         Command::Recv(a) => cmd::recv::run(a),
+        Command::Switch(c) => cmd::switch::run(c),
     };
     match result {
         Ok(code) => code,

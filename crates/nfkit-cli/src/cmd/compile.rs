@@ -36,7 +36,7 @@ pub fn compile_or_report(
     compile_with(file, source, nf_path, None)
 }
 
-fn compile_with(
+pub fn compile_with(
     file: &str,
     source: &str,
     nf_path: &[String],
