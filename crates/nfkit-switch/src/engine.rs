@@ -452,9 +452,22 @@ fn configure(script: &ScriptVm, replay: bool) -> Result<u64, SwitchError> {
     })
 }
 
+/// Stops every worker when the one holding it ends in a panic.
+struct StopOnPanic(Arc<Shared>);
+
+impl Drop for StopOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Worker {
+    /// Pins the thread and works until done; a worker's error (a
+    /// port's) or panic stops every worker.
     fn run(
-        mut self,
+        self,
         pinned: &std::sync::mpsc::Sender<(usize, Option<usize>)>,
     ) -> Result<(), SwitchError> {
         let cpu = if self.pin {
@@ -463,6 +476,16 @@ impl Worker {
             None
         };
         let _ = pinned.send((self.id, cpu));
+        let shared = Arc::clone(&self.shared);
+        let _guard = StopOnPanic(Arc::clone(&shared));
+        let r = self.work();
+        if r.is_err() {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn work(mut self) -> Result<(), SwitchError> {
         let mut batch = Batch::new();
         let mut idle: u32 = 0;
         loop {

@@ -240,3 +240,69 @@ fn scripts_for_other_hooks_are_refused() {
     };
     assert!(e.contains("hook xdp"), "{e}");
 }
+
+/// A receive queue that fails at once.
+struct Broken;
+
+impl nfkit_switch::port::RxQueue for Broken {
+    fn recv(
+        &mut self,
+        _batch: &mut nfkit_switch::port::Batch,
+        _timeout: std::time::Duration,
+    ) -> Result<usize, nfkit_switch::port::PortError> {
+        Err(nfkit_switch::port::PortError::Other {
+            port: "broken".into(),
+            why: "device gone".into(),
+        })
+    }
+}
+
+/// A transmit queue that takes everything and keeps nothing.
+struct Sink;
+
+impl nfkit_switch::port::TxQueue for Sink {
+    fn send(
+        &mut self,
+        frames: &[nfkit_switch::port::OutFrame<'_>],
+    ) -> Result<usize, nfkit_switch::port::PortError> {
+        Ok(frames.len())
+    }
+}
+
+#[test]
+fn a_port_error_stops_every_worker() {
+    let c = compile_switch(
+        "tx.py",
+        "from nf.classify import every_packet\n\
+         def main() -> u64:\n    return TX\n\
+         every_packet(main)\n",
+    );
+    let dir = scratch("broken");
+    let inp = dir.join("in.pcap");
+    let many: Vec<Packet> = (0..20_000).map(|i| Packet::new(i, frame(1))).collect();
+    nfkit_pcap::write_file(&inp, &many).expect("input");
+    let spec: PortSpec = format!("p:pcap={}", inp.display()).parse().expect("spec");
+    let workers = 2;
+    let mut ports = any::open_all(&[spec], workers).expect("open");
+    ports.push(nfkit_switch::port::OpenPort {
+        spec: "broken:tap".parse().expect("spec"),
+        ifindex: 0,
+        rx: vec![Box::new(Broken)],
+        tx: (0..workers)
+            .map(|_| Box::new(Sink) as Box<dyn nfkit_switch::port::TxQueue>)
+            .collect(),
+        close: None,
+    });
+    let cfg = SwitchConfig {
+        workers,
+        pin: false,
+        ..SwitchConfig::default()
+    };
+    let sw = Switch::start(&c, ports, &cfg).expect("start");
+    let e = sw
+        .run_to_end(std::time::Duration::from_millis(1))
+        .err()
+        .expect("the port's error");
+    assert!(e.to_string().contains("device gone"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
