@@ -301,8 +301,7 @@ fn a_port_error_stops_every_worker() {
     let sw = Switch::start(&c, ports, &cfg).expect("start");
     let e = sw
         .run_to_end(std::time::Duration::from_millis(1))
-        .err()
-        .expect("the port's error");
+        .expect_err("the port's error");
     assert!(e.to_string().contains("device gone"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
