@@ -305,3 +305,60 @@ fn a_port_error_stops_every_worker() {
     assert!(e.to_string().contains("device gone"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn per_cpu_maps_are_per_worker() {
+    let c = compile_switch(
+        "percpu.py",
+        "from nf.classify import every_packet\n\
+         seen = PercpuArrayMap(u64, 1)\n\
+         def main() -> u64:\n\
+         \x20   seen[0] += 1\n\
+         \x20   return DROP\n\
+         every_packet(main)\n",
+    );
+    let dir = scratch("percpu");
+    let inp = dir.join("in.pcap");
+    // Many flows, so both workers get some.
+    let pk: Vec<Packet> = (0..400u32)
+        .map(|i| {
+            let f = udp4(
+                [10, 0, (i >> 8) as u8, i as u8],
+                [10, 0, 0, 2],
+                1,
+                2,
+                0,
+                64,
+                &[0; 4],
+            );
+            Packet::new(u64::from(i), f)
+        })
+        .collect();
+    nfkit_pcap::write_file(&inp, &pk).expect("input");
+    let spec: PortSpec = format!("p:pcap={}", inp.display()).parse().expect("spec");
+    let ports = any::open_all(&[spec], 2).expect("open");
+    let cfg = SwitchConfig {
+        workers: 2,
+        pin: false,
+        ..SwitchConfig::default()
+    };
+    let sw = Switch::start(&c, ports, &cfg).expect("start");
+    while !sw.is_done() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let m = sw.script().vm.map("seen").expect("map seen");
+    let v = m
+        .lookup(&0u32.to_le_bytes())
+        .expect("lookup")
+        .expect("entry");
+    let per_cpu: Vec<u64> = v
+        .chunks(8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect();
+    assert_eq!(per_cpu.len(), 2, "one CPU slot per worker");
+    assert_eq!(per_cpu.iter().sum::<u64>(), 400);
+    assert!(per_cpu.iter().all(|&n| n > 0), "{per_cpu:?}");
+    let (stats, _) = sw.finish().expect("finish");
+    assert_eq!(stats.handed_off, per_cpu[1]);
+    std::fs::remove_dir_all(&dir).ok();
+}
