@@ -362,3 +362,76 @@ fn per_cpu_maps_are_per_worker() {
     assert_eq!(stats.handed_off, per_cpu[1]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A receive queue that never finishes (like a live port): it gives
+/// `left` frames, then nothing.
+struct Endless {
+    left: usize,
+}
+
+impl nfkit_switch::port::RxQueue for Endless {
+    fn recv(
+        &mut self,
+        batch: &mut nfkit_switch::port::Batch,
+        _timeout: std::time::Duration,
+    ) -> Result<usize, nfkit_switch::port::PortError> {
+        batch.len = 0;
+        while self.left > 0 && batch.len < nfkit_switch::port::BATCH {
+            let f = &mut batch.frames[batch.len];
+            f.clear();
+            f.extend_from_slice(&frame(1));
+            batch.arrival_ns[batch.len] = 0;
+            batch.len += 1;
+            self.left -= 1;
+        }
+        Ok(batch.len)
+    }
+}
+
+#[test]
+fn a_live_switch_runs_until_stopped_and_closes_its_ports() {
+    let c = compile_switch(
+        "tx.py",
+        "from nf.classify import every_packet\n\
+         def main() -> u64:\n    return TX\n\
+         every_packet(main)\n",
+    );
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&closed);
+    let workers = 2;
+    let port = nfkit_switch::port::OpenPort {
+        spec: "live:afpacket".parse().expect("spec"),
+        ifindex: 5,
+        rx: (0..workers)
+            .map(|_| Box::new(Endless { left: 100 }) as Box<dyn nfkit_switch::port::RxQueue>)
+            .collect(),
+        tx: (0..workers)
+            .map(|_| Box::new(Sink) as Box<dyn nfkit_switch::port::TxQueue>)
+            .collect(),
+        close: Some(Box::new(move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(nfkit_switch::port::PortStats::default())
+        })),
+    };
+    let cfg = SwitchConfig {
+        workers,
+        pin: false,
+        ..SwitchConfig::default()
+    };
+    let sw = Switch::start(&c, vec![port], &cfg).expect("start");
+    assert!(!sw.replay());
+    // Every frame is processed, and the switch still runs.
+    while sw.stats().ports[0].tx < 200 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(!sw.is_done());
+    sw.stop();
+    let (stats, _) = sw.finish().expect("finish");
+    assert_eq!(stats.ports[0].rx, 200);
+    assert_eq!(stats.action(Action::Tx), 200);
+    assert_eq!(stats.handed_off, 0, "one queue per worker: no dispatch");
+    assert!(
+        closed.load(std::sync::atomic::Ordering::SeqCst),
+        "the port was closed"
+    );
+}

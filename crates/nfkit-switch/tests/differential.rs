@@ -53,6 +53,8 @@ fn examples_match_nfkit_run() {
         let dir = scratch(&format!("ex-{name}"));
         let (got, stats) = run_switch(&c, &packets, 1, &dir);
         assert_eq!(got, want, "{name}: one worker");
+        let (interp, _) = run_switch_on(&c, &packets, 1, &dir, nfkit_vm::Engine::Interp);
+        assert_eq!(interp, want, "{name}: one worker, interpreter");
         assert_eq!(stats_counts(&stats), counts(&verdicts), "{name}: verdicts");
         assert_eq!(stats.ports[0].rx, packets.len() as u64, "{name}");
         if stateless.contains(&name.as_str()) {

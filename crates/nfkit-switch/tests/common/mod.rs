@@ -103,6 +103,17 @@ pub fn run_switch(
     workers: usize,
     dir: &Path,
 ) -> (Outputs, Stats) {
+    run_switch_on(c, packets, workers, dir, nfkit_vm::Engine::best())
+}
+
+/// [`run_switch`] on the VM engine `engine`.
+pub fn run_switch_on(
+    c: &Compiled,
+    packets: &[Packet],
+    workers: usize,
+    dir: &Path,
+    engine: nfkit_vm::Engine,
+) -> (Outputs, Stats) {
     let input = dir.join("in.pcap");
     nfkit_pcap::write_file(&input, packets).expect("write input");
     let specs: Vec<PortSpec> = (0..PORTS)
@@ -121,6 +132,7 @@ pub fn run_switch(
         workers,
         pin: false,
         host_port: Some(HOST),
+        engine,
         ..SwitchConfig::default()
     };
     let sw = Switch::start(c, ports, &cfg).expect("start");
