@@ -88,3 +88,24 @@ fn bad_ports_and_hosts_are_errors() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--host 9: no such port"), "{err}");
 }
+
+#[test]
+fn deploy_refuses_a_switch_script() {
+    let d = Dir::new("switch-deploy");
+    let script = d.path("sw.py");
+    std::fs::write(
+        &script,
+        "from nf.classify import every_packet\ndef main() -> u64:\n    return PASS\n\
+         every_packet(main)\nattach(\"sw0\", \"switch\")\n",
+    )
+    .expect("script");
+    let o = Command::new(env!("CARGO_BIN_EXE_nfkit"))
+        .args(["deploy", &script, "--dev", "lo"])
+        .env("NFKIT_STATE_DIR", d.path("state"))
+        .env("NFKIT_PIN_ROOT", d.path("pins"))
+        .output()
+        .expect("run nfkit");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nfkit switch run"), "{err}");
+}
