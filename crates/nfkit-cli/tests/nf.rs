@@ -21,7 +21,7 @@ fn nf_list_json_has_every_nf_with_module_args_returns_and_maps() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let all = v.as_array().expect("array");
     let nfs: Vec<&serde_json::Value> = all.iter().filter(|d| d["kind"] == "nf").collect();
-    assert_eq!(nfs.len(), 29);
+    assert_eq!(nfs.len(), 30);
     assert_eq!(all.len() - nfs.len(), 7, "classifiers");
     let tb = nfs.iter().find(|d| d["name"] == "tb_dst").expect("tb_dst");
     assert_eq!(tb["module"], "nf.meter");

@@ -14,7 +14,9 @@
 //! * [`pin`]: pinning workers to CPUs.
 //! * [`port`]: the port contract ([`port::RxQueue`], [`port::TxQueue`],
 //!   [`port::OpenPort`]), the port kinds ([`port::PortSpec`]), opening
-//!   any of them ([`port::any`]) and the pcap ports ([`port::pcap`]).
+//!   any of them ([`port::any`]), the pcap ports ([`port::pcap`]) and
+//!   the live kinds ([`port::open`]: [`port::afxdp`], [`port::afpacket`],
+//!   [`port::tap`]).
 //! * [`error`] holds [`SwitchError`].
 
 pub mod action;

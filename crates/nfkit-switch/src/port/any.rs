@@ -1,9 +1,9 @@
 //! Opening a port of any kind: pcap ports here ([`super::pcap`]), live
-//! ones (AF_XDP, AF_PACKET, TAP) through `live::open_live`.
+//! ones (AF_XDP, AF_PACKET, TAP) through [`super::open::open_live`].
 
 use super::{pcap, OpenPort, PortError, PortSpec};
-// The live port kinds: the lead points this at `super::open` at merge.
-use super::live_stub as live;
+// The live port kinds (AF_XDP, AF_PACKET, TAP).
+use super::open as live;
 
 /// Opens `spec` for `workers` workers.
 pub fn open(spec: &PortSpec, workers: usize) -> Result<OpenPort, PortError> {

@@ -10,14 +10,18 @@
 //! Frames travel in [`Batch`]es whose buffers are allocated once and
 //! reused, so nothing is allocated on the packet path.
 
-pub mod any;
-mod live_stub;
-pub mod pcap;
-
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
+
+pub mod afpacket;
+pub mod afxdp;
+pub mod any;
+pub mod open;
+pub mod pcap;
+mod sys;
+pub mod tap;
 
 /// Frames one batch holds (issue 16: batches of 32-64 frames).
 pub const BATCH: usize = 64;
