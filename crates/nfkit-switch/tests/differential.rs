@@ -92,7 +92,10 @@ impl Gen {
     }
     fn leaf(&mut self) -> String {
         match self.pick(9) {
-            0 => format!("{}", [0u64, 1, 2, 3, 7, 255, 1000, 65535][self.pick(8)]),
+            0 => format!(
+                "u64({})",
+                [0u64, 1, 2, 3, 7, 255, 1000, 65535][self.pick(8)]
+            ),
             1 => "u64(Packet.in_port)".into(),
             2 => "u64(Packet.queue)".into(),
             3 => "u64(Packet.len)".into(),
@@ -114,7 +117,7 @@ impl Gen {
                 format!("u64(Packet.read_u{}({off}))", [8, 16, 32][self.pick(3)])
             }
             _ if self.1 > 0 => format!("v{}", self.pick(self.1)),
-            _ => "3".into(),
+            _ => "u64(3)".into(),
         }
     }
     fn expr(&mut self, d: usize) -> String {
@@ -187,7 +190,12 @@ fn random_scripts_match_nfkit_run() {
     let mut g = Gen(0x5eed_5eed_1234_5678, 0);
     let mut seen = [0u64; 8];
     let mut faults = 0;
-    for i in 0..120 {
+    // NFKIT_SWITCH_SCRIPTS=N runs more (the default keeps the test short).
+    let n: usize = std::env::var("NFKIT_SWITCH_SCRIPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(120);
+    for i in 0..n {
         let source = g.script();
         let c = compile_switch(&format!("random{i}.py"), &source);
         let mut packets = packets(g.next(), 40);
