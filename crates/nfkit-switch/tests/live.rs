@@ -1,5 +1,6 @@
 //! The switch on live ports (as root; skipped otherwise): two veth pairs
-//! in namespaces, the switch's AF_PACKET ports on one end of each; a
+//! in namespaces, the switch's AF_PACKET or AF_XDP ports on one end of
+//! each; a
 //! chain that sends each frame out of the other port
 //! (`REDIRECT(3 - Packet.in_port)`) forwards every test frame sent into
 //! port 1, byte for byte, to the far end of port 2, with one and two
@@ -18,6 +19,15 @@ every_packet(main)\n";
 
 #[test]
 fn afpacket_ports_forward_through_the_chain() {
+    forward_through_the_chain("afpacket");
+}
+
+#[test]
+fn afxdp_ports_forward_through_the_chain() {
+    forward_through_the_chain("afxdp");
+}
+
+fn forward_through_the_chain(kind: &str) {
     if !root() {
         return;
     }
@@ -29,8 +39,8 @@ fn afpacket_ports_forward_through_the_chain() {
     for workers in [1, 2] {
         let p1 = Pair::new(1);
         let p2 = Pair::new(1);
-        let spec1 = format!("{}:afpacket", p1.b).parse().expect("spec");
-        let spec2 = format!("{}:afpacket", p2.b).parse().expect("spec");
+        let spec1 = format!("{}:{kind}", p1.b).parse().expect("spec");
+        let spec2 = format!("{}:{kind}", p2.b).parse().expect("spec");
         let port1 = open_in(&p1.ns_b, &spec1, workers).expect("port 1");
         let port2 = open_in(&p2.ns_b, &spec2, workers).expect("port 2");
         let cap_spec = format!("{}:afpacket", p2.a).parse().expect("spec");
