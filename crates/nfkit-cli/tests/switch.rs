@@ -109,3 +109,38 @@ fn deploy_refuses_a_switch_script() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("nfkit switch run"), "{err}");
 }
+
+#[test]
+fn controller_frames_are_counted_per_reason_and_written() {
+    let d = Dir::new("switch-ctl");
+    let script = d.path("ctl.py");
+    std::fs::write(
+        &script,
+        "from nf.classify import every_packet\ndef main() -> u64:\n\
+         \x20   if Packet.dport == 80:\n        return CONTROLLER(7)\n\
+         \x20   return DROP\nevery_packet(main)\n",
+    )
+    .expect("script");
+    let pcap = examples().join("ddos.pcap").display().to_string();
+    let port = format!("p1:pcap={pcap}");
+    let ctl = d.path("ctl.pcap");
+    let v = json(&stdout_ok(&nfkit(&[
+        "switch",
+        "run",
+        "--name",
+        "c",
+        "--port",
+        &port,
+        "--controller",
+        &ctl,
+        "--json",
+        "--no-pin",
+        &script,
+    ])));
+    let n = v["controller_frames"].as_u64().expect("count");
+    assert!(n > 0, "{v}");
+    assert_eq!(v["controller_reasons"]["7"].as_u64(), Some(n));
+    assert_eq!(v["verdicts"]["CONTROLLER"].as_u64(), Some(n));
+    let written = nfkit_pcap::read_file(&ctl).expect("controller pcap");
+    assert_eq!(written.len() as u64, n);
+}

@@ -8,7 +8,8 @@
 //! (when it is a terminal); it stops on Ctrl-C (SIGINT/SIGTERM) or when
 //! every pcap input is done, closes every port (pcap outputs are written
 //! then) and prints the final report: per port rx/tx/drops, verdicts per
-//! action and per chain, faults, runts (`--json`: as JSON).
+//! action and per chain, faults, runts, controller frames per reason
+//! (`--json`: as JSON).
 
 use anyhow::{anyhow, Context};
 use nfkit_abi::verdict::Action;
@@ -17,6 +18,7 @@ use nfkit_pcap::Packet;
 use nfkit_switch::port::{any, PortSpec};
 use nfkit_switch::{Stats, Switch, SwitchConfig};
 use nfkit_vm::Engine;
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,13 +123,14 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     let ctl = sw.controller();
     let mut ctl_frames: Vec<Packet> = Vec::new();
     let mut ctl_count: u64 = 0;
+    let mut reasons: BTreeMap<u32, u64> = BTreeMap::new();
     let live = std::io::stderr().is_terminal() && !a.json;
     let start = Instant::now();
     let mut last = sw.stats();
     let mut last_t = start;
     while !sw.is_done() {
         std::thread::sleep(Duration::from_millis(100));
-        ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames);
+        ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
         if stop.load(Ordering::Relaxed) {
             sw.stop();
         }
@@ -140,7 +143,7 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let (stats, port_stats) = sw.finish().map_err(|e| anyhow!("switch {}: {e}", a.name))?;
-    ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames);
+    ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
     if let Some(path) = &a.controller {
         nfkit_pcap::write_file(path, &ctl_frames).map_err(super::pcap_error(path))?;
     }
@@ -152,6 +155,11 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         v["pinned"] = serde_json::to_value(&pinned)?;
         v["engine"] = engine.engine().name().into();
         v["controller_frames"] = ctl_count.into();
+        v["controller_reasons"] = reasons
+            .iter()
+            .map(|(r, n)| (r.to_string(), serde_json::Value::from(*n)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         v["port_dropped"] = port_stats
             .iter()
             .map(|p| serde_json::json!({"rx_dropped": p.rx_dropped, "tx_dropped": p.tx_dropped}))
@@ -162,15 +170,30 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("switch {}: {} workers, {:.2} s", a.name, workers, elapsed);
         print!("{}", stats.text());
-        println!("controller frames: {ctl_count}");
+        let by_reason: Vec<String> = reasons
+            .iter()
+            .map(|(r, n)| format!("reason {r}: {n}"))
+            .collect();
+        if by_reason.is_empty() {
+            println!("controller frames: {ctl_count}");
+        } else {
+            println!("controller frames: {ctl_count} ({})", by_reason.join(", "));
+        }
         println!("engine: {engine}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Takes the controller's frames (keeping them when `keep`).
-fn drain(ctl: &nfkit_switch::controller::Controller, keep: bool, out: &mut Vec<Packet>) -> u64 {
+/// Takes the controller's frames, counting them per reason (keeping
+/// them when `keep`).
+fn drain(
+    ctl: &nfkit_switch::controller::Controller,
+    keep: bool,
+    out: &mut Vec<Packet>,
+    reasons: &mut BTreeMap<u32, u64>,
+) -> u64 {
     ctl.drain(|f| {
+        *reasons.entry(f.reason).or_default() += 1;
         if keep {
             out.push(Packet::new(f.arrival_ns, f.data.clone()));
         }
