@@ -1,7 +1,8 @@
 //! Actions: a script returning each action sends frames to the right
 //! pcap outputs, the controller channel and the counters; `Packet.in_port`
 //! is the input port's number; bad input (runts, oversize frames, a
-//! faulting chain) is counted and the switch keeps forwarding.
+//! faulting chain, a run the VM ends) is counted and the switch keeps
+//! forwarding.
 
 mod common;
 use common::*;
@@ -434,4 +435,30 @@ fn a_live_switch_runs_until_stopped_and_closes_its_ports() {
         closed.load(std::sync::atomic::Ordering::SeqCst),
         "the port was closed"
     );
+}
+
+#[test]
+fn a_run_the_vm_ends_is_a_fault_and_forwarding_goes_on() {
+    // Byte 42 == 9: a loop far beyond the VM's instruction budget.
+    let c = compile_switch(
+        "budget.py",
+        "from nf.classify import every_packet\n\
+         def main() -> u64:\n\
+         \x20   x: u64 = 0\n\
+         \x20   if Packet.read_u8(42) == 9:\n\
+         \x20       for i in range(8000000):\n\
+         \x20           x += i\n\
+         \x20   return REDIRECT(2 + (x & 0))\n\
+         every_packet(main)\n",
+    );
+    let input = vec![
+        Packet::new(1, frame(1)),
+        Packet::new(2, frame(9)),
+        Packet::new(3, frame(1)),
+    ];
+    let (outs, stats) = run_ports(&c, &[input], 2, 1, "budget");
+    assert_eq!(outs[1].len(), 2, "the good frames went on");
+    assert_eq!(stats.faults, 1);
+    assert_eq!(stats.action(Action::Drop), 1, "the fault action");
+    assert_eq!(stats.action(Action::Redirect), 2);
 }
