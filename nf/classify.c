@@ -18,6 +18,11 @@
  * tail-calls the chain's entry at nfkit_progs[chain_id]; a missing entry
  * is a fault.
  *
+ * The module is built once more for the software switch
+ * (-DNF_HOOK_SWITCH): an XDP context, and its programs return the
+ * resolved verdict (abi.md 1) instead of an XDP code. The switch links the
+ * XDP builds of the other modules.
+ *
  * Map entries are struct nf_cls_entry {u32 chain_id; u32 flags}: an entry
  * without CLS_VALID, or with chain_id > 62, is ignored.
  * @const CLS_VALID nf_cls_entry flag: the entry is in use
@@ -31,7 +36,7 @@
 
 #define NF_NO_CHAIN ((__u32)-1)
 
-#if NF_HOOK_ID == NF_HOOKID_XDP
+#if NF_HOOK_ID == NF_HOOKID_XDP /* XDP and the software switch */
 #define NF_CLS_SEC "xdp"
 #elif NF_HOOK_ID == NF_HOOKID_TC
 #define NF_CLS_SEC "tc"
@@ -106,7 +111,7 @@ static __always_inline __u32 cls_by_dscp(struct nf_pkt_info *pi)
 }
 
 #define NF_CLASSIFIER(name)                                                   \
-	SEC(NF_CLS_SEC) int name(NF_CTX *ctx)                                 \
+	SEC(NF_CLS_SEC) NF_RET name(NF_CTX *ctx)                              \
 	{                                                                     \
 		struct nf_pkt_info *pi = nf_enter(ctx);                       \
 		__u32 c;                                                      \
@@ -117,7 +122,7 @@ static __always_inline __u32 cls_by_dscp(struct nf_pkt_info *pi)
 			return nf_finish(ctx, NF_NO_CHAIN, 0);                \
 		return nf_finish(ctx, c, nfkit_dispatch(ctx, c, 0, 0, 0));    \
 	}                                                                     \
-	SEC(NF_CLS_SEC) int dyn_##name(NF_CTX *ctx)                           \
+	SEC(NF_CLS_SEC) NF_RET dyn_##name(NF_CTX *ctx)                        \
 	{                                                                     \
 		struct nf_pkt_info *pi = nf_enter(ctx);                       \
 		struct nf_frame *f;                                           \

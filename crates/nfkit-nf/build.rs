@@ -29,6 +29,7 @@ fn hook_variant(h: &str) -> &'static str {
     match h {
         "xdp" => "Hook::Xdp",
         "tc" => "Hook::Tc",
+        "switch" => "Hook::Switch",
         _ => "Hook::Socket",
     }
 }
@@ -114,7 +115,14 @@ fn main() {
             );
         }
         let mut objects = String::new();
-        for hook in &doc.hooks {
+        // A module with classifiers built for XDP is built once more for
+        // the software switch (-DNF_HOOK_SWITCH: its entry programs return
+        // the resolved verdict); the switch uses the XDP builds of NFs.
+        let mut hooks = doc.hooks.clone();
+        if !doc.classifiers.is_empty() && hooks.iter().any(|h| h == "xdp") {
+            hooks.push("switch".to_string());
+        }
+        for hook in &hooks {
             let obj = out.join(format!("{stem}.{hook}.o"));
             let mut cmd = Command::new(&clang);
             cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall"])

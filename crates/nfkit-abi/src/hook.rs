@@ -2,24 +2,44 @@
 //! packet (docs/abi.md 1).
 //!
 //! A [`Hook`] is what a program is built for: its context type (NFs are
-//! compiled once per hook) and its return codes. An [`AttachPoint`] is
+//! compiled once per hook) and its return codes. [`Hook::Switch`] is
+//! nfkit's software switch: an XDP context (NFs are the XDP builds), but
+//! the classifier returns the chain's resolved verdict (the full `u64`
+//! of docs/abi.md 1) instead of an XDP return code. An [`AttachPoint`] is
 //! where a deployment attaches it: XDP in the driver or the generic path,
 //! TC ingress or egress, a socket.
 
+use crate::verdict::{Action, NfResult};
 use std::fmt;
 use std::str::FromStr;
 
-/// What a program is built for: XDP, TC (sched_cls) or socket filter.
+/// What a program is built for: XDP, TC (sched_cls), socket filter, or
+/// nfkit's software switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Hook {
     Xdp,
     Tc,
     Socket,
+    /// The software switch (`nfkit switch run`): `struct xdp_md` as
+    /// context, the resolved verdict as the return value.
+    Switch,
 }
 
 impl Hook {
-    /// Every hook, in build order.
+    /// Every hook NFs are built for, in build order (the switch uses the
+    /// XDP builds of NFs; only the classifier is built for it).
     pub const ALL: [Hook; 3] = [Hook::Xdp, Hook::Tc, Hook::Socket];
+    /// Every hook, the switch included.
+    pub const EVERY: [Hook; 4] = [Hook::Xdp, Hook::Tc, Hook::Socket, Hook::Switch];
+
+    /// The hook whose context and NF builds this one uses: XDP for the
+    /// switch, itself otherwise.
+    pub fn ctx_hook(self) -> Hook {
+        match self {
+            Hook::Switch => Hook::Xdp,
+            h => h,
+        }
+    }
 
     /// `xdp`, `tc`, `socket`: the name in file names (`meter.xdp.o`),
     /// sections and docs.
@@ -28,6 +48,7 @@ impl Hook {
             Hook::Xdp => "xdp",
             Hook::Tc => "tc",
             Hook::Socket => "socket",
+            Hook::Switch => "switch",
         }
     }
 
@@ -37,22 +58,24 @@ impl Hook {
             Hook::Xdp => "NF_HOOK_XDP",
             Hook::Tc => "NF_HOOK_TC",
             Hook::Socket => "NF_HOOK_SOCKET",
+            Hook::Switch => "NF_HOOK_SWITCH",
         }
     }
 
     /// Prefix of an NF's standalone export (`xdp_`, `tc_`, `sock_`).
     pub fn standalone_prefix(self) -> &'static str {
         match self {
-            Hook::Xdp => "xdp_",
+            Hook::Xdp | Hook::Switch => "xdp_",
             Hook::Tc => "tc_",
             Hook::Socket => "sock_",
         }
     }
 
-    /// The hook id of the info-block and frame slots (`NF_HOOKID_*`).
+    /// The hook id of the info-block and frame slots (`NF_HOOKID_*`; the
+    /// switch uses XDP's slots, as its NFs are the XDP builds).
     pub fn id(self) -> u32 {
         match self {
-            Hook::Xdp => 0,
+            Hook::Xdp | Hook::Switch => 0,
             Hook::Tc => 1,
             Hook::Socket => 2,
         }
@@ -60,11 +83,13 @@ impl Hook {
 
     /// The return code as the hook reads it from `r0`: XDP and socket
     /// filters the low 32 bits unsigned, TC the low 32 bits as a signed
-    /// int (`TC_ACT_UNSPEC` is -1).
+    /// int (`TC_ACT_UNSPEC` is -1); the switch the whole verdict (as
+    /// `i64`: its bits, negative since bit 63 is set).
     pub fn code(self, r0: u64) -> i64 {
         match self {
             Hook::Tc => i64::from(r0 as u32 as i32),
             Hook::Xdp | Hook::Socket => i64::from(r0 as u32),
+            Hook::Switch => r0 as i64,
         }
     }
 
@@ -77,6 +102,7 @@ impl Hook {
             Hook::Tc => usize::try_from(code).ok().and_then(|c| TC_CODES.get(c)),
             Hook::Socket if code == 0 => return "drop".into(),
             Hook::Socket => return format!("keep {code} bytes"),
+            Hook::Switch => return crate::verdict::name(code as u64),
         };
         named.map_or_else(|| format!("unknown ({code})"), |n| (*n).to_string())
     }
@@ -100,6 +126,17 @@ impl Hook {
             },
             Hook::Socket if code == 0 => Fate::Drop,
             Hook::Socket => Fate::Pass,
+            Hook::Switch => match crate::verdict::NfResult::of(code as u64) {
+                NfResult::Verdict { action, .. } => match action {
+                    Action::Aborted | Action::Drop => Fate::Drop,
+                    Action::Pass | Action::Host | Action::Controller => Fate::Pass,
+                    Action::Tx => Fate::Tx,
+                    Action::Redirect | Action::Flood => Fate::Redirect,
+                },
+                // The switch classifier always resolves; anything else
+                // is a broken program, dropped.
+                _ => Fate::Drop,
+            },
         }
     }
 
@@ -122,7 +159,11 @@ pub struct UnknownHook(pub String);
 
 impl fmt::Display for UnknownHook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown hook `{}` (hooks: xdp, tc, socket)", self.0)
+        write!(
+            f,
+            "unknown hook `{}` (hooks: xdp, tc, socket, switch)",
+            self.0
+        )
     }
 }
 impl std::error::Error for UnknownHook {}
@@ -134,6 +175,7 @@ impl FromStr for Hook {
             "xdp" => Ok(Hook::Xdp),
             "tc" | "sched_cls" => Ok(Hook::Tc),
             "socket" | "sock" | "socket_filter" => Ok(Hook::Socket),
+            "switch" => Ok(Hook::Switch),
             _ => Err(UnknownHook(s.to_string())),
         }
     }
@@ -242,10 +284,12 @@ impl AttachPoint {
         }
     }
 
-    /// The attach point a script without `attach(...)` gets for `hook`.
+    /// The attach point a script without `attach(...)` gets for `hook`
+    /// (the switch is no kernel attach point: its context hook's, XDP;
+    /// deployments refuse switch builds).
     pub fn default_for(hook: Hook) -> AttachPoint {
         match hook {
-            Hook::Xdp => AttachPoint::Xdp,
+            Hook::Xdp | Hook::Switch => AttachPoint::Xdp,
             Hook::Tc => AttachPoint::TcIngress,
             Hook::Socket => AttachPoint::Socket,
         }
@@ -294,7 +338,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for h in Hook::ALL {
+        for h in Hook::EVERY {
             assert_eq!(h.name().parse::<Hook>(), Ok(h));
         }
         for a in AttachPoint::ALL {
@@ -335,5 +379,15 @@ mod tests {
         }
         assert!(!Hook::Socket.keeps_packet(0));
         assert!(Hook::Socket.keeps_packet(1));
+        use crate::verdict::encode;
+        let sw = |a, arg| Hook::Switch.fate(Hook::Switch.code(encode(a, arg)));
+        assert_eq!(sw(Action::Drop, 0), Fate::Drop);
+        assert_eq!(sw(Action::Redirect, 3), Fate::Redirect);
+        assert_eq!(sw(Action::Host, 1), Fate::Pass);
+        assert_eq!(Hook::Switch.fate(Hook::Switch.code(5)), Fate::Drop);
+        assert_eq!(
+            Hook::Switch.code_name(Hook::Switch.code(encode(Action::Redirect, 2))),
+            "REDIRECT(2)"
+        );
     }
 }

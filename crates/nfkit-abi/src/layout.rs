@@ -179,7 +179,8 @@ abi_struct! {
         /// Verdict on a fault (not a verdict: DROP).
         fault_action: u64,
         controller_ifindex: u32,
-        /// Non-zero: `nf_now()`/`nf_rand()` are pinned.
+        /// [`CLOCK_PINNED`]: `nf_now()`/`nf_rand()` are pinned;
+        /// [`CLOCK_RAND_ONLY`]: only `nf_rand()` (the switch's replay).
         clock_pinned: u32,
         /// `nf_now()` when pinned.
         now_ns: u64,
@@ -192,12 +193,21 @@ impl NfConfig {
     /// This configuration with the clock pinned at `now_ns`.
     pub fn pinned_at(self, now_ns: u64) -> NfConfig {
         NfConfig {
-            clock_pinned: 1,
+            clock_pinned: CLOCK_PINNED,
             now_ns,
             ..self
         }
     }
 }
+
+/// `clock_pinned`: real time and randomness (`NF_CLOCK_REAL`).
+pub const CLOCK_REAL: u32 = 0;
+/// `clock_pinned`: `nf_now()` is `now_ns`, `nf_rand()` a xorshift64
+/// sequence from `rand_seed` reset per packet (`NF_CLOCK_PINNED`).
+pub const CLOCK_PINNED: u32 = 1;
+/// `clock_pinned`: `nf_now()` from `bpf_ktime_get_ns()` (which a VM run
+/// can pin per run), `nf_rand()` as pinned (`NF_CLOCK_RAND_ONLY`).
+pub const CLOCK_RAND_ONLY: u32 = 2;
 
 /// The seed of `nf_rand()` when `rand_seed` is 0 (`NF_RAND_SEED0`).
 pub const RAND_SEED0: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -65,6 +65,9 @@ enum Command {
     /// The bag-server experiment: `bag serve`, `bag client`, `bag experiment`.
     #[command(subcommand)]
     Bag(cmd::bag::Command),
+    /// The software switch: `switch run` runs a chain script on ports.
+    #[command(subcommand)]
+    Switch(cmd::switch::Command),
 }
 
 /// `nfkit … | head` closes our standard output early: `println!` then
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
         Command::Send(a) => cmd::send::run(a),
         Command::Recv(a) => cmd::recv::run(a),
         Command::Bag(c) => cmd::bag::run(c),
+        Command::Switch(c) => cmd::switch::run(c),
     };
     match result {
         Ok(code) => code,

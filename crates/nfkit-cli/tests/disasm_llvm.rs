@@ -98,11 +98,29 @@ fn all_sources(gen: &Path) -> Vec<Source> {
         let progs = c.path().join("tests/progs");
         if progs.is_dir() {
             for path in sources(&progs) {
-                out.push(Source {
-                    path,
-                    include: vec![progs.clone(), r.join("corpus"), gen.to_path_buf()],
-                    hook: None,
-                });
+                let include = vec![
+                    progs.clone(),
+                    r.join("corpus"),
+                    gen.to_path_buf(),
+                    r.join("nf/include"),
+                    r.join("nf"),
+                ];
+                // Programs built on the NF header (nfkit-dpi's probe) are
+                // built per hook, as their tests build them.
+                let nf_header = std::fs::read_to_string(&path)
+                    .is_ok_and(|t| t.contains("#include \"nfkit.h\""));
+                let hooks: Vec<Option<String>> = if nf_header {
+                    vec![Some("xdp".into()), Some("tc".into())]
+                } else {
+                    vec![None]
+                };
+                for hook in hooks {
+                    out.push(Source {
+                        path: path.clone(),
+                        include: include.clone(),
+                        hook,
+                    });
+                }
             }
         }
     }

@@ -127,6 +127,9 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
     if c.hook == Hook::Socket {
         return Err(ControlError::SocketScript(file.to_string()));
     }
+    if c.hook == Hook::Switch {
+        return Err(ControlError::SwitchScript(file.to_string()));
+    }
     let scripted = script_attach(&c);
     let attach = spec
         .attach

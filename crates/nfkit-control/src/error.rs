@@ -25,6 +25,12 @@ pub enum ControlError {
          (or give --hook xdp|xdp-generic|tc-ingress|tc-egress)"
     )]
     SocketScript(String),
+    /// A script for the software switch (hook `switch`) given to deploy.
+    #[error(
+        "{0}: the script is for the software switch (attach(..., \"switch\")): run it with \
+         `nfkit switch run`, or give --hook xdp|xdp-generic|tc-ingress|tc-egress to deploy it"
+    )]
+    SwitchScript(String),
     /// The deployment state could not be read or changed.
     #[error(transparent)]
     State(Box<nfkit_kernel::KernelError>),

@@ -132,8 +132,24 @@ impl ScriptVm {
 
     /// Loads `c` on `engine` and applies its control-plane writes.
     pub fn new_on(c: &Compiled, engine: Engine) -> Result<ScriptVm, RunError> {
+        ScriptVm::new_with(c, VmConfig::kernel().with_engine(engine))
+    }
+
+    /// Loads `c` into a VM configured by `config` (the switch: one CPU
+    /// per worker) and applies its control-plane writes.
+    pub fn new_with(c: &Compiled, config: VmConfig) -> Result<ScriptVm, RunError> {
         let entry = c.entry().ok_or(RunError::NoClassifier)?;
-        ScriptVm::load(&c.image, entry, c.hook, &c.program, engine)
+        ScriptVm::load(&c.image, entry, c.hook, &c.program, config)
+    }
+
+    /// The entry program that runs for each packet (the classifier).
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    /// The hook the script was compiled for.
+    pub fn hook(&self) -> Hook {
+        self.hook
     }
 
     /// Loads a script compiled for dynamic mode (on the best engine):
@@ -148,7 +164,8 @@ impl ScriptVm {
         if c.entry.is_empty() {
             return Err(RunError::NoClassifier);
         }
-        ScriptVm::load(&c.image, &c.entry, c.hook, &c.program, engine)
+        let config = VmConfig::kernel().with_engine(engine);
+        ScriptVm::load(&c.image, &c.entry, c.hook, &c.program, config)
     }
 
     fn load(
@@ -156,9 +173,8 @@ impl ScriptVm {
         entry: &str,
         hook: Hook,
         program: &Program,
-        engine: Engine,
+        config: VmConfig,
     ) -> Result<ScriptVm, RunError> {
-        let config = VmConfig::kernel().with_engine(engine);
         let vm = Vm::new(image, config).map_err(|e| RunError::Load(Box::new(e)))?;
         for (map, k, v) in nfkit_lang::link::control_plane(program) {
             let m = vm.map(&map).ok_or_else(|| RunError::NoMap(map.clone()))?;
@@ -236,7 +252,7 @@ impl ScriptVm {
             ..RunOptions::default()
         };
         let ctx = match self.hook {
-            Hook::Xdp => Context::Xdp(XdpMd::new(frame)),
+            Hook::Xdp | Hook::Switch => Context::Xdp(XdpMd::new(frame)),
             _ => Context::Skb(SkBuff::new(frame)),
         };
         let res = self.vm.run(self.entry.as_str(), ctx, &opts);

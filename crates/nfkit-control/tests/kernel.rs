@@ -54,3 +54,42 @@ fn compiled_objects_load_through_libbpf() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `Packet.in_port` (the ingress ifindex) and `Packet.queue` (the
+/// receive queue) read the same in the kernel as in the VM, at XDP and
+/// TC: the chain writes them into the packet, which both give back.
+#[test]
+fn in_port_and_queue_read_the_same_in_the_kernel() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    use nfkit_control::runner::ScriptVm;
+    let frames: Vec<(u64, Vec<u8>)> = (0..4u64)
+        .map(|i| (i, udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, 64, &[0; 8])))
+        .collect();
+    for hook in ["xdp", "tc"] {
+        let src = format!(
+            "from nf.classify import every_packet\n\
+             def main() -> u64:\n\
+             \x20   Packet.write_u32(42, Packet.in_port)\n\
+             \x20   Packet.write_u32(46, Packet.queue + 7)\n\
+             \x20   return PASS\n\
+             every_packet(main)\n\
+             attach(\"eth0\", \"{hook}\")\n"
+        );
+        let c = compile("inport.py", &src, &Options::default()).expect("compile");
+        let k = kernel_run(&c, &frames).unwrap_or_else(|e| panic!("{hook}: {e}"));
+        let mut vm = ScriptVm::new(&c).expect("vm");
+        for ((ts, f), (code, data)) in frames.iter().zip(&k) {
+            let (o, _) = vm.run(f, *ts, false).expect("run");
+            assert_eq!(o.code, *code, "{hook}: code");
+            assert_eq!(&o.packet, data, "{hook}: packet");
+            assert_eq!(
+                u32::from_be_bytes([data[42], data[43], data[44], data[45]]),
+                1,
+                "{hook}: in_port"
+            );
+        }
+    }
+}

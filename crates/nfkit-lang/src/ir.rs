@@ -89,6 +89,9 @@ pub enum ExprKind {
     },
     /// `Packet.len`.
     PktLen,
+    /// `Packet.queue`: the receive queue (`xdp_md.rx_queue_index`,
+    /// `__sk_buff.queue_mapping`).
+    PktQueue,
     /// A field of the packet info block (`Packet.l3_off`, ...).
     PktInfo {
         off: i16,

@@ -82,9 +82,11 @@ pub enum CompileError {
 pub fn compile(file: &str, source: &str, opts: &Options) -> Result<Compiled, CompileError> {
     let checked = check::check(file, source, opts).map_err(CompileError::Script)?;
     let generated =
-        codegen::generate(&checked.program, checked.hook).map_err(|source| CompileError::Gen {
-            file: file.to_string(),
-            cause: source,
+        codegen::generate(&checked.program, checked.hook.ctx_hook()).map_err(|source| {
+            CompileError::Gen {
+                file: file.to_string(),
+                cause: source,
+            }
         })?;
     let (image, object) =
         link::link_program(&checked.program, &generated, checked.hook, &opts.search).map_err(
@@ -163,8 +165,8 @@ pub fn compile_dynamic(
         file: file.to_string(),
         cause: source,
     };
-    let generated =
-        codegen::generate_dynamic(&checked.program, checked.hook, slots).map_err(gen_err)?;
+    let generated = codegen::generate_dynamic(&checked.program, checked.hook.ctx_hook(), slots)
+        .map_err(gen_err)?;
     let (image, _) = link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search)
         .map_err(|e| CompileError::Link {
         file: file.to_string(),

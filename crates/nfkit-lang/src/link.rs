@@ -314,7 +314,7 @@ pub fn chain_object(prog: &Program, gen: &Generated, hook: Hook) -> Object {
 /// The program type of entry programs for `hook`.
 fn hook_prog_type(hook: Hook) -> nfkit_object::ProgType {
     match hook {
-        Hook::Xdp => nfkit_object::ProgType::Xdp,
+        Hook::Xdp | Hook::Switch => nfkit_object::ProgType::Xdp,
         Hook::Tc => nfkit_object::ProgType::SchedCls,
         Hook::Socket => nfkit_object::ProgType::SocketFilter,
     }

@@ -45,13 +45,23 @@ impl ModuleObj {
         self.hook_obj(hook).map(|o| o.path)
     }
 
+    /// The switch's own build where there is one (the classifier), else
+    /// the build of its context hook (XDP).
     fn hook_obj(&self, hook: Hook) -> Option<&'static HookObj> {
-        self.objects.iter().find(|o| o.hook == hook)
+        self.objects
+            .iter()
+            .find(|o| o.hook == hook)
+            .or_else(|| self.objects.iter().find(|o| o.hook == hook.ctx_hook()))
     }
 
-    /// The hooks the module is built for.
+    /// The hooks the module is built for (the switch, which uses XDP
+    /// builds, is not listed).
     pub fn hooks(&self) -> Vec<Hook> {
-        self.objects.iter().map(|o| o.hook).collect()
+        self.objects
+            .iter()
+            .map(|o| o.hook)
+            .filter(|h| *h != Hook::Switch)
+            .collect()
     }
 
     /// The module's parsed documentation (checked by the build, so present

@@ -16,12 +16,12 @@ pub trait HookObject: Sized {
 
 impl HookObject for Hook {
     fn section(self) -> &'static str {
-        self.name()
+        self.ctx_hook().name()
     }
 
     fn prog_type(self) -> nfkit_object::ProgType {
         match self {
-            Hook::Xdp => nfkit_object::ProgType::Xdp,
+            Hook::Xdp | Hook::Switch => nfkit_object::ProgType::Xdp,
             Hook::Tc => nfkit_object::ProgType::SchedCls,
             Hook::Socket => nfkit_object::ProgType::SocketFilter,
         }

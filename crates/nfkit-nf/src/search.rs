@@ -104,9 +104,12 @@ impl SearchPath {
     fn user_file(&self, module: &str, hook: Hook) -> Option<PathBuf> {
         for dir in &self.dirs {
             for stem in Self::stems(module) {
-                let per_hook = dir.join(format!("{stem}.{}.o", hook.name()));
-                if per_hook.is_file() {
-                    return Some(per_hook);
+                // The switch takes a `.switch.o` build, else the XDP one.
+                for h in [hook, hook.ctx_hook()] {
+                    let per_hook = dir.join(format!("{stem}.{}.o", h.name()));
+                    if per_hook.is_file() {
+                        return Some(per_hook);
+                    }
                 }
                 let any = dir.join(format!("{stem}.o"));
                 if any.is_file() {

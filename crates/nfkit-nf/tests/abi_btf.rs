@@ -237,6 +237,13 @@ fn constants_match_the_header() {
         .collect();
     hooks.push(("NF_HOOK_ID_OF_OTHER".into(), 3));
     assert_eq!(enum_values(b, "nf_hook_id"), hooks);
+    let clocks = [
+        ("NF_CLOCK_REAL", layout::CLOCK_REAL),
+        ("NF_CLOCK_PINNED", layout::CLOCK_PINNED),
+        ("NF_CLOCK_RAND_ONLY", layout::CLOCK_RAND_ONLY),
+    ];
+    let clocks: Vec<(&str, i64)> = clocks.iter().map(|(n, v)| (*n, i64::from(*v))).collect();
+    assert_eq!(enum_values(b, "nf_clock_mode"), pairs(&clocks));
 }
 
 #[test]

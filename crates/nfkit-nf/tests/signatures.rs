@@ -10,7 +10,7 @@ use nfkit_object::btf::{Kind, Linkage};
 
 fn ctx_type(h: Hook) -> &'static str {
     match h {
-        Hook::Xdp => "struct xdp_md *",
+        Hook::Xdp | Hook::Switch => "struct xdp_md *",
         Hook::Tc | Hook::Socket => "struct __sk_buff *",
     }
 }

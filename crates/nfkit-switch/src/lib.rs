@@ -1,11 +1,33 @@
 //! nfkit's software switch: the same chain scripts that run in the
-//! kernel, run on real ports by worker threads in nfkit's VM.
+//! kernel, run on real ports by worker threads in nfkit's VM
+//! (docs/switch.md).
 //!
+//! * [`engine`]: [`Switch`] — the script loaded once, N pinned workers
+//!   each with its own VM runner, receive queues and a transmit queue on
+//!   every port (the crossbar), flow-hash dispatch for ports with fewer
+//!   queues than workers; [`SwitchConfig`].
+//! * [`action`]: what each verdict does in the switch (ports numbered
+//!   from 1; PASS/HOST to the host port; FLOOD; CONTROLLER).
+//! * [`controller`]: the bounded controller channel.
+//! * [`counters`]: per-worker counters and their sum, [`Stats`].
+//! * [`flow`]: the flow hash of dispatch.
+//! * [`pin`]: pinning workers to CPUs.
 //! * [`port`]: the port contract ([`port::RxQueue`], [`port::TxQueue`],
-//!   [`port::OpenPort`]) and the port kinds ([`port::PortSpec`]).
+//!   [`port::OpenPort`]), the port kinds ([`port::PortSpec`]), opening
+//!   any of them ([`port::any`]), the pcap ports ([`port::pcap`]) and
+//!   the live kinds ([`port::open`]: [`port::afxdp`], [`port::afpacket`],
+//!   [`port::tap`]).
 //! * [`error`] holds [`SwitchError`].
 
+pub mod action;
+pub mod controller;
+pub mod counters;
+pub mod engine;
 pub mod error;
+pub mod flow;
+pub mod pin;
 pub mod port;
 
+pub use counters::Stats;
+pub use engine::{Switch, SwitchConfig};
 pub use error::SwitchError;

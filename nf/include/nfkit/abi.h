@@ -22,8 +22,8 @@
 /* ------------------------------------------------------------------ */
 /* Hook selection: one build per hook, the ctx type is part of the ABI. */
 
-#if defined(NF_HOOK_XDP) + defined(NF_HOOK_TC) + defined(NF_HOOK_SOCKET) != 1
-#error "define exactly one of NF_HOOK_XDP, NF_HOOK_TC, NF_HOOK_SOCKET"
+#if defined(NF_HOOK_XDP) + defined(NF_HOOK_TC) + defined(NF_HOOK_SOCKET) + defined(NF_HOOK_SWITCH) != 1
+#error "define exactly one of NF_HOOK_XDP, NF_HOOK_TC, NF_HOOK_SOCKET, NF_HOOK_SWITCH"
 #endif
 
 #define NF_HOOKID_XDP 0
@@ -39,6 +39,12 @@ enum nf_hook_id {
 };
 
 #if defined(NF_HOOK_XDP)
+#define NF_CTX struct xdp_md
+#define NF_HOOK_ID NF_HOOKID_XDP
+#elif defined(NF_HOOK_SWITCH)
+/* nfkit's software switch: an XDP context (NFs are the XDP builds, the
+ * info block uses XDP's slot); entry programs return the resolved
+ * verdict (abi.md 1) instead of an XDP return code. */
 #define NF_CTX struct xdp_md
 #define NF_HOOK_ID NF_HOOKID_XDP
 #elif defined(NF_HOOK_TC)
@@ -183,13 +189,20 @@ struct nf_config {
 	__u64 default_action;     /*  0 verdict for unclaimed packets and plain values (not a verdict: PASS) */
 	__u64 fault_action;       /*  8 verdict on a fault (not a verdict: DROP) */
 	__u32 controller_ifindex; /* 16 */
-	__u32 clock_pinned;       /* 20 non-zero: nf_now()/nf_rand() are pinned */
+	__u32 clock_pinned;       /* 20 NF_CLOCK_*: 1 nf_now()/nf_rand() pinned, 2 only nf_rand() */
 	__u64 now_ns;             /* 24 nf_now() when pinned */
 	__u64 rand_seed;          /* 32 seed of nf_rand() when pinned (0: NF_RAND_SEED0) */
 };
 _Static_assert(sizeof(struct nf_config) == 40, "nf_config layout");
 
 #define NF_RAND_SEED0 0x9e3779b97f4a7c15ULL
+
+/* nf_config.clock_pinned (abi.md 7). */
+enum nf_clock_mode {
+	NF_CLOCK_REAL = 0,      /* nf_now(): bpf_ktime_get_ns(); nf_rand(): bpf_get_prandom_u32() */
+	NF_CLOCK_PINNED = 1,    /* nf_now(): now_ns; nf_rand(): xorshift64 from rand_seed */
+	NF_CLOCK_RAND_ONLY = 2, /* nf_now(): bpf_ktime_get_ns(); nf_rand() as pinned */
+};
 
 struct nf_frame {
 	__u64 args[4];    /*   0 arguments of the NF being called */
@@ -331,7 +344,7 @@ struct nf_abi_anchor {
 	enum nf_limit limit;
 	enum nf_stat_col stat_col;
 	enum nf_hook_id hook_id;
-	__u32 pad;
+	enum nf_clock_mode clock_mode;
 	__u64 verdict_bit;
 	__u64 fault;
 	__u64 value_max;

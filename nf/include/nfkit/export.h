@@ -66,7 +66,22 @@ static __always_inline __u64 nf_resolve(__u64 r)
 	return nf_is_verdict(v) ? v : NF_DROP;
 }
 
-#if NF_HOOK_ID == NF_HOOKID_XDP
+/* What entry programs return: the hook's return code, or for the
+ * software switch the resolved verdict itself (the switch reads action and
+ * argument from r0). */
+#if defined(NF_HOOK_SWITCH)
+#define NF_RET __u64
+#else
+#define NF_RET int
+#endif
+
+#if defined(NF_HOOK_SWITCH)
+static __always_inline __u64 nf_action(NF_CTX *ctx, __u64 r)
+{
+	(void)ctx;
+	return nf_resolve(r);
+}
+#elif NF_HOOK_ID == NF_HOOKID_XDP
 static __always_inline int nf_action(NF_CTX *ctx, __u64 r)
 {
 	__u64 v = nf_resolve(r);
@@ -136,7 +151,7 @@ static __always_inline int nf_action(NF_CTX *ctx, __u64 r)
 /* Count a chain's result in nfkit_stats (abi.md 8), leave the slot, and
  * turn the result into the hook's return code. chain_id (__u32)-1 is the
  * "no chain claimed the packet" row. */
-static __always_inline int nf_finish(NF_CTX *ctx, __u32 chain_id, __u64 r)
+static __always_inline NF_RET nf_finish(NF_CTX *ctx, __u32 chain_id, __u64 r)
 {
 	__u32 k = nf_is_verdict(r) ? nf_verdict_action(r) : nf_is_value(r) ? NF_STAT_VALUE : NF_STAT_FAULT;
 	__u32 idx = (chain_id + 1) * 16 + k;
@@ -156,7 +171,7 @@ static __always_inline int nf_finish(NF_CTX *ctx, __u32 chain_id, __u64 r)
 static const volatile __u64 nf_args[4] __attribute__((unused)) = {0, 0, 0, 0};
 
 #define NF__EXPORT_STANDALONE(sec, prefix, name)                              \
-	SEC(sec) int prefix##name(NF_CTX *ctx)                                \
+	SEC(sec) NF_RET prefix##name(NF_CTX *ctx)                             \
 	{                                                                     \
 		if (!nf_enter(ctx))                                           \
 			return nf_action(ctx, NF_FAULT);                      \
@@ -170,7 +185,7 @@ static const volatile __u64 nf_args[4] __attribute__((unused)) = {0, 0, 0, 0};
  * continuation frame->cont is tail-called (a failed tail call is a
  * fault). */
 #define NF__EXPORT_DYN(sec, name)                                             \
-	SEC(sec) int dyn_##name(NF_CTX *ctx)                                  \
+	SEC(sec) NF_RET dyn_##name(NF_CTX *ctx)                               \
 	{                                                                     \
 		__u32 slot_ = nf__slot();                                     \
 		struct nf_frame *f_ = bpf_map_lookup_elem(&nfkit_frame, &slot_); \

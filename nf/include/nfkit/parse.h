@@ -49,7 +49,7 @@ static __always_inline struct nf_config *nf_config(void)
 static __always_inline __u64 nf_now(void)
 {
 	struct nf_config *c = nf_config();
-	if (c && c->clock_pinned)
+	if (c && c->clock_pinned == NF_CLOCK_PINNED)
 		return c->now_ns;
 	return bpf_ktime_get_ns();
 }

@@ -36,7 +36,7 @@ pub fn compile_or_report(
     compile_with(file, source, nf_path, None)
 }
 
-fn compile_with(
+pub fn compile_with(
     file: &str,
     source: &str,
     nf_path: &[String],
@@ -65,7 +65,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let hook = match &a.hook {
         Some(h) => Some(
             h.parse::<Hook>()
-                .map_err(|_| anyhow!("unknown hook `{h}` (xdp, tc, socket)"))?,
+                .map_err(|_| anyhow!("unknown hook `{h}` (xdp, tc, socket, switch)"))?,
         ),
         None => None,
     };

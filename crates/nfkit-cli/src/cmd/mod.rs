@@ -15,6 +15,7 @@ pub mod recv;
 pub mod run;
 pub mod run_script;
 pub mod send;
+pub mod switch;
 pub mod vm;
 
 use anyhow::anyhow;

@@ -155,7 +155,7 @@ fn timed(
 /// The context of a run at `hook` on packet `p`.
 fn ctx(hook: Hook, p: &[u8]) -> Context<'_> {
     match hook {
-        Hook::Xdp => Context::Xdp(XdpMd::new(p)),
+        Hook::Xdp | Hook::Switch => Context::Xdp(XdpMd::new(p)),
         Hook::Tc | Hook::Socket => Context::Skb(SkBuff::new(p)),
     }
 }

@@ -163,7 +163,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 .is_none_or(|s| s.iter().any(|&(lo, hi)| lo <= n && n <= hi));
         clock.set(p.ts_ns);
         let ctx = match hook {
-            Hook::Xdp => Context::Xdp(XdpMd::new(&p.data)),
+            Hook::Xdp | Hook::Switch => Context::Xdp(XdpMd::new(&p.data)),
             Hook::Tc | Hook::Socket => Context::Skb(SkBuff::new(&p.data)),
         };
         let res = runner.run(
@@ -378,7 +378,7 @@ fn output(hook: Hook, code: i64, res: &RunResult) -> Option<Vec<u8>> {
                 .min(res.packet.len());
             res.packet.get(..keep).map(<[u8]>::to_vec)
         }
-        Hook::Xdp | Hook::Tc => Some(res.packet.clone()),
+        Hook::Xdp | Hook::Tc | Hook::Switch => Some(res.packet.clone()),
     }
 }
 

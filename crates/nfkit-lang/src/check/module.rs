@@ -202,7 +202,7 @@ impl<'a> Checker<'a> {
             );
         }
         let help =
-            "attach(\"eth0\", \"xdp\"): hooks xdp, xdp-generic, tc-ingress, tc-egress, socket";
+            "attach(\"eth0\", \"xdp\"): hooks xdp, xdp-generic, tc-ingress, tc-egress, socket, switch";
         if call.args.len() != 2 || !call.keywords.is_empty() {
             return self.err(off(call), "attach takes two strings", help);
         }
@@ -220,6 +220,7 @@ impl<'a> Checker<'a> {
             "xdp" | "xdp-generic" => Hook::Xdp,
             "tc-ingress" | "tc-egress" | "tc" => Hook::Tc,
             "socket" => Hook::Socket,
+            "switch" => Hook::Switch,
             _ => return self.err(off(&call.args[1]), format!("unknown hook '{hook}'"), help),
         };
         if self.opts.hook.is_none() {

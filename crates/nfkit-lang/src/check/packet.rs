@@ -9,7 +9,9 @@ use nfkit_nf::Hook;
 use rustpython_parser::ast;
 
 /// Packet info block fields a chain may read: (name, offset, size, type).
-pub const PKT_FIELDS: [(&str, i16, Size, Ty); 11] = [
+/// `in_port` is the ingress ifindex under another name: in the software
+/// switch it is the input port's number (ports count from 1).
+pub const PKT_FIELDS: [(&str, i16, Size, Ty); 12] = [
     ("l3_off", 56, Size::H, Ty::U16),
     ("l4_off", 58, Size::H, Ty::U16),
     ("ip_version", 37, Size::B, Ty::U8),
@@ -21,6 +23,7 @@ pub const PKT_FIELDS: [(&str, i16, Size, Ty); 11] = [
     ("tcp_flags", 66, Size::B, Ty::U8),
     ("eth_proto", 60, Size::H, Ty::U16),
     ("ifindex", 52, Size::W, Ty::U32),
+    ("in_port", 52, Size::W, Ty::U32),
 ];
 
 /// The access size and type of a `read_`/`write_` suffix.
@@ -173,6 +176,12 @@ impl Checker<'_> {
                 kind: ExprKind::PktLen,
             }));
         }
+        if attr == "queue" {
+            return Ok(TE::Typed(Expr {
+                ty: Ty::U32,
+                kind: ExprKind::PktQueue,
+            }));
+        }
         if let Some(&(_, o, size, ty)) = PKT_FIELDS.iter().find(|f| f.0 == attr) {
             return Ok(TE::Typed(Expr {
                 ty,
@@ -184,7 +193,7 @@ impl Checker<'_> {
             at,
             format!("Packet has no attribute '{attr}'"),
             &format!(
-                "Packet.len, Packet.{}; methods read_u8..read_u64, write_u8..write_u64",
+                "Packet.len, Packet.queue, Packet.{}; methods read_u8..read_u64, write_u8..write_u64",
                 names.join(", Packet.")
             ),
         )

@@ -216,6 +216,7 @@ impl Gen<'_> {
             ExprKind::CallChain { chain, args } => self.call_chain(*chain, args),
             ExprKind::PktRead { size, off } => self.pkt_read(*size, off),
             ExprKind::PktLen => self.pkt_len(),
+            ExprKind::PktQueue => self.pkt_queue(),
             ExprKind::PktInfo { off, size } => {
                 self.pkt_info();
                 self.emit(ldx(*size, Reg::R0, Reg::R0, *off));

@@ -22,7 +22,7 @@ impl Gen<'_> {
     /// Loads data / data_end of the context into r1 / r2 (XDP, TC).
     fn pkt_ptrs(&mut self) {
         let (d, e) = match self.hook {
-            Hook::Xdp => (0, 4),
+            Hook::Xdp | Hook::Switch => (0, 4),
             _ => (76, 80),
         };
         self.emit(ldx(Size::W, Reg::R1, Reg::R9, d));
@@ -56,7 +56,7 @@ impl Gen<'_> {
         self.expr(off);
         let fault = self.fault;
         match self.hook {
-            Hook::Xdp => {
+            Hook::Xdp | Hook::Switch => {
                 self.pkt_check(size, fault);
                 self.emit(ldx(size, Reg::R0, Reg::R1, 0));
             }
@@ -105,7 +105,7 @@ impl Gen<'_> {
         self.expr(off);
         let fault = self.fault;
         match self.hook {
-            Hook::Xdp => {
+            Hook::Xdp | Hook::Switch => {
                 self.pkt_check(size, fault);
                 self.emit(ldx(Size::DW, Reg::R3, Reg::FP, v));
                 self.swap(Reg::R3, size);
@@ -138,7 +138,7 @@ impl Gen<'_> {
     /// map `m` (the info block, the call frame), or a fault.
     pub(super) fn percpu_slot(&mut self, m: ObjMap) {
         let k = self.alloc(8);
-        if self.hook == Hook::Xdp {
+        if self.hook.ctx_hook() == Hook::Xdp {
             self.emit(Insn::St {
                 size: Size::DW,
                 dst: Reg::FP,
@@ -179,9 +179,20 @@ impl Gen<'_> {
         self.free(8);
     }
 
+    /// `Packet.queue`: `xdp_md.rx_queue_index` on XDP (the switch: the
+    /// port's receive queue), `skb->queue_mapping` otherwise.
+    pub(super) fn pkt_queue(&mut self) {
+        let off = if self.hook.ctx_hook() == Hook::Xdp {
+            16
+        } else {
+            8
+        };
+        self.emit(ldx(Size::W, Reg::R0, Reg::R9, off));
+    }
+
     /// `Packet.len`: from the info block on XDP, `skb->len` otherwise.
     pub(super) fn pkt_len(&mut self) {
-        if self.hook == Hook::Xdp {
+        if self.hook.ctx_hook() == Hook::Xdp {
             self.pkt_info();
             self.emit(ldx(Size::W, Reg::R0, Reg::R0, 48));
         } else {

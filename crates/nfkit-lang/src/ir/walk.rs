@@ -76,6 +76,7 @@ macro_rules! walker {
                 ExprKind::Const(_)
                 | ExprKind::Local(_)
                 | ExprKind::PktLen
+                | ExprKind::PktQueue
                 | ExprKind::PktInfo { .. } => {}
                 ExprKind::Bin(_, a, b)
                 | ExprKind::Cmp(_, a, b)

@@ -233,7 +233,7 @@ impl Harness {
             .prog_update(&0u32.to_le_bytes(), &caller::encode_args(args), 0, cpu)
             .expect("call args");
         let ctx = match self.hook {
-            Hook::Xdp => {
+            Hook::Xdp | Hook::Switch => {
                 let mut x = XdpMd::new(pkt);
                 x.ingress_ifindex = self.ingress;
                 Context::Xdp(x)

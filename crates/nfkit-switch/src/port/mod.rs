@@ -17,7 +17,9 @@ use std::time::Duration;
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod any;
 pub mod open;
+pub mod pcap;
 mod sys;
 pub mod tap;
 

@@ -1,0 +1,225 @@
+//! `nfkit switch run --name NAME --port SPEC... SCRIPT [--workers N]
+//! [--engine jit|interp] [--host PORT] [--controller OUT.pcap] [--no-pin]
+//! [--json]`: runs the chain script (compiled for the `switch` hook,
+//! whatever its `attach` says) on the ports in the foreground
+//! (nfkit-switch, docs/switch.md). Ports are numbered from 1 in `--port`
+//! order (`REDIRECT(n)` sends out of port n). While it runs, a line of
+//! per-port and per-verdict rates goes to standard error every second
+//! (when it is a terminal); it stops on Ctrl-C (SIGINT/SIGTERM) or when
+//! every pcap input is done, closes every port (pcap outputs are written
+//! then) and prints the final report: per port rx/tx/drops, verdicts per
+//! action and per chain, faults, runts, controller frames per reason
+//! (`--json`: as JSON).
+
+use anyhow::{anyhow, Context};
+use nfkit_abi::verdict::Action;
+use nfkit_abi::Hook;
+use nfkit_pcap::Packet;
+use nfkit_switch::port::{any, PortSpec};
+use nfkit_switch::{Stats, Switch, SwitchConfig};
+use nfkit_vm::Engine;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Run a chain script on ports in the foreground (Ctrl-C stops it).
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The switch's name (shown in its reports).
+    #[arg(long)]
+    name: String,
+    /// A port: IFACE (AF_XDP), IFACE:afxdp, IFACE:afpacket, NAME:tap,
+    /// NAME:pcap=IN.pcap[,out=OUT.pcap] or NAME:pcap,out=OUT.pcap.
+    /// Numbered from 1 in the order given.
+    #[arg(long = "port", value_name = "SPEC", required = true)]
+    ports: Vec<PortSpec>,
+    /// The chain script.
+    script: PathBuf,
+    /// Worker threads, pinned to CPUs round robin.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// The VM's engine: `jit` (the default where there is one) or `interp`.
+    #[arg(long, value_name = "jit|interp", value_parser = super::parse_engine)]
+    engine: Option<Engine>,
+    /// The host port, by name or number, where PASS and HOST go (default:
+    /// the first TAP port; without one they are dropped and counted).
+    #[arg(long, value_name = "PORT")]
+    host: Option<String>,
+    /// Write the frames chains send to the controller (CONTROLLER(reason))
+    /// to this pcap (without it they are counted and discarded).
+    #[arg(long, value_name = "OUT.pcap")]
+    controller: Option<PathBuf>,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    no_pin: bool,
+    /// The final report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Directories with users' NF objects (also NFKIT_NF_PATH).
+    #[arg(long = "nf-path", value_name = "DIR")]
+    nf_path: Vec<String>,
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    match c {
+        Command::Run(a) => run_switch(a),
+    }
+}
+
+/// The port index `--host` names (a name, or a number from 1).
+fn host_index(host: &str, specs: &[PortSpec]) -> anyhow::Result<usize> {
+    if let Some(i) = specs.iter().position(|s| s.name() == host) {
+        return Ok(i);
+    }
+    match host.parse::<usize>() {
+        Ok(n) if n >= 1 && n <= specs.len() => Ok(n - 1),
+        _ => Err(anyhow!(
+            "--host {host}: no such port (names: {}; or a number 1..={})",
+            specs
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            specs.len()
+        )),
+    }
+}
+
+fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let shown = a.script.display().to_string();
+    let source = std::fs::read_to_string(&a.script).with_context(|| format!("reading {shown}"))?;
+    let Some(compiled) =
+        super::compile::compile_with(&shown, &source, &a.nf_path, Some(Hook::Switch))?
+    else {
+        return Ok(ExitCode::from(1));
+    };
+    let host = a
+        .host
+        .as_deref()
+        .map(|h| host_index(h, &a.ports))
+        .transpose()?;
+    let workers = a.workers.max(1);
+    let stop = nfkit_traffic::stop_on_signals()?;
+    let ports = any::open_all(&a.ports, workers).map_err(|e| anyhow!("switch {}: {e}", a.name))?;
+    let cfg = SwitchConfig {
+        workers,
+        engine: a.engine.unwrap_or_else(Engine::best),
+        pin: !a.no_pin,
+        host_port: host,
+        ..SwitchConfig::default()
+    };
+    let sw =
+        Switch::start(&compiled, ports, &cfg).map_err(|e| anyhow!("switch {}: {e}", a.name))?;
+    let engine = sw.script().engine();
+    let pinned: Vec<Option<usize>> = sw.pinned().to_vec();
+    let ctl = sw.controller();
+    let mut ctl_frames: Vec<Packet> = Vec::new();
+    let mut ctl_count: u64 = 0;
+    let mut reasons: BTreeMap<u32, u64> = BTreeMap::new();
+    let live = std::io::stderr().is_terminal() && !a.json;
+    let start = Instant::now();
+    let mut last = sw.stats();
+    let mut last_t = start;
+    while !sw.is_done() {
+        std::thread::sleep(Duration::from_millis(100));
+        ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
+        if stop.load(Ordering::Relaxed) {
+            sw.stop();
+        }
+        if live && last_t.elapsed() >= Duration::from_secs(1) {
+            let now = sw.stats();
+            let dt = last_t.elapsed().as_secs_f64();
+            eprintln!("{}", rates(&a.name, start.elapsed(), &last, &now, dt));
+            last = now;
+            last_t = Instant::now();
+        }
+    }
+    let (stats, port_stats) = sw.finish().map_err(|e| anyhow!("switch {}: {e}", a.name))?;
+    ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
+    if let Some(path) = &a.controller {
+        nfkit_pcap::write_file(path, &ctl_frames).map_err(super::pcap_error(path))?;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = stats.json();
+        v["name"] = a.name.clone().into();
+        v["workers"] = workers.into();
+        v["pinned"] = serde_json::to_value(&pinned)?;
+        v["engine"] = engine.engine().name().into();
+        v["controller_frames"] = ctl_count.into();
+        v["controller_reasons"] = reasons
+            .iter()
+            .map(|(r, n)| (r.to_string(), serde_json::Value::from(*n)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        v["port_dropped"] = port_stats
+            .iter()
+            .map(|p| serde_json::json!({"rx_dropped": p.rx_dropped, "tx_dropped": p.tx_dropped}))
+            .collect::<Vec<_>>()
+            .into();
+        v["seconds"] = elapsed.into();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("switch {}: {} workers, {:.2} s", a.name, workers, elapsed);
+        print!("{}", stats.text());
+        let by_reason: Vec<String> = reasons
+            .iter()
+            .map(|(r, n)| format!("reason {r}: {n}"))
+            .collect();
+        if by_reason.is_empty() {
+            println!("controller frames: {ctl_count}");
+        } else {
+            println!("controller frames: {ctl_count} ({})", by_reason.join(", "));
+        }
+        println!("engine: {engine}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Takes the controller's frames, counting them per reason (keeping
+/// them when `keep`).
+fn drain(
+    ctl: &nfkit_switch::controller::Controller,
+    keep: bool,
+    out: &mut Vec<Packet>,
+    reasons: &mut BTreeMap<u32, u64>,
+) -> u64 {
+    ctl.drain(|f| {
+        *reasons.entry(f.reason).or_default() += 1;
+        if keep {
+            out.push(Packet::new(f.arrival_ns, f.data.clone()));
+        }
+    }) as u64
+}
+
+/// One line of rates since the last one.
+fn rates(name: &str, t: Duration, a: &Stats, b: &Stats, dt: f64) -> String {
+    let per = |x: u64, y: u64| (y.saturating_sub(x) as f64 / dt.max(1e-3)).round() as u64;
+    let mut parts = vec![format!("{name} {:>5.1}s", t.as_secs_f64())];
+    for (p, q) in a.ports.iter().zip(&b.ports) {
+        parts.push(format!(
+            "{} rx {}/s tx {}/s",
+            q.name,
+            per(p.rx, q.rx),
+            per(p.tx, q.tx)
+        ));
+    }
+    let acts: Vec<String> = Action::ALL
+        .iter()
+        .map(|&act| (act, per(a.action(act), b.action(act))))
+        .filter(|(_, r)| *r > 0)
+        .map(|(act, r)| format!("{act} {r}/s"))
+        .collect();
+    if !acts.is_empty() {
+        parts.push(acts.join(" "));
+    }
+    parts.join(" | ")
+}

@@ -1,0 +1,728 @@
+//! The engine: one compiled chain script loaded once into the VM, run by
+//! N worker threads (pinned), each with its own VM runner, its own
+//! receive queues and its own transmit queue on every port (the
+//! crossbar). A worker takes a batch from a receive queue, runs the
+//! classifier on each frame in place (its `xdp_md` carrying the input
+//! port as `ingress_ifindex` and the queue as `rx_queue_index`), turns
+//! the resolved verdict into outputs ([`crate::action`]), stages them per
+//! output port and sends each port's batch through its own queue.
+//!
+//! Dispatch: a port with fewer receive queues than workers is polled by
+//! the workers that own its queues, which hand each frame to worker
+//! `flow_hash % N` through that worker's bounded lock-free inbox (the
+//! frame's buffer is swapped for a free one: no copy); a flow always
+//! lands on one worker, so its order is kept.
+//!
+//! Time: in a replay (every input is a pcap) `nf_now()` is the frame's
+//! record time (each worker's VM clock is set per frame and
+//! `nf_config.clock_pinned` is `NF_CLOCK_RAND_ONLY`, so `nf_rand()` is
+//! the pinned sequence `nfkit run` uses): a replay gives what `nfkit
+//! run` gives. Live, the real clock. Per-CPU maps: worker `i` is CPU `i`.
+
+use crate::action::{self, Decision};
+use crate::controller::Controller;
+use crate::counters::{ChainTotals, Stats, WorkerCounters};
+use crate::flow::flow_hash;
+use crate::port::{
+    Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM,
+};
+use crate::SwitchError;
+use crossbeam_queue::ArrayQueue;
+use nfkit_abi::{maps as abi_maps, verdict, Hook, NfConfig};
+use nfkit_control::runner::{ScriptVm, STAT_NAMES};
+use nfkit_lang::Compiled;
+use nfkit_vm::ctx::{XdpMd, XDP_HEADROOM};
+use nfkit_vm::{Clock, Engine, PacketCtx, RunOptions, Runner, VmConfig};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How to run a switch.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// Worker threads (at least 1).
+    pub workers: usize,
+    /// The VM's engine.
+    pub engine: Engine,
+    /// Pin worker `i` to the `i`-th allowed CPU.
+    pub pin: bool,
+    /// The host port (index from 0) where PASS and HOST go; `None`: the
+    /// first TAP port, if any.
+    pub host_port: Option<usize>,
+    /// Frames the controller channel holds.
+    pub controller_capacity: usize,
+    /// Frames each worker's dispatch inbox holds.
+    pub inbox_capacity: usize,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> SwitchConfig {
+        SwitchConfig {
+            workers: 1,
+            engine: Engine::best(),
+            pin: true,
+            host_port: None,
+            controller_capacity: 1024,
+            inbox_capacity: 1024,
+        }
+    }
+}
+
+/// A frame handed from the worker polling its port to the worker its
+/// flow hash picks.
+struct Handed {
+    buf: Vec<u8>,
+    port: usize,
+    queue: u32,
+    arrival_ns: u64,
+}
+
+/// What the workers share.
+struct Shared {
+    stop: AtomicBool,
+    /// Receive queues not finished yet.
+    active_rx: AtomicUsize,
+    /// Frames handed over and not yet processed.
+    in_flight: AtomicUsize,
+    inboxes: Vec<ArrayQueue<Handed>>,
+    /// Spare frame buffers for hand-overs.
+    free: ArrayQueue<Vec<u8>>,
+    controller: Arc<Controller>,
+}
+
+/// A worker's clock in a replay: the time of the frame being run.
+#[derive(Debug, Default)]
+struct FrameClock(AtomicU64);
+
+impl Clock for FrameClock {
+    fn now_ns(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A running switch.
+pub struct Switch {
+    script: ScriptVm,
+    ports: Vec<OpenPort>,
+    names: Vec<(String, String)>,
+    counters: Arc<Vec<WorkerCounters>>,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<Result<(), SwitchError>>>,
+    replay: bool,
+    pinned: Vec<Option<usize>>,
+}
+
+/// One receive queue a worker polls.
+struct RxSlot {
+    port: usize,
+    queue: u32,
+    q: Box<dyn RxQueue>,
+    /// The port has fewer queues than workers: dispatch by flow hash.
+    dispatch: bool,
+    done: bool,
+}
+
+/// Frames staged for one output port.
+struct Stage {
+    frames: Vec<Vec<u8>>,
+    arrival_ns: Vec<u64>,
+    len: usize,
+}
+
+impl Stage {
+    fn new() -> Stage {
+        Stage {
+            frames: (0..BATCH).map(|_| Vec::with_capacity(FRAME_ROOM)).collect(),
+            arrival_ns: vec![0; BATCH],
+            len: 0,
+        }
+    }
+}
+
+struct Worker {
+    id: usize,
+    workers: usize,
+    runner: Runner,
+    entry: usize,
+    opts: RunOptions,
+    clock: Option<Arc<FrameClock>>,
+    rx: Vec<RxSlot>,
+    tx: Vec<Box<dyn TxQueue>>,
+    stage: Vec<Stage>,
+    counters: Arc<Vec<WorkerCounters>>,
+    shared: Arc<Shared>,
+    fault: u64,
+    host: Option<usize>,
+    pin: bool,
+}
+
+impl Switch {
+    /// Starts a switch running `compiled` (compiled for [`Hook::Switch`])
+    /// on `ports`, opened for `cfg.workers` workers.
+    pub fn start(
+        compiled: &Compiled,
+        mut ports: Vec<OpenPort>,
+        cfg: &SwitchConfig,
+    ) -> Result<Switch, SwitchError> {
+        if compiled.hook != Hook::Switch {
+            return Err(SwitchError::Hook(compiled.hook));
+        }
+        if ports.is_empty() {
+            return Err(SwitchError::NoPorts);
+        }
+        if ports.len() > usize::from(u16::MAX) {
+            return Err(SwitchError::TooManyPorts(ports.len()));
+        }
+        let workers = cfg.workers.max(1);
+        for p in &ports {
+            if p.tx.len() != workers {
+                return Err(SwitchError::TxQueues {
+                    port: p.spec.name().to_string(),
+                    got: p.tx.len(),
+                    workers,
+                });
+            }
+            if p.rx.len() > workers {
+                return Err(SwitchError::RxQueues {
+                    port: p.spec.name().to_string(),
+                    got: p.rx.len(),
+                    workers,
+                });
+            }
+        }
+        let mut config = VmConfig::kernel().with_engine(cfg.engine);
+        config.ncpus = workers as u32;
+        let script = ScriptVm::new_with(compiled, config)?;
+        let entry = script
+            .vm
+            .entry_index(script.entry())
+            .ok_or(nfkit_control::runner::RunError::NoClassifier)?;
+        let replay = ports.iter().any(|p| !p.rx.is_empty())
+            && ports
+                .iter()
+                .all(|p| p.rx.is_empty() || matches!(p.spec, PortSpec::Pcap { .. }));
+        let fault = configure(&script, replay)?;
+        let host = cfg.host_port.filter(|&h| h < ports.len()).or_else(|| {
+            ports
+                .iter()
+                .position(|p| matches!(p.spec, PortSpec::Tap { .. }))
+        });
+        let names: Vec<(String, String)> = ports
+            .iter()
+            .map(|p| (p.spec.name().to_string(), p.spec.to_string()))
+            .collect();
+        let counters: Arc<Vec<WorkerCounters>> = Arc::new(
+            (0..workers)
+                .map(|_| WorkerCounters::new(ports.len()))
+                .collect(),
+        );
+        let dispatching = workers > 1
+            && ports
+                .iter()
+                .any(|p| !p.rx.is_empty() && p.rx.len() < workers);
+        let inbox = if dispatching {
+            cfg.inbox_capacity.max(BATCH)
+        } else {
+            1
+        };
+        let free = ArrayQueue::new(inbox * workers);
+        if dispatching {
+            for _ in 0..inbox * workers {
+                let _ = free.push(Vec::with_capacity(FRAME_ROOM));
+            }
+        }
+        let rx_total: usize = ports.iter().map(|p| p.rx.len()).sum();
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            active_rx: AtomicUsize::new(rx_total),
+            in_flight: AtomicUsize::new(0),
+            inboxes: (0..workers).map(|_| ArrayQueue::new(inbox)).collect(),
+            free,
+            controller: Arc::new(Controller::new(cfg.controller_capacity, FRAME_ROOM)),
+        });
+        // Queues and rings per worker.
+        let mut rx_of: Vec<Vec<RxSlot>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut tx_of: Vec<Vec<Box<dyn TxQueue>>> = (0..workers).map(|_| Vec::new()).collect();
+        for (pi, p) in ports.iter_mut().enumerate() {
+            let dispatch = p.rx.len() < workers;
+            for (qi, q) in std::mem::take(&mut p.rx).into_iter().enumerate() {
+                rx_of[qi].push(RxSlot {
+                    port: pi,
+                    queue: qi as u32,
+                    q,
+                    dispatch,
+                    done: false,
+                });
+            }
+            for (w, q) in std::mem::take(&mut p.tx).into_iter().enumerate() {
+                tx_of[w].push(q);
+            }
+        }
+        let mut threads = Vec::with_capacity(workers);
+        let (pin_tx, pin_rx) = std::sync::mpsc::channel();
+        for (id, (rx, tx)) in rx_of.into_iter().zip(tx_of).enumerate() {
+            let clock = replay.then(|| Arc::new(FrameClock::default()));
+            let opts = RunOptions {
+                cpu: id as u32,
+                clock: clock.clone().map(|c| c as Arc<dyn Clock>),
+                ..RunOptions::default()
+            };
+            let w = Worker {
+                id,
+                workers,
+                runner: script.vm.runner(),
+                entry,
+                opts,
+                clock,
+                rx,
+                stage: tx.iter().map(|_| Stage::new()).collect(),
+                tx,
+                counters: Arc::clone(&counters),
+                shared: Arc::clone(&shared),
+                fault,
+                host,
+                pin: cfg.pin,
+            };
+            let pin_tx = pin_tx.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("nfkit-sw{id}"))
+                .spawn(move || w.run(&pin_tx))
+                .map_err(|source| SwitchError::Spawn { worker: id, source })?;
+            threads.push(h);
+        }
+        drop(pin_tx);
+        let mut pinned = vec![None; workers];
+        for (id, cpu) in pin_rx.iter().take(workers) {
+            if let Some(p) = pinned.get_mut(id) {
+                *p = cpu;
+            }
+        }
+        Ok(Switch {
+            script,
+            ports,
+            names,
+            counters,
+            shared,
+            threads,
+            replay,
+            pinned,
+        })
+    }
+
+    /// Whether the switch replays pcaps (the clock is the records').
+    pub fn replay(&self) -> bool {
+        self.replay
+    }
+
+    /// The CPU each worker was pinned to (`None`: not pinned).
+    pub fn pinned(&self) -> &[Option<usize>] {
+        &self.pinned
+    }
+
+    /// Each port's (name, spec), in port order (port `i + 1`).
+    pub fn names(&self) -> &[(String, String)] {
+        &self.names
+    }
+
+    /// The controller channel (frames sent with `CONTROLLER(reason)`).
+    pub fn controller(&self) -> Arc<Controller> {
+        Arc::clone(&self.shared.controller)
+    }
+
+    /// The loaded script (its VM and maps, shared with the workers).
+    pub fn script(&self) -> &ScriptVm {
+        &self.script
+    }
+
+    /// Asks the workers to stop (they finish the batch at hand).
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// True once every worker has ended (all inputs done, or stopped).
+    pub fn is_done(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::sum(&self.counters, &self.names);
+        s.chains = self
+            .script
+            .stats()
+            .into_iter()
+            .map(|c| ChainTotals {
+                chain: c.chain,
+                counts: c
+                    .counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &n)| n > 0)
+                    .map(|(k, &n)| (STAT_NAMES[k].to_string(), n))
+                    .collect(),
+            })
+            .collect();
+        s
+    }
+
+    /// Waits for the workers, closes every port (pcap outputs are written
+    /// then) and gives the final counters and what the ports counted.
+    /// The first error of a worker or a port is returned after all ports
+    /// are closed.
+    pub fn finish(mut self) -> Result<(Stats, Vec<PortStats>), SwitchError> {
+        let mut first: Option<SwitchError> = None;
+        for (i, t) in std::mem::take(&mut self.threads).into_iter().enumerate() {
+            let r = t.join().unwrap_or_else(|_| {
+                Err(SwitchError::Worker {
+                    worker: i,
+                    why: "panicked".into(),
+                })
+            });
+            if let Err(e) = r {
+                first.get_or_insert(e);
+            }
+        }
+        let stats = self.stats();
+        let mut port_stats = Vec::with_capacity(self.ports.len());
+        for p in &mut self.ports {
+            match p.shut() {
+                Ok(s) => port_stats.push(s),
+                Err(e) => {
+                    port_stats.push(PortStats::default());
+                    first.get_or_insert(e.into());
+                }
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok((stats, port_stats)),
+        }
+    }
+
+    /// Waits until every input is done (polling every `every`), then
+    /// [`finish`](Switch::finish)es.
+    pub fn run_to_end(self, every: Duration) -> Result<(Stats, Vec<PortStats>), SwitchError> {
+        while !self.is_done() {
+            std::thread::sleep(every);
+        }
+        self.finish()
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.stop();
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Sets the clock mode (replay: random pinned, time from each worker's
+/// frame clock) and gives the fault action.
+fn configure(script: &ScriptVm, replay: bool) -> Result<u64, SwitchError> {
+    let drop = verdict::Action::Drop.verdict(0);
+    let Some(m) = script.vm.map(abi_maps::CONFIG) else {
+        return Ok(drop);
+    };
+    let key = 0u32.to_le_bytes();
+    let cfg = m
+        .lookup(&key)
+        .ok()
+        .flatten()
+        .as_deref()
+        .and_then(NfConfig::from_bytes)
+        .unwrap_or_default();
+    if replay {
+        let pinned = NfConfig {
+            clock_pinned: nfkit_abi::layout::CLOCK_RAND_ONLY,
+            ..cfg
+        };
+        m.update(&key, &pinned.to_bytes(), 0)
+            .map_err(|e| SwitchError::Worker {
+                worker: 0,
+                why: format!("setting nfkit_config: {e}"),
+            })?;
+    }
+    Ok(if verdict::is_verdict(cfg.fault_action) {
+        cfg.fault_action
+    } else {
+        drop
+    })
+}
+
+/// Stops every worker when the one holding it ends in a panic.
+struct StopOnPanic(Arc<Shared>);
+
+impl Drop for StopOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Worker {
+    /// Pins the thread and works until done; a worker's error (a
+    /// port's) or panic stops every worker.
+    fn run(
+        self,
+        pinned: &std::sync::mpsc::Sender<(usize, Option<usize>)>,
+    ) -> Result<(), SwitchError> {
+        let cpu = if self.pin {
+            crate::pin::pin_current(self.id)
+        } else {
+            None
+        };
+        let _ = pinned.send((self.id, cpu));
+        let shared = Arc::clone(&self.shared);
+        let _guard = StopOnPanic(Arc::clone(&shared));
+        let r = self.work();
+        if r.is_err() {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn work(mut self) -> Result<(), SwitchError> {
+        let mut batch = Batch::new();
+        let mut idle: u32 = 0;
+        loop {
+            let mut work = self.drain_inbox();
+            for i in 0..self.rx.len() {
+                if self.rx[i].done {
+                    continue;
+                }
+                let n = {
+                    let slot = &mut self.rx[i];
+                    let n = slot
+                        .q
+                        .recv(&mut batch, Duration::ZERO)
+                        .map_err(SwitchError::from)?;
+                    if n == 0 && slot.q.finished() {
+                        slot.done = true;
+                        self.shared.active_rx.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    n
+                };
+                work += n;
+                let (port, queue, dispatch) =
+                    (self.rx[i].port, self.rx[i].queue, self.rx[i].dispatch);
+                for f in 0..n.min(batch.len) {
+                    let arrival = batch.arrival_ns[f];
+                    let target = if dispatch {
+                        flow_hash(&batch.frames[f]) as usize % self.workers
+                    } else {
+                        self.id
+                    };
+                    if target == self.id {
+                        self.process(&mut batch.frames[f], port, queue, arrival);
+                    } else {
+                        self.hand_over(&mut batch.frames[f], target, port, queue, arrival);
+                    }
+                }
+                self.flush_all()?;
+            }
+            self.flush_all()?;
+            if self.shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if work == 0 {
+                if self.shared.active_rx.load(Ordering::Acquire) == 0
+                    && self.shared.in_flight.load(Ordering::Acquire) == 0
+                {
+                    break;
+                }
+                idle = idle.saturating_add(1);
+                if idle < 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            } else {
+                idle = 0;
+            }
+        }
+        for t in &mut self.tx {
+            t.flush().map_err(SwitchError::from)?;
+        }
+        Ok(())
+    }
+
+    /// Processes the frames other workers handed over; returns how many.
+    fn drain_inbox(&mut self) -> usize {
+        let mut n = 0;
+        let shared = Arc::clone(&self.shared);
+        while let Some(mut h) = shared.inboxes[self.id].pop() {
+            self.process(&mut h.buf, h.port, h.queue, h.arrival_ns);
+            let _ = shared.free.push(h.buf);
+            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            n += 1;
+        }
+        n
+    }
+
+    /// Hands `frame` to worker `target` (its buffer swapped for a free
+    /// one); while the target's inbox or the free list is exhausted,
+    /// processes its own inbox (so two dispatching workers never wait on
+    /// each other).
+    fn hand_over(
+        &mut self,
+        frame: &mut Vec<u8>,
+        target: usize,
+        port: usize,
+        queue: u32,
+        arrival_ns: u64,
+    ) {
+        let shared = Arc::clone(&self.shared);
+        let mut buf = loop {
+            if let Some(b) = shared.free.pop() {
+                break b;
+            }
+            if self.drain_inbox() == 0 {
+                if shared.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+        };
+        std::mem::swap(frame, &mut buf);
+        let mut h = Handed {
+            buf,
+            port,
+            queue,
+            arrival_ns,
+        };
+        shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        loop {
+            match shared.inboxes[target].push(h) {
+                Ok(()) => break,
+                Err(back) => {
+                    h = back;
+                    if self.drain_inbox() == 0 {
+                        if shared.stop.load(Ordering::Relaxed) {
+                            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+                            let _ = shared.free.push(h.buf);
+                            return;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        self.counters[self.id].handed_off.add(1);
+    }
+
+    /// Runs the chain on one frame (in place) and stages its outputs.
+    fn process(&mut self, frame: &mut Vec<u8>, port: usize, queue: u32, arrival_ns: u64) {
+        let c = &self.counters[self.id];
+        let pc = &c.ports[port];
+        pc.rx.add(1);
+        if frame.len() < nfkit_vm::ctx::ETH_HLEN {
+            pc.runt.add(1);
+            return;
+        }
+        if frame.len() > FRAME_ROOM {
+            pc.oversize.add(1);
+            return;
+        }
+        if let Some(clock) = &self.clock {
+            clock.0.store(arrival_ns, Ordering::Relaxed);
+        }
+        let md = XdpMd {
+            packet: &[],
+            meta: &[],
+            ingress_ifindex: port as u32 + 1,
+            rx_queue_index: queue,
+            egress_ifindex: 0,
+            headroom: XDP_HEADROOM,
+            tailroom: 4096usize
+                .saturating_sub(XDP_HEADROOM + 320)
+                .saturating_sub(frame.len()),
+        };
+        let out = self
+            .runner
+            .run_packet(self.entry, frame, PacketCtx::XdpWith(&md), &self.opts);
+        let (act, arg, faulted) = action::resolve(out.result.ok(), self.fault);
+        let c = &self.counters[self.id];
+        if faulted {
+            c.faults.add(1);
+        }
+        c.actions[usize::from(act.code())].add(1);
+        let nports = self.tx.len();
+        match action::decide(act, arg, port, nports, self.host) {
+            Decision::Drop => {}
+            Decision::Port(p) => self.emit(p, frame, arrival_ns),
+            Decision::Flood => {
+                for p in (0..nports).filter(|&p| p != port) {
+                    self.emit(p, frame, arrival_ns);
+                }
+            }
+            Decision::Controller(reason) => {
+                if !self
+                    .shared
+                    .controller
+                    .offer(reason, port as u32 + 1, arrival_ns, frame)
+                {
+                    c.drops.controller_full.add(1);
+                }
+            }
+            Decision::NoHostPort => c.drops.no_host_port.add(1),
+            Decision::NoSuchPort => c.drops.no_such_port.add(1),
+        }
+    }
+
+    /// Stages a copy of `frame` for port `p` (sending the stage when full).
+    fn emit(&mut self, p: usize, frame: &[u8], arrival_ns: u64) {
+        let st = &mut self.stage[p];
+        let buf = &mut st.frames[st.len];
+        buf.clear();
+        buf.extend_from_slice(frame);
+        st.arrival_ns[st.len] = arrival_ns;
+        st.len += 1;
+        if st.len == BATCH {
+            self.send(p);
+        }
+    }
+
+    /// Sends port `p`'s stage through this worker's queue.
+    fn send(&mut self, p: usize) {
+        let st = &mut self.stage[p];
+        let n = st.len;
+        if n == 0 {
+            return;
+        }
+        let empty = OutFrame {
+            data: &[],
+            arrival_ns: 0,
+        };
+        let mut out = [empty; BATCH];
+        for (o, (f, &t)) in out
+            .iter_mut()
+            .zip(st.frames.iter().zip(&st.arrival_ns))
+            .take(n)
+        {
+            *o = OutFrame {
+                data: f,
+                arrival_ns: t,
+            };
+        }
+        let took = self.tx[p].send(&out[..n]).unwrap_or(0).min(n);
+        let pc = &self.counters[self.id].ports[p];
+        pc.tx.add(took as u64);
+        pc.tx_dropped.add((n - took) as u64);
+        st.len = 0;
+    }
+
+    /// Sends every non-empty stage and flushes those queues.
+    fn flush_all(&mut self) -> Result<(), SwitchError> {
+        for p in 0..self.stage.len() {
+            if self.stage[p].len > 0 {
+                self.send(p);
+                self.tx[p].flush().map_err(SwitchError::from)?;
+            }
+        }
+        Ok(())
+    }
+}
