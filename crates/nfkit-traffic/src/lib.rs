@@ -26,12 +26,13 @@ pub mod recv;
 pub mod send;
 pub mod seq;
 mod sys;
+pub mod xdp;
 
 pub use error::TrafficError;
 pub use flows::parse_flows;
 pub use frame::{build, FrameSpec, Mac, Proto};
 pub use recv::{Receiver, RecvOptions, RecvReport, StreamReport};
-pub use send::{send, SendOptions, SendReport, Source};
+pub use send::{send, Engine, SendOptions, SendReport, Source};
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
