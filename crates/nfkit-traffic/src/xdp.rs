@@ -43,6 +43,10 @@ pub const XDP_STREAMS: usize = 8;
 /// others are `out_of_range`): a 2 MiB bitmap per stream.
 pub const XDP_WINDOW: u64 = 1 << 24;
 
+/// The sequence log's ring buffer (16-byte records): 64 MiB, four
+/// million stamps between two reads.
+pub const XDP_LOG_BYTES: u32 = 1 << 26;
+
 fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> TrafficError {
     let what = what.into();
     move |e| TrafficError::Bpf {
@@ -337,9 +341,13 @@ impl Counter {
     /// `log`: write stamps to the ring buffer (see [`Counter::object`]).
     pub fn attach(ifindex: u32, pass: bool, log: bool) -> Result<Counter, TrafficError> {
         let words = XDP_WINDOW / 64;
+        let ring = if log { XDP_LOG_BYTES } else { 4096 };
         let obj = load(
             COUNT_OBJECT,
-            &[("bitmap", (words * XDP_STREAMS as u64) as u32)],
+            &[
+                ("bitmap", (words * XDP_STREAMS as u64) as u32),
+                ("seqlog", ring),
+            ],
         )?;
         let cfg = map(&obj, "config")?;
         let mut v = Vec::new();
