@@ -31,7 +31,7 @@ pub mod xdp;
 pub use error::TrafficError;
 pub use flows::parse_flows;
 pub use frame::{build, FrameSpec, Mac, Proto};
-pub use recv::{Receiver, RecvEngine, RecvOptions, RecvReport, StreamReport};
+pub use recv::{Capture, Receiver, RecvEngine, RecvOptions, RecvReport, StreamReport};
 pub use send::{send, Engine, SendOptions, SendReport, Source};
 
 use std::sync::atomic::AtomicBool;

@@ -535,3 +535,85 @@ fn receive_xdp(
     drop(counter);
     Ok(())
 }
+
+/// Frames captured as they arrive (a raw packet socket, incoming only),
+/// for tests that compare what was sent with what should have been.
+pub struct Capture {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<Vec<Vec<u8>>, TrafficError>>>,
+}
+
+impl Capture {
+    /// Starts capturing on `dev` in `netns` (at most `max` frames);
+    /// returns once the socket is bound.
+    pub fn start(dev: &str, netns: Option<&str>, max: usize) -> Result<Capture, TrafficError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (dev, ns, sp) = (dev.to_string(), netns.map(str::to_string), stop.clone());
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("nfkit-capture".into())
+            .spawn(move || -> Result<Vec<Vec<u8>>, TrafficError> {
+                let open = || -> Result<PacketSocket, TrafficError> {
+                    if let Some(ns) = &ns {
+                        enter_netns(ns).map_err(|e| {
+                            TrafficError::os(format!("entering network namespace {ns}"), e)
+                        })?;
+                    }
+                    PacketSocket::open(&dev, true)
+                        .map_err(|e| TrafficError::os(format!("packet socket on {dev}"), e))
+                };
+                let sock = match open() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(false);
+                        return Err(e);
+                    }
+                };
+                let _ = ready_tx.send(true);
+                let mut out = Vec::new();
+                let mut buf = vec![0u8; 65536];
+                while !sp.load(Ordering::Relaxed) && out.len() < max {
+                    if let Some(n) = sock
+                        .recv(&mut buf, Duration::from_millis(20))
+                        .map_err(|e| TrafficError::os(format!("receiving on {dev}"), e))?
+                    {
+                        out.push(buf.get(..n.min(buf.len())).unwrap_or(&[]).to_vec());
+                    }
+                }
+                Ok(out)
+            })
+            .map_err(|e| TrafficError::os("spawning the capture thread", e))?;
+        let mut c = Capture {
+            stop,
+            thread: Some(thread),
+        };
+        if ready_rx.recv() != Ok(true) {
+            return Err(c.take()?.err().unwrap_or_else(|| {
+                TrafficError::Empty("the capture thread stopped".into())
+            }));
+        }
+        Ok(c)
+    }
+
+    fn take(&mut self) -> Result<Result<Vec<Vec<u8>>, TrafficError>, TrafficError> {
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| TrafficError::Empty("the capture thread panicked".into())),
+            None => Ok(Ok(Vec::new())),
+        }
+    }
+
+    /// Stops and returns the frames, in arrival order.
+    pub fn finish(mut self) -> Result<Vec<Vec<u8>>, TrafficError> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.take()?
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.take();
+    }
+}

@@ -516,3 +516,49 @@ pub fn veth_peer_without_xdp(
     let name = peer["ifname"].as_str().unwrap_or("?").to_string();
     Ok(Some((name, peer_ns)))
 }
+
+/// A program of one of the crate's objects attached at a device's XDP
+/// hook (driver mode where the device has it); detached on drop.
+pub struct Attached {
+    // Declared first: detached before the object goes.
+    _link: Link,
+    obj: Object,
+}
+
+impl Attached {
+    /// Loads `object`, attaches its program `prog` to `dev` in namespace
+    /// `netns` (the caller's when `None`), from a thread of its own.
+    pub fn new(
+        object: &'static [u8],
+        prog: &str,
+        dev: &str,
+        netns: Option<&str>,
+    ) -> Result<Attached, TrafficError> {
+        let (prog, dev, ns) = (prog.to_string(), dev.to_string(), netns.map(str::to_string));
+        std::thread::spawn(move || -> Result<Attached, TrafficError> {
+            if let Some(ns) = &ns {
+                sys::enter_netns(ns)
+                    .map_err(|e| TrafficError::os(format!("entering network namespace {ns}"), e))?;
+            }
+            let ifindex =
+                sys::ifindex(&dev).map_err(|e| TrafficError::os(format!("interface {dev}"), e))?;
+            let obj = load(object, &[])?;
+            let link = attach(&obj, &prog, ifindex)?;
+            Ok(Attached { _link: link, obj })
+        })
+        .join()
+        .map_err(|_| TrafficError::Empty("the attaching thread panicked".into()))?
+    }
+
+    /// The loaded object (its maps).
+    pub fn object(&self) -> &Object {
+        &self.obj
+    }
+}
+
+/// Attaches `nfkit_pass` (every frame to the stack) to `dev`: a veth
+/// peer then takes frames the live engine redirects, for a packet
+/// receiver or the host's stack.
+pub fn attach_pass(dev: &str, netns: Option<&str>) -> Result<Attached, TrafficError> {
+    Attached::new(FWD_OBJECT, "nfkit_pass", dev, netns)
+}
