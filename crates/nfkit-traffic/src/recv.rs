@@ -588,9 +588,10 @@ impl Capture {
             thread: Some(thread),
         };
         if ready_rx.recv() != Ok(true) {
-            return Err(c.take()?.err().unwrap_or_else(|| {
-                TrafficError::Empty("the capture thread stopped".into())
-            }));
+            return Err(c
+                .take()?
+                .err()
+                .unwrap_or_else(|| TrafficError::Empty("the capture thread stopped".into())));
         }
         Ok(c)
     }

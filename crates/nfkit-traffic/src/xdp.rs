@@ -19,9 +19,9 @@ use crate::sys;
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 use serde_json::Value;
 use std::os::fd::{AsFd, OwnedFd};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use std::process::Command;
 
 /// The generator's object file.
 pub static GEN_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.o"));
@@ -423,7 +423,9 @@ impl Counter {
             else {
                 continue;
             };
-            let fam = key.get(..4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+            let fam = key
+                .get(..4)
+                .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
             let addr: std::net::IpAddr = match (fam, key.get(4..20)) {
                 (Some(4), Some(a)) => std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).into(),
                 (Some(6), Some(a)) => {
@@ -451,15 +453,16 @@ fn ip_json(netns: Option<&str>, args: &[&str]) -> Result<Value, TrafficError> {
         netns.map(|n| format!("-n {n} ")).unwrap_or_default(),
         args.join(" ")
     );
-    let out = cmd.output().map_err(|e| TrafficError::os(what.clone(), e))?;
+    let out = cmd
+        .output()
+        .map_err(|e| TrafficError::os(what.clone(), e))?;
     if !out.status.success() {
         return Err(TrafficError::Live(format!(
             "{what}: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| TrafficError::Live(format!("{what}: {e}")))
+    serde_json::from_slice(&out.stdout).map_err(|e| TrafficError::Live(format!("{what}: {e}")))
 }
 
 /// Has this `ip -j link` entry an XDP program in driver mode?

@@ -12,8 +12,7 @@ use nfkit_kernel::{is_root, Testbed};
 use nfkit_traffic::send::{render, Source};
 use nfkit_traffic::xdp::attach_pass;
 use nfkit_traffic::{
-    parse_flows, send, Capture, Engine, Receiver, RecvEngine, RecvOptions, RecvReport,
-    SendOptions,
+    parse_flows, send, Capture, Engine, Receiver, RecvEngine, RecvOptions, RecvReport, SendOptions,
 };
 use std::time::{Duration, Instant};
 
@@ -180,8 +179,19 @@ fn a_million_numbered_frames_through_each_engine_pair() {
         assert_eq!(s.received + s.missing + tail, N, "{what}: {s:?}");
         assert_eq!(s.received + s.missing, s.highest + 1, "{what}: {s:?}");
         assert_eq!(s.duplicates, 0, "{what}: {s:?}");
-        assert_eq!(rep.by_source.get(&a).copied(), Some(s.received), "{what}: {rep:?}");
-        assert_eq!(rep.engine, if rxe == RecvEngine::Xdp { "xdp" } else { "packet" });
+        assert_eq!(
+            rep.by_source.get(&a).copied(),
+            Some(s.received),
+            "{what}: {rep:?}"
+        );
+        assert_eq!(
+            rep.engine,
+            if rxe == RecvEngine::Xdp {
+                "xdp"
+            } else {
+                "packet"
+            }
+        );
         if rxe == RecvEngine::Xdp {
             // The XDP receiver keeps up with either sender here.
             assert!(s.received >= N * 99 / 100, "{what}: {s:?}");
@@ -207,7 +217,9 @@ fn a_veth_peer_without_xdp_is_refused_or_avoided() {
         count: Some(10),
         ..SendOptions::default()
     };
-    let e = send(&flows, &opts).expect_err("no XDP on the peer").to_string();
+    let e = send(&flows, &opts)
+        .expect_err("no XDP on the peer")
+        .to_string();
     for needle in [
         tb.veth.b.dev.as_str(),
         tb.ns_b.name(),
@@ -220,7 +232,10 @@ fn a_veth_peer_without_xdp_is_refused_or_avoided() {
     opts.engine = Engine::Auto;
     let r = send(&flows, &opts).expect("auto");
     assert_eq!((r.sent, r.engine.as_str()), (10, "packet"), "{r:?}");
-    assert!(r.notes.iter().any(|n| n.contains("no XDP program")), "{r:?}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("no XDP program")),
+        "{r:?}"
+    );
     // With an XDP program on the peer, auto is live.
     let _pass = attach_pass(&tb.veth.b.dev, Some(tb.ns_b.name())).expect("pass");
     let r = send(&flows, &opts).expect("auto");

@@ -150,10 +150,16 @@ fn print_report(
         println!("  without sequence stamp: {}", r.unstamped);
     }
     if r.untracked > 0 {
-        println!("  stamped, of streams beyond those tracked: {}", r.untracked);
+        println!(
+            "  stamped, of streams beyond those tracked: {}",
+            r.untracked
+        );
     }
     if r.seq_log_lost > 0 {
-        println!("  stamps missing from the sequence log (ring buffer full): {}", r.seq_log_lost);
+        println!(
+            "  stamps missing from the sequence log (ring buffer full): {}",
+            r.seq_log_lost
+        );
     }
     for s in &r.streams {
         println!(
