@@ -401,3 +401,151 @@ fn sigint_stops_send_and_recv_with_their_reports() {
     assert!(ok, "recv: {err}");
     assert_eq!(final_report(&lines)["interrupted"], true);
 }
+
+#[test]
+fn send_live_refuses_a_veth_peer_without_xdp_and_auto_falls_back() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let pair = Pair::new("tt-lv", "tt-lvrx", "198.18.34");
+    let flows = "src=198.18.34.1,dst=198.18.34.2,len=32";
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &["--engine", "live", "--count", "10"],
+    ));
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for needle in [
+        pair.veth.b.dev.as_str(),
+        pair.peer.name(),
+        "no XDP program",
+        "--engine packet",
+        "nfkit recv --engine xdp",
+    ] {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    // The default engine (auto) says why and sends with the packet engine.
+    let out = nfkit(&send_args(&pair, flows, &["--count", "10"]));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r = json(&text(&out.stdout));
+    assert_eq!(
+        (r["sent"].as_u64(), r["engine"].as_str()),
+        (Some(10), Some("packet")),
+        "{r}"
+    );
+    assert!(
+        err.contains("note:") && err.contains("packet engine"),
+        "{err}"
+    );
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &["--engine", "packet", "--count", "10"],
+    ));
+    assert!(out.status.success());
+    assert_eq!(json(&text(&out.stdout))["engine"], "packet");
+}
+
+#[test]
+fn live_sender_into_the_xdp_receiver_reports_like_the_packet_engine() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    const N: u64 = 100_000;
+    let dir = TempDir::new("xdplog");
+    let log = dir.0.join("seq.log");
+    let pair = Pair::new("tt-x", "tt-xrx", "198.18.35");
+    let rx = start_recv(
+        &pair,
+        &[
+            "--engine",
+            "xdp",
+            "--seq-log",
+            log.to_str().expect("utf-8 path"),
+        ],
+    );
+    let flows = "src=198.18.35.1,dst=198.18.35.2,len=32";
+    let count = N.to_string();
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &[
+            "--engine", "live", "--count", &count, "--seq", "--stream", "78",
+        ],
+    ));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let sent = json(&text(&out.stdout));
+    assert_eq!(sent["engine"], "live", "{sent}");
+    assert_eq!(sent["sent"], N, "{sent}");
+    assert_eq!(sent["stamped"], N, "{sent}");
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let v = rx.next_json(Duration::from_secs(5));
+        if v["frames"].as_u64() >= Some(N) {
+            break;
+        }
+    }
+    rx.signal("-INT");
+    let (ok, lines, err) = rx.finish(Duration::from_secs(10));
+    assert!(ok, "{err}");
+    let report = final_report(&lines);
+    assert_eq!(report["engine"], "xdp", "{report}");
+    for key in [
+        "frames",
+        "bytes",
+        "by_source",
+        "unstamped",
+        "streams",
+        "seconds",
+        "final",
+        "interrupted",
+    ] {
+        assert!(report.get(key).is_some(), "no `{key}`: {report}");
+    }
+    assert_eq!(report["by_source"]["198.18.35.1"], N, "{report}");
+    let s = report["streams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["stream"] == 78))
+        .unwrap_or_else(|| panic!("no stream 78: {report}"));
+    assert_eq!(
+        (
+            &s["received"],
+            &s["missing"],
+            &s["duplicates"],
+            &s["reordered"],
+            &s["highest"],
+            &s["out_of_range"]
+        ),
+        (
+            &Value::from(N),
+            &Value::from(0),
+            &Value::from(0),
+            &Value::from(0),
+            &Value::from(N - 1),
+            &Value::from(0)
+        ),
+        "{s}"
+    );
+    let logged = std::fs::read_to_string(&log).expect("seq log");
+    let mut lines = logged.lines();
+    assert!(lines.next().is_some_and(|h| h.starts_with('#')));
+    let seqs: Vec<u64> = lines
+        .map(|l| {
+            let (stream, n) = l.split_once(' ').unwrap_or_else(|| panic!("line `{l}`"));
+            assert_eq!(stream, "78", "line `{l}`");
+            n.parse().unwrap_or_else(|_| panic!("line `{l}`"))
+        })
+        .collect();
+    assert_eq!(seqs, (0..N).collect::<Vec<u64>>());
+    // recv detached its program on exit.
+    let link = pair
+        .peer
+        .ip(&["-j", "link", "show", "dev", &pair.veth.b.dev])
+        .expect("ip link");
+    assert!(!link.contains("\"xdp\""), "{link}");
+}
