@@ -321,3 +321,16 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Turns on the kernel's run-time statistics of BPF programs
+/// (`run_time_ns`, `run_cnt`) while the returned fd is open.
+pub fn enable_bpf_stats() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall wrapper with an enum argument; returns a
+    // new fd or a negative error.
+    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(fd.abs()));
+    }
+    // SAFETY: a fresh fd that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

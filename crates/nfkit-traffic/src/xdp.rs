@@ -537,20 +537,43 @@ impl Attached {
         dev: &str,
         netns: Option<&str>,
     ) -> Result<Attached, TrafficError> {
+        Attached::new_with(object, prog, dev, netns, |_| Ok(()))
+    }
+
+    /// As [`Attached::new`], running `setup` on the loaded object first,
+    /// in the namespace (e.g. to fill a devmap: its ifindexes are those
+    /// of the namespace that writes them; see [`ifindex`]).
+    pub fn new_with(
+        object: &'static [u8],
+        prog: &str,
+        dev: &str,
+        netns: Option<&str>,
+        setup: impl FnOnce(&Object) -> Result<(), TrafficError> + Send + 'static,
+    ) -> Result<Attached, TrafficError> {
         let (prog, dev, ns) = (prog.to_string(), dev.to_string(), netns.map(str::to_string));
         std::thread::spawn(move || -> Result<Attached, TrafficError> {
             if let Some(ns) = &ns {
                 sys::enter_netns(ns)
                     .map_err(|e| TrafficError::os(format!("entering network namespace {ns}"), e))?;
             }
-            let ifindex =
-                sys::ifindex(&dev).map_err(|e| TrafficError::os(format!("interface {dev}"), e))?;
+            let ifindex = ifindex(&dev)?;
             let obj = load(object, &[])?;
+            setup(&obj)?;
             let link = attach(&obj, &prog, ifindex)?;
             Ok(Attached { _link: link, obj })
         })
         .join()
         .map_err(|_| TrafficError::Empty("the attaching thread panicked".into()))?
+    }
+
+    /// The kernel's run-time statistics of program `prog` (total ns,
+    /// runs), counted while [`enable_run_time_stats`] is on.
+    pub fn run_stats(&self, prog: &str) -> Option<(u64, u64)> {
+        let p = self.obj.progs().find(|p| p.name() == prog)?;
+        let id = libbpf_rs::Program::id_from_fd(p.as_fd()).ok()?;
+        libbpf_rs::query::ProgInfoIter::default()
+            .find(|i| i.id == id)
+            .map(|i| (i.run_time_ns, i.run_cnt))
     }
 
     /// The loaded object (its maps).
@@ -564,4 +587,15 @@ impl Attached {
 /// receiver or the host's stack.
 pub fn attach_pass(dev: &str, netns: Option<&str>) -> Result<Attached, TrafficError> {
     Attached::new(FWD_OBJECT, "nfkit_pass", dev, netns)
+}
+
+/// The index of interface `dev` in the calling thread's namespace.
+pub fn ifindex(dev: &str) -> Result<u32, TrafficError> {
+    sys::ifindex(dev).map_err(|e| TrafficError::os(format!("interface {dev}"), e))
+}
+
+/// Turns on the kernel's run-time statistics of BPF programs while the
+/// returned fd is open (reference-counted by the kernel).
+pub fn enable_run_time_stats() -> Result<OwnedFd, TrafficError> {
+    sys::enable_bpf_stats().map_err(|e| TrafficError::os("enabling BPF run-time statistics", e))
 }
