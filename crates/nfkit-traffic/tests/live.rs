@@ -241,3 +241,98 @@ fn a_veth_peer_without_xdp_is_refused_or_avoided() {
     let r = send(&flows, &opts).expect("auto");
     assert_eq!((r.sent, r.engine.as_str()), (10, "live"), "{r:?}");
 }
+
+#[test]
+fn both_receivers_count_gaps_duplicates_and_reordering_alike() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let tb = Testbed::pair().expect("testbed");
+    let (a, b) = (ip_of(&tb.veth.a.addr), ip_of(&tb.veth.b.addr));
+    let base = nfkit_traffic::build(&nfkit_traffic::FrameSpec {
+        src_mac: nfkit_traffic::Mac([2, 0, 0, 0, 0, 1]),
+        dst_mac: nfkit_traffic::Mac::BROADCAST,
+        src: a.parse().expect("ip"),
+        dst: b.parse().expect("ip"),
+        proto: nfkit_traffic::Proto::Udp,
+        sport: 5,
+        dport: 6,
+        ttl: 64,
+        tos: 0,
+        payload: vec![0; 16],
+    })
+    .expect("frame");
+    // Stream 5: 0..=9 without 3 and 7, 5 twice, 1 after 4, 9 three
+    // times; stream 6: 0, 2, 1; then a TCP-less unstamped frame.
+    let seqs = [
+        (5u32, 0u64),
+        (5, 2),
+        (5, 4),
+        (5, 1),
+        (5, 5),
+        (5, 5),
+        (6, 0),
+        (5, 6),
+        (6, 2),
+        (5, 8),
+        (5, 9),
+        (6, 1),
+        (5, 9),
+        (5, 9),
+    ];
+    let mut frames: Vec<Vec<u8>> = seqs
+        .iter()
+        .map(|&(s, n)| {
+            let mut f = base.clone();
+            assert!(nfkit_traffic::seq::stamp(&mut f, s, n));
+            f
+        })
+        .collect();
+    frames.push(base.clone());
+    let ns = Some(tb.ns_b.name().to_string());
+    let xdp = Receiver::start(&RecvOptions {
+        engine: RecvEngine::Xdp,
+        pass: true,
+        dev: tb.veth.b.dev.clone(),
+        netns: ns.clone(),
+        ..RecvOptions::default()
+    })
+    .expect("xdp receiver");
+    let packet = Receiver::start(&RecvOptions {
+        dev: tb.veth.b.dev.clone(),
+        netns: ns,
+        ..RecvOptions::default()
+    })
+    .expect("packet receiver");
+    let r = send(
+        &Source::Frames(frames.clone()),
+        &SendOptions {
+            dev: tb.veth.a.dev.clone(),
+            netns: Some(tb.ns_a.name().to_string()),
+            ..SendOptions::default()
+        },
+    )
+    .expect("send");
+    assert_eq!(r.sent, frames.len() as u64);
+    std::thread::sleep(Duration::from_millis(300));
+    let (x, p) = (xdp.finish().expect("xdp"), packet.finish().expect("packet"));
+    assert_eq!((x.engine.as_str(), p.engine.as_str()), ("xdp", "packet"));
+    assert_eq!(x.streams, p.streams);
+    let s5 = x.streams.iter().find(|s| s.stream == 5).expect("stream 5");
+    assert_eq!(
+        (
+            s5.received,
+            s5.missing,
+            s5.duplicates,
+            s5.reordered,
+            s5.highest
+        ),
+        (8, 2, 3, 1, 9),
+        "{s5:?}"
+    );
+    let s6 = x.streams.iter().find(|s| s.stream == 6).expect("stream 6");
+    assert_eq!((s6.received, s6.missing, s6.reordered), (3, 0, 1), "{s6:?}");
+    assert_eq!(x.by_source.get(&a), p.by_source.get(&a));
+    assert_eq!(x.by_source.get(&a).copied(), Some(frames.len() as u64));
+}
