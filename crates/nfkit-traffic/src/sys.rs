@@ -1,7 +1,9 @@
 //! The crate's only `unsafe` code: raw AF_PACKET sockets, `setns`, two
-//! interface ioctls, the thread's timer slack and the SIGINT/SIGTERM
-//! handler, each a thin wrapper that checks the return value and hands
-//! back safe types.
+//! interface ioctls, the thread's timer slack, the SIGINT/SIGTERM
+//! handler, live-frame XDP test runs (`bpf_prog_test_run_opts`, which
+//! libbpf-rs wraps without a batch size), `if_nametoindex`, CPU
+//! affinity and `bpf_enable_stats`, each a thin wrapper that checks the
+//! return value and hands back safe types.
 //!
 //! Audit notes: every pointer passed to the kernel points at a local
 //! value of the size passed with it; file descriptors are owned by

@@ -94,8 +94,20 @@ pub fn attach(obj: &Object, name: &str, ifindex: u32) -> Result<Link, TrafficErr
             what: format!("program {name}"),
             cause: "not in the object".into(),
         })?;
-    p.attach_xdp(ifindex as i32)
-        .map_err(bpf(format!("attaching {name} to ifindex {ifindex}")))
+    p.attach_xdp(ifindex as i32).map_err(|e| {
+        let busy = format!("{e:#}").to_lowercase().contains("busy");
+        TrafficError::Bpf {
+            what: format!("attaching {name} to ifindex {ifindex}"),
+            cause: if busy {
+                format!(
+                    "{e}: the device already has an XDP program (`ip link set DEV xdp off` \
+                     removes one attached with ip; or receive with --engine packet)"
+                )
+            } else {
+                e.to_string()
+            },
+        }
+    })
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
