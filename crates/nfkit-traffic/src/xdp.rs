@@ -200,14 +200,34 @@ impl Generator {
             ],
         )?;
         let tm = map(&obj, "templates")?;
-        for (i, t) in templates.iter().enumerate() {
-            tm.update(&(i as u32).to_ne_bytes(), &t.encode(), MapFlags::ANY)
-                .map_err(bpf("writing a template"))?;
+        for (at, chunk) in templates.chunks(1024).enumerate() {
+            let keys: Vec<u8> = (0..chunk.len())
+                .flat_map(|i| ((at * 1024 + i) as u32).to_ne_bytes())
+                .collect();
+            let values: Vec<u8> = chunk.iter().flat_map(Template::encode).collect();
+            tm.update_batch(
+                &keys,
+                &values,
+                chunk.len() as u32,
+                MapFlags::ANY,
+                MapFlags::ANY,
+            )
+            .map_err(bpf("writing the templates"))?;
         }
         let sm = map(&obj, "schedule")?;
-        for (i, t) in schedule.iter().enumerate() {
-            sm.update(&(i as u32).to_ne_bytes(), &t.to_ne_bytes(), MapFlags::ANY)
-                .map_err(bpf("writing the schedule"))?;
+        for (at, chunk) in schedule.chunks(1 << 16).enumerate() {
+            let keys: Vec<u8> = (0..chunk.len())
+                .flat_map(|i| ((at * (1 << 16) + i) as u32).to_ne_bytes())
+                .collect();
+            let values: Vec<u8> = chunk.iter().flat_map(|t| t.to_ne_bytes()).collect();
+            sm.update_batch(
+                &keys,
+                &values,
+                chunk.len() as u32,
+                MapFlags::ANY,
+                MapFlags::ANY,
+            )
+            .map_err(bpf("writing the schedule"))?;
         }
         let state = map(&obj, "state")?;
         let g = Generator {
