@@ -243,6 +243,15 @@ fn live_generator(
     let ifindex = crate::sys::ifindex(&opts.dev)
         .map_err(|e| TrafficError::os(format!("interface {}", opts.dev), e))?;
     let g = Generator::new(&templates, schedule, ifindex)?;
+    // NETDEV_XDP_ACT_NDO_XMIT: the device transmits redirected frames.
+    if g.target_features().is_none_or(|f| f & 4 == 0) {
+        return Err(TrafficError::Live(format!(
+            "{} does not take redirected frames (the kernel reports no XDP transmit, \
+             ndo_xdp_xmit, for it; a veth has it while its peer has an XDP program); \
+             send with --engine packet",
+            opts.dev
+        )));
+    }
     let latency = g.probe()?;
     Ok((g, latency))
 }

@@ -277,6 +277,16 @@ impl Generator {
         Ok(took)
     }
 
+    /// The target device's XDP features as the kernel reports them
+    /// (`NETDEV_XDP_ACT_*`, kernel 6.3 on; `None` when the query fails).
+    pub fn target_features(&self) -> Option<u64> {
+        let p = self.prog().ok()?;
+        let q = libbpf_rs::Xdp::new(p.as_fd())
+            .query(self.ifindex as i32, libbpf_rs::XdpFlags::NONE)
+            .ok()?;
+        Some(q.feature_flags)
+    }
+
     /// A handle that runs the generator from another thread (in the
     /// same network namespace).
     pub fn runner(&self) -> Result<LiveRunner, TrafficError> {

@@ -5,8 +5,10 @@
 //!   gives, for flows with every field kind and for a pcap's frames;
 //! * a million numbered frames through each pair of engines are all
 //!   accounted for;
-//! * a veth peer without XDP is refused by the live engine (with the
-//!   fix named), and `Engine::Auto` falls back to the packet engine.
+//! * a veth peer without XDP (and a device without XDP transmit) is
+//!   refused by the live engine (with the fix named), and
+//!   `Engine::Auto` falls back to the packet engine;
+//! * both receivers, side by side, count the same.
 
 use nfkit_kernel::{is_root, Testbed};
 use nfkit_traffic::send::{render, Source};
@@ -229,6 +231,13 @@ fn a_veth_peer_without_xdp_is_refused_or_avoided() {
     ] {
         assert!(e.contains(needle), "`{needle}` not in: {e}");
     }
+    // A device without XDP transmit (loopback) is refused too.
+    let lo = SendOptions {
+        dev: "lo".into(),
+        ..opts.clone()
+    };
+    let e = send(&flows, &lo).expect_err("lo").to_string();
+    assert!(e.contains("does not take redirected frames"), "{e}");
     opts.engine = Engine::Auto;
     let r = send(&flows, &opts).expect("auto");
     assert_eq!((r.sent, r.engine.as_str()), (10, "packet"), "{r:?}");
