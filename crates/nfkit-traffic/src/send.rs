@@ -298,8 +298,9 @@ const LIVE_MAX_CALL: u64 = 32768;
 
 /// Live test runs in flight at once (see [`send_live`]), unpaced and
 /// paced: measured on the 2-core machine, 8 overlap the kernel's waits
-/// best at full speed; when paced, more than 2 runs in flight make each
-/// run slower (their waits grow) and the rate falls short.
+/// best at full speed; when paced at up to 1 Mpps, more than 2 runs in
+/// flight make each run slower (their waits grow) and the rate falls
+/// short; above, more runs are needed to reach the rate.
 const LIVE_WORKERS: usize = 8;
 const LIVE_WORKERS_PACED: usize = 2;
 
@@ -347,8 +348,13 @@ fn send_live(
     let jobs_rx = Mutex::new(jobs_rx);
     let busy = AtomicUsize::new(0);
     let failed: Mutex<Option<TrafficError>> = Mutex::new(None);
+    // Paced: two runs in flight up to 1 Mpps, one more per 500 kpps
+    // above, up to the unpaced number.
     let (max_call, workers) = match opts.rate {
-        Some(_) => (LIVE_MAX_CALL, LIVE_WORKERS_PACED),
+        Some(r) => (
+            LIVE_MAX_CALL,
+            ((r / 500e3) as usize).clamp(LIVE_WORKERS_PACED, LIVE_WORKERS),
+        ),
         None => (LIVE_MAX_CALL, LIVE_WORKERS),
     };
     // How long a run takes (ns, a moving average): first the probe's

@@ -34,7 +34,7 @@ pub static FWD_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fwd.o")
 /// Largest frame the live engine sends (a template's room).
 pub const TMPL_MAX: usize = 2048;
 /// Most distinct frames (flows, or pcap frames) of a live run.
-pub const MAX_TEMPLATES: usize = 16384;
+pub const MAX_TEMPLATES: usize = 1 << 16;
 /// Most entries of the live engine's schedule (sum of flow weights).
 pub const MAX_SCHEDULE: usize = 1 << 24;
 /// Streams the XDP receiver tracks (more are counted as `untracked`).
