@@ -56,7 +56,8 @@ pub struct RecvOptions {
     pub netns: Option<String>,
     /// Stop after this long (default: until [`Receiver::stop`] or `count`).
     pub duration: Option<Duration>,
-    /// Stop after this many frames.
+    /// Stop after this many frames (the XDP engine looks every 20 ms,
+    /// so its report may count a few more).
     pub count: Option<u64>,
     /// Write the stamps received to this file: a first line starting with
     /// `#`, then `STREAM SEQ` (decimal) per stamped frame in arrival order,
@@ -491,9 +492,14 @@ fn receive_xdp(
         None => None,
     };
     let _ = ready.send(Ok(()));
+    // Writes the stamps the ring buffer gave; flushes the log when
+    // there were none (quiet), so readers see it so far.
     let drain = |log: &mut Option<&mut SeqLog>| -> Result<(), TrafficError> {
         let got: Vec<(u32, u64)> = std::mem::take(&mut *recs.borrow_mut());
         if let Some(l) = log.as_deref_mut() {
+            if got.is_empty() {
+                l.flush()?;
+            }
             for (stream, n) in got {
                 l.write(stream, n)?;
             }
