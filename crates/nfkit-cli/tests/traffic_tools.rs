@@ -549,3 +549,62 @@ fn live_sender_into_the_xdp_receiver_reports_like_the_packet_engine() {
         .expect("ip link");
     assert!(!link.contains("\"xdp\""), "{link}");
 }
+
+#[test]
+fn recv_packet_lets_a_live_sender_in_and_every_frame_is_accounted_for() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    const N: u64 = 200_000;
+    let pair = Pair::new("tt-lp", "tt-lprx", "198.18.36");
+    let rx = start_recv(&pair, &["--engine", "packet"]);
+    // While it runs, the packet receiver's veth has a pass-all XDP program.
+    let link = pair
+        .peer
+        .ip(&["-j", "link", "show", "dev", &pair.veth.b.dev])
+        .expect("ip link");
+    assert!(link.contains("nfkit_pass"), "{link}");
+    let flows = "src=198.18.36.1,dst=198.18.36.2,len=32";
+    let count = N.to_string();
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &[
+            "--engine", "live", "--rate", "200000", "--count", &count, "--seq", "--stream", "79",
+        ],
+    ));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let sent = json(&text(&out.stdout));
+    assert_eq!(
+        (&sent["engine"], &sent["sent"]),
+        (&Value::from("live"), &Value::from(N))
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    rx.signal("-INT");
+    let (ok, lines, err) = rx.finish(Duration::from_secs(10));
+    assert!(ok, "{err}");
+    let report = final_report(&lines);
+    assert_eq!(report["engine"], "packet", "{report}");
+    let s = report["streams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["stream"] == 79))
+        .unwrap_or_else(|| panic!("no stream 79: {report}"));
+    let num = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}"));
+    // Received, missing below the highest, lost after it: N in all.
+    assert!(num("highest") < N, "{s}");
+    assert_eq!(
+        num("received") + num("missing") + (N - 1 - num("highest")),
+        N,
+        "{s}"
+    );
+    assert_eq!(num("received") + num("missing"), num("highest") + 1, "{s}");
+    assert_eq!(num("duplicates"), 0, "{s}");
+    assert!(num("received") > 0, "{s}");
+    let link = pair
+        .peer
+        .ip(&["-j", "link", "show", "dev", &pair.veth.b.dev])
+        .expect("ip link");
+    assert!(!link.contains("\"xdp\""), "{link}");
+}

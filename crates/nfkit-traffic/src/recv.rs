@@ -3,7 +3,8 @@
 //! optionally logs the stamps in arrival order ([`RecvOptions::seq_log`]).
 //! Two engines ([`RecvEngine`]), one report:
 //! * packet: a raw packet socket (incoming frames only), every frame
-//!   copied to user space;
+//!   copied to user space; with [`RecvOptions::xdp_pass`], a pass-all
+//!   XDP program on a veth without one, for live-engine senders;
 //! * xdp: nfkit's counting program (`bpf/count.c`, see [`crate::xdp`])
 //!   attached at the device's XDP hook (driver mode where the device has
 //!   it), which counts in maps and drops the stamped frames it counted
@@ -52,6 +53,11 @@ pub struct RecvOptions {
     /// XDP engine: let the stamped frames through (default: dropped
     /// once counted).
     pub pass: bool,
+    /// Packet engine: on a veth without an XDP program, attach
+    /// `nfkit_pass` (every frame to the stack) while receiving, so that
+    /// frames a live-engine sender on the peer redirects arrive instead
+    /// of being dropped by the kernel (`nfkit recv` does; default off).
+    pub xdp_pass: bool,
     pub dev: String,
     pub netns: Option<String>,
     /// Stop after this long (default: until [`Receiver::stop`] or `count`).
@@ -385,15 +391,27 @@ fn receive(
             .map_err(|e| TrafficError::os(format!("packet socket on {}", opts.dev), e))
     };
     let sock = match open() {
-        Ok(s) => {
-            let _ = ready.send(Ok(()));
-            s
-        }
+        Ok(s) => s,
         Err(e) => {
             let _ = ready.send(Err(e));
             return Ok(());
         }
     };
+    // Kept until the receiver stops (detached on drop).
+    let _pass = if opts.xdp_pass
+        && xdp::veth_without_xdp(&opts.dev, opts.netns.as_deref()).unwrap_or(false)
+    {
+        match xdp::attach_pass(&opts.dev, opts.netns.as_deref()) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    let _ = ready.send(Ok(()));
     let start = Instant::now();
     let mut buf = vec![0u8; 65536];
     loop {

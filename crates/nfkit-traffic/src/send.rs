@@ -226,8 +226,9 @@ fn live_generator(
         return Err(TrafficError::Live(format!(
             "{}'s veth peer {peer}{} has no XDP program in driver mode, so the kernel would drop \
              the frames redirected to it without a trace; attach one there (e.g. run \
-             `nfkit recv --engine xdp --dev {peer}{at}`, or any native XDP program that passes \
-             frames) or send with --engine packet",
+             `nfkit recv --engine xdp --dev {peer}{at}`, or `nfkit recv` there, whose packet \
+             engine attaches a pass-all program, or any native XDP program that passes frames) \
+             or send with --engine packet",
             opts.dev,
             if at.is_empty() {
                 String::new()

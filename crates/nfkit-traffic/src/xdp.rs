@@ -516,6 +516,14 @@ fn native_xdp(link: &Value) -> bool {
             .is_some_and(|a| a.iter().any(|p| p["mode"] == 1))
 }
 
+/// Is `dev` (in `netns`) a veth without an XDP program? Such a device
+/// drops the frames a live-engine sender on its peer redirects to it.
+pub fn veth_without_xdp(dev: &str, netns: Option<&str>) -> Result<bool, TrafficError> {
+    let links = ip_json(netns, &["-d", "link", "show", "dev", dev])?;
+    let link = &links[0];
+    Ok(link["linkinfo"]["info_kind"] == "veth" && link.get("xdp").is_none())
+}
+
 /// A veth whose peer has no XDP program in driver mode drops the
 /// frames redirected to it without a trace. For such a `dev` (in
 /// `netns`), the peer's name and namespace (`None`: the same as

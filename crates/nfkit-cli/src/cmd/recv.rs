@@ -5,7 +5,10 @@
 //! device, which drops the stamped frames it counted unless `--pass`,
 //! for multi-Mpps traffic; the same report): by source IP address and,
 //! for frames `nfkit send --seq` stamped, per stream the sequence
-//! numbers received, missing and duplicated. `--every` prints running
+//! numbers received, missing, duplicated and reordered. The packet
+//! engine attaches a pass-all XDP program to a veth that has no XDP
+//! program while it runs, so that `nfkit send --engine live` on the peer
+//! reaches it (`--no-xdp-pass` leaves the device alone). `--every` prints running
 //! totals (one line, or one JSON object, per interval). `--seq-log FILE`
 //! writes the stamps as they arrive: a `#` header line, then `STREAM SEQ`
 //! per stamped frame (duplicates included), flushed on stop.
@@ -53,6 +56,11 @@ pub struct Args {
     /// With --engine xdp: pass the stamped frames on instead of dropping them.
     #[arg(long)]
     pub pass: bool,
+    /// With --engine packet: do not attach nfkit's pass-all XDP program
+    /// to a veth that has none (it lets a live-engine sender's frames in;
+    /// without it the kernel drops them).
+    #[arg(long)]
+    pub no_xdp_pass: bool,
 }
 
 fn seconds(what: &str, s: f64) -> anyhow::Result<Duration> {
@@ -74,6 +82,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let rx = Receiver::start(&RecvOptions {
         engine,
         pass: a.pass,
+        xdp_pass: !a.no_xdp_pass,
         dev: a.dev.clone(),
         netns: a.netns.clone(),
         duration: Some(duration),
