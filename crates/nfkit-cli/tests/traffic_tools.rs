@@ -502,11 +502,13 @@ fn live_sender_into_the_xdp_receiver_reports_like_the_packet_engine() {
         "unstamped",
         "streams",
         "seconds",
+        "rate_pps",
         "final",
         "interrupted",
     ] {
         assert!(report.get(key).is_some(), "no `{key}`: {report}");
     }
+    assert!(report["rate_pps"].as_f64() > Some(0.0), "{report}");
     assert_eq!(report["by_source"]["198.18.35.1"], N, "{report}");
     let s = report["streams"]
         .as_array()
@@ -587,6 +589,7 @@ fn recv_packet_lets_a_live_sender_in_and_every_frame_is_accounted_for() {
     assert!(ok, "{err}");
     let report = final_report(&lines);
     assert_eq!(report["engine"], "packet", "{report}");
+    assert!(report["rate_pps"].as_f64() > Some(0.0), "{report}");
     let s = report["streams"]
         .as_array()
         .and_then(|a| a.iter().find(|s| s["stream"] == 79))

@@ -40,6 +40,8 @@ struct totals {
 	__u64 no_slot;   // stamped frames of streams beyond NSLOTS
 	__u64 log_lost;  // records the ring buffer had no room for
 	__u64 other;     // frames that are not IP (or sources beyond the table)
+	__u64 first_ns;  // coarse clock of the first frame on this CPU
+	__u64 last_ns;   // coarse clock of the latest frame on this CPU
 };
 
 struct src_key {
@@ -184,6 +186,10 @@ int nfkit_count(struct xdp_md *ctx)
 	struct totals *t = bpf_map_lookup_elem(&totals, &zero);
 	if (!c || !t)
 		return XDP_PASS;
+	__u64 now = bpf_ktime_get_coarse_ns();
+	if (!t->first_ns)
+		t->first_ns = now;
+	t->last_ns = now;
 	t->frames++;
 	t->bytes += end - data;
 

@@ -104,6 +104,9 @@ pub struct RecvReport {
     pub unstamped: u64,
     pub streams: Vec<StreamReport>,
     pub seconds: f64,
+    /// Frames per second from the first frame to the last (0 with fewer
+    /// than two; the XDP engine's clock has a few ms resolution).
+    pub rate_pps: f64,
     /// The engine that received: `packet` or `xdp`.
     pub engine: String,
     /// XDP engine: stamped frames of streams beyond those it tracks.
@@ -116,6 +119,15 @@ pub struct RecvReport {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// `frames` over `seconds` from the first to the last: (frames - 1) / s.
+fn rate(frames: u64, seconds: f64) -> f64 {
+    if frames < 2 || seconds <= 0.0 {
+        0.0
+    } else {
+        (frames - 1) as f64 / seconds
+    }
 }
 
 impl RecvReport {
@@ -149,6 +161,7 @@ impl RecvReport {
             unstamped: t.unstamped,
             streams,
             seconds: 0.0,
+            rate_pps: rate(t.frames, t.last_ns.saturating_sub(t.first_ns) as f64 * 1e-9),
             engine: "xdp".into(),
             untracked: t.untracked,
             seq_log_lost: t.log_lost,
@@ -193,6 +206,9 @@ impl Stream {
 #[derive(Default)]
 struct State {
     report: RecvReport,
+    /// Arrival of the first and the latest frame (packet engine).
+    first: Option<Instant>,
+    last: Option<Instant>,
     streams: BTreeMap<u32, Stream>,
     /// The XDP engine's latest counts (the whole report).
     xdp: Option<RecvReport>,
@@ -242,6 +258,9 @@ impl State {
                 let mut r = self.report.clone();
                 r.streams = self.streams.values().map(|s| s.report.clone()).collect();
                 r.engine = "packet".into();
+                if let (Some(f), Some(l)) = (self.first, self.last) {
+                    r.rate_pps = rate(r.frames, (l - f).as_secs_f64());
+                }
                 r
             }
         };
@@ -438,6 +457,9 @@ fn receive(
         let frame = buf.get(..len.min(buf.len())).unwrap_or(&[]);
         let (stamp, done) = {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = Instant::now();
+            s.first.get_or_insert(now);
+            s.last = Some(now);
             let stamp = s.add(frame, len);
             (stamp, opts.count.is_some_and(|c| s.report.frames >= c))
         };

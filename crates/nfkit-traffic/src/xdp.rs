@@ -362,6 +362,10 @@ pub struct CountTotals {
     pub untracked: u64,
     pub log_lost: u64,
     pub other: u64,
+    /// Coarse clock (ns, a few ms resolution) of the first and the
+    /// latest frame (0: none).
+    pub first_ns: u64,
+    pub last_ns: u64,
     pub sources: Vec<(std::net::IpAddr, u64)>,
     pub streams: Vec<StreamCounts>,
 }
@@ -431,6 +435,11 @@ impl Counter {
             t.untracked += u64_at(&v, 24);
             t.log_lost += u64_at(&v, 32);
             t.other += u64_at(&v, 40);
+            let (f, l) = (u64_at(&v, 48), u64_at(&v, 56));
+            if f != 0 && (t.first_ns == 0 || f < t.first_ns) {
+                t.first_ns = f;
+            }
+            t.last_ns = t.last_ns.max(l);
         }
         for i in 0..XDP_STREAMS as u32 {
             let k = i.to_ne_bytes();

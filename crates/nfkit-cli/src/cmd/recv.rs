@@ -141,10 +141,11 @@ fn print_report(
         return Ok(());
     }
     println!(
-        "received {} frames ({} bytes) in {:.1} s, {} engine{}",
+        "received {} frames ({} bytes) in {:.1} s ({:.0} frames/s while they came), {} engine{}",
         r.frames,
         r.bytes,
         r.seconds,
+        r.rate_pps,
         r.engine,
         if interrupted {
             ", stopped by a signal"
