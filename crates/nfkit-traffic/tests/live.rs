@@ -196,7 +196,7 @@ fn a_million_numbered_frames_through_each_engine_pair() {
         );
         if rxe == RecvEngine::Xdp {
             // The XDP receiver keeps up with either sender here.
-            assert!(s.received >= N * 99 / 100, "{what}: {s:?}");
+            assert!(s.received >= N * 95 / 100, "{what}: {s:?}");
         } else {
             assert!(s.received > 0, "{what}: {s:?}");
         }
