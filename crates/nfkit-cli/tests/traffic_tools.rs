@@ -2,7 +2,10 @@
 //! TTL, payload patterns) in the frames `send --write` renders; on a veth
 //! pair (root; skipped otherwise): the rate achieved against the target
 //! and its warning, `recv --seq-log`, and a clean stop with a report on
-//! SIGINT. Namespaces and the veth are removed by RAII guards, the
+//! SIGINT; the engines (`send --engine live|packet|auto`, `recv --engine
+//! xdp|packet`): the live engine's frames are `--write`'s, a veth peer
+//! without XDP is refused (auto: packet), the XDP receiver's report is
+//! the packet one's, a live sender reaches the packet receiver. Namespaces and the veth are removed by RAII guards, the
 //! processes killed, even when an assertion fails.
 
 mod common;
@@ -610,4 +613,62 @@ fn recv_packet_lets_a_live_sender_in_and_every_frame_is_accounted_for() {
         .ip(&["-j", "link", "show", "dev", &pair.veth.b.dev])
         .expect("ip link");
     assert!(!link.contains("\"xdp\""), "{link}");
+}
+
+#[test]
+fn send_engine_live_sends_the_frames_send_write_writes() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = TempDir::new("livewrite");
+    let pcap = dir.0.join("w.pcap");
+    let p = pcap.to_str().expect("utf-8 path");
+    let pair = Pair::new("tt-lw", "tt-lwrx", "198.18.37");
+    // Every field kind: addresses of both families, ports, ToS and DSCP,
+    // TTL, lengths, payload patterns, TCP flags, MACs, weights.
+    let flows = "smac=02:00:00:00:00:0b,src=198.18.37.1,dst=198.18.37.2,sport=1000,dport=53,tos=0xb8,ttl=9,len=24,payload=text:GET /,weight=2;\
+         smac=02:00:00:00:00:0b,dmac=02:00:00:00:00:0c,src=2001:db8::1,dst=2001:db8::2,dscp=10,ttl=3,len=300,payload=hex:deadbeef;\
+         smac=02:00:00:00:00:0b,proto=tcp,flags=synack,src=198.18.37.1,dst=198.18.37.2,sport=80,dport=4000,dscp=63,len=16,payload=hex:01";
+    let common = ["--count", "12", "--seq", "--stream", "6", "--flows", flows];
+    let mut write = vec!["send", "--write", p];
+    write.extend_from_slice(&common);
+    let out = nfkit(&write);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let want: Vec<Vec<u8>> = nfkit_pcap::read_file(&pcap)
+        .expect("pcap")
+        .into_iter()
+        .map(|p| p.data)
+        .collect();
+    assert_eq!(want.len(), 12);
+
+    let _pass =
+        nfkit_traffic::xdp::attach_pass(&pair.veth.b.dev, Some(pair.peer.name())).expect("pass");
+    let cap = nfkit_traffic::Capture::start(&pair.veth.b.dev, Some(pair.peer.name()), 1000)
+        .expect("capture");
+    let mut args = vec![
+        "send",
+        "--netns",
+        pair.sut.name(),
+        "--dev",
+        &pair.veth.a.dev,
+        "--engine",
+        "live",
+        "--json",
+    ];
+    args.extend_from_slice(&common);
+    let out = nfkit(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(json(&text(&out.stdout))["engine"], "live");
+    std::thread::sleep(Duration::from_millis(300));
+    let got: Vec<Vec<u8>> = cap
+        .finish()
+        .expect("capture")
+        .into_iter()
+        .filter(|f| f.get(6..12) == Some(&[2u8, 0, 0, 0, 0, 0x0b][..]))
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "frame {i}");
+    }
 }
