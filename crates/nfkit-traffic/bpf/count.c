@@ -23,6 +23,7 @@ struct cfg {
 	__u32 log;     // write (stream, seq) records to `seqlog`
 	__u64 window;  // sequence numbers tracked per stream: 0..window-1
 	__u64 words;   // bitmap words per stream (window / 64)
+	__u64 limit;   // count this many frames, then let the rest pass (0: no limit)
 };
 
 struct stream_stats {
@@ -89,6 +90,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct totals);
 } totals SEC(".maps");
+
+// Frames taken so far, all CPUs (only kept with a limit).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} taken SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -186,6 +195,11 @@ int nfkit_count(struct xdp_md *ctx)
 	struct totals *t = bpf_map_lookup_elem(&totals, &zero);
 	if (!c || !t)
 		return XDP_PASS;
+	if (c->limit) {
+		__u64 *n = bpf_map_lookup_elem(&taken, &zero);
+		if (!n || __sync_fetch_and_add(n, 1) >= c->limit)
+			return XDP_PASS;
+	}
 	__u64 now = bpf_ktime_get_coarse_ns();
 	if (!t->first_ns)
 		t->first_ns = now;

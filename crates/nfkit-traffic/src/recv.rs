@@ -62,8 +62,8 @@ pub struct RecvOptions {
     pub netns: Option<String>,
     /// Stop after this long (default: until [`Receiver::stop`] or `count`).
     pub duration: Option<Duration>,
-    /// Stop after this many frames (the XDP engine looks every 20 ms,
-    /// so its report may count a few more).
+    /// Stop after this many frames (the XDP engine counts that many and
+    /// lets later ones pass uncounted until it stops, within 20 ms).
     pub count: Option<u64>,
     /// Write the stamps received to this file: a first line starting with
     /// `#`, then `STREAM SEQ` (decimal) per stamped frame in arrival order,
@@ -489,7 +489,7 @@ fn receive_xdp(
         }
         let ifindex = crate::sys::ifindex(&opts.dev)
             .map_err(|e| TrafficError::os(format!("interface {}", opts.dev), e))?;
-        Counter::attach(ifindex, opts.pass, log.is_some())
+        Counter::attach(ifindex, opts.pass, log.is_some(), opts.count)
     };
     let counter = match attach() {
         Ok(c) => c,

@@ -384,8 +384,14 @@ pub struct Counter {
 impl Counter {
     /// Loads the counter and attaches it to `ifindex` (the calling
     /// thread's namespace); `pass`: let stamped frames through;
-    /// `log`: write stamps to the ring buffer (see [`Counter::object`]).
-    pub fn attach(ifindex: u32, pass: bool, log: bool) -> Result<Counter, TrafficError> {
+    /// `log`: write stamps to the ring buffer (see [`Counter::object`]);
+    /// `limit`: count that many frames, then let the rest pass uncounted.
+    pub fn attach(
+        ifindex: u32,
+        pass: bool,
+        log: bool,
+        limit: Option<u64>,
+    ) -> Result<Counter, TrafficError> {
         let words = XDP_WINDOW / 64;
         let ring = if log { XDP_LOG_BYTES } else { 4096 };
         let obj = load(
@@ -401,6 +407,7 @@ impl Counter {
         v.extend(u32::from(log).to_ne_bytes());
         v.extend(XDP_WINDOW.to_ne_bytes());
         v.extend(words.to_ne_bytes());
+        v.extend(limit.unwrap_or(0).to_ne_bytes());
         cfg.update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
             .map_err(bpf("writing the counter's config"))?;
         let link = attach(&obj, "nfkit_count", ifindex)?;
