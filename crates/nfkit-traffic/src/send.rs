@@ -61,7 +61,8 @@ impl Source {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Engine {
     /// Live where it works (kernel, device, frames), packet otherwise
-    /// (with a note in [`SendReport::notes`]).
+    /// (with a note in [`SendReport::notes`]); packet for paced rates up
+    /// to [`AUTO_PACKET_MAX_PPS`], which it paces frame by frame.
     Auto,
     /// The XDP live-frame generator; an error where it cannot work.
     Live,
@@ -198,7 +199,10 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     });
     let stream = opts.stream.unwrap_or_else(default_stream);
     let mut notes = Vec::new();
-    if opts.engine != Engine::Packet {
+    // Auto leaves low paced rates to the packet engine, which paces
+    // frame by frame (the live engine in runs of tens of ms).
+    let low_rate = opts.rate.is_some_and(|r| r <= AUTO_PACKET_MAX_PPS);
+    if opts.engine == Engine::Live || (opts.engine == Engine::Auto && !low_rate) {
         match live_generator(&frames, &schedule, opts, stream) {
             Ok((g, latency)) => {
                 drop(sock);
@@ -288,6 +292,10 @@ fn template(frame: &[u8], stream: Option<u32>) -> Template {
     }
     t
 }
+
+/// Paced rates up to this (pps) go to the packet engine under
+/// [`Engine::Auto`].
+pub const AUTO_PACKET_MAX_PPS: f64 = 100_000.0;
 
 /// The shortest batch of a paced live run: about 50 µs of frames.
 fn live_min_batch(rate: f64) -> u64 {
