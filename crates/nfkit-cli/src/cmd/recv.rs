@@ -49,8 +49,7 @@ pub struct Args {
     pub seq_log: Option<PathBuf>,
     /// packet: a raw packet socket (every frame copied to user space);
     /// xdp: a counting XDP program on the device (counts in the kernel,
-    /// drops the stamped frames it counted; a veth's live-engine sender
-    /// needs it there).
+    /// for multi-Mpps traffic; drops the stamped frames it counted).
     #[arg(long, value_name = "ENGINE", default_value = "packet", value_parser = ["packet", "xdp"])]
     pub engine: String,
     /// With --engine xdp: pass the stamped frames on instead of dropping them.
