@@ -61,8 +61,7 @@ impl Source {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Engine {
     /// Live where it works (kernel, device, frames), packet otherwise
-    /// (with a note in [`SendReport::notes`]); packet for paced rates up
-    /// to [`AUTO_PACKET_MAX_PPS`], which it paces frame by frame.
+    /// (with a note in [`SendReport::notes`]).
     Auto,
     /// The XDP live-frame generator; an error where it cannot work.
     Live,
@@ -199,10 +198,7 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     });
     let stream = opts.stream.unwrap_or_else(default_stream);
     let mut notes = Vec::new();
-    // Auto leaves low paced rates to the packet engine, which paces
-    // frame by frame (the live engine in runs of tens of ms).
-    let low_rate = opts.rate.is_some_and(|r| r <= AUTO_PACKET_MAX_PPS);
-    if opts.engine == Engine::Live || (opts.engine == Engine::Auto && !low_rate) {
+    if opts.engine != Engine::Packet {
         match live_generator(&frames, &schedule, opts, stream) {
             Ok((g, latency)) => {
                 drop(sock);
@@ -297,13 +293,10 @@ fn template(frame: &[u8], stream: Option<u32>) -> Template {
     t
 }
 
-/// Paced rates up to this (pps) go to the packet engine under
-/// [`Engine::Auto`].
-pub const AUTO_PACKET_MAX_PPS: f64 = 100_000.0;
-
-/// The shortest batch of a paced live run: about 50 µs of frames.
+/// The shortest batch of a paced live run: about 1 ms of frames (a run
+/// costs some 30 µs besides its frames).
 fn live_min_batch(rate: f64) -> u64 {
-    ((rate * 50e-6) as u64).clamp(1, 256)
+    ((rate * 1e-3) as u64).clamp(1, 4096)
 }
 
 /// Frames per live test run at most (some 10 ms at full speed).

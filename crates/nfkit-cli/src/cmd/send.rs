@@ -4,8 +4,7 @@
 //! interface, optionally from inside a network namespace: by nfkit's XDP
 //! live-frame generator (`live`) or an AF_PACKET socket (`packet`);
 //! `auto`, the default, is live where the kernel and device allow it
-//! and packet otherwise, with a note on stderr (and packet for `--rate`
-//! up to 100 kpps, which it paces frame by frame). `--seq` stamps a sequence number into every UDP
+//! and packet otherwise, with a note on stderr. `--seq` stamps a sequence number into every UDP
 //! payload for `nfkit recv` to account. The flow format is described in
 //! `nfkit_traffic::flows`. `--write FILE [--at S] [--append]` writes the
 //! frames to a pcap instead, timed as they would be sent (from second S;
@@ -72,8 +71,7 @@ pub struct Args {
     /// live: nfkit's XDP generator in live-frame test runs (the target
     /// must take redirected frames: a veth's peer needs an XDP program
     /// in driver mode); packet: an AF_PACKET socket; auto: live where it
-    /// works (else packet, with a note), packet for --rate up to 100000
-    /// (paced frame by frame; live paces in runs of tens of ms).
+    /// works, else packet with a note.
     #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = ["auto", "live", "packet"])]
     pub engine: String,
     /// Write the frames to this pcap (timed by --rate) instead of sending.
