@@ -203,9 +203,10 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
             Ok((g, latency)) => {
                 drop(sock);
                 // Kept attached to loopback while sending, when it can be.
-                let kept = crate::xdp::ifindex("lo")
-                    .and_then(|lo| g.keep_dispatched(lo))
-                    .ok();
+                let lo_free = !crate::xdp::has_xdp("lo", opts.netns.as_deref()).unwrap_or(true);
+                let kept = lo_free
+                    .then(|| crate::xdp::ifindex("lo").and_then(|lo| g.keep_dispatched(lo)))
+                    .and_then(Result::ok);
                 return send_live(&g, latency, kept.is_some(), opts, count, stream);
             }
             Err(e) if opts.engine == Engine::Live => return Err(e),

@@ -549,6 +549,12 @@ pub fn veth_without_xdp(dev: &str, netns: Option<&str>) -> Result<bool, TrafficE
     Ok(link["linkinfo"]["info_kind"] == "veth" && link.get("xdp").is_none())
 }
 
+/// Has `dev` (in `netns`) an XDP program?
+pub fn has_xdp(dev: &str, netns: Option<&str>) -> Result<bool, TrafficError> {
+    let links = ip_json(netns, &["link", "show", "dev", dev])?;
+    Ok(links[0].get("xdp").is_some())
+}
+
 /// A veth whose peer has no XDP program in driver mode drops the
 /// frames redirected to it without a trace. For such a `dev` (in
 /// `netns`), the peer's name and namespace (`None`: the same as
