@@ -432,7 +432,7 @@ fn forwarding(t: &mut String) -> Res<()> {
         ));
         drop(prog);
     }
-    t.push_str("\nThe switch (issue 16) is not in this tree yet; its row goes here when it is.\n");
+    t.push_str("\nThe switch (issue 16) gets its row here once it runs on interface ports in this bench.\n");
     t.push_str("Softirq time is the whole machine's: the DUT's veth NAPI (and its program) and the receiver's XDP counter.\n");
     t.push_str("Program ns/pkt: `nfkit_fwd` for XDP_REDIRECT; `nfkit_pass` on the DUT's ingress veth (it lets the live sender's frames in) for IP forwarding.\n\n");
     Ok(())
