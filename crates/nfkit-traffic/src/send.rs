@@ -396,6 +396,8 @@ fn send_live(
     // leave some 25 ms after it starts (its setup waits for the kernel),
     // so the rate achieved is measured from there to the last frame.
     let mut first: Option<(Duration, u64)> = None;
+    // The window of a long pcap that is loaded (see below).
+    let mut window = 0usize;
     let start = Instant::now();
     std::thread::scope(|scope| -> Result<(), TrafficError> {
         for i in 0..workers {
@@ -457,6 +459,22 @@ fn send_live(
                 continue;
             }
             let mut n = (count - asked).min(max_call);
+            // A long pcap: the window of the frames `asked` is at, loaded
+            // once the runs before it are done; runs end at its end.
+            if let Some((total, per)) = g.windows() {
+                let at = (asked % total as u64) as usize;
+                let w = at / per;
+                if w != window {
+                    if busy.load(Ordering::SeqCst) > 0 {
+                        std::thread::sleep(Duration::from_micros(50));
+                        continue;
+                    }
+                    g.load_window(w * per)?;
+                    window = w;
+                }
+                let end = ((w + 1) * per).min(total);
+                n = n.min((end - at) as u64);
+            }
             if let Some(rate) = opts.rate {
                 let t = now.as_secs_f64() - shift;
                 let due = (t * rate).max(0.0).floor() as u64;

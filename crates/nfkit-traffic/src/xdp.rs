@@ -33,7 +33,8 @@ pub static FWD_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fwd.o")
 
 /// Largest frame the live engine sends (a template's room).
 pub const TMPL_MAX: usize = 2048;
-/// Most distinct frames (flows, or pcap frames) of a live run.
+/// Most distinct frames in the generator's map at once: a longer pcap
+/// is sent in windows of this many frames, loaded between runs.
 pub const MAX_TEMPLATES: usize = 1 << 16;
 /// Most entries of the live engine's schedule (sum of flow weights).
 pub const MAX_SCHEDULE: usize = 1 << 24;
@@ -146,13 +147,36 @@ impl Template {
     }
 }
 
+/// Writes `templates` into map `tm` from index 0 (batches of 1024).
+fn write_templates(tm: &MapHandle, templates: &[Template]) -> Result<(), TrafficError> {
+    for (at, chunk) in templates.chunks(1024).enumerate() {
+        let keys: Vec<u8> = (0..chunk.len())
+            .flat_map(|i| ((at * 1024 + i) as u32).to_ne_bytes())
+            .collect();
+        let values: Vec<u8> = chunk.iter().flat_map(Template::encode).collect();
+        tm.update_batch(
+            &keys,
+            &values,
+            chunk.len() as u32,
+            MapFlags::ANY,
+            MapFlags::ANY,
+        )
+        .map_err(bpf("writing the templates"))?;
+    }
+    Ok(())
+}
+
 /// The live-frame generator, loaded with its templates and schedule.
 pub struct Generator {
     obj: Object,
     state: MapHandle,
+    templates: MapHandle,
     data: Vec<u8>,
     ifindex: u32,
     sched_len: u32,
+    /// A pcap longer than [`MAX_TEMPLATES`]: all its frames, sent a
+    /// window of `MAX_TEMPLATES` at a time (see [`Generator::windows`]).
+    all: Vec<Template>,
 }
 
 /// The generator's counters.
@@ -175,6 +199,22 @@ impl Generator {
         if templates.is_empty() || schedule.is_empty() {
             return Err(TrafficError::Empty("no frames".into()));
         }
+        // A long pcap (its frames in order): windows of MAX_TEMPLATES.
+        let windowed = templates.len() > MAX_TEMPLATES
+            && schedule.len() == templates.len()
+            && schedule.iter().enumerate().all(|(i, t)| *t as usize == i);
+        let all = if windowed {
+            templates.to_vec()
+        } else {
+            Vec::new()
+        };
+        let ident: Vec<u32>;
+        let (templates, schedule) = if windowed {
+            ident = (0..MAX_TEMPLATES as u32).collect();
+            (&templates[..MAX_TEMPLATES], &ident[..])
+        } else {
+            (templates, schedule)
+        };
         if templates.len() > MAX_TEMPLATES || schedule.len() > MAX_SCHEDULE {
             return Err(TrafficError::Live(format!(
                 "{} distinct frames in a schedule of {} (the live engine takes up to {MAX_TEMPLATES} and {MAX_SCHEDULE})",
@@ -182,8 +222,9 @@ impl Generator {
                 schedule.len()
             )));
         }
-        let longest = templates.iter().map(|t| t.frame.len()).max().unwrap_or(0);
-        if let Some(t) = templates
+        let every = if windowed { &all[..] } else { templates };
+        let longest = every.iter().map(|t| t.frame.len()).max().unwrap_or(0);
+        if let Some(t) = every
             .iter()
             .find(|t| t.frame.len() > TMPL_MAX || t.frame.len() < 14)
         {
@@ -200,20 +241,7 @@ impl Generator {
             ],
         )?;
         let tm = map(&obj, "templates")?;
-        for (at, chunk) in templates.chunks(1024).enumerate() {
-            let keys: Vec<u8> = (0..chunk.len())
-                .flat_map(|i| ((at * 1024 + i) as u32).to_ne_bytes())
-                .collect();
-            let values: Vec<u8> = chunk.iter().flat_map(Template::encode).collect();
-            tm.update_batch(
-                &keys,
-                &values,
-                chunk.len() as u32,
-                MapFlags::ANY,
-                MapFlags::ANY,
-            )
-            .map_err(bpf("writing the templates"))?;
-        }
+        write_templates(&tm, templates)?;
         let sm = map(&obj, "schedule")?;
         for (at, chunk) in schedule.chunks(1 << 16).enumerate() {
             let keys: Vec<u8> = (0..chunk.len())
@@ -233,13 +261,45 @@ impl Generator {
         let g = Generator {
             obj,
             state,
+            templates: tm,
             // Every frame starts as the longest template; the program
             // trims it to its own.
             data: vec![0u8; longest.max(60)],
             ifindex,
             sched_len: schedule.len() as u32,
+            all,
         };
         Ok(g)
+    }
+
+    /// For a pcap longer than [`MAX_TEMPLATES`]: (its frames, frames per
+    /// window). The window loaded at first is the first; the sender
+    /// loads the next ones ([`Generator::load_window`]) between runs.
+    pub fn windows(&self) -> Option<(usize, usize)> {
+        (!self.all.is_empty()).then_some((self.all.len(), MAX_TEMPLATES))
+    }
+
+    /// Loads the window of the pcap's frames from `start` (no run may be
+    /// in progress); the counters carry on.
+    pub fn load_window(&self, start: usize) -> Result<(), TrafficError> {
+        let end = (start + MAX_TEMPLATES).min(self.all.len());
+        let Some(w) = self.all.get(start..end) else {
+            return Err(TrafficError::Live(format!("no frame {start} in the pcap")));
+        };
+        write_templates(&self.templates, w)?;
+        let mut v = self
+            .state
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(bpf("reading the generator's state"))?
+            .unwrap_or_default();
+        if v.len() < 12 {
+            return Err(TrafficError::Live("the generator's state is short".into()));
+        }
+        v[4..8].copy_from_slice(&(w.len() as u32).to_ne_bytes());
+        v[8..12].copy_from_slice(&0u32.to_ne_bytes());
+        self.state
+            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(bpf("writing the generator's state"))
     }
 
     fn set_state(&self, ifindex: u32) -> Result<(), TrafficError> {
