@@ -165,10 +165,12 @@ PIDS+=($!)
 "$NFKIT" recv --netns $RCV --dev $P-c1 --duration $DUR --every 1 >"$TMP/col" 2>&1 &
 PIDS+=($!)
 sleep 0.3
-"$NFKIT" send --netns $SND --dev $P-s0 --flows "$(flows "${LEGIT[@]}")" \
+# The packet engine: the chain on i0 runs in generic XDP, and a veth
+# whose peer has no native XDP program drops live-engine frames.
+"$NFKIT" send --engine packet --netns $SND --dev $P-s0 --flows "$(flows "${LEGIT[@]}")" \
     --rate $((15 * ${#LEGIT[@]})) --duration $TRAFFIC_S --seq --stream 1 >"$TMP/legit" 2>&1 &
 PIDS+=($!)
-(sleep $FLOOD_AT && exec "$NFKIT" send --netns $SND --dev $P-s0 --flows "$(flows "${FLOOD[@]}")" \
+(sleep $FLOOD_AT && exec "$NFKIT" send --engine packet --netns $SND --dev $P-s0 --flows "$(flows "${FLOOD[@]}")" \
     --rate $((500 * ${#FLOOD[@]})) --duration $FLOOD_S --seq --stream 2) >"$TMP/flood" 2>&1 &
 PIDS+=($!)
 

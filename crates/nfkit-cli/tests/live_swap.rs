@@ -358,6 +358,7 @@ impl Ctx<'_> {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let opts = SendOptions {
+            engine: nfkit_traffic::Engine::Packet,
             dev: self.bed.left.a.dev.clone(),
             netns: Some(self.bed.sender.name().to_string()),
             rate: Some(RATE),

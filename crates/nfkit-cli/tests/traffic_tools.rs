@@ -2,7 +2,10 @@
 //! TTL, payload patterns) in the frames `send --write` renders; on a veth
 //! pair (root; skipped otherwise): the rate achieved against the target
 //! and its warning, `recv --seq-log`, and a clean stop with a report on
-//! SIGINT. Namespaces and the veth are removed by RAII guards, the
+//! SIGINT; the engines (`send --engine live|packet|auto`, `recv --engine
+//! xdp|packet`): the live engine's frames are `--write`'s, a veth peer
+//! without XDP is refused (auto: packet), the XDP receiver's report is
+//! the packet one's, a live sender reaches the packet receiver. Namespaces and the veth are removed by RAII guards, the
 //! processes killed, even when an assertion fails.
 
 mod common;
@@ -400,4 +403,271 @@ fn sigint_stops_send_and_recv_with_their_reports() {
     let (ok, lines, err) = rx.finish(Duration::from_secs(10));
     assert!(ok, "recv: {err}");
     assert_eq!(final_report(&lines)["interrupted"], true);
+}
+
+#[test]
+fn send_live_refuses_a_veth_peer_without_xdp_and_auto_falls_back() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let pair = Pair::new("tt-lv", "tt-lvrx", "198.18.34");
+    let flows = "src=198.18.34.1,dst=198.18.34.2,len=32";
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &["--engine", "live", "--count", "10"],
+    ));
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for needle in [
+        pair.veth.b.dev.as_str(),
+        pair.peer.name(),
+        "no XDP program",
+        "--engine packet",
+        "nfkit recv --engine xdp",
+    ] {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    // The default engine (auto) says why and sends with the packet engine.
+    let out = nfkit(&send_args(&pair, flows, &["--count", "10"]));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r = json(&text(&out.stdout));
+    assert_eq!(
+        (r["sent"].as_u64(), r["engine"].as_str()),
+        (Some(10), Some("packet")),
+        "{r}"
+    );
+    assert!(
+        err.contains("note:") && err.contains("packet engine"),
+        "{err}"
+    );
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &["--engine", "packet", "--count", "10"],
+    ));
+    assert!(out.status.success());
+    assert_eq!(json(&text(&out.stdout))["engine"], "packet");
+}
+
+#[test]
+fn live_sender_into_the_xdp_receiver_reports_like_the_packet_engine() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    const N: u64 = 100_000;
+    let dir = TempDir::new("xdplog");
+    let log = dir.0.join("seq.log");
+    let pair = Pair::new("tt-x", "tt-xrx", "198.18.35");
+    let rx = start_recv(
+        &pair,
+        &[
+            "--engine",
+            "xdp",
+            "--seq-log",
+            log.to_str().expect("utf-8 path"),
+        ],
+    );
+    let flows = "src=198.18.35.1,dst=198.18.35.2,len=32";
+    let count = N.to_string();
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &[
+            "--engine", "live", "--count", &count, "--seq", "--stream", "78",
+        ],
+    ));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let sent = json(&text(&out.stdout));
+    assert_eq!(sent["engine"], "live", "{sent}");
+    assert_eq!(sent["sent"], N, "{sent}");
+    assert_eq!(sent["stamped"], N, "{sent}");
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let v = rx.next_json(Duration::from_secs(5));
+        if v["frames"].as_u64() >= Some(N) {
+            break;
+        }
+    }
+    rx.signal("-INT");
+    let (ok, lines, err) = rx.finish(Duration::from_secs(10));
+    assert!(ok, "{err}");
+    let report = final_report(&lines);
+    assert_eq!(report["engine"], "xdp", "{report}");
+    for key in [
+        "frames",
+        "bytes",
+        "by_source",
+        "unstamped",
+        "streams",
+        "seconds",
+        "rate_pps",
+        "final",
+        "interrupted",
+    ] {
+        assert!(report.get(key).is_some(), "no `{key}`: {report}");
+    }
+    assert!(report["rate_pps"].as_f64() > Some(0.0), "{report}");
+    let s = report["streams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["stream"] == 78))
+        .unwrap_or_else(|| panic!("no stream 78: {report}"));
+    let num = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}"));
+    // At full speed on a loaded machine the receiver may lose frames
+    // (its NAPI then runs late); every frame is still accounted for.
+    assert_eq!(
+        report["by_source"]["198.18.35.1"],
+        num("received"),
+        "{report}"
+    );
+    assert!(num("highest") < N, "{s}");
+    assert_eq!(num("received") + num("missing"), num("highest") + 1, "{s}");
+    assert!(num("received") >= N * 95 / 100, "{s}");
+    assert_eq!(
+        (num("duplicates"), num("reordered"), num("out_of_range")),
+        (0, 0, 0),
+        "{s}"
+    );
+    let logged = std::fs::read_to_string(&log).expect("seq log");
+    let mut lines = logged.lines();
+    assert!(lines.next().is_some_and(|h| h.starts_with('#')));
+    let seqs: Vec<u64> = lines
+        .map(|l| {
+            let (stream, n) = l.split_once(' ').unwrap_or_else(|| panic!("line `{l}`"));
+            assert_eq!(stream, "78", "line `{l}`");
+            n.parse().unwrap_or_else(|_| panic!("line `{l}`"))
+        })
+        .collect();
+    // The log: every stamp received, in order.
+    assert_eq!(seqs.len() as u64, num("received"));
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "out of order");
+    assert_eq!(seqs.last().copied(), Some(num("highest")));
+    // recv detached its program on exit.
+    let link = pair
+        .peer
+        .ip(&["-j", "link", "show", "dev", &pair.veth.b.dev])
+        .expect("ip link");
+    assert!(!link.contains("\"xdp\""), "{link}");
+}
+
+#[test]
+fn recv_packet_lets_a_live_sender_in_and_every_frame_is_accounted_for() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    const N: u64 = 200_000;
+    let pair = Pair::new("tt-lp", "tt-lprx", "198.18.36");
+    let rx = start_recv(&pair, &["--engine", "packet"]);
+    // While it runs, the packet receiver's veth has a pass-all XDP program.
+    let link = pair
+        .peer
+        .ip(&["-j", "link", "show", "dev", &pair.veth.b.dev])
+        .expect("ip link");
+    assert!(link.contains("nfkit_pass"), "{link}");
+    let flows = "src=198.18.36.1,dst=198.18.36.2,len=32";
+    let count = N.to_string();
+    let out = nfkit(&send_args(
+        &pair,
+        flows,
+        &[
+            "--engine", "live", "--rate", "200000", "--count", &count, "--seq", "--stream", "79",
+        ],
+    ));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let sent = json(&text(&out.stdout));
+    assert_eq!(
+        (&sent["engine"], &sent["sent"]),
+        (&Value::from("live"), &Value::from(N))
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    rx.signal("-INT");
+    let (ok, lines, err) = rx.finish(Duration::from_secs(10));
+    assert!(ok, "{err}");
+    let report = final_report(&lines);
+    assert_eq!(report["engine"], "packet", "{report}");
+    assert!(report["rate_pps"].as_f64() > Some(0.0), "{report}");
+    let s = report["streams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["stream"] == 79))
+        .unwrap_or_else(|| panic!("no stream 79: {report}"));
+    let num = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}"));
+    // Received, missing below the highest, lost after it: N in all.
+    assert!(num("highest") < N, "{s}");
+    assert_eq!(
+        num("received") + num("missing") + (N - 1 - num("highest")),
+        N,
+        "{s}"
+    );
+    assert_eq!(num("received") + num("missing"), num("highest") + 1, "{s}");
+    assert_eq!(num("duplicates"), 0, "{s}");
+    assert!(num("received") > 0, "{s}");
+    let link = pair
+        .peer
+        .ip(&["-j", "link", "show", "dev", &pair.veth.b.dev])
+        .expect("ip link");
+    assert!(!link.contains("\"xdp\""), "{link}");
+}
+
+#[test]
+fn send_engine_live_sends_the_frames_send_write_writes() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = TempDir::new("livewrite");
+    let pcap = dir.0.join("w.pcap");
+    let p = pcap.to_str().expect("utf-8 path");
+    let pair = Pair::new("tt-lw", "tt-lwrx", "198.18.37");
+    // Every field kind: addresses of both families, ports, ToS and DSCP,
+    // TTL, lengths, payload patterns, TCP flags, MACs, weights.
+    let flows = "smac=02:00:00:00:00:0b,src=198.18.37.1,dst=198.18.37.2,sport=1000,dport=53,tos=0xb8,ttl=9,len=24,payload=text:GET /,weight=2;\
+         smac=02:00:00:00:00:0b,dmac=02:00:00:00:00:0c,src=2001:db8::1,dst=2001:db8::2,dscp=10,ttl=3,len=300,payload=hex:deadbeef;\
+         smac=02:00:00:00:00:0b,proto=tcp,flags=synack,src=198.18.37.1,dst=198.18.37.2,sport=80,dport=4000,dscp=63,len=16,payload=hex:01";
+    let common = ["--count", "12", "--seq", "--stream", "6", "--flows", flows];
+    let mut write = vec!["send", "--write", p];
+    write.extend_from_slice(&common);
+    let out = nfkit(&write);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let want: Vec<Vec<u8>> = nfkit_pcap::read_file(&pcap)
+        .expect("pcap")
+        .into_iter()
+        .map(|p| p.data)
+        .collect();
+    assert_eq!(want.len(), 12);
+
+    let _pass =
+        nfkit_traffic::xdp::attach_pass(&pair.veth.b.dev, Some(pair.peer.name())).expect("pass");
+    let cap = nfkit_traffic::Capture::start(&pair.veth.b.dev, Some(pair.peer.name()), 1000)
+        .expect("capture");
+    let mut args = vec![
+        "send",
+        "--netns",
+        pair.sut.name(),
+        "--dev",
+        &pair.veth.a.dev,
+        "--engine",
+        "live",
+        "--json",
+    ];
+    args.extend_from_slice(&common);
+    let out = nfkit(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(json(&text(&out.stdout))["engine"], "live");
+    std::thread::sleep(Duration::from_millis(300));
+    let got: Vec<Vec<u8>> = cap
+        .finish()
+        .expect("capture")
+        .into_iter()
+        .filter(|f| f.get(6..12) == Some(&[2u8, 0, 0, 0, 0, 0x0b][..]))
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "frame {i}");
+    }
 }

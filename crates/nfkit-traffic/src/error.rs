@@ -21,6 +21,12 @@ pub enum TrafficError {
     /// Reading a pcap failed.
     #[error(transparent)]
     Pcap(#[from] nfkit_pcap::PcapError),
+    /// Loading, attaching or reading an XDP program or map failed.
+    #[error("{what}: {cause}")]
+    Bpf { what: String, cause: String },
+    /// The live-frame engine cannot send this (frames, kernel, device).
+    #[error("live engine: {0}")]
+    Live(String),
     /// Nothing to send.
     #[error("nothing to send: {0}")]
     Empty(String),

@@ -1,6 +1,16 @@
 //! The sender: frames from a pcap or from flows, paced to a rate,
-//! written to an interface with a raw packet socket from a thread that
-//! first enters the requested network namespace.
+//! sent on an interface from a thread that first enters the requested
+//! network namespace, by one of two engines ([`Engine`]):
+//! * live: nfkit's XDP generator (`bpf/gen.c`, see [`crate::xdp`]) run
+//!   with `BPF_PROG_TEST_RUN` in live-frame mode, in batches: the kernel
+//!   builds and redirects the frames, no copy from user space per frame;
+//! * packet: a raw AF_PACKET socket, one `send` per frame.
+//!
+//! Both send the same frames in the same order (what `--write` renders).
+//! A veth whose peer has no XDP program in driver mode drops redirected
+//! frames silently, so the live engine refuses such a device (the
+//! default, [`Engine::Auto`], falls back to the packet engine with a
+//! note), as it does when the kernel has no live-frame mode.
 //!
 //! Pacing is against the clock, in batches: frame `i` (from 0) is due
 //! `(i + 1) / rate` seconds after the start; the sender sends every frame
@@ -14,6 +24,7 @@ use crate::flows::Flow;
 use crate::frame::{build, Mac};
 use crate::seq;
 use crate::sys::{enter_netns, fine_timer_slack, PacketSocket};
+use crate::xdp::{veth_peer_without_xdp, Generator, Template};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,9 +56,36 @@ impl Source {
     }
 }
 
+/// Which engine sends (the library's default: packet, as before the
+/// live engine; `nfkit send`'s default: auto).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// Live where it works (kernel, device, frames), packet otherwise
+    /// (with a note in [`SendReport::notes`]).
+    Auto,
+    /// The XDP live-frame generator; an error where it cannot work.
+    Live,
+    /// A raw packet socket.
+    #[default]
+    Packet,
+}
+
+impl Engine {
+    /// `auto`, `live` or `packet`.
+    pub fn parse(s: &str) -> Option<Engine> {
+        match s {
+            "auto" => Some(Engine::Auto),
+            "live" => Some(Engine::Live),
+            "packet" => Some(Engine::Packet),
+            _ => None,
+        }
+    }
+}
+
 /// How to send.
 #[derive(Clone, Debug, Default)]
 pub struct SendOptions {
+    pub engine: Engine,
     pub dev: String,
     /// Network namespace (`ip netns` name) to send from.
     pub netns: Option<String>,
@@ -87,6 +125,11 @@ pub struct SendReport {
     pub target_pps: Option<f64>,
     /// Stopped early by `SendOptions::stop` (e.g. a signal).
     pub interrupted: bool,
+    /// The engine that sent: `live` or `packet`.
+    pub engine: String,
+    /// Why the engine asked for was not used, and the like (for stderr).
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 impl SendReport {
@@ -147,13 +190,163 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     let own = sock
         .hwaddr(&opts.dev)
         .map_err(|e| TrafficError::os(format!("hardware address of {}", opts.dev), e))?;
-    let frames = expand(source, Mac(own), opts.seq)?;
+    let (frames, schedule) = plan(source, Mac(own), opts.seq)?;
     let count = opts.count.unwrap_or(if opts.duration.is_some() {
         u64::MAX
     } else {
-        frames.len() as u64
+        schedule.len() as u64
     });
     let stream = opts.stream.unwrap_or_else(default_stream);
+    let mut notes = Vec::new();
+    if opts.engine != Engine::Packet {
+        match live_generator(&frames, &schedule, opts, stream) {
+            Ok((g, latency)) => {
+                drop(sock);
+                // Kept attached to loopback while sending, when it can be.
+                let lo_free = !crate::xdp::has_xdp("lo", opts.netns.as_deref()).unwrap_or(true);
+                let kept = lo_free
+                    .then(|| crate::xdp::ifindex("lo").and_then(|lo| g.keep_dispatched(lo)))
+                    .and_then(Result::ok);
+                return send_live(&g, latency, kept.is_some(), opts, count, stream);
+            }
+            Err(e) if opts.engine == Engine::Live => return Err(e),
+            Err(e) => notes.push(format!("sending with the packet engine: {e}")),
+        }
+    }
+    let mut r = send_packets(&sock, &frames, &schedule, opts, count, stream)?;
+    r.notes = notes;
+    Ok(r)
+}
+
+/// The live generator for these frames on `opts.dev`, checked: the
+/// device takes redirected frames, the kernel runs live frames.
+fn live_generator(
+    frames: &[Vec<u8>],
+    schedule: &[u32],
+    opts: &SendOptions,
+    stream: u32,
+) -> Result<(Generator, Duration), TrafficError> {
+    if let Some((peer, ns)) = veth_peer_without_xdp(&opts.dev, opts.netns.as_deref())? {
+        let at = ns.map(|n| format!(" --netns {n}")).unwrap_or_default();
+        return Err(TrafficError::Live(format!(
+            "{}'s veth peer {peer}{} has no XDP program in driver mode, so the kernel would drop \
+             the frames redirected to it without a trace; attach one there (e.g. run \
+             `nfkit recv --engine xdp --dev {peer}{at}`, or `nfkit recv` there, whose packet \
+             engine attaches a pass-all program, or any native XDP program that passes frames) \
+             or send with --engine packet",
+            opts.dev,
+            if at.is_empty() {
+                String::new()
+            } else {
+                format!(" (namespace{})", at.trim_start_matches(" --netns"))
+            }
+        )));
+    }
+    let templates: Vec<Template> = frames
+        .iter()
+        .map(|f| template(f, opts.seq.then_some(stream)))
+        .collect();
+    let ifindex = crate::sys::ifindex(&opts.dev)
+        .map_err(|e| TrafficError::os(format!("interface {}", opts.dev), e))?;
+    let g = Generator::new(&templates, schedule, ifindex)?;
+    // NETDEV_XDP_ACT_NDO_XMIT: the device transmits redirected frames.
+    if g.target_features().is_none_or(|f| f & 4 == 0) {
+        return Err(TrafficError::Live(format!(
+            "{} does not take redirected frames (the kernel reports no XDP transmit, \
+             ndo_xdp_xmit, for it; a veth has it while its peer has an XDP program); \
+             send with --engine packet",
+            opts.dev
+        )));
+    }
+    let latency = g.probe()?;
+    Ok((g, latency))
+}
+
+/// `frame` as a live template: stamped with `stream` and sequence 0
+/// when numbered and it has room (UDP), with where the number goes.
+fn template(frame: &[u8], stream: Option<u32>) -> Template {
+    let mut t = Template {
+        frame: frame.to_vec(),
+        stamp_off: 0,
+        csum_off: 0,
+        csum: 0,
+        keep: false,
+    };
+    let Some(stream) = stream else {
+        return t;
+    };
+    let Some((udp, v6)) = crate::frame::udp_offset(frame) else {
+        return t;
+    };
+    let old = frame
+        .get(udp + 6..udp + 8)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]));
+    if seq::stamp(&mut t.frame, stream, 0) {
+        t.stamp_off = (udp + 8 + 8) as u32;
+        t.csum_off = (udp + 6) as u32;
+        t.csum = t
+            .frame
+            .get(udp + 6..udp + 8)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+            .unwrap_or(0);
+        t.keep = old == Some(0) && !v6;
+    }
+    t
+}
+
+/// The shortest batch of a paced live run: about 1 ms of frames (a run
+/// costs some 30 µs besides its frames).
+fn live_min_batch(rate: f64) -> u64 {
+    ((rate * 1e-3) as u64).clamp(1, 4096)
+}
+
+/// Frames per live test run at most (some 10 ms at full speed).
+const LIVE_MAX_CALL: u64 = 32768;
+
+/// Live test runs in flight at once (see [`send_live`]), unpaced and
+/// paced: measured on the 2-core machine, 8 overlap the kernel's waits
+/// best at full speed; when paced at up to 1 Mpps, more than 2 runs in
+/// flight make each run slower (their waits grow) and the rate falls
+/// short; above, more runs are needed to reach the rate.
+const LIVE_WORKERS: usize = 8;
+const LIVE_WORKERS_PACED: usize = 2;
+
+/// The longest stall the live engine makes up for (it can burst at
+/// several times the rate asked for).
+const LIVE_CATCH_UP: Duration = Duration::from_secs(1);
+
+/// What a live run that redirects frames is taken to cost until the
+/// workers have measured it (ns): while the generator is not attached
+/// anywhere (each run then waits for the kernel's XDP dispatcher), and
+/// while it is.
+const LIVE_CALL_GUESS_NS: u64 = 30_000_000;
+const LIVE_CALL_FAST_GUESS_NS: u64 = 100_000;
+
+/// Sends with the live generator. A live test run adds its program to
+/// the kernel's XDP dispatcher before its first frame and removes it
+/// after its last, each time waiting for an RCU grace period (some 25 ms
+/// here), unless the program is attached to a device. So the sender
+/// first attaches it to the namespace's loopback (`dispatched`; it
+/// passes loopback's frames), and runs take tens of µs more than their
+/// frames: one worker issues them. Where that attach fails (loopback
+/// has an XDP program), runs are issued by [`LIVE_WORKERS`]
+/// threads, all pinned to the CPU the sender started on: the
+/// generator's counters (schedule position, sequence number) then move
+/// one frame at a time on that CPU, and frames leave in sequence
+/// order. The pacer (this thread) hands out batches as they fall due,
+/// each at least `rate × grace / workers` frames so that the workers
+/// keep up; the report's time runs until the generator has made the
+/// last frame.
+fn send_live(
+    g: &Generator,
+    latency: Duration,
+    dispatched: bool,
+    opts: &SendOptions,
+    count: u64,
+    stream: u32,
+) -> Result<SendReport, TrafficError> {
+    use std::sync::atomic::{AtomicU64, AtomicUsize};
+    use std::sync::{mpsc, Mutex};
     let stopped = || {
         opts.stop
             .as_ref()
@@ -162,6 +355,218 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     let mut report = SendReport {
         stream,
         target_pps: opts.rate,
+        engine: "live".into(),
+        ..SendReport::default()
+    };
+    let runner = g.runner()?;
+    let cpu = crate::sys::current_cpu().unwrap_or(0);
+    let (jobs_tx, jobs_rx) = mpsc::channel::<u64>();
+    let jobs_rx = Mutex::new(jobs_rx);
+    let busy = AtomicUsize::new(0);
+    let failed: Mutex<Option<TrafficError>> = Mutex::new(None);
+    // Paced: two runs in flight up to 1 Mpps, one more per 500 kpps
+    // above, up to the unpaced number.
+    let (max_call, workers) = match opts.rate {
+        _ if dispatched => (LIVE_MAX_CALL, 1),
+        Some(r) => (
+            LIVE_MAX_CALL,
+            ((r / 500e3) as usize).clamp(LIVE_WORKERS_PACED, LIVE_WORKERS),
+        ),
+        None => (LIVE_MAX_CALL, LIVE_WORKERS),
+    };
+    // How long a run takes (ns, a moving average): first a guess, then
+    // what the workers see.
+    let guess = if dispatched {
+        (latency.as_nanos() as u64).max(LIVE_CALL_FAST_GUESS_NS)
+    } else {
+        (latency.as_nanos() as u64).max(LIVE_CALL_GUESS_NS)
+    };
+    let call_ns = AtomicU64::new(guess);
+    // The smallest batch that keeps the workers ahead of the rate, with
+    // a margin: rate × call time × 1.5 / workers.
+    let min_batch = |rate: f64| -> u64 {
+        let call = call_ns.load(Ordering::Relaxed) as f64 * 1e-9;
+        let cover = (rate * call * 1.5 / workers as f64).ceil() as u64;
+        live_min_batch(rate).max(cover).min(max_call)
+    };
+    let mut shift = 0.0f64;
+    let mut asked = 0u64;
+    let mut last = Duration::ZERO;
+    // When the first frames came out, and how many: a live run's frames
+    // leave some 25 ms after it starts (its setup waits for the kernel),
+    // so the rate achieved is measured from there to the last frame.
+    let mut first: Option<(Duration, u64)> = None;
+    // The window of a long pcap that is loaded (see below).
+    let mut window = 0usize;
+    let start = Instant::now();
+    std::thread::scope(|scope| -> Result<(), TrafficError> {
+        for i in 0..workers {
+            let (runner, jobs_rx, busy, failed, call_ns) =
+                (&runner, &jobs_rx, &busy, &failed, &call_ns);
+            std::thread::Builder::new()
+                .name(format!("nfkit-live{i}"))
+                .spawn_scoped(scope, move || {
+                    let _ = crate::sys::pin_to_cpu(cpu);
+                    loop {
+                        let job = jobs_rx
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .recv();
+                        let Ok(n) = job else { return };
+                        let t0 = Instant::now();
+                        let r = runner.run(n as u32, 0);
+                        let took = t0.elapsed().as_nanos() as u64;
+                        let avg = call_ns.load(Ordering::Relaxed);
+                        call_ns.store((avg * 7 + took) / 8, Ordering::Relaxed);
+                        if let Err(e) = r {
+                            let mut f = failed
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                            f.get_or_insert(e);
+                        }
+                        busy.fetch_sub(1, Ordering::SeqCst);
+                    }
+                })
+                .map_err(|e| TrafficError::os("spawning a live sender thread", e))?;
+        }
+        let has_failed = || {
+            failed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_some()
+        };
+        while asked < count && !has_failed() {
+            if stopped() {
+                report.interrupted = true;
+                break;
+            }
+            if first.is_none() && asked > 0 {
+                let made = g.counters()?.frames;
+                if made > 0 {
+                    first = Some((start.elapsed(), made));
+                }
+            }
+            let now = start.elapsed();
+            let left = match opts.duration {
+                Some(d) => match d.checked_sub(now) {
+                    Some(l) if !l.is_zero() => l,
+                    _ => break,
+                },
+                None => Duration::MAX,
+            };
+            if busy.load(Ordering::SeqCst) >= workers {
+                std::thread::sleep(Duration::from_micros(100).min(left));
+                continue;
+            }
+            let mut n = (count - asked).min(max_call);
+            // A long pcap: the window of the frames `asked` is at, loaded
+            // once the runs before it are done; runs end at its end.
+            if let Some((total, per)) = g.windows() {
+                let at = (asked % total as u64) as usize;
+                let w = at / per;
+                if w != window {
+                    if busy.load(Ordering::SeqCst) > 0 {
+                        std::thread::sleep(Duration::from_micros(50));
+                        continue;
+                    }
+                    g.load_window(w * per)?;
+                    window = w;
+                }
+                let end = ((w + 1) * per).min(total);
+                n = n.min((end - at) as u64);
+            }
+            if let Some(rate) = opts.rate {
+                let t = now.as_secs_f64() - shift;
+                let due = (t * rate).max(0.0).floor() as u64;
+                let want = min_batch(rate).min(count - asked);
+                if due < asked + want {
+                    let next = (asked + want) as f64 / rate - t;
+                    // Short naps until the first frames are out (see below).
+                    let most = if first.is_none() && asked > 0 {
+                        Duration::from_micros(200)
+                    } else {
+                        MAX_NAP
+                    };
+                    let nap = Duration::from_secs_f64(next.clamp(0.0, most.as_secs_f64()));
+                    std::thread::sleep(nap.min(left));
+                    continue;
+                }
+                let max_lag = ((rate * LIVE_CATCH_UP.as_secs_f64()) as u64).max(want);
+                let mut lag = due - asked;
+                if lag > max_lag {
+                    shift += (lag - max_lag) as f64 / rate;
+                    lag = max_lag;
+                }
+                n = n.min(lag);
+            }
+            busy.fetch_add(1, Ordering::SeqCst);
+            if jobs_tx.send(n).is_err() {
+                busy.fetch_sub(1, Ordering::SeqCst);
+                break;
+            }
+            asked += n;
+        }
+        drop(jobs_tx);
+        // The time of the last frame: when the generator's count
+        // reaches what was asked (the last runs then still wait for
+        // their teardown).
+        loop {
+            let made = g.counters()?.frames;
+            if first.is_none() && made > 0 {
+                first = Some((start.elapsed(), made));
+            }
+            if made >= asked || busy.load(Ordering::SeqCst) == 0 {
+                last = start.elapsed();
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    })?;
+    if let Some(e) = failed
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        return Err(e);
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    let c = g.counters()?;
+    report.sent = c.frames;
+    report.bytes = c.bytes;
+    report.stamped = c.stamped;
+    if c.frames != asked {
+        report.notes.push(format!(
+            "the generator made {} frames of the {asked} asked for",
+            c.frames
+        ));
+    }
+    report.achieved_pps = match first {
+        Some((t1, c1)) if c1 < report.sent && last > t1 => {
+            (report.sent - c1) as f64 / (last - t1).as_secs_f64()
+        }
+        _ if report.sent > 0 && !last.is_zero() => report.sent as f64 / last.as_secs_f64(),
+        _ => 0.0,
+    };
+    Ok(report)
+}
+
+fn send_packets(
+    sock: &PacketSocket,
+    frames: &[Vec<u8>],
+    schedule: &[u32],
+    opts: &SendOptions,
+    count: u64,
+    stream: u32,
+) -> Result<SendReport, TrafficError> {
+    let stopped = || {
+        opts.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    };
+    let mut report = SendReport {
+        stream,
+        target_pps: opts.rate,
+        engine: "packet".into(),
         ..SendReport::default()
     };
     // How far (seconds) the schedule moved after stalls longer than
@@ -207,7 +612,10 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
                 report.interrupted = true;
                 break 'run;
             }
-            let Some(frame) = frames.get((report.sent % frames.len() as u64) as usize) else {
+            let Some(frame) = schedule
+                .get((report.sent % schedule.len() as u64) as usize)
+                .and_then(|i| frames.get(*i as usize))
+            else {
                 break 'run;
             };
             buf.clear();
@@ -240,14 +648,20 @@ fn send_here(source: &Source, opts: &SendOptions) -> Result<SendReport, TrafficE
     Ok(report)
 }
 
-/// The frames of one round of `source` (flows repeated by weight, their
-/// source MAC `own` unless the flow names one).
-fn expand(source: &Source, own: Mac, stamped: bool) -> Result<Vec<Vec<u8>>, TrafficError> {
-    let frames = match source {
-        Source::Frames(f) => f.clone(),
+/// The distinct frames of `source` (one per flow, source MAC `own`
+/// unless the flow names one; or the pcap's frames) and one round of
+/// the order they are sent in (flows repeated by weight), as indices.
+fn plan(
+    source: &Source,
+    own: Mac,
+    stamped: bool,
+) -> Result<(Vec<Vec<u8>>, Vec<u32>), TrafficError> {
+    let (frames, schedule) = match source {
+        Source::Frames(f) => (f.clone(), (0..f.len() as u32).collect()),
         Source::Flows(flows) => {
-            let mut out = Vec::new();
-            for flow in flows {
+            let mut frames = Vec::new();
+            let mut schedule = Vec::new();
+            for (i, flow) in flows.iter().enumerate() {
                 let mut spec = flow.spec.clone();
                 if !flow.src_mac_given {
                     spec.src_mac = own;
@@ -260,18 +674,16 @@ fn expand(source: &Source, own: Mac, stamped: bool) -> Result<Vec<Vec<u8>>, Traf
                         seq::STAMP_LEN
                     )));
                 }
-                let frame = build(&spec)?;
-                for _ in 0..flow.weight {
-                    out.push(frame.clone());
-                }
+                frames.push(build(&spec)?);
+                schedule.extend(std::iter::repeat_n(i as u32, flow.weight as usize));
             }
-            out
+            (frames, schedule)
         }
     };
-    if frames.is_empty() {
+    if frames.is_empty() || schedule.is_empty() {
         return Err(TrafficError::Empty("no frames".into()));
     }
-    Ok(frames)
+    Ok((frames, schedule))
 }
 
 /// The MAC address frames built without an interface come from.
@@ -287,7 +699,7 @@ pub fn render(
     opts: &SendOptions,
     start_ns: u64,
 ) -> Result<Vec<nfkit_pcap::Packet>, TrafficError> {
-    let frames = expand(source, RENDER_MAC, opts.seq)?;
+    let (frames, schedule) = plan(source, RENDER_MAC, opts.seq)?;
     let rate = opts.rate.unwrap_or(1000.0);
     if !(rate.is_finite() && rate > 0.0) {
         return Err(TrafficError::Empty(format!(
@@ -301,7 +713,7 @@ pub fn render(
         (Some(c), Some(d)) => c.min(d),
         (Some(c), None) => c,
         (None, Some(d)) => d,
-        (None, None) => frames.len() as u64,
+        (None, None) => schedule.len() as u64,
     };
     if count > 10_000_000 {
         return Err(TrafficError::Empty(format!(
@@ -312,7 +724,10 @@ pub fn render(
     let mut out = Vec::with_capacity(count as usize);
     let mut stamped = 0u64;
     for i in 0..count {
-        let Some(frame) = frames.get((i % frames.len() as u64) as usize) else {
+        let Some(frame) = schedule
+            .get((i % schedule.len() as u64) as usize)
+            .and_then(|f| frames.get(*f as usize))
+        else {
             break;
         };
         let mut data = frame.clone();

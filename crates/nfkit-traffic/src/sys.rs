@@ -1,7 +1,9 @@
 //! The crate's only `unsafe` code: raw AF_PACKET sockets, `setns`, two
-//! interface ioctls, the thread's timer slack and the SIGINT/SIGTERM
-//! handler, each a thin wrapper that checks the return value and hands
-//! back safe types.
+//! interface ioctls, the thread's timer slack, the SIGINT/SIGTERM
+//! handler, live-frame XDP test runs (`bpf_prog_test_run_opts`, which
+//! libbpf-rs wraps without a batch size), `if_nametoindex`, CPU
+//! affinity and `bpf_enable_stats`, each a thin wrapper that checks the
+//! return value and hands back safe types.
 //!
 //! Audit notes: every pointer passed to the kernel points at a local
 //! value of the size passed with it; file descriptors are owned by
@@ -244,4 +246,93 @@ impl PacketSocket {
         }
         Ok(Some(n as usize))
     }
+}
+
+/// `BPF_F_TEST_XDP_LIVE_FRAMES`: test runs of an XDP program whose
+/// redirected frames really go out.
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+/// Runs XDP program `prog` `repeat` times in live-frame mode on frames
+/// initialised from `data`, as if received on `ifindex` (an interface of
+/// the calling thread's namespace), `batch` frames per kernel batch (0:
+/// the kernel's default).
+pub fn xdp_live_run(
+    prog: std::os::fd::BorrowedFd<'_>,
+    data: &[u8],
+    ifindex: u32,
+    repeat: u32,
+    batch: u32,
+) -> io::Result<()> {
+    // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
+    // rx_queue_index, egress_ifindex (u32 each).
+    let ctx: [u32; 6] = [0, data.len() as u32, 0, ifindex, 0, 0];
+    let opts = libbpf_sys::bpf_test_run_opts {
+        sz: size_of::<libbpf_sys::bpf_test_run_opts>() as libbpf_sys::size_t,
+        data_in: data.as_ptr().cast(),
+        data_size_in: data.len() as u32,
+        ctx_in: ctx.as_ptr().cast(),
+        ctx_size_in: size_of::<[u32; 6]>() as u32,
+        repeat: repeat.min(i32::MAX as u32) as libc::c_int,
+        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size: batch,
+        ..Default::default()
+    };
+    let mut opts = opts;
+    // SAFETY: `data` and `ctx` are live buffers of the sizes given in
+    // `opts`; no output buffers are passed (live mode takes none); the
+    // kernel only reads the inputs.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc.abs()));
+    }
+    Ok(())
+}
+
+/// The index of interface `dev` in the calling thread's namespace.
+pub fn ifindex(dev: &str) -> io::Result<u32> {
+    let name = CString::new(dev)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name with NUL"))?;
+    // SAFETY: a valid NUL-terminated string, read only.
+    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if idx == 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("interface {dev}: {e}")));
+    }
+    Ok(idx)
+}
+
+/// The CPU the calling thread runs on now.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: no arguments; returns a CPU number or -1.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}
+
+/// Keeps the calling thread on CPU `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    // SAFETY: CPU_SET writes one bit of the local set (bounds-checked
+    // against the set's size by the macro's implementation).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; the set is a local of the
+    // size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Turns on the kernel's run-time statistics of BPF programs
+/// (`run_time_ns`, `run_cnt`) while the returned fd is open.
+pub fn enable_bpf_stats() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall wrapper with an enum argument; returns a
+    // new fd or a negative error.
+    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(fd.abs()));
+    }
+    // SAFETY: a fresh fd that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -1,8 +1,14 @@
 //! `nfkit recv --dev IFACE [--netns NS] [--duration S] [--count N]
-//! [--every S] [--json]`: counts the frames arriving on an interface
-//! (raw packet socket, incoming frames only): by source IP address and,
+//! [--every S] [--json] [--engine packet|xdp] [--pass]`: counts the
+//! frames arriving on an interface (packet: a raw packet socket,
+//! incoming frames only; xdp: nfkit's counting XDP program on the
+//! device, which drops the stamped frames it counted unless `--pass`,
+//! for multi-Mpps traffic; the same report): by source IP address and,
 //! for frames `nfkit send --seq` stamped, per stream the sequence
-//! numbers received, missing and duplicated. `--every` prints running
+//! numbers received, missing, duplicated and reordered. The packet
+//! engine attaches a pass-all XDP program to a veth that has no XDP
+//! program while it runs, so that `nfkit send --engine live` on the peer
+//! reaches it (`--no-xdp-pass` leaves the device alone). `--every` prints running
 //! totals (one line, or one JSON object, per interval). `--seq-log FILE`
 //! writes the stamps as they arrive: a `#` header line, then `STREAM SEQ`
 //! per stamped frame (duplicates included), flushed on stop.
@@ -11,7 +17,7 @@
 //! `"interrupted": true`) and the exit status is 0.
 
 use anyhow::{bail, Context as _};
-use nfkit_traffic::{stop_on_signals, Receiver, RecvOptions, RecvReport};
+use nfkit_traffic::{stop_on_signals, Receiver, RecvEngine, RecvOptions, RecvReport};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -41,6 +47,19 @@ pub struct Args {
     /// after a `#` header line.
     #[arg(long, value_name = "FILE")]
     pub seq_log: Option<PathBuf>,
+    /// packet: a raw packet socket (every frame copied to user space);
+    /// xdp: a counting XDP program on the device (counts in the kernel,
+    /// for multi-Mpps traffic; drops the stamped frames it counted).
+    #[arg(long, value_name = "ENGINE", default_value = "packet", value_parser = ["packet", "xdp"])]
+    pub engine: String,
+    /// With --engine xdp: pass the stamped frames on instead of dropping them.
+    #[arg(long)]
+    pub pass: bool,
+    /// With --engine packet: do not attach nfkit's pass-all XDP program
+    /// to a veth that has none (it lets a live-engine sender's frames in;
+    /// without it the kernel drops them).
+    #[arg(long)]
+    pub no_xdp_pass: bool,
 }
 
 fn seconds(what: &str, s: f64) -> anyhow::Result<Duration> {
@@ -54,7 +73,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let duration = seconds("--duration", a.duration)?;
     let every = a.every.map(|s| seconds("--every", s)).transpose()?;
     let signal = stop_on_signals()?;
+    let engine = if a.engine == "xdp" {
+        RecvEngine::Xdp
+    } else {
+        RecvEngine::Packet
+    };
     let rx = Receiver::start(&RecvOptions {
+        engine,
+        pass: a.pass,
+        xdp_pass: !a.no_xdp_pass,
         dev: a.dev.clone(),
         netns: a.netns.clone(),
         duration: Some(duration),
@@ -113,10 +140,12 @@ fn print_report(
         return Ok(());
     }
     println!(
-        "received {} frames ({} bytes) in {:.1} s{}",
+        "received {} frames ({} bytes) in {:.1} s ({:.0} frames/s while they came), {} engine{}",
         r.frames,
         r.bytes,
         r.seconds,
+        r.rate_pps,
+        r.engine,
         if interrupted {
             ", stopped by a signal"
         } else {
@@ -128,6 +157,18 @@ fn print_report(
     }
     if r.unstamped > 0 {
         println!("  without sequence stamp: {}", r.unstamped);
+    }
+    if r.untracked > 0 {
+        println!(
+            "  stamped, of streams beyond those tracked: {}",
+            r.untracked
+        );
+    }
+    if r.seq_log_lost > 0 {
+        println!(
+            "  stamps missing from the sequence log (ring buffer full): {}",
+            r.seq_log_lost
+        );
     }
     for s in &r.streams {
         println!(

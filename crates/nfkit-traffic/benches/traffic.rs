@@ -1,0 +1,480 @@
+//! Traffic benchmarks (root; skipped otherwise), one table written to
+//! `target/nfkit-bench/traffic.md` and printed:
+//! * `send` at full speed per engine, 64-byte and 1514-byte frames
+//!   (1500-byte IP packets), into nfkit's XDP counter on the veth peer,
+//!   with the live/packet ratio; a 256-frame pcap replayed by the live
+//!   engine;
+//! * rate accuracy of both engines at 10 kpps, 100 kpps, 1 Mpps and 3 Mpps
+//!   (2 s each);
+//! * receiver capacity: the live sender at full speed into each
+//!   receiver engine (frames counted per second of sending);
+//! * kernel forwarding on a three-namespace testbed (sender -> DUT
+//!   veth-to-veth -> receiver), measured with the live sender at full
+//!   speed into nfkit's XDP counter: native XDP_REDIRECT through a devmap
+//!   (`bpf/fwd.c`) and the kernel's IP forwarding (`nfkit_pass` on the
+//!   DUT's ingress veth, for the live sender to reach it). Offered and
+//!   delivered Mpps, and delivered packets per CPU-second of softirq
+//!   time (`/proc/stat`, all CPUs: the DUT's veth NAPI and the
+//!   receiver's XDP, both in softirq) and, for XDP, the forwarding
+//!   program's own run time (`run_time_ns`).
+//!
+//! Sender, dataplane and receiver share the machine's two cores, and
+//! other work on the machine moves these figures by tens of percent.
+
+use nfkit_kernel::is_root;
+use nfkit_kernel::testbed::{Netns, Veth};
+use nfkit_traffic::send::Source;
+use nfkit_traffic::xdp::{self, attach_pass, enable_run_time_stats, Attached, FWD_OBJECT};
+use nfkit_traffic::{
+    parse_flows, send, Engine, Receiver, RecvEngine, RecvOptions, RecvReport, SendOptions,
+    SendReport,
+};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+type Res<T> = Result<T, String>;
+
+fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+fn out_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    target.join("nfkit-bench")
+}
+
+fn addr(cidr: &Option<String>) -> String {
+    cidr.as_deref()
+        .and_then(|c| c.split('/').next())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn mac(ns: &Netns, dev: &str) -> Res<String> {
+    let out = ns
+        .ip(&["-j", "link", "show", "dev", dev])
+        .map_err(err("ip link"))?;
+    let v: serde_json::Value = serde_json::from_str(&out).map_err(err("ip -j"))?;
+    v[0]["address"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("no address of {dev}"))
+}
+
+/// Softirq seconds of all CPUs so far (`/proc/stat`, USER_HZ = 100).
+fn softirq_s() -> f64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(7))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map_or(0.0, |j| j / 100.0)
+}
+
+fn opts(engine: Engine, end: &nfkit_kernel::testbed::VethEnd) -> SendOptions {
+    SendOptions {
+        engine,
+        dev: end.dev.clone(),
+        netns: end.netns.clone(),
+        seq: true,
+        stream: Some(7),
+        ..SendOptions::default()
+    }
+}
+
+fn receiver(engine: RecvEngine, end: &nfkit_kernel::testbed::VethEnd) -> Res<Receiver> {
+    Receiver::start(&RecvOptions {
+        engine,
+        dev: end.dev.clone(),
+        netns: end.netns.clone(),
+        ..RecvOptions::default()
+    })
+    .map_err(err("receiver"))
+}
+
+/// Waits until `rx` stops counting (200 ms quiet), then stops it.
+fn settle(rx: Receiver) -> Res<RecvReport> {
+    let (mut last, mut since) = (u64::MAX, Instant::now());
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        let f = rx.snapshot().frames;
+        if f != last {
+            (last, since) = (f, Instant::now());
+        } else if since.elapsed() > Duration::from_millis(200) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rx.finish().map_err(err("receiver"))
+}
+
+fn stamped(r: &RecvReport) -> u64 {
+    r.streams.iter().map(|s| s.received).sum()
+}
+
+/// Two namespaces and a veth; the peer end (`b`) counts with nfkit's
+/// XDP counter or a packet socket.
+struct Pair {
+    veth: Veth,
+    _b: Netns,
+    _a: Netns,
+}
+
+fn pair(net: u8) -> Res<Pair> {
+    let a = Netns::new("tba").map_err(err("netns"))?;
+    let b = Netns::new("tbb").map_err(err("netns"))?;
+    let veth = Veth::new(
+        Some(&a),
+        Some(&format!("198.18.{net}.1/24")),
+        Some(&b),
+        Some(&format!("198.18.{net}.2/24")),
+    )
+    .map_err(err("veth"))?;
+    Ok(Pair { veth, _b: b, _a: a })
+}
+
+fn mpps(x: f64) -> String {
+    format!("{:.2}", x / 1e6)
+}
+
+fn send_speed(t: &mut String, p: &Pair) -> Res<()> {
+    let (a, b) = (addr(&p.veth.a.addr), addr(&p.veth.b.addr));
+    t.push_str("## send at full speed (into nfkit's XDP counter on the veth peer)\n\n");
+    t.push_str("| frame | live Mpps | packet Mpps | live / packet | delivered (live, packet) |\n|---|---|---|---|---|\n");
+    for (label, len, n_live, n_packet) in [
+        ("64 B", 18usize, 5_000_000u64, 1_000_000u64),
+        ("1514 B", 1472, 2_000_000, 500_000),
+    ] {
+        let flows = Source::Flows(
+            parse_flows(&format!("src={a},dst={b},len={len}")).map_err(err("flows"))?,
+        );
+        let mut rates = Vec::new();
+        let mut got = Vec::new();
+        for (engine, n) in [(Engine::Live, n_live), (Engine::Packet, n_packet)] {
+            let rx = receiver(RecvEngine::Xdp, &p.veth.b)?;
+            let r = send(
+                &flows,
+                &SendOptions {
+                    count: Some(n),
+                    ..opts(engine, &p.veth.a)
+                },
+            )
+            .map_err(err("send"))?;
+            let rep = settle(rx)?;
+            rates.push(r.achieved_pps);
+            got.push(format!(
+                "{:.1} %",
+                100.0 * stamped(&rep) as f64 / r.sent.max(1) as f64
+            ));
+        }
+        t.push_str(&format!(
+            "| {label} | {} | {} | {:.1}× | {} |\n",
+            mpps(rates[0]),
+            mpps(rates[1]),
+            rates[0] / rates[1].max(1.0),
+            got.join(", ")
+        ));
+    }
+    // A pcap: 256 distinct frames replayed in order.
+    let frames: Vec<Vec<u8>> = (0..256u32)
+        .map(|i| {
+            nfkit_traffic::build(&nfkit_traffic::FrameSpec {
+                src_mac: nfkit_traffic::Mac([2, 0, 0, 0, 0, 1]),
+                dst_mac: nfkit_traffic::Mac::BROADCAST,
+                src: a.parse().map_err(err("addr"))?,
+                dst: b.parse().map_err(err("addr"))?,
+                proto: nfkit_traffic::Proto::Udp,
+                sport: 1000 + i as u16,
+                dport: 9,
+                ttl: 64,
+                tos: 0,
+                payload: vec![0; 18 + (i as usize % 64)],
+            })
+            .map_err(err("frame"))
+        })
+        .collect::<Res<_>>()?;
+    let rx = receiver(RecvEngine::Xdp, &p.veth.b)?;
+    let r = send(
+        &Source::Frames(frames),
+        &SendOptions {
+            count: Some(2_000_000),
+            ..opts(Engine::Live, &p.veth.a)
+        },
+    )
+    .map_err(err("send"))?;
+    settle(rx)?;
+    t.push_str(&format!(
+        "\npcap replay (256 frames of 60-123 bytes, in order), live engine: {} Mpps\n\n",
+        mpps(r.achieved_pps)
+    ));
+    Ok(())
+}
+
+fn rate_accuracy(t: &mut String, p: &Pair) -> Res<()> {
+    let (a, b) = (addr(&p.veth.a.addr), addr(&p.veth.b.addr));
+    let flows =
+        Source::Flows(parse_flows(&format!("src={a},dst={b},len=18")).map_err(err("flows"))?);
+    t.push_str("## rate accuracy (2 s per run, 64-byte frames)\n\n");
+    t.push_str("| target pps | live achieved | live error | packet achieved | packet error |\n|---|---|---|---|---|\n");
+    for rate in [10_000.0f64, 100_000.0, 1_000_000.0, 3_000_000.0] {
+        let mut row = format!("| {rate:.0} |");
+        for engine in [Engine::Live, Engine::Packet] {
+            let rx = receiver(RecvEngine::Xdp, &p.veth.b)?;
+            let r: SendReport = send(
+                &flows,
+                &SendOptions {
+                    rate: Some(rate),
+                    count: Some((rate * 2.0) as u64),
+                    ..opts(engine, &p.veth.a)
+                },
+            )
+            .map_err(err("send"))?;
+            settle(rx)?;
+            row.push_str(&format!(
+                " {:.0} | {:+.2} % |",
+                r.achieved_pps,
+                100.0 * (r.achieved_pps / rate - 1.0)
+            ));
+        }
+        t.push_str(&row);
+        t.push('\n');
+    }
+    t.push('\n');
+    Ok(())
+}
+
+fn receiver_capacity(t: &mut String, p: &Pair) -> Res<()> {
+    let (a, b) = (addr(&p.veth.a.addr), addr(&p.veth.b.addr));
+    let flows =
+        Source::Flows(parse_flows(&format!("src={a},dst={b},len=18")).map_err(err("flows"))?);
+    t.push_str("## receiver capacity (live sender at full speed, 64-byte frames)\n\n");
+    t.push_str("| receiver | offered Mpps | counted Mpps | counted |\n|---|---|---|---|\n");
+    for engine in [RecvEngine::Xdp, RecvEngine::Packet] {
+        let _pass = (engine == RecvEngine::Packet)
+            .then(|| attach_pass(&p.veth.b.dev, p.veth.b.netns.as_deref()))
+            .transpose()
+            .map_err(err("pass program"))?;
+        let rx = receiver(engine, &p.veth.b)?;
+        let r = send(
+            &flows,
+            &SendOptions {
+                count: Some(3_000_000),
+                ..opts(Engine::Live, &p.veth.a)
+            },
+        )
+        .map_err(err("send"))?;
+        let rep = settle(rx)?;
+        let n = stamped(&rep);
+        let secs = r.sent as f64 / r.achieved_pps.max(1.0);
+        t.push_str(&format!(
+            "| {} | {} | {} | {:.1} % |\n",
+            if engine == RecvEngine::Xdp {
+                "xdp"
+            } else {
+                "packet"
+            },
+            mpps(r.achieved_pps),
+            mpps(n as f64 / secs),
+            100.0 * n as f64 / r.sent.max(1) as f64
+        ));
+    }
+    t.push('\n');
+    Ok(())
+}
+
+/// sender ns -- s0|d0 -- DUT ns -- d1|r0 -- receiver ns.
+struct Three {
+    left: Veth,
+    right: Veth,
+    dut: Netns,
+    _rcv: Netns,
+    _snd: Netns,
+}
+
+fn three() -> Res<Three> {
+    let snd = Netns::new("fsnd").map_err(err("netns"))?;
+    let dut = Netns::new("fdut").map_err(err("netns"))?;
+    let rcv = Netns::new("frcv").map_err(err("netns"))?;
+    let left = Veth::new(
+        Some(&snd),
+        Some("198.18.60.1/24"),
+        Some(&dut),
+        Some("198.18.60.254/24"),
+    )
+    .map_err(err("veth"))?;
+    let right = Veth::new(
+        Some(&dut),
+        Some("198.18.61.254/24"),
+        Some(&rcv),
+        Some("198.18.61.1/24"),
+    )
+    .map_err(err("veth"))?;
+    Ok(Three {
+        left,
+        right,
+        dut,
+        _rcv: rcv,
+        _snd: snd,
+    })
+}
+
+fn forwarding(t: &mut String) -> Res<()> {
+    let bed = three()?;
+    let d0_mac = mac(&bed.dut, &bed.left.b.dev)?;
+    let d1_mac = mac(&bed.dut, &bed.right.a.dev)?;
+    let rcv_ns = bed.right.b.netns.clone().unwrap_or_default();
+    let r0_mac = {
+        let out = nfkit_kernel::testbed::end_ip(
+            &bed.right.b,
+            &["-j", "link", "show", "dev", &bed.right.b.dev],
+        )
+        .map_err(err("ip link"))?;
+        let v: serde_json::Value = serde_json::from_str(&out).map_err(err("ip -j"))?;
+        v[0]["address"].as_str().unwrap_or("").to_string()
+    };
+    let flows = Source::Flows(
+        parse_flows(&format!(
+            "src=198.18.60.1,dst=198.18.61.1,dmac={d0_mac},len=18"
+        ))
+        .map_err(err("flows"))?,
+    );
+    t.push_str(
+        "## kernel forwarding, sender -> DUT (veth -> veth) -> receiver, 64-byte frames\n\n",
+    );
+    t.push_str("| dataplane | offered Mpps | delivered Mpps | delivered | softirq CPU-s | Mpkt per softirq CPU-s | program ns/pkt |\n|---|---|---|---|---|---|---|\n");
+    let _ = rcv_ns;
+    for kind in ["XDP_REDIRECT (devmap, native)", "IP forwarding"] {
+        let xdp_fwd = kind.starts_with("XDP");
+        let dut_ns = bed.dut.name().to_string();
+        let out_dev = bed.right.a.dev.clone();
+        let (dm, sm) = (parse_mac(&r0_mac)?, parse_mac(&d1_mac)?);
+        let prog: Attached = if xdp_fwd {
+            Attached::new_with(
+                FWD_OBJECT,
+                "nfkit_fwd",
+                &bed.left.b.dev,
+                Some(&dut_ns),
+                move |obj| {
+                    use libbpf_rs::{MapCore, MapFlags};
+                    let idx = xdp::ifindex(&out_dev)?;
+                    let bpf = |e: libbpf_rs::Error| nfkit_traffic::TrafficError::Bpf {
+                        what: "fwd maps".into(),
+                        cause: e.to_string(),
+                    };
+                    xdp::map(obj, "out")?
+                        .update(&0u32.to_ne_bytes(), &idx.to_ne_bytes(), MapFlags::ANY)
+                        .map_err(bpf)?;
+                    let mut cfg = dm.to_vec();
+                    cfg.extend(sm);
+                    xdp::map(obj, "fwdcfg")?
+                        .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
+                        .map_err(bpf)?;
+                    Ok(())
+                },
+            )
+            .map_err(err("attach fwd"))?
+        } else {
+            bed.dut
+                .exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+                .map_err(err("sysctl"))?;
+            let _ = bed.dut.ip(&[
+                "neigh",
+                "replace",
+                "198.18.61.1",
+                "lladdr",
+                &r0_mac,
+                "dev",
+                &bed.right.a.dev,
+            ]);
+            attach_pass(&bed.left.b.dev, Some(&dut_ns)).map_err(err("pass"))?
+        };
+        let rx = receiver(RecvEngine::Xdp, &bed.right.b)?;
+        let stats = enable_run_time_stats().ok();
+        let before = prog.run_stats(if xdp_fwd { "nfkit_fwd" } else { "nfkit_pass" });
+        let s0 = softirq_s();
+        let r = send(
+            &flows,
+            &SendOptions {
+                count: Some(if xdp_fwd { 4_000_000 } else { 2_000_000 }),
+                ..opts(Engine::Live, &bed.left.a)
+            },
+        )
+        .map_err(err("send"))?;
+        let rep = settle(rx)?;
+        let s1 = softirq_s();
+        let after = prog.run_stats(if xdp_fwd { "nfkit_fwd" } else { "nfkit_pass" });
+        drop(stats);
+        let n = stamped(&rep);
+        let secs = r.sent as f64 / r.achieved_pps.max(1.0);
+        let soft = s1 - s0;
+        let prog_ns = match (before, after) {
+            (Some((t0, c0)), Some((t1, c1))) if c1 > c0 => {
+                format!("{:.0}", (t1 - t0) as f64 / (c1 - c0) as f64)
+            }
+            _ => "-".into(),
+        };
+        t.push_str(&format!(
+            "| {kind} | {} | {} | {:.1} % | {:.2} | {} | {prog_ns} |\n",
+            mpps(r.achieved_pps),
+            mpps(n as f64 / secs),
+            100.0 * n as f64 / r.sent.max(1) as f64,
+            soft,
+            if soft > 0.0 {
+                mpps(n as f64 / soft)
+            } else {
+                "-".into()
+            },
+        ));
+        drop(prog);
+    }
+    t.push_str("\nThe switch (issue 16) gets its row here once it runs on interface ports in this bench.\n");
+    t.push_str("Softirq time is the whole machine's: the DUT's veth NAPI (and its program) and the receiver's XDP counter.\n");
+    t.push_str("Program ns/pkt: `nfkit_fwd` for XDP_REDIRECT; `nfkit_pass` on the DUT's ingress veth (it lets the live sender's frames in) for IP forwarding.\n\n");
+    Ok(())
+}
+
+fn parse_mac(s: &str) -> Res<[u8; 6]> {
+    s.parse::<nfkit_traffic::Mac>()
+        .map(|m| m.0)
+        .map_err(|e| e.to_string())
+}
+
+fn run() -> Res<String> {
+    let mut t = String::from("# nfkit traffic benchmarks\n\n");
+    let p = pair(62)?;
+    // Warm up (the first live runs after a veth comes up can be slower).
+    std::thread::sleep(Duration::from_millis(300));
+    send_speed(&mut t, &p)?;
+    rate_accuracy(&mut t, &p)?;
+    receiver_capacity(&mut t, &p)?;
+    drop(p);
+    forwarding(&mut t)?;
+    Ok(t)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if !is_root() {
+        println!("traffic bench: skipped (needs root)");
+        return;
+    }
+    match run() {
+        Ok(table) => {
+            let dir = out_dir();
+            let _ = std::fs::create_dir_all(&dir);
+            let path = dir.join("traffic.md");
+            if let Err(e) = std::fs::write(&path, &table) {
+                eprintln!("traffic bench: writing {}: {e}", path.display());
+            }
+            println!("{table}");
+        }
+        Err(e) => eprintln!("traffic bench failed: {e}"),
+    }
+}
