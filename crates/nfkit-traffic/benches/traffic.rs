@@ -18,6 +18,14 @@
 //!   receiver's XDP, both in softirq) and, for XDP, the forwarding
 //!   program's own run time (`run_time_ns`).
 //!
+//! * the switch (issue 16) on the same testbed: `nfkit switch` with
+//!   AF_XDP ports on the DUT's two veths and one worker, running a
+//!   pass-through chain (every frame to port 2) and the DDoS example
+//!   (its PASS to port 2; the single-destination flood is soon
+//!   blacklisted, so it measures the chain's drop path), with offered,
+//!   processed and delivered Mpps and packets per CPU-second of the
+//!   worker thread (`/proc/self/task/*/stat`) and of softirq.
+//!
 //! Sender, dataplane and receiver share the machine's two cores, and
 //! other work on the machine moves these figures by tens of percent.
 
@@ -432,9 +440,160 @@ fn forwarding(t: &mut String) -> Res<()> {
         ));
         drop(prog);
     }
-    t.push_str("\nThe switch (issue 16) gets its row here once it runs on interface ports in this bench.\n");
+    for (name, script, host, rate) in [
+        ("pass-through", PASS_THROUGH, None, None),
+        ("pass-through", PASS_THROUGH, None, Some(300_000.0)),
+        ("DDoS example", DDOS, Some(1), None),
+    ] {
+        switch_row(t, &bed, &flows, name, script, host, rate)?;
+    }
+    t.push_str("\nSwitch rows: one worker on AF_XDP ports (copy mode on veth); `processed` counts the frames the worker ran the chain on; per CPU-second of the worker thread (its user + system time, polling included) and of softirq (the veths' NAPI, the AF_XDP copies and the receiver's XDP counter).\n");
     t.push_str("Softirq time is the whole machine's: the DUT's veth NAPI (and its program) and the receiver's XDP counter.\n");
     t.push_str("Program ns/pkt: `nfkit_fwd` for XDP_REDIRECT; `nfkit_pass` on the DUT's ingress veth (it lets the live sender's frames in) for IP forwarding.\n\n");
+    Ok(())
+}
+
+/// Every frame from port 1 goes out of port 2.
+const PASS_THROUGH: &str = r#"
+from nf.classify import every_packet
+
+def forward() -> u64:
+    return REDIRECT(2)
+
+every_packet(forward)
+attach("sw0", "switch")
+"#;
+
+/// The DDoS example as it is (compiled for the switch).
+const DDOS: &str = include_str!("../../../examples/ddos.py");
+
+/// CPU seconds (user + system) of this process's threads named
+/// `prefix*`, from `/proc/self/task/*/stat`.
+fn thread_cpu_s(prefix: &str) -> f64 {
+    let tick = 100.0; // USER_HZ
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let mut ticks = 0u64;
+    for e in dir.flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if !comm.trim().starts_with(prefix) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis: state is 3,
+        // utime 14, stime 15.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let field = |n: usize| {
+            f.get(n - 3)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        ticks += field(14) + field(15);
+    }
+    ticks as f64 / tick
+}
+
+/// The switch on the DUT's veths (AF_XDP, one worker) running `script`
+/// while the live sender offers frames; one table row.
+fn switch_row(
+    t: &mut String,
+    bed: &Three,
+    flows: &Source,
+    name: &str,
+    script: &str,
+    host: Option<usize>,
+    rate: Option<f64>,
+) -> Res<()> {
+    use nfkit_switch::port::{any::open_all, PortSpec};
+    use nfkit_switch::{Switch, SwitchConfig};
+    let lang = nfkit_lang::Options {
+        hook: Some(nfkit_abi::Hook::Switch),
+        ..nfkit_lang::Options::default()
+    };
+    let compiled = nfkit_lang::compile(name, script, &lang).map_err(err("compile"))?;
+    let specs: Vec<PortSpec> = [&bed.left.b.dev, &bed.right.a.dev]
+        .iter()
+        .map(|d| format!("{d}:afxdp").parse())
+        .collect::<Result<_, _>>()
+        .map_err(err("port spec"))?;
+    let dut = bed.dut.name().to_string();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<Res<()>>();
+    // The switch lives in a thread inside the DUT's namespace (its
+    // workers inherit it).
+    let sw = std::thread::spawn(move || -> Res<(nfkit_switch::Stats, f64)> {
+        let started = (|| {
+            nfkit_kernel::netns::enter_netns(&dut).map_err(err("enter DUT netns"))?;
+            let ports = open_all(&specs, 1).map_err(err("switch ports"))?;
+            let cfg = SwitchConfig {
+                workers: 1,
+                host_port: host,
+                ..SwitchConfig::default()
+            };
+            Switch::start(&compiled, ports, &cfg).map_err(err("switch"))
+        })();
+        let sw = match started {
+            Ok(sw) => {
+                let _ = up_tx.send(Ok(()));
+                sw
+            }
+            Err(e) => {
+                let _ = up_tx.send(Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let _ = stop_rx.recv();
+        let cpu = thread_cpu_s("nfkit-sw");
+        sw.stop();
+        let (stats, _) = sw.finish().map_err(err("switch finish"))?;
+        Ok((stats, cpu))
+    });
+    up_rx.recv().map_err(err("switch thread"))??;
+    // AF_XDP sockets and the veths settle.
+    std::thread::sleep(Duration::from_millis(300));
+    let rx = receiver(RecvEngine::Xdp, &bed.right.b)?;
+    let cpu0 = thread_cpu_s("nfkit-sw");
+    let s0 = softirq_s();
+    let r = send(
+        flows,
+        &SendOptions {
+            count: Some(if rate.is_some() { 600_000 } else { 2_000_000 }),
+            rate,
+            ..opts(Engine::Live, &bed.left.a)
+        },
+    )
+    .map_err(err("send"))?;
+    std::thread::sleep(Duration::from_millis(200));
+    let s1 = softirq_s();
+    let rep = settle(rx)?;
+    let _ = stop_tx.send(());
+    let (stats, cpu1) = sw
+        .join()
+        .map_err(|_| "switch thread panicked".to_string())??;
+    let secs = r.sent as f64 / r.achieved_pps.max(1.0);
+    let processed = stats.ports.first().map_or(0, |p| p.rx);
+    let delivered = stamped(&rep);
+    let worker = cpu1 - cpu0;
+    let soft = s1 - s0;
+    let per = |n: u64, s: f64| {
+        if s > 0.0 {
+            mpps(n as f64 / s)
+        } else {
+            "-".into()
+        }
+    };
+    t.push_str(&format!(
+        "| switch, {name} (1 worker, AF_XDP{}) | {} | {} processed, {} delivered | {:.1} % | worker {worker:.2}, softirq {soft:.2} | {} per worker CPU-s, {} per softirq CPU-s | - |\n",
+        rate.map_or(String::new(), |r| format!(", paced at {} Mpps", mpps(r))),
+        mpps(r.achieved_pps),
+        mpps(processed as f64 / secs),
+        mpps(delivered as f64 / secs),
+        100.0 * delivered as f64 / r.sent.max(1) as f64,
+        per(processed, worker),
+        per(processed, soft),
+    ));
     Ok(())
 }
 
