@@ -32,5 +32,7 @@ pub use error::OffloadError;
 
 pub use pattern::Pattern;
 
+pub use model::{Decision, Equivalence};
+pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
 pub use source::MapSource;
 pub use symbolic::{analyse, Analysis, Limits, Outcome, Path, XdpAction};

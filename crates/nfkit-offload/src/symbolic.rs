@@ -173,7 +173,10 @@ pub fn analyse(
         .get(e.function)
         .ok_or_else(|| OffloadError::BadFunction(entry.to_string(), e.function))?;
     let mut at_slot = vec![None; image.slot_count() + 1];
-    for (i, s) in nfkit_isa::slot_offsets(&image.insns).into_iter().enumerate() {
+    for (i, s) in nfkit_isa::slot_offsets(&image.insns)
+        .into_iter()
+        .enumerate()
+    {
         at_slot[s] = Some(i);
     }
     let ex = Exec {
@@ -255,7 +258,10 @@ fn sw(ex: &Exec, slot: usize, what: impl fmt::Display) -> Step {
 impl Exec<'_> {
     fn target(&self, slot: usize, off: i64) -> Result<usize, OffloadError> {
         let t = slot as i64 + 1 + off;
-        match usize::try_from(t).ok().and_then(|u| self.at_slot.get(u).map(|x| (u, x))) {
+        match usize::try_from(t)
+            .ok()
+            .and_then(|u| self.at_slot.get(u).map(|x| (u, x)))
+        {
             Some((u, Some(_))) => Ok(u),
             _ => Err(OffloadError::BadTarget {
                 slot,
@@ -514,9 +520,7 @@ impl Exec<'_> {
                 let (x, y, cond) = match (x.as_const(), y.as_const()) {
                     (_, Some(c)) => (x.truncate(w), c, cond),
                     (Some(c), None) => (y.truncate(w), c, swap(cond)),
-                    (None, None) => {
-                        return sw(self, pc, "compares two values made of packet bits")
-                    }
+                    (None, None) => return sw(self, pc, "compares two values made of packet bits"),
                 };
                 let y = if w == 32 { y & 0xffff_ffff } else { y };
                 let (sets, taken_in) = cond_sets(cond, y, w);
@@ -689,7 +693,11 @@ impl Exec<'_> {
             return sw(
                 self,
                 pc,
-                format!("lookup in {} map {} (state)", spec.map_type.name(), spec.name),
+                format!(
+                    "lookup in {} map {} (state)",
+                    spec.map_type.name(),
+                    spec.name
+                ),
             );
         }
         let konst: Option<Vec<u8>> = key
@@ -728,8 +736,16 @@ impl Exec<'_> {
         if spec.map_type == MapType::LpmTrie {
             let Some(kp) = key
                 .get(..4)
-                .and_then(|b| b.iter().map(|x| Bits(pad8(x)).as_const()).collect::<Option<Vec<_>>>())
-                .map(|b| b.iter().enumerate().fold(0u64, |a, (i, x)| a | x << (8 * i)))
+                .and_then(|b| {
+                    b.iter()
+                        .map(|x| Bits(pad8(x)).as_const())
+                        .collect::<Option<Vec<_>>>()
+                })
+                .map(|b| {
+                    b.iter()
+                        .enumerate()
+                        .fold(0u64, |a, (i, x)| a | x << (8 * i))
+                })
             else {
                 return sw(self, pc, "LPM key with a prefix length not known now");
             };
@@ -941,11 +957,17 @@ fn cond_sets(cond: Cond, c: u64, w: usize) -> (Vec<(u64, u64)>, bool) {
                 .collect(),
             true,
         ),
-        Cond::Gt => (range(c.checked_add(1).filter(|&v| v <= max), Some(max)), true),
+        Cond::Gt => (
+            range(c.checked_add(1).filter(|&v| v <= max), Some(max)),
+            true,
+        ),
         Cond::Ge => (range(Some(c), Some(max)), true),
         Cond::Lt => (range(Some(0), c.checked_sub(1)), true),
         Cond::Le => (range(Some(0), Some(c)), true),
-        Cond::Sgt => (signed(cs.checked_add(1).filter(|&v| v <= max), Some(max)), true),
+        Cond::Sgt => (
+            signed(cs.checked_add(1).filter(|&v| v <= max), Some(max)),
+            true,
+        ),
         Cond::Sge => (signed(Some(cs), Some(max)), true),
         Cond::Slt => (signed(Some(0), cs.checked_sub(1)), true),
         Cond::Sle => (signed(Some(0), Some(cs)), true),
@@ -974,9 +996,10 @@ fn load_stack(st: &State, at: i64, n: usize) -> Val {
     let cells: Vec<Option<&Cell>> = (0..n as i64).map(|i| st.stack.get(&(at + i))).collect();
     if let Some(Some(Cell::Ptr(v, 0))) = cells.first() {
         let same = n == 8
-            && cells.iter().enumerate().all(|(i, c)| {
-                matches!(c, Some(Cell::Ptr(w, k)) if w == v && *k as usize == i)
-            });
+            && cells
+                .iter()
+                .enumerate()
+                .all(|(i, c)| matches!(c, Some(Cell::Ptr(w, k)) if w == v && *k as usize == i));
         return if same { v.clone() } else { Val::Unknown };
     }
     let mut b = [ZERO; 64];
