@@ -15,8 +15,10 @@ use crate::pattern::Pattern;
 use crate::source::MapSource;
 use crate::value::{bit_pos, Bit, Bits, Val, ONE, ZERO};
 use nfkit_isa::{AluOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width};
-use nfkit_object::{Image, MapType, ProgType};
+use nfkit_object::{Image, MapKind, MapType, ProgType};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::rc::Rc;
 
@@ -133,6 +135,8 @@ struct State {
     max_len: usize,
     steps: usize,
     redirect: Option<u32>,
+    /// Maps whose contents the path's decisions used.
+    reads: Vec<usize>,
 }
 
 /// A required value for some bits: `(bit, wanted)`.
@@ -184,6 +188,7 @@ pub fn analyse(
         maps,
         limits,
         at_slot,
+        written: RefCell::new(BTreeSet::new()),
     };
     let mut regs: [Val; 11] = std::array::from_fn(|_| Val::Unknown);
     regs[1] = Val::Ctx;
@@ -197,9 +202,12 @@ pub fn analyse(
         max_len: usize::MAX,
         steps: 0,
         redirect: None,
+        reads: Vec::new(),
     };
     let mut work = vec![start];
     let mut paths = Vec::new();
+    let mut reads: Vec<Vec<usize>> = Vec::new();
+    let mut early_software = false;
     let mut truncated = false;
     while let Some(mut st) = work.pop() {
         if paths.len() >= limits.max_paths {
@@ -213,6 +221,7 @@ pub fn analyse(
                 )),
                 steps: st.steps,
             });
+            reads.push(st.reads);
             continue;
         }
         loop {
@@ -224,6 +233,8 @@ pub fn analyse(
                     break;
                 }
                 Step::Done(outcome) => {
+                    early_software |= matches!(outcome, Outcome::Software(_));
+                    reads.push(std::mem::take(&mut st.reads));
                     paths.push(Path {
                         pattern: st.pat.clone(),
                         outcome,
@@ -234,10 +245,72 @@ pub fn analyse(
             }
         }
     }
+    // A decision that read a map the program may write depends on state.
+    let written = ex.written.borrow();
+    let all_written = early_software && may_write(image, e.function);
+    for (p, r) in paths.iter_mut().zip(reads) {
+        if !matches!(p.outcome, Outcome::Action(_)) {
+            continue;
+        }
+        let hit = r.iter().find(|m| {
+            let ro = image.maps.get(**m).is_some_and(|s| {
+                s.flags & BPF_F_RDONLY_PROG != 0
+                    || matches!(
+                        s.kind,
+                        MapKind::Global {
+                            read_only: true,
+                            ..
+                        }
+                    )
+            });
+            !ro && (all_written || written.contains(m))
+        });
+        if let Some(m) = hit {
+            let name = image.maps.get(*m).map_or("?", |s| s.name.as_str());
+            p.outcome = Outcome::Software(format!(
+                "reads map {name}, which the program may write (state)"
+            ));
+        }
+    }
+    drop(written);
     Ok(Analysis {
         entry: entry.to_string(),
         paths,
         truncated,
+    })
+}
+
+const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+
+/// Helpers that write no map.
+const PURE_HELPERS: [i32; 7] = [1, 5, 6, 7, 8, 23, 51];
+
+/// Whether code reachable from function `f` can write any map: a store
+/// or atomic through a register other than r10, or a helper not known
+/// to leave maps alone.
+fn may_write(image: &Image, f: usize) -> bool {
+    let starts = nfkit_isa::slot_offsets(&image.insns);
+    let funcs: Vec<(usize, usize)> = image
+        .reachable_functions(f)
+        .into_iter()
+        .filter_map(|i| image.functions.get(i).map(|g| (g.start, g.start + g.len)))
+        .collect();
+    image.insns.iter().zip(starts).any(|(insn, slot)| {
+        funcs.iter().any(|(a, b)| (*a..*b).contains(&slot))
+            && match *insn {
+                Insn::Atomic { .. } => true,
+                Insn::St { dst, .. } | Insn::Stx { dst, .. } => dst != Reg::FP,
+                Insn::Call {
+                    kind: CallKind::Helper,
+                    imm,
+                } => !PURE_HELPERS.contains(&imm),
+                Insn::Callx { .. }
+                | Insn::Call {
+                    kind: CallKind::Kfunc,
+                    ..
+                } => true,
+                _ => false,
+            }
     })
 }
 
@@ -246,6 +319,8 @@ struct Exec<'a> {
     maps: &'a dyn MapSource,
     limits: &'a Limits,
     at_slot: Vec<Option<usize>>,
+    /// Maps some path wrote (or handed to a helper that may write).
+    written: RefCell<BTreeSet<usize>>,
 }
 
 fn sw(ex: &Exec, slot: usize, what: impl fmt::Display) -> Step {
@@ -344,6 +419,7 @@ impl Exec<'_> {
                 imm,
             } => {
                 let v = Val::konst(imm as i64 as u64);
+                self.note_write(&reg(st, dst));
                 if let Err(why) = store(st, reg(st, dst), off as i64, size, v) {
                     return Ok(sw(self, pc, why));
                 }
@@ -355,12 +431,16 @@ impl Exec<'_> {
                 src,
                 off,
             } => {
+                self.note_write(&reg(st, dst));
                 if let Err(why) = store(st, reg(st, dst), off as i64, size, reg(st, src)) {
                     return Ok(sw(self, pc, why));
                 }
                 st.pc = next;
             }
-            Insn::Atomic { .. } => return Ok(sw(self, pc, "atomic update (state)")),
+            Insn::Atomic { dst, .. } => {
+                self.note_write(&reg(st, dst));
+                return Ok(sw(self, pc, "atomic update (state)"));
+            }
             Insn::Lddw {
                 kind,
                 dst,
@@ -370,7 +450,12 @@ impl Exec<'_> {
                 let v = match kind {
                     LddwKind::Imm64 => Val::konst(Insn::imm64(imm, next_imm)),
                     LddwKind::MapIdx => Val::Map(imm as usize),
-                    LddwKind::MapIdxValue => self.global(imm as usize, next_imm as i64),
+                    LddwKind::MapIdxValue => {
+                        if !st.reads.contains(&(imm as usize)) {
+                            st.reads.push(imm as usize);
+                        }
+                        self.global(imm as usize, next_imm as i64)
+                    }
                     _ => Val::Unknown,
                 };
                 st.regs[dst.num() as usize] = v;
@@ -435,6 +520,12 @@ impl Exec<'_> {
         Ok(Step::Next)
     }
 
+    fn note_write(&self, base: &Val) {
+        if let Val::MapValue { map, .. } = base {
+            self.written.borrow_mut().insert(*map);
+        }
+    }
+
     fn finish(&self, st: &State) -> Step {
         let Some(code) = st.regs[0].as_const() else {
             return sw(self, st.pc, "returns a value not decided by header fields");
@@ -459,6 +550,7 @@ impl Exec<'_> {
         };
         match self.maps.lookup(&spec.name, &0u32.to_le_bytes()) {
             Ok(Some(v)) => Val::MapValue {
+                map: m,
                 value: Rc::from(v),
                 off,
             },
@@ -486,7 +578,7 @@ impl Exec<'_> {
                 Ok(Val::Scalar(Box::new(Bits::packet(at as u32, n))))
             }
             Val::Stack(a) => Ok(load_stack(st, a + off, n)),
-            Val::MapValue { value, off: o } => {
+            Val::MapValue { value, off: o, .. } => {
                 let at = o + off;
                 let bytes = usize::try_from(at)
                     .ok()
@@ -648,16 +740,23 @@ impl Exec<'_> {
                 st.pc = next;
                 Step::Next
             }
-            _ => sw(
-                self,
-                pc,
-                format!(
-                    "calls helper {}",
-                    nfkit_isa::helpers::helper_name(id)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| id.to_string())
-                ),
-            ),
+            _ => {
+                for r in 1..=5 {
+                    if let Val::Map(m) | Val::MapValue { map: m, .. } = st.regs[r] {
+                        self.written.borrow_mut().insert(m);
+                    }
+                }
+                sw(
+                    self,
+                    pc,
+                    format!(
+                        "calls helper {}",
+                        nfkit_isa::helpers::helper_name(id)
+                            .map(str::to_string)
+                            .unwrap_or_else(|| id.to_string())
+                    ),
+                )
+            }
         }
     }
 
@@ -704,7 +803,11 @@ impl Exec<'_> {
             .iter()
             .map(|b| Bits(pad8(b)).as_const().map(|v| v as u8))
             .collect();
+        if !st.reads.contains(&m) {
+            st.reads.push(m);
+        }
         let value = |v: Vec<u8>| Val::MapValue {
+            map: m,
             value: Rc::from(v),
             off: 0,
         };
@@ -837,8 +940,9 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
             (Val::Pkt(p), AluOp::Sub, Some(c)) => return Val::Pkt(p - c),
             (Val::Stack(p), AluOp::Add, Some(c)) => return Val::Stack(p + c),
             (Val::Stack(p), AluOp::Sub, Some(c)) => return Val::Stack(p - c),
-            (Val::MapValue { value, off }, AluOp::Add, Some(c)) => {
+            (Val::MapValue { map, value, off }, AluOp::Add, Some(c)) => {
                 return Val::MapValue {
+                    map: *map,
                     value: value.clone(),
                     off: off + c,
                 }

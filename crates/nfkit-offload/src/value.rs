@@ -177,8 +177,12 @@ pub enum Val {
     Stack(i64),
     /// A map (from `lddw` of a map index).
     Map(usize),
-    /// A pointer into a map value known now (read only).
-    MapValue { value: Rc<[u8]>, off: i64 },
+    /// A pointer into a value of map `map` known now (read only).
+    MapValue {
+        map: usize,
+        value: Rc<[u8]>,
+        off: i64,
+    },
     /// Something the analysis does not follow (time, random numbers,
     /// arithmetic on packet bits, ...): fine to carry, not to branch on.
     Unknown,
