@@ -69,14 +69,17 @@ fn prefix_len(mask: &[u8]) -> Option<u32> {
 
 /// The IP protocol the pattern fixes (only when it is IPv4 with IHL 5).
 fn l4_proto(p: &Pattern) -> Option<u8> {
-    if exact(p, 12..14)? != ETH_IP || byte(p, 14) != (0x45, 0xff) {
+    let (v14, m14) = byte(p, 14);
+    if exact(p, 12..14)? != ETH_IP || m14 & 0x0f != 0x0f || v14 & 0x0f != 5 {
         return None;
     }
     exact(p, 23..24).map(|v| v[0])
 }
 
 /// The frame length a rule with these bits implies: the end of the
-/// deepest header it names.
+/// deepest header it names, at least the 14 bytes of Ethernet (the NIC
+/// delivers no shorter frame to a filter: shorter ones are the
+/// program's alone).
 pub fn header_len(p: &Pattern) -> usize {
     if any(p, 38..64) || (any(p, 34..38) && l4_proto(p) == Some(6)) {
         54
@@ -84,10 +87,8 @@ pub fn header_len(p: &Pattern) -> usize {
         42
     } else if any(p, 14..34) {
         34
-    } else if any(p, 0..14) {
-        14
     } else {
-        0
+        14
     }
 }
 

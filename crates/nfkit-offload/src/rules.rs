@@ -178,14 +178,16 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
 /// The rule pattern of a path when flower matches exactly its packets.
 fn exact(p: &Pattern) -> Result<Pattern, String> {
     fields::express(p)?;
-    let hl = fields::header_len(p);
-    if hl != p.min_len {
+    let mut p = p.clone();
+    p.min_len = p.min_len.max(14);
+    let hl = fields::header_len(&p);
+    if hl != p.min_len.max(14) {
         return Err(format!(
             "the path needs {} bytes, the fields it tests imply {hl}",
             p.min_len
         ));
     }
-    Ok(p.clone())
+    Ok(p)
 }
 
 /// Leaves out `pass` rules no later offloaded rule overlaps.

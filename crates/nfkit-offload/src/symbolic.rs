@@ -616,10 +616,84 @@ impl Exec<'_> {
                 };
                 let y = if w == 32 { y & 0xffff_ffff } else { y };
                 let (sets, taken_in) = cond_sets(cond, y, w);
+                let max = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+                let (sets, taken_in) = match cond {
+                    Cond::Gt | Cond::Ge | Cond::Lt | Cond::Le => {
+                        let r = match cond {
+                            Cond::Gt if y < max => vec![(y + 1, max)],
+                            Cond::Ge => vec![(y, max)],
+                            Cond::Lt if y > 0 => vec![(0, y - 1)],
+                            Cond::Le => vec![(0, y)],
+                            _ => Vec::new(),
+                        };
+                        smaller_side(sets, &r, max, w, taken_in)
+                    }
+                    _ => (sets, taken_in),
+                };
                 let alts = sets
                     .into_iter()
                     .map(|(v, m)| {
                         let c: Constraint = (0..w)
+                            .filter(|i| m >> i & 1 == 1)
+                            .map(|i| (x.0[i], v >> i & 1 == 1))
+                            .collect();
+                        (c, Effect::Goto(if taken_in { jump } else { fall }))
+                    })
+                    .collect();
+                self.fork(st, alts, Effect::Goto(if taken_in { fall } else { jump }))
+            }
+            (Val::Affine { bits, add, w }, Val::Scalar(y))
+            | (Val::Scalar(y), Val::Affine { bits, add, w }) => {
+                let Some(c) = y.as_const() else {
+                    return sw(self, pc, "compares two values made of packet bits");
+                };
+                let cond = if matches!(a, Val::Scalar(_)) {
+                    swap(cond)
+                } else {
+                    cond
+                };
+                let jw = if width == Width::W32 { 32 } else { 64 };
+                let max = if *w == 64 { u64::MAX } else { (1u64 << *w) - 1 };
+                let c = if jw == 32 { c & 0xffff_ffff } else { c };
+                if jw < *w as usize {
+                    return sw(self, pc, "compares a shifted field at a narrower width");
+                }
+                let (lo, hi, taken_in) = match cond {
+                    _ if c > max => match cond {
+                        Cond::Eq | Cond::Gt | Cond::Ge => (1, 0, true),
+                        Cond::Ne => (1, 0, false),
+                        Cond::Lt | Cond::Le => (0, max, true),
+                        _ => return sw(self, pc, "signed or bit test of a shifted field"),
+                    },
+                    Cond::Eq => (c, c, true),
+                    Cond::Ne => (c, c, false),
+                    Cond::Gt if c < max => (c + 1, max, true),
+                    Cond::Ge => (c, max, true),
+                    Cond::Lt if c > 0 => (0, c - 1, true),
+                    Cond::Le => (0, c, true),
+                    Cond::Gt | Cond::Lt => (1, 0, true),
+                    _ => return sw(self, pc, "signed or bit test of a shifted field"),
+                };
+                let mut ranges = Vec::new();
+                if lo <= hi {
+                    let (l, h) = (lo.wrapping_sub(*add) & max, hi.wrapping_sub(*add) & max);
+                    if l <= h {
+                        ranges.push((l, h));
+                    } else {
+                        ranges.push((l, max));
+                        ranges.push((0, h));
+                    }
+                }
+                let set: Vec<(u64, u64)> = ranges
+                    .iter()
+                    .flat_map(|&(l, h)| prefixes(l, h, *w as usize))
+                    .collect();
+                let (set, taken_in) = smaller_side(set, &ranges, max, *w as usize, taken_in);
+                let x = bits.truncate(*w as usize);
+                let alts = set
+                    .into_iter()
+                    .map(|(v, m)| {
+                        let c: Constraint = (0..*w as usize)
                             .filter(|i| m >> i & 1 == 1)
                             .map(|i| (x.0[i], v >> i & 1 == 1))
                             .collect();
@@ -932,6 +1006,32 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
         let v = sign_extend(x, n as u32);
         return Val::Scalar(Box::new(if w32 { v.truncate(32) } else { v }));
     }
+    if let (Val::Affine { bits, add, w }, AluOp::Add | AluOp::Sub, Some(c)) = (&a, op, b.as_const())
+    {
+        if (*w == 32) == w32 {
+            let c = if op == AluOp::Sub {
+                c.wrapping_neg()
+            } else {
+                c
+            };
+            let m = if w32 { 0xffff_ffff } else { u64::MAX };
+            return Val::Affine {
+                bits: bits.clone(),
+                add: add.wrapping_add(c) & m,
+                w: *w,
+            };
+        }
+    }
+    if let (Val::Affine { bits, add, w }, AluOp::And, Some(m)) = (&a, op, b.as_const()) {
+        let k = m.trailing_ones();
+        if m != 0 && m.count_ones() == k && k <= *w {
+            return Val::Affine {
+                bits: Box::new(bits.truncate(k as usize)),
+                add: add & m,
+                w: k,
+            };
+        }
+    }
     // Pointer arithmetic with constants.
     if !w32 {
         let c = b.as_const().map(|c| c as i64);
@@ -962,6 +1062,25 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
         ((**x).clone(), (**y).clone())
     };
     let bits = if w32 { 32 } else { 64 };
+    if matches!(op, AluOp::Add | AluOp::Sub) && x.as_const().is_none() {
+        if let Some(c) = y.as_const() {
+            if op == AluOp::Add && x.add(&y).is_some() {
+                // exact as an OR
+            } else {
+                let c = if op == AluOp::Sub {
+                    c.wrapping_neg()
+                } else {
+                    c
+                };
+                let m = if w32 { 0xffff_ffff } else { u64::MAX };
+                return Val::Affine {
+                    bits: Box::new(x),
+                    add: c & m,
+                    w: bits as u32,
+                };
+            }
+        }
+    }
     let shift = y.as_const().map(|s| (s % bits) as u32);
     let r = match op {
         AluOp::And => x.and(&y),
@@ -1075,6 +1194,38 @@ fn cond_sets(cond: Cond, c: u64, w: usize) -> (Vec<(u64, u64)>, bool) {
         Cond::Sge => (signed(Some(cs), Some(max)), true),
         Cond::Slt => (signed(Some(0), cs.checked_sub(1)), true),
         Cond::Sle => (signed(Some(0), Some(cs)), true),
+    }
+}
+
+/// `set` (the prefixes of `ranges`, sorted, disjoint) or the prefixes
+/// of its complement, whichever has fewer, with the side it stands for:
+/// fewer alternatives explored first, so fewer rules.
+fn smaller_side(
+    set: Vec<(u64, u64)>,
+    ranges: &[(u64, u64)],
+    max: u64,
+    w: usize,
+    taken_in: bool,
+) -> (Vec<(u64, u64)>, bool) {
+    let mut sorted = ranges.to_vec();
+    sorted.sort();
+    let mut comp = Vec::new();
+    let mut next: Option<u64> = Some(0);
+    for &(l, h) in &sorted {
+        if let Some(n) = next {
+            if l > n {
+                comp.extend(prefixes(n, l - 1, w));
+            }
+        }
+        next = if h >= max { None } else { Some(h + 1) };
+    }
+    if let Some(n) = next {
+        comp.extend(prefixes(n, max, w));
+    }
+    if comp.len() < set.len() {
+        (comp, !taken_in)
+    } else {
+        (set, taken_in)
     }
 }
 

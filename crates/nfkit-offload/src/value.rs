@@ -166,6 +166,9 @@ impl Bits {
 pub enum Val {
     /// A scalar: constant or made of packet bits.
     Scalar(Box<Bits>),
+    /// `bits + add` modulo 2^`w` (w = 32 or 64): a header field with a
+    /// constant added, as compilers emit range tests (`x - lo < n`).
+    Affine { bits: Box<Bits>, add: u64, w: u32 },
     /// The XDP context pointer.
     Ctx,
     /// `data + off`.

@@ -61,8 +61,16 @@ pub fn random_frame(rng: &mut Rng, a: &Analysis) -> Vec<u8> {
             flags: rng.next() as u8,
         }
     };
-    let sport = if rng.chance(70) { pick(rng) } else { rng.next() as u16 };
-    let dport = if rng.chance(70) { pick(rng) } else { rng.next() as u16 };
+    let sport = if rng.chance(70) {
+        pick(rng)
+    } else {
+        rng.next() as u16
+    };
+    let dport = if rng.chance(70) {
+        pick(rng)
+    } else {
+        rng.next() as u16
+    };
     let ip = |rng: &mut Rng| {
         let x = rng.next();
         IpAddr::V4(Ipv4Addr::new(
@@ -164,6 +172,11 @@ pub fn report(name: &str, a: &Analysis, r: &RuleSet, eq: &Equivalence) {
         eq.by_rules,
         eq.disagreements.len()
     );
+    if std::env::var("OFFLOAD_DEBUG").is_ok() {
+        for (i, p) in a.paths.iter().enumerate() {
+            println!("  path {i}: [{}] -> {:?}", p.pattern, p.outcome);
+        }
+    }
     for (i, f) in &r.fallbacks {
         println!("  path {i} [{}]: {f:?}", a.paths[*i].pattern);
     }
