@@ -190,8 +190,27 @@ fn exact(p: &Pattern) -> Result<Pattern, String> {
     Ok(p)
 }
 
-/// Leaves out `pass` rules no later offloaded rule overlaps.
+/// Whether every frame `b` matches also matches `a`.
+fn covers(a: &Pattern, b: &Pattern) -> bool {
+    a.min_len <= b.min_len
+        && a.mask.iter().enumerate().all(|(i, &m)| {
+            let bm = b.mask.get(i).copied().unwrap_or(0);
+            let bv = b.value.get(i).copied().unwrap_or(0);
+            m & bm == m && (a.value[i] ^ bv) & m == 0
+        })
+}
+
+/// Leaves out rules an earlier rule covers (they never match) and
+/// `pass` rules no later offloaded rule overlaps.
 fn prune(c: &mut Vec<Cand>) {
+    let mut i = 1;
+    while i < c.len() {
+        if (0..i).any(|j| covers(&c[j].pattern, &c[i].pattern)) {
+            c.remove(i);
+        } else {
+            i += 1;
+        }
+    }
     let mut keep = vec![true; c.len()];
     let mut later: Vec<&Pattern> = Vec::new();
     for i in (0..c.len()).rev() {
