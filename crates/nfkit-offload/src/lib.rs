@@ -15,7 +15,7 @@
 //!   merging, rule budget) and their `tc filter add` text.
 //! * [`model`]: flower matching on a frame and the equivalence check
 //!   "rules, then the program" against "the program alone".
-//! * [`error`]: [`OffloadError`].
+//! * [`error`] holds [`OffloadError`].
 
 #![forbid(unsafe_code)]
 

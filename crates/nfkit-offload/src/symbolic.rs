@@ -1237,7 +1237,10 @@ pub fn prefixes(lo: u64, hi: u64, w: usize) -> Vec<(u64, u64)> {
     let hi = hi as u128;
     while cur <= hi {
         let mut size: u128 = 1;
-        while cur % (size * 2) == 0 && cur + size * 2 - 1 <= hi && size * 2 <= (full as u128 + 1) {
+        while cur & (size * 2 - 1) == 0
+            && cur + size * 2 - 1 <= hi
+            && size * 2 <= (full as u128 + 1)
+        {
             size *= 2;
         }
         let mask = full & !((size - 1) as u64);

@@ -4,6 +4,9 @@
 //! stay exact; arithmetic that mixes packet bits (add, multiply, ...)
 //! gives [`Val::Unknown`].
 
+// Bit arrays are combined position by position, several at once.
+#![allow(clippy::needless_range_loop)]
+
 use std::rc::Rc;
 
 /// One bit of a scalar: `0`, `1`, or packet bit `n - 2` (`byte * 8 + bit`).
