@@ -61,6 +61,24 @@ fn protocol_and_port_acl() {
         .iter()
         .any(|p| p.outcome == Outcome::Action(XdpAction::Redirect(3))));
     assert!(eq.by_rules > 1000, "{}", eq.by_rules);
+    // The check is not vacuous: a wrong action is caught.
+    let mut bad = r.clone();
+    for x in &mut bad.rules {
+        if x.action == RuleAction::Drop {
+            x.action = RuleAction::Redirect(9);
+        }
+    }
+    let vm =
+        nfkit_vm::Vm::new(&img, nfkit_vm::VmConfig::kernel()).unwrap_or_else(|e| panic!("{e}"));
+    let mut run = |f: &[u8]| nfkit_offload::model::run_xdp(&vm, "acl", f);
+    let mut run2 = |f: &[u8]| nfkit_offload::model::run_xdp(&vm, "acl", f);
+    let mut eq_bad = nfkit_offload::Equivalence::default();
+    let mut rng = common::Rng(3);
+    for _ in 0..2000 {
+        let f = common::random_frame(&mut rng, &a);
+        eq_bad.check(&bad, &f, &mut run, &mut run2);
+    }
+    assert!(!eq_bad.disagreements.is_empty());
     // The budget: fewer rules, the rest to software, still equivalent.
     let (_, small, eq2) = check_program(
         &img,
