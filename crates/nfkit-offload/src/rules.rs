@@ -48,6 +48,46 @@ pub struct Rule {
     pub action: RuleAction,
     /// The paths (indices into [`Analysis::paths`]) it stands for.
     pub paths: Vec<usize>,
+    /// Port ranges from merging, matched besides the pattern.
+    pub ranges: Vec<PortRange>,
+}
+
+/// A big-endian 16-bit field at `at` (34: source port, 36: destination
+/// port) within `lo..=hi`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRange {
+    pub at: usize,
+    pub lo: u16,
+    pub hi: u16,
+}
+
+impl PortRange {
+    fn matches(&self, frame: &[u8]) -> bool {
+        frame
+            .get(self.at..self.at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .is_some_and(|v| (self.lo..=self.hi).contains(&v))
+    }
+
+    fn key(&self) -> String {
+        let name = if self.at == 34 {
+            "src_port"
+        } else {
+            "dst_port"
+        };
+        if self.lo == self.hi {
+            format!("{name} {}", self.lo)
+        } else {
+            format!("{name} {}-{}", self.lo, self.hi)
+        }
+    }
+}
+
+impl Rule {
+    /// Whether `frame` matches the rule.
+    pub fn matches(&self, frame: &[u8]) -> bool {
+        self.pattern.matches(frame) && self.ranges.iter().all(|r| r.matches(frame))
+    }
 }
 
 /// Options of [`generate`].
@@ -89,6 +129,7 @@ struct Cand {
     pattern: Pattern,
     action: RuleAction,
     paths: Vec<usize>,
+    ranges: Vec<PortRange>,
 }
 
 /// Generates the rules for `a`.
@@ -101,6 +142,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             pattern: fields::widen(pat),
             action: RuleAction::Pass,
             paths: vec![i],
+            ranges: Vec::new(),
         };
         let act = match &p.outcome {
             Outcome::Software(why) => {
@@ -122,6 +164,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
                 pattern,
                 action: act,
                 paths: vec![i],
+                ranges: Vec::new(),
             }),
             Err(why) => {
                 fallbacks.push((i, Fallback::Inexpressible(why)));
@@ -130,13 +173,15 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
         }
     }
     prune(&mut cands);
+    let before_merge = cands.len();
+    merge(&mut cands);
     if let Some(max) = opts.max_rules {
         while cands.len() > max {
             let victim = cands
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| c.action != RuleAction::Pass)
-                .min_by_key(|(i, c)| (c.pattern.specificity(), std::cmp::Reverse(*i)))
+                .min_by_key(|(i, c)| (specificity(c), std::cmp::Reverse(*i)))
                 .map(|(i, _)| i);
             let Some(v) = victim else { break };
             cands[v].action = RuleAction::Pass;
@@ -144,10 +189,9 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
                 fallbacks.push((p, Fallback::OverBudget));
             }
             prune(&mut cands);
+            merge(&mut cands);
         }
     }
-    let before_merge = cands.len();
-    merge(&mut cands);
     let offloaded = cands
         .iter()
         .filter(|c| c.action != RuleAction::Pass)
@@ -162,6 +206,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             pattern: c.pattern,
             action: c.action,
             paths: c.paths,
+            ranges: c.ranges,
         })
         .collect();
     RuleSet {
@@ -173,6 +218,19 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
         fallbacks,
         before_merge,
     }
+}
+
+/// Required bits, a port range counting as the bits of its width.
+fn specificity(c: &Cand) -> u32 {
+    c.pattern.specificity()
+        + c.ranges
+            .iter()
+            .map(|r| {
+                16 - (u32::from(r.hi - r.lo) + 1)
+                    .next_power_of_two()
+                    .trailing_zeros()
+            })
+            .sum::<u32>()
 }
 
 /// The rule pattern of a path when flower matches exactly its packets.
@@ -233,7 +291,17 @@ fn merge(c: &mut Vec<Cand>) {
         let mut i = 0;
         while i + 1 < c.len() {
             if c[i].action == c[i + 1].action {
-                let m = if c[i].pattern == c[i + 1].pattern {
+                if let Some((p, r)) = merge_ports(&c[i], &c[i + 1]) {
+                    let next = c.remove(i + 1);
+                    c[i].pattern = p;
+                    c[i].ranges = r;
+                    c[i].paths.extend(next.paths);
+                    changed = true;
+                    continue;
+                }
+                let m = if c[i].ranges != c[i + 1].ranges {
+                    None
+                } else if c[i].pattern == c[i + 1].pattern {
                     Some(c[i].pattern.clone())
                 } else {
                     c[i].pattern.merge(&c[i + 1].pattern).filter(|m| {
@@ -253,10 +321,66 @@ fn merge(c: &mut Vec<Cand>) {
     }
 }
 
+/// The interval of ports at `at` a candidate requires: its range, or
+/// its bits there when they are a prefix.
+fn port_interval(c: &Cand, at: usize) -> Option<(u16, u16)> {
+    if let Some(r) = c.ranges.iter().find(|r| r.at == at) {
+        return Some((r.lo, r.hi));
+    }
+    let get = |v: &Vec<u8>, i: usize| v.get(i).copied().unwrap_or(0);
+    let m = u16::from_be_bytes([get(&c.pattern.mask, at), get(&c.pattern.mask, at + 1)]);
+    let v = u16::from_be_bytes([get(&c.pattern.value, at), get(&c.pattern.value, at + 1)]);
+    (m != 0 && m.leading_ones() + m.trailing_zeros() == 16).then(|| (v & m, (v & m) | !m))
+}
+
+fn without_port(c: &Cand, at: usize) -> (Pattern, Vec<PortRange>) {
+    let mut p = c.pattern.clone();
+    for pos in (at as u32 * 8)..((at as u32 + 2) * 8) {
+        p.clear_bit(pos);
+    }
+    let r = c.ranges.iter().filter(|r| r.at != at).copied().collect();
+    (p, r)
+}
+
+/// Two adjacent rules that differ only in contiguous port intervals of
+/// one field: the pattern without that field and the ranges with the
+/// union.
+fn merge_ports(a: &Cand, b: &Cand) -> Option<(Pattern, Vec<PortRange>)> {
+    if a.action != b.action || fields::express(&a.pattern).is_err() {
+        return None;
+    }
+    for at in [34, 36] {
+        let (Some((al, ah)), Some((bl, bh))) = (port_interval(a, at), port_interval(b, at)) else {
+            continue;
+        };
+        let (pa, ra) = without_port(a, at);
+        let (pb, rb) = without_port(b, at);
+        if pa != pb || ra != rb {
+            continue;
+        }
+        let joined = if ah.checked_add(1) == Some(bl) {
+            (al, bh)
+        } else if bh.checked_add(1) == Some(al) {
+            (bl, ah)
+        } else {
+            continue;
+        };
+        let mut r = ra;
+        r.push(PortRange {
+            at,
+            lo: joined.0,
+            hi: joined.1,
+        });
+        r.sort_by_key(|x| x.at);
+        return Some((pa, r));
+    }
+    None
+}
+
 impl RuleSet {
     /// The first rule that matches `frame`.
     pub fn first_match(&self, frame: &[u8]) -> Option<&Rule> {
-        self.rules.iter().find(|r| r.pattern.matches(frame))
+        self.rules.iter().find(|r| r.matches(frame))
     }
 
     /// Rules that drop, transmit or redirect.
@@ -294,9 +418,11 @@ impl RuleSet {
                     "tc filter add dev {dev} ingress prio {} protocol {protocol} flower",
                     r.prio
                 );
+                let ranges: Vec<String> = r.ranges.iter().map(PortRange::key).collect();
                 for k in std::iter::once(skip)
                     .filter(|s| !s.is_empty())
                     .chain(keys.iter().map(String::as_str))
+                    .chain(ranges.iter().map(String::as_str))
                 {
                     line.push(' ');
                     line.push_str(k);
