@@ -330,7 +330,7 @@ fn port_interval(c: &Cand, at: usize) -> Option<(u16, u16)> {
     let get = |v: &Vec<u8>, i: usize| v.get(i).copied().unwrap_or(0);
     let m = u16::from_be_bytes([get(&c.pattern.mask, at), get(&c.pattern.mask, at + 1)]);
     let v = u16::from_be_bytes([get(&c.pattern.value, at), get(&c.pattern.value, at + 1)]);
-    (m != 0 && m.leading_ones() + m.trailing_zeros() == 16).then(|| (v & m, (v & m) | !m))
+    (m != 0 && m.leading_ones() + m.trailing_zeros() == 16).then_some((v & m, (v & m) | !m))
 }
 
 fn without_port(c: &Cand, at: usize) -> (Pattern, Vec<PortRange>) {
