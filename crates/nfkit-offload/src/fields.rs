@@ -1,8 +1,9 @@
 //! The header field model: which bits of a [`Pattern`] name flower keys,
 //! the key text, and the frame length a rule implies.
 //!
-//! Untagged Ethernet, then (with `protocol ip`) IPv4 without options,
-//! then UDP or TCP ports and TCP flags:
+//! Untagged Ethernet, then IPv4 without options (`protocol ip`) or IPv6
+//! without extension headers (`protocol ipv6`), then UDP or TCP ports
+//! and TCP flags. IPv4:
 //!
 //! | bytes | field | flower key | mask |
 //! |---|---|---|---|
@@ -15,16 +16,23 @@
 //! | 23 | protocol | `ip_proto` | exact |
 //! | 26..30, 30..34 | addresses | `src_ip`, `dst_ip` | prefix |
 //! | 34..36, 36..38 | ports (UDP/TCP, IHL 5) | `src_port`, `dst_port` | prefix (a range) |
+//! | 20..22 | fragment bits: "not a fragment", "first fragment" | `ip_flags nofrag`, `ip_flags frag/firstfrag` | 0x3fff |
 //! | 47 | TCP flags (low 8) | `tcp_flags` | any |
 //!
-//! A rule matches only frames that hold every header it names (14, 34,
-//! 42 for UDP, 54 for TCP bytes): [`header_len`]. Everything else (VLAN
-//! tags, IPv6, total length, id, fragment bits, checksums, payload) is
-//! not expressible in this slice.
+//! IPv6: version 6 (implied), traffic class (`ip_tos`), next header
+//! (`ip_proto`, exact), hop limit (`ip_ttl`), addresses at 22 and 38
+//! (prefixes), ports at 54 and 56, TCP flags at 67.
+//!
+//! A rule matches only frames that hold every header it names (14; 34
+//! or 54 for IPv4 or IPv6; 8 more for UDP, 20 for TCP): [`header_len`].
+//! Everything else (VLAN tags, total or payload length, id, other
+//! fragment tests, flow label, checksums, payload) is not expressible in
+//! this slice.
 
 use crate::pattern::Pattern;
 
 const ETH_IP: [u8; 2] = [0x08, 0x00];
+const ETH_IPV6: [u8; 2] = [0x86, 0xdd];
 
 /// The flower form of a pattern: `protocol` and the keys after `flower`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,13 +75,22 @@ fn prefix_len(mask: &[u8]) -> Option<u32> {
     (v == want).then_some(n)
 }
 
-/// The IP protocol the pattern fixes (only when it is IPv4 with IHL 5).
-fn l4_proto(p: &Pattern) -> Option<u8> {
-    let (v14, m14) = byte(p, 14);
-    if exact(p, 12..14)? != ETH_IP || m14 & 0x0f != 0x0f || v14 & 0x0f != 5 {
-        return None;
+/// Where the L4 header starts and the IP protocol, when the pattern
+/// fixes both: IPv4 with IHL 5 (offset 34) or IPv6 whose next header is
+/// the protocol (offset 54).
+fn l4_proto(p: &Pattern) -> Option<(usize, u8)> {
+    let et = exact(p, 12..14)?;
+    if et == ETH_IP {
+        let (v14, m14) = byte(p, 14);
+        if m14 & 0x0f != 0x0f || v14 & 0x0f != 5 {
+            return None;
+        }
+        exact(p, 23..24).map(|v| (34, v[0]))
+    } else if et == ETH_IPV6 {
+        exact(p, 20..21).map(|v| (54, v[0]))
+    } else {
+        None
     }
-    exact(p, 23..24).map(|v| v[0])
 }
 
 /// The frame length a rule with these bits implies: the end of the
@@ -81,20 +98,52 @@ fn l4_proto(p: &Pattern) -> Option<u8> {
 /// delivers no shorter frame to a filter: shorter ones are the
 /// program's alone).
 pub fn header_len(p: &Pattern) -> usize {
-    if any(p, 38..64) || (any(p, 34..38) && l4_proto(p) == Some(6)) {
-        54
-    } else if any(p, 34..38) {
-        42
-    } else if any(p, 14..34) {
-        34
-    } else {
-        14
+    let l3 = match exact(p, 12..14) {
+        Some(t) if t == ETH_IPV6 => 54,
+        _ => 34,
+    };
+    match l4_proto(p) {
+        Some((at, proto)) if p.bytes_used() > at => at + if proto == 6 { 20 } else { 8 },
+        _ if p.bytes_used() > 14 => l3,
+        _ => 14,
     }
+}
+
+type Refusal = (String, std::ops::Range<usize>);
+
+fn refuse<T>(what: impl Into<String>, r: std::ops::Range<usize>) -> Result<T, Refusal> {
+    Err((what.into(), r))
 }
 
 /// The flower keys for `p` when flower can match exactly its bits, or
 /// why not.
 pub fn express(p: &Pattern) -> Result<FlowerMatch, String> {
+    express_at(p).map_err(|e| e.0)
+}
+
+fn prefix_key(
+    p: &Pattern,
+    name: &str,
+    r: std::ops::Range<usize>,
+) -> Result<Option<String>, Refusal> {
+    let (v, m) = bytes(p, r.clone());
+    let Some(n) = prefix_len(&m) else {
+        return refuse(format!("{name} mask is not a prefix"), r);
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    let addr = if v.len() == 4 {
+        std::net::IpAddr::from([v[0], v[1], v[2], v[3]])
+    } else {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&v);
+        std::net::IpAddr::from(a)
+    };
+    Ok(Some(format!("{name} {addr}/{n}")))
+}
+
+fn express_at(p: &Pattern) -> Result<FlowerMatch, Refusal> {
     let mut keys = Vec::new();
     let mac = |name: &str, r| -> Option<String> {
         let (v, m) = bytes(p, r);
@@ -115,35 +164,66 @@ pub fn express(p: &Pattern) -> Result<FlowerMatch, String> {
     };
     keys.extend(mac("dst_mac", 0..6));
     keys.extend(mac("src_mac", 6..12));
-    let protocol = if any(p, 12..14) {
-        let t = exact(p, 12..14).ok_or("a partial EtherType mask")?;
-        if t == ETH_IP {
-            "ip".to_string()
-        } else {
-            format!("0x{:02x}{:02x}", t[0], t[1])
+    let et = if any(p, 12..14) {
+        match exact(p, 12..14) {
+            Some(t) => Some(t),
+            None => return refuse("a partial EtherType mask", 12..14),
         }
     } else {
-        "all".to_string()
+        None
     };
-    if p.bytes_used() <= 14 {
+    let protocol = match &et {
+        None => "all".to_string(),
+        Some(t) if *t == ETH_IP => "ip".to_string(),
+        Some(t) if *t == ETH_IPV6 => "ipv6".to_string(),
+        Some(t) => format!("0x{:02x}{:02x}", t[0], t[1]),
+    };
+    let end = p.bytes_used();
+    if end <= 14 {
         return Ok(FlowerMatch { protocol, keys });
     }
-    if protocol != "ip" {
-        return Err("header bits after Ethernet without EtherType IPv4".into());
+    let l4 = match et.as_deref() {
+        Some(t) if t == ETH_IP => ipv4(p, &mut keys)?,
+        Some(t) if t == ETH_IPV6 => ipv6(p, &mut keys)?,
+        _ => {
+            return refuse(
+                "header bits after Ethernet without EtherType IPv4 or IPv6",
+                14..end,
+            )
+        }
+    };
+    if end > l4 {
+        ports(p, l4, &mut keys)?;
     }
+    Ok(FlowerMatch { protocol, keys })
+}
+
+/// IPv4 keys; the L4 offset.
+fn ipv4(p: &Pattern, keys: &mut Vec<String>) -> Result<usize, Refusal> {
     let (v14, m14) = byte(p, 14);
     if m14 & 0xf0 != 0 && (m14 & 0xf0 != 0xf0 || v14 & 0xf0 != 0x40) {
-        return Err("an IP version test other than == 4".into());
+        return refuse("an IP version test other than == 4", 14..15);
     }
     if m14 & 0x0f != 0 && (m14 & 0x0f != 0x0f || v14 & 0x0f != 5) {
-        return Err("an IHL test other than == 5".into());
+        return refuse("an IHL test other than == 5", 14..15);
     }
-    for (i, what) in [
-        (16..22, "IPv4 total length, id or fragment bits"),
-        (24..26, "IPv4 checksum"),
-    ] {
-        if any(p, i) {
-            return Err(what.into());
+    if any(p, 16..20) {
+        return refuse("IPv4 total length or id", 16..20);
+    }
+    let (v, m) = bytes(p, 20..22);
+    let (v, m) = (
+        u16::from_be_bytes([v[0], v[1]]),
+        u16::from_be_bytes([m[0], m[1]]),
+    );
+    match (v & m, m) {
+        (_, 0) => {}
+        (0, 0x3fff) => keys.push("ip_flags nofrag".into()),
+        (0x2000, 0x3fff) => keys.push("ip_flags frag/firstfrag".into()),
+        _ => {
+            return refuse(
+                "fragment bits other than \"not a fragment\" or \"first fragment\"",
+                20..22,
+            )
         }
     }
     let (v, m) = byte(p, 15);
@@ -154,96 +234,126 @@ pub fn express(p: &Pattern) -> Result<FlowerMatch, String> {
     if m != 0 {
         keys.push(format!("ip_ttl {v}/0x{m:02x}"));
     }
-    if any(p, 23..24) {
-        let v = exact(p, 23..24).ok_or("a partial IP protocol mask")?;
-        keys.push(match v[0] {
-            6 => "ip_proto tcp".into(),
-            17 => "ip_proto udp".into(),
-            1 => "ip_proto icmp".into(),
-            n => format!("ip_proto {n}"),
-        });
+    proto_key(p, 23, keys)?;
+    if any(p, 24..26) {
+        return refuse("IPv4 checksum", 24..26);
     }
-    for (name, r) in [("src_ip", 26..30), ("dst_ip", 30..34)] {
-        let (v, m) = bytes(p, r);
-        let n = prefix_len(&m).ok_or_else(|| format!("{name} mask is not a prefix"))?;
-        if n > 0 {
-            keys.push(format!("{name} {}.{}.{}.{}/{n}", v[0], v[1], v[2], v[3]));
-        }
+    keys.extend(prefix_key(p, "src_ip", 26..30)?);
+    keys.extend(prefix_key(p, "dst_ip", 30..34)?);
+    Ok(34)
+}
+
+/// IPv6 keys (no extension headers); the L4 offset.
+fn ipv6(p: &Pattern, keys: &mut Vec<String>) -> Result<usize, Refusal> {
+    let (v14, m14) = byte(p, 14);
+    let (v15, m15) = byte(p, 15);
+    if m14 & 0xf0 != 0 && (m14 & 0xf0 != 0xf0 || v14 & 0xf0 != 0x60) {
+        return refuse("an IP version test other than == 6", 14..15);
     }
-    if p.bytes_used() <= 34 {
-        return Ok(FlowerMatch { protocol, keys });
+    if m15 & 0x0f != 0 || any(p, 16..20) {
+        return refuse("IPv6 flow label or payload length", 15..20);
     }
-    let proto = l4_proto(p).ok_or("L4 bits without IPv4, IHL 5 and a fixed protocol")?;
+    let (tv, tm) = ((v14 & 0x0f) << 4 | v15 >> 4, (m14 & 0x0f) << 4 | m15 >> 4);
+    if tm != 0 {
+        keys.push(format!("ip_tos 0x{tv:02x}/0x{tm:02x}"));
+    }
+    proto_key(p, 20, keys)?;
+    let (v, m) = byte(p, 21);
+    if m != 0 {
+        keys.push(format!("ip_ttl {v}/0x{m:02x}"));
+    }
+    keys.extend(prefix_key(p, "src_ip", 22..38)?);
+    keys.extend(prefix_key(p, "dst_ip", 38..54)?);
+    Ok(54)
+}
+
+fn proto_key(p: &Pattern, at: usize, keys: &mut Vec<String>) -> Result<(), Refusal> {
+    if !any(p, at..at + 1) {
+        return Ok(());
+    }
+    let Some(v) = exact(p, at..at + 1) else {
+        return refuse("a partial IP protocol mask", at..at + 1);
+    };
+    keys.push(match v[0] {
+        6 => "ip_proto tcp".into(),
+        17 => "ip_proto udp".into(),
+        1 => "ip_proto icmp".into(),
+        58 => "ip_proto icmpv6".into(),
+        n => format!("ip_proto {n}"),
+    });
+    Ok(())
+}
+
+/// UDP/TCP ports and TCP flags at `l4`.
+fn ports(p: &Pattern, l4: usize, keys: &mut Vec<String>) -> Result<(), Refusal> {
+    let end = p.bytes_used();
+    let Some((at, proto)) = l4_proto(p).filter(|(at, _)| *at == l4) else {
+        return refuse("L4 bits without IHL 5 and a fixed protocol", l4..end);
+    };
     if proto != 6 && proto != 17 {
-        return Err(format!("L4 bits of IP protocol {proto}"));
+        return refuse(format!("L4 bits of IP protocol {proto}"), at..end);
     }
-    for (name, r) in [("src_port", 34..36), ("dst_port", 36..38)] {
-        let (v, m) = bytes(p, r);
-        let n = prefix_len(&m).ok_or_else(|| format!("{name} mask is not a prefix"))?;
+    for (name, r) in [("src_port", at..at + 2), ("dst_port", at + 2..at + 4)] {
+        let (v, m) = bytes(p, r.clone());
+        let Some(n) = prefix_len(&m) else {
+            return refuse(format!("{name} mask is not a prefix"), r);
+        };
+        let lo = u16::from_be_bytes([v[0], v[1]]);
         if n == 16 {
-            keys.push(format!("{name} {}", u16::from_be_bytes([v[0], v[1]])));
+            keys.push(format!("{name} {lo}"));
         } else if n > 0 {
-            let lo = u16::from_be_bytes([v[0], v[1]]);
-            let hi = lo | (u16::MAX >> n);
-            keys.push(format!("{name} {lo}-{hi}"));
+            keys.push(format!("{name} {lo}-{}", lo | (u16::MAX >> n)));
         }
     }
-    if any(p, 38..47) || p.bytes_used() > 48 {
-        return Err("TCP/UDP header bits other than ports and flags".into());
+    if any(p, at + 4..at + 13) {
+        return refuse(
+            "TCP/UDP header bits other than ports and flags",
+            at + 4..at + 13,
+        );
     }
-    let (v, m) = byte(p, 47);
+    if end > at + 14 {
+        return refuse("bits after the TCP flags", at + 14..end);
+    }
+    let (v, m) = byte(p, at + 13);
     if m != 0 {
         if proto != 6 {
-            return Err("UDP bytes after the ports".into());
+            return refuse("UDP bytes after the ports", at + 13..at + 14);
         }
         keys.push(format!("tcp_flags 0x{v:02x}/0x{m:02x}"));
     }
-    Ok(FlowerMatch { protocol, keys })
+    Ok(())
 }
 
-/// The widest expressible pattern that contains `p`: bits flower cannot
-/// match dropped (prefix masks cut to their prefix), the length the
-/// remaining fields imply. Sound only for rules that hand packets to
-/// software.
+/// The widest expressible pattern that contains `p`: address and port
+/// masks cut to their prefix, every bit flower cannot match dropped,
+/// the length the remaining fields imply. Sound only for rules that
+/// hand packets to software.
 pub fn widen(p: &Pattern) -> Pattern {
     let mut w = p.clone();
-    let clear = |w: &mut Pattern, r: std::ops::Range<usize>| {
-        for i in r {
-            for b in 0..8 {
-                w.clear_bit(i as u32 * 8 + b);
+    let v6 = exact(&w, 12..14).is_some_and(|t| t == ETH_IPV6);
+    let prefixed: &[std::ops::Range<usize>] = if v6 {
+        &[22..38, 38..54, 54..56, 56..58]
+    } else {
+        &[26..30, 30..34, 34..36, 36..38]
+    };
+    for r in prefixed {
+        cut_to_prefix(&mut w, r.clone());
+    }
+    for _ in 0..64 {
+        match express_at(&w) {
+            Ok(_) => break,
+            Err((_, r)) => {
+                let r = if r.is_empty() { 0..w.mask.len() } else { r };
+                for i in r {
+                    for b in 0..8 {
+                        w.clear_bit(i as u32 * 8 + b);
+                    }
+                }
             }
         }
-    };
-    if exact(&w, 12..14).is_none() {
-        clear(&mut w, 12..64);
-    } else if exact(&w, 12..14) != Some(ETH_IP.to_vec()) {
-        clear(&mut w, 14..64);
     }
-    if express(&w).is_err() {
-        let (v14, m14) = byte(&w, 14);
-        if (m14 & 0xf0 != 0 && (m14 & 0xf0 != 0xf0 || v14 & 0xf0 != 0x40))
-            || (m14 & 0x0f != 0 && (m14 & 0x0f != 0x0f || v14 & 0x0f != 5))
-        {
-            clear(&mut w, 14..15);
-        }
-        clear(&mut w, 16..22);
-        clear(&mut w, 24..26);
-        if exact(&w, 23..24).is_none() {
-            clear(&mut w, 23..24);
-        }
-        for r in [26..30, 30..34, 34..36, 36..38] {
-            cut_to_prefix(&mut w, r);
-        }
-        match l4_proto(&w) {
-            Some(6) => clear(&mut w, 38..47),
-            Some(17) => clear(&mut w, 38..47),
-            _ => clear(&mut w, 34..47),
-        }
-        if l4_proto(&w) != Some(6) {
-            clear(&mut w, 47..48);
-        }
-        let end = w.mask.len().max(48);
-        clear(&mut w, 48..end);
+    if express_at(&w).is_err() {
+        w = Pattern::any();
     }
     w.min_len = header_len(&w);
     w.trim();

@@ -187,3 +187,30 @@ fn tcp_flags_filter() {
         .any(|l| l.contains("tcp_flags 0x03/0x03 action drop")));
     assert!(lines.iter().any(|l| l.contains("ip_tos 0xb8/0xfc")));
 }
+
+#[test]
+fn ipv6_and_fragment_bits() {
+    let img = build_prog("v6frag");
+    let (_a, r, eq) = check_program(
+        &img,
+        "v6frag",
+        &no_maps,
+        &[],
+        RANDOM,
+        &RulesOptions::default(),
+    );
+    assert!(eq.disagreements.is_empty());
+    let lines = r.to_tc_lines("eth0", "skip_sw", &|i| format!("if{i}"));
+    for l in &lines {
+        println!("{l}");
+    }
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("protocol ipv6 flower skip_sw ip_ttl 0/0xff action drop")));
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("ip_proto udp src_ip 2001:db8::/32 dst_port 53 action drop")));
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("ip_flags nofrag ip_proto udp dst_port 5353 action drop")));
+}

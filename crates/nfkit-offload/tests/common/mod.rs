@@ -80,11 +80,24 @@ pub fn random_frame(rng: &mut Rng, a: &Analysis) -> Vec<u8> {
             (x >> 24) as u8,
         ))
     };
+    let ip6 = |rng: &mut Rng| {
+        let x = rng.next();
+        let pre = [0x2001_0db8u32, 0xfe80_0000, 0x2001_0db9][(x % 3) as usize];
+        let mut a = [0u8; 16];
+        a[..4].copy_from_slice(&pre.to_be_bytes());
+        a[15] = (x >> 8) as u8;
+        IpAddr::from(a)
+    };
+    let (src, dst) = if rng.chance(25) {
+        (ip6(rng), ip6(rng))
+    } else {
+        (ip(rng), ip(rng))
+    };
     let spec = FrameSpec {
         src_mac: Mac([2, 0, 0, 0, 0, rng.next() as u8]),
         dst_mac: Mac([2, 0, 0, 0, 1, rng.next() as u8]),
-        src: ip(rng),
-        dst: ip(rng),
+        src,
+        dst,
         proto,
         sport,
         dport,
@@ -114,6 +127,11 @@ pub fn random_frame(rng: &mut Rng, a: &Analysis) -> Vec<u8> {
     }
     if rng.chance(5) {
         f[14] = (f[14] & 0xf0) | (rng.below(16) as u8);
+    }
+    if rng.chance(5) && f.len() > 22 && f[12..14] == [8, 0] {
+        // Fragment bits: MF, an offset, DF.
+        let v: u16 = [0x2000, 0x0010, 0x4000, 0x2010][rng.below(4) as usize];
+        f[20..22].copy_from_slice(&v.to_be_bytes());
     }
     if rng.chance(8) {
         let n = rng.below(f.len() as u64 + 1) as usize;
