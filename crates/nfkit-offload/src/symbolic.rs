@@ -108,6 +108,9 @@ const STACK_FRAME: i64 = 512;
 const MAX_FRAMES: usize = 8;
 const HELPER_MAP_LOOKUP: i32 = 1;
 const HELPER_REDIRECT: i32 = 23;
+/// Helpers that only return a value (the clock, the CPU number); random
+/// numbers are not among them: their sequence is state.
+const VALUE_HELPERS: [i32; 3] = [5, 8, 125];
 
 /// One stack byte.
 #[derive(Clone, Debug)]
@@ -283,7 +286,7 @@ pub fn analyse(
 const BPF_F_RDONLY_PROG: u32 = 1 << 7;
 
 /// Helpers that write no map.
-const PURE_HELPERS: [i32; 7] = [1, 5, 6, 7, 8, 23, 51];
+const PURE_HELPERS: [i32; 8] = [1, 5, 6, 7, 8, 23, 51, 125];
 
 /// Whether code reachable from function `f` can write any map: a store
 /// or atomic through a register other than r10, or a helper not known
@@ -802,6 +805,12 @@ impl Exec<'_> {
         let pc = st.pc;
         match id {
             HELPER_MAP_LOOKUP => self.lookup(st, next),
+            id if VALUE_HELPERS.contains(&id) => {
+                // No side effect: the result is unknown, fine until a
+                // branch depends on it.
+                apply(st, Effect::Return(Val::Unknown));
+                Step::Next
+            }
             HELPER_REDIRECT => {
                 match (st.regs[1].as_const(), st.regs[2].as_const()) {
                     (Some(i), Some(0)) => st.redirect = Some(i as u32),
