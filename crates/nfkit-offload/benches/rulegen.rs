@@ -1,6 +1,8 @@
-//! Rule generation time (analysis + rules) for the DDoS example chain,
-//! the firewall NF's standalone ACL and the hand-written ACL and
-//! blacklist programs, with rule counts before and after merging.
+//! Rule generation time (analysis + rules) for the DDoS example chain
+//! and its hand C version, the firewall NF's standalone ACL and the
+//! hand-written ACL, TCP-flags and blacklist programs (the blacklist
+//! with 32 source prefixes 10.0.i.0/24 that merge into 10.0.0.0/19),
+//! with rule counts before and after merging.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use nfkit_object::Image;
@@ -76,7 +78,7 @@ fn benches(c: &mut Criterion) {
                     if let Some(m) = vm.map("src_prefixes") {
                         for i in 0..32u8 {
                             let mut k = 24u32.to_le_bytes().to_vec();
-                            k.extend_from_slice(&[10, i, 0, 0]);
+                            k.extend_from_slice(&[10, 0, i, 0]);
                             let _ = m.update(&k, &1u32.to_le_bytes(), 0);
                         }
                     }

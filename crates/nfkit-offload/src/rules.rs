@@ -283,11 +283,29 @@ fn prune(c: &mut Vec<Cand>) {
 }
 
 /// Merges adjacent rules with one action: a pattern equal to the one
-/// before (shadowed), or the other half of it.
+/// before (shadowed), the other half of it, or the next port interval.
 fn merge(c: &mut Vec<Cand>) {
     let mut changed = true;
     while changed {
         changed = false;
+        // Within a run of rules with one action the order does not
+        // matter (the first of them to match gives the same action):
+        // sorted, halves of one pattern become neighbours.
+        let mut start = 0;
+        while start < c.len() {
+            let mut end = start + 1;
+            while end < c.len() && c[end].action == c[start].action {
+                end += 1;
+            }
+            c[start..end].sort_by(|a, b| {
+                (&a.pattern.mask, &a.pattern.value, a.pattern.min_len).cmp(&(
+                    &b.pattern.mask,
+                    &b.pattern.value,
+                    b.pattern.min_len,
+                ))
+            });
+            start = end;
+        }
         let mut i = 0;
         while i + 1 < c.len() {
             if c[i].action == c[i + 1].action {

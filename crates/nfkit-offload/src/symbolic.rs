@@ -940,7 +940,7 @@ impl Exec<'_> {
                     .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .unwrap_or(0)
             };
-            entries.sort_by_key(|e| std::cmp::Reverse(plen(e)));
+            entries.sort_by(|a, b| plen(b).cmp(&plen(a)).then_with(|| a.0.cmp(&b.0)));
             for e in entries {
                 let p = plen(&e) as u64;
                 if p > kp {
@@ -957,6 +957,7 @@ impl Exec<'_> {
                 alts.push((c, Effect::Return(value(e.1))));
             }
         } else {
+            entries.sort();
             for (ek, ev) in entries {
                 let c: Constraint = key
                     .iter()

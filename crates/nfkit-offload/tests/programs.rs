@@ -214,3 +214,36 @@ fn ipv6_and_fragment_bits() {
         .iter()
         .any(|l| l.contains("ip_flags nofrag ip_proto udp dst_port 5353 action drop")));
 }
+
+fn fill_adjacent_prefixes(vm: &nfkit_vm::Vm) {
+    let lpm = vm
+        .map("src_prefixes")
+        .unwrap_or_else(|| panic!("no src_prefixes"));
+    for i in [5u8, 0, 7, 2, 1, 6, 3, 4] {
+        let mut k = 24u32.to_le_bytes().to_vec();
+        k.extend_from_slice(&[10, 0, i, 0]);
+        lpm.update(&k, &1u32.to_le_bytes(), 0)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+}
+
+#[test]
+fn adjacent_prefixes_merge() {
+    let img = build_prog("blacklist");
+    let (_a, r, eq) = check_program(
+        &img,
+        "blacklist",
+        &fill_adjacent_prefixes,
+        &[],
+        RANDOM,
+        &RulesOptions::default(),
+    );
+    assert!(eq.disagreements.is_empty());
+    let lines = r.to_tc_lines("eth0", "skip_sw", &|i| format!("if{i}"));
+    for l in &lines {
+        println!("{l}");
+    }
+    assert_eq!(r.before_merge, 8);
+    assert_eq!(r.after_merge, 1);
+    assert!(lines[0].contains("src_ip 10.0.0.0/21 action drop"));
+}
