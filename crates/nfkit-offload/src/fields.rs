@@ -70,7 +70,7 @@ fn prefix_len(mask: &[u8]) -> Option<u32> {
     let want = if n == 0 {
         0
     } else {
-        ((1u128 << n) - 1) << (bits - n)
+        (u128::MAX >> (128 - n)) << (bits - n)
     };
     (v == want).then_some(n)
 }
@@ -384,6 +384,14 @@ mod tests {
                 p.set_bit(((at + i) * 8 + k) as u32, b >> k & 1 == 1);
             }
         }
+    }
+
+    #[test]
+    fn prefixes() {
+        assert_eq!(prefix_len(&[0xff; 16]), Some(128));
+        assert_eq!(prefix_len(&[0xff, 0xff, 0xf0, 0]), Some(20));
+        assert_eq!(prefix_len(&[0xff, 0, 0xff, 0]), None);
+        assert_eq!(prefix_len(&[0; 4]), Some(0));
     }
 
     #[test]

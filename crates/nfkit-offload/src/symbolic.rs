@@ -570,8 +570,8 @@ impl Exec<'_> {
                 _ => Val::Unknown,
             }),
             Val::Pkt(a) => {
-                let at = a + off;
-                if at < 0 || (at as usize + n) > st.pat.min_len {
+                let at = a.wrapping_add(off);
+                if at < 0 || (at as usize).saturating_add(n) > st.pat.min_len {
                     return Err(format!(
                         "reads packet bytes {at}..{} beyond the checked length {}",
                         at + n as i64,
@@ -580,9 +580,9 @@ impl Exec<'_> {
                 }
                 Ok(Val::Scalar(Box::new(Bits::packet(at as u32, n))))
             }
-            Val::Stack(a) => Ok(load_stack(st, a + off, n)),
+            Val::Stack(a) => Ok(load_stack(st, a.wrapping_add(off), n)),
             Val::MapValue { value, off: o, .. } => {
-                let at = o + off;
+                let at = o.wrapping_add(off);
                 let bytes = usize::try_from(at)
                     .ok()
                     .and_then(|s| value.get(s..s + n))
@@ -857,7 +857,7 @@ impl Exec<'_> {
         };
         let mut key = Vec::with_capacity(spec.key_size as usize);
         for i in 0..spec.key_size as i64 {
-            match st.stack.get(&(k + i)) {
+            match st.stack.get(&k.wrapping_add(i)) {
                 Some(Cell::Bits(b)) => key.push(*b),
                 _ => {
                     return sw(
@@ -1046,21 +1046,21 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
     if !w32 {
         let c = b.as_const().map(|c| c as i64);
         match (&a, op, c) {
-            (Val::Pkt(p), AluOp::Add, Some(c)) => return Val::Pkt(p + c),
-            (Val::Pkt(p), AluOp::Sub, Some(c)) => return Val::Pkt(p - c),
-            (Val::Stack(p), AluOp::Add, Some(c)) => return Val::Stack(p + c),
-            (Val::Stack(p), AluOp::Sub, Some(c)) => return Val::Stack(p - c),
+            (Val::Pkt(p), AluOp::Add, Some(c)) => return Val::Pkt(p.wrapping_add(c)),
+            (Val::Pkt(p), AluOp::Sub, Some(c)) => return Val::Pkt(p.wrapping_sub(c)),
+            (Val::Stack(p), AluOp::Add, Some(c)) => return Val::Stack(p.wrapping_add(c)),
+            (Val::Stack(p), AluOp::Sub, Some(c)) => return Val::Stack(p.wrapping_sub(c)),
             (Val::MapValue { map, value, off }, AluOp::Add, Some(c)) => {
                 return Val::MapValue {
                     map: *map,
                     value: value.clone(),
-                    off: off + c,
+                    off: off.wrapping_add(c),
                 }
             }
             _ => {}
         }
         if let (Val::Pkt(x), AluOp::Sub, Val::Pkt(y)) = (&a, op, &b) {
-            return Val::konst((x - y) as u64);
+            return Val::konst(x.wrapping_sub(*y) as u64);
         }
     }
     let (Val::Scalar(x), Val::Scalar(y)) = (&a, &b) else {
@@ -1261,7 +1261,9 @@ pub fn prefixes(lo: u64, hi: u64, w: usize) -> Vec<(u64, u64)> {
 }
 
 fn load_stack(st: &State, at: i64, n: usize) -> Val {
-    let cells: Vec<Option<&Cell>> = (0..n as i64).map(|i| st.stack.get(&(at + i))).collect();
+    let cells: Vec<Option<&Cell>> = (0..n as i64)
+        .map(|i| st.stack.get(&at.wrapping_add(i)))
+        .collect();
     if let Some(Some(Cell::Ptr(v, 0))) = cells.first() {
         let same = n == 8
             && cells
@@ -1284,7 +1286,7 @@ fn store(st: &mut State, base: Val, off: i64, size: Size, v: Val) -> Result<(), 
     let n = size.bytes();
     match base {
         Val::Stack(a) => {
-            let at = a + off;
+            let at = a.wrapping_add(off);
             for i in 0..n {
                 let cell = match &v {
                     Val::Scalar(b) => Cell::Bits(b.byte(i)),
@@ -1292,7 +1294,7 @@ fn store(st: &mut State, base: Val, off: i64, size: Size, v: Val) -> Result<(), 
                     p if n == 8 => Cell::Ptr(p.clone(), i as u8),
                     _ => Cell::Unknown,
                 };
-                st.stack.insert(at + i as i64, cell);
+                st.stack.insert(at.wrapping_add(i as i64), cell);
             }
             Ok(())
         }
