@@ -1,8 +1,8 @@
 //! The acceptance's model half: the DDoS example chain (with its pcap),
-//! the firewall NF's standalone export, the hand C DDoS and the corpus's
-//! clang-built XDP programs: on every packet of the pcap and 10,000
-//! random frames each, "rules, then the program" decides like the
-//! program alone.
+//! the firewall NF's standalone exports, the hand C examples and the
+//! corpus's clang-built XDP programs (with every packet of every example
+//! pcap): on those packets and 10,000 random frames each, "rules, then
+//! the program" decides like the program alone.
 
 mod common;
 
@@ -86,14 +86,42 @@ fn ddos_example_chain() {
     assert!(eq.disagreements.is_empty());
 }
 
+/// Every packet of every example pcap.
+fn example_frames() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir(root().join("examples")) else {
+        return out;
+    };
+    let mut files: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+    files.sort();
+    for f in files {
+        let name = f.to_string_lossy().to_string();
+        if name.ends_with(".pcap") && !name.ends_with(".out.pcap") {
+            let pkts = nfkit_pcap::read_file(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+            out.extend(pkts.into_iter().map(|p| p.data));
+        }
+    }
+    out
+}
+
 #[test]
 fn firewall_nf_standalone() {
+    let frames = example_frames();
+    assert!(frames.len() > 300);
     let bytes = nfkit_nf::catalogue::object("firewall", nfkit_nf::Hook::Xdp)
         .unwrap_or_else(|| panic!("no firewall object"));
     let img = image_of(bytes, "firewall.xdp.o");
     for entry in ["xdp_acl", "xdp_conntrack"] {
-        let (_, _, eq) = check_program(&img, entry, &|_| {}, &[], 10_000, &RulesOptions::default());
+        let (_, _, eq) = check_program(
+            &img,
+            entry,
+            &|_| {},
+            &frames,
+            10_000,
+            &RulesOptions::default(),
+        );
         assert!(eq.disagreements.is_empty(), "{entry}");
+        assert_eq!(eq.frames, frames.len() + 10_000);
     }
 }
 
@@ -101,6 +129,7 @@ fn firewall_nf_standalone() {
 fn clang_built_xdp_programs() {
     let mut objects: Vec<(&str, &[u8])> = nfkit_corpus::objects();
     objects.extend(nfkit_corpus::EXAMPLES_C.iter().map(|e| (e.name, e.object)));
+    let frames = example_frames();
     let mut checked = 0;
     for (name, bytes) in objects {
         let Ok(obj) = nfkit_object::read::read_object(bytes, name) else {
@@ -120,8 +149,14 @@ fn clang_built_xdp_programs() {
             .map(|e| e.name.clone())
             .collect();
         for entry in entries {
-            let (_, _, eq) =
-                check_program(&img, &entry, &|_| {}, &[], 10_000, &RulesOptions::default());
+            let (_, _, eq) = check_program(
+                &img,
+                &entry,
+                &|_| {},
+                &frames,
+                10_000,
+                &RulesOptions::default(),
+            );
             assert!(eq.disagreements.is_empty(), "{name}: {entry}");
             checked += 1;
         }
