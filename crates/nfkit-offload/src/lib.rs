@@ -29,10 +29,8 @@ pub mod symbolic;
 pub mod value;
 
 pub use error::OffloadError;
-
-pub use pattern::Pattern;
-
 pub use model::{Decision, Equivalence};
+pub use pattern::Pattern;
 pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
 pub use source::MapSource;
 pub use symbolic::{analyse, Analysis, Limits, Outcome, Path, XdpAction};

@@ -804,7 +804,7 @@ impl Exec<'_> {
     fn helper(&self, st: &mut State, id: i32, next: usize) -> Step {
         let pc = st.pc;
         match id {
-            HELPER_MAP_LOOKUP => self.lookup(st, next),
+            HELPER_MAP_LOOKUP => self.lookup(st),
             id if VALUE_HELPERS.contains(&id) => {
                 // No side effect: the result is unknown, fine until a
                 // branch depends on it.
@@ -844,7 +844,7 @@ impl Exec<'_> {
     }
 
     /// `bpf_map_lookup_elem`: expanded from the map's current entries.
-    fn lookup(&self, st: &mut State, next: usize) -> Step {
+    fn lookup(&self, st: &mut State) -> Step {
         let pc = st.pc;
         let Val::Map(m) = st.regs[1] else {
             return sw(self, pc, "map lookup on a map not known now");
@@ -967,7 +967,6 @@ impl Exec<'_> {
                 alts.push((c, Effect::Return(value(ev))));
             }
         }
-        let _ = next;
         self.fork(st, alts, Effect::Return(Val::konst(0)))
     }
 }
