@@ -177,11 +177,19 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
     merge(&mut cands);
     if let Some(max) = opts.max_rules {
         while cands.len() > max {
+            // A rule that no later offloaded rule overlaps frees its slot
+            // when demoted (its `pass` is pruned); among those, and then
+            // among the rest, the least specific goes first.
+            let frees = |i: usize| {
+                !cands[i + 1..]
+                    .iter()
+                    .any(|l| l.action != RuleAction::Pass && l.pattern.overlaps(&cands[i].pattern))
+            };
             let victim = cands
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| c.action != RuleAction::Pass)
-                .min_by_key(|(i, c)| (specificity(c), std::cmp::Reverse(*i)))
+                .min_by_key(|(i, c)| (!frees(*i), specificity(c), std::cmp::Reverse(*i)))
                 .map(|(i, _)| i);
             let Some(v) = victim else { break };
             cands[v].action = RuleAction::Pass;
