@@ -1,0 +1,93 @@
+//! Rule generation time (analysis + rules) for the DDoS example chain
+//! and its hand C version, the firewall NF's standalone ACL and the
+//! hand-written ACL, TCP-flags and blacklist programs (the blacklist
+//! with 32 source prefixes 10.0.i.0/24 that merge into 10.0.0.0/19),
+//! with rule counts before and after merging.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use nfkit_object::Image;
+use nfkit_offload::source::MapSource;
+use nfkit_offload::{analyse, generate, Limits, RulesOptions};
+use nfkit_vm::{Vm, VmConfig};
+use std::hint::black_box;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn link(bytes: &[u8], name: &str) -> Option<Image> {
+    let obj = nfkit_object::read::read_object(bytes, name).ok()?;
+    nfkit_object::link::link(&[obj]).ok()
+}
+
+fn prog(name: &str) -> Option<Image> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/progs/{name}.c"));
+    let bytes = nfkit_corpus::BpfBuild::new(src)
+        .arg("-mcpu=v3")
+        .include(root().join("corpus"))
+        .bytes()
+        .ok()?;
+    link(&bytes, name)
+}
+
+fn case(c: &mut Criterion, label: &str, image: &Image, entry: &str, maps: &dyn MapSource) {
+    let Ok(a) = analyse(image, entry, maps, &Limits::default()) else {
+        eprintln!("{label}: analysis failed, skipped");
+        return;
+    };
+    let r = generate(&a, &RulesOptions::default());
+    println!(
+        "rulegen {label}: {} paths, {} offloaded, rules {} before merging, {} after",
+        a.paths.len(),
+        r.offloaded,
+        r.before_merge,
+        r.after_merge
+    );
+    c.bench_function(&format!("rulegen/{label}"), |b| {
+        b.iter(|| {
+            let a = analyse(black_box(image), entry, maps, &Limits::default());
+            a.map(|a| generate(&a, &RulesOptions::default()).rules.len())
+        })
+    });
+}
+
+fn benches(c: &mut Criterion) {
+    let src = std::fs::read_to_string(root().join("examples/ddos.py")).unwrap_or_default();
+    if let Ok(comp) = nfkit_lang::compile("ddos.py", &src, &nfkit_lang::Options::default()) {
+        if let (Some(entry), Ok(vm)) = (comp.entry(), Vm::new(&comp.image, VmConfig::kernel())) {
+            case(c, "ddos.py", &comp.image, entry, &vm);
+        }
+    }
+    if let Some(img) = nfkit_corpus::example_c("ddos").and_then(|e| link(e.object, "ddos")) {
+        if let Ok(vm) = Vm::new(&img, VmConfig::kernel()) {
+            case(c, "ddos.c", &img, "ddos", &vm);
+        }
+    }
+    if let Some(img) = nfkit_nf::catalogue::object("firewall", nfkit_nf::Hook::Xdp)
+        .and_then(|b| link(b, "firewall"))
+    {
+        if let Ok(vm) = Vm::new(&img, VmConfig::kernel()) {
+            case(c, "firewall.xdp_acl", &img, "xdp_acl", &vm);
+        }
+    }
+    for name in ["acl", "tcpflags", "blacklist"] {
+        if let Some(img) = prog(name) {
+            if let Ok(vm) = Vm::new(&img, VmConfig::kernel()) {
+                if name == "blacklist" {
+                    if let Some(m) = vm.map("src_prefixes") {
+                        for i in 0..32u8 {
+                            let mut k = 24u32.to_le_bytes().to_vec();
+                            k.extend_from_slice(&[10, 0, i, 0]);
+                            let _ = m.update(&k, &1u32.to_le_bytes(), 0);
+                        }
+                    }
+                }
+                case(c, name, &img, name, &vm);
+            }
+        }
+    }
+}
+
+criterion_group!(rulegen, benches);
+criterion_main!(rulegen);

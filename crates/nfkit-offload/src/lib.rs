@@ -1,0 +1,36 @@
+//! Offload (issue 19, first slice): an XDP program's stateless paths as
+//! tc flower rules.
+//!
+//! * [`pattern`]: [`Pattern`], a ternary match on packet bits plus a
+//!   minimum length: what one path requires of a packet.
+//! * [`value`]: the symbolic values the executor computes with (bits of
+//!   the packet, constants, pointers).
+//! * [`source`]: [`MapSource`], the current contents of the maps.
+//! * [`symbolic`]: the symbolic executor: [`analyse`] an entry of an
+//!   [`Image`](nfkit_object::Image) into [`Path`]s, each a pattern and a
+//!   verdict or "software".
+//! * [`fields`]: the header field model: which pattern bits name flower
+//!   keys.
+//! * [`rules`]: paths to prioritised flower [`Rule`]s (first-match order,
+//!   merging, rule budget) and their `tc filter add` text.
+//! * [`model`]: flower matching on a frame and the equivalence check
+//!   "rules, then the program" against "the program alone".
+//! * [`error`] holds [`OffloadError`].
+
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod fields;
+pub mod model;
+pub mod pattern;
+pub mod rules;
+pub mod source;
+pub mod symbolic;
+pub mod value;
+
+pub use error::OffloadError;
+pub use model::{Decision, Equivalence};
+pub use pattern::Pattern;
+pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
+pub use source::MapSource;
+pub use symbolic::{analyse, Analysis, Limits, Outcome, Path, XdpAction};

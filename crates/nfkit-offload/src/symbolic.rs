@@ -1,0 +1,1320 @@
+//! The symbolic executor: runs an XDP entry of an [`Image`] over a
+//! symbolic packet and lists its paths, depth first.
+//!
+//! Every fork on a header field is a list of alternatives, each a set of
+//! required packet bits (a ternary), tried in order, plus "none of them".
+//! Paths come out with the alternatives' subtrees first, and a path's
+//! [`Pattern`] keeps only the bits it *required* (never the negations of
+//! the alternatives it skipped). That is what makes the paths, in order,
+//! a first-match rule list: a packet that skipped an alternative does
+//! not match it, so it cannot match any earlier path's pattern before its
+//! own (`docs/offload.md`, "First-match order").
+
+use crate::error::OffloadError;
+use crate::pattern::Pattern;
+use crate::source::MapSource;
+use crate::value::{bit_pos, Bit, Bits, Val, ONE, ZERO};
+use nfkit_isa::{AluOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width};
+use nfkit_object::{Image, MapKind, MapType, ProgType};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::rc::Rc;
+
+/// A decided XDP verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum XdpAction {
+    Drop,
+    Pass,
+    Tx,
+    /// `bpf_redirect(ifindex, 0)` then `XDP_REDIRECT`.
+    Redirect(u32),
+}
+
+impl fmt::Display for XdpAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            XdpAction::Drop => write!(f, "DROP"),
+            XdpAction::Pass => write!(f, "PASS"),
+            XdpAction::Tx => write!(f, "TX"),
+            XdpAction::Redirect(i) => write!(f, "REDIRECT({i})"),
+        }
+    }
+}
+
+/// How a path ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A verdict that depends only on the path's pattern.
+    Action(XdpAction),
+    /// The eBPF program must decide (state, time, helpers, fields the
+    /// model cannot name, budgets): the reason, naming the slot.
+    Software(String),
+}
+
+/// One path through the program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Path {
+    /// The packet bits and length the path required.
+    pub pattern: Pattern,
+    pub outcome: Outcome,
+    /// Instructions executed along it.
+    pub steps: usize,
+}
+
+/// The paths of one entry, in first-match order.
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    pub entry: String,
+    pub paths: Vec<Path>,
+    /// Whether the path budget cut the exploration short.
+    pub truncated: bool,
+}
+
+impl Analysis {
+    /// Number of paths with a decided verdict.
+    pub fn decided(&self) -> usize {
+        self.paths
+            .iter()
+            .filter(|p| matches!(p.outcome, Outcome::Action(_)))
+            .count()
+    }
+}
+
+/// Exploration budgets.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Finished paths; the rest of the tree becomes software paths.
+    pub max_paths: usize,
+    /// Instructions per path (bounds loops); beyond it, software.
+    pub max_steps: usize,
+    /// Entries a lookup may expand into; larger maps make software.
+    pub max_map_entries: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_paths: 4096,
+            max_steps: 20_000,
+            max_map_entries: 1024,
+        }
+    }
+}
+
+const XDP_REDIRECT: u64 = 4;
+const STACK_FRAME: i64 = 512;
+const MAX_FRAMES: usize = 8;
+const HELPER_MAP_LOOKUP: i32 = 1;
+const HELPER_REDIRECT: i32 = 23;
+/// Helpers that only return a value (the clock, the CPU number); random
+/// numbers are not among them: their sequence is state.
+const VALUE_HELPERS: [i32; 3] = [5, 8, 125];
+
+/// One stack byte.
+#[derive(Clone, Debug)]
+enum Cell {
+    Bits([Bit; 8]),
+    /// Byte `k` of a spilled pointer.
+    Ptr(Val, u8),
+    Unknown,
+}
+
+#[derive(Clone, Debug)]
+struct Frame {
+    ret: usize,
+    saved: [Val; 4],
+    fp: Val,
+}
+
+#[derive(Clone, Debug)]
+struct State {
+    pc: usize,
+    regs: [Val; 11],
+    stack: BTreeMap<i64, Cell>,
+    frames: Vec<Frame>,
+    pat: Pattern,
+    max_len: usize,
+    steps: usize,
+    redirect: Option<u32>,
+    /// Maps whose contents the path's decisions used.
+    reads: Vec<usize>,
+}
+
+/// A required value for some bits: `(bit, wanted)`.
+type Constraint = Vec<(Bit, bool)>;
+
+/// What taking an alternative does.
+#[derive(Clone)]
+enum Effect {
+    Goto(usize),
+    /// A helper's result in r0 (r1-r5 clobbered), then the next slot.
+    Return(Val),
+}
+
+enum Step {
+    Next,
+    Fork(Vec<State>),
+    Done(Outcome),
+}
+
+/// Analyses entry `entry` of `image`, reading map contents from `maps`.
+pub fn analyse(
+    image: &Image,
+    entry: &str,
+    maps: &dyn MapSource,
+    limits: &Limits,
+) -> Result<Analysis, OffloadError> {
+    let e = image
+        .entry(entry)
+        .ok_or_else(|| OffloadError::NoEntry(entry.to_string()))?;
+    if e.prog_type != ProgType::Xdp {
+        return Err(OffloadError::NotXdp {
+            entry: entry.to_string(),
+            prog_type: e.prog_type.name().to_string(),
+        });
+    }
+    let f = image
+        .functions
+        .get(e.function)
+        .ok_or_else(|| OffloadError::BadFunction(entry.to_string(), e.function))?;
+    let mut at_slot = vec![None; image.slot_count() + 1];
+    for (i, s) in nfkit_isa::slot_offsets(&image.insns)
+        .into_iter()
+        .enumerate()
+    {
+        at_slot[s] = Some(i);
+    }
+    let ex = Exec {
+        image,
+        maps,
+        limits,
+        at_slot,
+        written: RefCell::new(BTreeSet::new()),
+    };
+    let mut regs: [Val; 11] = std::array::from_fn(|_| Val::Unknown);
+    regs[1] = Val::Ctx;
+    regs[10] = Val::Stack(0);
+    let start = State {
+        pc: f.start,
+        regs,
+        stack: BTreeMap::new(),
+        frames: Vec::new(),
+        pat: Pattern::any(),
+        max_len: usize::MAX,
+        steps: 0,
+        redirect: None,
+        reads: Vec::new(),
+    };
+    let mut work = vec![start];
+    let mut paths = Vec::new();
+    let mut reads: Vec<Vec<usize>> = Vec::new();
+    let mut early_software = false;
+    let mut truncated = false;
+    while let Some(mut st) = work.pop() {
+        if paths.len() >= limits.max_paths {
+            truncated = true;
+            paths.push(Path {
+                pattern: st.pat,
+                outcome: Outcome::Software(format!(
+                    "path budget ({}) reached at {}",
+                    limits.max_paths,
+                    image.describe_slot(st.pc)
+                )),
+                steps: st.steps,
+            });
+            reads.push(st.reads);
+            continue;
+        }
+        loop {
+            match ex.step(&mut st)? {
+                Step::Next => {}
+                Step::Fork(mut alts) => {
+                    alts.reverse();
+                    work.extend(alts);
+                    break;
+                }
+                Step::Done(outcome) => {
+                    early_software |= matches!(outcome, Outcome::Software(_));
+                    reads.push(std::mem::take(&mut st.reads));
+                    paths.push(Path {
+                        pattern: st.pat.clone(),
+                        outcome,
+                        steps: st.steps,
+                    });
+                    break;
+                }
+            }
+        }
+    }
+    // A decision that read a map the program may write depends on state.
+    let written = ex.written.borrow();
+    let all_written = early_software && may_write(image, e.function);
+    for (p, r) in paths.iter_mut().zip(reads) {
+        if !matches!(p.outcome, Outcome::Action(_)) {
+            continue;
+        }
+        let hit = r.iter().find(|m| {
+            let ro = image.maps.get(**m).is_some_and(|s| {
+                s.flags & BPF_F_RDONLY_PROG != 0
+                    || matches!(
+                        s.kind,
+                        MapKind::Global {
+                            read_only: true,
+                            ..
+                        }
+                    )
+            });
+            !ro && (all_written || written.contains(m))
+        });
+        if let Some(m) = hit {
+            let name = image.maps.get(*m).map_or("?", |s| s.name.as_str());
+            p.outcome = Outcome::Software(format!(
+                "reads map {name}, which the program may write (state)"
+            ));
+        }
+    }
+    drop(written);
+    Ok(Analysis {
+        entry: entry.to_string(),
+        paths,
+        truncated,
+    })
+}
+
+const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+
+/// Helpers that write no map.
+const PURE_HELPERS: [i32; 8] = [1, 5, 6, 7, 8, 23, 51, 125];
+
+/// Whether code reachable from function `f` can write any map: a store
+/// or atomic through a register other than r10, or a helper not known
+/// to leave maps alone.
+fn may_write(image: &Image, f: usize) -> bool {
+    let starts = nfkit_isa::slot_offsets(&image.insns);
+    let funcs: Vec<(usize, usize)> = image
+        .reachable_functions(f)
+        .into_iter()
+        .filter_map(|i| image.functions.get(i).map(|g| (g.start, g.start + g.len)))
+        .collect();
+    image.insns.iter().zip(starts).any(|(insn, slot)| {
+        funcs.iter().any(|(a, b)| (*a..*b).contains(&slot))
+            && match *insn {
+                Insn::Atomic { .. } => true,
+                Insn::St { dst, .. } | Insn::Stx { dst, .. } => dst != Reg::FP,
+                Insn::Call {
+                    kind: CallKind::Helper,
+                    imm,
+                } => !PURE_HELPERS.contains(&imm),
+                Insn::Callx { .. }
+                | Insn::Call {
+                    kind: CallKind::Kfunc,
+                    ..
+                } => true,
+                _ => false,
+            }
+    })
+}
+
+struct Exec<'a> {
+    image: &'a Image,
+    maps: &'a dyn MapSource,
+    limits: &'a Limits,
+    at_slot: Vec<Option<usize>>,
+    /// Maps some path wrote (or handed to a helper that may write).
+    written: RefCell<BTreeSet<usize>>,
+}
+
+fn sw(ex: &Exec, slot: usize, what: impl fmt::Display) -> Step {
+    Step::Done(Outcome::Software(format!(
+        "{} (slot {slot}): {what}",
+        ex.image.describe_slot(slot)
+    )))
+}
+
+impl Exec<'_> {
+    fn target(&self, slot: usize, off: i64) -> Result<usize, OffloadError> {
+        let t = slot as i64 + 1 + off;
+        match usize::try_from(t)
+            .ok()
+            .and_then(|u| self.at_slot.get(u).map(|x| (u, x)))
+        {
+            Some((u, Some(_))) => Ok(u),
+            _ => Err(OffloadError::BadTarget {
+                slot,
+                at: self.image.describe_slot(slot),
+                target: t,
+            }),
+        }
+    }
+
+    fn step(&self, st: &mut State) -> Result<Step, OffloadError> {
+        let pc = st.pc;
+        let Some(Some(idx)) = self.at_slot.get(pc) else {
+            return Err(OffloadError::BadTarget {
+                slot: pc,
+                at: self.image.describe_slot(pc),
+                target: pc as i64,
+            });
+        };
+        let insn = self.image.insns[*idx];
+        st.steps += 1;
+        if st.steps > self.limits.max_steps {
+            return Ok(sw(
+                self,
+                pc,
+                format!("depth budget ({} instructions)", self.limits.max_steps),
+            ));
+        }
+        let next = pc + insn.slots();
+        match insn {
+            Insn::Alu {
+                width,
+                op,
+                dst,
+                src,
+            } => {
+                let b = match src {
+                    Operand::Reg(r) => reg(st, r),
+                    Operand::Imm(i) => Val::konst(i as i64 as u64),
+                };
+                let a = reg(st, dst);
+                st.regs[dst.num() as usize] = alu(width, op, a, b);
+                st.pc = next;
+            }
+            Insn::Endian { order, bits, dst } => {
+                let v = match reg(st, dst) {
+                    Val::Scalar(b) => {
+                        let b = match order {
+                            ByteOrder::Le => b.truncate(bits as usize),
+                            ByteOrder::Be | ByteOrder::Swap => b.bswap(bits as usize),
+                        };
+                        Val::Scalar(Box::new(b))
+                    }
+                    _ => Val::Unknown,
+                };
+                st.regs[dst.num() as usize] = v;
+                st.pc = next;
+            }
+            Insn::Ldx {
+                size,
+                signed,
+                dst,
+                src,
+                off,
+            } => {
+                let v = match self.load(st, reg(st, src), off as i64, size) {
+                    Ok(v) => v,
+                    Err(why) => return Ok(sw(self, pc, why)),
+                };
+                let v = match (v, signed) {
+                    (Val::Scalar(b), true) => Val::Scalar(Box::new(sign_extend(&b, size.bits()))),
+                    (v, _) => v,
+                };
+                st.regs[dst.num() as usize] = v;
+                st.pc = next;
+            }
+            Insn::St {
+                size,
+                dst,
+                off,
+                imm,
+            } => {
+                let v = Val::konst(imm as i64 as u64);
+                self.note_write(&reg(st, dst));
+                if let Err(why) = store(st, reg(st, dst), off as i64, size, v) {
+                    return Ok(sw(self, pc, why));
+                }
+                st.pc = next;
+            }
+            Insn::Stx {
+                size,
+                dst,
+                src,
+                off,
+            } => {
+                self.note_write(&reg(st, dst));
+                if let Err(why) = store(st, reg(st, dst), off as i64, size, reg(st, src)) {
+                    return Ok(sw(self, pc, why));
+                }
+                st.pc = next;
+            }
+            Insn::Atomic { dst, .. } => {
+                self.note_write(&reg(st, dst));
+                return Ok(sw(self, pc, "atomic update (state)"));
+            }
+            Insn::Lddw {
+                kind,
+                dst,
+                imm,
+                next_imm,
+            } => {
+                let v = match kind {
+                    LddwKind::Imm64 => Val::konst(Insn::imm64(imm, next_imm)),
+                    LddwKind::MapIdx => Val::Map(imm as usize),
+                    LddwKind::MapIdxValue => {
+                        if !st.reads.contains(&(imm as usize)) {
+                            st.reads.push(imm as usize);
+                        }
+                        self.global(imm as usize, next_imm as i64)
+                    }
+                    _ => Val::Unknown,
+                };
+                st.regs[dst.num() as usize] = v;
+                st.pc = next;
+            }
+            Insn::Ja { off } => st.pc = self.target(pc, off as i64)?,
+            Insn::Gotol { imm } => st.pc = self.target(pc, imm as i64)?,
+            Insn::Jmp {
+                width,
+                cond,
+                dst,
+                src,
+                off,
+            } => {
+                let t = self.target(pc, off as i64)?;
+                let b = match src {
+                    Operand::Reg(r) => reg(st, r),
+                    Operand::Imm(i) => Val::konst(i as i64 as u64),
+                };
+                return Ok(self.branch(st, width, cond, reg(st, dst), b, t, next));
+            }
+            Insn::Call {
+                kind: CallKind::Helper,
+                imm,
+            } => return Ok(self.helper(st, imm, next)),
+            Insn::Call {
+                kind: CallKind::Local,
+                imm,
+            } => {
+                if st.frames.len() + 1 >= MAX_FRAMES {
+                    return Ok(sw(self, pc, "call depth"));
+                }
+                let t = self.target(pc, imm as i64)?;
+                let fp = reg(st, Reg::FP);
+                let Val::Stack(base) = fp else {
+                    return Ok(sw(self, pc, "frame pointer lost"));
+                };
+                st.frames.push(Frame {
+                    ret: next,
+                    saved: std::array::from_fn(|i| st.regs[6 + i].clone()),
+                    fp: fp.clone(),
+                });
+                st.regs[10] = Val::Stack(base - STACK_FRAME);
+                st.pc = t;
+            }
+            Insn::Exit => {
+                if let Some(fr) = st.frames.pop() {
+                    for (i, v) in fr.saved.into_iter().enumerate() {
+                        st.regs[6 + i] = v;
+                    }
+                    for r in 1..=5 {
+                        st.regs[r] = Val::Unknown;
+                    }
+                    st.regs[10] = fr.fp;
+                    st.pc = fr.ret;
+                } else {
+                    return Ok(self.finish(st));
+                }
+            }
+            other => return Ok(sw(self, pc, format!("unsupported instruction {other:?}"))),
+        }
+        Ok(Step::Next)
+    }
+
+    fn note_write(&self, base: &Val) {
+        if let Val::MapValue { map, .. } = base {
+            self.written.borrow_mut().insert(*map);
+        }
+    }
+
+    fn finish(&self, st: &State) -> Step {
+        let Some(code) = st.regs[0].as_const() else {
+            return sw(self, st.pc, "returns a value not decided by header fields");
+        };
+        let a = match code as u32 {
+            1 => XdpAction::Drop,
+            2 => XdpAction::Pass,
+            3 => XdpAction::Tx,
+            4 => match st.redirect {
+                Some(i) => XdpAction::Redirect(i),
+                None => return sw(self, st.pc, "XDP_REDIRECT without a known target"),
+            },
+            c => return sw(self, st.pc, format!("returns {c}")),
+        };
+        Step::Done(Outcome::Action(a))
+    }
+
+    /// The value of global-data map `m` (key 0) from offset `off`.
+    fn global(&self, m: usize, off: i64) -> Val {
+        let Some(spec) = self.image.maps.get(m) else {
+            return Val::Unknown;
+        };
+        match self.maps.lookup(&spec.name, &0u32.to_le_bytes()) {
+            Ok(Some(v)) => Val::MapValue {
+                map: m,
+                value: Rc::from(v),
+                off,
+            },
+            _ => Val::Unknown,
+        }
+    }
+
+    fn load(&self, st: &State, base: Val, off: i64, size: Size) -> Result<Val, String> {
+        let n = size.bytes();
+        match base {
+            Val::Ctx => Ok(match (off, size) {
+                (0, Size::W) => Val::Pkt(0),
+                (4, Size::W) => Val::PktEnd,
+                _ => Val::Unknown,
+            }),
+            Val::Pkt(a) => {
+                let at = a.wrapping_add(off);
+                if at < 0 || (at as usize).saturating_add(n) > st.pat.min_len {
+                    return Err(format!(
+                        "reads packet bytes {at}..{} beyond the checked length {}",
+                        at + n as i64,
+                        st.pat.min_len
+                    ));
+                }
+                Ok(Val::Scalar(Box::new(Bits::packet(at as u32, n))))
+            }
+            Val::Stack(a) => Ok(load_stack(st, a.wrapping_add(off), n)),
+            Val::MapValue { value, off: o, .. } => {
+                let at = o.wrapping_add(off);
+                let bytes = usize::try_from(at)
+                    .ok()
+                    .and_then(|s| value.get(s..s + n))
+                    .ok_or_else(|| format!("reads map value bytes {at}+{n} out of range"))?;
+                let mut v = 0u64;
+                for (i, b) in bytes.iter().enumerate() {
+                    v |= (*b as u64) << (8 * i);
+                }
+                Ok(Val::konst(v))
+            }
+            other => Err(format!("load through {other:?}")),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn branch(
+        &self,
+        st: &State,
+        width: Width,
+        cond: Cond,
+        a: Val,
+        b: Val,
+        jump: usize,
+        fall: usize,
+    ) -> Step {
+        let pc = st.pc;
+        match (&a, &b) {
+            (Val::Scalar(x), Val::Scalar(y)) => {
+                let w = if width == Width::W32 { 32 } else { 64 };
+                let (x, y, cond) = match (x.as_const(), y.as_const()) {
+                    (_, Some(c)) => (x.truncate(w), c, cond),
+                    (Some(c), None) => (y.truncate(w), c, swap(cond)),
+                    (None, None) => return sw(self, pc, "compares two values made of packet bits"),
+                };
+                let y = if w == 32 { y & 0xffff_ffff } else { y };
+                let (sets, taken_in) = cond_sets(cond, y, w);
+                let max = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+                let (sets, taken_in) = match cond {
+                    Cond::Gt | Cond::Ge | Cond::Lt | Cond::Le => {
+                        let r = match cond {
+                            Cond::Gt if y < max => vec![(y + 1, max)],
+                            Cond::Ge => vec![(y, max)],
+                            Cond::Lt if y > 0 => vec![(0, y - 1)],
+                            Cond::Le => vec![(0, y)],
+                            _ => Vec::new(),
+                        };
+                        smaller_side(sets, &r, max, w, taken_in)
+                    }
+                    _ => (sets, taken_in),
+                };
+                let alts = sets
+                    .into_iter()
+                    .map(|(v, m)| {
+                        let c: Constraint = (0..w)
+                            .filter(|i| m >> i & 1 == 1)
+                            .map(|i| (x.0[i], v >> i & 1 == 1))
+                            .collect();
+                        (c, Effect::Goto(if taken_in { jump } else { fall }))
+                    })
+                    .collect();
+                self.fork(st, alts, Effect::Goto(if taken_in { fall } else { jump }))
+            }
+            (Val::Affine { bits, add, w }, Val::Scalar(y))
+            | (Val::Scalar(y), Val::Affine { bits, add, w }) => {
+                let Some(c) = y.as_const() else {
+                    return sw(self, pc, "compares two values made of packet bits");
+                };
+                let cond = if matches!(a, Val::Scalar(_)) {
+                    swap(cond)
+                } else {
+                    cond
+                };
+                let jw = if width == Width::W32 { 32 } else { 64 };
+                let max = if *w == 64 { u64::MAX } else { (1u64 << *w) - 1 };
+                let c = if jw == 32 { c & 0xffff_ffff } else { c };
+                if jw < *w as usize {
+                    return sw(self, pc, "compares a shifted field at a narrower width");
+                }
+                let (lo, hi, taken_in) = match cond {
+                    _ if c > max => match cond {
+                        Cond::Eq | Cond::Gt | Cond::Ge => (1, 0, true),
+                        Cond::Ne => (1, 0, false),
+                        Cond::Lt | Cond::Le => (0, max, true),
+                        _ => return sw(self, pc, "signed or bit test of a shifted field"),
+                    },
+                    Cond::Eq => (c, c, true),
+                    Cond::Ne => (c, c, false),
+                    Cond::Gt if c < max => (c + 1, max, true),
+                    Cond::Ge => (c, max, true),
+                    Cond::Lt if c > 0 => (0, c - 1, true),
+                    Cond::Le => (0, c, true),
+                    Cond::Gt | Cond::Lt => (1, 0, true),
+                    _ => return sw(self, pc, "signed or bit test of a shifted field"),
+                };
+                let mut ranges = Vec::new();
+                if lo <= hi {
+                    let (l, h) = (lo.wrapping_sub(*add) & max, hi.wrapping_sub(*add) & max);
+                    if l <= h {
+                        ranges.push((l, h));
+                    } else {
+                        ranges.push((l, max));
+                        ranges.push((0, h));
+                    }
+                }
+                let set: Vec<(u64, u64)> = ranges
+                    .iter()
+                    .flat_map(|&(l, h)| prefixes(l, h, *w as usize))
+                    .collect();
+                let (set, taken_in) = smaller_side(set, &ranges, max, *w as usize, taken_in);
+                let x = bits.truncate(*w as usize);
+                let alts = set
+                    .into_iter()
+                    .map(|(v, m)| {
+                        let c: Constraint = (0..*w as usize)
+                            .filter(|i| m >> i & 1 == 1)
+                            .map(|i| (x.0[i], v >> i & 1 == 1))
+                            .collect();
+                        (c, Effect::Goto(if taken_in { jump } else { fall }))
+                    })
+                    .collect();
+                self.fork(st, alts, Effect::Goto(if taken_in { fall } else { jump }))
+            }
+            (Val::Pkt(p), Val::PktEnd) | (Val::PktEnd, Val::Pkt(p)) if width == Width::W64 => {
+                let cond = if matches!(a, Val::PktEnd) {
+                    swap(cond)
+                } else {
+                    cond
+                };
+                // p cond len  ->  "len >= k" on the jump or fall side.
+                let (k, ge_jumps) = match cond {
+                    Cond::Gt | Cond::Sgt => (*p, false),
+                    Cond::Ge | Cond::Sge => (*p + 1, false),
+                    Cond::Lt | Cond::Slt => (*p + 1, true),
+                    Cond::Le | Cond::Sle => (*p, true),
+                    _ => return sw(self, pc, "packet pointer tested with ==, != or &"),
+                };
+                let k = k.max(0) as usize;
+                let (ge, lt) = if ge_jumps { (jump, fall) } else { (fall, jump) };
+                let mut out = Vec::new();
+                if st.max_len >= k {
+                    let mut s = st.clone();
+                    s.pat.min_len = s.pat.min_len.max(k);
+                    s.pc = ge;
+                    out.push(s);
+                }
+                if st.pat.min_len < k {
+                    let mut s = st.clone();
+                    s.max_len = s.max_len.min(k - 1);
+                    s.pc = lt;
+                    out.push(s);
+                }
+                Step::Fork(out)
+            }
+            _ => {
+                let ord = match (&a, &b) {
+                    (Val::Pkt(x), Val::Pkt(y)) | (Val::Stack(x), Val::Stack(y)) => Some((*x, *y)),
+                    (Val::MapValue { .. }, Val::Scalar(z)) if z.as_const() == Some(0) => {
+                        Some((1, 0))
+                    }
+                    _ => None,
+                };
+                match ord {
+                    Some((x, y)) => {
+                        let mut s = st.clone();
+                        s.pc = if eval(cond, x, y) { jump } else { fall };
+                        Step::Fork(vec![s])
+                    }
+                    None => sw(
+                        self,
+                        pc,
+                        "branches on a value not made of header fields (state, time, ...)",
+                    ),
+                }
+            }
+        }
+    }
+
+    /// The alternatives in order, then "none of them"; infeasible ones
+    /// left out, and nothing after an alternative the path already implies.
+    fn fork(&self, st: &State, alts: Vec<(Constraint, Effect)>, otherwise: Effect) -> Step {
+        let mut out = Vec::new();
+        for (c, eff) in alts {
+            let mut s = st.clone();
+            let mut feasible = true;
+            let mut implied = true;
+            for (bit, want) in c {
+                match bit {
+                    ZERO | ONE => {
+                        if (bit == ONE) != want {
+                            feasible = false;
+                        }
+                    }
+                    b => {
+                        let pos = bit_pos(b).unwrap_or(0);
+                        if st.pat.bit(pos).is_none() {
+                            implied = false;
+                        }
+                        if !s.pat.set_bit(pos, want) {
+                            feasible = false;
+                        }
+                    }
+                }
+            }
+            if !feasible {
+                continue;
+            }
+            apply(&mut s, eff);
+            out.push(s);
+            if implied {
+                return Step::Fork(out);
+            }
+        }
+        let mut s = st.clone();
+        apply(&mut s, otherwise);
+        out.push(s);
+        Step::Fork(out)
+    }
+
+    fn helper(&self, st: &mut State, id: i32, next: usize) -> Step {
+        let pc = st.pc;
+        match id {
+            HELPER_MAP_LOOKUP => self.lookup(st),
+            id if VALUE_HELPERS.contains(&id) => {
+                // No side effect: the result is unknown, fine until a
+                // branch depends on it.
+                apply(st, Effect::Return(Val::Unknown));
+                Step::Next
+            }
+            HELPER_REDIRECT => {
+                match (st.regs[1].as_const(), st.regs[2].as_const()) {
+                    (Some(i), Some(0)) => st.redirect = Some(i as u32),
+                    _ => return sw(self, pc, "bpf_redirect with a target not known now"),
+                }
+                st.regs[0] = Val::konst(XDP_REDIRECT);
+                for r in 1..=5 {
+                    st.regs[r] = Val::Unknown;
+                }
+                st.pc = next;
+                Step::Next
+            }
+            _ => {
+                for r in 1..=5 {
+                    if let Val::Map(m) | Val::MapValue { map: m, .. } = st.regs[r] {
+                        self.written.borrow_mut().insert(m);
+                    }
+                }
+                sw(
+                    self,
+                    pc,
+                    format!(
+                        "calls helper {}",
+                        nfkit_isa::helpers::helper_name(id)
+                            .map(str::to_string)
+                            .unwrap_or_else(|| id.to_string())
+                    ),
+                )
+            }
+        }
+    }
+
+    /// `bpf_map_lookup_elem`: expanded from the map's current entries.
+    fn lookup(&self, st: &mut State) -> Step {
+        let pc = st.pc;
+        let Val::Map(m) = st.regs[1] else {
+            return sw(self, pc, "map lookup on a map not known now");
+        };
+        let Some(spec) = self.image.maps.get(m) else {
+            return sw(self, pc, format!("map index {m} out of range"));
+        };
+        let Val::Stack(k) = st.regs[2] else {
+            return sw(self, pc, "map key not on the stack");
+        };
+        let mut key = Vec::with_capacity(spec.key_size as usize);
+        for i in 0..spec.key_size as i64 {
+            match st.stack.get(&k.wrapping_add(i)) {
+                Some(Cell::Bits(b)) => key.push(*b),
+                _ => {
+                    return sw(
+                        self,
+                        pc,
+                        format!("key of map {} not built from header fields", spec.name),
+                    )
+                }
+            }
+        }
+        if !matches!(
+            spec.map_type,
+            MapType::Hash | MapType::Array | MapType::LpmTrie
+        ) {
+            return sw(
+                self,
+                pc,
+                format!(
+                    "lookup in {} map {} (state)",
+                    spec.map_type.name(),
+                    spec.name
+                ),
+            );
+        }
+        let konst: Option<Vec<u8>> = key
+            .iter()
+            .map(|b| Bits(pad8(b)).as_const().map(|v| v as u8))
+            .collect();
+        if !st.reads.contains(&m) {
+            st.reads.push(m);
+        }
+        let value = |v: Vec<u8>| Val::MapValue {
+            map: m,
+            value: Rc::from(v),
+            off: 0,
+        };
+        if let Some(kb) = konst {
+            let r0 = match self.maps.lookup(&spec.name, &kb) {
+                Ok(Some(v)) => value(v),
+                Ok(None) => Val::konst(0),
+                Err(e) => return sw(self, pc, format!("map {}: {e}", spec.name)),
+            };
+            apply(st, Effect::Return(r0));
+            return Step::Next;
+        }
+        let Some(mut entries) = self.maps.entries(&spec.name) else {
+            return sw(self, pc, format!("contents of map {} unknown", spec.name));
+        };
+        if entries.len() > self.limits.max_map_entries {
+            return sw(
+                self,
+                pc,
+                format!(
+                    "map {} has {} entries (more than {})",
+                    spec.name,
+                    entries.len(),
+                    self.limits.max_map_entries
+                ),
+            );
+        }
+        let mut alts = Vec::new();
+        if spec.map_type == MapType::LpmTrie {
+            let Some(kp) = key
+                .get(..4)
+                .and_then(|b| {
+                    b.iter()
+                        .map(|x| Bits(pad8(x)).as_const())
+                        .collect::<Option<Vec<_>>>()
+                })
+                .map(|b| {
+                    b.iter()
+                        .enumerate()
+                        .fold(0u64, |a, (i, x)| a | x << (8 * i))
+                })
+            else {
+                return sw(self, pc, "LPM key with a prefix length not known now");
+            };
+            let plen = |e: &(Vec<u8>, Vec<u8>)| {
+                e.0.get(..4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .unwrap_or(0)
+            };
+            entries.sort_by(|a, b| plen(b).cmp(&plen(a)).then_with(|| a.0.cmp(&b.0)));
+            for e in entries {
+                let p = plen(&e) as u64;
+                if p > kp {
+                    continue;
+                }
+                let mut c = Constraint::new();
+                for t in 0..p as usize {
+                    let (byte, bit) = (4 + t / 8, 7 - t % 8);
+                    let (Some(kb), Some(eb)) = (key.get(byte), e.0.get(byte)) else {
+                        break;
+                    };
+                    c.push((kb[bit], eb >> bit & 1 == 1));
+                }
+                alts.push((c, Effect::Return(value(e.1))));
+            }
+        } else {
+            entries.sort();
+            for (ek, ev) in entries {
+                let c: Constraint = key
+                    .iter()
+                    .zip(&ek)
+                    .flat_map(|(kb, eb)| (0..8).map(move |i| (kb[i], eb >> i & 1 == 1)))
+                    .collect();
+                alts.push((c, Effect::Return(value(ev))));
+            }
+        }
+        self.fork(st, alts, Effect::Return(Val::konst(0)))
+    }
+}
+
+fn pad8(b: &[Bit; 8]) -> [Bit; 64] {
+    let mut out = [ZERO; 64];
+    out[..8].copy_from_slice(b);
+    out
+}
+
+fn apply(s: &mut State, eff: Effect) {
+    match eff {
+        Effect::Goto(t) => s.pc = t,
+        Effect::Return(v) => {
+            s.regs[0] = v;
+            for r in 1..=5 {
+                s.regs[r] = Val::Unknown;
+            }
+            s.pc += 1;
+        }
+    }
+}
+
+fn reg(st: &State, r: Reg) -> Val {
+    st.regs[r.num() as usize].clone()
+}
+
+fn sign_extend(b: &Bits, bits: u32) -> Bits {
+    let mut out = b.0;
+    let top = out[bits as usize - 1];
+    for x in out.iter_mut().skip(bits as usize) {
+        *x = top;
+    }
+    Bits(out)
+}
+
+fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
+    let w32 = width == Width::W32;
+    if let (AluOp::Mov, Val::Scalar(x)) = (op, &b) {
+        return Val::Scalar(Box::new(if w32 { x.truncate(32) } else { (**x).clone() }));
+    }
+    if op == AluOp::Mov {
+        return if w32 { Val::Unknown } else { b };
+    }
+    if let (AluOp::MovSx(n), Val::Scalar(x)) = (op, &b) {
+        let v = sign_extend(x, n as u32);
+        return Val::Scalar(Box::new(if w32 { v.truncate(32) } else { v }));
+    }
+    if let (Val::Affine { bits, add, w }, AluOp::Add | AluOp::Sub, Some(c)) = (&a, op, b.as_const())
+    {
+        if (*w == 32) == w32 {
+            let c = if op == AluOp::Sub {
+                c.wrapping_neg()
+            } else {
+                c
+            };
+            let m = if w32 { 0xffff_ffff } else { u64::MAX };
+            return Val::Affine {
+                bits: bits.clone(),
+                add: add.wrapping_add(c) & m,
+                w: *w,
+            };
+        }
+    }
+    if let (Val::Affine { bits, add, w }, AluOp::And, Some(m)) = (&a, op, b.as_const()) {
+        let k = m.trailing_ones();
+        if m != 0 && m.count_ones() == k && k <= *w {
+            return Val::Affine {
+                bits: Box::new(bits.truncate(k as usize)),
+                add: add & m,
+                w: k,
+            };
+        }
+    }
+    // Pointer arithmetic with constants.
+    if !w32 {
+        let c = b.as_const().map(|c| c as i64);
+        match (&a, op, c) {
+            (Val::Pkt(p), AluOp::Add, Some(c)) => return Val::Pkt(p.wrapping_add(c)),
+            (Val::Pkt(p), AluOp::Sub, Some(c)) => return Val::Pkt(p.wrapping_sub(c)),
+            (Val::Stack(p), AluOp::Add, Some(c)) => return Val::Stack(p.wrapping_add(c)),
+            (Val::Stack(p), AluOp::Sub, Some(c)) => return Val::Stack(p.wrapping_sub(c)),
+            (Val::MapValue { map, value, off }, AluOp::Add, Some(c)) => {
+                return Val::MapValue {
+                    map: *map,
+                    value: value.clone(),
+                    off: off.wrapping_add(c),
+                }
+            }
+            _ => {}
+        }
+        if let (Val::Pkt(x), AluOp::Sub, Val::Pkt(y)) = (&a, op, &b) {
+            return Val::konst(x.wrapping_sub(*y) as u64);
+        }
+    }
+    let (Val::Scalar(x), Val::Scalar(y)) = (&a, &b) else {
+        return Val::Unknown;
+    };
+    let (x, y) = if w32 {
+        (x.truncate(32), y.truncate(32))
+    } else {
+        ((**x).clone(), (**y).clone())
+    };
+    let bits = if w32 { 32 } else { 64 };
+    if matches!(op, AluOp::Add | AluOp::Sub) && x.as_const().is_none() {
+        if let Some(c) = y.as_const() {
+            if op == AluOp::Add && x.add(&y).is_some() {
+                // exact as an OR
+            } else {
+                let c = if op == AluOp::Sub {
+                    c.wrapping_neg()
+                } else {
+                    c
+                };
+                let m = if w32 { 0xffff_ffff } else { u64::MAX };
+                return Val::Affine {
+                    bits: Box::new(x),
+                    add: c & m,
+                    w: bits as u32,
+                };
+            }
+        }
+    }
+    let shift = y.as_const().map(|s| (s % bits) as u32);
+    let r = match op {
+        AluOp::And => x.and(&y),
+        AluOp::Or => x.or(&y),
+        AluOp::Xor => x.xor(&y),
+        AluOp::Add => x.add(&y),
+        AluOp::Lsh => shift.map(|s| x.shl(s)),
+        AluOp::Rsh => shift.map(|s| x.shr(s)),
+        AluOp::Arsh => shift.map(|s| {
+            let mut o = x.0;
+            for (i, v) in o.iter_mut().enumerate().take(bits as usize) {
+                *v = x.0[(i + s as usize).min(bits as usize - 1)];
+            }
+            Bits(o)
+        }),
+        _ => match (x.as_const(), y.as_const()) {
+            (Some(p), Some(q)) => konst_alu(op, p, q, w32).map(Bits::constant),
+            _ => None,
+        },
+    };
+    match r {
+        Some(v) => Val::Scalar(Box::new(if w32 { v.truncate(32) } else { v })),
+        None => Val::Unknown,
+    }
+}
+
+fn konst_alu(op: AluOp, p: u64, q: u64, w32: bool) -> Option<u64> {
+    let (p, q) = if w32 {
+        (p & 0xffff_ffff, q & 0xffff_ffff)
+    } else {
+        (p, q)
+    };
+    Some(match op {
+        AluOp::Sub => p.wrapping_sub(q),
+        AluOp::Mul => p.wrapping_mul(q),
+        AluOp::Div => p.checked_div(q).unwrap_or(0),
+        AluOp::Mod => p.checked_rem(q).unwrap_or(p),
+        AluOp::Neg => p.wrapping_neg(),
+        _ => return None,
+    })
+}
+
+fn swap(c: Cond) -> Cond {
+    match c {
+        Cond::Gt => Cond::Lt,
+        Cond::Lt => Cond::Gt,
+        Cond::Ge => Cond::Le,
+        Cond::Le => Cond::Ge,
+        Cond::Sgt => Cond::Slt,
+        Cond::Slt => Cond::Sgt,
+        Cond::Sge => Cond::Sle,
+        Cond::Sle => Cond::Sge,
+        c => c,
+    }
+}
+
+fn eval(c: Cond, x: i64, y: i64) -> bool {
+    match c {
+        Cond::Eq => x == y,
+        Cond::Ne => x != y,
+        Cond::Gt => (x as u64) > (y as u64),
+        Cond::Ge => (x as u64) >= (y as u64),
+        Cond::Lt => (x as u64) < (y as u64),
+        Cond::Le => (x as u64) <= (y as u64),
+        Cond::Sgt => x > y,
+        Cond::Sge => x >= y,
+        Cond::Slt => x < y,
+        Cond::Sle => x <= y,
+        Cond::Set => x & y != 0,
+    }
+}
+
+/// `x cond c` on `w` bits as ternaries `(value, mask)` whose union is the
+/// set of `x` for which the condition holds (`true`) or fails (`false`).
+fn cond_sets(cond: Cond, c: u64, w: usize) -> (Vec<(u64, u64)>, bool) {
+    let max = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+    let exact = vec![(c, max)];
+    let sb = 1u64 << (w - 1);
+    let range = |lo: Option<u64>, hi: Option<u64>| match (lo, hi) {
+        (Some(l), Some(h)) if l <= h => prefixes(l, h, w),
+        _ => Vec::new(),
+    };
+    let signed = |lo: Option<u64>, hi: Option<u64>| {
+        range(lo, hi)
+            .into_iter()
+            .map(|(v, m)| (v ^ (sb & m), m))
+            .collect::<Vec<_>>()
+    };
+    let cs = c ^ sb;
+    match cond {
+        Cond::Eq => (exact, true),
+        Cond::Ne => (exact, false),
+        Cond::Set => (
+            (0..w)
+                .filter(|i| c >> i & 1 == 1)
+                .map(|i| (1u64 << i, 1u64 << i))
+                .collect(),
+            true,
+        ),
+        Cond::Gt => (
+            range(c.checked_add(1).filter(|&v| v <= max), Some(max)),
+            true,
+        ),
+        Cond::Ge => (range(Some(c), Some(max)), true),
+        Cond::Lt => (range(Some(0), c.checked_sub(1)), true),
+        Cond::Le => (range(Some(0), Some(c)), true),
+        Cond::Sgt => (
+            signed(cs.checked_add(1).filter(|&v| v <= max), Some(max)),
+            true,
+        ),
+        Cond::Sge => (signed(Some(cs), Some(max)), true),
+        Cond::Slt => (signed(Some(0), cs.checked_sub(1)), true),
+        Cond::Sle => (signed(Some(0), Some(cs)), true),
+    }
+}
+
+/// `set` (the prefixes of `ranges`, sorted, disjoint) or the prefixes
+/// of its complement, whichever has fewer, with the side it stands for:
+/// fewer alternatives explored first, so fewer rules.
+fn smaller_side(
+    set: Vec<(u64, u64)>,
+    ranges: &[(u64, u64)],
+    max: u64,
+    w: usize,
+    taken_in: bool,
+) -> (Vec<(u64, u64)>, bool) {
+    let mut sorted = ranges.to_vec();
+    sorted.sort();
+    let mut comp = Vec::new();
+    let mut next: Option<u64> = Some(0);
+    for &(l, h) in &sorted {
+        if let Some(n) = next {
+            if l > n {
+                comp.extend(prefixes(n, l - 1, w));
+            }
+        }
+        next = if h >= max { None } else { Some(h + 1) };
+    }
+    if let Some(n) = next {
+        comp.extend(prefixes(n, max, w));
+    }
+    if comp.len() < set.len() {
+        (comp, !taken_in)
+    } else {
+        (set, taken_in)
+    }
+}
+
+/// The range `lo..=hi` of `w`-bit numbers as disjoint prefix ternaries.
+pub fn prefixes(lo: u64, hi: u64, w: usize) -> Vec<(u64, u64)> {
+    let full = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+    let mut out = Vec::new();
+    let mut cur = lo as u128;
+    let hi = hi as u128;
+    while cur <= hi {
+        let mut size: u128 = 1;
+        while cur & (size * 2 - 1) == 0
+            && cur + size * 2 - 1 <= hi
+            && size * 2 <= (full as u128 + 1)
+        {
+            size *= 2;
+        }
+        let mask = full & !((size - 1) as u64);
+        out.push((cur as u64, mask));
+        cur += size;
+    }
+    out
+}
+
+fn load_stack(st: &State, at: i64, n: usize) -> Val {
+    let cells: Vec<Option<&Cell>> = (0..n as i64)
+        .map(|i| st.stack.get(&at.wrapping_add(i)))
+        .collect();
+    if let Some(Some(Cell::Ptr(v, 0))) = cells.first() {
+        let same = n == 8
+            && cells
+                .iter()
+                .enumerate()
+                .all(|(i, c)| matches!(c, Some(Cell::Ptr(w, k)) if w == v && *k as usize == i));
+        return if same { v.clone() } else { Val::Unknown };
+    }
+    let mut b = [ZERO; 64];
+    for (i, c) in cells.iter().enumerate() {
+        match c {
+            Some(Cell::Bits(x)) => b[i * 8..i * 8 + 8].copy_from_slice(x),
+            _ => return Val::Unknown,
+        }
+    }
+    Val::Scalar(Box::new(Bits(b)))
+}
+
+fn store(st: &mut State, base: Val, off: i64, size: Size, v: Val) -> Result<(), String> {
+    let n = size.bytes();
+    match base {
+        Val::Stack(a) => {
+            let at = a.wrapping_add(off);
+            for i in 0..n {
+                let cell = match &v {
+                    Val::Scalar(b) => Cell::Bits(b.byte(i)),
+                    Val::Unknown => Cell::Unknown,
+                    p if n == 8 => Cell::Ptr(p.clone(), i as u8),
+                    _ => Cell::Unknown,
+                };
+                st.stack.insert(at.wrapping_add(i as i64), cell);
+            }
+            Ok(())
+        }
+        Val::Pkt(_) => Err("writes the packet (header rewrites are not offloaded yet)".into()),
+        Val::MapValue { .. } => Err("writes a map value (state)".into()),
+        other => Err(format!("store through {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_cover() {
+        assert_eq!(prefixes(0, 255, 8), vec![(0, 0)]);
+        assert_eq!(prefixes(1024, 65535, 16).len(), 6);
+        let p = prefixes(3, 9, 8);
+        let covered: Vec<u64> = (0..256)
+            .filter(|x| p.iter().any(|(v, m)| x & m == *v))
+            .collect();
+        assert_eq!(covered, (3..=9).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,165 @@
+//! The acceptance's model half: the DDoS example chain (with its pcap),
+//! the firewall NF's standalone exports, the hand C examples and the
+//! corpus's clang-built XDP programs (with every packet of every example
+//! pcap): on those packets and 10,000 random frames each, "rules, then
+//! the program" decides like the program alone.
+
+mod common;
+
+use common::{check_program, image_of, random_frame, report, root, Rng};
+use nfkit_control::runner::ScriptVm;
+use nfkit_object::ProgType;
+use nfkit_offload::model::Decision;
+use nfkit_offload::{analyse, generate, Equivalence, Limits, RulesOptions};
+
+fn decision(o: &nfkit_control::runner::Outcome) -> Decision {
+    if let Some(e) = &o.error {
+        return Decision::Other(format!("fault: {e}"));
+    }
+    match o.code as u32 {
+        1 => Decision::Drop,
+        2 => Decision::Pass,
+        3 => Decision::Tx,
+        4 => match o.redirect {
+            Some(i) => Decision::Redirect(i),
+            None => Decision::Other("redirect without a target".into()),
+        },
+        c => Decision::Other(format!("return {c}")),
+    }
+}
+
+#[test]
+fn ddos_example_chain() {
+    let path = root().join("examples/ddos.py");
+    let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    let c = nfkit_lang::compile("ddos.py", &src, &nfkit_lang::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let entry = c
+        .entry()
+        .unwrap_or_else(|| panic!("no classifier"))
+        .to_string();
+    let mut alone = ScriptVm::new(&c).unwrap_or_else(|e| panic!("{e}"));
+    let mut software = ScriptVm::new(&c).unwrap_or_else(|e| panic!("{e}"));
+    let t0 = std::time::Instant::now();
+    let a =
+        analyse(&c.image, &entry, &alone.vm, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let rules = generate(&a, &RulesOptions::default());
+    println!("ddos: rule generation {:?}", t0.elapsed());
+    let pcap =
+        nfkit_pcap::read_file(root().join("examples/ddos.pcap")).unwrap_or_else(|e| panic!("{e}"));
+    let mut eq = Equivalence::default();
+    let mut now = 0;
+    for p in &pcap {
+        now = p.ts_ns;
+        let t = now;
+        let mut ra =
+            |f: &[u8]| decision(&alone.run(f, t, false).unwrap_or_else(|e| panic!("{e}")).0);
+        let mut rs = |f: &[u8]| {
+            decision(
+                &software
+                    .run(f, t, false)
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .0,
+            )
+        };
+        eq.check(&rules, &p.data, &mut ra, &mut rs);
+    }
+    let mut rng = Rng(7);
+    for _ in 0..10_000 {
+        now += 1_000_000;
+        let t = now;
+        let f = random_frame(&mut rng, &a);
+        let mut ra =
+            |f: &[u8]| decision(&alone.run(f, t, false).unwrap_or_else(|e| panic!("{e}")).0);
+        let mut rs = |f: &[u8]| {
+            decision(
+                &software
+                    .run(f, t, false)
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .0,
+            )
+        };
+        eq.check(&rules, &f, &mut ra, &mut rs);
+    }
+    report("ddos.py", &a, &rules, &eq);
+    assert!(eq.frames >= pcap.len() + 10_000);
+    assert!(eq.disagreements.is_empty());
+}
+
+/// Every packet of every example pcap.
+fn example_frames() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir(root().join("examples")) else {
+        return out;
+    };
+    let mut files: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+    files.sort();
+    for f in files {
+        let name = f.to_string_lossy().to_string();
+        if name.ends_with(".pcap") && !name.ends_with(".out.pcap") {
+            let pkts = nfkit_pcap::read_file(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+            out.extend(pkts.into_iter().map(|p| p.data));
+        }
+    }
+    out
+}
+
+#[test]
+fn firewall_nf_standalone() {
+    let frames = example_frames();
+    assert!(frames.len() > 300);
+    let bytes = nfkit_nf::catalogue::object("firewall", nfkit_nf::Hook::Xdp)
+        .unwrap_or_else(|| panic!("no firewall object"));
+    let img = image_of(bytes, "firewall.xdp.o");
+    for entry in ["xdp_acl", "xdp_conntrack"] {
+        let (_, _, eq) = check_program(
+            &img,
+            entry,
+            &|_| {},
+            &frames,
+            10_000,
+            &RulesOptions::default(),
+        );
+        assert!(eq.disagreements.is_empty(), "{entry}");
+        assert_eq!(eq.frames, frames.len() + 10_000);
+    }
+}
+
+#[test]
+fn clang_built_xdp_programs() {
+    let mut objects: Vec<(&str, &[u8])> = nfkit_corpus::objects();
+    objects.extend(nfkit_corpus::EXAMPLES_C.iter().map(|e| (e.name, e.object)));
+    let frames = example_frames();
+    let mut checked = 0;
+    for (name, bytes) in objects {
+        let Ok(obj) = nfkit_object::read::read_object(bytes, name) else {
+            continue;
+        };
+        let Ok(img) = nfkit_object::link::link(&[obj]) else {
+            continue;
+        };
+        if nfkit_vm::Vm::new(&img, nfkit_vm::VmConfig::kernel()).is_err() {
+            println!("{name}: the VM does not load it, skipped");
+            continue;
+        }
+        let entries: Vec<String> = img
+            .entries
+            .iter()
+            .filter(|e| e.prog_type == ProgType::Xdp)
+            .map(|e| e.name.clone())
+            .collect();
+        for entry in entries {
+            let (_, _, eq) = check_program(
+                &img,
+                &entry,
+                &|_| {},
+                &frames,
+                10_000,
+                &RulesOptions::default(),
+            );
+            assert!(eq.disagreements.is_empty(), "{name}: {entry}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked}");
+}
