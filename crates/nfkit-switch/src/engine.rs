@@ -365,10 +365,10 @@ impl Switch {
         let load = t0.elapsed();
         let n = next.number;
         let slot = &self.shared.slot;
+        let next = Arc::new(next);
         let t1 = Instant::now();
-        let old = slot.publish(Arc::new(next));
-        let parked = slot.wait(n, || self.is_done());
-        let switch = t1.elapsed();
+        let old = slot.publish(next);
+        let (parked, switch) = slot.wait(n, t1, || self.is_done());
         self.reloads.fetch_add(1, Ordering::Relaxed);
         let previous = old.number;
         drop(old);
@@ -633,19 +633,19 @@ impl Worker {
                     break;
                 }
                 idle = idle.saturating_add(1);
-                if idle < 64 {
-                    std::thread::yield_now();
-                } else {
-                    // Parked while asleep: a reload does not wait for
-                    // this worker, which reads the epoch before its next
-                    // frame.
-                    let slot = &self.shared.slot;
-                    slot.park(self.id, true);
-                    if slot.epoch() == self.ver.number {
+                // Parked while it yields or sleeps: a reload does not
+                // wait for this worker, which reads the epoch before its
+                // next frame.
+                let slot = &self.shared.slot;
+                slot.park(self.id, true);
+                if slot.epoch() == self.ver.number {
+                    if idle < 64 {
+                        std::thread::yield_now();
+                    } else {
                         std::thread::sleep(Duration::from_micros(100));
                     }
-                    slot.park(self.id, false);
                 }
+                slot.park(self.id, false);
             } else {
                 idle = 0;
             }
@@ -678,6 +678,10 @@ impl Worker {
         let mut n = 0;
         let shared = Arc::clone(&self.shared);
         while let Some(mut h) = shared.inboxes[self.id].pop() {
+            // A batch's worth at a time on one version.
+            if n % BATCH == 0 && n > 0 && shared.slot.epoch() != self.ver.number {
+                self.switch_version();
+            }
             self.process(&mut h.buf, h.port, h.queue, h.arrival_ns);
             let _ = shared.free.push(h.buf);
             shared.in_flight.fetch_sub(1, Ordering::AcqRel);

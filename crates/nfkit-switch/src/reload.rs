@@ -132,6 +132,9 @@ pub(crate) struct Slot {
     current: Mutex<Arc<Version>>,
     /// The version each worker runs.
     acked: Vec<AtomicU64>,
+    /// When each worker last switched (ns since `base`).
+    acked_at: Vec<AtomicU64>,
+    base: Instant,
     /// Workers asleep (idle) or ended: they read the epoch before any
     /// further frame.
     parked: Vec<AtomicBool>,
@@ -150,6 +153,8 @@ impl Slot {
             history: Mutex::new(vec![Arc::clone(&first.frames)]),
             current: Mutex::new(first),
             acked: (0..workers).map(|_| AtomicU64::new(n)).collect(),
+            acked_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            base: Instant::now(),
             parked: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             retired: Mutex::new(Vec::new()),
         }
@@ -169,6 +174,9 @@ impl Slot {
 
     /// Worker `id` runs version `n` now.
     pub(crate) fn ack(&self, id: usize, n: u64) {
+        if let Some(t) = self.acked_at.get(id) {
+            t.store(self.base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+        }
         if let Some(a) = self.acked.get(id) {
             a.store(n, Ordering::SeqCst);
         }
@@ -199,15 +207,39 @@ impl Slot {
     }
 
     /// Waits until every worker acknowledged version `n` or is parked
-    /// (or `give_up` says so); gives how many were parked.
-    pub(crate) fn wait(&self, n: u64, give_up: impl Fn() -> bool) -> usize {
+    /// (or `give_up` says so); gives how many were parked and the time
+    /// from `published` to the last worker's switch (taken by the
+    /// workers themselves, so the waiter's own scheduling delay is not
+    /// in it; parked workers count as switched at `published`).
+    pub(crate) fn wait(
+        &self,
+        n: u64,
+        published: Instant,
+        give_up: impl Fn() -> bool,
+    ) -> (usize, Duration) {
+        let (parked, switched) = self.wait_all(n, give_up);
+        let from = published.saturating_duration_since(self.base);
+        let last = switched
+            .iter()
+            .filter_map(|&w| self.acked_at.get(w))
+            .map(|t| Duration::from_nanos(t.load(Ordering::SeqCst)))
+            .max()
+            .unwrap_or(from);
+        (parked, last.saturating_sub(from))
+    }
+
+    /// Waits as [`Slot::wait`] says; gives the parked count and the
+    /// workers that switched.
+    fn wait_all(&self, n: u64, give_up: impl Fn() -> bool) -> (usize, Vec<usize>) {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
             let mut parked = 0;
             let mut all = true;
-            for (a, p) in self.acked.iter().zip(&self.parked) {
+            let mut switched = Vec::new();
+            for (w, (a, p)) in self.acked.iter().zip(&self.parked).enumerate() {
                 if a.load(Ordering::SeqCst) == n {
+                    switched.push(w);
                     continue;
                 }
                 if p.load(Ordering::SeqCst) {
@@ -218,16 +250,21 @@ impl Slot {
                 break;
             }
             if all {
-                return parked;
+                return (parked, switched);
             }
             spins += 1;
-            if spins > 1000 && (give_up() || start.elapsed() > Duration::from_secs(10)) {
-                return parked;
+            if spins > 256 && (give_up() || start.elapsed() > Duration::from_secs(10)) {
+                return (parked, switched);
             }
-            if spins < 10_000 {
+            // Spin briefly, then give the CPU away: with as many busy
+            // workers as CPUs, a spinning waiter delays the very worker
+            // it waits for.
+            if spins < 256 {
                 std::hint::spin_loop();
-            } else {
+            } else if start.elapsed() < Duration::from_millis(2) {
                 std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
             }
         }
     }
