@@ -55,6 +55,9 @@ pub struct SwitchConfig {
     pub controller_capacity: usize,
     /// Frames each worker's dispatch inbox holds.
     pub inbox_capacity: usize,
+    /// Keep running when every input is done (until stopped): a replay
+    /// whose switch stays up for status and reloads.
+    pub linger: bool,
 }
 
 impl Default for SwitchConfig {
@@ -66,6 +69,7 @@ impl Default for SwitchConfig {
             host_port: None,
             controller_capacity: 1024,
             inbox_capacity: 1024,
+            linger: false,
         }
     }
 }
@@ -82,6 +86,8 @@ struct Handed {
 /// What the workers share.
 struct Shared {
     stop: AtomicBool,
+    /// Do not end when every input is done.
+    linger: bool,
     /// Receive queues not finished yet.
     active_rx: AtomicUsize,
     /// Frames handed over and not yet processed.
@@ -242,6 +248,7 @@ impl Switch {
         let rx_total: usize = ports.iter().map(|p| p.rx.len()).sum();
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
+            linger: cfg.linger,
             active_rx: AtomicUsize::new(rx_total),
             in_flight: AtomicUsize::new(0),
             inboxes: (0..workers).map(|_| ArrayQueue::new(inbox)).collect(),
@@ -391,6 +398,12 @@ impl Switch {
         let cur = self.shared.slot.current();
         let script = ScriptVm::new_keeping(compiled, self.vm_config.clone(), &cur.script)?;
         version(cur.number + 1, script, self.replay, self.workers)
+    }
+
+    /// Counts a reload refused before it reached the switch (its script
+    /// did not compile).
+    pub fn count_reload_failure(&self) {
+        self.reload_failures.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Reloads done and refused.
@@ -627,7 +640,8 @@ impl Worker {
                 break;
             }
             if work == 0 {
-                if self.shared.active_rx.load(Ordering::Acquire) == 0
+                if !self.shared.linger
+                    && self.shared.active_rx.load(Ordering::Acquire) == 0
                     && self.shared.in_flight.load(Ordering::Acquire) == 0
                 {
                     break;
