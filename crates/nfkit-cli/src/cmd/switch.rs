@@ -173,15 +173,16 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut last = sw.stats();
     let mut last_t = start;
     while !sw.is_done() {
-        match server.requests.recv_timeout(Duration::from_millis(100)) {
-            Ok(p) => {
-                let answer = answer(&p.req, &sw, &a, start);
-                let _ = p.reply.send(answer);
+        let next = match &server {
+            Some(s) => s.requests.recv_timeout(Duration::from_millis(100)).ok(),
+            None => {
+                std::thread::sleep(Duration::from_millis(100));
+                None
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                std::thread::sleep(Duration::from_millis(100))
-            }
+        };
+        if let Some(p) = next {
+            let answer = answer(&p.req, &sw, &a, start);
+            let _ = p.reply.send(answer);
         }
         ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
         if stop.load(Ordering::Relaxed) {

@@ -47,9 +47,27 @@ pub struct Server {
 
 impl Server {
     /// Binds switch `name`'s socket (its directory made); refuses when a
-    /// live switch answers on it, replaces a stale file.
-    pub fn start(name: &str) -> anyhow::Result<Server> {
+    /// live switch answers on it, replaces a stale file. `None` (with a
+    /// warning) when the socket cannot be made: the switch runs without
+    /// one.
+    pub fn start(name: &str) -> anyhow::Result<Option<Server>> {
         let path = socket_path(name)?;
+        if path.exists() && UnixStream::connect(&path).is_ok() {
+            bail!(
+                "switch {name} is already running (control socket {})",
+                path.display()
+            );
+        }
+        match Server::bind(name, path) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) => {
+                eprintln!("warning: {e:#}; running without a control socket");
+                Ok(None)
+            }
+        }
+    }
+
+    fn bind(name: &str, path: PathBuf) -> anyhow::Result<Server> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("switch {name}: creating {}", dir.display()))?;
