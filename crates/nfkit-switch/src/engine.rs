@@ -689,11 +689,11 @@ impl Worker {
 
     /// Processes the frames other workers handed over; returns how many.
     fn drain_inbox(&mut self) -> usize {
-        let mut n = 0;
+        let mut n: usize = 0;
         let shared = Arc::clone(&self.shared);
         while let Some(mut h) = shared.inboxes[self.id].pop() {
             // A batch's worth at a time on one version.
-            if n % BATCH == 0 && n > 0 && shared.slot.epoch() != self.ver.number {
+            if n > 0 && n.is_multiple_of(BATCH) && shared.slot.epoch() != self.ver.number {
                 self.switch_version();
             }
             self.process(&mut h.buf, h.port, h.queue, h.arrival_ns);

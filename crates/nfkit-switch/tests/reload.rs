@@ -160,7 +160,7 @@ fn reloads_under_traffic(workers: usize, queues: usize, reloads: usize) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let c = if i % 2 == 0 { &b } else { &a };
+        let c = if i.is_multiple_of(2) { &b } else { &a };
         let r = sw.reload(c).expect("reload");
         assert_eq!(r.version, i as u64 + 2);
         assert_eq!(r.previous, i as u64 + 1);
@@ -178,7 +178,7 @@ fn reloads_under_traffic(workers: usize, queues: usize, reloads: usize) {
         std::thread::sleep(Duration::from_millis(2));
     };
     // An idle switch reloads (parked workers do not hold it up).
-    let idle = sw.reload(if reloads % 2 == 0 { &b } else { &a });
+    let idle = sw.reload(if reloads.is_multiple_of(2) { &b } else { &a });
     let idle = idle.expect("idle reload");
     let last = sw.script();
     assert!(

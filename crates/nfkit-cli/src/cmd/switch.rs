@@ -29,6 +29,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Subcommand)]
@@ -174,7 +175,14 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut last_t = start;
     while !sw.is_done() {
         let next = match &server {
-            Some(s) => s.requests.recv_timeout(Duration::from_millis(100)).ok(),
+            Some(s) => match s.requests.recv_timeout(Duration::from_millis(100)) {
+                Ok(p) => Some(p),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                    None
+                }
+            },
             None => {
                 std::thread::sleep(Duration::from_millis(100));
                 None
