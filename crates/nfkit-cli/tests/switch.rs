@@ -240,6 +240,14 @@ fn a_running_switch_answers_status_reload_and_stop_on_its_socket() {
         text.contains("switch ctl0: pid") && text.contains("version 1"),
         "{text}"
     );
+    // The running version's map (ddos.py's per-CPU counters).
+    let rows = json(&stdout_ok(&nfkit_in(
+        &run_dir,
+        &["switch", "map", "ctl0", "counters", "--json"],
+    )));
+    assert!(!rows.as_array().expect("rows").is_empty(), "{rows}");
+    let o = nfkit_in(&run_dir, &["switch", "map", "ctl0", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
     // A good reload, then one that does not compile.
     let other = examples().join("dscp_dispatch.py").display().to_string();
     let text = stdout_ok(&nfkit_in(&run_dir, &["switch", "reload", "ctl0", &other]));

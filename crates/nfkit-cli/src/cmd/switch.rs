@@ -43,6 +43,17 @@ pub enum Command {
     Reload(ReloadArgs),
     /// Stop a running switch (it prints its final report and exits).
     Stop(StopArgs),
+    /// Dump a map of a running switch's chain (its running version).
+    Map(MapArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MapArgs {
+    name: String,
+    /// The map (a script's or an NF's).
+    map: String,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -114,6 +125,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Status(a) => status(a),
         Command::Reload(a) => reload(a),
         Command::Stop(a) => stop(a),
+        Command::Map(a) => map(a),
     }
 }
 
@@ -280,6 +292,27 @@ fn answer(req: &serde_json::Value, sw: &Switch, a: &RunArgs, start: Instant) -> 
             sw.stop();
             json!({"ok": true})
         }
+        Some("map_dump") => {
+            let name = req["map"].as_str().unwrap_or_default();
+            let dumps = match sw.script().map_dumps() {
+                Ok(d) => d,
+                Err(e) => return json!({"ok": false, "error": e.to_string()}),
+            };
+            match dumps.into_iter().find(|d| d.info.name == name) {
+                Some(d) => json!({
+                    "ok": true,
+                    "map": name,
+                    "rows": d.rows.iter().map(|r| json!({
+                        "key": r.key_json,
+                        "value": r.value_json,
+                        "text": format!("{}: {}", r.key_text, r.value_text),
+                    })).collect::<Vec<_>>(),
+                }),
+                None => {
+                    json!({"ok": false, "error": format!("no map `{name}` in the running version")})
+                }
+            }
+        }
         _ => json!({"ok": false, "error": format!("unknown request {req}")}),
     }
 }
@@ -422,6 +455,30 @@ fn reload(a: ReloadArgs) -> anyhow::Result<ExitCode> {
             },
             r["load"].as_f64().unwrap_or(0.0),
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nfkit switch map NAME MAP`.
+fn map(a: MapArgs) -> anyhow::Result<ExitCode> {
+    let v = switch_ctl::request(
+        &a.name,
+        &serde_json::json!({"op": "map_dump", "map": a.map}),
+    )?;
+    if v["ok"] != true {
+        eprintln!(
+            "switch {}: {}",
+            a.name,
+            v["error"].as_str().unwrap_or("refused")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v["rows"])?);
+    } else {
+        for r in v["rows"].as_array().into_iter().flatten() {
+            println!("{}", r["text"].as_str().unwrap_or_default());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
