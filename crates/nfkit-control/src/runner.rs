@@ -142,6 +142,22 @@ impl ScriptVm {
         ScriptVm::load(&c.image, entry, c.hook, &c.program, config)
     }
 
+    /// [`ScriptVm::new_with`], keeping `old`'s maps: every map the
+    /// script declares (or its NFs do) with the same name, type and
+    /// sizes as one of `old`'s shares `old`'s entries
+    /// ([`Vm::new_keeping`]); the ABI's `nfkit_*` maps (classifier
+    /// tables, configuration, statistics) are the new script's own, so
+    /// `old` runs on unchanged. A hitless reload builds its next version
+    /// this way.
+    pub fn new_keeping(
+        c: &Compiled,
+        config: VmConfig,
+        old: &ScriptVm,
+    ) -> Result<ScriptVm, RunError> {
+        let entry = c.entry().ok_or(RunError::NoClassifier)?;
+        ScriptVm::load_keeping(&c.image, entry, c.hook, &c.program, config, Some(&old.vm))
+    }
+
     /// The entry program that runs for each packet (the classifier).
     pub fn entry(&self) -> &str {
         &self.entry
@@ -175,7 +191,22 @@ impl ScriptVm {
         program: &Program,
         config: VmConfig,
     ) -> Result<ScriptVm, RunError> {
-        let vm = Vm::new(image, config).map_err(|e| RunError::Load(Box::new(e)))?;
+        ScriptVm::load_keeping(image, entry, hook, program, config, None)
+    }
+
+    fn load_keeping(
+        image: &nfkit_object::Image,
+        entry: &str,
+        hook: Hook,
+        program: &Program,
+        config: VmConfig,
+        old: Option<&Vm>,
+    ) -> Result<ScriptVm, RunError> {
+        let vm = match old {
+            Some(old) => Vm::new_keeping(image, config, old, &|name| !name.starts_with("nfkit_")),
+            None => Vm::new(image, config),
+        }
+        .map_err(|e| RunError::Load(Box::new(e)))?;
         for (map, k, v) in nfkit_lang::link::control_plane(program) {
             let m = vm.map(&map).ok_or_else(|| RunError::NoMap(map.clone()))?;
             m.update(&k, &v, 0).map_err(|e| map_err(&map, e))?;

@@ -117,6 +117,13 @@ pub struct Stats {
     pub no_such_port: u64,
     pub controller_full: u64,
     pub handed_off: u64,
+    /// The running version of the chain (1: the first; +1 per reload).
+    pub version: u64,
+    /// Reloads done, and refused (the script did not load).
+    pub reloads: u64,
+    pub reload_failures: u64,
+    /// Frames each version ran, in order.
+    pub versions: Vec<crate::reload::VersionTotals>,
 }
 
 impl Stats {
@@ -209,6 +216,13 @@ impl Stats {
             "faults: {}; dropped: no host port {}, no such port {}, controller full {}",
             self.faults, self.no_host_port, self.no_such_port, self.controller_full
         );
+        if self.reloads + self.reload_failures > 0 {
+            let _ = writeln!(
+                s,
+                "version {}: {} reloads, {} refused",
+                self.version, self.reloads, self.reload_failures
+            );
+        }
         s
     }
 
@@ -234,6 +248,9 @@ impl Stats {
                 "controller_full": self.controller_full,
             },
             "handed_off": self.handed_off,
+            "version": self.version,
+            "reloads": self.reloads,
+            "reload_failures": self.reload_failures,
         })
     }
 }

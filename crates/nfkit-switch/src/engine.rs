@@ -26,6 +26,7 @@ use crate::flow::flow_hash;
 use crate::port::{
     Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM,
 };
+use crate::reload::{lock, ReloadReport, Slot, Version, VersionTotals};
 use crate::SwitchError;
 use crossbeam_queue::ArrayQueue;
 use nfkit_abi::{maps as abi_maps, verdict, Hook, NfConfig};
@@ -34,9 +35,9 @@ use nfkit_lang::Compiled;
 use nfkit_vm::ctx::{XdpMd, XDP_HEADROOM};
 use nfkit_vm::{Clock, Engine, PacketCtx, RunOptions, Runner, VmConfig};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How to run a switch.
 #[derive(Clone, Debug)]
@@ -54,6 +55,9 @@ pub struct SwitchConfig {
     pub controller_capacity: usize,
     /// Frames each worker's dispatch inbox holds.
     pub inbox_capacity: usize,
+    /// Keep running when every input is done (until stopped): a replay
+    /// whose switch stays up for status and reloads.
+    pub linger: bool,
 }
 
 impl Default for SwitchConfig {
@@ -65,6 +69,7 @@ impl Default for SwitchConfig {
             host_port: None,
             controller_capacity: 1024,
             inbox_capacity: 1024,
+            linger: false,
         }
     }
 }
@@ -81,6 +86,8 @@ struct Handed {
 /// What the workers share.
 struct Shared {
     stop: AtomicBool,
+    /// Do not end when every input is done.
+    linger: bool,
     /// Receive queues not finished yet.
     active_rx: AtomicUsize,
     /// Frames handed over and not yet processed.
@@ -89,6 +96,8 @@ struct Shared {
     /// Spare frame buffers for hand-overs.
     free: ArrayQueue<Vec<u8>>,
     controller: Arc<Controller>,
+    /// The running version of the chain, and the workers' view of it.
+    slot: Slot,
 }
 
 /// A worker's clock in a replay: the time of the frame being run.
@@ -103,7 +112,13 @@ impl Clock for FrameClock {
 
 /// A running switch.
 pub struct Switch {
-    script: ScriptVm,
+    /// The VM configuration every version loads with.
+    vm_config: VmConfig,
+    workers: usize,
+    /// One reload at a time.
+    reloading: Mutex<()>,
+    reloads: AtomicU64,
+    reload_failures: AtomicU64,
     ports: Vec<OpenPort>,
     names: Vec<(String, String)>,
     counters: Arc<Vec<WorkerCounters>>,
@@ -143,6 +158,8 @@ impl Stage {
 struct Worker {
     id: usize,
     workers: usize,
+    /// The version this worker runs, its runner and entry.
+    ver: Arc<Version>,
     runner: Runner,
     entry: usize,
     opts: RunOptions,
@@ -191,18 +208,14 @@ impl Switch {
                 });
             }
         }
-        let mut config = VmConfig::kernel().with_engine(cfg.engine);
-        config.ncpus = workers as u32;
-        let script = ScriptVm::new_with(compiled, config)?;
-        let entry = script
-            .vm
-            .entry_index(script.entry())
-            .ok_or(nfkit_control::runner::RunError::NoClassifier)?;
+        let mut vm_config = VmConfig::kernel().with_engine(cfg.engine);
+        vm_config.ncpus = workers as u32;
         let replay = ports.iter().any(|p| !p.rx.is_empty())
             && ports
                 .iter()
                 .all(|p| p.rx.is_empty() || matches!(p.spec, PortSpec::Pcap { .. }));
-        let fault = configure(&script, replay)?;
+        let script = ScriptVm::new_with(compiled, vm_config.clone())?;
+        let first = Arc::new(version(1, script, replay, workers)?);
         let host = cfg.host_port.filter(|&h| h < ports.len()).or_else(|| {
             ports
                 .iter()
@@ -235,11 +248,13 @@ impl Switch {
         let rx_total: usize = ports.iter().map(|p| p.rx.len()).sum();
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
+            linger: cfg.linger,
             active_rx: AtomicUsize::new(rx_total),
             in_flight: AtomicUsize::new(0),
             inboxes: (0..workers).map(|_| ArrayQueue::new(inbox)).collect(),
             free,
             controller: Arc::new(Controller::new(cfg.controller_capacity, FRAME_ROOM)),
+            slot: Slot::new(Arc::clone(&first), workers),
         });
         // Queues and rings per worker.
         let mut rx_of: Vec<Vec<RxSlot>> = (0..workers).map(|_| Vec::new()).collect();
@@ -271,8 +286,10 @@ impl Switch {
             let w = Worker {
                 id,
                 workers,
-                runner: script.vm.runner(),
-                entry,
+                runner: first.take_runner(id),
+                entry: first.entry,
+                fault: first.fault,
+                ver: Arc::clone(&first),
                 opts,
                 clock,
                 rx,
@@ -280,7 +297,6 @@ impl Switch {
                 tx,
                 counters: Arc::clone(&counters),
                 shared: Arc::clone(&shared),
-                fault,
                 host,
                 pin: cfg.pin,
             };
@@ -299,7 +315,11 @@ impl Switch {
             }
         }
         Ok(Switch {
-            script,
+            vm_config,
+            workers,
+            reloading: Mutex::new(()),
+            reloads: AtomicU64::new(0),
+            reload_failures: AtomicU64::new(0),
             ports,
             names,
             counters,
@@ -330,9 +350,68 @@ impl Switch {
         Arc::clone(&self.shared.controller)
     }
 
-    /// The loaded script (its VM and maps, shared with the workers).
-    pub fn script(&self) -> &ScriptVm {
-        &self.script
+    /// The running version of the script (its VM and maps, shared with
+    /// the workers).
+    pub fn script(&self) -> Arc<Version> {
+        self.shared.slot.current()
+    }
+
+    /// Hitless reload: loads `compiled` (VM checks, JIT, maps) off the
+    /// packet path, its maps keeping the running version's entries by
+    /// name ([`ScriptVm::new_keeping`]), publishes it and waits until
+    /// every worker runs it (a worker finishes the batch at hand on the
+    /// version it started with; an idle worker takes it with its next
+    /// frame). A script that does not load is counted
+    /// (`reload_failures`) and the running version goes on.
+    pub fn reload(&self, compiled: &Compiled) -> Result<ReloadReport, SwitchError> {
+        let _one = lock(&self.reloading);
+        let t0 = Instant::now();
+        let next = self.load_next(compiled).inspect_err(|_| {
+            self.reload_failures.fetch_add(1, Ordering::Relaxed);
+        })?;
+        let load = t0.elapsed();
+        let n = next.number;
+        let slot = &self.shared.slot;
+        let next = Arc::new(next);
+        let t1 = Instant::now();
+        let old = slot.publish(next);
+        let (parked, switch) = slot.wait(n, t1, || self.is_done());
+        self.reloads.fetch_add(1, Ordering::Relaxed);
+        let previous = old.number;
+        drop(old);
+        slot.sweep();
+        Ok(ReloadReport {
+            version: n,
+            previous,
+            load,
+            switch,
+            workers: self.workers,
+            parked,
+        })
+    }
+
+    /// The next version of the chain, loaded (not yet published).
+    fn load_next(&self, compiled: &Compiled) -> Result<Version, SwitchError> {
+        if compiled.hook != Hook::Switch {
+            return Err(SwitchError::Hook(compiled.hook));
+        }
+        let cur = self.shared.slot.current();
+        let script = ScriptVm::new_keeping(compiled, self.vm_config.clone(), &cur.script)?;
+        version(cur.number + 1, script, self.replay, self.workers)
+    }
+
+    /// Counts a reload refused before it reached the switch (its script
+    /// did not compile).
+    pub fn count_reload_failure(&self) {
+        self.reload_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reloads done and refused.
+    pub fn reload_counts(&self) -> (u64, u64) {
+        (
+            self.reloads.load(Ordering::Relaxed),
+            self.reload_failures.load(Ordering::Relaxed),
+        )
     }
 
     /// Asks the workers to stop (they finish the batch at hand).
@@ -348,8 +427,17 @@ impl Switch {
     /// The counters now.
     pub fn stats(&self) -> Stats {
         let mut s = Stats::sum(&self.counters, &self.names);
-        s.chains = self
-            .script
+        let cur = self.shared.slot.current();
+        s.version = cur.number;
+        (s.reloads, s.reload_failures) = self.reload_counts();
+        s.versions = lock(&self.shared.slot.history)
+            .iter()
+            .map(|v| VersionTotals {
+                version: v.number,
+                frames: v.total(),
+            })
+            .collect();
+        s.chains = cur
             .stats()
             .into_iter()
             .map(|c| ChainTotals {
@@ -419,6 +507,22 @@ impl Drop for Switch {
     }
 }
 
+/// Version `number` of `script`: clock mode set, entry and fault action
+/// found, a runner made for each of `workers` workers.
+fn version(
+    number: u64,
+    script: ScriptVm,
+    replay: bool,
+    workers: usize,
+) -> Result<Version, SwitchError> {
+    let entry = script
+        .vm
+        .entry_index(script.entry())
+        .ok_or(nfkit_control::runner::RunError::NoClassifier)?;
+    let fault = configure(&script, replay)?;
+    Ok(Version::new(number, script, entry, fault, workers))
+}
+
 /// Sets the clock mode (replay: random pinned, time from each worker's
 /// frame clock) and gives the fault action.
 fn configure(script: &ScriptVm, replay: bool) -> Result<u64, SwitchError> {
@@ -478,7 +582,10 @@ impl Worker {
         let _ = pinned.send((self.id, cpu));
         let shared = Arc::clone(&self.shared);
         let _guard = StopOnPanic(Arc::clone(&shared));
+        let id = self.id;
         let r = self.work();
+        // An ended worker never delays a reload.
+        shared.slot.park(id, true);
         if r.is_err() {
             shared.stop.store(true, Ordering::Relaxed);
         }
@@ -489,6 +596,10 @@ impl Worker {
         let mut batch = Batch::new();
         let mut idle: u32 = 0;
         loop {
+            // Once per iteration (not per frame): a new version?
+            if self.shared.slot.epoch() != self.ver.number {
+                self.switch_version();
+            }
             let mut work = self.drain_inbox();
             for i in 0..self.rx.len() {
                 if self.rx[i].done {
@@ -529,17 +640,26 @@ impl Worker {
                 break;
             }
             if work == 0 {
-                if self.shared.active_rx.load(Ordering::Acquire) == 0
+                if !self.shared.linger
+                    && self.shared.active_rx.load(Ordering::Acquire) == 0
                     && self.shared.in_flight.load(Ordering::Acquire) == 0
                 {
                     break;
                 }
                 idle = idle.saturating_add(1);
-                if idle < 64 {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(Duration::from_micros(100));
+                // Parked while it yields or sleeps: a reload does not
+                // wait for this worker, which reads the epoch before its
+                // next frame.
+                let slot = &self.shared.slot;
+                slot.park(self.id, true);
+                if slot.epoch() == self.ver.number {
+                    if idle < 64 {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
                 }
+                slot.park(self.id, false);
             } else {
                 idle = 0;
             }
@@ -550,11 +670,32 @@ impl Worker {
         Ok(())
     }
 
+    /// Takes the published version and its runner (made at load), hands
+    /// the old ones to the reloading thread to drop, acknowledges.
+    #[cold]
+    #[inline(never)]
+    fn switch_version(&mut self) {
+        let slot = &self.shared.slot;
+        let next = slot.current();
+        let runner = next.take_runner(self.id);
+        self.entry = next.entry;
+        self.fault = next.fault;
+        let n = next.number;
+        let old_runner = std::mem::replace(&mut self.runner, runner);
+        let old = std::mem::replace(&mut self.ver, next);
+        lock(&slot.retired).push((old_runner, old));
+        slot.ack(self.id, n);
+    }
+
     /// Processes the frames other workers handed over; returns how many.
     fn drain_inbox(&mut self) -> usize {
-        let mut n = 0;
+        let mut n: usize = 0;
         let shared = Arc::clone(&self.shared);
         while let Some(mut h) = shared.inboxes[self.id].pop() {
+            // A batch's worth at a time on one version.
+            if n > 0 && n.is_multiple_of(BATCH) && shared.slot.epoch() != self.ver.number {
+                self.switch_version();
+            }
             self.process(&mut h.buf, h.port, h.queue, h.arrival_ns);
             let _ = shared.free.push(h.buf);
             shared.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -627,6 +768,7 @@ impl Worker {
             pc.oversize.add(1);
             return;
         }
+        self.ver.frames.per_worker[self.id].add(1);
         if let Some(clock) = &self.clock {
             clock.0.store(arrival_ns, Ordering::Relaxed);
         }

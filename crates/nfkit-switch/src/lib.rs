@@ -12,6 +12,8 @@
 //! * [`counters`]: per-worker counters and their sum, [`Stats`].
 //! * [`flow`]: the flow hash of dispatch.
 //! * [`pin`]: pinning workers to CPUs.
+//! * [`reload`]: hitless reloads ([`Switch::reload`]): versions of the
+//!   chain, published to the workers through an epoch.
 //! * [`port`]: the port contract ([`port::RxQueue`], [`port::TxQueue`],
 //!   [`port::OpenPort`]), the port kinds ([`port::PortSpec`]), opening
 //!   any of them ([`port::any`]), the pcap ports ([`port::pcap`]) and
@@ -27,7 +29,9 @@ pub mod error;
 pub mod flow;
 pub mod pin;
 pub mod port;
+pub mod reload;
 
 pub use counters::Stats;
 pub use engine::{Switch, SwitchConfig};
 pub use error::SwitchError;
+pub use reload::{ReloadReport, Version};

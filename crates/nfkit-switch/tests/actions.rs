@@ -347,7 +347,8 @@ fn per_cpu_maps_are_per_worker() {
     while !sw.is_done() {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    let m = sw.script().vm.map("seen").expect("map seen");
+    let script = sw.script();
+    let m = script.vm.map("seen").expect("map seen");
     let v = m
         .lookup(&0u32.to_le_bytes())
         .expect("lookup")

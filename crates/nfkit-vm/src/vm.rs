@@ -160,6 +160,29 @@ fn alloc(len: usize) -> Result<Arc<GuardedBuf>, LoadError> {
 impl Vm {
     /// Checks and translates `image`, and creates its maps.
     pub fn new(image: &Image, config: VmConfig) -> Result<Vm, LoadError> {
+        Vm::load(image, config, None, &|_| false)
+    }
+
+    /// [`Vm::new`], but every map of `image` that `keep` names and that
+    /// `old` has in a compatible form ([`Map::can_share`]: same name,
+    /// type, sizes) keeps `old`'s entries: both VMs share it. The other
+    /// maps are new. `old` is left as it is (a hitless reload builds the
+    /// next version this way while the running one goes on).
+    pub fn new_keeping(
+        image: &Image,
+        config: VmConfig,
+        old: &Vm,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vm, LoadError> {
+        Vm::load(image, config, Some(old), keep)
+    }
+
+    fn load(
+        image: &Image,
+        config: VmConfig,
+        old: Option<&Vm>,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vm, LoadError> {
         if config.max_frames == 0 || config.max_frames > 64 {
             return Err(LoadError::Image(format!(
                 "max_frames must be 1..=64, is {}",
@@ -167,7 +190,13 @@ impl Vm {
             )));
         }
         let checked = check(image, &config)?;
-        let maps = Maps::new(&image.maps, config.ncpus, checked.entries.len())?;
+        let maps = Maps::new_keeping(&image.maps, config.ncpus, checked.entries.len(), |s| {
+            let old = old?;
+            keep(&s.name)
+                .then(|| old.map(&s.name))
+                .flatten()
+                .map(|m| &**m)
+        })?;
         let empty = alloc(0)?;
         let closed = |name: &str| (Region::opaque(name, &empty), mem::Window::CLOSED);
         let mut base = vec![
@@ -801,7 +830,7 @@ fn clear_stack(stack: &GuardedBuf, frames: usize, reach: usize) {
 /// the regions `bpf_map_lookup_elem` makes, one value each.
 fn map_region(m: &Map, empty: &Arc<GuardedBuf>) -> (Region, mem::Window) {
     let name = format!("map '{}'", m.name());
-    if let (crate::maps::Store::Array(a), Some((buf, writable))) = (&m.store, m.region()) {
+    if let (crate::maps::Store::Array(a), Some((buf, writable))) = (&*m.store, m.region()) {
         if a.ncpus == 1 {
             let window = mem::Window::of(&buf, 0, a.value_size, writable);
             let mut r = Region::mem(&name, buf, writable);

@@ -16,6 +16,7 @@ pub mod run;
 pub mod run_script;
 pub mod send;
 pub mod switch;
+pub mod switch_ctl;
 pub mod vm;
 
 use anyhow::anyhow;

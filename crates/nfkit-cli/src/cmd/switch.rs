@@ -10,8 +10,14 @@
 //! then) and prints the final report: per port rx/tx/drops, verdicts per
 //! action and per chain, faults, runts, controller frames per reason
 //! (`--json`: as JSON).
+//!
+//! While it runs it serves a control socket (`switch_ctl`):
+//! `nfkit switch status [NAME] [--json]`, `nfkit switch reload NAME
+//! SCRIPT [--json]` (a hitless reload, compiled in the switch's
+//! process) and `nfkit switch stop NAME` talk to it.
 
-use anyhow::{anyhow, Context};
+use super::switch_ctl;
+use anyhow::{anyhow, bail, Context};
 use nfkit_abi::verdict::Action;
 use nfkit_abi::Hook;
 use nfkit_pcap::Packet;
@@ -23,12 +29,53 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Run a chain script on ports in the foreground (Ctrl-C stops it).
     Run(RunArgs),
+    /// Show running switches (all of them without NAME): ports, verdicts,
+    /// version, uptime.
+    Status(StatusArgs),
+    /// Swap a running switch's chain for SCRIPT without losing a frame.
+    Reload(ReloadArgs),
+    /// Stop a running switch (it prints its final report and exits).
+    Stop(StopArgs),
+    /// Dump a map of a running switch's chain (its running version).
+    Map(MapArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MapArgs {
+    name: String,
+    /// The map (a script's or an NF's).
+    map: String,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The switch (default: every switch in the run directory).
+    name: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct ReloadArgs {
+    name: String,
+    /// The new chain script (compiled by the switch).
+    script: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct StopArgs {
+    name: String,
 }
 
 #[derive(clap::Args)]
@@ -63,6 +110,10 @@ pub struct RunArgs {
     /// The final report as JSON.
     #[arg(long)]
     json: bool,
+    /// Keep running when every pcap input is done (until Ctrl-C or
+    /// `nfkit switch stop`).
+    #[arg(long)]
+    linger: bool,
     /// Directories with users' NF objects (also NFKIT_NF_PATH).
     #[arg(long = "nf-path", value_name = "DIR")]
     nf_path: Vec<String>,
@@ -71,6 +122,10 @@ pub struct RunArgs {
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     match c {
         Command::Run(a) => run_switch(a),
+        Command::Status(a) => status(a),
+        Command::Reload(a) => reload(a),
+        Command::Stop(a) => stop(a),
+        Command::Map(a) => map(a),
     }
 }
 
@@ -108,12 +163,14 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let workers = a.workers.max(1);
     let stop = nfkit_traffic::stop_on_signals()?;
+    let server = switch_ctl::Server::start(&a.name)?;
     let ports = any::open_all(&a.ports, workers).map_err(|e| anyhow!("switch {}: {e}", a.name))?;
     let cfg = SwitchConfig {
         workers,
         engine: a.engine.unwrap_or_else(Engine::best),
         pin: !a.no_pin,
         host_port: host,
+        linger: a.linger,
         ..SwitchConfig::default()
     };
     let sw =
@@ -129,7 +186,24 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut last = sw.stats();
     let mut last_t = start;
     while !sw.is_done() {
-        std::thread::sleep(Duration::from_millis(100));
+        let next = match &server {
+            Some(s) => match s.requests.recv_timeout(Duration::from_millis(100)) {
+                Ok(p) => Some(p),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                    None
+                }
+            },
+            None => {
+                std::thread::sleep(Duration::from_millis(100));
+                None
+            }
+        };
+        if let Some(p) = next {
+            let answer = answer(&p.req, &sw, &a, start);
+            let _ = p.reply.send(answer);
+        }
         ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
         if stop.load(Ordering::Relaxed) {
             sw.stop();
@@ -142,6 +216,7 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
             last_t = Instant::now();
         }
     }
+    drop(server);
     let (stats, port_stats) = sw.finish().map_err(|e| anyhow!("switch {}: {e}", a.name))?;
     ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
     if let Some(path) = &a.controller {
@@ -181,6 +256,253 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         println!("engine: {engine}");
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The answer to one control request.
+fn answer(req: &serde_json::Value, sw: &Switch, a: &RunArgs, start: Instant) -> serde_json::Value {
+    use serde_json::json;
+    match req["op"].as_str() {
+        Some("status") => {
+            let mut v = sw.stats().json();
+            v["name"] = a.name.clone().into();
+            v["pid"] = std::process::id().into();
+            v["workers"] = a.workers.max(1).into();
+            v["uptime_s"] = start.elapsed().as_secs_f64().into();
+            v["script"] = a.script.display().to_string().into();
+            v["engine"] = sw.script().engine().engine().name().into();
+            json!({"ok": true, "status": v})
+        }
+        Some("reload") => {
+            let Some(path) = req["script"].as_str() else {
+                return json!({"ok": false, "error": "reload: no \"script\""});
+            };
+            match compile_reload(path, &a.nf_path) {
+                Err(e) => {
+                    sw.count_reload_failure();
+                    json!({"ok": false, "error": e})
+                }
+                Ok(c) => match sw.reload(&c) {
+                    Ok(r) => json!({"ok": true, "reload": r}),
+                    Err(e) => json!({"ok": false, "error": e.to_string()}),
+                },
+            }
+        }
+        Some("stop") => {
+            sw.stop();
+            json!({"ok": true})
+        }
+        Some("map_dump") => {
+            let name = req["map"].as_str().unwrap_or_default();
+            let dumps = match sw.script().map_dumps() {
+                Ok(d) => d,
+                Err(e) => return json!({"ok": false, "error": e.to_string()}),
+            };
+            match dumps.into_iter().find(|d| d.info.name == name) {
+                Some(d) => json!({
+                    "ok": true,
+                    "map": name,
+                    "rows": d.rows.iter().map(|r| json!({
+                        "key": r.key_json,
+                        "value": r.value_json,
+                        "text": format!("{}: {}", r.key_text, r.value_text),
+                    })).collect::<Vec<_>>(),
+                }),
+                None => {
+                    json!({"ok": false, "error": format!("no map `{name}` in the running version")})
+                }
+            }
+        }
+        _ => json!({"ok": false, "error": format!("unknown request {req}")}),
+    }
+}
+
+/// Compiles a reload's script for the switch hook; the error as text.
+fn compile_reload(path: &str, nf_path: &[String]) -> Result<nfkit_lang::Compiled, String> {
+    let source = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    let opts = nfkit_lang::Options {
+        search: nfkit_nf::SearchPath::from_env(nf_path),
+        hook: Some(Hook::Switch),
+    };
+    nfkit_lang::compile(path, &source, &opts).map_err(|e| e.to_string())
+}
+
+/// `nfkit switch status [NAME]`.
+fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    let names: Vec<(String, PathBuf)> = match &a.name {
+        Some(n) => vec![(n.clone(), switch_ctl::socket_path(n)?)],
+        None => switch_ctl::list(),
+    };
+    let mut all = Vec::new();
+    let mut failed = false;
+    for (name, path) in &names {
+        match switch_ctl::request_at(name, path, &serde_json::json!({"op": "status"})) {
+            Ok(v) if v["ok"] == true => all.push(v["status"].clone()),
+            Ok(v) => {
+                failed = true;
+                eprintln!("switch {name}: {}", v["error"]);
+            }
+            Err(e) if a.name.is_some() => return Err(e),
+            Err(_) => eprintln!(
+                "switch {name}: not running (stale socket {})",
+                path.display()
+            ),
+        }
+    }
+    if a.json {
+        let v = match &a.name {
+            Some(_) => all.first().cloned().unwrap_or_default(),
+            None => all.into(),
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else if all.is_empty() && a.name.is_none() {
+        println!(
+            "no switch running (run directory {})",
+            switch_ctl::run_dir().display()
+        );
+    } else {
+        for v in &all {
+            print!("{}", status_text(v));
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A status answer as text.
+fn status_text(v: &serde_json::Value) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "switch {}: pid {}, {} workers, version {} ({} reloads, {} refused), up {:.1} s, engine {}",
+        v["name"].as_str().unwrap_or("?"),
+        v["pid"],
+        v["workers"],
+        v["version"],
+        v["reloads"],
+        v["reload_failures"],
+        v["uptime_s"].as_f64().unwrap_or(0.0),
+        v["engine"].as_str().unwrap_or("?"),
+    );
+    for p in v["ports"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "  port {} {} ({}): rx {}, tx {}, tx_dropped {}",
+            p["port"],
+            p["name"].as_str().unwrap_or("?"),
+            p["spec"].as_str().unwrap_or("?"),
+            p["rx"],
+            p["tx"],
+            p["tx_dropped"]
+        );
+    }
+    let verdicts: Vec<String> = v["verdicts"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "  verdicts: {}",
+        if verdicts.is_empty() {
+            "none".into()
+        } else {
+            verdicts.join(", ")
+        }
+    );
+    s
+}
+
+/// `nfkit switch reload NAME SCRIPT`.
+fn reload(a: ReloadArgs) -> anyhow::Result<ExitCode> {
+    let script = std::fs::canonicalize(&a.script)
+        .with_context(|| format!("switch {}: script {}", a.name, a.script.display()))?;
+    let req = serde_json::json!({"op": "reload", "script": script.display().to_string()});
+    let v = switch_ctl::request(&a.name, &req)?;
+    if v["ok"] != true {
+        let err = v["error"].as_str().unwrap_or("refused");
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        eprintln!(
+            "switch {}: reload of {} refused; still running the previous version:
+{err}",
+            a.name,
+            script.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let r = &v["reload"];
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        let parked = r["parked"].as_u64().unwrap_or(0);
+        println!(
+            "switched to version {} in {:.1} µs (all {} workers{}; loaded in {:.0} µs)",
+            r["version"],
+            r["switch"].as_f64().unwrap_or(0.0),
+            r["workers"],
+            if parked > 0 {
+                format!(", {parked} idle")
+            } else {
+                String::new()
+            },
+            r["load"].as_f64().unwrap_or(0.0),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nfkit switch map NAME MAP`.
+fn map(a: MapArgs) -> anyhow::Result<ExitCode> {
+    let v = switch_ctl::request(
+        &a.name,
+        &serde_json::json!({"op": "map_dump", "map": a.map}),
+    )?;
+    if v["ok"] != true {
+        eprintln!(
+            "switch {}: {}",
+            a.name,
+            v["error"].as_str().unwrap_or("refused")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v["rows"])?);
+    } else {
+        for r in v["rows"].as_array().into_iter().flatten() {
+            println!("{}", r["text"].as_str().unwrap_or_default());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nfkit switch stop NAME`: asks it to stop and waits until its socket
+/// is gone.
+fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
+    let path = switch_ctl::socket_path(&a.name)?;
+    let v = switch_ctl::request(&a.name, &serde_json::json!({"op": "stop"}))?;
+    if v["ok"] != true {
+        bail!("switch {}: stop refused: {}", a.name, v["error"]);
+    }
+    let t = Instant::now();
+    while path.exists() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if path.exists() {
+        bail!(
+            "switch {}: asked to stop, but its socket {} is still there after 30 s",
+            a.name,
+            path.display()
+        );
+    }
+    println!("switch {} stopped", a.name);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -342,7 +342,7 @@ impl Machine {
         Ok(if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
             0
         } else if matches!(
-            m.store,
+            *m.store,
             Store::ProgArray(_) | Store::Ringbuf(_) | Store::PerfEvents
         ) || matches!(m.spec.map_type, MapType::Cpumap | MapType::Xskmap)
         {

@@ -145,7 +145,7 @@ pub struct Map {
     pub spec: MapSpec,
     /// Index in the Image's map table.
     pub index: usize,
-    pub store: Store,
+    pub store: Arc<Store>,
     /// Entries a `ProgArray` may name (the Image's entry count).
     n_entries: usize,
     /// The VM's CPUs (the keys a cpumap takes).
@@ -202,7 +202,7 @@ impl Map {
         Ok(Map {
             spec: spec.clone(),
             index,
-            store,
+            store: Arc::new(store),
             n_entries,
             cpus,
         })
@@ -210,6 +210,44 @@ impl Map {
 
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// Whether a map of `spec` on `ncpus` CPUs may keep this map's
+    /// entries: a declared data map (array, hash, LRU, LPM, per-CPU
+    /// kinds) of the same name, type, key and value sizes, capacity and
+    /// flags (and CPUs, per-CPU ones). Global data, prog arrays, maps of
+    /// maps and the rest hold values tied to one Image: never shared.
+    pub fn can_share(&self, spec: &MapSpec, ncpus: u32) -> bool {
+        let a = &self.spec;
+        let data = matches!(
+            a.map_type,
+            MapType::Array
+                | MapType::PercpuArray
+                | MapType::Hash
+                | MapType::PercpuHash
+                | MapType::LruHash
+                | MapType::LruPercpuHash
+                | MapType::LpmTrie
+        );
+        let percpu = matches!(
+            a.map_type,
+            MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
+        );
+        data && a.kind == MapKind::Declared
+            && spec.kind == MapKind::Declared
+            && a.name == spec.name
+            && a.map_type == spec.map_type
+            && a.key_size == spec.key_size
+            && a.value_size == spec.value_size
+            && a.max_entries == spec.max_entries
+            && a.flags == spec.flags
+            && (!percpu || self.ncpus() == ncpus.max(1))
+    }
+
+    /// Whether `self` and `other` hold the same entries (one map kept
+    /// by two VMs).
+    pub fn same_store(&self, other: &Map) -> bool {
+        Arc::ptr_eq(&self.store, &other.store)
     }
 
     /// A map `bpf_redirect_map` takes: devmap, devmap_hash, cpumap, xskmap.
@@ -234,7 +272,7 @@ impl Map {
                 ..
             }
         ) || self.is_redirect_map();
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => Some((&a.buf, !ro_prog)),
             Store::Hash(h) => Some((&h.buf, !ro_prog)),
             Store::Lpm(l) => Some((&l.buf, true)),
@@ -245,7 +283,7 @@ impl Map {
 
     /// Number of value copies per key (CPUs for per-CPU maps, else 1).
     pub fn ncpus(&self) -> u32 {
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => a.ncpus,
             Store::Hash(h) => h.ncpus,
             _ => 1,
@@ -268,7 +306,7 @@ impl Map {
     /// in [`Map::region`].
     pub fn prog_lookup(&self, key: &[u8], cpu: u32) -> Option<usize> {
         let cpu = if self.ncpus() == 1 { 0 } else { cpu };
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => a.offset(u32_key(key).ok()?, cpu),
             Store::Hash(h) => h.lookup(key, cpu),
             Store::Lpm(l) => l.lookup(key),
@@ -287,7 +325,7 @@ impl Map {
     ) -> Result<(), MapError> {
         // Single-CPU maps keep one slot, whatever CPU runs (as prog_lookup).
         let cpu = if self.ncpus() == 1 { 0 } else { cpu };
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => a.update(u32_key(key)?, value, flags, Some(cpu)),
             Store::Hash(h) => h.update(key, value, flags, Some(cpu)),
             Store::Lpm(l) => l.update(key, value, flags),
@@ -299,7 +337,7 @@ impl Map {
     /// to 8 bytes, as the kernel's syscall does.
     pub fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>, MapError> {
         self.check_key(key)?;
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => a.read_all(u32_key(key)?),
             Store::Hash(h) => Ok(h.read_all(key)),
             Store::Lpm(l) => Ok(l.read_exact(key)),
@@ -314,7 +352,7 @@ impl Map {
     /// The value of `key` on one CPU (per-CPU maps) or the value.
     pub fn lookup_cpu(&self, key: &[u8], cpu: u32) -> Result<Option<Vec<u8>>, MapError> {
         self.check_key(key)?;
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => Ok(a.offset(u32_key(key)?, cpu).map(|o| a.read_value(o))),
             Store::Hash(h) => Ok(h.lookup(key, cpu).map(|o| h.read_value(o))),
             _ => self.lookup(key),
@@ -329,7 +367,7 @@ impl Map {
         if self.spec.map_type == MapType::Cpumap {
             return self.cpumap_update(key, value, flags);
         }
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => a.update(u32_key(key)?, value, flags, None),
             Store::Hash(h) => h.update(key, value, flags, None),
             Store::Lpm(l) => l.update(key, value, flags),
@@ -363,7 +401,7 @@ impl Map {
     /// size at most 16384, key a CPU of the VM (`ENODEV`); queue size 0
     /// clears the entry.
     fn cpumap_update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
-        let Store::Hash(h) = &self.store else {
+        let Store::Hash(h) = &*self.store else {
             return Err(MapError::Unsupported);
         };
         let cpu = u32_key(key)?;
@@ -402,7 +440,7 @@ impl Map {
     /// Deletes `key`.
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_key(key)?;
-        match &self.store {
+        match &*self.store {
             Store::Array(_) => Err(MapError::Invalid("array elements cannot be deleted".into())),
             Store::Hash(h) => h.delete(key),
             Store::Lpm(l) => l.delete(key),
@@ -421,7 +459,7 @@ impl Map {
 
     /// All keys (arrays: every index; hashes: in no particular order).
     pub fn keys(&self) -> Vec<Vec<u8>> {
-        match &self.store {
+        match &*self.store {
             Store::Array(a) => (0..a.max).map(|i| i.to_le_bytes().to_vec()).collect(),
             Store::Hash(h) => h.keys(),
             Store::Lpm(l) => l.keys(),
@@ -448,7 +486,7 @@ impl Map {
     /// Takes every submitted record out of a ring buffer (discarded
     /// records are skipped), oldest first.
     pub fn ringbuf_consume(&self) -> Result<Vec<Vec<u8>>, MapError> {
-        match &self.store {
+        match &*self.store {
             Store::Ringbuf(r) => Ok(r.consume()),
             _ => Err(MapError::Unsupported),
         }
@@ -456,7 +494,7 @@ impl Map {
 
     /// The prog array behind this map, if it is one.
     pub fn prog_array(&self) -> Option<&ProgArray> {
-        match &self.store {
+        match &*self.store {
             Store::ProgArray(p) => Some(p),
             _ => None,
         }
@@ -464,7 +502,7 @@ impl Map {
 
     /// The slots behind this map, if it is a map of maps.
     pub fn outer(&self) -> Option<&outer::OuterMap> {
-        match &self.store {
+        match &*self.store {
             Store::Outer(o) => Some(o),
             _ => None,
         }
@@ -472,7 +510,7 @@ impl Map {
 
     /// The ring buffer behind this map, if it is one.
     pub fn ringbuf(&self) -> Option<&ringbuf::RingBuf> {
-        match &self.store {
+        match &*self.store {
             Store::Ringbuf(r) => Some(r),
             _ => None,
         }
@@ -489,6 +527,18 @@ impl Maps {
     /// Creates every map of the Image; maps of maps learn which maps fit
     /// their slots and get their initial slots.
     pub fn new(specs: &[MapSpec], ncpus: u32, n_entries: usize) -> Result<Maps, crate::LoadError> {
+        Maps::new_keeping(specs, ncpus, n_entries, |_| None)
+    }
+
+    /// [`Maps::new`], but map `i` takes the storage `keep(spec)` gives
+    /// (a map of another VM), when that map [`Map::can_share`] `spec`
+    /// on `ncpus` CPUs: both VMs then read and write the same entries.
+    pub fn new_keeping<'a>(
+        specs: &[MapSpec],
+        ncpus: u32,
+        n_entries: usize,
+        keep: impl Fn(&MapSpec) -> Option<&'a Map>,
+    ) -> Result<Maps, crate::LoadError> {
         let mut maps = Vec::with_capacity(specs.len());
         let bad = |i: usize, detail: String| crate::LoadError::Map {
             index: i,
@@ -496,8 +546,18 @@ impl Maps {
             detail,
         };
         for (i, s) in specs.iter().enumerate() {
+            if let Some(old) = keep(s).filter(|old| old.can_share(s, ncpus)) {
+                maps.push(Arc::new(Map {
+                    spec: s.clone(),
+                    index: i,
+                    store: Arc::clone(&old.store),
+                    n_entries,
+                    cpus: ncpus.max(1),
+                }));
+                continue;
+            }
             let mut m = Map::new(i, s, ncpus, n_entries).map_err(|d| bad(i, d))?;
-            if let (Store::Outer(o), Some(inner)) = (&mut m.store, &s.inner) {
+            if let (Some(Store::Outer(o)), Some(inner)) = (Arc::get_mut(&mut m.store), &s.inner) {
                 o.allowed = (0..specs.len())
                     .filter(|&j| {
                         specs[j].kind == MapKind::Declared
