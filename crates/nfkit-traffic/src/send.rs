@@ -106,6 +106,15 @@ pub struct SendOptions {
     pub stop: Option<Arc<AtomicBool>>,
 }
 
+impl SendOptions {
+    /// Whether `stop` asks the sender to stop now.
+    fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+}
+
 /// What the sender did.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct SendReport {
@@ -130,6 +139,18 @@ pub struct SendReport {
     /// Why the engine asked for was not used, and the like (for stderr).
     #[serde(skip)]
     pub notes: Vec<String>,
+}
+
+impl SendReport {
+    /// The report of a run just starting on `engine`.
+    fn start(stream: u32, opts: &SendOptions, engine: &str) -> SendReport {
+        SendReport {
+            stream,
+            target_pps: opts.rate,
+            engine: engine.into(),
+            ..SendReport::default()
+        }
+    }
 }
 
 impl SendReport {
@@ -347,17 +368,8 @@ fn send_live(
 ) -> Result<SendReport, TrafficError> {
     use std::sync::atomic::{AtomicU64, AtomicUsize};
     use std::sync::{mpsc, Mutex};
-    let stopped = || {
-        opts.stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
-    };
-    let mut report = SendReport {
-        stream,
-        target_pps: opts.rate,
-        engine: "live".into(),
-        ..SendReport::default()
-    };
+    let stopped = || opts.stopped();
+    let mut report = SendReport::start(stream, opts, "live");
     let runner = g.runner()?;
     let cpu = crate::sys::current_cpu().unwrap_or(0);
     let (jobs_tx, jobs_rx) = mpsc::channel::<u64>();
@@ -558,17 +570,8 @@ fn send_packets(
     count: u64,
     stream: u32,
 ) -> Result<SendReport, TrafficError> {
-    let stopped = || {
-        opts.stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
-    };
-    let mut report = SendReport {
-        stream,
-        target_pps: opts.rate,
-        engine: "packet".into(),
-        ..SendReport::default()
-    };
+    let stopped = || opts.stopped();
+    let mut report = SendReport::start(stream, opts, "packet");
     // How far (seconds) the schedule moved after stalls longer than
     // CATCH_UP.
     let mut shift = 0.0f64;
