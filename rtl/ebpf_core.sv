@@ -1,0 +1,449 @@
+// The eBPF processor: a 5-stage pipeline IF/ID/EXE/MEM/WB.
+//
+// * IF fetches one 8-byte slot per cycle (two for `lddw`, whose second
+//   slot is read on the instruction memory's second port), predicting
+//   not-taken.
+// * ID decodes, reads the register file (written by WB in the same cycle:
+//   write-through), and holds the hazard unit: a load followed by a user
+//   of its destination stalls one cycle (load-use); a `call` waits until
+//   the older instructions have written back (call drain) so the
+//   coprocessor reads r1-r5 straight from the register file.
+// * EXE has the forwarding muxes (EX/MEM -> EXE, "EX->EX"; MEM/WB -> EXE,
+//   "MEM->EX"), the ALU, the multi-cycle divider and the coprocessor
+//   handshake (both stall IF/ID/EXE while busy), computes and checks data
+//   addresses, and resolves branches: a taken jump flushes IF/ID and
+//   ID/EX (two bubbles). `exit` and faults flush the same way and stop
+//   fetching.
+// * MEM reads or writes the data memory (any width, any alignment).
+// * WB writes the register file, retires (pc on `retire_pc`) and ends
+//   the run at `exit` or at a faulting instruction.
+module ebpf_core
+#(
+    parameter int IAW = 12,   // instruction memory: 2**IAW slots
+    parameter int DAW = 13    // data memory: 2**DAW bytes
+) (
+    input  logic           clk,
+    input  logic           rst,
+    // Run control: `start` resets the pipeline, sets r1/r2 and r10 and runs
+    // from slot 0. The packet window is [pkt_lo, pkt_hi) of region 4.
+    input  logic           start,
+    input  logic [63:0]    arg1,
+    input  logic [63:0]    arg2,
+    input  logic [31:0]    pkt_lo,
+    input  logic [31:0]    pkt_hi,
+    output logic           running,
+    output logic           done,
+    output logic [2:0]     fault,
+    output logic [IAW-1:0] fault_pc,
+    output logic [63:0]    r0,
+    // Instruction memory, two read ports (slot pc and pc+1).
+    output logic [IAW-1:0] imem_addr0,
+    output logic [IAW-1:0] imem_addr1,
+    input  logic [63:0]    imem_data0,
+    input  logic [63:0]    imem_data1,
+    // Data memory port (MEM stage).
+    output logic [DAW-1:0] dmem_addr,
+    output logic [1:0]     dmem_size,
+    output logic           dmem_we,
+    output logic [63:0]    dmem_wdata,
+    input  logic [63:0]    dmem_rdata,
+    // Coprocessor: `cop_req` is held until `cop_ack`.
+    output logic           cop_req,
+    output logic [31:0]    cop_id,
+    output logic [63:0]    cop_arg1,
+    output logic [63:0]    cop_arg2,
+    output logic [63:0]    cop_arg3,
+    output logic [63:0]    cop_arg4,
+    output logic [63:0]    cop_arg5,
+    input  logic           cop_ack,
+    input  logic           cop_bad,
+    input  logic [63:0]    cop_result,
+    // Per-cycle events for the performance counters and the trace.
+    output logic           retire_valid,
+    output logic [IAW-1:0] retire_pc,
+    output logic           ev_stall_load_use,
+    output logic           ev_stall_div,
+    output logic           ev_stall_call,
+    output logic           ev_flush
+);
+  `include "ebpf_defs.svh"
+  // Data memory layout (byte indices).
+  localparam int DBYTES     = 1 << DAW;
+  localparam int STACK_BASE = DBYTES - STACK_BYTES;
+  localparam int PKT_BASE   = META_BYTES;
+  localparam logic [63:0] FRAME_POINTER = {REGION_STACK, 32'd512};
+
+  // ------------------------------------------------------------------
+  // Register file: r0-r10, written by WB, read by ID with write-through.
+  logic [63:0] regs [0:10];
+
+  // ------------------------------------------------------------------
+  // Pipeline registers.
+  logic           ifid_v;
+  logic [IAW-1:0] ifid_pc;
+  logic [63:0]    ifid_insn;
+  logic [31:0]    ifid_imm_hi;
+
+  logic           idex_v;
+  logic [IAW-1:0] idex_pc;
+  logic [7:0]     idex_opc;
+  logic [3:0]     idex_dst, idex_src;
+  logic [15:0]    idex_off;
+  logic [31:0]    idex_imm, idex_imm_hi;
+  logic [63:0]    idex_a, idex_b;  // dst and src register values read in ID
+  logic           idex_we;
+  logic           idex_is_alu, idex_is_div, idex_is_ldx, idex_is_st, idex_is_stx;
+  logic           idex_is_jcond, idex_is_ja, idex_is_gotol, idex_is_exit, idex_is_call;
+  logic           idex_is_lddw, idex_illegal;
+
+  logic           exmem_v;
+  logic [IAW-1:0] exmem_pc;
+  logic           exmem_we;
+  logic [3:0]     exmem_rd;
+  logic [63:0]    exmem_result;
+  logic           exmem_load, exmem_store, exmem_sx;
+  logic [1:0]     exmem_size;
+  logic [DAW-1:0] exmem_addr;
+  logic [63:0]    exmem_wdata;
+  logic [2:0]     exmem_fault;
+  logic           exmem_exit;
+
+  logic           memwb_v;
+  logic [IAW-1:0] memwb_pc;
+  logic           memwb_we;
+  logic [3:0]     memwb_rd;
+  logic [63:0]    memwb_result;
+  logic [2:0]     memwb_fault;
+  logic           memwb_exit;
+
+  logic [IAW-1:0] pc;
+  logic           halting;  // an exit or fault passed EXE: fetch no more
+
+  // ------------------------------------------------------------------
+  // ID: decode.
+  logic [7:0]  id_opc;
+  logic [2:0]  id_cls;
+  logic [3:0]  id_op;
+  logic [2:0]  id_mode;
+  logic [3:0]  id_dst, id_src;
+  logic        id_x;
+  logic        id_alu_cls, id_jmp_cls;
+  logic        id_is_alu, id_is_div, id_is_ldx, id_is_st, id_is_stx, id_is_jcond;
+  logic        id_is_ja, id_is_gotol, id_is_exit, id_is_call, id_is_lddw, id_illegal;
+  logic        id_reads_a, id_reads_b, id_we;
+
+  assign id_opc  = ifid_insn[7:0];
+  assign id_cls  = id_opc[2:0];
+  assign id_op   = id_opc[7:4];
+  assign id_x    = id_opc[3];
+  assign id_mode = id_opc[7:5];
+  assign id_dst  = ifid_insn[11:8];
+  assign id_src  = ifid_insn[15:12];
+
+  always_comb begin
+    id_alu_cls  = (id_cls == CLS_ALU) || (id_cls == CLS_ALU64);
+    id_jmp_cls  = (id_cls == CLS_JMP) || (id_cls == CLS_JMP32);
+    id_is_div   = id_alu_cls && (id_op == ALU_DIV || id_op == ALU_MOD);
+    id_is_alu   = id_alu_cls && !id_is_div && id_op <= ALU_END;
+    id_is_ldx   = (id_cls == CLS_LDX) && (id_mode == MODE_MEM || id_mode == MODE_MEMSX);
+    id_is_st    = (id_cls == CLS_ST) && (id_mode == MODE_MEM);
+    id_is_stx   = (id_cls == CLS_STX) && (id_mode == MODE_MEM);
+    id_is_lddw  = (id_opc == 8'h18);
+    id_is_ja    = (id_cls == CLS_JMP) && (id_op == JMP_JA) && !id_x;
+    id_is_gotol = (id_cls == CLS_JMP32) && (id_op == JMP_JA) && !id_x;
+    id_is_exit  = (id_cls == CLS_JMP) && (id_op == JMP_EXIT);
+    id_is_call  = (id_cls == CLS_JMP) && (id_op == JMP_CALL) && !id_x;
+    id_is_jcond = id_jmp_cls && id_op != JMP_JA && id_op != JMP_CALL && id_op != JMP_EXIT
+                  && id_op <= JMP_JSLE;
+    id_illegal  = !(id_is_alu || id_is_div || id_is_ldx || id_is_st || id_is_stx || id_is_lddw
+                    || id_is_ja || id_is_gotol || id_is_exit || id_is_call || id_is_jcond)
+                  || id_dst > 4'd10 || id_src > 4'd10
+                  || ((id_is_alu || id_is_div || id_is_ldx || id_is_lddw) && id_dst == 4'd10);
+    // Which register values EXE uses (the hazard unit's inputs).
+    id_reads_a  = ((id_is_alu || id_is_div) && id_op != ALU_MOV) || id_is_st || id_is_stx
+                  || id_is_jcond;
+    id_reads_b  = ((id_is_alu || id_is_div || id_is_jcond) && id_x) || id_is_ldx || id_is_stx;
+    id_we       = id_is_alu || id_is_div || id_is_ldx || id_is_lddw || id_is_call;
+  end
+
+  // Register reads with write-through from WB.
+  logic        wb_write;
+  logic [63:0] id_a, id_b;
+  assign wb_write = memwb_v && memwb_we && memwb_fault == FAULT_NONE;
+  always_comb begin
+    id_a = (id_dst <= 4'd10) ? regs[id_dst] : 64'd0;
+    id_b = (id_src <= 4'd10) ? regs[id_src] : 64'd0;
+    if (wb_write && memwb_rd == id_dst) id_a = memwb_result;
+    if (wb_write && memwb_rd == id_src) id_b = memwb_result;
+  end
+
+  // Hazard unit.
+  logic id_load_use, id_call_drain, id_stall;
+  assign id_load_use = ifid_v && idex_v && idex_is_ldx &&
+                       ((id_reads_a && idex_dst == id_dst) || (id_reads_b && idex_dst == id_src));
+  assign id_call_drain = ifid_v && id_is_call && (idex_v || exmem_v || memwb_v);
+  assign id_stall = id_load_use || id_call_drain;
+
+  // ------------------------------------------------------------------
+  // EXE.
+  logic [2:0]  ex_cls;
+  logic [3:0]  ex_op;
+  logic        ex_x, ex_is64;
+  logic [1:0]  ex_size;
+  logic [63:0] ex_a, ex_b, ex_opnd_b, ex_imm_sx;
+  assign ex_cls    = idex_opc[2:0];
+  assign ex_op     = idex_opc[7:4];
+  assign ex_x      = idex_opc[3];
+  assign ex_size   = idex_opc[4:3];
+  assign ex_is64   = (ex_cls == CLS_ALU64) || (ex_cls == CLS_JMP);
+  assign ex_imm_sx = {{32{idex_imm[31]}}, idex_imm};
+
+  // Forwarding: EX/MEM first (the younger), then MEM/WB, else ID's read.
+  always_comb begin
+    ex_a = idex_a;
+    if (memwb_v && memwb_we && memwb_rd == idex_dst) ex_a = memwb_result;
+    if (exmem_v && exmem_we && exmem_rd == idex_dst) ex_a = exmem_result;
+    ex_b = idex_b;
+    if (memwb_v && memwb_we && memwb_rd == idex_src) ex_b = memwb_result;
+    if (exmem_v && exmem_we && exmem_rd == idex_src) ex_b = exmem_result;
+  end
+  assign ex_opnd_b = ex_x ? ex_b : ex_imm_sx;
+
+  logic [63:0] alu_y;
+  ebpf_alu u_alu (
+      .op(ex_op), .is64(ex_is64), .src_x(ex_x), .off(idex_off), .imm(idex_imm),
+      .a(ex_a), .b(ex_opnd_b), .y(alu_y)
+  );
+
+  logic        div_start, div_ack, div_busy, div_done;
+  logic [63:0] div_y;
+  ebpf_div u_div (
+      .clk(clk), .rst(rst || start), .start(div_start), .ack(div_ack),
+      .is64(ex_is64), .is_mod(ex_op == ALU_MOD), .signed_op(idex_off == 16'd1),
+      .a(ex_a), .b(ex_opnd_b), .busy(div_busy), .done(div_done), .y(div_y)
+  );
+
+  // Branch condition.
+  logic        taken_cond;
+  logic [63:0] ca, cb;
+  always_comb begin
+    ca = ex_is64 ? ex_a : {{32{ex_a[31]}}, ex_a[31:0]};
+    cb = ex_is64 ? ex_opnd_b : {{32{ex_opnd_b[31]}}, ex_opnd_b[31:0]};
+    // Unsigned compares of 32-bit operands: the sign extension above keeps
+    // their order only for signed compares, so zero-extend for those.
+    unique case (ex_op)
+      JMP_JEQ:  taken_cond = ca == cb;
+      JMP_JNE:  taken_cond = ca != cb;
+      JMP_JSET: taken_cond = (ca & cb) != 64'd0;
+      JMP_JGT:  taken_cond = ex_is64 ? (ex_a > ex_opnd_b) : (ex_a[31:0] > ex_opnd_b[31:0]);
+      JMP_JGE:  taken_cond = ex_is64 ? (ex_a >= ex_opnd_b) : (ex_a[31:0] >= ex_opnd_b[31:0]);
+      JMP_JLT:  taken_cond = ex_is64 ? (ex_a < ex_opnd_b) : (ex_a[31:0] < ex_opnd_b[31:0]);
+      JMP_JLE:  taken_cond = ex_is64 ? (ex_a <= ex_opnd_b) : (ex_a[31:0] <= ex_opnd_b[31:0]);
+      JMP_JSGT: taken_cond = $signed(ca) > $signed(cb);
+      JMP_JSGE: taken_cond = $signed(ca) >= $signed(cb);
+      JMP_JSLT: taken_cond = $signed(ca) < $signed(cb);
+      JMP_JSLE: taken_cond = $signed(ca) <= $signed(cb);
+      default:  taken_cond = 1'b0;
+    endcase
+  end
+
+  logic           ex_taken;
+  logic [IAW-1:0] ex_target;
+  logic [31:0]    ex_rel;
+  assign ex_taken  = idex_is_ja || idex_is_gotol || (idex_is_jcond && taken_cond);
+  assign ex_rel    = idex_is_gotol ? idex_imm : {{16{idex_off[15]}}, idex_off};
+  assign ex_target = idex_pc + IAW'(1) + ex_rel[IAW-1:0];
+
+  // Data address: base + off, checked against the region's window.
+  logic [63:0]    ex_addr;
+  logic [31:0]    ex_region, ex_aoff;
+  logic [32:0]    ex_end;
+  logic [3:0]     ex_bytes;
+  logic           ex_mem_op, ex_in_pkt, ex_in_stack, ex_in_meta;
+  logic [DAW-1:0] ex_index;
+  always_comb begin
+    ex_mem_op = idex_is_ldx || idex_is_st || idex_is_stx;
+    ex_addr   = (idex_is_ldx ? ex_b : ex_a) + {{48{idex_off[15]}}, idex_off};
+    ex_region = ex_addr[63:32];
+    ex_aoff   = ex_addr[31:0];
+    unique case (ex_size)
+      SZ_B:    ex_bytes = 4'd1;
+      SZ_H:    ex_bytes = 4'd2;
+      SZ_W:    ex_bytes = 4'd4;
+      default: ex_bytes = 4'd8;
+    endcase
+    ex_end      = {1'b0, ex_aoff} + {29'd0, ex_bytes};
+    ex_in_pkt   = ex_region == REGION_PACKET && ex_aoff >= pkt_lo && ex_end <= {1'b0, pkt_hi};
+    ex_in_stack = ex_region == REGION_STACK && ex_end <= 33'(STACK_BYTES);
+    ex_in_meta  = ex_region == REGION_META && ex_end <= 33'(META_BYTES);
+    if (ex_in_pkt) ex_index = DAW'(PKT_BASE) + ex_aoff[DAW-1:0];
+    else if (ex_in_stack) ex_index = DAW'(STACK_BASE) + ex_aoff[DAW-1:0];
+    else ex_index = ex_aoff[DAW-1:0];
+  end
+
+  logic [2:0] ex_fault;
+  always_comb begin
+    ex_fault = FAULT_NONE;
+    if (idex_illegal) ex_fault = FAULT_ILLEGAL;
+    else if (ex_mem_op && !(ex_in_pkt || ex_in_stack || ex_in_meta)) ex_fault = FAULT_MEM;
+    else if (idex_is_call && cop_ack && cop_bad) ex_fault = FAULT_HELPER;
+  end
+
+  logic ex_busy, ex_flush, ex_stop;
+  assign ex_busy  = idex_v && ((idex_is_div && !div_done) || (idex_is_call && !cop_ack));
+  assign ex_stop  = idex_v && !ex_busy && (idex_is_exit || ex_fault != FAULT_NONE);
+  assign ex_flush = idex_v && !ex_busy && (ex_taken || ex_stop);
+  assign div_start = idex_v && idex_is_div && !div_busy && !div_done;
+  assign div_ack   = idex_v && idex_is_div && div_done;
+
+  assign cop_req  = idex_v && idex_is_call;
+  assign cop_id   = idex_imm;
+  assign cop_arg1 = regs[1];
+  assign cop_arg2 = regs[2];
+  assign cop_arg3 = regs[3];
+  assign cop_arg4 = regs[4];
+  assign cop_arg5 = regs[5];
+
+  logic [63:0] ex_result;
+  always_comb begin
+    if (idex_is_div) ex_result = div_y;
+    else if (idex_is_lddw) ex_result = {idex_imm_hi, idex_imm};
+    else if (idex_is_call) ex_result = cop_result;
+    else ex_result = alu_y;
+  end
+
+  // ------------------------------------------------------------------
+  // MEM.
+  assign dmem_addr  = exmem_addr;
+  assign dmem_size  = exmem_size;
+  assign dmem_we    = exmem_v && exmem_store && exmem_fault == FAULT_NONE;
+  assign dmem_wdata = exmem_wdata;
+
+  logic [63:0] mem_load;
+  always_comb begin
+    unique case (exmem_size)
+      SZ_B:    mem_load = exmem_sx ? {{56{dmem_rdata[7]}}, dmem_rdata[7:0]} : {56'd0, dmem_rdata[7:0]};
+      SZ_H:    mem_load = exmem_sx ? {{48{dmem_rdata[15]}}, dmem_rdata[15:0]} : {48'd0, dmem_rdata[15:0]};
+      SZ_W:    mem_load = exmem_sx ? {{32{dmem_rdata[31]}}, dmem_rdata[31:0]} : {32'd0, dmem_rdata[31:0]};
+      default: mem_load = dmem_rdata;
+    endcase
+  end
+
+  // ------------------------------------------------------------------
+  // WB and outputs.
+  assign retire_valid = memwb_v && memwb_fault == FAULT_NONE;
+  assign retire_pc    = memwb_pc;
+  assign r0           = regs[0];
+  assign imem_addr0   = pc;
+  assign imem_addr1   = pc + IAW'(1);
+
+  assign ev_flush          = running && ex_flush && ex_taken;
+  assign ev_stall_div      = running && ex_busy && idex_is_div;
+  assign ev_stall_call     = running && ((ex_busy && idex_is_call) || (!ex_busy && !ex_flush && id_call_drain));
+  assign ev_stall_load_use = running && !ex_busy && !ex_flush && id_load_use;
+
+  always_ff @(posedge clk) begin
+    if (rst || start) begin
+      ifid_v <= 1'b0;
+      idex_v <= 1'b0;
+      exmem_v <= 1'b0;
+      memwb_v <= 1'b0;
+      pc <= '0;
+      halting <= 1'b0;
+      running <= start && !rst;
+      done <= 1'b0;
+      fault <= FAULT_NONE;
+      fault_pc <= '0;
+      for (int i = 0; i <= 10; i++) regs[i] <= 64'd0;
+      regs[1] <= arg1;
+      regs[2] <= arg2;
+      regs[10] <= FRAME_POINTER;
+    end else if (running) begin
+      // WB.
+      if (memwb_v) begin
+        if (memwb_fault != FAULT_NONE) begin
+          running <= 1'b0;
+          done <= 1'b1;
+          fault <= memwb_fault;
+          fault_pc <= memwb_pc;
+        end else begin
+          if (memwb_we) regs[memwb_rd] <= memwb_result;
+          if (memwb_exit) begin
+            running <= 1'b0;
+            done <= 1'b1;
+          end
+        end
+      end
+
+      // MEM -> WB.
+      memwb_v      <= exmem_v;
+      memwb_pc     <= exmem_pc;
+      memwb_we     <= exmem_we;
+      memwb_rd     <= exmem_rd;
+      memwb_result <= exmem_load ? mem_load : exmem_result;
+      memwb_fault  <= exmem_fault;
+      memwb_exit   <= exmem_exit;
+
+      // EXE -> MEM (a bubble while EXE is busy).
+      exmem_v      <= idex_v && !ex_busy;
+      exmem_pc     <= idex_pc;
+      exmem_we     <= idex_we && ex_fault == FAULT_NONE;
+      exmem_rd     <= idex_is_call ? 4'd0 : idex_dst;
+      exmem_result <= ex_result;
+      exmem_load   <= idex_is_ldx;
+      exmem_store  <= idex_is_st || idex_is_stx;
+      exmem_sx     <= idex_opc[7:5] == MODE_MEMSX;
+      exmem_size   <= ex_size;
+      exmem_addr   <= ex_index;
+      exmem_wdata  <= idex_is_st ? ex_imm_sx : ex_b;
+      exmem_fault  <= ex_fault;
+      exmem_exit   <= idex_is_exit;
+
+      // ID -> EXE.
+      if (ex_flush) begin
+        idex_v <= 1'b0;
+      end else if (!ex_busy) begin
+        idex_v        <= ifid_v && !id_stall;
+        idex_pc       <= ifid_pc;
+        idex_opc      <= id_opc;
+        idex_dst      <= id_dst;
+        idex_src      <= id_src;
+        idex_off      <= ifid_insn[31:16];
+        idex_imm      <= ifid_insn[63:32];
+        idex_imm_hi   <= ifid_imm_hi;
+        idex_a        <= id_a;
+        idex_b        <= id_b;
+        idex_we       <= id_we;
+        idex_is_alu   <= id_is_alu;
+        idex_is_div   <= id_is_div;
+        idex_is_ldx   <= id_is_ldx;
+        idex_is_st    <= id_is_st;
+        idex_is_stx   <= id_is_stx;
+        idex_is_jcond <= id_is_jcond;
+        idex_is_ja    <= id_is_ja;
+        idex_is_gotol <= id_is_gotol;
+        idex_is_exit  <= id_is_exit;
+        idex_is_call  <= id_is_call;
+        idex_is_lddw  <= id_is_lddw;
+        idex_illegal  <= id_illegal;
+      end
+
+      // IF -> ID, next pc.
+      if (ex_flush) begin
+        ifid_v <= 1'b0;
+        if (ex_stop) halting <= 1'b1;
+        else pc <= ex_target;
+      end else if (!ex_busy && !id_stall) begin
+        ifid_v      <= !halting;
+        ifid_pc     <= pc;
+        ifid_insn   <= imem_data0;
+        ifid_imm_hi <= imem_data1[63:32];
+        if (!halting) pc <= pc + ((imem_data0[7:0] == 8'h18) ? IAW'(2) : IAW'(1));
+      end
+    end
+  end
+
+  // Fields some instructions leave unused.
+  logic unused;
+  assign unused = ^{idex_is_alu, ex_addr[63:32], imem_data1[31:0], ex_rel[31:IAW]};
+endmodule

@@ -1,0 +1,105 @@
+// One eBPF engine as the host drives it: the core, its instruction memory
+// (written by the host between runs), its data memory (metadata, packet,
+// stack; host port for the packet in and out), the coprocessor, and the
+// performance counters (cycles, retired instructions, stall cycles by
+// cause, taken-branch flushes), cleared by `start`.
+module ebpf_top
+#(
+    parameter int IAW = 12,
+    parameter int DAW = 13
+) (
+    input  logic           clk,
+    input  logic           rst,
+    // Host: instruction memory.
+    input  logic           imem_we,
+    input  logic [IAW-1:0] imem_waddr,
+    input  logic [63:0]    imem_wdata,
+    // Host: data memory rows.
+    input  logic [DAW-4:0] dmem_row,
+    input  logic           dmem_we,
+    input  logic [7:0]     dmem_mask,
+    input  logic [63:0]    dmem_wdata,
+    output logic [63:0]    dmem_rdata,
+    // Run control.
+    input  logic           start,
+    input  logic [63:0]    arg1,
+    input  logic [63:0]    arg2,
+    input  logic [31:0]    pkt_lo,
+    input  logic [31:0]    pkt_hi,
+    input  logic [63:0]    timestamp,
+    output logic           running,
+    output logic           done,
+    output logic [2:0]     fault,
+    output logic [IAW-1:0] fault_pc,
+    output logic [63:0]    r0,
+    // Retired-instruction trace.
+    output logic           retire_valid,
+    output logic [IAW-1:0] retire_pc,
+    // Performance counters.
+    output logic [63:0]    cnt_cycles,
+    output logic [63:0]    cnt_retired,
+    output logic [63:0]    cnt_stall_load_use,
+    output logic [63:0]    cnt_stall_div,
+    output logic [63:0]    cnt_stall_call,
+    output logic [63:0]    cnt_flush
+);
+  `include "ebpf_defs.svh"
+  logic [63:0] imem [0:(1<<IAW)-1];
+  logic [IAW-1:0] ia0, ia1;
+  logic [63:0] id0, id1;
+  assign id0 = imem[ia0];
+  assign id1 = imem[ia1];
+  always_ff @(posedge clk) if (imem_we) imem[imem_waddr] <= imem_wdata;
+
+  logic [DAW-1:0] d_addr;
+  logic [1:0]     d_size;
+  logic           d_we;
+  logic [63:0]    d_wdata, d_rdata;
+  ebpf_dmem #(.DAW(DAW)) u_dmem (
+      .clk(clk), .addr(d_addr), .size(d_size), .we(d_we), .wdata(d_wdata), .rdata(d_rdata),
+      .host_row(dmem_row), .host_we(dmem_we && !running), .host_mask(dmem_mask),
+      .host_wdata(dmem_wdata), .host_rdata(dmem_rdata)
+  );
+
+  logic        c_req, c_ack, c_bad;
+  logic [31:0] c_id;
+  logic [63:0] c_a1, c_a2, c_a3, c_a4, c_a5, c_res;
+  ebpf_coproc u_cop (
+      .clk(clk), .rst(rst || start), .req(c_req), .id(c_id),
+      .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),
+      .timestamp(timestamp), .ack(c_ack), .bad(c_bad), .result(c_res)
+  );
+
+  logic ev_lu, ev_div, ev_call, ev_flush;
+  ebpf_core #(.IAW(IAW), .DAW(DAW)) u_core (
+      .clk(clk), .rst(rst), .start(start), .arg1(arg1), .arg2(arg2),
+      .pkt_lo(pkt_lo), .pkt_hi(pkt_hi),
+      .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
+      .imem_addr0(ia0), .imem_addr1(ia1), .imem_data0(id0), .imem_data1(id1),
+      .dmem_addr(d_addr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
+      .dmem_rdata(d_rdata),
+      .cop_req(c_req), .cop_id(c_id), .cop_arg1(c_a1), .cop_arg2(c_a2), .cop_arg3(c_a3),
+      .cop_arg4(c_a4), .cop_arg5(c_a5), .cop_ack(c_ack), .cop_bad(c_bad), .cop_result(c_res),
+      .retire_valid(retire_valid), .retire_pc(retire_pc),
+      .ev_stall_load_use(ev_lu), .ev_stall_div(ev_div), .ev_stall_call(ev_call),
+      .ev_flush(ev_flush)
+  );
+
+  always_ff @(posedge clk) begin
+    if (rst || start) begin
+      cnt_cycles <= 64'd0;
+      cnt_retired <= 64'd0;
+      cnt_stall_load_use <= 64'd0;
+      cnt_stall_div <= 64'd0;
+      cnt_stall_call <= 64'd0;
+      cnt_flush <= 64'd0;
+    end else if (running) begin
+      cnt_cycles <= cnt_cycles + 64'd1;
+      if (retire_valid) cnt_retired <= cnt_retired + 64'd1;
+      if (ev_lu) cnt_stall_load_use <= cnt_stall_load_use + 64'd1;
+      if (ev_div) cnt_stall_div <= cnt_stall_div + 64'd1;
+      if (ev_call) cnt_stall_call <= cnt_stall_call + 64'd1;
+      if (ev_flush) cnt_flush <= cnt_flush + 64'd1;
+    end
+  end
+endmodule
