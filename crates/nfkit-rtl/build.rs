@@ -1,0 +1,93 @@
+//! Builds the RTL core (`../../rtl/*.sv`) into a C++ model with Verilator
+//! and the C ABI shim (`csrc/shim.cpp`) around it, both linked into this
+//! crate, and sets `cfg(nfkit_rtl_model)`. Without `verilator` on PATH (or
+//! with `NFKIT_RTL_NO_VERILATOR=1`) nothing is built and the crate's runs
+//! report that Verilator is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TOP: &str = "ebpf_top";
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(nfkit_rtl_model)");
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let rtl = manifest.join("../../rtl");
+    println!("cargo:rerun-if-changed={}", rtl.display());
+    println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    println!("cargo:rerun-if-env-changed=NFKIT_RTL_NO_VERILATOR");
+    println!("cargo:rerun-if-env-changed=PATH");
+    if std::env::var_os("NFKIT_RTL_NO_VERILATOR").is_some_and(|v| v != "0") {
+        return;
+    }
+    let Some(root) = verilator_root() else {
+        println!("cargo:warning=verilator not installed: nfkit-rtl builds without the RTL model (run scripts/install-deps.sh)");
+        return;
+    };
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let mdir = out.join("verilated");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&rtl)
+        .expect("rtl/ holds the core's sources")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "sv"))
+        .collect();
+    sources.sort();
+
+    // The model: -O2 rather than Verilator's -Os, two make jobs (the
+    // machine's cores are shared), VCD tracing compiled in (off at run time
+    // unless asked for).
+    let status = Command::new("verilator")
+        .args(["--cc", "--build", "-j", "2", "--no-timing", "--trace"])
+        .args(["--top-module", TOP, "--prefix", &format!("V{TOP}")])
+        .args(["-MAKEFLAGS", "OPT_FAST=-O2"])
+        .arg(format!("-I{}", rtl.display()))
+        .arg("--Mdir")
+        .arg(&mdir)
+        .args(&sources)
+        .status()
+        .expect("running verilator");
+    assert!(status.success(), "verilator failed to build the RTL model");
+
+    // Rust links static libraries named lib*.a.
+    let model = out.join(format!("libv{TOP}_model.a"));
+    std::fs::copy(mdir.join(format!("V{TOP}__ALL.a")), &model).expect("copying the model library");
+
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .opt_level(2)
+        .warnings(false)
+        .define("VM_TRACE", "1")
+        .include(&mdir)
+        .include(root.join("include"))
+        .include(root.join("include/vltstd"))
+        .file("csrc/shim.cpp")
+        // Verilator's runtime (its --build makes only the model's library).
+        .file(root.join("include/verilated.cpp"))
+        .file(root.join("include/verilated_vcd_c.cpp"))
+        .file(root.join("include/verilated_threads.cpp"))
+        .compile("nfkit_rtl_shim");
+    println!("cargo:rustc-link-search=native={}", out.display());
+    println!("cargo:rustc-link-search=native={}", mdir.display());
+    println!("cargo:rustc-link-lib=static=v{TOP}_model");
+    println!("cargo:rustc-link-lib=pthread");
+    println!("cargo:rustc-cfg=nfkit_rtl_model");
+}
+
+/// Verilator's install root, if `verilator` runs.
+fn verilator_root() -> Option<PathBuf> {
+    let out = Command::new("verilator")
+        .arg("--getenv")
+        .arg("VERILATOR_ROOT")
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let root = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    Path::new(&root)
+        .join("include/verilated.h")
+        .exists()
+        .then_some(root)
+}

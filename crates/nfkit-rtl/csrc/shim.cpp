@@ -1,0 +1,148 @@
+// C ABI around the Verilated RTL core (rtl/ebpf_top.sv), for nfkit-rtl's
+// Rust side: create/free a model, write the instruction memory, move data
+// memory rows in and out, run until exit, fault or a cycle budget while
+// recording the retired pcs, and dump a VCD on request.
+#include <cstddef>
+#include <cstdint>
+
+#include "Vebpf_top.h"
+#include "verilated.h"
+#include "verilated_vcd_c.h"
+
+struct NfkitRtl {
+    VerilatedContext ctx;
+    Vebpf_top top;
+    VerilatedVcdC *vcd = nullptr;
+    uint64_t time = 0;
+    NfkitRtl() : ctx(), top(&ctx, "top") {}
+};
+
+struct NfkitRtlIn {
+    uint64_t arg1, arg2;
+    uint32_t pkt_lo, pkt_hi;
+    uint64_t timestamp;
+    uint64_t max_cycles;
+};
+
+struct NfkitRtlOut {
+    uint64_t r0, cycles, retired, stall_load_use, stall_div, stall_call, flushes, trace_len;
+    uint32_t fault, fault_pc;
+};
+
+static void tick(NfkitRtl *m) {
+    m->top.clk = 0;
+    m->top.eval();
+    if (m->vcd) m->vcd->dump(m->time);
+    m->time++;
+    m->top.clk = 1;
+    m->top.eval();
+    if (m->vcd) m->vcd->dump(m->time);
+    m->time++;
+}
+
+extern "C" {
+
+NfkitRtl *nfkit_rtl_new(void) {
+    NfkitRtl *m = new NfkitRtl();
+    m->ctx.traceEverOn(true);
+    m->top.rst = 1;
+    m->top.start = 0;
+    m->top.imem_we = 0;
+    m->top.dmem_we = 0;
+    tick(m);
+    tick(m);
+    m->top.rst = 0;
+    tick(m);
+    return m;
+}
+
+void nfkit_rtl_free(NfkitRtl *m) {
+    if (!m) return;
+    if (m->vcd) {
+        m->vcd->close();
+        delete m->vcd;
+    }
+    m->top.final();
+    delete m;
+}
+
+int nfkit_rtl_vcd_open(NfkitRtl *m, const char *path) {
+    if (m->vcd) return 0;
+    m->vcd = new VerilatedVcdC();
+    m->top.trace(m->vcd, 99);
+    m->vcd->open(path);
+    return m->vcd->isOpen() ? 0 : -1;
+}
+
+void nfkit_rtl_imem_write(NfkitRtl *m, uint32_t slot, uint64_t word) {
+    m->top.imem_waddr = slot;
+    m->top.imem_wdata = word;
+    m->top.imem_we = 1;
+    tick(m);
+    m->top.imem_we = 0;
+}
+
+void nfkit_rtl_dmem_write(NfkitRtl *m, uint32_t row, uint64_t word, uint8_t mask) {
+    m->top.dmem_row = row;
+    m->top.dmem_wdata = word;
+    m->top.dmem_mask = mask;
+    m->top.dmem_we = 1;
+    tick(m);
+    m->top.dmem_we = 0;
+}
+
+uint64_t nfkit_rtl_dmem_read(NfkitRtl *m, uint32_t row) {
+    m->top.dmem_row = row;
+    m->top.eval();
+    return m->top.dmem_rdata;
+}
+
+// 0: the program ended (exit or fault, see out->fault); 1: the cycle
+// budget ran out first. Retired pcs beyond trace_cap are counted, not kept.
+int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t *trace,
+                  uint64_t trace_cap) {
+    m->top.arg1 = in->arg1;
+    m->top.arg2 = in->arg2;
+    m->top.pkt_lo = in->pkt_lo;
+    m->top.pkt_hi = in->pkt_hi;
+    m->top.timestamp = in->timestamp;
+    m->top.start = 1;
+    tick(m);
+    m->top.start = 0;
+    uint64_t n = 0, cycles = 0;
+    int rc = 0;
+    m->top.clk = 0;
+    m->top.eval();
+    while (!m->top.done) {
+        if (cycles >= in->max_cycles) {
+            rc = 1;
+            break;
+        }
+        if (m->top.retire_valid) {
+            if (trace && n < trace_cap) trace[n] = m->top.retire_pc;
+            n++;
+        }
+        tick(m);
+        cycles++;
+    }
+    out->r0 = m->top.r0;
+    out->cycles = m->top.cnt_cycles;
+    out->retired = m->top.cnt_retired;
+    out->stall_load_use = m->top.cnt_stall_load_use;
+    out->stall_div = m->top.cnt_stall_div;
+    out->stall_call = m->top.cnt_stall_call;
+    out->flushes = m->top.cnt_flush;
+    out->trace_len = n;
+    out->fault = m->top.fault;
+    out->fault_pc = m->top.fault_pc;
+    if (rc == 1) {
+        // Stop the core: a reset leaves it idle for the next run.
+        m->top.rst = 1;
+        tick(m);
+        m->top.rst = 0;
+    }
+    if (m->vcd) m->vcd->flush();
+    return rc;
+}
+
+}  // extern "C"

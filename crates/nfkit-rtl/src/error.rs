@@ -1,0 +1,28 @@
+//! Errors of loading programs into the core and driving its model.
+
+/// Why a program could not be loaded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum RtlError {
+    /// The crate was built without Verilator, so there is no model.
+    #[error("verilator not installed: run scripts/install-deps.sh (then rebuild) to simulate the RTL core")]
+    NotInstalled,
+    /// An instruction or helper outside the core's subset.
+    #[error("slot {slot}: `{insn}`: {what} is not in the RTL core's subset")]
+    Unsupported {
+        slot: usize,
+        insn: String,
+        what: String,
+    },
+    /// The program does not fit the instruction memory.
+    #[error("program of {slots} slots does not fit the core's {max}-slot instruction memory")]
+    TooLarge { slots: usize, max: usize },
+    /// No such entry in the image.
+    #[error("no program `{0}` in the object")]
+    NoEntry(String),
+    /// The packet does not fit the data memory.
+    #[error("packet of {len} bytes does not fit the core's {max}-byte packet buffer")]
+    PacketTooLarge { len: usize, max: usize },
+    /// The model failed to open the VCD file.
+    #[error("cannot write the VCD trace to {0}")]
+    Vcd(String),
+}

@@ -1,0 +1,37 @@
+//! The core's memories as `rtl/ebpf_core.sv` lays them out.
+//!
+//! Data memory (8 KiB, byte indices): metadata `[0, 64)`, packet
+//! `[64, 7680)`, stack `[7680, 8192)`. Programs address it as nfkit's VM
+//! does, `region << 32 | offset`: region 3 the metadata, 4 the packet
+//! (window `[pkt_lo, pkt_hi)` set per run), 5 the stack (`r10 = 5 << 32 |
+//! 512`, window `[0, 512)`). Anything else faults.
+
+/// Instruction memory slots (8 bytes each).
+pub const IMEM_SLOTS: usize = 4096;
+/// Data memory bytes.
+pub const DMEM_BYTES: usize = 8192;
+/// Metadata bytes, at data memory index 0.
+pub const META_BYTES: usize = 64;
+/// Packet buffer's data memory index.
+pub const PKT_BASE: usize = META_BYTES;
+/// Stack bytes (one frame).
+pub const STACK_BYTES: usize = 512;
+/// Stack's data memory index.
+pub const STACK_BASE: usize = DMEM_BYTES - STACK_BYTES;
+/// Largest packet the buffer holds.
+pub const PKT_MAX: usize = STACK_BASE - PKT_BASE;
+
+/// Address region of the metadata.
+pub const REGION_META: u64 = 3;
+/// Address region of the packet (the VM's too).
+pub const REGION_PACKET: u64 = 4;
+/// Address region of the stack.
+pub const REGION_STACK: u64 = 5;
+
+/// The address a program sees for `off` in `region`.
+pub const fn addr(region: u64, off: u64) -> u64 {
+    (region << 32) | (off & 0xffff_ffff)
+}
+
+/// `r10` at the start of a run.
+pub const FRAME_POINTER: u64 = addr(REGION_STACK, STACK_BYTES as u64);

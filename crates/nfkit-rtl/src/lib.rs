@@ -1,0 +1,35 @@
+//! nfkit's eBPF processor in RTL (`rtl/`, SystemVerilog), simulated with
+//! Verilator and driven from Rust.
+//!
+//! * [`program`]: [`Program`], an entry of an [`Image`](nfkit_object::Image)
+//!   checked against the core's instruction subset ([`subset`]) and
+//!   encoded for its instruction memory.
+//! * [`subset`]: what the core runs, and the loader's refusals, each
+//!   naming the instruction or helper it lacks.
+//! * [`layout`]: the data memory map (metadata, packet, stack) and the
+//!   address regions programs see (the VM's: `region << 32 | offset`).
+//! * [`core`]: [`Core`], one engine's model: load a program, run it on a
+//!   packet, get [`RunResult`] (r0 or a [`Fault`], the packet afterwards,
+//!   cycles, retired instructions, [`Stalls`] by cause, the retired pcs).
+//! * [`error`]: [`RtlError`], including [`RtlError::NotInstalled`] when the
+//!   crate was built without Verilator.
+//! * `model`: the C ABI of the Verilated model (`csrc/shim.cpp`).
+
+pub mod core;
+pub mod error;
+pub mod layout;
+mod model;
+pub mod program;
+pub mod result;
+pub mod subset;
+
+pub use crate::core::{Core, RunInput};
+pub use error::RtlError;
+pub use program::Program;
+pub use result::{Fault, FaultKind, RunResult, Stalls};
+
+/// Whether this build holds the Verilated model (Verilator was installed
+/// when the crate was built).
+pub const fn model_available() -> bool {
+    cfg!(nfkit_rtl_model)
+}

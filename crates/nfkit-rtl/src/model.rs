@@ -1,0 +1,159 @@
+//! The Verilated model behind the C ABI of `csrc/shim.cpp` (present when
+//! the crate was built with Verilator), and a stand-in that reports
+//! [`RtlError::NotInstalled`] otherwise.
+
+use crate::error::RtlError;
+
+/// Inputs of one run (the shim's `NfkitRtlIn`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunIn {
+    pub arg1: u64,
+    pub arg2: u64,
+    pub pkt_lo: u32,
+    pub pkt_hi: u32,
+    pub timestamp: u64,
+    pub max_cycles: u64,
+}
+
+/// Outputs of one run (the shim's `NfkitRtlOut`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOut {
+    pub r0: u64,
+    pub cycles: u64,
+    pub retired: u64,
+    pub stall_load_use: u64,
+    pub stall_div: u64,
+    pub stall_call: u64,
+    pub flushes: u64,
+    pub trace_len: u64,
+    pub fault: u32,
+    pub fault_pc: u32,
+}
+
+#[cfg(nfkit_rtl_model)]
+mod ffi {
+    use super::{RunIn, RunOut};
+    use std::os::raw::{c_char, c_int};
+
+    #[repr(C)]
+    pub struct NfkitRtl {
+        _private: [u8; 0],
+    }
+
+    extern "C" {
+        pub fn nfkit_rtl_new() -> *mut NfkitRtl;
+        pub fn nfkit_rtl_free(m: *mut NfkitRtl);
+        pub fn nfkit_rtl_vcd_open(m: *mut NfkitRtl, path: *const c_char) -> c_int;
+        pub fn nfkit_rtl_imem_write(m: *mut NfkitRtl, slot: u32, word: u64);
+        pub fn nfkit_rtl_dmem_write(m: *mut NfkitRtl, row: u32, word: u64, mask: u8);
+        pub fn nfkit_rtl_dmem_read(m: *mut NfkitRtl, row: u32) -> u64;
+        pub fn nfkit_rtl_run(
+            m: *mut NfkitRtl,
+            input: *const RunIn,
+            out: *mut RunOut,
+            trace: *mut u32,
+            trace_cap: u64,
+        ) -> c_int;
+    }
+}
+
+/// One instance of the model (owns it; freed on drop).
+#[cfg(nfkit_rtl_model)]
+pub struct Model {
+    ptr: std::ptr::NonNull<ffi::NfkitRtl>,
+}
+
+// The model is plain C++ state touched only through `&mut self`.
+#[cfg(nfkit_rtl_model)]
+unsafe impl Send for Model {}
+
+#[cfg(nfkit_rtl_model)]
+impl Model {
+    pub fn new() -> Result<Model, RtlError> {
+        // SAFETY: nfkit_rtl_new allocates and resets a model, never null
+        // (it aborts on allocation failure like any C++ new).
+        let ptr = unsafe { ffi::nfkit_rtl_new() };
+        std::ptr::NonNull::new(ptr)
+            .map(|ptr| Model { ptr })
+            .ok_or(RtlError::NotInstalled)
+    }
+
+    pub fn vcd_open(&mut self, path: &std::path::Path) -> Result<(), RtlError> {
+        let text = path.display().to_string();
+        let c = std::ffi::CString::new(text.clone()).map_err(|_| RtlError::Vcd(text.clone()))?;
+        // SAFETY: the model is live and `c` a NUL-terminated path.
+        let rc = unsafe { ffi::nfkit_rtl_vcd_open(self.ptr.as_ptr(), c.as_ptr()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(RtlError::Vcd(text))
+        }
+    }
+
+    pub fn imem_write(&mut self, slot: u32, word: u64) {
+        // SAFETY: the model is live; the address is truncated by the port.
+        unsafe { ffi::nfkit_rtl_imem_write(self.ptr.as_ptr(), slot, word) }
+    }
+
+    pub fn dmem_write(&mut self, row: u32, word: u64, mask: u8) {
+        // SAFETY: as above.
+        unsafe { ffi::nfkit_rtl_dmem_write(self.ptr.as_ptr(), row, word, mask) }
+    }
+
+    pub fn dmem_read(&mut self, row: u32) -> u64 {
+        // SAFETY: as above.
+        unsafe { ffi::nfkit_rtl_dmem_read(self.ptr.as_ptr(), row) }
+    }
+
+    /// Runs; `trace` receives up to its length of retired pcs. `true`
+    /// when the program ended, `false` when the budget ran out.
+    pub fn run(&mut self, input: &RunIn, trace: &mut [u32]) -> (bool, RunOut) {
+        let mut out = RunOut::default();
+        // SAFETY: the model is live, `input`/`out` are valid repr(C)
+        // structs, and `trace` has room for `trace.len()` entries.
+        let rc = unsafe {
+            ffi::nfkit_rtl_run(
+                self.ptr.as_ptr(),
+                input,
+                &mut out,
+                trace.as_mut_ptr(),
+                trace.len() as u64,
+            )
+        };
+        (rc == 0, out)
+    }
+}
+
+#[cfg(nfkit_rtl_model)]
+impl Drop for Model {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from nfkit_rtl_new and is freed once.
+        unsafe { ffi::nfkit_rtl_free(self.ptr.as_ptr()) }
+    }
+}
+
+/// Without Verilator: no model; creating one says so.
+#[cfg(not(nfkit_rtl_model))]
+pub struct Model {
+    _none: (),
+}
+
+#[cfg(not(nfkit_rtl_model))]
+impl Model {
+    pub fn new() -> Result<Model, RtlError> {
+        Err(RtlError::NotInstalled)
+    }
+    pub fn vcd_open(&mut self, _path: &std::path::Path) -> Result<(), RtlError> {
+        Err(RtlError::NotInstalled)
+    }
+    pub fn imem_write(&mut self, _slot: u32, _word: u64) {}
+    pub fn dmem_write(&mut self, _row: u32, _word: u64, _mask: u8) {}
+    pub fn dmem_read(&mut self, _row: u32) -> u64 {
+        0
+    }
+    pub fn run(&mut self, _input: &RunIn, _trace: &mut [u32]) -> (bool, RunOut) {
+        (false, RunOut::default())
+    }
+}

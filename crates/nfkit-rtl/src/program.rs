@@ -1,0 +1,71 @@
+//! A program for the core: one entry of an image, checked and encoded.
+
+use crate::error::RtlError;
+use crate::layout::IMEM_SLOTS;
+use crate::subset;
+use nfkit_isa::{encode_program, Insn};
+use nfkit_object::Image;
+
+/// A checked program: its instruction memory words and where its slots
+/// are in the image (traces are reported in image slots, as the VM's).
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub name: String,
+    /// The instruction memory contents, one little-endian slot per word.
+    pub words: Vec<u64>,
+    /// The image slot of the program's slot 0.
+    pub base_slot: usize,
+}
+
+impl Program {
+    /// Bare instructions (the assembler's and conformance suite's form).
+    pub fn from_insns(name: &str, insns: &[Insn]) -> Result<Program, RtlError> {
+        subset::check(insns)?;
+        let words: Vec<u64> = encode_program(insns)
+            .into_iter()
+            .map(|r| r.to_u64())
+            .collect();
+        if words.len() > IMEM_SLOTS {
+            return Err(RtlError::TooLarge {
+                slots: words.len(),
+                max: IMEM_SLOTS,
+            });
+        }
+        Ok(Program {
+            name: name.to_string(),
+            words,
+            base_slot: 0,
+        })
+    }
+
+    /// The entry `entry` (index into `image.entries`): its function's
+    /// instructions (the core has no bpf-to-bpf calls, so no others).
+    pub fn from_image(image: &Image, entry: usize) -> Result<Program, RtlError> {
+        let e = image
+            .entries
+            .get(entry)
+            .ok_or_else(|| RtlError::NoEntry(format!("#{entry}")))?;
+        let f = image
+            .functions
+            .get(e.function)
+            .ok_or_else(|| RtlError::NoEntry(e.name.clone()))?;
+        let mut insns = Vec::new();
+        let mut slot = 0;
+        for insn in &image.insns {
+            if slot >= f.start && slot < f.start + f.len {
+                insns.push(*insn);
+            }
+            slot += insn.slots();
+        }
+        let mut p = Program::from_insns(&e.name, &insns).map_err(|err| match err {
+            RtlError::Unsupported { slot, insn, what } => RtlError::Unsupported {
+                slot: slot + f.start,
+                insn,
+                what,
+            },
+            other => other,
+        })?;
+        p.base_slot = f.start;
+        Ok(p)
+    }
+}

@@ -1,0 +1,91 @@
+//! What one run of the core gives.
+
+use std::fmt;
+
+/// Stall cycles by cause, and taken-branch flushes (each costs two
+/// bubbles: the branch resolves in EXE).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stalls {
+    /// A load followed by a user of its result.
+    pub load_use: u64,
+    /// The multi-cycle divider busy.
+    pub div: u64,
+    /// A `call` draining the pipeline and waiting for the coprocessor.
+    pub call: u64,
+    /// Taken jumps (flushes of IF/ID and ID/EX).
+    pub flushes: u64,
+}
+
+/// Why a run stopped without reaching `exit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// A load or store outside the metadata, packet and stack windows.
+    Memory,
+    /// An opcode the core does not decode.
+    Illegal,
+    /// A call to a helper the coprocessor does not serve.
+    Helper,
+    /// The cycle budget ran out.
+    Budget,
+    /// A fault code this crate does not know.
+    Other(u32),
+}
+
+/// A fault: what and at which slot (of the program).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub pc: usize,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            FaultKind::Memory => "memory access outside the metadata, packet and stack".to_string(),
+            FaultKind::Illegal => "illegal instruction".to_string(),
+            FaultKind::Helper => "helper not served by the coprocessor".to_string(),
+            FaultKind::Budget => "cycle budget exhausted".to_string(),
+            FaultKind::Other(c) => format!("fault code {c}"),
+        };
+        write!(f, "{what} at slot {}", self.pc)
+    }
+}
+
+impl FaultKind {
+    pub(crate) fn from_code(code: u32) -> FaultKind {
+        match code {
+            1 => FaultKind::Memory,
+            2 => FaultKind::Illegal,
+            3 => FaultKind::Helper,
+            4 => FaultKind::Budget,
+            c => FaultKind::Other(c),
+        }
+    }
+}
+
+/// One run: r0 or the fault, the packet afterwards, and the counters.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub result: Result<u64, Fault>,
+    /// The packet buffer's window afterwards.
+    pub packet: Vec<u8>,
+    /// Clock cycles from start to the end of the run.
+    pub cycles: u64,
+    /// Instructions retired (`lddw` counts once).
+    pub retired: u64,
+    pub stalls: Stalls,
+    /// The pc (program slot) of every retired instruction, in order, when
+    /// asked for.
+    pub trace: Vec<usize>,
+}
+
+impl RunResult {
+    /// Cycles per retired instruction.
+    pub fn cpi(&self) -> f64 {
+        if self.retired == 0 {
+            0.0
+        } else {
+            self.cycles as f64 / self.retired as f64
+        }
+    }
+}

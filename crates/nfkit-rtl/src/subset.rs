@@ -1,0 +1,132 @@
+//! The instruction subset of the RTL core, and the loader's check.
+//!
+//! The core runs: every ALU64/ALU32 operation (division and modulo,
+//! signed ones included, on the multi-cycle divider; `movsx`), byte
+//! swaps (`le`, `be`, `bswap`), loads of every width (sign-extending ones
+//! included), stores of every width (register and immediate), `lddw` of a
+//! constant, every JMP/JMP32 jump (and `gotol`), `exit`, and `call` of the
+//! helpers its coprocessor serves ([`HELPERS`]). Everything else is
+//! refused by name.
+
+use crate::error::RtlError;
+use nfkit_isa::{disasm::format_insn, helpers::helper_name, CallKind, Insn, LddwKind, Syntax};
+
+/// Helpers the coprocessor serves: (id, what it answers).
+pub const HELPERS: &[(i32, &str)] = &[
+    (5, "bpf_ktime_get_ns: the packet's timestamp"),
+    (8, "bpf_get_smp_processor_id: the engine's number"),
+];
+
+/// Why `insn` is outside the subset, or `None` when the core runs it.
+pub fn lacks(insn: &Insn) -> Option<String> {
+    let why = match *insn {
+        Insn::Alu { .. }
+        | Insn::Endian { .. }
+        | Insn::Ldx { .. }
+        | Insn::St { .. }
+        | Insn::Stx { .. }
+        | Insn::Ja { .. }
+        | Insn::Gotol { .. }
+        | Insn::Jmp { .. }
+        | Insn::Exit => return None,
+        Insn::Lddw {
+            kind: LddwKind::Imm64,
+            ..
+        } => return None,
+        Insn::Lddw { kind, .. } => match kind {
+            LddwKind::MapFd | LddwKind::MapIdx | LddwKind::MapValue | LddwKind::MapIdxValue => {
+                "a map reference (the coprocessor has no maps yet)".to_string()
+            }
+            LddwKind::Func => "a function address".to_string(),
+            LddwKind::BtfId => "a kernel variable".to_string(),
+            LddwKind::Imm64 => return None,
+        },
+        Insn::Call {
+            kind: CallKind::Helper,
+            imm,
+        } => {
+            if HELPERS.iter().any(|(id, _)| *id == imm) {
+                return None;
+            }
+            match helper_name(imm) {
+                Some(name) => format!("helper {imm} ({name})"),
+                None => format!("helper {imm}"),
+            }
+        }
+        Insn::Call {
+            kind: CallKind::Local,
+            ..
+        } => "a bpf-to-bpf call".to_string(),
+        Insn::Call {
+            kind: CallKind::Kfunc,
+            ..
+        } => "a kfunc call".to_string(),
+        Insn::Callx { .. } => "an indirect call (callx)".to_string(),
+        Insn::Atomic { .. } => "an atomic operation".to_string(),
+        Insn::AddrSpaceCast { .. } => "addr_space_cast".to_string(),
+        Insn::LdAbs { .. } | Insn::LdInd { .. } => {
+            "a legacy packet load (ld_abs/ld_ind)".to_string()
+        }
+        Insn::MayGoto { .. } => "may_goto".to_string(),
+    };
+    Some(why)
+}
+
+/// Checks every instruction of a program; the first outside the subset
+/// is named with its slot.
+pub fn check(insns: &[Insn]) -> Result<(), RtlError> {
+    let mut slot = 0;
+    for insn in insns {
+        if let Some(what) = lacks(insn) {
+            return Err(RtlError::Unsupported {
+                slot,
+                insn: format_insn(insn, Syntax::Llvm),
+                what,
+            });
+        }
+        slot += insn.slots();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfkit_isa::{AtomicOp, Reg, Size};
+
+    #[test]
+    fn refuses_by_name() {
+        let prog = [
+            Insn::lddw(Reg::R0, 1),
+            Insn::Atomic {
+                size: Size::DW,
+                op: AtomicOp::Add { fetch: false },
+                dst: Reg::FP,
+                src: Reg::R0,
+                off: -8,
+            },
+            Insn::Exit,
+        ];
+        let err = check(&prog).expect_err("atomics are outside the subset");
+        let text = err.to_string();
+        assert!(text.starts_with("slot 2:"), "{text}");
+        assert!(text.contains("atomic operation"), "{text}");
+    }
+
+    #[test]
+    fn refuses_helpers_by_name() {
+        let call = Insn::Call {
+            kind: CallKind::Helper,
+            imm: 1,
+        };
+        let text = check(&[call, Insn::Exit])
+            .expect_err("map lookup")
+            .to_string();
+        assert!(text.contains("helper 1 (bpf_map_lookup_elem)"), "{text}");
+        let ok = Insn::Call {
+            kind: CallKind::Helper,
+            imm: 5,
+        };
+        assert!(check(&[ok, Insn::Exit]).is_ok());
+    }
+}

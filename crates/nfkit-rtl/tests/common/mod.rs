@@ -1,0 +1,79 @@
+//! Running one program on the RTL core and on nfkit's VM, and comparing.
+
+#![allow(dead_code)]
+
+use nfkit_isa::Insn;
+use nfkit_object::{Image, ProgType};
+use nfkit_rtl::{Core, Program, RunInput, RunResult};
+use nfkit_vm::{Context, RunOptions, Vm, VmConfig};
+
+/// What the VM gives for one run: r0 (None on a fault), the memory
+/// afterwards, the executed slots when traced.
+pub struct VmRun {
+    pub r0: Option<u64>,
+    pub packet: Vec<u8>,
+    pub insns: u64,
+    pub trace: Vec<usize>,
+}
+
+/// Loads `insns` in the VM's conformance profile; `Err` when it refuses.
+pub fn vm_load(insns: &[Insn]) -> Result<Vm, String> {
+    let image = Image::from_insns("prog", ProgType::Unspec, insns.to_vec());
+    Vm::new(&image, VmConfig::conformance()).map_err(|e| e.to_string())
+}
+
+/// Runs a loaded VM on `mem` (the raw context: r1 = mem, r2 = its length).
+pub fn vm_run(vm: &Vm, mem: &[u8], trace: bool) -> VmRun {
+    let opts = RunOptions {
+        trace,
+        interp: trace,
+        ..RunOptions::default()
+    };
+    let res = vm.run(0, Context::Raw(mem), &opts);
+    VmRun {
+        r0: res.result.ok(),
+        packet: res.packet.clone(),
+        insns: res.insns,
+        trace: res.trace.iter().map(|s| s.slot).collect(),
+    }
+}
+
+/// Runs `insns` on a fresh core.
+pub fn rtl_run(core: &mut Core, mem: &[u8], trace: bool) -> RunResult {
+    let mut input = RunInput::new(mem);
+    input.trace = trace;
+    input.max_cycles = 1_000_000;
+    core.run(&input).expect("the RTL model runs")
+}
+
+/// A core with `insns` loaded (the model must be built: Verilator is
+/// installed by `make test`'s deps).
+pub fn core_for(insns: &[Insn]) -> Core {
+    let prog = Program::from_insns("prog", insns).expect("program within the core's subset");
+    Core::new(prog).expect("RTL model built (is verilator installed?)")
+}
+
+/// Compares one run of both; `Err` says how they differ.
+pub fn compare(vm: &VmRun, rtl: &RunResult) -> Result<(), String> {
+    match (vm.r0, &rtl.result) {
+        (Some(a), Ok(b)) if a == *b => {}
+        (None, Err(_)) => return Ok(()),
+        (a, b) => return Err(format!("r0: VM {a:x?}, RTL {b:x?}")),
+    }
+    if vm.packet != rtl.packet {
+        let at = vm
+            .packet
+            .iter()
+            .zip(&rtl.packet)
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        return Err(format!("packet differs first at byte {at}"));
+    }
+    if vm.insns != rtl.retired {
+        return Err(format!(
+            "instructions: VM executed {}, RTL retired {}",
+            vm.insns, rtl.retired
+        ));
+    }
+    Ok(())
+}
