@@ -161,3 +161,38 @@ impl Core {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfkit_isa::Insn;
+
+    #[test]
+    fn runs_or_says_verilator_is_missing() {
+        let prog = Program::from_insns("p", &[Insn::Exit]).expect("in the subset");
+        match Core::new(prog) {
+            Ok(_) => assert!(crate::model_available()),
+            Err(e) => {
+                assert!(!crate::model_available());
+                assert!(e
+                    .to_string()
+                    .contains("verilator not installed: run scripts/install-deps.sh"));
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_oversized_packets() {
+        if !crate::model_available() {
+            return;
+        }
+        let prog = Program::from_insns("p", &[Insn::lddw(nfkit_isa::Reg::R0, 0), Insn::Exit])
+            .expect("in the subset");
+        let mut core = Core::new(prog).expect("model");
+        let big = vec![0u8; PKT_MAX + 1];
+        assert!(matches!(
+            core.run(&RunInput::new(&big)),
+            Err(RtlError::PacketTooLarge { .. })
+        ));
+    }
+}

@@ -49,7 +49,8 @@ pub fn lacks(insn: &Insn) -> Option<String> {
                 return None;
             }
             match helper_name(imm) {
-                Some(name) => format!("helper {imm} ({name})"),
+                Some(name) if name.starts_with("bpf_") => format!("helper {imm} ({name})"),
+                Some(name) => format!("helper {imm} (bpf_{name})"),
                 None => format!("helper {imm}"),
             }
         }

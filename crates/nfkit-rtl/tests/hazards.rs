@@ -1,0 +1,161 @@
+//! Directed tests of the pipeline's hazard unit: every forwarding path
+//! (EX/MEM -> EXE, MEM/WB -> EXE, WB -> ID write-through), the load-use
+//! stall, the branch flush, the divider and call stalls, faults. Each
+//! program's result must equal the VM's and its counters must show the
+//! hazard (and only it): cycles = retired + 4 (fill) + stalls + 2 per
+//! taken branch.
+
+mod common;
+
+use common::{compare, core_for, rtl_run, vm_load, vm_run};
+use nfkit_isa::asm::{assemble, Syntax};
+use nfkit_rtl::{FaultKind, RunInput, RunResult};
+
+const MEM: [u8; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+
+/// Runs `asm` (llvm syntax) on both, checks they agree, and returns the
+/// RTL's result.
+fn both(asm: &str) -> RunResult {
+    let insns = assemble(asm, Some(Syntax::Llvm)).expect("assembles");
+    let vm = vm_load(&insns).expect("the VM loads it");
+    let want = vm_run(&vm, &MEM, true);
+    let mut core = core_for(&insns);
+    let got = rtl_run(&mut core, &MEM, true);
+    compare(&want, &got).expect("RTL equals the VM");
+    assert_eq!(want.trace, got.trace, "retired pcs equal the VM's trace");
+    let s = got.stalls;
+    assert_eq!(
+        got.cycles,
+        got.retired + 4 + s.load_use + s.div + s.call + 2 * s.flushes,
+        "cycle accounting of {asm}: {got:?}"
+    );
+    got
+}
+
+#[test]
+fn ex_to_ex_forwarding() {
+    let r = both("r1 = 5\nr1 += 3\nr1 *= r1\nr0 = r1\nexit");
+    assert_eq!(r.result, Ok(64));
+    assert_eq!(r.stalls.load_use, 0);
+    assert_eq!(r.cycles, 5 + 4, "back-to-back dependencies cost nothing");
+}
+
+#[test]
+fn mem_to_ex_forwarding() {
+    let r = both("r1 = 5\nr2 = 7\nr1 += 1\nr2 -= r1\nr0 = r2\nexit");
+    assert_eq!(r.result, Ok(1));
+    assert_eq!(r.cycles, 6 + 4);
+}
+
+#[test]
+fn wb_to_id_write_through() {
+    let r = both("r1 = 9\nr2 = 1\nr3 = 2\nr0 = r1\nr0 += r3\nexit");
+    assert_eq!(r.result, Ok(11));
+    assert_eq!(r.cycles, 6 + 4);
+}
+
+#[test]
+fn forwarding_into_branches_and_stores() {
+    let r = both(
+        "r2 = 3\nif r2 == 3 goto +1\nr0 = 99\nr3 = r10\nr3 += -8\n*(u64 *)(r3 + 0) = r2\nr0 = *(u64 *)(r10 - 8)\nexit",
+    );
+    assert_eq!(r.result, Ok(3));
+    assert_eq!(r.stalls.flushes, 1);
+}
+
+#[test]
+fn load_use_stall() {
+    let r = both("r0 = *(u8 *)(r1 + 3)\nr0 += 1\nexit");
+    assert_eq!(r.result, Ok(5));
+    assert_eq!(r.stalls.load_use, 1);
+    // A store of the loaded value waits too.
+    let r = both("r2 = *(u32 *)(r1 + 0)\n*(u32 *)(r1 + 4) = r2\nr0 = *(u64 *)(r1 + 0)\nexit");
+    assert_eq!(r.result, Ok(0x0403_0201_0403_0201));
+    assert_eq!(r.stalls.load_use, 1);
+    assert_eq!(&r.packet[..8], &[1, 2, 3, 4, 1, 2, 3, 4]);
+}
+
+#[test]
+fn load_then_independent_then_use_needs_no_stall() {
+    let r = both("r2 = *(u16 *)(r1 + 1)\nr3 = 1\nr0 = r2\nr0 += r3\nexit");
+    assert_eq!(r.result, Ok(0x0302 + 1));
+    assert_eq!(
+        r.stalls.load_use, 0,
+        "MEM/WB -> EXE forwards the loaded value"
+    );
+}
+
+#[test]
+fn taken_branch_flushes_two_slots_not_taken_none() {
+    let taken = both("r0 = 1\nif r0 != 0 goto +2\nr0 = 7\nr0 = 8\nexit");
+    assert_eq!(taken.result, Ok(1));
+    assert_eq!(taken.stalls.flushes, 1);
+    assert_eq!(taken.retired, 3);
+    let not_taken = both("r0 = 1\nif r0 == 0 goto +2\nr0 = 7\nr0 += 8\nexit");
+    assert_eq!(not_taken.result, Ok(15));
+    assert_eq!(not_taken.stalls.flushes, 0);
+    let back = both("r0 = 0\nr1 = 4\nr0 += r1\nr1 += -1\nif r1 != 0 goto -3\nexit");
+    assert_eq!(back.result, Ok(10));
+    assert_eq!(back.stalls.flushes, 3);
+}
+
+#[test]
+fn divider_stalls_and_forwards() {
+    let r = both("r1 = 100\nr2 = 7\nr1 /= r2\nr0 = r1\nr0 *= 10\nexit");
+    assert_eq!(r.result, Ok(140));
+    assert!(
+        r.stalls.div >= 64,
+        "a 64-bit divide takes 64 steps: {:?}",
+        r.stalls
+    );
+    let r = both("w1 = -7\nw1 s%= 3\nw0 = w1\nexit");
+    assert_eq!(r.result, Ok(0xffff_ffff), "-7 s% 3 = -1 (truncating)");
+    let r = both("r1 = 5\nr0 = 0\nr1 %= r0\nr0 = r1\nexit");
+    assert_eq!(r.result, Ok(5), "modulo by zero keeps the dividend");
+}
+
+#[test]
+fn lddw_and_byte_swaps() {
+    let r = both("r0 = 0x1122334455667788 ll\nr0 = be32 r0\nexit");
+    assert_eq!(r.result, Ok(0x8877_6655));
+    let r = both("r0 = 0x1122334455667788 ll\nr0 = bswap64 r0\nexit");
+    assert_eq!(r.result, Ok(0x8877_6655_4433_2211));
+}
+
+#[test]
+fn call_stalls_and_forwards_r0() {
+    let insns = assemble("r6 = 1\ncall 5\nr0 += r6\nexit", Some(Syntax::Llvm)).expect("assembles");
+    let mut core = core_for(&insns);
+    let mut input = RunInput::new(&MEM);
+    input.timestamp = 1_000_000;
+    let r = core.run(&input).expect("runs");
+    assert_eq!(r.result, Ok(1_000_001));
+    assert!(
+        r.stalls.call >= 3,
+        "the call drains the pipeline and waits: {:?}",
+        r.stalls
+    );
+    let s = r.stalls;
+    assert_eq!(
+        r.cycles,
+        r.retired + 4 + s.load_use + s.div + s.call + 2 * s.flushes
+    );
+}
+
+#[test]
+fn out_of_window_access_faults_precisely() {
+    // The first store lands, the faulting load stops the run, the store
+    // after it does not happen.
+    let src = "*(u8 *)(r1 + 0) = 42\nr0 = *(u8 *)(r1 + 16)\n*(u8 *)(r1 + 1) = 43\nexit";
+    let insns = assemble(src, Some(Syntax::Llvm)).expect("assembles");
+    let vm = vm_load(&insns).expect("the VM loads it");
+    let want = vm_run(&vm, &MEM, false);
+    assert!(want.r0.is_none(), "the VM faults too");
+    let mut core = core_for(&insns);
+    let r = rtl_run(&mut core, &MEM, false);
+    let fault = r.result.expect_err("faults");
+    assert_eq!(fault.kind, FaultKind::Memory);
+    assert_eq!(fault.pc, 1);
+    assert_eq!(r.packet[0], 42);
+    assert_eq!(r.packet[1], 2);
+}
