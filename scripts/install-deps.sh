@@ -2,11 +2,11 @@
 # Installs what nfkit needs on a Debian machine, only what is missing:
 # the BPF toolchain (clang, llvm, bpftool, libbpf headers), the libraries the
 # vendored libbpf links against (libelf, zlib), iproute2 for the testbeds,
-# Verilator and Yosys for the RTL core (rtl/, nfkit-rtl), and Rust with
+# Verilator, Yosys and g++ for the RTL core (rtl/, nfkit-rtl), and Rust with
 # rustfmt and clippy.
 set -euo pipefail
 
-PKGS=(clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config iproute2 make gcc linux-libc-dev verilator yosys)
+PKGS=(clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config iproute2 make gcc linux-libc-dev verilator yosys g++)
 # `--bench`: also the peers `make bench` measures against (DPDK's rte_bpf).
 if [ "${1:-}" = "--bench" ]; then
     PKGS+=(libdpdk-dev)
