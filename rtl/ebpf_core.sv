@@ -14,7 +14,8 @@
 //   addresses, and resolves branches: a taken jump flushes IF/ID and
 //   ID/EX (two bubbles). `exit` and faults flush the same way and stop
 //   fetching.
-// * MEM reads or writes the data memory (any width, any alignment).
+// * MEM reads or writes the data memory (any width, any alignment); loads
+//   of xdp_md's packet pointers from the metadata get the packet region.
 // * WB writes the register file, retires (pc on `retire_pc`) and ends
 //   the run at `exit` or at a faulting instruction.
 module ebpf_core
@@ -107,6 +108,7 @@ module ebpf_core
   logic [63:0]    exmem_wdata;
   logic [2:0]     exmem_fault;
   logic           exmem_exit;
+  logic           exmem_ctx_ptr;
 
   logic           memwb_v;
   logic [IAW-1:0] memwb_pc;
@@ -281,6 +283,13 @@ module ebpf_core
     else ex_index = ex_aoff[DAW-1:0];
   end
 
+  // Context conversion: a 4-byte load of xdp_md's data, data_end or
+  // data_meta (metadata offsets 0, 4, 8, each holding a packet offset)
+  // gives the full packet pointer, as the kernel's rewrite of those loads.
+  logic ex_ctx_ptr;
+  assign ex_ctx_ptr = idex_is_ldx && ex_in_meta && ex_size == SZ_W && ex_aoff[31:4] == 28'd0
+                      && ex_aoff[1:0] == 2'd0 && ex_aoff[3:2] != 2'd3;
+
   logic [2:0] ex_fault;
   always_comb begin
     ex_fault = FAULT_NONE;
@@ -380,7 +389,8 @@ module ebpf_core
       memwb_pc     <= exmem_pc;
       memwb_we     <= exmem_we;
       memwb_rd     <= exmem_rd;
-      memwb_result <= exmem_load ? mem_load : exmem_result;
+      memwb_result <= exmem_load ? (mem_load | (exmem_ctx_ptr ? {REGION_PACKET, 32'd0} : 64'd0))
+                                 : exmem_result;
       memwb_fault  <= exmem_fault;
       memwb_exit   <= exmem_exit;
 
@@ -398,6 +408,7 @@ module ebpf_core
       exmem_wdata  <= idex_is_st ? ex_imm_sx : ex_b;
       exmem_fault  <= ex_fault;
       exmem_exit   <= idex_is_exit;
+      exmem_ctx_ptr <= ex_ctx_ptr;
 
       // ID -> EXE.
       if (ex_flush) begin

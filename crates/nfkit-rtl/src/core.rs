@@ -2,7 +2,9 @@
 //! packet.
 
 use crate::error::RtlError;
-use crate::layout::{addr, PKT_BASE, PKT_MAX, REGION_PACKET};
+use crate::layout::{
+    addr, meta, META_BYTES, PKT_BASE, PKT_MAX, REGION_META, REGION_PACKET, XDP_HEADROOM,
+};
 use crate::model::{Model, RunIn};
 use crate::program::Program;
 use crate::result::{Fault, FaultKind, RunResult, Stalls};
@@ -10,13 +12,26 @@ use crate::result::{Fault, FaultKind, RunResult, Stalls};
 /// Default cycle budget of a run.
 pub const DEFAULT_MAX_CYCLES: u64 = 10_000_000;
 
+/// The context a program gets in `r1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ctx {
+    /// The conformance suite's form (the VM's raw context): the packet at
+    /// offset 0 of its region, `r1` = its address, `r2` = its length.
+    Raw,
+    /// An XDP packet: `r1` = the metadata (`struct xdp_md`), the packet
+    /// after [`XDP_HEADROOM`] bytes, as in the VM and the kernel.
+    Xdp {
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    },
+}
+
 /// What one run starts from.
 #[derive(Clone, Debug)]
 pub struct RunInput<'a> {
-    /// The packet (the conformance suite's memory): placed in the packet
-    /// buffer, `r1` = its address, `r2` = its length (the VM's raw
-    /// context).
+    /// The packet (or the conformance suite's memory).
     pub packet: &'a [u8],
+    pub ctx: Ctx,
     /// What `bpf_ktime_get_ns` answers.
     pub timestamp: u64,
     /// Record the retired pcs.
@@ -30,6 +45,7 @@ impl<'a> RunInput<'a> {
     pub fn new(packet: &'a [u8]) -> RunInput<'a> {
         RunInput {
             packet,
+            ctx: Ctx::Raw,
             timestamp: 0,
             trace: false,
             max_cycles: DEFAULT_MAX_CYCLES,
@@ -79,15 +95,39 @@ impl Core {
     /// Runs the program on one packet.
     pub fn run(&mut self, input: &RunInput<'_>) -> Result<RunResult, RtlError> {
         let len = input.packet.len();
-        if len > PKT_MAX {
-            return Err(RtlError::PacketTooLarge { len, max: PKT_MAX });
+        let (start, args) = match input.ctx {
+            Ctx::Raw => (0, [addr(REGION_PACKET, 0), len as u64]),
+            Ctx::Xdp { .. } => (XDP_HEADROOM, [addr(REGION_META, 0), 0]),
+        };
+        if start + len > PKT_MAX {
+            return Err(RtlError::PacketTooLarge {
+                len,
+                max: PKT_MAX - start,
+            });
         }
-        self.write_bytes(PKT_BASE, input.packet);
+        if let Ctx::Xdp {
+            ingress_ifindex,
+            rx_queue_index,
+        } = input.ctx
+        {
+            let mut m = [0u8; META_BYTES];
+            let mut put32 = |at: usize, v: u32| m[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            put32(meta::DATA, start as u32);
+            put32(meta::DATA_END, (start + len) as u32);
+            put32(meta::DATA_META, start as u32);
+            put32(meta::INGRESS_IFINDEX, ingress_ifindex);
+            put32(meta::RX_QUEUE_INDEX, rx_queue_index);
+            put32(meta::EGRESS_IFINDEX, 0);
+            put32(meta::LEN, len as u32);
+            m[meta::TIMESTAMP..meta::TIMESTAMP + 8].copy_from_slice(&input.timestamp.to_le_bytes());
+            self.write_bytes(0, &m);
+        }
+        self.write_bytes(PKT_BASE + start, input.packet);
         let run_in = RunIn {
-            arg1: addr(REGION_PACKET, 0),
-            arg2: len as u64,
-            pkt_lo: 0,
-            pkt_hi: len as u32,
+            arg1: args[0],
+            arg2: args[1],
+            pkt_lo: start as u32,
+            pkt_hi: (start + len) as u32,
             timestamp: input.timestamp,
             max_cycles: input.max_cycles,
         };
@@ -118,7 +158,7 @@ impl Core {
             .collect();
         Ok(RunResult {
             result,
-            packet: self.read_bytes(PKT_BASE, len),
+            packet: self.read_bytes(PKT_BASE + start, len),
             cycles: out.cycles,
             retired: out.retired,
             stalls: Stalls {

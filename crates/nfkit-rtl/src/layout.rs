@@ -33,5 +33,25 @@ pub const fn addr(region: u64, off: u64) -> u64 {
     (region << 32) | (off & 0xffff_ffff)
 }
 
+/// Bytes in front of an XDP packet (the kernel's `XDP_PACKET_HEADROOM`,
+/// as in the VM: the same packet pointers).
+pub const XDP_HEADROOM: usize = 256;
+
+/// Metadata offsets of an XDP run: `struct xdp_md` (data, data_end and
+/// data_meta hold packet offsets; a 4-byte load of them gives the packet
+/// pointer), then eBPFlow's fields the engine adds.
+pub mod meta {
+    pub const DATA: usize = 0;
+    pub const DATA_END: usize = 4;
+    pub const DATA_META: usize = 8;
+    pub const INGRESS_IFINDEX: usize = 12;
+    pub const RX_QUEUE_INDEX: usize = 16;
+    pub const EGRESS_IFINDEX: usize = 20;
+    /// Capture timestamp (ns), u64.
+    pub const TIMESTAMP: usize = 32;
+    /// Packet length, u32.
+    pub const LEN: usize = 40;
+}
+
 /// `r10` at the start of a run.
 pub const FRAME_POINTER: u64 = addr(REGION_STACK, STACK_BYTES as u64);

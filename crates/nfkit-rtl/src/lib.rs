@@ -23,7 +23,7 @@ pub mod program;
 pub mod result;
 pub mod subset;
 
-pub use crate::core::{Core, RunInput};
+pub use crate::core::{Core, Ctx, RunInput};
 pub use error::RtlError;
 pub use program::Program;
 pub use result::{Fault, FaultKind, RunResult, Stalls};
