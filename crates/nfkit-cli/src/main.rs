@@ -68,6 +68,10 @@ enum Command {
     /// The software switch: `switch run` runs a chain script on ports.
     #[command(subcommand)]
     Switch(cmd::switch::Command),
+    /// The RTL eBPF processor: `rtl run` simulates it on a pcap (cycles,
+    /// CPI, stalls), `rtl synth` estimates its resources.
+    #[command(subcommand)]
+    Rtl(cmd::rtl::Command),
 }
 
 /// `nfkit … | head` closes our standard output early: `println!` then
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
         Command::Recv(a) => cmd::recv::run(a),
         Command::Bag(c) => cmd::bag::run(c),
         Command::Switch(c) => cmd::switch::run(c),
+        Command::Rtl(c) => cmd::rtl::run(c),
     };
     match result {
         Ok(code) => code,

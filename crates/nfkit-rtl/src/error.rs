@@ -22,6 +22,12 @@ pub enum RtlError {
     /// The packet does not fit the data memory.
     #[error("packet of {len} bytes does not fit the core's {max}-byte packet buffer")]
     PacketTooLarge { len: usize, max: usize },
+    /// `yosys` is not on PATH.
+    #[error("yosys not installed: run scripts/install-deps.sh")]
+    YosysMissing,
+    /// Synthesis failed.
+    #[error("synthesis: {0}")]
+    Synth(String),
     /// The model failed to open the VCD file.
     #[error("cannot write the VCD trace to {0}")]
     Vcd(String),

@@ -11,6 +11,8 @@
 //! * [`core`]: [`Core`], one engine's model: load a program, run it on a
 //!   packet, get [`RunResult`] (r0 or a [`Fault`], the packet afterwards,
 //!   cycles, retired instructions, [`Stalls`] by cause, the retired pcs).
+//! * [`synth`]: Yosys `synth_xilinx` of one engine ([`sources`]: the RTL,
+//!   embedded): LUTs, flip-flops, block RAM, DSPs.
 //! * [`error`]: [`RtlError`], including [`RtlError::NotInstalled`] when the
 //!   crate was built without Verilator.
 //! * `model`: the C ABI of the Verilated model (`csrc/shim.cpp`).
@@ -21,7 +23,9 @@ pub mod layout;
 mod model;
 pub mod program;
 pub mod result;
+pub mod sources;
 pub mod subset;
+pub mod synth;
 
 pub use crate::core::{Core, Ctx, RunInput};
 pub use error::RtlError;

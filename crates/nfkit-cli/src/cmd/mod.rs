@@ -12,6 +12,7 @@ pub mod object;
 pub mod prog;
 pub mod prog_vm;
 pub mod recv;
+pub mod rtl;
 pub mod run;
 pub mod run_script;
 pub mod send;
