@@ -1,8 +1,9 @@
 // The eBPF processor: a 5-stage pipeline IF/ID/EXE/MEM/WB.
 //
-// * IF fetches one 8-byte slot per cycle (two for `lddw`, whose second
-//   slot is read on the instruction memory's second port), predicting
-//   not-taken.
+// * IF computes the next pc (sequential: predict not-taken; a branch
+//   target from EXE; held on a stall) and presents it to the instruction
+//   memory, a synchronous RAM whose output is the IF/ID instruction
+//   register; each access gives two slots, so `lddw` is fetched at once.
 // * ID decodes, reads the register file (written by WB in the same cycle:
 //   write-through), and holds the hazard unit: a load followed by a user
 //   of its destination stalls one cycle (load-use); a `call` waits until
@@ -11,9 +12,10 @@
 // * EXE has the forwarding muxes (EX/MEM -> EXE, "EX->EX"; MEM/WB -> EXE,
 //   "MEM->EX"), the ALU, the multi-cycle divider and the coprocessor
 //   handshake (both stall IF/ID/EXE while busy), computes and checks data
-//   addresses, and resolves branches: a taken jump flushes IF/ID and
-//   ID/EX (two bubbles). `exit` and faults flush the same way and stop
-//   fetching.
+//   addresses (the data memory takes a load's address at the EXE -> MEM
+//   edge), and resolves branches: a taken jump redirects IF in the same
+//   cycle and flushes the instruction in ID (one bubble). `exit` and
+//   faults flush the same way and stop fetching.
 // * MEM reads or writes the data memory (any width, any alignment); loads
 //   of xdp_md's packet pointers from the metadata get the packet region.
 // * WB writes the register file, retires (pc on `retire_pc`) and ends
@@ -37,12 +39,13 @@ module ebpf_core
     output logic [2:0]     fault,
     output logic [IAW-1:0] fault_pc,
     output logic [63:0]    r0,
-    // Instruction memory, two read ports (slot pc and pc+1).
-    output logic [IAW-1:0] imem_addr0,
-    output logic [IAW-1:0] imem_addr1,
+    // Instruction memory: the address taken at the clock edge, then the
+    // slots at it and after it.
+    output logic [IAW-1:0] imem_raddr,
     input  logic [63:0]    imem_data0,
     input  logic [63:0]    imem_data1,
-    // Data memory port (MEM stage).
+    // Data memory: read address from EXE, write port and read data in MEM.
+    output logic [DAW-1:0] dmem_raddr,
     output logic [DAW-1:0] dmem_addr,
     output logic [1:0]     dmem_size,
     output logic           dmem_we,
@@ -80,10 +83,13 @@ module ebpf_core
 
   // ------------------------------------------------------------------
   // Pipeline registers.
+  // IF/ID: the instruction memory's output is its instruction.
   logic           ifid_v;
   logic [IAW-1:0] ifid_pc;
   logic [63:0]    ifid_insn;
   logic [31:0]    ifid_imm_hi;
+  assign ifid_insn   = imem_data0;
+  assign ifid_imm_hi = imem_data1[63:32];
 
   logic           idex_v;
   logic [IAW-1:0] idex_pc;
@@ -118,7 +124,6 @@ module ebpf_core
   logic [2:0]     memwb_fault;
   logic           memwb_exit;
 
-  logic [IAW-1:0] pc;
   logic           halting;  // an exit or fault passed EXE: fetch no more
 
   // ------------------------------------------------------------------
@@ -343,21 +348,31 @@ module ebpf_core
   assign retire_valid = memwb_v && memwb_fault == FAULT_NONE;
   assign retire_pc    = memwb_pc;
   assign r0           = regs[0];
-  assign imem_addr0   = pc;
-  assign imem_addr1   = pc + IAW'(1);
 
   assign ev_flush          = running && ex_flush && ex_taken;
   assign ev_stall_div      = running && ex_busy && idex_is_div;
   assign ev_stall_call     = running && ((ex_busy && idex_is_call) || (!ex_busy && !ex_flush && id_call_drain));
   assign ev_stall_load_use = running && !ex_busy && !ex_flush && id_load_use;
 
+  // IF: the next pc, presented to the instruction memory at the edge.
+  logic [IAW-1:0] npc;
+  always_comb begin
+    if (rst || start) npc = '0;
+    else if (!running) npc = ifid_pc;
+    else if (ex_flush && !ex_stop) npc = ex_target;
+    else if (ex_flush || ex_busy || id_stall) npc = ifid_pc;
+    else npc = ifid_pc + ((ifid_insn[7:0] == 8'h18) ? IAW'(2) : IAW'(1));
+  end
+  assign imem_raddr = npc;
+  assign dmem_raddr = ex_index;
+
   always_ff @(posedge clk) begin
     if (rst || start) begin
-      ifid_v <= 1'b0;
+      ifid_v <= start && !rst;  // slot 0 is being fetched
+      ifid_pc <= '0;
       idex_v <= 1'b0;
       exmem_v <= 1'b0;
       memwb_v <= 1'b0;
-      pc <= '0;
       halting <= 1'b0;
       running <= start && !rst;
       done <= 1'b0;
@@ -439,17 +454,14 @@ module ebpf_core
         idex_illegal  <= id_illegal;
       end
 
-      // IF -> ID, next pc.
+      // IF -> ID.
       if (ex_flush) begin
-        ifid_v <= 1'b0;
+        ifid_v <= !ex_stop;
+        ifid_pc <= npc;
         if (ex_stop) halting <= 1'b1;
-        else pc <= ex_target;
       end else if (!ex_busy && !id_stall) begin
-        ifid_v      <= !halting;
-        ifid_pc     <= pc;
-        ifid_insn   <= imem_data0;
-        ifid_imm_hi <= imem_data1[63:32];
-        if (!halting) pc <= pc + ((imem_data0[7:0] == 8'h18) ? IAW'(2) : IAW'(1));
+        ifid_v <= !halting;
+        ifid_pc <= npc;
       end
     end
   end

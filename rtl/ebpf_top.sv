@@ -44,21 +44,21 @@ module ebpf_top
     output logic [63:0]    cnt_flush
 );
   `include "ebpf_defs.svh"
-  logic [63:0] imem [0:(1<<IAW)-1];
-  logic [IAW-1:0] ia0, ia1;
-  logic [63:0] id0, id1;
-  assign id0 = imem[ia0];
-  assign id1 = imem[ia1];
-  always_ff @(posedge clk) if (imem_we) imem[imem_waddr] <= imem_wdata;
+  logic [IAW-1:0] i_addr;
+  logic [63:0]    i_data0, i_data1;
+  ebpf_imem #(.IAW(IAW)) u_imem (
+      .clk(clk), .raddr(i_addr), .rdata0(i_data0), .rdata1(i_data1),
+      .we(imem_we && !running), .waddr(imem_waddr), .wdata(imem_wdata)
+  );
 
-  logic [DAW-1:0] d_addr;
+  logic [DAW-1:0] d_raddr, d_waddr;
   logic [1:0]     d_size;
   logic           d_we;
   logic [63:0]    d_wdata, d_rdata;
   ebpf_dmem #(.DAW(DAW)) u_dmem (
-      .clk(clk), .addr(d_addr), .size(d_size), .we(d_we), .wdata(d_wdata), .rdata(d_rdata),
-      .host_row(dmem_row), .host_we(dmem_we && !running), .host_mask(dmem_mask),
-      .host_wdata(dmem_wdata), .host_rdata(dmem_rdata)
+      .clk(clk), .raddr(d_raddr), .rdata(d_rdata), .waddr(d_waddr), .wsize(d_size), .we(d_we),
+      .wdata(d_wdata), .host_sel(!running), .host_row(dmem_row), .host_we(dmem_we),
+      .host_mask(dmem_mask), .host_wdata(dmem_wdata), .host_rdata(dmem_rdata)
   );
 
   logic        c_req, c_ack, c_bad;
@@ -75,8 +75,8 @@ module ebpf_top
       .clk(clk), .rst(rst), .start(start), .arg1(arg1), .arg2(arg2),
       .pkt_lo(pkt_lo), .pkt_hi(pkt_hi),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
-      .imem_addr0(ia0), .imem_addr1(ia1), .imem_data0(id0), .imem_data1(id1),
-      .dmem_addr(d_addr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
+      .imem_raddr(i_addr), .imem_data0(i_data0), .imem_data1(i_data1),
+      .dmem_raddr(d_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
       .dmem_rdata(d_rdata),
       .cop_req(c_req), .cop_id(c_id), .cop_arg1(c_a1), .cop_arg2(c_a2), .cop_arg3(c_a3),
       .cop_arg4(c_a4), .cop_arg5(c_a5), .cop_ack(c_ack), .cop_bad(c_bad), .cop_result(c_res),

@@ -91,9 +91,11 @@ void nfkit_rtl_dmem_write(NfkitRtl *m, uint32_t row, uint64_t word, uint8_t mask
     m->top.dmem_we = 0;
 }
 
+// The data memory reads synchronously: present the row, clock, read.
 uint64_t nfkit_rtl_dmem_read(NfkitRtl *m, uint32_t row) {
     m->top.dmem_row = row;
-    m->top.eval();
+    m->top.dmem_we = 0;
+    tick(m);
     return m->top.dmem_rdata;
 }
 

@@ -6,6 +6,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("ebpf_alu.sv", include_str!("../../../rtl/ebpf_alu.sv")),
     ("ebpf_div.sv", include_str!("../../../rtl/ebpf_div.sv")),
     ("ebpf_dmem.sv", include_str!("../../../rtl/ebpf_dmem.sv")),
+    ("ebpf_imem.sv", include_str!("../../../rtl/ebpf_imem.sv")),
     (
         "ebpf_coproc.sv",
         include_str!("../../../rtl/ebpf_coproc.sv"),

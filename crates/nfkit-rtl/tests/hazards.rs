@@ -2,7 +2,7 @@
 //! (EX/MEM -> EXE, MEM/WB -> EXE, WB -> ID write-through), the load-use
 //! stall, the branch flush, the divider and call stalls, faults. Each
 //! program's result must equal the VM's and its counters must show the
-//! hazard (and only it): cycles = retired + 4 (fill) + stalls + 2 per
+//! hazard (and only it): cycles = retired + 3 (fill) + stalls + 1 per
 //! taken branch.
 
 mod common;
@@ -26,7 +26,7 @@ fn both(asm: &str) -> RunResult {
     let s = got.stalls;
     assert_eq!(
         got.cycles,
-        got.retired + 4 + s.load_use + s.div + s.call + 2 * s.flushes,
+        got.retired + 3 + s.load_use + s.div + s.call + s.flushes,
         "cycle accounting of {asm}: {got:?}"
     );
     got
@@ -37,21 +37,21 @@ fn ex_to_ex_forwarding() {
     let r = both("r1 = 5\nr1 += 3\nr1 *= r1\nr0 = r1\nexit");
     assert_eq!(r.result, Ok(64));
     assert_eq!(r.stalls.load_use, 0);
-    assert_eq!(r.cycles, 5 + 4, "back-to-back dependencies cost nothing");
+    assert_eq!(r.cycles, 5 + 3, "back-to-back dependencies cost nothing");
 }
 
 #[test]
 fn mem_to_ex_forwarding() {
     let r = both("r1 = 5\nr2 = 7\nr1 += 1\nr2 -= r1\nr0 = r2\nexit");
     assert_eq!(r.result, Ok(1));
-    assert_eq!(r.cycles, 6 + 4);
+    assert_eq!(r.cycles, 6 + 3);
 }
 
 #[test]
 fn wb_to_id_write_through() {
     let r = both("r1 = 9\nr2 = 1\nr3 = 2\nr0 = r1\nr0 += r3\nexit");
     assert_eq!(r.result, Ok(11));
-    assert_eq!(r.cycles, 6 + 4);
+    assert_eq!(r.cycles, 6 + 3);
 }
 
 #[test]
@@ -86,7 +86,7 @@ fn load_then_independent_then_use_needs_no_stall() {
 }
 
 #[test]
-fn taken_branch_flushes_two_slots_not_taken_none() {
+fn taken_branch_flushes_one_slot_not_taken_none() {
     let taken = both("r0 = 1\nif r0 != 0 goto +2\nr0 = 7\nr0 = 8\nexit");
     assert_eq!(taken.result, Ok(1));
     assert_eq!(taken.stalls.flushes, 1);
@@ -138,7 +138,7 @@ fn call_stalls_and_forwards_r0() {
     let s = r.stalls;
     assert_eq!(
         r.cycles,
-        r.retired + 4 + s.load_use + s.div + s.call + 2 * s.flushes
+        r.retired + 3 + s.load_use + s.div + s.call + s.flushes
     );
 }
 
