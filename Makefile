@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: all deps build demo test lint bench soak experiment clean
+.PHONY: all deps build demo test lint bench rtl-bench soak experiment clean
 
 all: build
 
@@ -37,6 +37,12 @@ bench: deps
 	$(CARGO) bench --workspace
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/traffic.md" 2>/dev/null || true
+
+# The RTL core (docs/rtl.md): cycles per packet, CPI and stalls on the
+# Verilated model, and one engine's resources from Yosys synth_xilinx
+# (about two minutes); the table goes to target/nfkit-bench/rtl.md.
+rtl-bench: deps
+	NFKIT_RTL_SYNTH=1 $(CARGO) bench -p nfkit-rtl --bench rtl
 
 # A million random and mutated hostile programs through the VM's JIT;
 # none may escape (sentinel memory intact, no crash). Not part of `test`.
