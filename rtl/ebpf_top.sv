@@ -1,5 +1,8 @@
-// One eBPF engine as the host drives it: the core, its instruction memory
-// (written by the host between runs), its data memory (metadata, packet,
+// One eBPF engine as the host drives it: the core, its double-buffered
+// instruction memory (two versions: the core runs the active one while the
+// host writes the other, even during a run; `imem_swap` at `start` makes
+// the written one active, so a swap falls between packets and every packet
+// runs wholly on one version), its data memory (metadata, packet,
 // stack; host port for the packet in and out), the coprocessor, and the
 // performance counters (cycles, retired instructions, stall cycles by
 // cause, taken-branch flushes), cleared by `start`.
@@ -10,7 +13,10 @@ module ebpf_top
 ) (
     input  logic           clk,
     input  logic           rst,
-    // Host: instruction memory.
+    input  logic           stop,          // abandon a run (the versions stay)
+    // Host: instruction memory (writes go to the inactive version).
+    input  logic           imem_swap,     // with `start`: run the other version
+    output logic           imem_version,  // the version the core runs
     input  logic           imem_we,
     input  logic [IAW-1:0] imem_waddr,
     input  logic [63:0]    imem_wdata,
@@ -46,9 +52,19 @@ module ebpf_top
   `include "ebpf_defs.svh"
   logic [IAW-1:0] i_addr;
   logic [63:0]    i_data0, i_data1;
-  ebpf_imem #(.IAW(IAW)) u_imem (
-      .clk(clk), .raddr(i_addr), .rdata0(i_data0), .rdata1(i_data1),
-      .we(imem_we && !running), .waddr(imem_waddr), .wdata(imem_wdata)
+  // The active version flips at a `start` with `imem_swap`; the fetch of
+  // slot 0 at that same edge already reads the new version.
+  logic act, fetch_ver;
+  assign fetch_ver    = (start && imem_swap) ? !act : act;
+  assign imem_version = act;
+  always_ff @(posedge clk) begin
+    if (rst) act <= 1'b0;
+    else if (start && imem_swap) act <= !act;
+  end
+
+  ebpf_imem #(.IAW(IAW + 1)) u_imem (
+      .clk(clk), .raddr({fetch_ver, i_addr}), .rdata0(i_data0), .rdata1(i_data1),
+      .we(imem_we), .waddr({!fetch_ver, imem_waddr}), .wdata(imem_wdata)
   );
 
   logic [DAW-1:0] d_raddr, d_waddr;
@@ -65,14 +81,14 @@ module ebpf_top
   logic [31:0] c_id;
   logic [63:0] c_a1, c_a2, c_a3, c_a4, c_a5, c_res;
   ebpf_coproc u_cop (
-      .clk(clk), .rst(rst || start), .req(c_req), .id(c_id),
+      .clk(clk), .rst(rst || stop || start), .req(c_req), .id(c_id),
       .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),
       .timestamp(timestamp), .ack(c_ack), .bad(c_bad), .result(c_res)
   );
 
   logic ev_lu, ev_div, ev_call, ev_flush;
   ebpf_core #(.IAW(IAW), .DAW(DAW)) u_core (
-      .clk(clk), .rst(rst), .start(start), .arg1(arg1), .arg2(arg2),
+      .clk(clk), .rst(rst || stop), .start(start), .arg1(arg1), .arg2(arg2),
       .pkt_lo(pkt_lo), .pkt_hi(pkt_hi),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
       .imem_raddr(i_addr), .imem_data0(i_data0), .imem_data1(i_data1),

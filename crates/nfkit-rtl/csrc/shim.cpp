@@ -4,6 +4,7 @@
 // recording the retired pcs, and dump a VCD on request.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "Vebpf_top.h"
 #include "verilated.h"
@@ -14,6 +15,9 @@ struct NfkitRtl {
     Vebpf_top top;
     VerilatedVcdC *vcd = nullptr;
     uint64_t time = 0;
+    // Slots to write into the inactive instruction memory during the next
+    // run, one per cycle (the rest after it ends).
+    std::vector<uint64_t> staged;
     NfkitRtl() : ctx(), top(&ctx, "top") {}
 };
 
@@ -22,11 +26,14 @@ struct NfkitRtlIn {
     uint32_t pkt_lo, pkt_hi;
     uint64_t timestamp;
     uint64_t max_cycles;
+    uint32_t swap;  // run the other instruction memory version from this run on
+    uint32_t pad;
 };
 
 struct NfkitRtlOut {
     uint64_t r0, cycles, retired, stall_load_use, stall_div, stall_call, flushes, trace_len;
     uint32_t fault, fault_pc;
+    uint32_t version, pad;
 };
 
 static void tick(NfkitRtl *m) {
@@ -46,6 +53,7 @@ NfkitRtl *nfkit_rtl_new(void) {
     NfkitRtl *m = new NfkitRtl();
     m->ctx.traceEverOn(true);
     m->top.rst = 1;
+    m->top.stop = 0;
     m->top.start = 0;
     m->top.imem_we = 0;
     m->top.dmem_we = 0;
@@ -72,6 +80,12 @@ int nfkit_rtl_vcd_open(NfkitRtl *m, const char *path) {
     m->top.trace(m->vcd, 99);
     m->vcd->open(path);
     return m->vcd->isOpen() ? 0 : -1;
+}
+
+// Queues `len` slots to be written into the inactive version while the
+// next run executes.
+void nfkit_rtl_stage(NfkitRtl *m, const uint64_t *words, uint64_t len) {
+    m->staged.assign(words, words + len);
 }
 
 void nfkit_rtl_imem_write(NfkitRtl *m, uint32_t slot, uint64_t word) {
@@ -108,9 +122,24 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     m->top.pkt_lo = in->pkt_lo;
     m->top.pkt_hi = in->pkt_hi;
     m->top.timestamp = in->timestamp;
+    m->top.imem_swap = in->swap ? 1 : 0;
     m->top.start = 1;
+    size_t staged = 0;
+    // One staged slot per cycle, from the start edge on.
+    auto stage_one = [&]() {
+        if (staged < m->staged.size()) {
+            m->top.imem_we = 1;
+            m->top.imem_waddr = (uint32_t)staged;
+            m->top.imem_wdata = m->staged[staged];
+            staged++;
+        } else {
+            m->top.imem_we = 0;
+        }
+    };
+    stage_one();
     tick(m);
     m->top.start = 0;
+    m->top.imem_swap = 0;
     uint64_t n = 0, cycles = 0;
     int rc = 0;
     m->top.clk = 0;
@@ -124,9 +153,17 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
             if (trace && n < trace_cap) trace[n] = m->top.retire_pc;
             n++;
         }
+        stage_one();
         tick(m);
         cycles++;
     }
+    out->version = m->top.imem_version;
+    while (staged < m->staged.size()) {
+        stage_one();
+        tick(m);
+    }
+    m->top.imem_we = 0;
+    m->staged.clear();
     out->r0 = m->top.r0;
     out->cycles = m->top.cnt_cycles;
     out->retired = m->top.cnt_retired;
@@ -138,10 +175,10 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     out->fault = m->top.fault;
     out->fault_pc = m->top.fault_pc;
     if (rc == 1) {
-        // Stop the core: a reset leaves it idle for the next run.
-        m->top.rst = 1;
+        // Stop the core: it waits idle for the next run.
+        m->top.stop = 1;
         tick(m);
-        m->top.rst = 0;
+        m->top.stop = 0;
     }
     if (m->vcd) m->vcd->flush();
     return rc;

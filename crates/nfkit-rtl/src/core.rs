@@ -54,9 +54,20 @@ impl<'a> RunInput<'a> {
 }
 
 /// The model with a program in its instruction memory.
+///
+/// The instruction memory is double-buffered: [`Core::load`] writes the
+/// inactive version between runs, [`Core::stage`] while the next run
+/// executes (as a controller would under a packet stream); either way the
+/// new program becomes active at the start of a later run, never within
+/// one.
 pub struct Core {
     model: Model,
+    /// The program of the active version.
     program: Program,
+    /// Written to the inactive version, active from the next run on.
+    pending: Option<Program>,
+    /// Queued to be written during the next run.
+    staged: Option<Program>,
 }
 
 impl Core {
@@ -69,22 +80,34 @@ impl Core {
                 words: Vec::new(),
                 base_slot: 0,
             },
+            pending: None,
+            staged: None,
         };
         core.load(program);
         Ok(core)
     }
 
-    /// Replaces the program.
+    /// Writes `program` into the inactive instruction memory now; the
+    /// next run runs it.
     pub fn load(&mut self, program: Program) {
         for (slot, w) in program.words.iter().enumerate() {
             self.model.imem_write(slot as u32, *w);
         }
-        self.program = program;
+        self.pending = Some(program);
     }
 
-    /// The loaded program.
+    /// Queues `program` to be written into the inactive instruction
+    /// memory, one slot per cycle, while the next run executes (the rest,
+    /// if the run is shorter, right after it); the run after that runs it.
+    /// A second `stage` before that run replaces the first.
+    pub fn stage(&mut self, program: Program) {
+        self.model.stage(&program.words);
+        self.staged = Some(program);
+    }
+
+    /// The program the next run runs.
     pub fn program(&self) -> &Program {
-        &self.program
+        self.pending.as_ref().unwrap_or(&self.program)
     }
 
     /// Dumps every signal of the following runs to a VCD file.
@@ -130,13 +153,21 @@ impl Core {
             pkt_hi: (start + len) as u32,
             timestamp: input.timestamp,
             max_cycles: input.max_cycles,
+            swap: u32::from(self.pending.is_some()),
+            pad: 0,
         };
+        if let Some(p) = self.pending.take() {
+            self.program = p;
+        }
         let mut trace_buf = if input.trace {
             vec![0u32; (input.max_cycles.min(1 << 22)) as usize]
         } else {
             Vec::new()
         };
         let (ended, out) = self.model.run(&run_in, &mut trace_buf);
+        if let Some(p) = self.staged.take() {
+            self.pending = Some(p);
+        }
         let result = if !ended {
             Err(Fault {
                 kind: FaultKind::Budget,
@@ -161,6 +192,7 @@ impl Core {
             packet: self.read_bytes(PKT_BASE + start, len),
             cycles: out.cycles,
             retired: out.retired,
+            version: out.version as u8,
             stalls: Stalls {
                 load_use: out.stall_load_use,
                 div: out.stall_div,

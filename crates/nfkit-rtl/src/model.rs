@@ -14,6 +14,9 @@ pub struct RunIn {
     pub pkt_hi: u32,
     pub timestamp: u64,
     pub max_cycles: u64,
+    /// Run the other instruction memory version from this run on.
+    pub swap: u32,
+    pub pad: u32,
 }
 
 /// Outputs of one run (the shim's `NfkitRtlOut`).
@@ -30,6 +33,9 @@ pub struct RunOut {
     pub trace_len: u64,
     pub fault: u32,
     pub fault_pc: u32,
+    /// The instruction memory version the run used.
+    pub version: u32,
+    pub pad: u32,
 }
 
 #[cfg(nfkit_rtl_model)]
@@ -47,6 +53,7 @@ mod ffi {
         pub fn nfkit_rtl_free(m: *mut NfkitRtl);
         pub fn nfkit_rtl_vcd_open(m: *mut NfkitRtl, path: *const c_char) -> c_int;
         pub fn nfkit_rtl_imem_write(m: *mut NfkitRtl, slot: u32, word: u64);
+        pub fn nfkit_rtl_stage(m: *mut NfkitRtl, words: *const u64, len: u64);
         pub fn nfkit_rtl_dmem_write(m: *mut NfkitRtl, row: u32, word: u64, mask: u8);
         pub fn nfkit_rtl_dmem_read(m: *mut NfkitRtl, row: u32) -> u64;
         pub fn nfkit_rtl_run(
@@ -92,9 +99,16 @@ impl Model {
         }
     }
 
+    /// Writes a slot of the inactive instruction memory version.
     pub fn imem_write(&mut self, slot: u32, word: u64) {
         // SAFETY: the model is live; the address is truncated by the port.
         unsafe { ffi::nfkit_rtl_imem_write(self.ptr.as_ptr(), slot, word) }
+    }
+
+    /// Queues slots for the inactive version, written during the next run.
+    pub fn stage(&mut self, words: &[u64]) {
+        // SAFETY: the model is live and copies `words` before returning.
+        unsafe { ffi::nfkit_rtl_stage(self.ptr.as_ptr(), words.as_ptr(), words.len() as u64) }
     }
 
     pub fn dmem_write(&mut self, row: u32, word: u64, mask: u8) {
@@ -149,6 +163,7 @@ impl Model {
         Err(RtlError::NotInstalled)
     }
     pub fn imem_write(&mut self, _slot: u32, _word: u64) {}
+    pub fn stage(&mut self, _words: &[u64]) {}
     pub fn dmem_write(&mut self, _row: u32, _word: u64, _mask: u8) {}
     pub fn dmem_read(&mut self, _row: u32) -> u64 {
         0

@@ -73,6 +73,8 @@ pub struct RunResult {
     pub cycles: u64,
     /// Instructions retired (`lddw` counts once).
     pub retired: u64,
+    /// The instruction memory version (0 or 1) the run used.
+    pub version: u8,
     pub stalls: Stalls,
     /// The pc (program slot) of every retired instruction, in order, when
     /// asked for.
