@@ -17,7 +17,10 @@ fn main() {
     println!("cargo:rerun-if-changed={}", rtl.display());
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
     println!("cargo:rerun-if-env-changed=NFKIT_RTL_NO_VERILATOR");
-    println!("cargo:rerun-if-env-changed=PATH");
+    // Rebuilt when Verilator appears or changes (a missing path makes
+    // cargo rerun this script, which is cheap without Verilator).
+    let tool = find_on_path("verilator").unwrap_or_else(|| PathBuf::from("/usr/bin/verilator"));
+    println!("cargo:rerun-if-changed={}", tool.display());
     if std::env::var_os("NFKIT_RTL_NO_VERILATOR").is_some_and(|v| v != "0") {
         return;
     }
@@ -73,6 +76,14 @@ fn main() {
     println!("cargo:rustc-link-lib=static=v{TOP}_model");
     println!("cargo:rustc-link-lib=pthread");
     println!("cargo:rustc-cfg=nfkit_rtl_model");
+}
+
+/// `name` in one of PATH's directories.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 /// Verilator's install root, if `verilator` runs.

@@ -116,3 +116,22 @@ pub fn synth_xilinx() -> Result<SynthReport, RtlError> {
     }
     Ok(SynthReport::parse(&stat))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_last_stat_block() {
+        let text = "=== sub ===\n   Number of cells:  3\n     LUT6  3\n\n\
+                    === ebpf_top ===\n\n   Number of wires:  9\n   Number of cells:  40\n     \
+                    CARRY4  4\n     DSP48E1  2\n     FDRE  10\n     FDSE  1\n     LUT2  5\n     \
+                    LUT6  7\n     RAM64M  2\n     RAMB18E1  3\n     RAMB36E1  2\n\n";
+        let r = SynthReport::parse(text);
+        assert_eq!(r.luts(), 12);
+        assert_eq!(r.ffs(), 11);
+        assert_eq!(r.dsps(), 2);
+        assert_eq!(r.lutram_cells(), 2);
+        assert!((r.bram36() - 3.5).abs() < 1e-9);
+    }
+}
