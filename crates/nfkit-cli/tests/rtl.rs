@@ -73,10 +73,13 @@ fn rtl_run_equals_vm_run_on_an_xdp_object() {
         "--engines",
         "2",
         "--json",
+        "--check",
     ]));
     assert_eq!(vm["counts"], rtl["counts"], "same verdicts");
     assert_eq!(vm["packets"], rtl["packets"]);
     assert_eq!(rtl["faults"], 0);
+    assert_eq!(rtl["vm_check"]["differ"], 0, "--check: {}", rtl["vm_check"]);
+    assert_eq!(rtl["vm_check"]["identical"], rtl["packets"]);
     assert_eq!(
         std::fs::read(&vm_out).expect("VM output"),
         std::fs::read(&rtl_out).expect("RTL output"),

@@ -7,7 +7,9 @@
 //! branch flushes, and per engine the packets and busy cycles (packets
 //! go to the `--engines` engines round-robin, as eBPFlow's demux does).
 //! `--trace` prints the retired pcs of every packet; `--vcd` dumps every
-//! signal of engine 0.
+//! signal of engine 0. `--check` also runs every packet in nfkit's VM and
+//! compares return code, packet bytes and instruction count (exit code 1
+//! when any differs).
 //!
 //! A FILE that is not an ELF object is compiled as a chain script and its
 //! entry loaded. The loader refuses, by name, any instruction or helper
@@ -65,6 +67,10 @@ pub struct RunArgs {
     /// Print the retired pcs of every packet.
     #[arg(long)]
     pub trace: bool,
+    /// Run every packet in the VM too and compare (code, packet,
+    /// instruction count).
+    #[arg(long)]
+    pub check: bool,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -179,6 +185,11 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
         engines[0].vcd(path)?;
     }
 
+    let mut checker = if a.check {
+        Some(Checker::new(&image, entry)?)
+    } else {
+        None
+    };
     let mut counts: BTreeMap<i64, u64> = BTreeMap::new();
     let mut written = Vec::new();
     let mut results = Vec::new();
@@ -213,6 +224,9 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             }
         };
         *counts.entry(code).or_default() += 1;
+        if let Some(c) = checker.as_mut() {
+            c.compare(n, p, hook, code, &res);
+        }
         all.add(&res);
         per_engine[k].add(&res);
         if res.result.is_ok() && hook.keeps_packet(code) {
@@ -278,6 +292,11 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             "cycles_max": all.max,
             "cpi": all.cpi(),
             "stalls": stalls(&all),
+            "vm_check": checker.as_ref().map(|c| json!({
+                "identical": c.identical,
+                "differ": c.differ.len(),
+                "differences": c.differ,
+            })),
             "engines": per_engine.iter().enumerate().map(|(k, t)| json!({
                 "engine": k, "packets": t.packets, "cycles": t.cycles, "cpi": t.cpi(),
             })).collect::<Vec<_>>(),
@@ -320,8 +339,81 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        if let Some(c) = &checker {
+            println!(
+                "VM check: {} packets identical (code, packet, instructions), {} differ",
+                c.identical,
+                c.differ.len()
+            );
+            for d in c.differ.iter().take(10) {
+                println!("  {d}");
+            }
+        }
+    }
+    if checker.is_some_and(|c| !c.differ.is_empty()) {
+        return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--check`: the same packets in nfkit's VM, compared run by run.
+struct Checker {
+    vm: nfkit_vm::Vm,
+    entry: usize,
+    clock: std::sync::Arc<nfkit_vm::FixedClock>,
+    identical: u64,
+    differ: Vec<String>,
+}
+
+impl Checker {
+    fn new(image: &Image, entry: usize) -> anyhow::Result<Checker> {
+        let clock = std::sync::Arc::new(nfkit_vm::FixedClock::new(0));
+        let config = nfkit_vm::VmConfig {
+            ncpus: 1,
+            clock: clock.clone(),
+            rng: std::sync::Arc::new(nfkit_vm::SeqRng::new(1)),
+            ..nfkit_vm::VmConfig::kernel()
+        };
+        let vm = nfkit_vm::Vm::new(image, config)
+            .context("loading the program in the VM for --check")?;
+        Ok(Checker {
+            vm,
+            entry,
+            clock,
+            identical: 0,
+            differ: Vec::new(),
+        })
+    }
+
+    fn compare(&mut self, n: usize, p: &Packet, hook: Hook, code: i64, res: &RunResult) {
+        self.clock.set(p.ts_ns);
+        let want = self.vm.run(
+            self.entry,
+            nfkit_vm::Context::Xdp(nfkit_vm::XdpMd::new(&p.data)),
+            &nfkit_vm::RunOptions::default(),
+        );
+        let vm_code = hook.code(want.code());
+        let why = if vm_code != code {
+            Some(format!(
+                "code: VM {}, RTL {}",
+                hook.code_name(vm_code),
+                hook.code_name(code)
+            ))
+        } else if want.result.is_ok() && want.packet != res.packet {
+            Some("packet bytes differ".to_string())
+        } else if want.result.is_ok() && want.insns != res.retired {
+            Some(format!(
+                "instructions: VM {}, RTL {}",
+                want.insns, res.retired
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(w) => self.differ.push(format!("packet {n}: {w}")),
+            None => self.identical += 1,
+        }
+    }
 }
 
 fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
