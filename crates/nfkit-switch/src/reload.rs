@@ -7,9 +7,11 @@
 //! epoch once per loop iteration (an atomic load: no lock on the packet
 //! path), and when it changed takes the new version and its runner
 //! (a lock taken once per reload), then acknowledges the version it
-//! runs. A batch started on a version finishes on it. A worker parked in
-//! an idle sleep counts as switched: it reads the epoch before its next
-//! frame. [`Slot::wait`] waits until every worker switched or is parked.
+//! runs. Each worker reads the epoch before every frame and marks itself
+//! busy while it runs one: a worker between frames (polling, flushing,
+//! idle, preempted) counts as switched, since it reads the epoch before
+//! its next frame. [`Slot::wait`] waits until every worker switched or
+//! is between frames: from then on no frame starts on the old version.
 
 use crate::counters::Counter;
 use nfkit_control::runner::ScriptVm;
@@ -135,8 +137,8 @@ pub(crate) struct Slot {
     /// When each worker last switched (ns since `base`).
     acked_at: Vec<AtomicU64>,
     base: Instant,
-    /// Workers asleep (idle) or ended: they read the epoch before any
-    /// further frame.
+    /// Workers between frames (polling, idle, ended): they read the
+    /// epoch before any further frame.
     parked: Vec<AtomicBool>,
     /// Runners of versions left behind, dropped by the reloading thread
     /// (off the packet path).
@@ -155,7 +157,7 @@ impl Slot {
             acked: (0..workers).map(|_| AtomicU64::new(n)).collect(),
             acked_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             base: Instant::now(),
-            parked: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            parked: (0..workers).map(|_| AtomicBool::new(true)).collect(),
             retired: Mutex::new(Vec::new()),
         }
     }
@@ -182,10 +184,29 @@ impl Slot {
         }
     }
 
-    /// Worker `id` parks (true: about to sleep or ended) or wakes.
+    /// Worker `id` parks (true: between frames, or ended) or wakes.
     pub(crate) fn park(&self, id: usize, parked: bool) {
         if let Some(p) = self.parked.get(id) {
             p.store(parked, Ordering::SeqCst);
+        }
+    }
+
+    /// Worker `id` starts a frame: busy, then the epoch read (in this
+    /// order, both sequentially consistent, so a publisher that saw it
+    /// between frames knows it will see the new epoch).
+    #[inline]
+    pub(crate) fn enter(&self, id: usize) -> u64 {
+        if let Some(p) = self.parked.get(id) {
+            p.store(false, Ordering::SeqCst);
+        }
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Worker `id` finished its frame.
+    #[inline]
+    pub(crate) fn leave(&self, id: usize) {
+        if let Some(p) = self.parked.get(id) {
+            p.store(true, Ordering::Release);
         }
     }
 
@@ -256,15 +277,14 @@ impl Slot {
             if spins > 256 && (give_up() || start.elapsed() > Duration::from_secs(10)) {
                 return (parked, switched);
             }
-            // Spin briefly, then give the CPU away: with as many busy
-            // workers as CPUs, a spinning waiter delays the very worker
-            // it waits for.
+            // Spin briefly, then sleep: with as many busy workers as
+            // CPUs, a waiter that stays runnable (spinning or yielding)
+            // takes the CPU of the very worker it waits for. The times
+            // are the workers' own, so sleeping longer does not count.
             if spins < 256 {
                 std::hint::spin_loop();
-            } else if start.elapsed() < Duration::from_millis(2) {
-                std::thread::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                std::thread::sleep(Duration::from_micros(10));
             }
         }
     }

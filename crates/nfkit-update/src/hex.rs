@@ -15,7 +15,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// `None` when it is not.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
     let t = text.as_bytes();
-    if t.len() % 2 != 0 {
+    if !t.len().is_multiple_of(2) {
         return None;
     }
     t.chunks(2)
