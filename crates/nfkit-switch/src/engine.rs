@@ -50,6 +50,10 @@ pub struct SwitchConfig {
     pub engine: Engine,
     /// Pin worker `i` to the `i`-th allowed CPU.
     pub pin: bool,
+    /// The workers' nice value (below 0: favoured by the scheduler over
+    /// other work on their CPUs, so a busy worker is preempted less and
+    /// takes a new version sooner; needs CAP_SYS_NICE). `None`: inherited.
+    pub nice: Option<i32>,
     /// The host port (index from 0) where PASS and HOST go; `None`: the
     /// first TAP port, if any.
     pub host_port: Option<usize>,
@@ -71,6 +75,7 @@ impl Default for SwitchConfig {
             workers: 1,
             engine: Engine::best(),
             pin: true,
+            nice: None,
             host_port: None,
             controller_capacity: 1024,
             inbox_capacity: 1024,
@@ -180,6 +185,7 @@ struct Worker {
     fault: u64,
     host: Option<usize>,
     pin: bool,
+    nice: Option<i32>,
 }
 
 impl Switch {
@@ -307,6 +313,7 @@ impl Switch {
                 shared: Arc::clone(&shared),
                 host,
                 pin: cfg.pin,
+                nice: cfg.nice,
             };
             let pin_tx = pin_tx.clone();
             let h = std::thread::Builder::new()
@@ -398,7 +405,7 @@ impl Switch {
         let next = Arc::new(next);
         let t1 = Instant::now();
         let old = slot.publish(next);
-        let (parked, switch) = slot.wait(n, t1, || self.is_done());
+        let (parked, switch) = slot.wait(n, || self.is_done());
         self.reloads.fetch_add(1, Ordering::Relaxed);
         let previous = old.number;
         drop(old);
@@ -745,6 +752,9 @@ impl Worker {
         } else {
             None
         };
+        if let Some(n) = self.nice {
+            crate::pin::nice_current(n);
+        }
         let _ = pinned.send((self.id, cpu));
         let shared = Arc::clone(&self.shared);
         let _guard = StopOnPanic(Arc::clone(&shared));
@@ -930,7 +940,7 @@ impl Worker {
             self.switch_version();
         }
         self.run_frame(frame, port, queue, arrival_ns);
-        self.shared.slot.leave(self.id);
+        self.shared.slot.leave(self.id, self.ver.number);
     }
 
     /// Runs the chain on a frame of the right size (the worker is busy).

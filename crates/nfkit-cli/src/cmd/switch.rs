@@ -171,6 +171,10 @@ pub struct RunArgs {
     /// Do not pin workers to CPUs.
     #[arg(long)]
     no_pin: bool,
+    /// The workers' nice value (e.g. -10: favoured by the scheduler, so
+    /// a busy worker is preempted less; below 0 needs CAP_SYS_NICE).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    nice: Option<i32>,
     /// The final report as JSON.
     #[arg(long)]
     json: bool,
@@ -261,6 +265,7 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         workers,
         engine: a.engine.unwrap_or_else(Engine::best),
         pin: !a.no_pin,
+        nice: a.nice,
         host_port: host,
         linger: a.linger,
         auth,
