@@ -935,17 +935,6 @@ impl Worker {
             pc.oversize.add(1);
             return;
         }
-        // Busy from here, on the version published now.
-        if self.shared.slot.enter(self.id) != self.ver.number {
-            self.switch_version();
-        }
-        self.run_frame(frame, port, queue, arrival_ns);
-        self.shared.slot.leave(self.id, self.ver.number);
-    }
-
-    /// Runs the chain on a frame of the right size (the worker is busy).
-    fn run_frame(&mut self, frame: &mut Vec<u8>, port: usize, queue: u32, arrival_ns: u64) {
-        self.ver.frames.per_worker[self.id].add(1);
         if let Some(clock) = &self.clock {
             clock.0.store(arrival_ns, Ordering::Relaxed);
         }
@@ -960,9 +949,17 @@ impl Worker {
                 .saturating_sub(XDP_HEADROOM + 320)
                 .saturating_sub(frame.len()),
         };
+        // Busy only while the chain runs, on the version published now:
+        // a worker preempted anywhere else holds no reload up.
+        let slot = &self.shared.slot;
+        if slot.enter(self.id) != self.ver.number {
+            self.switch_version();
+        }
+        self.ver.frames.per_worker[self.id].add(1);
         let out = self
             .runner
             .run_packet(self.entry, frame, PacketCtx::XdpWith(&md), &self.opts);
+        self.shared.slot.leave(self.id, self.ver.number);
         let (act, arg, faulted) = action::resolve(out.result.ok(), self.fault);
         let c = &self.counters[self.id];
         if faulted {
