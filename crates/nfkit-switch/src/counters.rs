@@ -124,6 +124,8 @@ pub struct Stats {
     pub reload_failures: u64,
     /// Frames each version ran, in order.
     pub versions: Vec<crate::reload::VersionTotals>,
+    /// Authenticated updates applied and refused.
+    pub updates: crate::update::UpdateTotals,
 }
 
 impl Stats {
@@ -216,6 +218,25 @@ impl Stats {
             "faults: {}; dropped: no host port {}, no such port {}, controller full {}",
             self.faults, self.no_host_port, self.no_such_port, self.controller_full
         );
+        if self.updates.enabled {
+            let reasons: Vec<String> = self
+                .updates
+                .reasons
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "updates: {} applied, {} refused{}",
+                self.updates.applied,
+                self.updates.refused,
+                if reasons.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", reasons.join(", "))
+                }
+            );
+        }
         if self.reloads + self.reload_failures > 0 {
             let _ = writeln!(
                 s,
@@ -251,6 +272,8 @@ impl Stats {
             "version": self.version,
             "reloads": self.reloads,
             "reload_failures": self.reload_failures,
+            "versions": self.versions,
+            "updates": self.updates,
         })
     }
 }

@@ -27,11 +27,13 @@ use crate::port::{
     Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM,
 };
 use crate::reload::{lock, ReloadReport, Slot, Version, VersionTotals};
+use crate::update::{RefusalRecord, UpdateAuth, UpdateError, UpdateReport, UpdateState};
 use crate::SwitchError;
 use crossbeam_queue::ArrayQueue;
 use nfkit_abi::{maps as abi_maps, verdict, Hook, NfConfig};
 use nfkit_control::runner::{ScriptVm, STAT_NAMES};
 use nfkit_lang::Compiled;
+use nfkit_update::{Body, CodeFormat, Position};
 use nfkit_vm::ctx::{XdpMd, XDP_HEADROOM};
 use nfkit_vm::{Clock, Engine, PacketCtx, RunOptions, Runner, VmConfig};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -48,6 +50,10 @@ pub struct SwitchConfig {
     pub engine: Engine,
     /// Pin worker `i` to the `i`-th allowed CPU.
     pub pin: bool,
+    /// The workers' nice value (below 0: favoured by the scheduler over
+    /// other work on their CPUs, so a busy worker is preempted less and
+    /// takes a new version sooner; needs CAP_SYS_NICE). `None`: inherited.
+    pub nice: Option<i32>,
     /// The host port (index from 0) where PASS and HOST go; `None`: the
     /// first TAP port, if any.
     pub host_port: Option<usize>,
@@ -58,6 +64,9 @@ pub struct SwitchConfig {
     /// Keep running when every input is done (until stopped): a replay
     /// whose switch stays up for status and reloads.
     pub linger: bool,
+    /// Take authenticated updates ([`Switch::update`]) signed with these
+    /// keys; `None`: no updates.
+    pub auth: Option<UpdateAuth>,
 }
 
 impl Default for SwitchConfig {
@@ -66,10 +75,12 @@ impl Default for SwitchConfig {
             workers: 1,
             engine: Engine::best(),
             pin: true,
+            nice: None,
             host_port: None,
             controller_capacity: 1024,
             inbox_capacity: 1024,
             linger: false,
+            auth: None,
         }
     }
 }
@@ -126,6 +137,8 @@ pub struct Switch {
     threads: Vec<JoinHandle<Result<(), SwitchError>>>,
     replay: bool,
     pinned: Vec<Option<usize>>,
+    /// Authenticated updates: the verifier, counters and log.
+    updates: Option<Mutex<UpdateState>>,
 }
 
 /// One receive queue a worker polls.
@@ -172,6 +185,7 @@ struct Worker {
     fault: u64,
     host: Option<usize>,
     pin: bool,
+    nice: Option<i32>,
 }
 
 impl Switch {
@@ -299,6 +313,7 @@ impl Switch {
                 shared: Arc::clone(&shared),
                 host,
                 pin: cfg.pin,
+                nice: cfg.nice,
             };
             let pin_tx = pin_tx.clone();
             let h = std::thread::Builder::new()
@@ -327,6 +342,10 @@ impl Switch {
             threads,
             replay,
             pinned,
+            updates: cfg
+                .auth
+                .as_ref()
+                .map(|a| Mutex::new(UpdateState::new(a, 1))),
         })
     }
 
@@ -365,39 +384,190 @@ impl Switch {
     /// (`reload_failures`) and the running version goes on.
     pub fn reload(&self, compiled: &Compiled) -> Result<ReloadReport, SwitchError> {
         let _one = lock(&self.reloading);
-        let t0 = Instant::now();
-        let next = self.load_next(compiled).inspect_err(|_| {
+        let n = self.shared.slot.current().number + 1;
+        let (r, _) = self.reload_as(compiled, n).inspect_err(|_| {
             self.reload_failures.fetch_add(1, Ordering::Relaxed);
         })?;
+        Ok(r)
+    }
+
+    /// Loads `compiled` as version `n` and publishes it (the reload lock
+    /// held); gives the report and when it was published.
+    fn reload_as(
+        &self,
+        compiled: &Compiled,
+        n: u64,
+    ) -> Result<(ReloadReport, Instant), SwitchError> {
+        let t0 = Instant::now();
+        let next = self.load_next(compiled, n)?;
         let load = t0.elapsed();
-        let n = next.number;
         let slot = &self.shared.slot;
         let next = Arc::new(next);
         let t1 = Instant::now();
         let old = slot.publish(next);
-        let (parked, switch) = slot.wait(n, t1, || self.is_done());
+        let (parked, switch) = slot.wait(n, || self.is_done());
         self.reloads.fetch_add(1, Ordering::Relaxed);
         let previous = old.number;
         drop(old);
         slot.sweep();
-        Ok(ReloadReport {
-            version: n,
-            previous,
-            load,
-            switch,
-            workers: self.workers,
-            parked,
-        })
+        Ok((
+            ReloadReport {
+                version: n,
+                previous,
+                load,
+                switch,
+                workers: self.workers,
+                parked,
+            },
+            t1,
+        ))
     }
 
-    /// The next version of the chain, loaded (not yet published).
-    fn load_next(&self, compiled: &Compiled) -> Result<Version, SwitchError> {
+    /// Version `n` of the chain, loaded (not yet published).
+    fn load_next(&self, compiled: &Compiled, n: u64) -> Result<Version, SwitchError> {
         if compiled.hook != Hook::Switch {
             return Err(SwitchError::Hook(compiled.hook));
         }
         let cur = self.shared.slot.current();
         let script = ScriptVm::new_keeping(compiled, self.vm_config.clone(), &cur.script)?;
-        version(cur.number + 1, script, self.replay, self.workers)
+        version(n, script, self.replay, self.workers)
+    }
+
+    /// Applies an authenticated update message `bytes` (received at
+    /// `received`, from `source`, named in the log): verified first
+    /// (docs/update.md); new code for `pre` (a chain script, compiled by
+    /// `compile(name, source)` for the switch hook) is loaded and
+    /// published hitlessly as version N of the message; an entry update
+    /// writes one entry of a map of the running version. Anything
+    /// refused is counted per reason and logged, and changes nothing.
+    pub fn update(
+        &self,
+        bytes: &[u8],
+        source: &str,
+        received: Instant,
+        compile: &dyn Fn(&str, &str) -> Result<Compiled, String>,
+    ) -> Result<UpdateReport, UpdateError> {
+        let Some(state) = &self.updates else {
+            return Err(UpdateError::NotEnabled);
+        };
+        let _one = lock(&self.reloading);
+        let mut st = lock(state);
+        let t0 = Instant::now();
+        let checked = match st.verifier.check(bytes) {
+            Ok(v) => v,
+            Err(r) => {
+                let e = UpdateError::Refused(r);
+                st.refuse(source, &e);
+                return Err(e);
+            }
+        };
+        let verify = t0.elapsed();
+        let m = &checked.message;
+        let previous = st.verifier.current(&m.position);
+        let applied = self.apply(m, compile);
+        let (load, switch, parked, done) = match applied {
+            Ok(r) => r,
+            Err(e) => {
+                st.refuse(source, &e);
+                return Err(e);
+            }
+        };
+        st.verifier.accept(&checked);
+        st.applied();
+        Ok(UpdateReport {
+            position: m.position.to_string(),
+            kind: m.body.kind_name(),
+            version: m.version,
+            previous,
+            key_id: checked.key_id,
+            verify,
+            load,
+            switch,
+            total: done.saturating_duration_since(received),
+            workers: self.workers,
+            parked,
+        })
+    }
+
+    /// Applies a verified update: (load, switch, parked, when every
+    /// worker ran the new version or the entry was written).
+    fn apply(
+        &self,
+        m: &nfkit_update::Message,
+        compile: &dyn Fn(&str, &str) -> Result<Compiled, String>,
+    ) -> Result<(Duration, Duration, usize, Instant), UpdateError> {
+        if m.position != Position::Pre {
+            return Err(UpdateError::Unsupported(format!(
+                "position {}: this switch has one program position, `pre`",
+                m.position
+            )));
+        }
+        let t0 = Instant::now();
+        match &m.body {
+            Body::Code {
+                format: CodeFormat::ChainScript,
+                name,
+                bytes,
+            } => {
+                let text = std::str::from_utf8(bytes).map_err(|e| {
+                    UpdateError::Rejected(format!("script {name} is not UTF-8: {e}"))
+                })?;
+                let compiled = compile(name, text).map_err(UpdateError::Rejected)?;
+                let (r, published) = self
+                    .reload_as(&compiled, m.version)
+                    .map_err(|e| UpdateError::Rejected(e.to_string()))?;
+                let load = published.saturating_duration_since(t0);
+                Ok((load, r.switch, r.parked, published + r.switch))
+            }
+            Body::Code { format, .. } => Err(UpdateError::Unsupported(format!(
+                "code format {format:?}: this switch takes chain scripts"
+            ))),
+            Body::EntrySet { map, key, value } => {
+                let cur = self.shared.slot.current();
+                let mp = cur.vm.map(map).ok_or_else(|| {
+                    UpdateError::Rejected(format!("no map `{map}` in the running version"))
+                })?;
+                mp.update(key, value, 0)
+                    .map_err(|e| UpdateError::Rejected(format!("map `{map}`: {e}")))?;
+                let done = Instant::now();
+                Ok((done - t0, Duration::ZERO, 0, done))
+            }
+            Body::EntryDelete { map, key } => {
+                let cur = self.shared.slot.current();
+                let mp = cur.vm.map(map).ok_or_else(|| {
+                    UpdateError::Rejected(format!("no map `{map}` in the running version"))
+                })?;
+                mp.delete(key)
+                    .map_err(|e| UpdateError::Rejected(format!("map `{map}`: {e}")))?;
+                let done = Instant::now();
+                Ok((done - t0, Duration::ZERO, 0, done))
+            }
+        }
+    }
+
+    /// Counts and logs a refusal that did not come as an update message
+    /// (a plain reload asked of a switch that takes authenticated
+    /// updates only); gives the error to answer with.
+    pub fn refuse_unauthenticated(&self, source: &str) -> UpdateError {
+        let e = UpdateError::Refused(nfkit_update::Refusal::Unauthenticated);
+        if let Some(state) = &self.updates {
+            lock(state).refuse(source, &e);
+        }
+        e
+    }
+
+    /// Whether the switch takes authenticated updates only.
+    pub fn takes_updates(&self) -> bool {
+        self.updates.is_some()
+    }
+
+    /// The last refusals ([`crate::update::LOG_KEPT`] at most), oldest
+    /// first.
+    pub fn refusals(&self) -> Vec<RefusalRecord> {
+        self.updates
+            .as_ref()
+            .map(|s| lock(s).log())
+            .unwrap_or_default()
     }
 
     /// Counts a reload refused before it reached the switch (its script
@@ -429,6 +599,9 @@ impl Switch {
         let mut s = Stats::sum(&self.counters, &self.names);
         let cur = self.shared.slot.current();
         s.version = cur.number;
+        if let Some(u) = &self.updates {
+            s.updates = lock(u).totals(cur.number);
+        }
         (s.reloads, s.reload_failures) = self.reload_counts();
         s.versions = lock(&self.shared.slot.history)
             .iter()
@@ -579,6 +752,9 @@ impl Worker {
         } else {
             None
         };
+        if let Some(n) = self.nice {
+            crate::pin::nice_current(n);
+        }
         let _ = pinned.send((self.id, cpu));
         let shared = Arc::clone(&self.shared);
         let _guard = StopOnPanic(Arc::clone(&shared));
@@ -596,7 +772,8 @@ impl Worker {
         let mut batch = Batch::new();
         let mut idle: u32 = 0;
         loop {
-            // Once per iteration (not per frame): a new version?
+            // A new version? (Also read before every frame; here an idle
+            // worker lets the old version go.)
             if self.shared.slot.epoch() != self.ver.number {
                 self.switch_version();
             }
@@ -647,19 +824,13 @@ impl Worker {
                     break;
                 }
                 idle = idle.saturating_add(1);
-                // Parked while it yields or sleeps: a reload does not
-                // wait for this worker, which reads the epoch before its
-                // next frame.
-                let slot = &self.shared.slot;
-                slot.park(self.id, true);
-                if slot.epoch() == self.ver.number {
-                    if idle < 64 {
-                        std::thread::yield_now();
-                    } else {
-                        std::thread::sleep(Duration::from_micros(100));
-                    }
+                // Between frames (so a reload does not wait for it): it
+                // reads the epoch before its next frame.
+                if idle < 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(Duration::from_micros(100));
                 }
-                slot.park(self.id, false);
             } else {
                 idle = 0;
             }
@@ -692,10 +863,6 @@ impl Worker {
         let mut n: usize = 0;
         let shared = Arc::clone(&self.shared);
         while let Some(mut h) = shared.inboxes[self.id].pop() {
-            // A batch's worth at a time on one version.
-            if n > 0 && n.is_multiple_of(BATCH) && shared.slot.epoch() != self.ver.number {
-                self.switch_version();
-            }
             self.process(&mut h.buf, h.port, h.queue, h.arrival_ns);
             let _ = shared.free.push(h.buf);
             shared.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -768,7 +935,6 @@ impl Worker {
             pc.oversize.add(1);
             return;
         }
-        self.ver.frames.per_worker[self.id].add(1);
         if let Some(clock) = &self.clock {
             clock.0.store(arrival_ns, Ordering::Relaxed);
         }
@@ -783,9 +949,17 @@ impl Worker {
                 .saturating_sub(XDP_HEADROOM + 320)
                 .saturating_sub(frame.len()),
         };
+        // Busy only while the chain runs, on the version published now:
+        // a worker preempted anywhere else holds no reload up.
+        let slot = &self.shared.slot;
+        if slot.enter(self.id) != self.ver.number {
+            self.switch_version();
+        }
+        self.ver.frames.per_worker[self.id].add(1);
         let out = self
             .runner
             .run_packet(self.entry, frame, PacketCtx::XdpWith(&md), &self.opts);
+        self.shared.slot.leave(self.id, self.ver.number);
         let (act, arg, faulted) = action::resolve(out.result.ok(), self.fault);
         let c = &self.counters[self.id];
         if faulted {

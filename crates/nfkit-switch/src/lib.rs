@@ -14,6 +14,9 @@
 //! * [`pin`]: pinning workers to CPUs.
 //! * [`reload`]: hitless reloads ([`Switch::reload`]): versions of the
 //!   chain, published to the workers through an epoch.
+//! * [`update`]: authenticated live updates ([`Switch::update`]): the
+//!   message verified (crate `nfkit-update`), refusals counted and
+//!   logged, code published as a reload, entries written.
 //! * [`port`]: the port contract ([`port::RxQueue`], [`port::TxQueue`],
 //!   [`port::OpenPort`]), the port kinds ([`port::PortSpec`]), opening
 //!   any of them ([`port::any`]), the pcap ports ([`port::pcap`]) and
@@ -30,8 +33,10 @@ pub mod flow;
 pub mod pin;
 pub mod port;
 pub mod reload;
+pub mod update;
 
 pub use counters::Stats;
 pub use engine::{Switch, SwitchConfig};
 pub use error::SwitchError;
 pub use reload::{ReloadReport, Version};
+pub use update::{UpdateAuth, UpdateError, UpdateReport};

@@ -1,5 +1,5 @@
 //! Pinning a worker thread to a CPU: worker `i` runs on the `i`-th CPU
-//! (round robin) of those the process may use.
+//! (round robin) of those the process may use; and its nice value.
 
 /// Pins the calling thread to the `worker`-th allowed CPU (modulo their
 /// count). Returns the CPU, or `None` when the system refused.
@@ -19,5 +19,15 @@ pub fn pin_current(worker: usize) -> Option<usize> {
         let mut one: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut one);
         (libc::sched_setaffinity(0, size, &one) == 0).then_some(cpu)
+    }
+}
+
+/// Sets the calling thread's nice value (Linux: per thread; below 0
+/// needs CAP_SYS_NICE). True when the system took it.
+pub fn nice_current(nice: i32) -> bool {
+    // SAFETY: plain system calls on the calling thread's id.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) == 0
     }
 }

@@ -7,9 +7,11 @@
 //! epoch once per loop iteration (an atomic load: no lock on the packet
 //! path), and when it changed takes the new version and its runner
 //! (a lock taken once per reload), then acknowledges the version it
-//! runs. A batch started on a version finishes on it. A worker parked in
-//! an idle sleep counts as switched: it reads the epoch before its next
-//! frame. [`Slot::wait`] waits until every worker switched or is parked.
+//! runs. Each worker reads the epoch before every frame and marks itself
+//! busy while it runs one: a worker between frames (polling, flushing,
+//! idle, preempted) counts as switched, since it reads the epoch before
+//! its next frame. [`Slot::wait`] waits until every worker switched or
+//! is between frames: from then on no frame starts on the old version.
 
 use crate::counters::Counter;
 use nfkit_control::runner::ScriptVm;
@@ -134,9 +136,15 @@ pub(crate) struct Slot {
     acked: Vec<AtomicU64>,
     /// When each worker last switched (ns since `base`).
     acked_at: Vec<AtomicU64>,
+    /// When each worker last finished a frame on a version already
+    /// replaced (ns since `base`), and the epoch it saw then.
+    left_at: Vec<AtomicU64>,
+    left_epoch: Vec<AtomicU64>,
+    /// When the current version was published (ns since `base`).
+    published_at: AtomicU64,
     base: Instant,
-    /// Workers asleep (idle) or ended: they read the epoch before any
-    /// further frame.
+    /// Workers between frames (polling, idle, ended): they read the
+    /// epoch before any further frame.
     parked: Vec<AtomicBool>,
     /// Runners of versions left behind, dropped by the reloading thread
     /// (off the packet path).
@@ -154,8 +162,11 @@ impl Slot {
             current: Mutex::new(first),
             acked: (0..workers).map(|_| AtomicU64::new(n)).collect(),
             acked_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            left_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            left_epoch: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            published_at: AtomicU64::new(0),
             base: Instant::now(),
-            parked: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            parked: (0..workers).map(|_| AtomicBool::new(true)).collect(),
             retired: Mutex::new(Vec::new()),
         }
     }
@@ -175,18 +186,58 @@ impl Slot {
     /// Worker `id` runs version `n` now.
     pub(crate) fn ack(&self, id: usize, n: u64) {
         if let Some(t) = self.acked_at.get(id) {
-            t.store(self.base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+            t.store(self.now_ns(), Ordering::SeqCst);
         }
         if let Some(a) = self.acked.get(id) {
             a.store(n, Ordering::SeqCst);
         }
     }
 
-    /// Worker `id` parks (true: about to sleep or ended) or wakes.
+    /// Worker `id` parks (true: between frames, or ended) or wakes.
     pub(crate) fn park(&self, id: usize, parked: bool) {
         if let Some(p) = self.parked.get(id) {
             p.store(parked, Ordering::SeqCst);
         }
+    }
+
+    /// Worker `id` starts a frame: busy, then the epoch read (in this
+    /// order, both sequentially consistent, so a publisher that saw it
+    /// between frames knows it will see the new epoch).
+    #[inline]
+    pub(crate) fn enter(&self, id: usize) -> u64 {
+        if let Some(p) = self.parked.get(id) {
+            p.store(false, Ordering::SeqCst);
+        }
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Worker `id` finished its frame, run on version `ran`; if that one
+    /// was replaced meanwhile, it notes when (once per reload: the clock
+    /// is read only then).
+    #[inline]
+    pub(crate) fn leave(&self, id: usize, ran: u64) {
+        let e = self.epoch.load(Ordering::SeqCst);
+        if e != ran {
+            self.left_old(id, e);
+        }
+        if let Some(p) = self.parked.get(id) {
+            p.store(true, Ordering::Release);
+        }
+    }
+
+    #[cold]
+    fn left_old(&self, id: usize, epoch: u64) {
+        if let (Some(t), Some(e)) = (self.left_at.get(id), self.left_epoch.get(id)) {
+            if e.load(Ordering::Relaxed) != epoch {
+                t.store(self.now_ns(), Ordering::SeqCst);
+                e.store(epoch, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Nanoseconds since `base`.
+    fn now_ns(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
     }
 
     /// Publishes `v`; gives the version it replaces (the caller drops
@@ -196,6 +247,7 @@ impl Slot {
         let n = v.number;
         lock(&self.history).push(Arc::clone(&v.frames));
         let old = std::mem::replace(&mut *lock(&self.current), v);
+        self.published_at.store(self.now_ns(), Ordering::SeqCst);
         self.epoch.store(n, Ordering::SeqCst);
         old
     }
@@ -206,65 +258,61 @@ impl Slot {
         drop(gone);
     }
 
-    /// Waits until every worker acknowledged version `n` or is parked
-    /// (or `give_up` says so); gives how many were parked and the time
-    /// from `published` to the last worker's switch (taken by the
-    /// workers themselves, so the waiter's own scheduling delay is not
-    /// in it; parked workers count as switched at `published`).
-    pub(crate) fn wait(
-        &self,
-        n: u64,
-        published: Instant,
-        give_up: impl Fn() -> bool,
-    ) -> (usize, Duration) {
-        let (parked, switched) = self.wait_all(n, give_up);
-        let from = published.saturating_duration_since(self.base);
-        let last = switched
-            .iter()
-            .filter_map(|&w| self.acked_at.get(w))
-            .map(|t| Duration::from_nanos(t.load(Ordering::SeqCst)))
-            .max()
-            .unwrap_or(from);
-        (parked, last.saturating_sub(from))
-    }
-
-    /// Waits as [`Slot::wait`] says; gives the parked count and the
-    /// workers that switched.
-    fn wait_all(&self, n: u64, give_up: impl Fn() -> bool) -> (usize, Vec<usize>) {
+    /// Waits until no worker runs a frame on an old version any more
+    /// (or `give_up` says so). A worker that was between frames when `n`
+    /// was published reads the epoch before its next frame: it switched
+    /// then. One that was running a frame notes when that frame ended
+    /// ([`Slot::leave`]). Gives how many workers were between frames and
+    /// the time from publishing to the end of the last frame on the old
+    /// version, as the workers took it (the waiter's own scheduling
+    /// delays are not in it).
+    pub(crate) fn wait(&self, n: u64, give_up: impl Fn() -> bool) -> (usize, Duration) {
+        let from = self.published_at.load(Ordering::SeqCst);
+        // None: still running a frame on the old version; Some(t): no
+        // more frames on it from t on (ns since `base`).
+        let mut done: Vec<Option<u64>> = vec![None; self.parked.len()];
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            let mut parked = 0;
-            let mut all = true;
-            let mut switched = Vec::new();
-            for (w, (a, p)) in self.acked.iter().zip(&self.parked).enumerate() {
-                if a.load(Ordering::SeqCst) == n {
-                    switched.push(w);
+            for (w, d) in done.iter_mut().enumerate() {
+                if d.is_some() {
                     continue;
                 }
-                if p.load(Ordering::SeqCst) {
-                    parked += 1;
-                    continue;
-                }
-                all = false;
-                break;
+                // Between frames or on `n` first, then the record: a
+                // worker notes the end of an old frame before it marks
+                // itself between frames.
+                let settled = self.parked[w].load(Ordering::SeqCst)
+                    || self.acked[w].load(Ordering::SeqCst) == n;
+                let left = (self.left_epoch[w].load(Ordering::SeqCst) == n)
+                    .then(|| self.left_at[w].load(Ordering::SeqCst));
+                *d = match (left, settled) {
+                    (Some(t), _) => Some(t.max(from)),
+                    (None, true) => Some(from),
+                    (None, false) => None,
+                };
             }
-            if all {
-                return (parked, switched);
+            if done.iter().all(Option::is_some) {
+                let last = done.iter().flatten().copied().max().unwrap_or(from);
+                let busy = (0..self.parked.len())
+                    .filter(|&w| self.left_epoch[w].load(Ordering::SeqCst) == n)
+                    .count();
+                return (
+                    self.parked.len() - busy,
+                    Duration::from_nanos(last.saturating_sub(from)),
+                );
             }
             spins += 1;
             if spins > 256 && (give_up() || start.elapsed() > Duration::from_secs(10)) {
-                return (parked, switched);
+                return (0, start.elapsed());
             }
-            // Spin briefly, then give the CPU away: with as many busy
-            // workers as CPUs, a spinning waiter delays the very worker
-            // it waits for.
+            // Spin briefly, then sleep: with as many busy workers as
+            // CPUs, a waiter that stays runnable (spinning or yielding)
+            // takes the CPU of the very worker it waits for. The times
+            // are the workers' own, so sleeping longer does not count.
             if spins < 256 {
                 std::hint::spin_loop();
-            } else if start.elapsed() < Duration::from_millis(2) {
-                std::thread::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                std::thread::sleep(Duration::from_micros(10));
             }
         }
     }

@@ -8,12 +8,11 @@
 //! reload time distribution (`--nocapture`).
 
 mod common;
+use common::numbered::{percentile, Traffic};
 use common::*;
-use nfkit_switch::port::{Batch, OpenPort, OutFrame, PortError, PortStats, RxQueue, TxQueue};
 use nfkit_switch::{Switch, SwitchConfig};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Marks each frame (payload byte 4) with `mark`, counts it per CPU and
 /// sends it back out (TX).
@@ -30,76 +29,9 @@ fn script(mark: char) -> String {
     )
 }
 
-/// Numbered frames (payload bytes 0..4: the number, little endian)
-/// from a counter shared by every queue, at [`RATE`] frames per ms
-/// (at most [`CAP`] in all) while `on`; never finishes.
-struct Numbered {
-    next: Arc<AtomicU32>,
-    on: Arc<AtomicBool>,
-    start: Instant,
-}
-
-impl RxQueue for Numbered {
-    fn recv(&mut self, batch: &mut Batch, _timeout: Duration) -> Result<usize, PortError> {
-        batch.len = 0;
-        // Small batches: the traffic lasts through every reload.
-        while batch.len < 8 {
-            let n = self.next.load(Ordering::SeqCst);
-            let due = (self.start.elapsed().as_micros() as u64 * RATE / 1000).min(CAP);
-            if !self.on.load(Ordering::SeqCst) || u64::from(n) >= due {
-                break;
-            }
-            if self
-                .next
-                .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
-                .is_err()
-            {
-                continue;
-            }
-            let mut payload = n.to_le_bytes().to_vec();
-            payload.extend_from_slice(&[0, 0, 0, 0]);
-            let f = udp4(
-                [10, 1, (n >> 8) as u8, n as u8],
-                [10, 2, 0, 1],
-                1000 + (n % 7) as u16,
-                53,
-                0,
-                64,
-                &payload,
-            );
-            let b = &mut batch.frames[batch.len];
-            b.clear();
-            b.extend_from_slice(&f);
-            batch.arrival_ns[batch.len] = 0;
-            batch.len += 1;
-        }
-        Ok(batch.len)
-    }
-}
-
-/// Keeps (number, mark) of every frame sent.
-struct Record(Arc<Mutex<Vec<(u32, u8)>>>);
-
-impl TxQueue for Record {
-    fn send(&mut self, frames: &[OutFrame<'_>]) -> Result<usize, PortError> {
-        let mut out = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for f in frames {
-            let d = f.data;
-            let n = u32::from_le_bytes([d[42], d[43], d[44], d[45]]);
-            out.push((n, d[46]));
-        }
-        Ok(frames.len())
-    }
-}
-
 /// Frames the source gives per millisecond, and in all.
 const RATE: u64 = 1000;
 const CAP: u64 = 4_000_000;
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 /// `reloads` reloads alternating versions B and A (A first) under
 /// traffic with `workers` workers and `queues` receive queues.
@@ -113,33 +45,7 @@ fn reloads_under_traffic(workers: usize, queues: usize, reloads: usize) {
         };
         nfkit_lang::compile("x.py", &script('X'), &opts).expect("compile")
     };
-    let next = Arc::new(AtomicU32::new(0));
-    let on = Arc::new(AtomicBool::new(true));
-    let start = Instant::now();
-    // One record per worker, allocated up front (no contention, no
-    // growth while the switch runs).
-    let room = CAP as usize;
-    let sent: Vec<_> = (0..workers)
-        .map(|_| Arc::new(Mutex::new(Vec::with_capacity(room))))
-        .collect();
-    let port = OpenPort {
-        spec: "live:afpacket".parse().expect("spec"),
-        ifindex: 1,
-        rx: (0..queues)
-            .map(|_| {
-                Box::new(Numbered {
-                    next: Arc::clone(&next),
-                    on: Arc::clone(&on),
-                    start,
-                }) as Box<dyn RxQueue>
-            })
-            .collect(),
-        tx: sent
-            .iter()
-            .map(|s| Box::new(Record(Arc::clone(s))) as Box<dyn TxQueue>)
-            .collect(),
-        close: Some(Box::new(|| Ok(PortStats::default()))),
-    };
+    let (traffic, port) = Traffic::port(workers, queues, RATE, CAP);
     let cfg = SwitchConfig {
         workers,
         pin: false,
@@ -167,10 +73,10 @@ fn reloads_under_traffic(workers: usize, queues: usize, reloads: usize) {
         switch_us.push(r.switch.as_secs_f64() * 1e6);
         load_us.push(r.load.as_secs_f64() * 1e6);
     }
-    on.store(false, Ordering::SeqCst);
+    traffic.stop();
     // Every frame given is processed and sent.
     let given = loop {
-        let n = u64::from(next.load(Ordering::SeqCst));
+        let n = traffic.given();
         let s = sw.stats();
         if s.ports[0].tx == n {
             break n;
@@ -192,12 +98,8 @@ fn reloads_under_traffic(workers: usize, queues: usize, reloads: usize) {
     assert_eq!(stats.version, reloads as u64 + 2);
     assert!(given > reloads as u64, "traffic flowed: {given} frames");
     // Each frame out exactly once.
-    let mut out: Vec<(u32, u8)> = sent
-        .iter()
-        .flat_map(|s| std::mem::take(&mut *s.lock().unwrap_or_else(|p| p.into_inner())))
-        .collect();
+    let out = traffic.out();
     assert_eq!(out.len() as u64, given);
-    out.sort_unstable();
     for (i, (n, _)) in out.iter().enumerate() {
         assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
     }

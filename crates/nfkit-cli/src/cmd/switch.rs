@@ -15,6 +15,12 @@
 //! `nfkit switch status [NAME] [--json]`, `nfkit switch reload NAME
 //! SCRIPT [--json]` (a hitless reload, compiled in the switch's
 //! process) and `nfkit switch stop NAME` talk to it.
+//!
+//! With `--key FILE` the switch takes authenticated updates only
+//! (docs/update.md): `nfkit switch update --switch NAME|ADDR --position
+//! pre SCRIPT --key FILE [--version N]` signs one and sends it over the
+//! control socket or, with `--update-listen udp:ADDR|tcp:ADDR`, over
+//! the network; `nfkit switch keygen FILE` makes a key file.
 
 use super::switch_ctl;
 use anyhow::{anyhow, bail, Context};
@@ -22,7 +28,9 @@ use nfkit_abi::verdict::Action;
 use nfkit_abi::Hook;
 use nfkit_pcap::Packet;
 use nfkit_switch::port::{any, PortSpec};
-use nfkit_switch::{Stats, Switch, SwitchConfig};
+use nfkit_switch::{Stats, Switch, SwitchConfig, UpdateAuth};
+use nfkit_update::message::CodeFormat;
+use nfkit_update::{Body, Key, KeyRing, Message, Position};
 use nfkit_vm::Engine;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -45,6 +53,62 @@ pub enum Command {
     Stop(StopArgs),
     /// Dump a map of a running switch's chain (its running version).
     Map(MapArgs),
+    /// Send a signed update (new code, or a map entry) to a switch
+    /// started with --key.
+    Update(UpdateArgs),
+    /// Make a key file for updates (mode 0600), or add a key to one.
+    Keygen(KeygenArgs),
+}
+
+#[derive(clap::Args)]
+pub struct UpdateArgs {
+    /// The switch: its NAME (its control socket), or udp:HOST:PORT or
+    /// tcp:HOST:PORT (its --update-listen address).
+    #[arg(long = "switch", value_name = "NAME|ADDR")]
+    switch: String,
+    /// The position: pre (table:NAME and post:PORT are reserved).
+    #[arg(long, default_value = "pre")]
+    position: Position,
+    /// The new code: a chain script (compiled here first to check it;
+    /// the switch compiles it again for its hook).
+    script: Option<PathBuf>,
+    /// Set an entry instead: MAP KEY VALUE (key and value as hex bytes).
+    #[arg(long = "set", num_args = 3, value_names = ["MAP", "KEY", "VALUE"])]
+    set: Option<Vec<String>>,
+    /// Delete an entry instead: MAP KEY (hex bytes).
+    #[arg(long = "delete", num_args = 2, value_names = ["MAP", "KEY"])]
+    delete: Option<Vec<String>>,
+    /// The key file (it must not be readable by group or others).
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// The key to sign with (default: the highest id in the file).
+    #[arg(long = "key-id", value_name = "ID")]
+    key_id: Option<u32>,
+    /// The new version (above the running one; default: the running one
+    /// + 1, asked of a switch given by NAME).
+    #[arg(long, value_name = "N")]
+    version: Option<u64>,
+    /// The switch id the update is for (default: NAME; needed with an
+    /// address).
+    #[arg(long, value_name = "NAME")]
+    target: Option<String>,
+    /// Directories with users' NF objects (also NFKIT_NF_PATH).
+    #[arg(long = "nf-path", value_name = "DIR")]
+    nf_path: Vec<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct KeygenArgs {
+    /// The key file to make (refused if it exists, unless --add).
+    file: PathBuf,
+    /// The new key's id (default: 1, or with --add the highest + 1).
+    #[arg(long, value_name = "ID")]
+    id: Option<u32>,
+    /// Add a key to an existing file (rotation).
+    #[arg(long)]
+    add: bool,
 }
 
 #[derive(clap::Args)]
@@ -107,6 +171,10 @@ pub struct RunArgs {
     /// Do not pin workers to CPUs.
     #[arg(long)]
     no_pin: bool,
+    /// The workers' nice value (e.g. -10: favoured by the scheduler, so
+    /// a busy worker is preempted less; below 0 needs CAP_SYS_NICE).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    nice: Option<i32>,
     /// The final report as JSON.
     #[arg(long)]
     json: bool,
@@ -117,6 +185,14 @@ pub struct RunArgs {
     /// Directories with users' NF objects (also NFKIT_NF_PATH).
     #[arg(long = "nf-path", value_name = "DIR")]
     nf_path: Vec<String>,
+    /// Take authenticated updates (`nfkit switch update`) signed with a
+    /// key of this file, which must not be readable by group or others;
+    /// plain reloads are then refused.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Also take updates on this address (needs --key; repeatable).
+    #[arg(long = "update-listen", value_name = "udp:ADDR|tcp:ADDR")]
+    update_listen: Vec<switch_ctl::UpdateAddr>,
 }
 
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
@@ -126,6 +202,8 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Reload(a) => reload(a),
         Command::Stop(a) => stop(a),
         Command::Map(a) => map(a),
+        Command::Update(a) => update(a),
+        Command::Keygen(a) => keygen(a),
     }
 }
 
@@ -162,15 +240,35 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         .map(|h| host_index(h, &a.ports))
         .transpose()?;
     let workers = a.workers.max(1);
+    let auth = match &a.key {
+        Some(path) => Some(UpdateAuth {
+            switch_id: a.name.clone(),
+            keys: KeyRing::load(path).map_err(|e| anyhow!("switch {}: {e}", a.name))?,
+        }),
+        None if !a.update_listen.is_empty() => {
+            bail!("switch {}: --update-listen needs --key FILE", a.name)
+        }
+        None => None,
+    };
     let stop = nfkit_traffic::stop_on_signals()?;
-    let server = switch_ctl::Server::start(&a.name)?;
+    let (req_tx, requests) = std::sync::mpsc::channel();
+    let server = switch_ctl::Server::start(&a.name, req_tx.clone())?;
+    let mut listeners = Vec::new();
+    for addr in &a.update_listen {
+        let l = switch_ctl::Listener::start(&a.name, addr, req_tx.clone())?;
+        eprintln!("switch {}: taking updates on {}", a.name, l.local);
+        listeners.push(l);
+    }
+    drop(req_tx);
     let ports = any::open_all(&a.ports, workers).map_err(|e| anyhow!("switch {}: {e}", a.name))?;
     let cfg = SwitchConfig {
         workers,
         engine: a.engine.unwrap_or_else(Engine::best),
         pin: !a.no_pin,
+        nice: a.nice,
         host_port: host,
         linger: a.linger,
+        auth,
         ..SwitchConfig::default()
     };
     let sw =
@@ -186,22 +284,16 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut last = sw.stats();
     let mut last_t = start;
     while !sw.is_done() {
-        let next = match &server {
-            Some(s) => match s.requests.recv_timeout(Duration::from_millis(100)) {
-                Ok(p) => Some(p),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(Duration::from_millis(100));
-                    None
-                }
-            },
-            None => {
+        let next = match requests.recv_timeout(Duration::from_millis(100)) {
+            Ok(p) => Some(p),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
                 std::thread::sleep(Duration::from_millis(100));
                 None
             }
         };
         if let Some(p) = next {
-            let answer = answer(&p.req, &sw, &a, start);
+            let answer = answer(&p, &sw, &a, start);
             let _ = p.reply.send(answer);
         }
         ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
@@ -217,6 +309,7 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     drop(server);
+    drop(listeners);
     let (stats, port_stats) = sw.finish().map_err(|e| anyhow!("switch {}: {e}", a.name))?;
     ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
     if let Some(path) = &a.controller {
@@ -260,8 +353,9 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The answer to one control request.
-fn answer(req: &serde_json::Value, sw: &Switch, a: &RunArgs, start: Instant) -> serde_json::Value {
+fn answer(p: &switch_ctl::Pending, sw: &Switch, a: &RunArgs, start: Instant) -> serde_json::Value {
     use serde_json::json;
+    let req = &p.req;
     match req["op"].as_str() {
         Some("status") => {
             let mut v = sw.stats().json();
@@ -271,7 +365,43 @@ fn answer(req: &serde_json::Value, sw: &Switch, a: &RunArgs, start: Instant) -> 
             v["uptime_s"] = start.elapsed().as_secs_f64().into();
             v["script"] = a.script.display().to_string().into();
             v["engine"] = sw.script().engine().engine().name().into();
+            v["update_listen"] = a
+                .update_listen
+                .iter()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+                .into();
             json!({"ok": true, "status": v})
+        }
+        Some("update") => {
+            let Some(bytes) = req["message"].as_str().and_then(nfkit_update::hex::decode) else {
+                return json!({"ok": false, "error": "update: no \"message\" (hex bytes)"});
+            };
+            let compile = |name: &str, source: &str| compile_source(name, source, &a.nf_path);
+            match sw.update(&bytes, &p.source, p.received, &compile) {
+                Ok(r) => json!({"ok": true, "update": r}),
+                Err(e) => {
+                    eprintln!(
+                        "switch {}: update from {} refused ({}): {e}",
+                        a.name,
+                        p.source,
+                        e.reason()
+                    );
+                    json!({"ok": false, "reason": e.reason(), "error": e.to_string()})
+                }
+            }
+        }
+        Some("reload") if sw.takes_updates() => {
+            let e = sw.refuse_unauthenticated(&format!("{} (plain reload)", p.source));
+            eprintln!(
+                "switch {}: reload from {} refused ({}): this switch takes authenticated updates only",
+                a.name,
+                p.source,
+                e.reason()
+            );
+            json!({"ok": false, "reason": e.reason(), "error": format!(
+                "{e}: this switch takes authenticated updates only (nfkit switch update --key FILE)"
+            )})
         }
         Some("reload") => {
             let Some(path) = req["script"].as_str() else {
@@ -320,11 +450,21 @@ fn answer(req: &serde_json::Value, sw: &Switch, a: &RunArgs, start: Instant) -> 
 /// Compiles a reload's script for the switch hook; the error as text.
 fn compile_reload(path: &str, nf_path: &[String]) -> Result<nfkit_lang::Compiled, String> {
     let source = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    compile_source(path, &source, nf_path)
+}
+
+/// Compiles an update's script `source` (named `name`) for the switch
+/// hook; the error as text.
+fn compile_source(
+    name: &str,
+    source: &str,
+    nf_path: &[String],
+) -> Result<nfkit_lang::Compiled, String> {
     let opts = nfkit_lang::Options {
         search: nfkit_nf::SearchPath::from_env(nf_path),
         hook: Some(Hook::Switch),
     };
-    nfkit_lang::compile(path, &source, &opts).map_err(|e| e.to_string())
+    nfkit_lang::compile(name, source, &opts).map_err(|e| e.to_string())
 }
 
 /// `nfkit switch status [NAME]`.
@@ -398,6 +538,37 @@ fn status_text(v: &serde_json::Value) -> String {
             p["rx"],
             p["tx"],
             p["tx_dropped"]
+        );
+    }
+    let u = &v["updates"];
+    if u["enabled"] == true {
+        let reasons: Vec<String> = u["reasons"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  updates: {} applied, {} refused{}; pre at version {}{}",
+            u["applied"],
+            u["refused"],
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            },
+            u["positions"]["pre"],
+            match v["update_listen"].as_array() {
+                Some(l) if !l.is_empty() => format!(
+                    "; listening on {}",
+                    l.iter()
+                        .filter_map(|x| x.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => String::new(),
+            }
         );
     }
     let verdicts: Vec<String> = v["verdicts"]
@@ -544,4 +715,161 @@ fn rates(name: &str, t: Duration, a: &Stats, b: &Stats, dt: f64) -> String {
         parts.push(acts.join(" "));
     }
     parts.join(" | ")
+}
+
+/// `nfkit switch update`: signs an update and sends it.
+fn update(a: UpdateArgs) -> anyhow::Result<ExitCode> {
+    let keys = KeyRing::load(&a.key)?;
+    let key: &Key = match a.key_id {
+        Some(id) => keys
+            .get(id)
+            .ok_or_else(|| anyhow!("key file {}: no key id {id}", a.key.display()))?,
+        None => keys
+            .newest()
+            .ok_or_else(|| anyhow!("key file {}: no keys", a.key.display()))?,
+    };
+    let remote: Option<switch_ctl::UpdateAddr> =
+        if a.switch.starts_with("udp:") || a.switch.starts_with("tcp:") {
+            Some(
+                a.switch
+                    .parse()
+                    .map_err(|e: String| anyhow!("--switch {e}"))?,
+            )
+        } else {
+            None
+        };
+    let target = match (&a.target, &remote) {
+        (Some(t), _) => t.clone(),
+        (None, None) => a.switch.clone(),
+        (None, Some(addr)) => bail!(
+            "--switch {addr}: give the switch's name with --target NAME (updates name their switch)"
+        ),
+    };
+    let hex = |what: &str, t: &str| {
+        nfkit_update::hex::decode(t).ok_or_else(|| anyhow!("{what} `{t}`: expected hex bytes"))
+    };
+    let body = match (&a.script, &a.set, &a.delete) {
+        (Some(path), None, None) => {
+            let shown = path.display().to_string();
+            let source =
+                std::fs::read_to_string(path).with_context(|| format!("reading {shown}"))?;
+            if super::compile::compile_with(&shown, &source, &a.nf_path, Some(Hook::Switch))?
+                .is_none()
+            {
+                return Ok(ExitCode::from(1));
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or(shown);
+            Body::Code {
+                format: CodeFormat::ChainScript,
+                name,
+                bytes: source.into_bytes(),
+            }
+        }
+        (None, Some(set), None) => Body::EntrySet {
+            map: set[0].clone(),
+            key: hex("key", &set[1])?,
+            value: hex("value", &set[2])?,
+        },
+        (None, None, Some(del)) => Body::EntryDelete {
+            map: del[0].clone(),
+            key: hex("key", &del[1])?,
+        },
+        _ => bail!("give one of SCRIPT, --set MAP KEY VALUE or --delete MAP KEY"),
+    };
+    let version = match (a.version, &remote) {
+        (Some(v), _) => v,
+        (None, Some(addr)) => {
+            bail!("--switch {addr}: give the new version with --version N (above the running one)")
+        }
+        (None, None) => {
+            let v = switch_ctl::request(&a.switch, &serde_json::json!({"op": "status"}))?;
+            let st = &v["status"];
+            let running = st["updates"]["positions"][a.position.to_string()]
+                .as_u64()
+                .or_else(|| st["version"].as_u64())
+                .unwrap_or(0);
+            running + 1
+        }
+    };
+    let msg = Message::new(&target, a.position.clone(), version, body)?.seal(key)?;
+    let v = match &remote {
+        Some(addr) => switch_ctl::send_update(addr, &msg)?,
+        None => switch_ctl::request(
+            &a.switch,
+            &serde_json::json!({"op": "update", "message": nfkit_update::hex::encode(&msg)}),
+        )?,
+    };
+    if v["ok"] != true {
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        eprintln!(
+            "switch {}: update to version {version} at {} refused; still running the previous version: {}",
+            a.switch,
+            a.position,
+            v["error"].as_str().unwrap_or("refused")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let r = &v["update"];
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        let us = |k: &str| r[k].as_f64().unwrap_or(0.0);
+        println!(
+            "switch {}: {} now at version {} ({}, key {}; received -> all {} workers in {:.1} µs: \
+             verify {:.1} µs, load {:.0} µs, switch {:.1} µs)",
+            a.switch,
+            a.position,
+            r["version"],
+            r["kind"].as_str().unwrap_or("?"),
+            r["key_id"],
+            r["workers"],
+            us("total"),
+            us("verify"),
+            us("load"),
+            us("switch"),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nfkit switch keygen FILE [--id N] [--add]`.
+fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
+    let path = &a.file;
+    if a.add {
+        let ring = KeyRing::load(path)?;
+        let id = match a.id {
+            Some(id) => id,
+            None => ring
+                .ids()
+                .last()
+                .copied()
+                .unwrap_or(0)
+                .checked_add(1)
+                .ok_or_else(|| anyhow!("key file {}: no key id left", path.display()))?,
+        };
+        if ring.get(id).is_some() {
+            bail!("key file {}: key id {id} exists", path.display());
+        }
+        let mut keys: Vec<Key> = ring
+            .ids()
+            .iter()
+            .filter_map(|i| ring.get(*i).cloned())
+            .collect();
+        keys.push(Key::generate(id)?);
+        let tmp = path.with_extension("new");
+        let _ = std::fs::remove_file(&tmp);
+        KeyRing::new(keys).write_new(&tmp)?;
+        std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+        println!("key {id} added to {}", path.display());
+    } else {
+        let id = a.id.unwrap_or(1);
+        KeyRing::new([Key::generate(id)?]).write_new(path)?;
+        println!("key {id} written to {} (mode 0600)", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod numbered;
+
 use nfkit_abi::verdict::Action;
 use nfkit_abi::Hook;
 use nfkit_control::runner::ScriptVm;

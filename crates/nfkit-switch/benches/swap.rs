@@ -1,0 +1,263 @@
+//! Swap time of authenticated updates (`make bench`; issue 17 item 5):
+//! signed code updates alternating two chain scripts sent to a switch
+//! while numbered frames flow, with one worker, two workers on two
+//! queues and two workers dispatching from one queue, workers at the
+//! default nice value and at nice -10. Per configuration: the time from
+//! publishing the new version to every worker on it (`switch`; the goal
+//! is p99 ≤ 20 µs), from the message received to every worker on it
+//! (`total`: verify + compile + load + switch), the verification alone,
+//! and frames lost (must be 0). The table goes to standard output and
+//! `target/nfkit-bench/switch-swap.md`. NFKIT_BENCH_QUICK=1: fewer
+//! updates.
+
+use nfkit_lang::Compiled;
+use nfkit_switch::port::{Batch, OpenPort, OutFrame, PortError, PortStats, RxQueue, TxQueue};
+use nfkit_switch::{Switch, SwitchConfig, UpdateAuth};
+use nfkit_update::message::CodeFormat;
+use nfkit_update::{Body, Key, KeyRing, Message, Position};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn script(mark: char) -> String {
+    format!(
+        "from nf.classify import every_packet\n\
+         def main() -> u64:\n\
+         \x20   Packet.write_u8(46, u8({}))\n\
+         \x20   return TX\n\
+         every_packet(main)\n",
+        mark as u32
+    )
+}
+
+fn compile(name: &str, source: &str) -> Result<Compiled, String> {
+    let opts = nfkit_lang::Options {
+        hook: Some(nfkit_abi::Hook::Switch),
+        ..nfkit_lang::Options::default()
+    };
+    nfkit_lang::compile(name, source, &opts).map_err(|e| e.to_string())
+}
+
+/// A UDP frame whose payload starts with its number.
+fn frame(n: u32) -> [u8; 60] {
+    let mut f = [0u8; 60];
+    f[12] = 0x08; // IPv4
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&46u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17; // UDP
+    f[26..30].copy_from_slice(&[10, 1, (n >> 8) as u8, n as u8]);
+    f[30..34].copy_from_slice(&[10, 2, 0, 1]);
+    f[34..36].copy_from_slice(&(1000 + (n % 7) as u16).to_be_bytes());
+    f[36..38].copy_from_slice(&53u16.to_be_bytes());
+    f[38..40].copy_from_slice(&26u16.to_be_bytes());
+    f[42..46].copy_from_slice(&n.to_le_bytes());
+    f
+}
+
+/// `rate` numbered frames per ms while `on`.
+struct Source {
+    next: Arc<AtomicU32>,
+    on: Arc<AtomicBool>,
+    start: Instant,
+    rate: u64,
+}
+
+impl RxQueue for Source {
+    fn recv(&mut self, batch: &mut Batch, _timeout: Duration) -> Result<usize, PortError> {
+        batch.len = 0;
+        while batch.len < 8 {
+            let n = self.next.load(Ordering::SeqCst);
+            let due = self.start.elapsed().as_micros() as u64 * self.rate / 1000;
+            if !self.on.load(Ordering::SeqCst) || u64::from(n) >= due {
+                break;
+            }
+            if self
+                .next
+                .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                continue;
+            }
+            let b = &mut batch.frames[batch.len];
+            b.clear();
+            b.extend_from_slice(&frame(n));
+            batch.arrival_ns[batch.len] = 0;
+            batch.len += 1;
+        }
+        Ok(batch.len)
+    }
+}
+
+/// Counts frames sent.
+struct Count(Arc<AtomicU64>);
+
+impl TxQueue for Count {
+    fn send(&mut self, frames: &[OutFrame<'_>]) -> Result<usize, PortError> {
+        self.0.fetch_add(frames.len() as u64, Ordering::Relaxed);
+        Ok(frames.len())
+    }
+}
+
+struct Row {
+    label: String,
+    switch: Vec<f64>,
+    total: Vec<f64>,
+    verify: Vec<f64>,
+    frames: u64,
+    lost: u64,
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[(((v.len() - 1) as f64) * p).round() as usize]
+}
+
+fn run(workers: usize, queues: usize, nice: Option<i32>, rate: u64, updates: usize) -> Row {
+    let next = Arc::new(AtomicU32::new(0));
+    let on = Arc::new(AtomicBool::new(true));
+    let sent = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let port = OpenPort {
+        spec: "live:afpacket".parse().expect("spec"),
+        ifindex: 1,
+        rx: (0..queues)
+            .map(|_| {
+                Box::new(Source {
+                    next: Arc::clone(&next),
+                    on: Arc::clone(&on),
+                    start,
+                    rate,
+                }) as Box<dyn RxQueue>
+            })
+            .collect(),
+        tx: (0..workers)
+            .map(|_| Box::new(Count(Arc::clone(&sent))) as Box<dyn TxQueue>)
+            .collect(),
+        close: Some(Box::new(|| Ok(PortStats::default()))),
+    };
+    let key = Key::new(1, [7; 32]).expect("key");
+    let cfg = SwitchConfig {
+        workers,
+        pin: false,
+        nice,
+        auth: Some(UpdateAuth {
+            switch_id: "sw0".into(),
+            keys: KeyRing::new([key.clone()]),
+        }),
+        ..SwitchConfig::default()
+    };
+    let first = compile("A.py", &script('A')).expect("compile");
+    let sw = Switch::start(&first, vec![port], &cfg).expect("start");
+    let (mut switch, mut total, mut verify) = (vec![], vec![], vec![]);
+    for i in 0..updates {
+        let mark = if i % 2 == 0 { 'B' } else { 'A' };
+        let m = Message::new(
+            "sw0",
+            Position::Pre,
+            i as u64 + 2,
+            Body::Code {
+                format: CodeFormat::ChainScript,
+                name: format!("{mark}.py"),
+                bytes: script(mark).into_bytes(),
+            },
+        )
+        .expect("message")
+        .seal(&key)
+        .expect("seal");
+        let r = sw
+            .update(&m, "bench", Instant::now(), &compile)
+            .expect("update");
+        switch.push(r.switch.as_secs_f64() * 1e6);
+        total.push(r.total.as_secs_f64() * 1e6);
+        verify.push(r.verify.as_secs_f64() * 1e6);
+    }
+    on.store(false, Ordering::SeqCst);
+    let given = u64::from(next.load(Ordering::SeqCst));
+    let t = Instant::now();
+    while sent.load(Ordering::Relaxed) < given && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sw.stop();
+    drop(sw.finish());
+    for v in [&mut switch, &mut total, &mut verify] {
+        v.sort_by(f64::total_cmp);
+    }
+    Row {
+        label: format!(
+            "{workers} worker{}, {queues} rx queue{}{}, nice {}",
+            if workers > 1 { "s" } else { "" },
+            if queues > 1 { "s" } else { "" },
+            if queues < workers { " (dispatch)" } else { "" },
+            nice.map(|n| n.to_string()).unwrap_or_else(|| "0".into())
+        ),
+        switch,
+        total,
+        verify,
+        frames: given,
+        lost: given.saturating_sub(sent.load(Ordering::Relaxed)),
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` does not.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let quick = std::env::var_os("NFKIT_BENCH_QUICK").is_some();
+    let updates = if quick { 100 } else { 500 };
+    let rate = 200; // frames per ms: 0.2 Mpps through the switch
+    let mut rows = Vec::new();
+    for nice in [None, Some(-10)] {
+        for (w, q) in [(1, 1), (2, 2), (2, 1)] {
+            rows.push(run(w, q, nice, rate, updates));
+        }
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Switch: authenticated update swap time\n\n{updates} signed code updates per row \
+         under {rate} numbered frames per ms; µs (goal: switch p99 ≤ 20 µs). Load average \
+         at the end: {}\n\n| configuration | switch p50 | switch p99 | switch max | \
+         total p50 | total p99 | verify p50 | frames | lost |\n|---|---|---|---|---|---|---|---|---|",
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    for r in &rows {
+        let _ = writeln!(
+            md,
+            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {} |",
+            r.label,
+            pct(&r.switch, 0.5),
+            pct(&r.switch, 0.99),
+            pct(&r.switch, 1.0),
+            pct(&r.total, 0.5),
+            pct(&r.total, 0.99),
+            pct(&r.verify, 0.5),
+            r.frames,
+            r.lost
+        );
+    }
+    let base = pct(&rows[0].switch, 0.99).max(0.1);
+    let _ = writeln!(
+        md,
+        "\nswitch p99 relative to 1 worker (nice 0): {}",
+        rows.iter()
+            .map(|r| format!("{}: {:.1}x", r.label, pct(&r.switch, 0.99).max(0.1) / base))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    print!("{md}");
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
+        })
+        .join("nfkit-bench");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::write(dir.join("switch-swap.md"), &md);
+    }
+}
