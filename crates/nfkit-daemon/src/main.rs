@@ -1,0 +1,51 @@
+//! `nfkitd [--config FILE] [--socket PATH]`: nfkit's control-plane
+//! daemon (see docs/daemon.md). Runs in the foreground; `nfkit daemon
+//! start` runs it in the background.
+
+use anyhow::Context as _;
+use clap::Parser;
+use nfkit_daemon::Config;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "nfkitd",
+    version,
+    about = "nfkit's control-plane daemon (gRPC on a Unix socket)"
+)]
+struct Args {
+    /// The TOML config (default: built-in defaults, root = admin).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The socket to serve on (overrides the config).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let mut cfg = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config::from_env(),
+    };
+    if let Some(s) = a.socket {
+        cfg.socket = s;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let socket = cfg.socket.clone();
+    rt.block_on(nfkit_daemon::server::serve(cfg, |adopted| {
+        for n in adopted {
+            eprintln!(
+                "nfkitd: {} {}: {}: {}",
+                n.dev, n.attach, n.outcome, n.detail
+            );
+        }
+        eprintln!("nfkitd: serving on {}", socket.display());
+    }))?;
+    eprintln!("nfkitd: stopped");
+    Ok(())
+}
