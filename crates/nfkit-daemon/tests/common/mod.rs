@@ -142,3 +142,100 @@ pub fn script(name: &str) -> String {
         .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// `ip ARGS`, which must succeed.
+pub fn ip(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Two network namespaces `dmn<pid><tag>{s,r}` joined by a veth pair:
+/// the SUT end `dev` (198.18.<net>.1/30) where chains are deployed, and
+/// the sender end (198.18.<net>.2/30). Removed on drop.
+pub struct Bed {
+    pub sut: String,
+    pub sender: String,
+    pub dev: String,
+    pub net: u8,
+}
+
+impl Bed {
+    pub fn new(tag: char, net: u8) -> Bed {
+        let base = format!("dmn{}{tag}", std::process::id() % 100_000);
+        let bed = Bed {
+            sut: format!("{base}s"),
+            sender: format!("{base}r"),
+            dev: format!("{base}a"),
+            net,
+        };
+        let peer = format!("{base}b");
+        for ns in [&bed.sut, &bed.sender] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            ip(&["netns", "add", ns]);
+        }
+        ip(&[
+            "link",
+            "add",
+            &bed.dev,
+            "netns",
+            &bed.sut,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+            "netns",
+            &bed.sender,
+        ]);
+        let a = format!("198.18.{net}.1/30");
+        let b = format!("198.18.{net}.2/30");
+        ip(&["-n", &bed.sut, "addr", "add", &a, "dev", &bed.dev]);
+        ip(&["-n", &bed.sender, "addr", "add", &b, "dev", &peer]);
+        for (ns, d) in [(&bed.sut, &bed.dev), (&bed.sender, &peer)] {
+            ip(&["-n", ns, "link", "set", d, "up"]);
+        }
+        let t0 = Instant::now();
+        while !ip(&["-n", &bed.sut, "-o", "link", "show", "dev", &bed.dev]).contains("state UP")
+            && t0.elapsed() < Duration::from_secs(3)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        bed
+    }
+
+    /// Sends `n` UDP datagrams from the sender to the SUT end (a thread
+    /// of its own enters the sender's namespace).
+    pub fn send_udp(&self, n: usize) {
+        let ns = self.sender.clone();
+        let to = format!("198.18.{}.1:9999", self.net);
+        std::thread::spawn(move || {
+            nfkit_kernel::deploy::enter_netns(&ns).expect("enter sender netns");
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+            for i in 0..n {
+                s.send_to(&(i as u32).to_be_bytes(), &to).expect("send");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .join()
+        .expect("sender thread");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    /// Is an XDP program attached to the SUT end?
+    pub fn has_xdp(&self) -> bool {
+        ip(&["-n", &self.sut, "-d", "link", "show", "dev", &self.dev]).contains("prog/xdp")
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        for ns in [&self.sut, &self.sender] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
