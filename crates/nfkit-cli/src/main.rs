@@ -68,6 +68,9 @@ enum Command {
     /// The software switch: `switch run` runs a chain script on ports.
     #[command(subcommand)]
     Switch(cmd::switch::Command),
+    /// nfkitd, the control-plane daemon: `daemon start|stop|status`.
+    #[command(subcommand)]
+    Daemon(cmd::daemon::Command),
 }
 
 /// `nfkit … | head` closes our standard output early: `println!` then
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
         Command::Recv(a) => cmd::recv::run(a),
         Command::Bag(c) => cmd::bag::run(c),
         Command::Switch(c) => cmd::switch::run(c),
+        Command::Daemon(c) => cmd::daemon::run(c),
     };
     match result {
         Ok(code) => code,

@@ -82,7 +82,10 @@ pub async fn channel(socket: &Path) -> Result<Channel, ClientError> {
         let mut msg = e.to_string();
         let mut src = std::error::Error::source(&e);
         while let Some(s) = src {
-            msg = format!("{msg}: {s}");
+            let t = s.to_string();
+            if !msg.contains(&t) {
+                msg = format!("{msg}: {t}");
+            }
             src = s.source();
         }
         err(msg)

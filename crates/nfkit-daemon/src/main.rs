@@ -2,7 +2,6 @@
 //! daemon (see docs/daemon.md). Runs in the foreground; `nfkit daemon
 //! start` runs it in the background.
 
-use anyhow::Context as _;
 use clap::Parser;
 use nfkit_daemon::Config;
 use std::path::PathBuf;
@@ -31,21 +30,5 @@ fn main() -> anyhow::Result<()> {
     if let Some(s) = a.socket {
         cfg.socket = s;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let socket = cfg.socket.clone();
-    rt.block_on(nfkit_daemon::server::serve(cfg, |adopted| {
-        for n in adopted {
-            eprintln!(
-                "nfkitd: {} {}: {}: {}",
-                n.dev, n.attach, n.outcome, n.detail
-            );
-        }
-        eprintln!("nfkitd: serving on {}", socket.display());
-    }))?;
-    eprintln!("nfkitd: stopped");
-    Ok(())
+    Ok(nfkit_daemon::server::run(cfg)?)
 }

@@ -22,6 +22,9 @@ use std::time::Instant;
 /// it reach the handlers, which refuse (and audit) the ones too large.
 const DECODE_SLACK: usize = 64 << 10;
 
+/// How long open connections may go on after the daemon is told to stop.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Finds what the previous daemon left (see [`adopt`]).
 fn adopt_state(cfg: &Config) -> Result<(crate::records::Records, Vec<Adopted>), DaemonError> {
     let finish = |i: &crate::records::Intent| {
@@ -85,14 +88,35 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
         shutdown: tx,
     });
     ready(&d.adopted);
-    let stop = async move {
+    // SIGTERM, SIGINT or the Shutdown RPC stop accepting; connections
+    // still open (a stats stream) get GRACE to finish.
+    let (fired_tx, fired_rx) = tokio::sync::watch::channel(false);
+    let mut grace_rx = fired_rx.clone();
+    tokio::spawn(async move {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let sigterm = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         tokio::select! {
             _ = rx.wait_for(|s| *s) => {}
             _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+            _ = sigterm => {}
         }
+        let _ = fired_tx.send(true);
+    });
+    let mut stop_rx = fired_rx;
+    let stop = async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    };
+    let grace = async move {
+        let _ = grace_rx.wait_for(|s| *s).await;
+        tokio::time::sleep(GRACE).await;
     };
     let res = tonic::transport::Server::builder()
         .add_service(NfServiceServer::new(nf::Nfs(d.clone())).max_decoding_message_size(limit))
@@ -114,8 +138,33 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::UnixListenerStream::new(listener),
             stop,
-        )
-        .await;
+        );
+    let res = tokio::select! {
+        r = res => r,
+        () = grace => Ok(()),
+    };
     let _ = std::fs::remove_file(&socket);
     res.map_err(|e| DaemonError::Serve(e.to_string()))
+}
+
+/// Runs the daemon on a runtime of its own until it stops, telling on
+/// stderr what it adopted and where it serves (`nfkitd`, `nfkit daemon run`).
+pub fn run(cfg: Config) -> Result<(), DaemonError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| DaemonError::Serve(format!("starting the runtime: {e}")))?;
+    let socket = cfg.socket.clone();
+    rt.block_on(serve(cfg, |adopted| {
+        for n in adopted {
+            eprintln!(
+                "nfkitd: {} {}: {}: {}",
+                n.dev, n.attach, n.outcome, n.detail
+            );
+        }
+        eprintln!("nfkitd: serving on {}", socket.display());
+    }))?;
+    eprintln!("nfkitd: stopped");
+    Ok(())
 }
