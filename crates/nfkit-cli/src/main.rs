@@ -72,6 +72,9 @@ enum Command {
     /// CPI, stalls), `rtl synth` estimates its resources.
     #[command(subcommand)]
     Rtl(cmd::rtl::Command),
+    /// nfkitd, the control-plane daemon: `daemon start|stop|status`.
+    #[command(subcommand)]
+    Daemon(cmd::daemon::Command),
 }
 
 /// `nfkit … | head` closes our standard output early: `println!` then
@@ -115,6 +118,7 @@ fn main() -> ExitCode {
         Command::Bag(c) => cmd::bag::run(c),
         Command::Switch(c) => cmd::switch::run(c),
         Command::Rtl(c) => cmd::rtl::run(c),
+        Command::Daemon(c) => cmd::daemon::run(c),
     };
     match result {
         Ok(code) => code,

@@ -3,7 +3,9 @@
 //! `nfkit status [--json]`, `nfkit undeploy [--dev IFACE]`: chains on
 //! real interfaces through pinned bpf_links (see `nfkit_kernel::deploy`).
 //! Pins live under /sys/fs/bpf/nfkit (`NFKIT_PIN_ROOT`), the state file
-//! in /run/nfkit (`NFKIT_STATE_DIR`).
+//! in /run/nfkit (`NFKIT_STATE_DIR`). With nfkitd running (see
+//! [`super::daemon`]) scripts are deployed, listed and removed through
+//! it, with the same output.
 
 use anyhow::Context;
 use nfkit_abi::AttachPoint;
@@ -83,6 +85,8 @@ pub struct Args {
     /// Print the outcome as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 /// Does `bytes` start like an ELF file?
@@ -136,6 +140,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let shown = a.script.display().to_string();
     let bytes = std::fs::read(&a.script).with_context(|| format!("reading {shown}"))?;
     if is_elf(&bytes) {
+        if a.daemon.client()?.is_some() {
+            anyhow::bail!(
+                "{shown}: nfkitd deploys chain scripts, not eBPF objects (yet); \
+                 NFKIT_DAEMON=off deploys it directly"
+            );
+        }
         let done = deploy_elf(&a, &shown, &bytes)?;
         return report(&a, &shown, &done);
     }
@@ -145,6 +155,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let source = String::from_utf8(bytes).with_context(|| format!("reading {shown}"))?;
     let source_path = std::fs::canonicalize(&a.script).unwrap_or(a.script.clone());
     let source_path = source_path.display().to_string();
+    if let Some(c) = a.daemon.client()? {
+        return deploy_via(&c, &a, &shown, source, source_path);
+    }
     let spec = DeploySpec {
         file: &shown,
         source: &source,
@@ -171,20 +184,56 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 
 /// Prints what a deploy did (text or `--json`) and its warnings.
 fn report(a: &Args, shown: &str, done: &Deployed) -> anyhow::Result<ExitCode> {
-    eprint!("{}", nfkit_lang::diag::render(&done.warnings));
-    for n in &done.notes {
+    let out = &done.outcome;
+    print_deployed(
+        a.json,
+        shown,
+        &nfkit_lang::diag::render(&done.warnings),
+        &done.notes,
+        &Outcome {
+            deployment: &out.deployment,
+            swapped: out.swapped,
+            reused_maps: &out.reused_maps,
+            load_us: out.load_time.as_micros() as u64,
+            switch_us: out.switch_time.as_micros() as u64,
+            load_ms: out.load_time.as_secs_f64() * 1e3,
+            switch_ms: out.switch_time.as_secs_f64() * 1e3,
+        },
+    )
+}
+
+/// What a deploy did, from the deployer or from nfkitd's reply.
+struct Outcome<'a> {
+    deployment: &'a deploy::Deployment,
+    swapped: bool,
+    reused_maps: &'a [String],
+    load_us: u64,
+    switch_us: u64,
+    load_ms: f64,
+    switch_ms: f64,
+}
+
+/// Prints a deploy's outcome: warnings on stderr, then text or JSON.
+fn print_deployed(
+    json: bool,
+    shown: &str,
+    warnings: &str,
+    notes: &[String],
+    out: &Outcome<'_>,
+) -> anyhow::Result<ExitCode> {
+    eprint!("{warnings}");
+    for n in notes {
         eprintln!("warning: {n}");
     }
-    let out = &done.outcome;
-    let d = &out.deployment;
-    if a.json {
+    let d = out.deployment;
+    if json {
         let v = json!({
             "deployment": d,
             "swapped": out.swapped,
             "reused_maps": out.reused_maps,
-            "load_us": out.load_time.as_micros() as u64,
-            "switch_us": out.switch_time.as_micros() as u64,
-            "warnings": done.notes,
+            "load_us": out.load_us,
+            "switch_us": out.switch_us,
+            "warnings": notes,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -205,11 +254,76 @@ fn report(a: &Args, shown: &str, done: &Deployed) -> anyhow::Result<ExitCode> {
         print_dynamic(d);
         println!(
             "  load+attach {:.3} ms, switch {:.3} ms",
-            out.load_time.as_secs_f64() * 1e3,
-            out.switch_time.as_secs_f64() * 1e3
+            out.load_ms, out.switch_ms
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `nfkit deploy SCRIPT` through nfkitd.
+fn deploy_via(
+    c: &nfkit_daemon::Client,
+    a: &Args,
+    shown: &str,
+    source: String,
+    source_path: String,
+) -> anyhow::Result<ExitCode> {
+    use nfkit_daemon::proto::{self, deployment_service_client::DeploymentServiceClient};
+    if !a.nf_path.is_empty() {
+        anyhow::bail!(
+            "--nf-path is not sent to nfkitd (it reads NFs from its own nf_path); \
+             configure it there, or NFKIT_DAEMON=off to deploy directly"
+        );
+    }
+    let req = proto::DeployRequest {
+        script: Some(proto::ScriptSource {
+            kind: Some(proto::script_source::Kind::Inline(proto::InlineScript {
+                file: shown.to_string(),
+                source,
+                source_path,
+            })),
+        }),
+        dev: a.dev.clone().unwrap_or_default(),
+        netns: a.netns.clone().unwrap_or_default(),
+        attach: a.hook.map_or(0, |h| {
+            nfkit_daemon::validate::attach_wire(AttachPoint::from(h))
+        }),
+        mode: match a.mode {
+            ModeArg::Static => proto::DeployMode::Static,
+            ModeArg::Dynamic => proto::DeployMode::Dynamic,
+        } as i32,
+    };
+    let r = match c.block_on(DeploymentServiceClient::new(c.channel()).deploy(req)) {
+        Ok(r) => r.into_inner(),
+        Err(s) if super::daemon::is_script_error(&s) => {
+            eprint!("{}", s.message());
+            if !s.message().ends_with('\n') {
+                eprintln!();
+            }
+            return Ok(ExitCode::from(1));
+        }
+        Err(s) => return Err(super::daemon::status_error(s)),
+    };
+    let pd = r
+        .deployment
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("nfkitd's reply has no deployment"))?;
+    let d = nfkit_daemon::client::record(pd)?;
+    print_deployed(
+        a.json,
+        shown,
+        &r.warnings_rendered,
+        &r.notes,
+        &Outcome {
+            deployment: &d,
+            swapped: r.swapped,
+            reused_maps: &r.reused_maps,
+            load_us: r.load_us,
+            switch_us: r.switch_us,
+            load_ms: r.load_us as f64 / 1e3,
+            switch_ms: r.switch_us as f64 / 1e3,
+        },
+    )
 }
 
 /// Dynamic mode: the NFs kept loaded and the running segments.
@@ -259,9 +373,49 @@ pub struct StatusArgs {
     /// Print as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    if let Some(c) = a.daemon.client()? {
+        use nfkit_daemon::proto::deployment_service_client::DeploymentServiceClient;
+        use nfkit_daemon::proto::ListDeploymentsRequest;
+        let r = c
+            .block_on(
+                DeploymentServiceClient::new(c.channel())
+                    .list_deployments(ListDeploymentsRequest {}),
+            )
+            .map_err(super::daemon::status_error)?
+            .into_inner();
+        let rows = r
+            .deployments
+            .iter()
+            .map(nfkit_daemon::client::StatusRow::from_reply)
+            .collect::<Result<Vec<_>, _>>()?;
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "deployments": rows }))?
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        let shown: Vec<Shown<'_>> = rows
+            .iter()
+            .map(|r| Shown {
+                d: &r.deployment,
+                attached: r.attached,
+                live_prog_id: r.live_prog_id,
+                verdicts: r
+                    .verdicts
+                    .iter()
+                    .map(|c| (c.chain.as_str(), &c.counts))
+                    .collect(),
+            })
+            .collect();
+        print_status(&shown);
+        return Ok(ExitCode::SUCCESS);
+    }
     let st = nfkit_control::status::status(&Paths::from_env())?;
     if a.json {
         println!(
@@ -270,12 +424,37 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let shown: Vec<Shown<'_>> = st
+        .iter()
+        .map(|ds| Shown {
+            d: &ds.status.deployment,
+            attached: ds.status.attached,
+            live_prog_id: ds.status.live_prog_id,
+            verdicts: ds
+                .verdicts
+                .iter()
+                .map(|c| (c.chain.as_str(), &c.counts))
+                .collect(),
+        })
+        .collect();
+    print_status(&shown);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One deployment as `status` prints it.
+struct Shown<'a> {
+    d: &'a deploy::Deployment,
+    attached: bool,
+    live_prog_id: u32,
+    verdicts: Vec<(&'a str, &'a std::collections::BTreeMap<String, u64>)>,
+}
+
+fn print_status(st: &[Shown<'_>]) {
     if st.is_empty() {
         println!("nothing deployed");
     }
-    for ds in &st {
-        let (s, v) = (&ds.status, &ds.verdicts);
-        let d = &s.deployment;
+    for s in st {
+        let d = s.d;
         let dev = match &d.netns {
             Some(ns) => format!("{} (netns {ns})", d.dev),
             None => d.dev.clone(),
@@ -294,9 +473,9 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             d.generation
         );
         print_dynamic(d);
-        for c in v {
-            let counts: Vec<String> = c.counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            println!("  chain {}: {}", c.chain, counts.join(", "));
+        for (chain, counts) in &s.verdicts {
+            let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            println!("  chain {}: {}", chain, counts.join(", "));
         }
         for m in &d.maps {
             println!(
@@ -309,7 +488,6 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]
@@ -317,10 +495,30 @@ pub struct UndeployArgs {
     /// Only this interface (default: everything nfkit deployed).
     #[arg(long, value_name = "IFACE")]
     dev: Option<String>,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 pub fn undeploy(a: UndeployArgs) -> anyhow::Result<ExitCode> {
-    let gone = nfkit_control::status::undeploy(&Paths::from_env(), a.dev.as_deref())?;
+    let gone = match a.daemon.client()? {
+        Some(c) => {
+            use nfkit_daemon::proto::deployment_service_client::DeploymentServiceClient;
+            use nfkit_daemon::proto::UndeployRequest;
+            let r = c
+                .block_on(
+                    DeploymentServiceClient::new(c.channel()).undeploy(UndeployRequest {
+                        dev: a.dev.clone().unwrap_or_default(),
+                    }),
+                )
+                .map_err(super::daemon::status_error)?
+                .into_inner();
+            r.removed
+                .iter()
+                .map(nfkit_daemon::client::record)
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        None => nfkit_control::status::undeploy(&Paths::from_env(), a.dev.as_deref())?,
+    };
     if gone.is_empty() {
         println!("nothing to undeploy");
     }

@@ -1,7 +1,9 @@
 //! `nfkit map list|dump|get|set|delete`: the maps of deployed chains
 //! (found through the state file, opened from their pins), read and
 //! written through nfkit-control's typed map access: keys and values
-//! follow docs/abi.md "Map keys and values".
+//! follow docs/abi.md "Map keys and values". With nfkitd running (see
+//! [`super::daemon`]) they go through its MapService, with the same
+//! output.
 
 use anyhow::anyhow;
 use nfkit_abi::AttachPoint as Hook;
@@ -34,6 +36,8 @@ pub struct ListArgs {
     hook: Option<String>,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
@@ -49,6 +53,8 @@ pub struct MapArgs {
     hook: Option<String>,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
@@ -80,6 +86,15 @@ fn in_map(name: &str) -> impl FnOnce(MapError) -> anyhow::Error + '_ {
 }
 
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    let daemon = match &c {
+        Command::List(a) => &a.daemon,
+        Command::Dump(a) => &a.daemon,
+        Command::Get(a) | Command::Delete(a) => &a.map.daemon,
+        Command::Set(a) => &a.map.daemon,
+    };
+    if let Some(client) = daemon.client()? {
+        return via_daemon(&client, c);
+    }
     let paths = Paths::from_env();
     match c {
         Command::List(a) => {
@@ -147,6 +162,130 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Delete(a) => {
             let m = find(&paths, &a.map)?;
             access::delete(&m, &a.key).map_err(in_map(&a.map.map))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The API's reference to the map `a` names.
+fn map_ref(a: &MapArgs) -> anyhow::Result<nfkit_daemon::proto::MapRef> {
+    let hook = a.hook.as_deref().map(str::parse::<Hook>).transpose()?;
+    Ok(nfkit_daemon::proto::MapRef {
+        name: a.map.clone(),
+        dev: a.dev.clone().unwrap_or_default(),
+        attach: hook.map_or(0, nfkit_daemon::validate::attach_wire),
+    })
+}
+
+/// JSON text from a reply, as a value.
+fn value(text: &str) -> anyhow::Result<Value> {
+    Ok(serde_json::from_str(text)?)
+}
+
+/// `nfkit map ...` through nfkitd, printing what the direct path prints.
+fn via_daemon(c: &nfkit_daemon::Client, cmd: Command) -> anyhow::Result<ExitCode> {
+    use nfkit_daemon::proto::{self, map_service_client::MapServiceClient};
+    use nfkit_daemon::validate::attach_wire;
+    let err = super::daemon::status_error;
+    let mut m = MapServiceClient::new(c.channel());
+    match cmd {
+        Command::List(a) => {
+            let hook = a.hook.as_deref().map(str::parse::<Hook>).transpose()?;
+            let r = c
+                .block_on(m.list_maps(proto::ListMapsRequest {
+                    dev: a.dev.clone().unwrap_or_default(),
+                    attach: hook.map_or(0, attach_wire),
+                }))
+                .map_err(err)?
+                .into_inner();
+            let mut rows = Vec::new();
+            for i in &r.maps {
+                let kt: maps::ValueType = serde_json::from_str(&i.key_json)?;
+                let vt: maps::ValueType = serde_json::from_str(&i.value_json)?;
+                let hook_name = nfkit_daemon::validate::attach("attach", i.attach)
+                    .ok()
+                    .flatten()
+                    .map_or("?", |h| h.name());
+                let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+                rows.push(json!({
+                    "dev": i.dev, "hook": hook_name,
+                    "name": i.name, "type": i.map_type, "key_size": i.key_size,
+                    "value_size": i.value_size, "max_entries": i.max_entries,
+                    "key_type": opt(&i.key_type), "value_type": opt(&i.value_type),
+                    "key": kt, "value": vt,
+                }));
+                if !a.json {
+                    println!(
+                        "{} {} {} {} key {} ({} B) value {} ({} B) max {}",
+                        i.dev,
+                        hook_name,
+                        i.name,
+                        i.map_type,
+                        kt.describe(),
+                        i.key_size,
+                        vt.describe(),
+                        i.value_size,
+                        i.max_entries
+                    );
+                }
+            }
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            }
+        }
+        Command::Dump(a) => {
+            let r = c
+                .block_on(m.dump_map(proto::DumpMapRequest {
+                    map: Some(map_ref(&a)?),
+                }))
+                .map_err(err)?
+                .into_inner();
+            if a.json {
+                let rows = r
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        Ok(json!({"key": value(&e.key_json)?, "value": value(&e.value_json)?}))
+                    })
+                    .collect::<anyhow::Result<Vec<Value>>>()?;
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                for e in &r.entries {
+                    println!("{}: {}", e.key_text, e.value_text);
+                }
+            }
+        }
+        Command::Get(a) => {
+            let e = c
+                .block_on(m.get_entry(proto::GetEntryRequest {
+                    map: Some(map_ref(&a.map)?),
+                    key: a.key.clone(),
+                }))
+                .map_err(err)?
+                .into_inner();
+            if a.map.json {
+                println!(
+                    "{}",
+                    json!({"key": value(&e.key_json)?, "value": value(&e.value_json)?})
+                );
+            } else {
+                println!("{}", e.value_text);
+            }
+        }
+        Command::Set(a) => {
+            c.block_on(m.set_entry(proto::SetEntryRequest {
+                map: Some(map_ref(&a.map)?),
+                key: a.key.clone(),
+                value: a.value.clone(),
+            }))
+            .map_err(err)?;
+        }
+        Command::Delete(a) => {
+            c.block_on(m.delete_entry(proto::DeleteEntryRequest {
+                map: Some(map_ref(&a.map)?),
+                key: a.key.clone(),
+            }))
+            .map_err(err)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -4,6 +4,7 @@ pub mod asm;
 pub mod bag;
 pub mod check;
 pub mod compile;
+pub mod daemon;
 pub mod deploy;
 pub mod disasm;
 pub mod map;

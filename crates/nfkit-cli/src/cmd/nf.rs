@@ -1,9 +1,10 @@
 //! `nfkit nf list [--json]` and `nfkit nf show NAME`: the NF catalogue
 //! (embedded, plus users' objects found through `--nf-path` and
-//! `NFKIT_NF_PATH`) with each NF's documentation and disassembly.
+//! `NFKIT_NF_PATH`) with each NF's documentation and disassembly
+//! (`nf show` through nfkitd when one runs, see [`super::daemon`]).
 
-use anyhow::{bail, Context as _};
-use nfkit_nf::{Hook, NfDoc, NfKind, Origin, SearchPath};
+use anyhow::bail;
+use nfkit_nf::{Hook, NfKind, SearchPath};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -42,6 +43,8 @@ pub struct ShowArgs {
     hook: Option<String>,
     #[command(flatten)]
     path: PathArgs,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
@@ -102,157 +105,26 @@ fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    if let Some(c) = a.daemon.client()? {
+        use nfkit_daemon::proto::{nf_service_client::NfServiceClient, ShowNfRequest};
+        if !a.path.nf_path.is_empty() {
+            bail!(
+                "--nf-path is not sent to nfkitd (it reads NFs from its own nf_path); \
+                 NFKIT_DAEMON=off shows the NF directly"
+            );
+        }
+        let r = c
+            .block_on(NfServiceClient::new(c.channel()).show_nf(ShowNfRequest {
+                name: a.name.clone(),
+                hook: a.hook.clone().unwrap_or_default(),
+            }))
+            .map_err(super::daemon::status_error)?
+            .into_inner();
+        print!("{}", r.text);
+        return Ok(ExitCode::SUCCESS);
+    }
     let path = SearchPath::from_env(&a.path.nf_path);
-    let found = path.lookup(&a.name)?;
-    let Some(d) = found.first() else {
-        bail!(
-            "no NF called `{}` (see `nfkit nf list`; user objects are found through --nf-path and NFKIT_NF_PATH)",
-            a.name
-        );
-    };
-    let hook = match &a.hook {
-        Some(h) => {
-            let h: Hook = h.parse()?;
-            if !d.hooks.contains(&h) {
-                bail!(
-                    "{} is not built for hook {h} (hooks: {})",
-                    d.full_name(),
-                    hooks_text(&d.hooks)
-                );
-            }
-            h
-        }
-        None => *d
-            .hooks
-            .first()
-            .with_context(|| format!("{} has no hook it can be built for", d.full_name()))?,
-    };
-    let mut out = describe(d);
-    if found.len() > 1 {
-        let others: Vec<String> = found[1..]
-            .iter()
-            .map(|o| format!("{} ({})", o.full_name(), o.origin))
-            .collect();
-        let _ = writeln!(
-            out,
-            "also found (shadowed or other modules): {}",
-            others.join(", ")
-        );
-    }
-    let r = path
-        .resolve(&d.module, hook)?
-        .with_context(|| format!("no object of module {} for hook {hook}", d.module))?;
-    let obj = nfkit_object::read_object(&r.bytes, &r.origin.to_string())
-        .with_context(|| format!("reading {}", r.origin))?;
-    let f = obj
-        .function(&d.symbol)
-        .with_context(|| format!("{} has no function {}", r.origin, d.symbol))?;
-    let origin = match &r.origin {
-        Origin::Embedded => format!(
-            "nf/{}.c, built for {hook}",
-            d.module.trim_start_matches("nf.")
-        ),
-        Origin::File(p) => p.display().to_string(),
-    };
-    let _ = writeln!(
-        out,
-        "\ndisassembly of {} ({origin}, section {}, {} instructions):",
-        d.symbol,
-        f.section,
-        f.insns.len()
-    );
-    let opts = nfkit_isa::DisasmOptions {
-        symbols: reloc_symbols(&obj, f),
-        ..Default::default()
-    };
-    out.push_str(&nfkit_isa::disassemble(&f.insns, &opts));
-    print!("{out}");
+    let (_, text) = nfkit_daemon::nf_text::show(&path, &a.name, a.hook.as_deref())?;
+    print!("{text}");
     Ok(ExitCode::SUCCESS)
-}
-
-/// The symbols of `f`'s relocations by slot: the maps its `lddw`s load
-/// (`map+offset` for global data) and the functions it calls.
-fn reloc_symbols(
-    obj: &nfkit_object::Object,
-    f: &nfkit_object::object::ObjFunction,
-) -> std::collections::BTreeMap<usize, String> {
-    use nfkit_object::object::{FuncRef, RelocTarget};
-    let func = |r: &FuncRef| match r {
-        FuncRef::Index(k) => obj
-            .functions
-            .get(*k)
-            .map(|f| f.name.clone())
-            .unwrap_or_default(),
-        FuncRef::Named(n) => n.clone(),
-    };
-    let map = |k: usize| obj.maps.get(k).map(|m| m.name.clone()).unwrap_or_default();
-    let slots = nfkit_isa::slot_offsets(&f.insns);
-    f.relocs
-        .iter()
-        .filter_map(|r| {
-            let slot = *slots.get(r.insn)?;
-            let sym = match &r.target {
-                RelocTarget::Map(k) => map(*k),
-                RelocTarget::MapValue { map: k, offset } => format!("{}+{offset}", map(*k)),
-                RelocTarget::Call(t) | RelocTarget::FuncAddr(t) => func(t),
-            };
-            Some((slot, sym))
-        })
-        .collect()
-}
-
-/// The documentation part of `nf show`.
-fn describe(d: &NfDoc) -> String {
-    let mut out = String::new();
-    let what = match d.kind {
-        NfKind::Nf => format!("NF {}", d.full_name()),
-        NfKind::Classifier => format!("classifier {}", d.full_name()),
-    };
-    let _ = writeln!(
-        out,
-        "{what}   (symbol {}, hooks: {})",
-        d.symbol,
-        hooks_text(&d.hooks)
-    );
-    if d.kind == NfKind::Nf {
-        let _ = writeln!(
-            out,
-            "  u64 {}(ctx{})",
-            d.symbol,
-            d.args
-                .iter()
-                .map(|a| format!(", u64 {}", a.name))
-                .collect::<String>()
-        );
-    }
-    let _ = writeln!(out, "\n{}\n", d.doc);
-    if !d.args.is_empty() {
-        out.push_str("arguments:\n");
-        for a in &d.args {
-            let _ = writeln!(out, "  {:<10} {}", a.name, a.doc);
-        }
-    }
-    let _ = writeln!(out, "returns: {}", d.returns);
-    let _ = writeln!(out, "maps: {}", maps_text(&d.maps));
-    if let Some(m) = nfkit_nf::module(&d.module).filter(|_| d.origin == "embedded") {
-        if let Some(doc) = m.doc() {
-            for name in &d.maps {
-                if let Some(md) = doc.maps.iter().find(|x| &x.name == name) {
-                    let _ = writeln!(out, "  {name}: {}", md.doc);
-                }
-            }
-            let consts: Vec<String> = doc
-                .consts
-                .iter()
-                .map(|c| format!("  {} = {}: {}", c.name, c.value, c.doc))
-                .collect();
-            if !consts.is_empty() {
-                let _ = writeln!(out, "constants of {}:\n{}", d.module, consts.join("\n"));
-            }
-        }
-    }
-    if !d.bad.is_empty() {
-        let _ = writeln!(out, "bad arguments: {}", d.bad);
-    }
-    out
 }

@@ -1,0 +1,256 @@
+//! `nfkit daemon start|status|stop`, and the deployment commands through
+//! nfkitd against the same commands run directly: deploy, live swap,
+//! status, map list/set/get/dump/delete, undeploy on a namespace
+//! testbed (`dmn` names) print the same (ids and times aside). Needs root.
+
+mod common;
+use common::{is_root, Scratch};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
+
+/// A namespace with one veth pair (its other end in a second one).
+struct Bed {
+    ns: String,
+    peer_ns: String,
+    dev: String,
+}
+
+impl Bed {
+    fn new() -> Bed {
+        let base = format!("dmn{}c", std::process::id() % 100_000);
+        let b = Bed {
+            ns: format!("{base}s"),
+            peer_ns: format!("{base}r"),
+            dev: format!("{base}a"),
+        };
+        let ip = |args: &[&str]| {
+            let ok = Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ip {args:?}");
+        };
+        ip(&["netns", "add", &b.ns]);
+        ip(&["netns", "add", &b.peer_ns]);
+        let peer = format!("{base}b");
+        ip(&[
+            "link", "add", &b.dev, "netns", &b.ns, "type", "veth", "peer", "name", &peer, "netns",
+            &b.peer_ns,
+        ]);
+        ip(&["-n", &b.ns, "link", "set", &b.dev, "up"]);
+        ip(&["-n", &b.peer_ns, "link", "set", &peer, "up"]);
+        b
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        for ns in [&self.ns, &self.peer_ns] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/scripts")
+        .join(name)
+}
+
+/// `nfkit ARGS` with the scratch paths and `daemon` as NFKIT_DAEMON
+/// (empty: unset);
+/// (exit code, stdout, stderr).
+fn nfkit(s: &Scratch, run: &Path, daemon: &str, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(NFKIT);
+    cmd.args(args)
+        .env("NFKIT_PIN_ROOT", s.bpf())
+        .env("NFKIT_STATE_DIR", s.state())
+        .env("NFKIT_RUN_DIR", run);
+    match daemon {
+        "" => cmd.env_remove("NFKIT_DAEMON"),
+        d => cmd.env("NFKIT_DAEMON", d),
+    };
+    let out = cmd.output().expect("run nfkit");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Ids, times and counters vary between runs: left out of JSON.
+fn scrub(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for k in [
+                "link_id",
+                "prog_id",
+                "live_prog_id",
+                "deployed_at",
+                "load_us",
+                "switch_us",
+                "verdicts",
+            ] {
+                m.remove(k);
+            }
+            m.values_mut().for_each(scrub);
+        }
+        Value::Array(a) => a.iter_mut().for_each(scrub),
+        _ => {}
+    }
+}
+
+/// Text with the numbers after `link`, `prog` and the timings left out.
+fn scrub_text(t: &str) -> String {
+    t.lines()
+        .filter(|l| {
+            !l.trim_start().starts_with("load+attach") && !l.trim_start().starts_with("chain ")
+        })
+        .map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            w.iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    if i > 0 && matches!(w[i - 1], "link" | "prog") {
+                        "N"
+                    } else {
+                        x
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The scenario; every output, scrubbed.
+fn scenario(s: &Scratch, run: &Path, daemon: &str, bed: &Bed) -> Vec<String> {
+    let v1 = script("daemon_count_v1.py");
+    let v2 = script("daemon_count_v2.py");
+    let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
+    let dev = bed.dev.as_str();
+    let at = [
+        "--dev",
+        dev,
+        "--netns",
+        bed.ns.as_str(),
+        "--hook",
+        "xdp-generic",
+    ];
+    let steps: Vec<Vec<&str>> = vec![
+        [&["deploy", v1][..], &at, &["--json"]].concat(),
+        vec!["status", "--json"],
+        vec!["map", "list", "--json"],
+        vec!["map", "set", "seen", "2", "42"],
+        vec!["map", "get", "seen", "2", "--json"],
+        vec!["map", "get", "seen", "2"],
+        [&["deploy", v2][..], &at].concat(),
+        vec!["map", "dump", "seen", "--json"],
+        vec!["map", "dump", "seen", "--dev", dev, "--hook", "xdp-generic"],
+        vec!["map", "get", "seen", "9"],
+        vec!["map", "set", "seen", "zero", "1"],
+        vec!["status"],
+        vec!["undeploy", "--dev", dev],
+        vec!["status"],
+    ];
+    let mut out = Vec::new();
+    for args in steps {
+        let (code, o, e) = nfkit(s, run, daemon, &args);
+        let o = match serde_json::from_str::<Value>(&o) {
+            Ok(mut v) => {
+                scrub(&mut v);
+                serde_json::to_string_pretty(&v).unwrap()
+            }
+            Err(_) => scrub_text(&o),
+        };
+        out.push(format!(
+            "$ {args:?}\nexit {code}\n{o}\nstderr: {}",
+            scrub_text(&e)
+        ));
+    }
+    out
+}
+
+#[test]
+fn commands_through_the_daemon_print_what_they_print_directly() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("dmn-cli");
+    let bed = Bed::new();
+    let run = s.dir.join("run");
+    let direct = scenario(&s, &run, "off", &bed);
+    assert!(direct[0].contains("exit 0"), "{}", direct[0]);
+    assert!(direct[6].contains("swapped"), "{}", direct[6]);
+    assert!(
+        direct[9].contains("exit 1") && direct[9].contains("no such key"),
+        "{}",
+        direct[9]
+    );
+
+    // The daemon, on the default socket of the run directory.
+    let cfg = s.dir.join("nfkitd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "run_dir = {run:?}\ndata_dir = {:?}\npin_root = {:?}\nstate_dir = {:?}\n",
+            s.dir.join("data"),
+            s.bpf(),
+            s.state()
+        ),
+    )
+    .unwrap();
+    let cfgs = cfg.to_str().unwrap();
+    let (code, o, e) = nfkit(&s, &run, "", &["daemon", "start", "--config", cfgs]);
+    assert_eq!(code, 0, "{o}{e}");
+    let stop = Stopper { s: &s, run: &run };
+    let (code, o, _) = nfkit(&s, &run, "", &["daemon", "status", "--json"]);
+    assert_eq!(code, 0);
+    let st: Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(st["caller"]["role"], "admin");
+    // NFKIT_DAEMON unset: the default socket answers, so it is used.
+    let via = scenario(&s, &run, "", &bed);
+    for (a, b) in direct.iter().zip(&via) {
+        assert_eq!(a, b, "direct vs through nfkitd");
+    }
+    let audit = std::fs::read_to_string(s.dir.join("data/audit.log")).unwrap();
+    let rpcs: Vec<String> = audit
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["rpc"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        rpcs.iter().filter(|r| r.ends_with("/Deploy")).count(),
+        2,
+        "{rpcs:?}"
+    );
+    assert!(rpcs.iter().any(|r| r.ends_with("/Undeploy")));
+    drop(stop);
+    let (code, o, _) = nfkit(&s, &run, "", &["daemon", "status"]);
+    assert_eq!(code, 3, "{o}");
+    assert!(o.contains("not running"));
+}
+
+/// Stops the test's daemon, also when an assertion fails.
+struct Stopper<'a> {
+    s: &'a Scratch,
+    run: &'a Path,
+}
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        let (code, o, e) = nfkit(self.s, self.run, "", &["daemon", "stop"]);
+        if code != 0 {
+            eprintln!("daemon stop: {o}{e}");
+        }
+    }
+}

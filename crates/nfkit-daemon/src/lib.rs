@@ -1,0 +1,42 @@
+//! nfkitd, nfkit's control-plane daemon: one process that owns the
+//! deployments of a host and serves the gRPC API of `proto/nfkit/v1`
+//! on a Unix socket (docs/daemon.md).
+//!
+//! * [`proto`]: the generated messages, clients and servers.
+//! * [`config`](mod@config): the TOML config (socket, directories, roles, limits).
+//! * [`auth`]: peer credentials → [`auth::Role`]; the role each RPC needs.
+//! * [`audit`]: the append-only JSON-lines audit log.
+//! * [`validate`]: request field checks (`INVALID_ARGUMENT` naming the field).
+//! * [`chains`]: the chain registry (versions, digests).
+//! * [`records`]: the daemon's deployment records and adoption at start.
+//! * [`files`]: atomic, durable file writes; content digests.
+//! * [`service`]: the six services; [`convert`]: nfkit types → messages.
+//! * [`nf_text`]: the text of `nf show` (also used by the CLI).
+//! * [`server`]: bind, adopt, serve, stop.
+//! * [`client`]: the CLI's blocking client.
+//! * [`error`](mod@error): [`DaemonError`].
+#![forbid(unsafe_code)]
+
+pub mod audit;
+pub mod auth;
+pub mod chains;
+pub mod client;
+pub mod config;
+pub mod convert;
+pub mod error;
+pub mod files;
+pub mod nf_text;
+pub mod records;
+pub mod server;
+pub mod service;
+pub mod validate;
+
+/// The API (`proto/nfkit/v1/*.proto`), generated at build time.
+#[allow(clippy::all)]
+pub mod proto {
+    tonic::include_proto!("nfkit.v1");
+}
+
+pub use client::Client;
+pub use config::Config;
+pub use error::DaemonError;

@@ -1,0 +1,34 @@
+//! `nfkitd [--config FILE] [--socket PATH]`: nfkit's control-plane
+//! daemon (see docs/daemon.md). Runs in the foreground; `nfkit daemon
+//! start` runs it in the background.
+
+use clap::Parser;
+use nfkit_daemon::Config;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "nfkitd",
+    version,
+    about = "nfkit's control-plane daemon (gRPC on a Unix socket)"
+)]
+struct Args {
+    /// The TOML config (default: built-in defaults, root = admin).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The socket to serve on (overrides the config).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let mut cfg = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config::from_env(),
+    };
+    if let Some(s) = a.socket {
+        cfg.socket = s;
+    }
+    Ok(nfkit_daemon::server::run(cfg)?)
+}

@@ -1,0 +1,170 @@
+//! Starting and stopping the daemon: refuse when another one answers on
+//! the socket, adopt what is pinned and recorded, bind the socket with
+//! the configured permissions, serve until SIGTERM, SIGINT or the
+//! Shutdown RPC, remove the socket. Deployments stay: they are pinned.
+
+use crate::audit::AuditLog;
+use crate::chains::Store;
+use crate::config::Config;
+use crate::error::DaemonError;
+use crate::proto::{
+    chain_service_server::ChainServiceServer, daemon_service_server::DaemonServiceServer,
+    deployment_service_server::DeploymentServiceServer, map_service_server::MapServiceServer,
+    nf_service_server::NfServiceServer, stats_service_server::StatsServiceServer,
+};
+use crate::records::{adopt, Adopted};
+use crate::service::{chain, daemon, deployment, map, nf, stats, Daemon};
+use std::os::unix::fs::PermissionsExt as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Room above `max_request_bytes` for tonic's own limit: requests up to
+/// it reach the handlers, which refuse (and audit) the ones too large.
+const DECODE_SLACK: usize = 64 << 10;
+
+/// How long open connections may go on after the daemon is told to stop.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Finds what the previous daemon left (see [`adopt`]).
+fn adopt_state(cfg: &Config) -> Result<(crate::records::Records, Vec<Adopted>), DaemonError> {
+    let finish = |i: &crate::records::Intent| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                Daemon::run_intent(&cfg.paths, &cfg.nf_path, i)
+                    .map(|d| d.outcome.deployment)
+                    .map_err(|e| e.to_string())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the deploy thread panicked".into()))
+        })
+    };
+    adopt(&cfg.run_dir, &cfg.paths, &finish)
+}
+
+/// Is something answering on `path`?
+fn answers(path: &std::path::Path) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
+}
+
+/// Serves until told to stop; `ready` is called once the socket accepts.
+pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), DaemonError> {
+    let io = |what: &'static str, path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |e| DaemonError::Io {
+            what,
+            path,
+            cause: e,
+        }
+    };
+    if answers(&cfg.socket) {
+        return Err(DaemonError::Running(cfg.socket.clone()));
+    }
+    let _ = std::fs::remove_file(&cfg.socket);
+    if let Some(dir) = cfg.socket.parent() {
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    }
+    std::fs::create_dir_all(&cfg.run_dir).map_err(io("create", &cfg.run_dir))?;
+    let audit = AuditLog::open(&cfg.audit_log)?;
+    let cfg2 = cfg.clone();
+    let (records, adopted) = tokio::task::spawn_blocking(move || adopt_state(&cfg2))
+        .await
+        .map_err(|e| DaemonError::Serve(e.to_string()))??;
+    let listener = tokio::net::UnixListener::bind(&cfg.socket).map_err(io("bind", &cfg.socket))?;
+    std::fs::set_permissions(
+        &cfg.socket,
+        std::fs::Permissions::from_mode(cfg.socket_mode),
+    )
+    .map_err(io("set permissions of", &cfg.socket))?;
+    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    let limit = cfg.max_request_bytes + DECODE_SLACK;
+    let socket = cfg.socket.clone();
+    let d = Arc::new(Daemon {
+        chains: Store::new(&cfg.data_dir),
+        cfg,
+        audit,
+        records: tokio::sync::Mutex::new(records),
+        adopted,
+        started: Instant::now(),
+        shutdown: tx,
+    });
+    ready(&d.adopted);
+    // SIGTERM, SIGINT or the Shutdown RPC stop accepting; connections
+    // still open (a stats stream) get GRACE to finish.
+    let (fired_tx, fired_rx) = tokio::sync::watch::channel(false);
+    let mut grace_rx = fired_rx.clone();
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let sigterm = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = rx.wait_for(|s| *s) => {}
+            _ = tokio::signal::ctrl_c() => {}
+            _ = sigterm => {}
+        }
+        let _ = fired_tx.send(true);
+    });
+    let mut stop_rx = fired_rx;
+    let stop = async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    };
+    let grace = async move {
+        let _ = grace_rx.wait_for(|s| *s).await;
+        tokio::time::sleep(GRACE).await;
+    };
+    let res = tonic::transport::Server::builder()
+        .add_service(NfServiceServer::new(nf::Nfs(d.clone())).max_decoding_message_size(limit))
+        .add_service(
+            ChainServiceServer::new(chain::Chains(d.clone())).max_decoding_message_size(limit),
+        )
+        .add_service(
+            DeploymentServiceServer::new(deployment::Deployments(d.clone()))
+                .max_decoding_message_size(limit),
+        )
+        .add_service(MapServiceServer::new(map::Maps(d.clone())).max_decoding_message_size(limit))
+        .add_service(
+            StatsServiceServer::new(stats::Stats(d.clone())).max_decoding_message_size(limit),
+        )
+        .add_service(
+            DaemonServiceServer::new(daemon::DaemonInfo(d.clone()))
+                .max_decoding_message_size(limit),
+        )
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            stop,
+        );
+    let res = tokio::select! {
+        r = res => r,
+        () = grace => Ok(()),
+    };
+    let _ = std::fs::remove_file(&socket);
+    res.map_err(|e| DaemonError::Serve(e.to_string()))
+}
+
+/// Runs the daemon on a runtime of its own until it stops, telling on
+/// stderr what it adopted and where it serves (`nfkitd`, `nfkit daemon run`).
+pub fn run(cfg: Config) -> Result<(), DaemonError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| DaemonError::Serve(format!("starting the runtime: {e}")))?;
+    let socket = cfg.socket.clone();
+    rt.block_on(serve(cfg, |adopted| {
+        for n in adopted {
+            eprintln!(
+                "nfkitd: {} {}: {}: {}",
+                n.dev, n.attach, n.outcome, n.detail
+            );
+        }
+        eprintln!("nfkitd: serving on {}", socket.display());
+    }))?;
+    eprintln!("nfkitd: stopped");
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! DaemonService: who the daemon is and what it found; stopping it.
+
+use super::Daemon;
+use crate::auth::rpc;
+use crate::proto;
+use crate::proto::daemon_service_server::DaemonService;
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+/// The service.
+pub struct DaemonInfo(pub Arc<Daemon>);
+
+#[tonic::async_trait]
+impl DaemonService for DaemonInfo {
+    async fn get_info(
+        &self,
+        req: Request<proto::GetInfoRequest>,
+    ) -> Result<Response<proto::DaemonInfo>, Status> {
+        let call = self.0.begin(&req, rpc::GET_INFO)?;
+        let d = &self.0;
+        let w = call.who;
+        let info = proto::DaemonInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            uptime_s: d.started.elapsed().as_secs(),
+            caller: Some(proto::Identity {
+                uid: w.uid,
+                gid: w.gid,
+                pid: w.pid,
+                role: w.role.map_or("", |r| r.name()).to_string(),
+            }),
+            socket: d.cfg.socket.display().to_string(),
+            adopted: d
+                .adopted
+                .iter()
+                .map(|a| proto::Adopted {
+                    dev: a.dev.clone(),
+                    attach: a.attach.clone(),
+                    outcome: a.outcome.clone(),
+                    detail: a.detail.clone(),
+                })
+                .collect(),
+        };
+        call.done("", "", Ok(info))
+    }
+
+    async fn shutdown(
+        &self,
+        req: Request<proto::ShutdownRequest>,
+    ) -> Result<Response<proto::ShutdownResponse>, Status> {
+        let call = self.0.begin(&req, rpc::SHUTDOWN)?;
+        let tx = self.0.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let _ = tx.send(true);
+        });
+        call.done("nfkitd", "", Ok(proto::ShutdownResponse {}))
+    }
+}

@@ -1,0 +1,192 @@
+//! The gRPC services, one module per resource, on one shared [`Daemon`]:
+//! every handler starts with [`Daemon::begin`] (who, which role, request
+//! size) and ends with [`Call::done`] (the audit record).
+
+pub mod chain;
+pub mod daemon;
+pub mod deployment;
+pub mod map;
+pub mod nf;
+pub mod stats;
+
+use crate::audit::{now_ms, AuditLog, Record};
+use crate::auth::{identify, Identity, Rpc};
+use crate::chains::Store;
+use crate::config::Config;
+use crate::records::{Adopted, Records};
+use std::time::Instant;
+use tonic::{Code, Request, Response, Status};
+
+/// What every service shares.
+pub struct Daemon {
+    pub cfg: Config,
+    pub audit: AuditLog,
+    pub chains: Store,
+    /// The daemon's records; held across a whole deploy or undeploy, so
+    /// changes to deployments happen one at a time.
+    pub records: tokio::sync::Mutex<Records>,
+    /// What the start found ([`crate::records::adopt`]).
+    pub adopted: Vec<Adopted>,
+    pub started: Instant,
+    /// Set to stop serving.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+/// One request being served.
+pub struct Call<'a> {
+    d: &'a Daemon,
+    rpc: Rpc,
+    pub who: Identity,
+}
+
+impl Daemon {
+    /// Identifies the caller, checks its role and the request's size;
+    /// a refusal is audited and returned.
+    pub fn begin<T: prost::Message>(&self, req: &Request<T>, rpc: Rpc) -> Result<Call<'_>, Status> {
+        let who = identify(req, &self.cfg.roles);
+        let refuse = |st: Status| {
+            self.record(rpc, who.as_ref(), "", "", &Err::<(), _>(st.clone()));
+            st
+        };
+        let Some(id) = who else {
+            return Err(refuse(Status::unauthenticated(
+                "no peer credentials: nfkitd serves clients on its Unix socket",
+            )));
+        };
+        let Some(role) = id.role else {
+            return Err(refuse(Status::permission_denied(format!(
+                "uid {} gid {} has no role in nfkitd's config (roles: admin, deploy, read_only)",
+                id.uid, id.gid
+            ))));
+        };
+        if role < rpc.needs {
+            return Err(refuse(Status::permission_denied(format!(
+                "{} needs role {}; uid {} has role {}",
+                rpc.name,
+                rpc.needs.name(),
+                id.uid,
+                role.name()
+            ))));
+        }
+        let size = req.get_ref().encoded_len();
+        if size > self.cfg.max_request_bytes {
+            return Err(refuse(Status::invalid_argument(format!(
+                "request of {size} bytes: nfkitd takes at most {} (max_request_bytes)",
+                self.cfg.max_request_bytes
+            ))));
+        }
+        Ok(Call {
+            d: self,
+            rpc,
+            who: id,
+        })
+    }
+
+    /// Audits a result when the RPC changes something or was refused.
+    fn record<R>(
+        &self,
+        rpc: Rpc,
+        who: Option<&Identity>,
+        target: &str,
+        digest: &str,
+        res: &Result<R, Status>,
+    ) {
+        let (result, code, message) = match res {
+            Ok(_) => ("ok", Code::Ok, ""),
+            Err(s) if refused(s.code()) => ("refused", s.code(), s.message()),
+            Err(s) => ("failed", s.code(), s.message()),
+        };
+        if !rpc.changes && result != "refused" {
+            return;
+        }
+        self.audit.write(&Record {
+            ts_ms: now_ms(),
+            who: who.copied(),
+            rpc: rpc.name,
+            target,
+            digest,
+            result,
+            code: code_name(code),
+            message,
+        });
+    }
+}
+
+impl Call<'_> {
+    /// The reply, audited.
+    pub fn done<R>(
+        &self,
+        target: &str,
+        digest: &str,
+        res: Result<R, Status>,
+    ) -> Result<Response<R>, Status> {
+        self.d
+            .record(self.rpc, Some(&self.who), target, digest, &res);
+        res.map(Response::new)
+    }
+
+    /// `uid 0 (admin)`.
+    pub fn by(&self) -> String {
+        format!(
+            "uid {} ({})",
+            self.who.uid,
+            self.who.role.map_or("no role", |r| r.name())
+        )
+    }
+}
+
+/// Codes that mean the request was refused rather than failed.
+pub fn refused(c: Code) -> bool {
+    matches!(
+        c,
+        Code::InvalidArgument | Code::PermissionDenied | Code::Unauthenticated
+    )
+}
+
+/// `PERMISSION_DENIED`, as gRPC names the codes.
+pub fn code_name(c: Code) -> &'static str {
+    match c {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// Runs `f` on a thread of the blocking pool (map reads, status).
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("the operation's thread failed: {e}")))
+}
+
+/// Runs `f` on a thread of its own, which ends with it: deploys may
+/// enter a network namespace, which a thread cannot leave.
+pub async fn own_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Status> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("nfkitd-deploy".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .map_err(|e| Status::internal(format!("starting a thread: {e}")))?;
+    rx.await
+        .map_err(|_| Status::internal("the operation's thread failed"))
+}
