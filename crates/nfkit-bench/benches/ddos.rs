@@ -2,7 +2,10 @@
 //! * hand C: `examples/c/ddos.c`, the same logic written by hand as one
 //!   XDP program (the baseline of the ratios);
 //! * static chain: the script compiled by nfkit-lang, classifier, chain
-//!   and NFs linked into one program;
+//!   and NFs linked into one program and inlined into one function
+//!   (docs/cost.md);
+//! * static, calls: the same without inlining (bpf-to-bpf calls to the
+//!   dispatcher, the chain and each NF), the "before" of docs/cost.md;
 //! * dynamic chain: the script compiled for dynamic mode (segments and NF
 //!   dynamic entries joined by tail calls through `nfkit_progs`);
 //! * tail calls: `c/ddos_tail.c`, the logic by hand as a classic
@@ -115,14 +118,14 @@ fn hand_c() -> Res<Variant> {
     Ok(variant("hand C", loaded, &entry))
 }
 
-fn static_chain() -> Res<Variant> {
+fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
     let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
-    let (image, entry, writes) = compile_static("ddos.py", &src)?;
-    Ok(variant(
-        "static chain",
-        load_compiled(&image, &writes)?,
-        &entry,
-    ))
+    let (image, entry, writes) = compile_static_with("ddos.py", &src, inline)?;
+    let name = match inline {
+        nfkit_lang::link::Inline::On => "static chain",
+        nfkit_lang::link::Inline::Off => "static, calls",
+    };
+    Ok(variant(name, load_compiled(&image, &writes)?, &entry))
 }
 
 fn dynamic_chain() -> Res<Variant> {
@@ -177,7 +180,8 @@ fn load_variants() -> (Vec<Variant>, Vec<String>) {
     let mut missing: Vec<String> = Vec::new();
     for (name, v) in [
         ("hand C", hand_c()),
-        ("static chain", static_chain()),
+        ("static chain", static_chain(nfkit_lang::link::Inline::On)),
+        ("static, calls", static_chain(nfkit_lang::link::Inline::Off)),
         ("dynamic chain", dynamic_chain()),
         ("tail calls", tail_calls()),
     ] {

@@ -52,7 +52,7 @@ pub enum LinkError {
 /// The `MapSpec` of a shared `nfkit_*` map as the NF header defines it.
 fn shared_map(name: &str) -> MapSpec {
     let (map_type, key, value, n) = match name {
-        "nfkit_pktinfo" => (MapType::PercpuArray, 4, 72, 16),
+        "nfkit_pktinfo" => (MapType::PercpuArray, 4, 80, 16),
         "nfkit_frame" => (MapType::PercpuArray, 4, 504, 16),
         "nfkit_progs" => (MapType::ProgArray, 4, 4, 1024),
         _ => (MapType::PercpuArray, 4, 4, 4), // nfkit_nest
