@@ -222,7 +222,17 @@ fn placed(g: &Body, d: i64) -> Result<(Body, Vec<usize>), String> {
     let mut out = Body::default();
     let mut map = Vec::with_capacity(g.insns.len());
     let uses_fp = |r: Reg| r == Reg::FP;
+    let mut targets = vec![false; g.insns.len() + 1];
+    for t in g.jump.iter().flatten() {
+        targets[*t] = true;
+    }
+    // `rX = r10; rX += k` becomes `rX = r10; rX += k - d` (one add).
+    let mut fused = false;
     for (k, &insn) in g.insns.iter().enumerate() {
+        if std::mem::take(&mut fused) {
+            map.push(out.insns.len() - 1);
+            continue;
+        }
         map.push(out.insns.len());
         let call = g.call[k];
         let jump = g.jump[k];
@@ -290,11 +300,24 @@ fn placed(g: &Body, d: i64) -> Result<(Body, Vec<usize>), String> {
                 dst,
                 src: Operand::Reg(s),
             } if uses_fp(s) => {
+                let mut add = -d;
+                if let Some(Insn::Alu {
+                    width: Width::W64,
+                    op: AluOp::Add,
+                    dst: d2,
+                    src: Operand::Imm(k2),
+                }) = g.insns.get(k + 1)
+                {
+                    if *d2 == dst && !targets[k + 1] && i32::try_from(add + *k2 as i64).is_ok() {
+                        add += *k2 as i64;
+                        fused = true;
+                    }
+                }
                 extra = Some(Insn::Alu {
                     width: Width::W64,
                     op: AluOp::Add,
                     dst,
-                    src: Operand::Imm(-(d as i32)),
+                    src: Operand::Imm(add as i32),
                 });
                 insn
             }
@@ -343,6 +366,7 @@ pub(super) fn inline_into(
     f0: u32,
 ) -> Result<Body, String> {
     let f0 = i64::from(f0.div_ceil(8) * 8);
+    let live = live_out(f);
     let mut out = Body::default();
     let mut newidx = vec![0usize; f.insns.len() + 1];
     // (new index, old target) of the caller's own jumps.
@@ -360,7 +384,11 @@ pub(super) fn inline_into(
                 continue;
             }
         };
-        let saved = saved_regs(&bodies[g]);
+        // Only the registers the callee touches and the caller reads later.
+        let saved: Vec<Reg> = saved_regs(&bodies[g])
+            .into_iter()
+            .filter(|r| live[k] & (1 << r.num()) != 0)
+            .collect();
         let spill = |i: usize| -> Result<i16, String> {
             i16::try_from(-(f0 + 8 * (i as i64 + 1)))
                 .map_err(|_| "stack offset out of range".into())
@@ -563,4 +591,89 @@ pub(super) fn assemble(
         core_sites,
         ..image.clone()
     })
+}
+
+/// Registers an instruction reads and writes (bit masks of r0..r10).
+fn use_def(i: &Insn) -> (u16, u16) {
+    let b = |r: Reg| 1u16 << r.num();
+    let args = 0b11_1110u16; // r1..r5
+    let scratch = 0b11_1111u16; // r0..r5
+    match *i {
+        Insn::Alu {
+            op: AluOp::Mov | AluOp::MovSx(_),
+            dst,
+            src,
+            ..
+        } => (
+            match src {
+                Operand::Reg(s) => b(s),
+                Operand::Imm(_) => 0,
+            },
+            b(dst),
+        ),
+        Insn::Alu { dst, src, .. } => (
+            b(dst)
+                | match src {
+                    Operand::Reg(s) => b(s),
+                    Operand::Imm(_) => 0,
+                },
+            b(dst),
+        ),
+        Insn::Endian { dst, .. } => (b(dst), b(dst)),
+        Insn::AddrSpaceCast { dst, src, .. } => (b(src), b(dst)),
+        Insn::Ldx { dst, src, .. } => (b(src), b(dst)),
+        Insn::St { dst, .. } => (b(dst), 0),
+        Insn::Stx { dst, src, .. } => (b(dst) | b(src), 0),
+        // A fetch writes its source (or r0); counted as read only, which
+        // keeps more alive, never less.
+        Insn::Atomic { dst, src, .. } => (b(dst) | b(src) | 1, 0),
+        Insn::Lddw { dst, .. } => (0, b(dst)),
+        Insn::LdAbs { .. } => (b(Reg::R6), scratch),
+        Insn::LdInd { src, .. } => (b(Reg::R6) | b(src), scratch),
+        Insn::Jmp { dst, src, .. } => (
+            b(dst)
+                | match src {
+                    Operand::Reg(s) => b(s),
+                    Operand::Imm(_) => 0,
+                },
+            0,
+        ),
+        Insn::Call { .. } => (args, scratch),
+        Insn::Callx { reg } => (args | b(reg), scratch),
+        Insn::Exit => (1, 0),
+        Insn::Ja { .. } | Insn::Gotol { .. } | Insn::MayGoto { .. } => (0, 0),
+    }
+}
+
+/// Registers live after each instruction of `f` (r6..r9 are not live at
+/// its exits: whoever calls `f` keeps its own).
+fn live_out(f: &Body) -> Vec<u16> {
+    let n = f.insns.len();
+    let mut live_in = vec![0u16; n + 1];
+    let mut out = vec![0u16; n];
+    let ud: Vec<(u16, u16)> = f.insns.iter().map(use_def).collect();
+    loop {
+        let mut changed = false;
+        for k in (0..n).rev() {
+            let insn = &f.insns[k];
+            let mut o = 0u16;
+            let falls = !insn.ends_block() || matches!(insn, Insn::MayGoto { .. });
+            if falls && k + 1 < n {
+                o |= live_in[k + 1];
+            }
+            if let Some(t) = f.jump[k] {
+                o |= live_in[t];
+            }
+            let (u, d) = ud[k];
+            let i = u | (o & !d);
+            if o != out[k] || i != live_in[k] {
+                out[k] = o;
+                live_in[k] = i;
+                changed = true;
+            }
+        }
+        if !changed {
+            return out;
+        }
+    }
 }
