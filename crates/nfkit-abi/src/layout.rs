@@ -125,7 +125,7 @@ abi_struct! {
     /// The parse-once packet info block (`struct nf_pkt_info`, docs/abi.md
     /// 3). Addresses are 16 bytes (IPv4 as `::ffff:a.b.c.d`); ports and
     /// `eth_proto` in host order.
-    PktInfo = "nf_pkt_info", size 72 {
+    PktInfo = "nf_pkt_info", size 80 {
         src: [u8; 16],
         dst: [u8; 16],
         sport: u16,
@@ -146,6 +146,8 @@ abi_struct! {
         /// `PI_*` flags.
         flags: u8,
         pad: u32,
+        /// `nf_now()` of this packet once read (`PI_NOW` set).
+        now_ns: u64,
     }
 }
 
@@ -161,6 +163,8 @@ pub const PI_FRAG: u8 = 0x04;
 pub const PI_TRUNC: u8 = 0x08;
 /// `NF_PI_L4`: `l4_off` points at a complete L4 header.
 pub const PI_L4: u8 = 0x10;
+/// `NF_PI_NOW`: `now_ns` holds this packet's `nf_now()`.
+pub const PI_NOW: u8 = 0x20;
 
 /// TCP flags as in [`PktInfo::tcp_flags`] (`NF_TCP_*`).
 pub const TCP_FIN: u8 = 0x01;

@@ -1,15 +1,17 @@
 //! What an NF call costs: a chain making N calls to a no-op NF
 //! (`c/bnop.c`: `nop(x)` gives x back) compiled by nfkit-lang into one
-//! program (static mode: bpf-to-bpf calls), against N no-op XDP programs
+//! program (static mode: inlined into one function, docs/cost.md; and
+//! without inlining, "static, calls": bpf-to-bpf calls), against N no-op XDP programs
 //! tail-calling each other (`c/tail_nop.c`), and the same chain in
 //! dynamic mode (each NF call is a tail call to the NF's dynamic entry
-//! and one back to the chain's next segment), for N = 0, 1, 2, 4, 8.
+//! and one back to the chain's next segment), for N = 0, 1, 2, 4, 8, 16.
 //!
 //! ns per packet are the kernel's own `BPF_PROG_TEST_RUN` times (repeat
 //! runs on one 64-byte UDP frame). The static chain's time includes
 //! nfkit's classifier (parse once into the info block, statistics),
 //! which the bare tail-call programs do not have, so the summary also
-//! gives the cost per call: (t(8) - t(0)) / 8. Needs root (skipped
+//! gives the cost per call: (t(N) - t(0)) / N for the largest N
+//! measured (16; 8 for the tail calls, which have 8 no-op programs). Needs root (skipped
 //! otherwise).
 
 use criterion::measurement::WallTime;
@@ -17,7 +19,7 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use nfkit_bench::*;
 use std::time::Duration;
 
-const NS: [usize; 5] = [0, 1, 2, 4, 8];
+const NS: [usize; 6] = [0, 1, 2, 4, 8, 16];
 
 /// A chain making `n` calls to `nop`, every packet, XDP.
 fn script(n: usize) -> String {
@@ -36,6 +38,7 @@ fn script(n: usize) -> String {
 struct Row {
     n: usize,
     stat: Option<f64>,
+    calls: Option<f64>,
     dynamic: Option<f64>,
     tail: Option<f64>,
 }
@@ -70,6 +73,9 @@ impl Tail {
 
     /// Fills the prog array so that the entry makes `n` tail calls.
     fn set_n(&self, n: usize) -> Res<()> {
+        if n > self.nops.len() {
+            return Err(format!("{} no-op programs only", self.nops.len()));
+        }
         let names: Vec<&str> = self.nops.iter().take(n).map(String::as_str).collect();
         fill_prog_array(&self.subject.loaded, "tn_jmp", &names)
     }
@@ -79,6 +85,7 @@ impl Tail {
 /// and the tail calls.
 struct Subjects {
     stat: Vec<(usize, Subject)>,
+    calls: Vec<(usize, Subject)>,
     dynamic: Vec<(usize, Subject)>,
     tail: Option<Tail>,
 }
@@ -106,6 +113,12 @@ fn load_chains(mode: &str, compile: fn(&str, &str) -> Res<Program>) -> Vec<(usiz
     out
 }
 
+/// A static chain without inlining (bpf-to-bpf calls, the "before" of
+/// docs/cost.md).
+fn compile_static_calls(file: &str, src: &str) -> Res<Program> {
+    compile_static_with(file, src, nfkit_lang::link::Inline::Off)
+}
+
 /// One criterion benchmark: `s` run on `frame`, timed by the kernel.
 fn bench_one(
     g: &mut BenchmarkGroup<'_, WallTime>,
@@ -127,6 +140,9 @@ fn run_criterion(c: &mut Criterion, subjects: &mut Subjects, frame: &[u8]) {
     let mut g = c.benchmark_group("calls");
     for (n, s) in subjects.stat.iter_mut() {
         bench_one(&mut g, BenchmarkId::new("static", *n), *n, s, frame);
+    }
+    for (n, s) in subjects.calls.iter_mut() {
+        bench_one(&mut g, BenchmarkId::new("static-calls", *n), *n, s, frame);
     }
     for (n, s) in subjects.dynamic.iter_mut() {
         bench_one(&mut g, BenchmarkId::new("dynamic", *n), *n, s, frame);
@@ -171,6 +187,7 @@ fn measure_rows(subjects: &mut Subjects, frame: &[u8]) -> Vec<Row> {
         .map(|&n| Row {
             n,
             stat: None,
+            calls: None,
             dynamic: None,
             tail: None,
         })
@@ -178,6 +195,11 @@ fn measure_rows(subjects: &mut Subjects, frame: &[u8]) -> Vec<Row> {
     for (n, s) in subjects.stat.iter_mut() {
         if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
             r.stat = measure(s, frame);
+        }
+    }
+    for (n, s) in subjects.calls.iter_mut() {
+        if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
+            r.calls = measure(s, frame);
         }
     }
     for (n, s) in subjects.dynamic.iter_mut() {
@@ -201,7 +223,7 @@ fn f(v: Option<f64>) -> String {
 }
 
 /// Prints the summary table: one line per N, then the cost per call
-/// (t(8) - t(0)) / 8.
+/// (t(N) - t(0)) / N.
 fn print_summary(rows: &[Row]) {
     let mut table: Vec<Vec<String>> = rows
         .iter()
@@ -209,6 +231,7 @@ fn print_summary(rows: &[Row]) {
             vec![
                 r.n.to_string(),
                 f(r.stat),
+                f(r.calls),
                 f(r.dynamic),
                 f(r.tail),
                 ratio(r.stat, r.tail),
@@ -216,19 +239,22 @@ fn print_summary(rows: &[Row]) {
             ]
         })
         .collect();
+    // Over the largest N measured (the tail calls stop at 8).
     let per_call = |get: &dyn Fn(&Row) -> Option<f64>| {
         let t0 = rows.first().and_then(get)?;
-        let t8 = rows.last().and_then(get)?;
-        Some((t8 - t0) / 8.0)
+        let last = rows.iter().rev().find(|r| r.n > 0 && get(r).is_some())?;
+        Some((get(last)? - t0) / last.n as f64)
     };
-    let (ps, pd, pt) = (
+    let (ps, pc, pd, pt) = (
         per_call(&|r| r.stat),
+        per_call(&|r| r.calls),
         per_call(&|r| r.dynamic),
         per_call(&|r| r.tail),
     );
     table.push(vec![
         "per call".into(),
         f(ps),
+        f(pc),
         f(pd),
         f(pt),
         ratio(ps, pt),
@@ -236,10 +262,11 @@ fn print_summary(rows: &[Row]) {
     ]);
     print_table(
         "N calls to a no-op NF: ns per packet (BPF_PROG_TEST_RUN, median of 7 x 200k runs; \
-         per call = (t(8) - t(0)) / 8)",
+         per call = (t(N) - t(0)) / N, N = 16, tail calls 8)",
         &[
             "N",
             "static chain",
+            "static, calls",
             "dynamic chain",
             "tail calls",
             "static/tail",
@@ -263,6 +290,7 @@ fn main() {
     let frame = udp4([198, 18, 0, 1], [198, 18, 0, 2], 1000, 2000);
     let mut subjects = Subjects {
         stat: load_chains("static", compile_static),
+        calls: load_chains("static-calls", compile_static_calls),
         dynamic: load_chains("dynamic", compile_dynamic),
         tail: Tail::load(),
     };

@@ -2,7 +2,10 @@
 //! * hand C: `examples/c/ddos.c`, the same logic written by hand as one
 //!   XDP program (the baseline of the ratios);
 //! * static chain: the script compiled by nfkit-lang, classifier, chain
-//!   and NFs linked into one program;
+//!   and NFs linked into one program and inlined into one function
+//!   (docs/cost.md);
+//! * static, calls: the same without inlining (bpf-to-bpf calls to the
+//!   dispatcher, the chain and each NF), the "before" of docs/cost.md;
 //! * dynamic chain: the script compiled for dynamic mode (segments and NF
 //!   dynamic entries joined by tail calls through `nfkit_progs`);
 //! * tail calls: `c/ddos_tail.c`, the logic by hand as a classic
@@ -115,14 +118,14 @@ fn hand_c() -> Res<Variant> {
     Ok(variant("hand C", loaded, &entry))
 }
 
-fn static_chain() -> Res<Variant> {
+fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
     let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
-    let (image, entry, writes) = compile_static("ddos.py", &src)?;
-    Ok(variant(
-        "static chain",
-        load_compiled(&image, &writes)?,
-        &entry,
-    ))
+    let (image, entry, writes) = compile_static_with("ddos.py", &src, inline)?;
+    let name = match inline {
+        nfkit_lang::link::Inline::On => "static chain",
+        nfkit_lang::link::Inline::Off => "static, calls",
+    };
+    Ok(variant(name, load_compiled(&image, &writes)?, &entry))
 }
 
 fn dynamic_chain() -> Res<Variant> {
@@ -148,6 +151,9 @@ fn tail_calls() -> Res<Variant> {
 
 /// A measured path: (ns per packet, XDP code of the last run).
 type Cell = Option<(f64, u32)>;
+
+/// Rounds of the per-packet cost table (each: 100k runs of every variant).
+const COST_ROUNDS: usize = 15;
 
 const LEGIT_DST: [u8; 4] = [198, 18, 2, 1];
 
@@ -177,7 +183,8 @@ fn load_variants() -> (Vec<Variant>, Vec<String>) {
     let mut missing: Vec<String> = Vec::new();
     for (name, v) in [
         ("hand C", hand_c()),
-        ("static chain", static_chain()),
+        ("static chain", static_chain(nfkit_lang::link::Inline::On)),
+        ("static, calls", static_chain(nfkit_lang::link::Inline::Off)),
         ("dynamic chain", dynamic_chain()),
         ("tail calls", tail_calls()),
     ] {
@@ -215,19 +222,36 @@ fn run_criterion(c: &mut Criterion, variants: &mut [Variant]) {
 /// Per-packet cost of each variant on both paths: medians of 7 rounds of
 /// 100k runs, with the verdict of one more run.
 fn measure_cost(variants: &mut [Variant]) -> Vec<(&'static str, [Cell; 2])> {
-    let mut cost: Vec<(&str, [Cell; 2])> = Vec::new();
-    for v in variants.iter_mut() {
-        let mut row = [None, None];
-        for (i, (path, frame)) in paths().iter().enumerate() {
-            if let Err(e) = prepare(v, path, frame) {
-                println!("ddos: {} {path}: {e}", v.name);
+    let mut cost: Vec<(&str, [Cell; 2])> =
+        variants.iter().map(|v| (v.name, [None, None])).collect();
+    for (i, (path, frame)) in paths().iter().enumerate() {
+        let mut ok = vec![false; variants.len()];
+        for (vi, v) in variants.iter_mut().enumerate() {
+            match prepare(v, path, frame) {
+                Ok(()) => ok[vi] = true,
+                Err(e) => println!("ddos: {} {path}: {e}", v.name),
+            }
+        }
+        // Interleaved rounds: every variant once per round, so that a
+        // slow spell of the machine hits them all alike.
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+        for _ in 0..COST_ROUNDS {
+            for (vi, v) in variants.iter_mut().enumerate() {
+                if !ok[vi] {
+                    continue;
+                }
+                if let Ok(ns) = v.subject.ns_per_packet(frame, 1, 1, 100_000) {
+                    samples[vi].push(ns);
+                }
+            }
+        }
+        for (vi, v) in variants.iter_mut().enumerate() {
+            if samples[vi].is_empty() {
                 continue;
             }
-            let ns = v.subject.ns_per_packet(frame, 7, 1, 100_000).ok();
             let code = v.subject.run_batches(frame, 1, 1).map(|(_, c)| c).ok();
-            row[i] = ns.zip(code);
+            cost[vi].1[i] = code.map(|c| (median(&mut samples[vi]), c));
         }
-        cost.push((v.name, row));
     }
     cost
 }
@@ -248,14 +272,19 @@ fn print_cost(cost: &[(&str, [Cell; 2])]) {
                     format!("{ns:.1} ({})", xdp_code(code))
                 }));
                 row.push(ratio(cell.map(|x| x.0), base(i)));
+                // HIKe's measure: the throughput lost against hand C.
+                row.push(match (cell.map(|x| x.0), base(i)) {
+                    (Some(v), Some(b)) if v > 0.0 => format!("{:.1} %", 100.0 * (1.0 - b / v)),
+                    _ => "-".into(),
+                });
             }
             row
         })
         .collect();
     print_table(
-        "DDoS example, ns per packet (BPF_PROG_TEST_RUN, median of 7 x 100k runs; \
-         verdict of the last run; ratio = variant / hand C)",
-        &["variant", "legit", "/hand C", "flood", "/hand C"],
+        "DDoS example, ns per packet (BPF_PROG_TEST_RUN, median of 15 interleaved rounds of 100k runs; \
+         verdict of the last run; ratio = variant / hand C; loss = 1 - hand C / variant)",
+        &["variant", "legit", "/hand C", "loss", "flood", "/hand C", "loss"],
         &table,
     );
 }

@@ -470,11 +470,20 @@ pub fn load_compiled(
 /// the catalogue) for the static mode: the Image, its entry and the
 /// control-plane writes.
 pub fn compile_static(file: &str, src: &str) -> Res<Program> {
+    compile_static_with(file, src, nfkit_lang::link::Inline::On)
+}
+
+/// [`compile_static`] with inlining on or off (docs/cost.md).
+pub fn compile_static_with(
+    file: &str,
+    src: &str,
+    inline: nfkit_lang::link::Inline,
+) -> Res<Program> {
     let opts = nfkit_lang::Options {
         search: nfkit_nf::SearchPath::new(vec![nf_dir()]),
         ..nfkit_lang::Options::default()
     };
-    let c = nfkit_lang::compile(file, src, &opts).map_err(|e| format!("{e}"))?;
+    let c = nfkit_lang::compile_with(file, src, &opts, inline).map_err(|e| format!("{e}"))?;
     let entry = c
         .entry()
         .ok_or_else(|| format!("{file}: no classifier"))?

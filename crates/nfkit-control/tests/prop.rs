@@ -4,14 +4,16 @@
 //! kernel verifier and give the same verdict, packet and map contents in
 //! the kernel as in the VM on random packets. The same scripts (which
 //! also call NFs) compiled for dynamic mode give the same results in the
-//! VM and, as root, in the kernel (tail-call segments). Every script
+//! VM and, as root, in the kernel (tail-call segments), and so do they
+//! built without inlining (calls, docs/cost.md). Every script
 //! runs on both VM engines (the JIT and the interpreter), which must
 //! agree packet by packet.
 
 mod common;
 use common::*;
 use nfkit_control::runner::ScriptVm;
-use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
+use nfkit_lang::link::Inline;
+use nfkit_lang::{compile, compile_dynamic, compile_with, CompileError, DynSlots, Options};
 use nfkit_vm::{Engine, EngineUse};
 use proptest::prelude::*;
 
@@ -276,7 +278,69 @@ fn check_one(seed: u64, kernel: bool) -> Result<(), TestCaseError> {
         let kv = u64_slots(8, |k| km.lookup(k).ok().flatten());
         prop_assert_eq!(kv, out_map(&vm), "map contents\n{}", src);
     }
+    check_with_calls(&src, &packets, &vm_res, &out_map(&vm), kernel)?;
     check_dynamic(&src, &packets, &vm_res, &out_map(&vm), kernel)
+}
+
+/// The script built without inlining (bpf-to-bpf calls, docs/cost.md):
+/// the same verdicts, packets and map as the inlined build (`want`,
+/// `want_out`) in the VM and the kernel.
+fn check_with_calls(
+    src: &str,
+    packets: &[(u64, Vec<u8>)],
+    want: &[(u64, Vec<u8>)],
+    want_out: &[u64],
+    kernel: bool,
+) -> Result<(), TestCaseError> {
+    let c = compile_with("prop.py", src, &Options::default(), Inline::Off)
+        .map_err(|e| TestCaseError::fail(format!("with calls: {e}\n{src}")))?;
+    let mut vm = ScriptVm::new_on(&c, Engine::Interp)
+        .map_err(|e| TestCaseError::fail(format!("with calls: {e}\n{src}")))?;
+    for (i, (ts, p)) in packets.iter().enumerate() {
+        let (o, _) = vm
+            .run(p, *ts, false)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(
+            o.error.is_none(),
+            "with calls: error {:?}\n{}",
+            o.error,
+            src
+        );
+        prop_assert_eq!(
+            o.code,
+            want[i].0,
+            "with calls: packet {} verdict\n{}",
+            i,
+            src
+        );
+        if (2..=4).contains(&o.code) {
+            prop_assert_eq!(&o.packet, &want[i].1, "with calls: packet {}\n{}", i, src);
+        }
+    }
+    prop_assert_eq!(out_map(&vm), want_out, "with calls: map contents\n{}", src);
+    if kernel {
+        let k = kernel_run_image(&c.image, "every_packet", &c.control_plane(), packets)
+            .map_err(|e| TestCaseError::fail(format!("with calls, kernel: {e}\n{src}")))?;
+        for (i, (code, data)) in k.iter().enumerate() {
+            prop_assert_eq!(
+                *code,
+                want[i].0,
+                "with calls, kernel: packet {}\n{}",
+                i,
+                src
+            );
+            if (2..=4).contains(code) {
+                prop_assert_eq!(
+                    data,
+                    &want[i].1,
+                    "with calls, kernel: packet {}\n{}",
+                    i,
+                    src
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The script in dynamic mode: the same verdicts, packets and map as

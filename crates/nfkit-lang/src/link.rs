@@ -45,12 +45,14 @@ pub enum LinkError {
     Stack { path: String, bytes: u32 },
     #[error("call path {path} has {frames} frames (the kernel allows {MAX_FRAMES})")]
     Frames { path: String, frames: usize },
+    #[error(transparent)]
+    Inline(#[from] nfkit_object::InlineError),
 }
 
 /// The `MapSpec` of a shared `nfkit_*` map as the NF header defines it.
 fn shared_map(name: &str) -> MapSpec {
     let (map_type, key, value, n) = match name {
-        "nfkit_pktinfo" => (MapType::PercpuArray, 4, 72, 16),
+        "nfkit_pktinfo" => (MapType::PercpuArray, 4, 80, 16),
         "nfkit_frame" => (MapType::PercpuArray, 4, 504, 16),
         "nfkit_progs" => (MapType::ProgArray, 4, 4, 1024),
         _ => (MapType::PercpuArray, 4, 4, 4), // nfkit_nest
@@ -418,13 +420,15 @@ fn module_object(
 }
 
 /// Links the generated code with its NFs and (when the script has one)
-/// the classifier program, then checks the stack budget.
+/// the classifier program, checks the stack budget, and (with
+/// [`Inline::On`]) inlines the calls the verifier's limits allow.
 pub fn link_program(
     prog: &Program,
     gen: &Generated,
     hook: Hook,
     search: &SearchPath,
-) -> Result<(Image, Object), LinkError> {
+    inline: Inline,
+) -> Result<(Image, Object, Option<nfkit_object::InlineReport>), LinkError> {
     let chains = chain_object(prog, gen, hook);
     let mut objects = Vec::new();
     if let Some(c) = &prog.classifier {
@@ -441,7 +445,23 @@ pub fn link_program(
     }
     let image = nfkit_object::link(&objects)?;
     check_stack(&image)?;
-    Ok((image, chains))
+    if inline == Inline::Off {
+        return Ok((image, chains, None));
+    }
+    let (inlined, report) = nfkit_object::inline_calls(&image, |_| true)?;
+    check_stack(&inlined)?;
+    Ok((inlined, chains, Some(report)))
+}
+
+/// Whether static linking inlines calls (docs/cost.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Inline {
+    /// Every call the verifier's limits allow is inlined: classifier,
+    /// dispatcher, chains and NFs become one function.
+    #[default]
+    On,
+    /// Calls stay calls (NFs verified as global functions, one each).
+    Off,
 }
 
 /// The NF modules `prog` calls, each with the functions to keep from it

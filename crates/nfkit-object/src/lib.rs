@@ -8,6 +8,7 @@
 //!   maps, globals), as [`read`] produces it from ELF bytes.
 //! * [`progtype`]: program types from section names (libbpf conventions).
 //! * [`link`](mod@link): objects into an [`Image`].
+//! * [`inline`]: bpf-to-bpf calls of an [`Image`] replaced by the callee's body.
 //! * [`write`](mod@write): an [`Image`] back into an eBPF relocatable ELF object.
 //! * [`summary`]: what an object holds, for `nfkit object show`.
 //! * [`error`]: read, link and write errors, each naming where.
@@ -18,6 +19,7 @@ pub mod btf;
 pub mod co_re;
 pub mod error;
 pub mod image;
+pub mod inline;
 pub mod link;
 pub mod object;
 pub mod progtype;
@@ -31,6 +33,7 @@ pub use image::{
     CoreSite, Entry, Function, Image, InnerMaps, InnerSlot, LineInfo, MapInit, MapKind, MapSpec,
     MapType, ProgType,
 };
+pub use inline::{inline_calls, InlineError, InlineReport};
 pub use link::{link, link_files, link_with_target};
 pub use object::Object;
 pub use read::{inspect_object, read_object, read_object_as, Inspection};

@@ -141,8 +141,9 @@ struct nf_pkt_info {
 	__u8 tcp_flags;  /* 66 TCP flags byte (FIN 0x01 SYN 0x02 RST 0x04 ACK 0x10) */
 	__u8 flags;      /* 67 NF_PI_* */
 	__u32 pad;       /* 68 */
+	__u64 now_ns;    /* 72 nf_now() of this packet once read (NF_PI_NOW) */
 };
-_Static_assert(sizeof(struct nf_pkt_info) == 72, "nf_pkt_info layout");
+_Static_assert(sizeof(struct nf_pkt_info) == 80, "nf_pkt_info layout");
 
 enum nf_pi_flag {
 	NF_PI_VALID = 0x01, /* the block was filled for this packet */
@@ -150,6 +151,7 @@ enum nf_pi_flag {
 	NF_PI_FRAG = 0x04,  /* IP fragment (any); ports only on the first */
 	NF_PI_TRUNC = 0x08, /* a header was cut short: fields after it are 0 */
 	NF_PI_L4 = 0x10,    /* l4_off points at a complete L4 header */
+	NF_PI_NOW = 0x20,   /* now_ns holds nf_now() for this packet */
 };
 
 enum nf_tcp_flag {

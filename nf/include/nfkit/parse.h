@@ -46,12 +46,28 @@ static __always_inline struct nf_config *nf_config(void)
 /* ------------------------------------------------------------------ */
 /* Time and randomness (abi.md 7). */
 
+/* The clock is read at most once per packet: the first nf_now() keeps
+ * its value in the info block (now_ns, flag NF_PI_NOW), later ones of the
+ * same packet return it. nf_enter clears the flag and, when the clock is
+ * pinned, stores the pinned time at once. */
 static __always_inline __u64 nf_now(void)
 {
-	struct nf_config *c = nf_config();
+	struct nf_pkt_info *pi = nf_info((NF_CTX *)0);
+	struct nf_config *c;
+	__u64 t;
+
+	if (pi && (pi->flags & NF_PI_NOW))
+		return pi->now_ns;
+	c = nf_config();
 	if (c && c->clock_pinned == NF_CLOCK_PINNED)
-		return c->now_ns;
-	return bpf_ktime_get_ns();
+		t = c->now_ns;
+	else
+		t = bpf_ktime_get_ns();
+	if (pi) {
+		pi->now_ns = t;
+		pi->flags |= NF_PI_NOW;
+	}
+	return t;
 }
 
 /* 32 random bits. Pinned: x ^= x << 13; x ^= x >> 7; x ^= x << 17 on the
@@ -113,7 +129,8 @@ static __always_inline __u32 nf_rand(void)
 
 /* ------------------------------------------------------------------ */
 /* The parser: L2, up to two VLAN tags, IPv4 / IPv6 (up to 6 extension
- * headers), TCP / UDP / SCTP ports and TCP flags. Keeps rand_state. */
+ * headers), TCP / UDP / SCTP ports and TCP flags. Keeps rand_state and
+ * the packet's time (now_ns with NF_PI_NOW). */
 
 struct nf__vlan { __be16 tci; __be16 proto; };
 struct nf__tcp { __be16 sport; __be16 dport; __u32 seq; __u32 ack; __u8 doff; __u8 flags; __u16 win; __u16 csum; __u16 urg; };
@@ -131,14 +148,16 @@ static __always_inline void nf__map4(__u8 *dst, __be32 a)
 
 static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 {
-	__u64 rs = pi->rand_state;
+	__u64 rs = pi->rand_state, now = pi->now_ns;
+	__u8 keep = pi->flags & NF_PI_NOW;
 	__u32 off = 0;
 	__u16 proto;
 	__u8 l4 = 0;
 
 	__builtin_memset(pi, 0, sizeof(*pi));
 	pi->rand_state = rs;
-	pi->flags = NF_PI_VALID;
+	pi->now_ns = now;
+	pi->flags = NF_PI_VALID | keep;
 #if NF_HOOK_ID == NF_HOOKID_XDP
 	pi->pkt_len = ctx->data_end - ctx->data;
 	pi->ifindex = ctx->ingress_ifindex;
@@ -313,6 +332,12 @@ static __always_inline struct nf_pkt_info *nf_enter(NF_CTX *ctx)
 		return 0;
 	struct nf_config *c = nf_config();
 	pi->rand_state = (c && c->rand_seed) ? c->rand_seed : NF_RAND_SEED0;
+	/* A new packet: its time is not read yet, or is the pinned time. */
+	pi->flags = 0;
+	if (c && c->clock_pinned == NF_CLOCK_PINNED) {
+		pi->now_ns = c->now_ns;
+		pi->flags = NF_PI_NOW;
+	}
 	nf_parse(ctx, pi);
 	return pi;
 }
