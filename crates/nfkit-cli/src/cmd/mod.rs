@@ -9,6 +9,7 @@ pub mod disasm;
 pub mod map;
 pub mod nf;
 pub mod object;
+pub mod offload;
 pub mod prog;
 pub mod prog_vm;
 pub mod recv;
