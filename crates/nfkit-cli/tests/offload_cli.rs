@@ -414,3 +414,113 @@ fn errors_and_empty_status() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing offloaded on eth0"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A namespace with a veth pair (`ofl…a`/`ofl…b`), deleted on drop.
+struct Bed {
+    ns: String,
+    dev: String,
+}
+
+impl Bed {
+    fn new(tag: &str) -> Bed {
+        let id = std::process::id() % 100_000;
+        let bed = Bed {
+            ns: format!("ofl-{tag}-{id}"),
+            dev: format!("ofl{id}a"),
+        };
+        let ip = |args: &[&str]| {
+            let o = Command::new("ip").args(args).output().expect("run ip");
+            assert!(
+                o.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        ip(&["netns", "add", &bed.ns]);
+        let peer = format!("ofl{id}b");
+        ip(&[
+            "-n", &bed.ns, "link", "add", &bed.dev, "type", "veth", "peer", "name", &peer,
+        ]);
+        ip(&["-n", &bed.ns, "link", "set", &bed.dev, "up"]);
+        ip(&["-n", &bed.ns, "link", "set", &peer, "up"]);
+        bed
+    }
+
+    fn qdiscs(&self) -> String {
+        let o = Command::new("tc")
+            .args(["-n", &self.ns, "qdisc", "show", "dev", &self.dev])
+            .output()
+            .expect("run tc");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+    }
+}
+
+/// Real rules through netlink on a veth: where the kernel has flower,
+/// they are installed, listed by `status` with their counters and taken
+/// away by `remove`; where it has not (this project's machines), the
+/// error says so and nothing is left behind (no qdisc, no state).
+#[test]
+fn host_kernel_installs_or_says_flower_is_missing() {
+    if !nfkit_kernel::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tmpdir("host");
+    let obj = build_obj("acl", &dir);
+    let bed = Bed::new("host");
+    let before = bed.qdiscs();
+    let o = nfkit(
+        &[
+            obj.to_str().unwrap(),
+            "--dev",
+            &bed.dev,
+            "--netns",
+            &bed.ns,
+            "--skip-hw",
+        ],
+        &dir,
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    if o.status.success() {
+        let s = nfkit(&["status", "--json"], &dir);
+        assert!(s.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+        let inst = &v[0];
+        assert_eq!(inst["dev"], bed.dev.as_str());
+        let rules = inst["rules"].as_array().unwrap();
+        assert_eq!(
+            rules.len() as u64,
+            inst["expected_rules"].as_u64().unwrap(),
+            "{v}"
+        );
+        assert!(rules.iter().all(|r| r["kind"] == "flower"), "{v}");
+        let r = nfkit(&["remove", "--dev", &bed.dev, "--netns", &bed.ns], &dir);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        assert!(
+            !bed.qdiscs().contains("clsact"),
+            "remove takes the qdisc it made"
+        );
+        println!(
+            "flower present: {} rules installed and removed",
+            rules.len()
+        );
+    } else {
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("kernel lacks cls_flower"), "{err}");
+        assert_eq!(
+            bed.qdiscs(),
+            before,
+            "the qdisc made for the rules is gone again"
+        );
+        let s = nfkit(&["status"], &dir);
+        assert!(String::from_utf8_lossy(&s.stdout).contains("nothing offloaded"));
+        println!("no flower here: {}", err.trim());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
