@@ -36,6 +36,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Delete the offloaded rules of a device.
     Remove(RemoveArgs),
+    /// Check the rules on this kernel's flower (a veth pair): per frame,
+    /// flower then the program must decide like the program alone.
+    Check(super::offload_check::CheckArgs),
 }
 
 #[derive(clap::Args)]
@@ -125,18 +128,26 @@ impl MapSource for PinnedMaps {
 }
 
 /// The program to offload: its image and XDP entry.
-struct Program {
-    image: Image,
-    entry: String,
-    compiled: Option<nfkit_lang::Compiled>,
+pub struct Program {
+    pub image: Image,
+    pub entry: String,
+    pub compiled: Option<nfkit_lang::Compiled>,
 }
 
-fn load_program(a: &InstallArgs, path: &std::path::Path) -> anyhow::Result<Option<Program>> {
+/// Reads an object (its program `section`, untyped sections as
+/// `prog_type`) or compiles a script for XDP; `None` when the script
+/// has errors (printed).
+pub fn load_program(
+    path: &std::path::Path,
+    section: Option<&str>,
+    prog_type: Option<super::RunType>,
+    nf_path: &[String],
+) -> anyhow::Result<Option<Program>> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).with_context(|| format!("reading {shown}"))?;
     if bytes.starts_with(b"\x7fELF") {
-        let image = super::read_image(&bytes, &shown, a.prog_type)?;
-        let i = super::run::pick_entry(&image, a.section.as_deref())?;
+        let image = super::read_image(&bytes, &shown, prog_type)?;
+        let i = super::run::pick_entry(&image, section)?;
         let entry = image.entries[i].name.clone();
         return Ok(Some(Program {
             image,
@@ -147,7 +158,7 @@ fn load_program(a: &InstallArgs, path: &std::path::Path) -> anyhow::Result<Optio
     let source = String::from_utf8(bytes)
         .map_err(|_| anyhow!("{shown}: neither an ELF object nor a UTF-8 script"))?;
     let Some(c) =
-        super::deploy::compile_script(&shown, &source, &a.nf_path, Some(nfkit_nf::Hook::Xdp))?
+        super::deploy::compile_script(&shown, &source, nf_path, Some(nfkit_nf::Hook::Xdp))?
     else {
         return Ok(None);
     };
@@ -232,6 +243,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     match a.command {
         Some(Command::Status(s)) => status(s),
         Some(Command::Remove(r)) => remove(r),
+        Some(Command::Check(c)) => super::offload_check::run(c),
         None => install(a.install),
     }
 }
@@ -241,7 +253,7 @@ fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
         bail!("give SCRIPT|OBJ and --dev IFACE");
     };
     let shown = path.display().to_string();
-    let Some(prog) = load_program(&a, &path)? else {
+    let Some(prog) = load_program(&path, a.section.as_deref(), a.prog_type, &a.nf_path)? else {
         return Ok(ExitCode::from(1));
     };
     let netns = a.netns.as_deref();
