@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: all deps build demo test lint bench rtl-bench soak experiment clean
+.PHONY: all deps build demo test lint bench rtl-bench soak experiment clean test-offload
 
 all: build
 
@@ -56,6 +56,15 @@ EXPERIMENT_OUT ?= target/bag-experiment
 experiment: build
 	./target/release/nfkit bag experiment --out $(EXPERIMENT_OUT) $(EXPERIMENT_ARGS)
 	@echo "results in $(EXPERIMENT_OUT): report.md, runs.csv, summary.csv, main.svg, packets.svg, rate.svg, loss.svg"
+
+# Offload (docs/offload.md): boots a qemu guest whose Debian kernel has
+# cls_flower and checks the flower rules of the test programs and the DDoS
+# example frame by frame against the programs (KVM or TCG; a few minutes
+# under TCG). Not part of `test`.
+test-offload: deps
+	@bash scripts/install-deps.sh --offload
+	$(CARGO) build --release --bin nfkit
+	bash scripts/offload-guest/run.sh
 
 clean:
 	$(CARGO) clean

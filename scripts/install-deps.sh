@@ -11,6 +11,11 @@ PKGS=(clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config iproute2 ma
 if [ "${1:-}" = "--bench" ]; then
     PKGS+=(libdpdk-dev)
 fi
+# `--offload`: the qemu guest of `make test-offload` (a Debian kernel whose
+# cls_flower is a module, qemu to boot it, busybox for its initramfs).
+if [ "${1:-}" = "--offload" ]; then
+    PKGS+=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
+fi
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then

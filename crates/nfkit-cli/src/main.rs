@@ -54,6 +54,9 @@ enum Command {
     /// Maps of deployed chains: list, dump, get, set, delete.
     #[command(subcommand)]
     Map(cmd::map::Command),
+    /// An XDP program's stateless paths as tc flower rules (`offload
+    /// status`, `offload remove`).
+    Offload(cmd::offload::Args),
     /// Programs in the kernel: `prog test` (BPF_PROG_TEST_RUN; `--vm`: in
     /// nfkit's VM, to compare).
     #[command(subcommand)]
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Status(a) => cmd::deploy::status(a),
         Command::Undeploy(a) => cmd::deploy::undeploy(a),
         Command::Map(c) => cmd::map::run(c),
+        Command::Offload(a) => cmd::offload::run(a),
         Command::Prog(c) => cmd::prog::run(c),
         Command::Send(a) => cmd::send::run(a),
         Command::Recv(a) => cmd::recv::run(a),

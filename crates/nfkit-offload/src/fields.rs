@@ -49,7 +49,7 @@ fn byte(p: &Pattern, i: usize) -> (u8, u8) {
     )
 }
 
-fn bytes(p: &Pattern, r: std::ops::Range<usize>) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn bytes(p: &Pattern, r: std::ops::Range<usize>) -> (Vec<u8>, Vec<u8>) {
     r.map(|i| byte(p, i)).unzip()
 }
 
@@ -57,7 +57,7 @@ fn any(p: &Pattern, r: std::ops::Range<usize>) -> bool {
     r.into_iter().any(|i| byte(p, i).1 != 0)
 }
 
-fn exact(p: &Pattern, r: std::ops::Range<usize>) -> Option<Vec<u8>> {
+pub(crate) fn exact(p: &Pattern, r: std::ops::Range<usize>) -> Option<Vec<u8>> {
     let (v, m) = bytes(p, r);
     m.iter().all(|&x| x == 0xff).then_some(v)
 }
@@ -78,7 +78,7 @@ fn prefix_len(mask: &[u8]) -> Option<u32> {
 /// Where the L4 header starts and the IP protocol, when the pattern
 /// fixes both: IPv4 with IHL 5 (offset 34) or IPv6 whose next header is
 /// the protocol (offset 54).
-fn l4_proto(p: &Pattern) -> Option<(usize, u8)> {
+pub(crate) fn l4_proto(p: &Pattern) -> Option<(usize, u8)> {
     let et = exact(p, 12..14)?;
     if et == ETH_IP {
         let (v14, m14) = byte(p, 14);

@@ -13,6 +13,12 @@
 //!   keys.
 //! * [`rules`]: paths to prioritised flower [`Rule`]s (first-match order,
 //!   merging, rule budget) and their `tc filter add` text.
+//! * [`flower`]: a rule as the kernel's flower classifier takes it
+//!   (netlink attributes) and back.
+//! * [`netlink`]: [`Tc`], the rtnetlink socket: clsact qdisc, flower
+//!   filters added, listed with their counts, deleted.
+//! * [`record`]: [`Installed`], what `nfkit offload` installed where
+//!   (the offload state file).
 //! * [`model`]: flower matching on a frame and the equivalence check
 //!   "rules, then the program" against "the program alone".
 //! * [`error`] holds [`OffloadError`].
@@ -21,8 +27,11 @@
 
 pub mod error;
 pub mod fields;
+pub mod flower;
 pub mod model;
+pub mod netlink;
 pub mod pattern;
+pub mod record;
 pub mod rules;
 pub mod source;
 pub mod symbolic;
@@ -30,7 +39,9 @@ pub mod value;
 
 pub use error::OffloadError;
 pub use model::{Decision, Equivalence};
+pub use netlink::{NetlinkError, Tc};
 pub use pattern::Pattern;
+pub use record::{Installed, OffloadState};
 pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
 pub use source::MapSource;
 pub use symbolic::{analyse, Analysis, Limits, Outcome, Path, XdpAction};

@@ -375,6 +375,13 @@ fn merge_ports(a: &Cand, b: &Cand) -> Option<(Pattern, Vec<PortRange>)> {
     if a.action != b.action || fields::express(&a.pattern).is_err() {
         return None;
     }
+    // Bytes 34..38 are the ports only in IPv4 with IHL 5 (in IPv6 they
+    // are address bits).
+    if fields::l4_proto(&a.pattern).map(|x| x.0) != Some(34)
+        || fields::l4_proto(&b.pattern).map(|x| x.0) != Some(34)
+    {
+        return None;
+    }
     for at in [34, 36] {
         let (Some((al, ah)), Some((bl, bh))) = (port_interval(a, at), port_interval(b, at)) else {
             continue;

@@ -10,6 +10,8 @@ pub mod disasm;
 pub mod map;
 pub mod nf;
 pub mod object;
+pub mod offload;
+pub mod offload_check;
 pub mod prog;
 pub mod prog_vm;
 pub mod recv;

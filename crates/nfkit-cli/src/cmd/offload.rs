@@ -1,0 +1,557 @@
+//! `nfkit offload SCRIPT|OBJ --dev IFACE [--netns NS] [--skip-sw|--skip-hw]
+//! [--max-rules N] [--dry-run] [--json]`, `nfkit offload status`,
+//! `nfkit offload remove --dev IFACE`: an XDP program's stateless paths
+//! as tc flower rules at the device's ingress (nfkit-offload), the rest
+//! left to the program. Map contents come from the program deployed on
+//! the device (its pinned maps) when there is one, else from the
+//! object's or script's initial state. The install is recorded in
+//! `offload.json` next to the deployment state (`NFKIT_STATE_DIR`).
+
+use anyhow::{anyhow, bail, Context};
+use nfkit_kernel::deploy::{open_pinned_map, AttachPoint, Paths, State};
+use nfkit_kernel::netns::in_netns;
+use nfkit_kernel::KMap;
+use nfkit_object::Image;
+use nfkit_offload::rules::Fallback;
+use nfkit_offload::{
+    analyse, flower, generate, Installed, Limits, MapSource, OffloadState, RuleSet, RulesOptions,
+    Tc,
+};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    install: InstallArgs,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// What `nfkit offload` installed, with each rule's packet count.
+    Status(StatusArgs),
+    /// Delete the offloaded rules of a device.
+    Remove(RemoveArgs),
+    /// Check the rules on this kernel's flower (a veth pair): per frame,
+    /// flower then the program must decide like the program alone.
+    Check(super::offload_check::CheckArgs),
+}
+
+#[derive(clap::Args)]
+pub struct InstallArgs {
+    /// The chain script (.chain or .py) or eBPF ELF object to offload.
+    #[arg(required = true)]
+    source: Option<PathBuf>,
+    /// The device whose ingress gets the rules.
+    #[arg(long, value_name = "IFACE", required = true)]
+    dev: Option<String>,
+    /// The named network namespace (`ip netns`) IFACE is in.
+    #[arg(long, value_name = "NS")]
+    netns: Option<String>,
+    /// Rules in the NIC only (`skip_sw`): what it cannot take is refused.
+    #[arg(long, conflicts_with = "skip_hw")]
+    skip_sw: bool,
+    /// Rules in the kernel's software flower only (`skip_hw`).
+    #[arg(long)]
+    skip_hw: bool,
+    /// At most N rules: the least specific paths fall back to software.
+    #[arg(long, value_name = "N")]
+    max_rules: Option<usize>,
+    /// Print the equivalent `tc filter add` lines; install nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Object only: the program, by section or function name.
+    #[arg(long, value_name = "NAME")]
+    section: Option<String>,
+    /// Object only: take untyped sections as this type.
+    #[arg(long = "type", value_enum)]
+    prog_type: Option<super::RunType>,
+    /// Directories with users' NF objects (also NFKIT_NF_PATH).
+    #[arg(long = "nf-path", value_name = "DIR")]
+    nf_path: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// Only this device.
+    #[arg(long, value_name = "IFACE")]
+    dev: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct RemoveArgs {
+    /// The device whose offloaded rules go.
+    #[arg(long, value_name = "IFACE")]
+    dev: String,
+    #[arg(long, value_name = "NS")]
+    netns: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+/// The offload state file: `offload.json` beside nfkit's state file.
+fn state_path() -> PathBuf {
+    let paths = Paths::from_env();
+    paths
+        .state_file
+        .parent()
+        .map(|d| d.join("offload.json"))
+        .unwrap_or_else(|| PathBuf::from("/run/nfkit/offload.json"))
+}
+
+/// The maps of a deployed program, opened from their pins.
+struct PinnedMaps(Vec<(String, KMap)>);
+
+impl MapSource for PinnedMaps {
+    fn entries(&self, map: &str) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        let (_, m) = self.0.iter().find(|(n, _)| n == map)?;
+        m.entries().ok()
+    }
+
+    fn lookup(&self, map: &str, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        let (_, m) = self
+            .0
+            .iter()
+            .find(|(n, _)| n == map)
+            .ok_or_else(|| format!("no map {map}"))?;
+        m.lookup(key).map_err(|e| e.to_string())
+    }
+}
+
+/// The program to offload: its image and XDP entry.
+pub struct Program {
+    pub image: Image,
+    pub entry: String,
+    pub compiled: Option<nfkit_lang::Compiled>,
+}
+
+/// Reads an object (its program `section`, untyped sections as
+/// `prog_type`) or compiles a script for XDP; `None` when the script
+/// has errors (printed).
+pub fn load_program(
+    path: &std::path::Path,
+    section: Option<&str>,
+    prog_type: Option<super::RunType>,
+    nf_path: &[String],
+) -> anyhow::Result<Option<Program>> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).with_context(|| format!("reading {shown}"))?;
+    if bytes.starts_with(b"\x7fELF") {
+        let image = super::read_image(&bytes, &shown, prog_type)?;
+        let i = super::run::pick_entry(&image, section)?;
+        let entry = image.entries[i].name.clone();
+        return Ok(Some(Program {
+            image,
+            entry,
+            compiled: None,
+        }));
+    }
+    let source = String::from_utf8(bytes)
+        .map_err(|_| anyhow!("{shown}: neither an ELF object nor a UTF-8 script"))?;
+    let Some(c) =
+        super::deploy::compile_script(&shown, &source, nf_path, Some(nfkit_nf::Hook::Xdp))?
+    else {
+        return Ok(None);
+    };
+    let entry = c
+        .entry()
+        .ok_or_else(|| {
+            anyhow!("{shown}: the script configures no classifier (nothing to offload)")
+        })?
+        .to_string();
+    Ok(Some(Program {
+        image: c.image.clone(),
+        entry,
+        compiled: Some(c),
+    }))
+}
+
+/// The deployed XDP program on `dev` (in `netns`), if nfkit deployed one.
+fn deployed_maps(
+    dev: &str,
+    netns: Option<&str>,
+    image: &Image,
+) -> anyhow::Result<Option<PinnedMaps>> {
+    let state = State::load(&Paths::from_env())?;
+    let Some(d) = state.deployments.iter().find(|d| {
+        d.dev == dev
+            && d.netns.as_deref() == netns
+            && matches!(d.hook, AttachPoint::Xdp | AttachPoint::XdpGeneric)
+    }) else {
+        return Ok(None);
+    };
+    let mut maps = Vec::new();
+    for rec in &d.maps {
+        if image.maps.iter().any(|m| m.name == rec.name) {
+            let m = open_pinned_map(&rec.name, &rec.pin).with_context(|| {
+                format!("the map `{}` of the program deployed on {dev}", rec.name)
+            })?;
+            maps.push((rec.name.clone(), m));
+        }
+    }
+    Ok(Some(PinnedMaps(maps)))
+}
+
+fn ifname_of(ifindex: u32) -> String {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return format!("if{ifindex}");
+    };
+    for e in dir.flatten() {
+        let idx = std::fs::read_to_string(e.path().join("ifindex")).unwrap_or_default();
+        if idx.trim().parse::<u32>().ok() == Some(ifindex) {
+            return e.file_name().to_string_lossy().into_owned();
+        }
+    }
+    format!("if{ifindex}")
+}
+
+fn fallback_text(f: &Fallback, max: Option<usize>) -> String {
+    match f {
+        Fallback::Software(why) => format!("software: {why}"),
+        Fallback::Inexpressible(why) => format!("not expressible in flower: {why}"),
+        Fallback::OverBudget => format!(
+            "over the rule budget (--max-rules {}): falls back to software",
+            max.unwrap_or(0)
+        ),
+    }
+}
+
+fn rules_json(rules: &RuleSet, lines: &[String]) -> Vec<serde_json::Value> {
+    rules
+        .rules
+        .iter()
+        .zip(lines)
+        .map(|(r, l)| {
+            json!({
+                "prio": r.prio, "action": r.action.to_string(), "paths": r.paths,
+                "pattern": r.pattern.to_string(), "tc": l,
+            })
+        })
+        .collect()
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    match a.command {
+        Some(Command::Status(s)) => status(s),
+        Some(Command::Remove(r)) => remove(r),
+        Some(Command::Check(c)) => super::offload_check::run(c),
+        None => install(a.install),
+    }
+}
+
+fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
+    let (Some(path), Some(dev)) = (a.source.clone(), a.dev.clone()) else {
+        bail!("give SCRIPT|OBJ and --dev IFACE");
+    };
+    let shown = path.display().to_string();
+    let Some(prog) = load_program(&path, a.section.as_deref(), a.prog_type, &a.nf_path)? else {
+        return Ok(ExitCode::from(1));
+    };
+    let netns = a.netns.as_deref();
+    let t0 = std::time::Instant::now();
+    let (analysis, maps_from) = match deployed_maps(&dev, netns, &prog.image)? {
+        Some(pinned) => (
+            analyse(&prog.image, &prog.entry, &pinned, &Limits::default()),
+            "pinned maps",
+        ),
+        None => {
+            let vm = match &prog.compiled {
+                Some(c) => {
+                    nfkit_control::runner::ScriptVm::new(c)
+                        .map_err(|e| anyhow!("{shown}: {e}"))?
+                        .vm
+                }
+                None => nfkit_vm::Vm::new(&prog.image, nfkit_vm::VmConfig::kernel())
+                    .map_err(|e| anyhow!("{shown}: {e}"))?,
+            };
+            (
+                analyse(&prog.image, &prog.entry, &vm, &Limits::default()),
+                "initial state",
+            )
+        }
+    };
+    let analysis = analysis.map_err(|e| anyhow!("{shown}: {e}"))?;
+    let rules = generate(
+        &analysis,
+        &RulesOptions {
+            max_rules: a.max_rules,
+        },
+    );
+    let took = t0.elapsed();
+    let skip = if a.skip_sw {
+        "skip_sw"
+    } else if a.skip_hw {
+        "skip_hw"
+    } else {
+        ""
+    };
+    let lines = rules.to_tc_lines(&dev, skip, &ifname_of);
+    let fallbacks: Vec<serde_json::Value> = rules
+        .fallbacks
+        .iter()
+        .map(|(p, f)| json!({"path": p, "why": fallback_text(f, a.max_rules)}))
+        .collect();
+    let over_budget = rules
+        .fallbacks
+        .iter()
+        .filter(|f| f.1 == Fallback::OverBudget)
+        .count();
+    let summary = json!({
+        "source": shown, "entry": prog.entry, "dev": dev, "netns": netns,
+        "maps_from": maps_from, "paths": rules.paths, "offloaded": rules.offloaded,
+        "passed": rules.passed, "over_budget": over_budget,
+        "rules_before_merge": rules.before_merge, "rules": rules.rules.len(),
+        "offloading_rules": rules.offloading_rules(),
+        "generation_us": took.as_micros() as u64,
+        "dry_run": a.dry_run,
+        "rule_list": rules_json(&rules, &lines), "fallbacks": fallbacks,
+    });
+    if !a.dry_run {
+        apply(&a, &dev, &prog, &rules, &lines, maps_from, skip)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.dry_run {
+        for l in &lines {
+            println!("{l}");
+        }
+    }
+    eprintln!(
+        "{shown} ({}): {} paths, {} offloaded, {} pass, {} to software; {} rules ({} before merging), maps from {maps_from}, {:?}",
+        prog.entry,
+        rules.paths,
+        rules.offloaded,
+        rules.passed,
+        rules.fallbacks.len(),
+        rules.rules.len(),
+        rules.before_merge,
+        took
+    );
+    for (p, f) in &rules.fallbacks {
+        eprintln!("  path {p}: {}", fallback_text(f, a.max_rules));
+    }
+    if !a.dry_run {
+        eprintln!("installed {} rules at ingress of {dev}", rules.rules.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Installs the rules (replacing an earlier offload on the device);
+/// on a failure, what was added is taken back.
+fn apply(
+    a: &InstallArgs,
+    dev: &str,
+    prog: &Program,
+    rules: &RuleSet,
+    lines: &[String],
+    maps_from: &str,
+    skip: &str,
+) -> anyhow::Result<()> {
+    let netns = a.netns.clone();
+    let sp = state_path();
+    let mut state = OffloadState::load(&sp).map_err(|e| anyhow!("{e}"))?;
+    let old = state
+        .find(dev, netns.as_deref())
+        .map(|i| state.installs.remove(i));
+    let flags = match skip {
+        "skip_sw" => flower::SKIP_SW,
+        "skip_hw" => flower::SKIP_HW,
+        _ => 0,
+    };
+    let dev_s = dev.to_string();
+    let (ifindex, created) = in_netns(netns.as_deref(), || {
+        Ok(install_rules(&dev_s, rules, flags, old.as_ref()))
+    })?
+    .map_err(|e| anyhow!("offload on {dev}: {e}"))?;
+    state.installs.push(Installed {
+        dev: dev.to_string(),
+        netns,
+        ifindex,
+        source: std::fs::canonicalize(a.source.as_ref().map_or(&PathBuf::new(), |p| p))
+            .unwrap_or_default()
+            .display()
+            .to_string(),
+        entry: prog.entry.clone(),
+        skip: skip.to_string(),
+        prios: rules.rules.iter().map(|r| r.prio).collect(),
+        qdisc_created: created || old.as_ref().is_some_and(|o| o.qdisc_created),
+        installed_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        paths: rules.paths,
+        offloaded: rules.offloaded,
+        fallbacks: rules.fallbacks.len(),
+        maps_from: maps_from.to_string(),
+        tc_lines: lines.to_vec(),
+    });
+    state.save(&sp).map_err(|e| anyhow!("{e}"))
+}
+
+fn install_rules(
+    dev: &str,
+    rules: &RuleSet,
+    flags: u32,
+    old: Option<&Installed>,
+) -> Result<(u32, bool), String> {
+    let mut tc = Tc::open().map_err(|e| e.to_string())?;
+    let idx = tc.ifindex(dev).map_err(|e| e.to_string())?;
+    let created = tc.ensure_clsact(idx).map_err(|e| e.to_string())?;
+    if let Some(o) = old {
+        for &p in &o.prios {
+            let _ = tc.delete_prio(idx, p);
+        }
+    }
+    let mut added = Vec::new();
+    for r in &rules.rules {
+        let res = flower::encode(r, flags, idx)
+            .map_err(|e| format!("rule prio {}: {e}", r.prio))
+            .and_then(|f| tc.add_flower(idx, &f).map_err(|e| e.to_string()));
+        if let Err(e) = res {
+            for &p in &added {
+                let _ = tc.delete_prio(idx, p);
+            }
+            if created {
+                let _ = tc.delete_clsact(idx);
+            }
+            return Err(e);
+        }
+        added.push(r.prio);
+    }
+    Ok((idx, created))
+}
+
+fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    let state = OffloadState::load(&state_path()).map_err(|e| anyhow!("{e}"))?;
+    let mut out = Vec::new();
+    for i in state
+        .installs
+        .iter()
+        .filter(|i| a.dev.as_ref().is_none_or(|d| *d == i.dev))
+    {
+        let dev = i.dev.clone();
+        let idx = i.ifindex;
+        let filters = in_netns(i.netns.as_deref(), || {
+            Ok(Tc::open().and_then(|mut tc| tc.filters(idx)))
+        })?;
+        let (rules, err): (Vec<serde_json::Value>, Option<String>) = match filters {
+            Ok(fs) => (
+                fs.iter()
+                    .filter(|f| i.prios.contains(&f.prio))
+                    .map(|f| {
+                        let d = flower::decode(f.protocol, &f.options, idx);
+                        json!({
+                            "prio": f.prio, "kind": f.kind,
+                            "protocol": nfkit_offload::netlink::protocol_name(f.protocol),
+                            "action": d.as_ref().map(|x| x.2.to_string()).unwrap_or_else(|e| e.clone()),
+                            "pattern": d.as_ref().map(|x| x.0.to_string()).unwrap_or_default(),
+                            "packets": d.as_ref().ok().and_then(|x| x.3),
+                        })
+                    })
+                    .collect(),
+                None,
+            ),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        if !a.json {
+            println!(
+                "{dev}{}: {} ({}), {} rules{}, {} paths, {} offloaded, {} to software, maps from {}",
+                i.netns.as_ref().map(|n| format!(" (netns {n})")).unwrap_or_default(),
+                i.source,
+                i.entry,
+                i.prios.len(),
+                if i.skip.is_empty() { String::new() } else { format!(" {}", i.skip) },
+                i.paths,
+                i.offloaded,
+                i.fallbacks,
+                i.maps_from
+            );
+            if let Some(e) = &err {
+                println!("  cannot list the rules: {e}");
+            }
+            for r in &rules {
+                println!(
+                    "  prio {} {} {} {} packets {}",
+                    r["prio"],
+                    r["protocol"].as_str().unwrap_or(""),
+                    r["pattern"].as_str().unwrap_or(""),
+                    r["action"].as_str().unwrap_or(""),
+                    r["packets"]
+                );
+            }
+            if err.is_none() && rules.len() != i.prios.len() {
+                println!(
+                    "  {} of {} rules are missing from the device",
+                    i.prios.len() - rules.len(),
+                    i.prios.len()
+                );
+            }
+        }
+        out.push(json!({
+            "dev": dev, "netns": i.netns, "source": i.source, "entry": i.entry,
+            "skip": i.skip, "paths": i.paths, "offloaded": i.offloaded,
+            "fallbacks": i.fallbacks, "maps_from": i.maps_from,
+            "installed_at": i.installed_at, "rules": rules, "error": err,
+            "expected_rules": i.prios.len(),
+        }));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if out.is_empty() {
+        println!("nothing offloaded");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn remove(a: RemoveArgs) -> anyhow::Result<ExitCode> {
+    let sp = state_path();
+    let mut state = OffloadState::load(&sp).map_err(|e| anyhow!("{e}"))?;
+    let Some(pos) = state.find(&a.dev, a.netns.as_deref()) else {
+        bail!(
+            "nothing offloaded on {} (see `nfkit offload status`)",
+            a.dev
+        );
+    };
+    let i = state.installs[pos].clone();
+    let removed = in_netns(i.netns.as_deref(), || {
+        Ok((|| -> Result<usize, nfkit_offload::NetlinkError> {
+            let mut tc = Tc::open()?;
+            let mut n = 0;
+            for &p in &i.prios {
+                if tc.delete_prio(i.ifindex, p).is_ok() {
+                    n += 1;
+                }
+            }
+            if i.qdisc_created && tc.filters(i.ifindex)?.is_empty() {
+                tc.delete_clsact(i.ifindex)?;
+            }
+            Ok(n)
+        })())
+    })?
+    .map_err(|e| anyhow!("remove on {}: {e}", a.dev))?;
+    state.installs.remove(pos);
+    state.save(&sp).map_err(|e| anyhow!("{e}"))?;
+    if a.json {
+        println!(
+            "{}",
+            json!({"dev": a.dev, "removed": removed, "expected": i.prios.len()})
+        );
+    } else {
+        println!(
+            "removed {removed} of {} rules from {}",
+            i.prios.len(),
+            a.dev
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

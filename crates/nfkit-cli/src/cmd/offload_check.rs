@@ -1,0 +1,392 @@
+//! `nfkit offload check SCRIPT|OBJ --dev IFACE --peer PEER [--netns NS]
+//! [--pcap FILE]... [--random N]`: the rules checked on the running
+//! kernel's flower. The rules go on IFACE's ingress (`skip_hw`) with a
+//! last catch-all rule that only counts; every frame is sent from PEER
+//! (the other end of a veth) and the rule whose counter moved says what
+//! flower did with it. "Flower, then the program (`BPF_PROG_TEST_RUN`)
+//! for what it passes on" must decide like the program alone, frame by
+//! frame, and the rule that matched must be the model's. Needs a kernel
+//! with cls_flower (the qemu guest of `make test-offload`).
+
+use anyhow::{anyhow, bail};
+use nfkit_kernel::netns::in_netns;
+use nfkit_kernel::{load_image, LoadOptions, TestRun};
+use nfkit_offload::flower;
+use nfkit_offload::rules::{Rule, RuleAction};
+use nfkit_offload::{analyse, generate, Limits, Pattern, RulesOptions, Tc};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The chain script or eBPF ELF object.
+    source: PathBuf,
+    /// The device whose ingress gets the rules.
+    #[arg(long, value_name = "IFACE")]
+    dev: String,
+    /// The other end of IFACE's veth: frames are sent from here.
+    #[arg(long, value_name = "PEER")]
+    peer: String,
+    #[arg(long, value_name = "NS")]
+    netns: Option<String>,
+    /// Frames to send (pcap files).
+    #[arg(long = "pcap", value_name = "FILE")]
+    pcaps: Vec<PathBuf>,
+    /// And this many random frames, biased toward the program's paths.
+    #[arg(long, default_value_t = 0)]
+    random: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, value_name = "N")]
+    max_rules: Option<usize>,
+    #[arg(long)]
+    json: bool,
+    #[arg(long, value_name = "NAME")]
+    section: Option<String>,
+    #[arg(long = "type", value_enum)]
+    prog_type: Option<super::RunType>,
+}
+
+/// xorshift64*.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A random UDP/TCP frame over IPv4 or IPv6, often with one path's
+/// required bits imposed, sometimes a bit flipped or the frame cut.
+fn random_frame(rng: &mut Rng, patterns: &[&Pattern]) -> anyhow::Result<Vec<u8>> {
+    use nfkit_traffic::{build, FrameSpec, Mac, Proto};
+    use std::net::{IpAddr, Ipv4Addr};
+    let ports = [7u16, 22, 23, 53, 80, 999, 1000, 1500, 1999, 2000, 443];
+    let port = |rng: &mut Rng| {
+        if rng.below(10) < 7 {
+            ports[rng.below(ports.len() as u64) as usize]
+        } else {
+            rng.next() as u16
+        }
+    };
+    let proto = if rng.below(2) == 0 {
+        Proto::Udp
+    } else {
+        Proto::Tcp {
+            flags: rng.next() as u8,
+        }
+    };
+    let (src, dst) = if rng.below(4) == 0 {
+        let mut a = [0u8; 16];
+        a[..4].copy_from_slice(&0x2001_0db8u32.to_be_bytes());
+        a[15] = rng.next() as u8;
+        let mut b = a;
+        b[15] = rng.next() as u8;
+        (IpAddr::from(a), IpAddr::from(b))
+    } else {
+        let x = rng.next();
+        (
+            IpAddr::V4(Ipv4Addr::new(10, (x >> 8) as u8 % 4, 0, x as u8)),
+            IpAddr::V4(Ipv4Addr::new(198, 18, (x >> 16) as u8 % 4, (x >> 24) as u8)),
+        )
+    };
+    let spec = FrameSpec {
+        src_mac: Mac([2, 0, 0, 0, 0, rng.next() as u8]),
+        dst_mac: Mac([2, 0, 0, 0, 1, rng.next() as u8]),
+        src,
+        dst,
+        proto,
+        sport: port(rng),
+        dport: port(rng),
+        ttl: [0u8, 1, 2, 64, 255][rng.below(5) as usize],
+        tos: [0u8, 46 << 2, rng.next() as u8][rng.below(3) as usize],
+        payload: vec![0xab; rng.below(24) as usize],
+    };
+    let mut f = build(&spec).map_err(|e| anyhow!("random frame: {e}"))?;
+    if rng.below(10) < 7 && !patterns.is_empty() {
+        let p = patterns[rng.below(patterns.len() as u64) as usize];
+        for (pos, v) in p.bits() {
+            let (byte, bit) = ((pos / 8) as usize, pos % 8);
+            if let Some(b) = f.get_mut(byte) {
+                *b = (*b & !(1 << bit)) | (u8::from(v) << bit);
+            }
+        }
+    }
+    if rng.below(3) == 0 {
+        let pos = rng.below(f.len().min(64) as u64 * 8) as usize;
+        f[pos / 8] ^= 1 << (pos % 8);
+    }
+    if rng.below(20) == 0 {
+        let n = rng.below(f.len() as u64 - 13) as usize + 14;
+        f.truncate(n);
+    }
+    Ok(f)
+}
+
+/// XDP return code of a decision.
+fn code(a: RuleAction) -> u32 {
+    match a {
+        RuleAction::Drop => 1,
+        RuleAction::Pass => 2,
+        RuleAction::Tx => 3,
+        RuleAction::Redirect(_) => 4,
+    }
+}
+
+fn counts(tc: &mut Tc, ifindex: u32) -> anyhow::Result<HashMap<u32, u64>> {
+    Ok(tc
+        .filters(ifindex)?
+        .into_iter()
+        .map(|f| {
+            let n = flower::decode(f.protocol, &f.options, ifindex)
+                .ok()
+                .and_then(|d| d.3)
+                .unwrap_or(0);
+            (f.prio, n)
+        })
+        .collect())
+}
+
+pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
+    let netns = a.netns.clone();
+    let r = in_netns(netns.as_deref(), || Ok(check(&a)))?;
+    r
+}
+
+fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let shown = a.source.display().to_string();
+    let Some(prog) =
+        super::offload::load_program(&a.source, a.section.as_deref(), a.prog_type, &[])?
+    else {
+        return Ok(ExitCode::from(1));
+    };
+    // The analysis sees the initial state, as the loaded programs do.
+    let vm = match &prog.compiled {
+        Some(c) => {
+            nfkit_control::runner::ScriptVm::new(c)
+                .map_err(|e| anyhow!("{shown}: {e}"))?
+                .vm
+        }
+        None => nfkit_vm::Vm::new(&prog.image, nfkit_vm::VmConfig::kernel())
+            .map_err(|e| anyhow!("{shown}: {e}"))?,
+    };
+    let t0 = Instant::now();
+    let analysis = analyse(&prog.image, &prog.entry, &vm, &Limits::default())
+        .map_err(|e| anyhow!("{shown}: {e}"))?;
+    let rules = generate(
+        &analysis,
+        &RulesOptions {
+            max_rules: a.max_rules,
+        },
+    );
+    let gen_us = t0.elapsed().as_micros() as u64;
+    // Two kernel instances: one sees every frame, one what flower passes.
+    let _ = nfkit_kernel::pin_thread_to_cpu(0);
+    let writes = prog
+        .compiled
+        .as_ref()
+        .map(|c| c.control_plane())
+        .unwrap_or_default();
+    let load = || -> anyhow::Result<nfkit_kernel::Loaded> {
+        let l = load_image(
+            &prog.image,
+            &LoadOptions {
+                entries: Some(vec![prog.entry.clone()]),
+                ..LoadOptions::default()
+            },
+        )
+        .map_err(|e| anyhow!("{shown}: {e}"))?;
+        for (m, k, v) in &writes {
+            let map = l.map(m).ok_or_else(|| anyhow!("no map {m}"))?;
+            map.update(k, v, 0)?;
+        }
+        Ok(l)
+    };
+    let (alone, software) = (load()?, load()?);
+    let run_of = |l: &nfkit_kernel::Loaded, f: &[u8]| -> anyhow::Result<u32> {
+        let p = l
+            .prog(&prog.entry)
+            .ok_or_else(|| anyhow!("{shown}: {} not loaded", prog.entry))?;
+        Ok(p.test_run(&TestRun::packet(f))?.retval)
+    };
+    // Frames: the pcaps', then random ones; at least 14 bytes (no
+    // shorter frame reaches a filter) and at most the MTU.
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    for p in &a.pcaps {
+        let pk = nfkit_pcap::read_file(p).map_err(super::pcap_error(p))?;
+        frames.extend(pk.into_iter().map(|p| p.data));
+    }
+    let patterns: Vec<&Pattern> = analysis.paths.iter().map(|p| &p.pattern).collect();
+    let mut rng = Rng(a.seed | 1);
+    for _ in 0..a.random {
+        frames.push(random_frame(&mut rng, &patterns)?);
+    }
+    frames.retain(|f| f.len() >= 14 && f.len() <= 1514);
+    // The rules, and a catch-all that counts what none matched.
+    let mut tc = Tc::open()?;
+    let ifindex = tc.ifindex(&a.dev)?;
+    let created = tc.ensure_clsact(ifindex)?;
+    let last = rules.rules.len() as u32 + 1;
+    let catch_all = Rule {
+        prio: last,
+        pattern: Pattern::any(),
+        action: RuleAction::Pass,
+        paths: Vec::new(),
+        ranges: Vec::new(),
+    };
+    let cleanup = |tc: &mut Tc| {
+        for p in 1..=last {
+            let _ = tc.delete_prio(ifindex, p);
+        }
+        if created {
+            let _ = tc.delete_clsact(ifindex);
+        }
+    };
+    let t1 = Instant::now();
+    for r in rules.rules.iter().chain(std::iter::once(&catch_all)) {
+        let f = flower::encode(r, flower::SKIP_HW, ifindex).map_err(|e| anyhow!("{e}"));
+        if let Err(e) = f.and_then(|f| Ok(tc.add_flower(ifindex, &f)?)) {
+            cleanup(&mut tc);
+            return Err(e);
+        }
+    }
+    let install_us = t1.elapsed().as_micros() as u64;
+    let result = send_all(
+        a, &mut tc, ifindex, &rules, last, &frames, &alone, &software, &run_of,
+    );
+    cleanup(&mut tc);
+    let s = result?;
+    let ok = s.disagreements.is_empty() && s.model_mismatches.is_empty() && s.lost == 0;
+    let summary = json!({
+        "source": shown, "entry": prog.entry, "dev": a.dev,
+        "paths": rules.paths, "offloaded": rules.offloaded, "rules": rules.rules.len(),
+        "generation_us": gen_us, "install_us": install_us,
+        "frames": frames.len(), "by_rules": s.by_rules, "lost": s.lost,
+        "disagreements": s.disagreements.len(), "model_mismatches": s.model_mismatches.len(),
+        "first_disagreements": s.disagreements.iter().take(5).collect::<Vec<_>>(),
+        "first_model_mismatches": s.model_mismatches.iter().take(5).collect::<Vec<_>>(),
+        "ms": s.ms, "agree": ok,
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "{shown} ({}): {} rules, {} frames, {} decided by flower, {} disagreements with the program alone, {} rule choices unlike the model, {} lost, {} ms",
+            prog.entry,
+            rules.rules.len(),
+            frames.len(),
+            s.by_rules,
+            s.disagreements.len(),
+            s.model_mismatches.len(),
+            s.lost,
+            s.ms
+        );
+        for d in s.disagreements.iter().chain(&s.model_mismatches).take(5) {
+            println!("  {d}");
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+struct Sent {
+    by_rules: usize,
+    lost: usize,
+    disagreements: Vec<String>,
+    model_mismatches: Vec<String>,
+    ms: u64,
+}
+
+fn hex(f: &[u8]) -> String {
+    f.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send_all(
+    a: &CheckArgs,
+    tc: &mut Tc,
+    ifindex: u32,
+    rules: &nfkit_offload::RuleSet,
+    last: u32,
+    frames: &[Vec<u8>],
+    alone: &nfkit_kernel::Loaded,
+    software: &nfkit_kernel::Loaded,
+    run_of: &dyn Fn(&nfkit_kernel::Loaded, &[u8]) -> anyhow::Result<u32>,
+) -> anyhow::Result<Sent> {
+    let sender = nfkit_traffic::send::FrameSender::open(&a.peer, None)
+        .map_err(|e| anyhow!("sending on {}: {e}", a.peer))?;
+    let mut s = Sent {
+        by_rules: 0,
+        lost: 0,
+        disagreements: Vec::new(),
+        model_mismatches: Vec::new(),
+        ms: 0,
+    };
+    let t0 = Instant::now();
+    let mut before = counts(tc, ifindex)?;
+    for f in frames {
+        let want = run_of(alone, f)?;
+        sender
+            .send(f)
+            .map_err(|e| anyhow!("sending on {}: {e}", a.peer))?;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let hit = loop {
+            let now = counts(tc, ifindex)?;
+            let moved: Vec<u32> = now
+                .iter()
+                .filter(|(p, n)| before.get(p).copied().unwrap_or(0) < **n)
+                .map(|(p, _)| *p)
+                .collect();
+            if !moved.is_empty() || Instant::now() > deadline {
+                before = now;
+                break moved.into_iter().min();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        let Some(prio) = hit else {
+            s.lost += 1;
+            continue;
+        };
+        let model = rules.first_match(f).map_or(last, |r| r.prio);
+        if model != prio {
+            s.model_mismatches.push(format!(
+                "frame {}: flower matched prio {prio}, the model prio {model}",
+                hex(f)
+            ));
+        }
+        let action = rules
+            .rules
+            .iter()
+            .find(|r| r.prio == prio)
+            .map_or(RuleAction::Pass, |r| r.action);
+        let got = if action == RuleAction::Pass {
+            run_of(software, f)?
+        } else {
+            s.by_rules += 1;
+            code(action)
+        };
+        if got != want {
+            s.disagreements.push(format!(
+                "frame {}: flower prio {prio} then program: {got}, program alone: {want}",
+                hex(f)
+            ));
+        }
+    }
+    s.ms = t0.elapsed().as_millis() as u64;
+    if frames.is_empty() {
+        bail!("no frames to send");
+    }
+    Ok(s)
+}

@@ -1,0 +1,164 @@
+//! The netlink form of the rules, without a kernel: every rule of the
+//! test programs (and of the blacklist with its map entries) is encoded
+//! as an `RTM_NEWTFILTER` message, serialised, parsed back by
+//! netlink-packet-route and decoded; the decoded match must be the
+//! rule's (less the IP version and IHL, which flower has no key for)
+//! with the same port ranges, action and flags, and an unknown action
+//! or key is refused.
+
+mod common;
+
+use common::build_prog;
+use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
+use netlink_packet_route::tc::{TcAttribute, TcFilterFlowerOption as F, TcMessage, TcOption};
+use netlink_packet_route::RouteNetlinkMessage;
+use nfkit_offload::flower::{decode, encode, SKIP_HW};
+use nfkit_offload::{analyse, generate, Limits, Pattern, RuleAction, RulesOptions};
+use nfkit_vm::{Vm, VmConfig};
+
+/// A pattern without the bits flower cannot key on: the IP version
+/// nibble and the IPv4 IHL.
+fn keyable(p: &Pattern) -> Pattern {
+    let mut q = p.clone();
+    let v4 = p.mask.get(12..14) == Some(&[0xff, 0xff]) && p.value.get(12..14) == Some(&[8, 0]);
+    for b in 0..8 {
+        if b >= 4 || v4 {
+            q.clear_bit(14 * 8 + b);
+        }
+    }
+    q
+}
+
+/// Through the wire format and back.
+fn wire(protocol: u16, options: Vec<F>) -> (u16, Vec<F>) {
+    let mut m = TcMessage::with_index(7);
+    m.header.info = (3 << 16) | u32::from(protocol.to_be());
+    m.attributes.push(TcAttribute::Kind("flower".into()));
+    m.attributes.push(TcAttribute::Options(
+        options.into_iter().map(TcOption::Flower).collect(),
+    ));
+    let mut msg = NetlinkMessage::new(
+        NetlinkHeader::default(),
+        NetlinkPayload::from(RouteNetlinkMessage::NewTrafficFilter(m)),
+    );
+    msg.finalize();
+    let mut buf = vec![0u8; msg.header.length as usize];
+    msg.serialize(&mut buf);
+    let back: NetlinkMessage<RouteNetlinkMessage> =
+        NetlinkMessage::deserialize(&buf).unwrap_or_else(|e| panic!("{e}"));
+    let NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewTrafficFilter(f)) = back.payload
+    else {
+        panic!("not a filter");
+    };
+    let opts = f
+        .attributes
+        .iter()
+        .filter_map(|a| match a {
+            TcAttribute::Options(o) => Some(o.clone()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|o| match o {
+            TcOption::Flower(x) => Some(x),
+            _ => None,
+        })
+        .collect();
+    (u16::from_be((f.header.info & 0xffff) as u16), opts)
+}
+
+fn roundtrip(name: &str, setup: &dyn Fn(&Vm)) -> usize {
+    let img = build_prog(name);
+    let vm = Vm::new(&img, VmConfig::kernel()).unwrap_or_else(|e| panic!("{e}"));
+    setup(&vm);
+    let a = analyse(&img, name, &vm, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let rules = generate(&a, &RulesOptions::default());
+    assert!(!rules.rules.is_empty(), "{name}: no rules");
+    for r in &rules.rules {
+        let f = encode(r, SKIP_HW, 1000).unwrap_or_else(|e| panic!("{name} prio {}: {e}", r.prio));
+        assert!(f.options.contains(&F::Flags(SKIP_HW)));
+        let (proto, opts) = wire(f.protocol, f.options.clone());
+        assert_eq!(proto, f.protocol);
+        assert_eq!(
+            opts, f.options,
+            "{name} prio {}: options survive the wire",
+            r.prio
+        );
+        let (p, ranges, act, _) =
+            decode(proto, &opts, 1000).unwrap_or_else(|e| panic!("{name} prio {}: {e}", r.prio));
+        let want = keyable(&r.pattern);
+        assert_eq!(
+            (p.mask.clone(), p.value.clone()),
+            (want.mask.clone(), want.value.clone()),
+            "{name} prio {}: decoded [{p}] vs rule [{}]",
+            r.prio,
+            r.pattern
+        );
+        assert_eq!(
+            p.min_len,
+            r.pattern.min_len.max(14),
+            "{name} prio {}",
+            r.prio
+        );
+        assert_eq!(ranges, r.ranges, "{name} prio {}", r.prio);
+        assert_eq!(act, r.action, "{name} prio {}", r.prio);
+    }
+    rules.rules.len()
+}
+
+fn fill_blacklist(vm: &Vm) {
+    let lpm = vm.map("src_prefixes").unwrap_or_else(|| panic!("no map"));
+    for (plen, addr) in [
+        (8u32, [10u8, 0, 0, 0]),
+        (24, [192, 168, 1, 0]),
+        (32, [198, 18, 0, 7]),
+    ] {
+        let mut k = plen.to_le_bytes().to_vec();
+        k.extend_from_slice(&addr);
+        lpm.update(&k, &1u32.to_le_bytes(), 0)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    let hash = vm.map("dst_block").unwrap_or_else(|| panic!("no map"));
+    hash.update(&[203, 0, 113, 9], &1u32.to_le_bytes(), 0)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+}
+
+#[test]
+fn rules_survive_the_netlink_form() {
+    let none = |_: &Vm| {};
+    let n: usize = [
+        roundtrip("acl", &none),
+        roundtrip("tcpflags", &none),
+        roundtrip("v6frag", &none),
+        roundtrip("ethertype", &none),
+        roundtrip("blacklist", &fill_blacklist),
+    ]
+    .iter()
+    .sum();
+    println!("{n} rules through the netlink form and back");
+}
+
+#[test]
+fn tx_is_a_redirect_to_the_device_itself() {
+    let img = build_prog("acl");
+    let vm = Vm::new(&img, VmConfig::kernel()).unwrap_or_else(|e| panic!("{e}"));
+    let a = analyse(&img, "acl", &vm, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let rules = generate(&a, &RulesOptions::default());
+    let mut tx = rules
+        .rules
+        .iter()
+        .find(|r| r.action == RuleAction::Drop)
+        .unwrap_or_else(|| panic!("no drop rule"))
+        .clone();
+    tx.action = RuleAction::Tx;
+    let f = encode(&tx, 0, 9).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!f.options.iter().any(|o| matches!(o, F::Flags(_))));
+    let (_, _, act, _) = decode(f.protocol, &f.options, 9).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(act, RuleAction::Tx);
+    // Seen from another device, it is a redirect to ifindex 9.
+    let (_, _, act, _) = decode(f.protocol, &f.options, 4).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(act, RuleAction::Redirect(9));
+    // A key nfkit never writes is refused, not ignored.
+    let mut opts = f.options.clone();
+    opts.push(F::VlanId(5));
+    assert!(decode(f.protocol, &opts, 9).is_err());
+}

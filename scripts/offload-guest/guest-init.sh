@@ -1,0 +1,41 @@
+#!/bin/sh
+# The guest's /init: modules, a veth pair, then `nfkit offload check` on
+# each program; results on the console as OFFLOAD-RESULT lines.
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+mount -t tmpfs tmp /tmp
+mount -t tmpfs run /run
+echo "OFFLOAD-BOOT $(cat /proc/uptime | cut -d' ' -f1) s, kernel $(cat /proc/sys/kernel/osrelease)"
+while read -r m; do
+    insmod "$m" || echo "OFFLOAD-ERROR insmod $m"
+done </modules.order
+ip link set lo up
+# Two pairs: ofl0/ofl1 carry the test, ofl2/ofl3 give the test programs'
+# redirect targets (ifindex 3 to 5) a device. Peers this ip names
+# veth0, veth1 are renamed.
+for pair in "ofl0 ofl1" "ofl2 ofl3"; do
+    set -- $pair
+    ip link add "$1" type veth peer name "$2" 2>/dev/null
+    ip link show "$2" >/dev/null 2>&1 || ip link set "$(ip -o link | grep -o "veth[0-9]*@$1" | cut -d@ -f1)" name "$2"
+    ip link set "$1" up
+    ip link set "$2" up
+done
+echo "OFFLOAD-LINKS $(ip -o link | cut -d: -f1,2 | tr '\n' ' ')"
+i=0
+while [ $i -lt 50 ] && ! ip link show ofl0 | grep -q 'state UP'; do sleep 0.1; i=$((i+1)); done
+cd /work
+PCAPS="--pcap ddos.pcap --pcap dscp_dispatch.pcap --pcap flow_limiter.pcap --pcap port_stats.pcap --pcap tcp_options.pcap"
+for p in acl.o tcpflags.o v6frag.o ethertype.o ddos.py; do
+    out=$(nfkit offload check "$p" --dev ofl0 --peer ofl1 $PCAPS --random @RANDOM@ --json 2>/tmp/err)
+    rc=$?
+    if [ -n "$out" ]; then
+        echo "OFFLOAD-RESULT $out"
+    else
+        echo "OFFLOAD-ERROR $p rc=$rc $(tr '\n' ' ' </tmp/err)"
+    fi
+done
+echo "OFFLOAD-DONE $(cat /proc/uptime | cut -d' ' -f1) s"
+poweroff -f
