@@ -36,6 +36,11 @@ pub struct RunInput<'a> {
     pub timestamp: u64,
     /// Record the retired pcs.
     pub trace: bool,
+    /// Stream the packet in while the program runs (8 bytes a cycle from
+    /// the start, sharing the write port with stores), as the engine
+    /// receives it, instead of writing it whole before the start; packet
+    /// accesses to bytes not yet arrived wait ([`Stalls::rx`]).
+    pub stream: bool,
     /// Cycle budget; the run faults with [`FaultKind::Budget`] past it.
     pub max_cycles: u64,
 }
@@ -48,6 +53,7 @@ impl<'a> RunInput<'a> {
             ctx: Ctx::Raw,
             timestamp: 0,
             trace: false,
+            stream: false,
             max_cycles: DEFAULT_MAX_CYCLES,
         }
     }
@@ -145,7 +151,21 @@ impl Core {
             m[meta::TIMESTAMP..meta::TIMESTAMP + 8].copy_from_slice(&input.timestamp.to_le_bytes());
             self.write_bytes(0, &m);
         }
-        self.write_bytes(PKT_BASE + start, input.packet);
+        let rx_row0 = ((PKT_BASE + start) / 8) as u32;
+        if input.stream {
+            let rows: Vec<u64> = input
+                .packet
+                .chunks(8)
+                .map(|c| {
+                    let mut w = [0u8; 8];
+                    w[..c.len()].copy_from_slice(c);
+                    u64::from_le_bytes(w)
+                })
+                .collect();
+            self.model.stream(&rows);
+        } else {
+            self.write_bytes(PKT_BASE + start, input.packet);
+        }
         let run_in = RunIn {
             arg1: args[0],
             arg2: args[1],
@@ -154,6 +174,8 @@ impl Core {
             timestamp: input.timestamp,
             max_cycles: input.max_cycles,
             swap: u32::from(self.pending.is_some()),
+            stream: u32::from(input.stream),
+            rx_row0,
             pad: 0,
         };
         if let Some(p) = self.pending.take() {
@@ -197,6 +219,7 @@ impl Core {
                 load_use: out.stall_load_use,
                 div: out.stall_div,
                 call: out.stall_call,
+                rx: out.stall_rx,
                 flushes: out.flushes,
             },
             trace,
