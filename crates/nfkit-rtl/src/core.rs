@@ -11,6 +11,8 @@ use crate::result::{Fault, FaultKind, RunResult, Stalls};
 
 /// Default cycle budget of a run.
 pub const DEFAULT_MAX_CYCLES: u64 = 10_000_000;
+/// Most retired pcs a traced run keeps (the VM's limit too).
+pub const TRACE_LIMIT: usize = 1_000_000;
 
 /// The context a program gets in `r1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +76,8 @@ pub struct Core {
     pending: Option<Program>,
     /// Queued to be written during the next run.
     staged: Option<Program>,
+    /// Where traced runs' pcs land.
+    trace_buf: Vec<u32>,
 }
 
 impl Core {
@@ -88,6 +92,7 @@ impl Core {
             },
             pending: None,
             staged: None,
+            trace_buf: Vec::new(),
         };
         core.load(program);
         Ok(core)
@@ -181,12 +186,14 @@ impl Core {
         if let Some(p) = self.pending.take() {
             self.program = p;
         }
-        let mut trace_buf = if input.trace {
-            vec![0u32; (input.max_cycles.min(1 << 22)) as usize]
-        } else {
-            Vec::new()
-        };
-        let (ended, out) = self.model.run(&run_in, &mut trace_buf);
+        // One buffer per core, allocated at the first traced run.
+        let mut trace_buf = std::mem::take(&mut self.trace_buf);
+        if input.trace && trace_buf.len() < TRACE_LIMIT {
+            // Zeroed pages: untouched until written.
+            trace_buf = vec![0u32; TRACE_LIMIT];
+        }
+        let slots: &mut [u32] = if input.trace { &mut trace_buf } else { &mut [] };
+        let (ended, out) = self.model.run(&run_in, slots);
         if let Some(p) = self.staged.take() {
             self.pending = Some(p);
         }
@@ -203,12 +210,17 @@ impl Core {
         } else {
             Ok(out.r0)
         };
-        let kept = (out.trace_len as usize).min(trace_buf.len());
+        let kept = if input.trace {
+            (out.trace_len as usize).min(TRACE_LIMIT)
+        } else {
+            0
+        };
         let base = self.program.base_slot;
         let trace = trace_buf[..kept]
             .iter()
             .map(|pc| *pc as usize + base)
             .collect();
+        self.trace_buf = trace_buf;
         Ok(RunResult {
             result,
             packet: self.read_bytes(PKT_BASE + start, len),
