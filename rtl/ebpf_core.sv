@@ -16,6 +16,8 @@
 //   edge), and resolves branches: a taken jump redirects IF in the same
 //   cycle and flushes the instruction in ID (one bubble). `exit` and
 //   faults flush the same way and stop fetching.
+// * A load or store of packet bytes that have not arrived yet waits in
+//   EXE (the packet streams into the data memory while the program runs).
 // * MEM reads or writes the data memory (any width, any alignment); loads
 //   of xdp_md's packet pointers from the metadata get the packet region.
 // * WB writes the register file, retires (pc on `retire_pc`) and ends
@@ -34,6 +36,9 @@ module ebpf_core
     input  logic [63:0]    arg2,
     input  logic [31:0]    pkt_lo,
     input  logic [31:0]    pkt_hi,
+    // End of the packet bytes received so far (the packet streams in while
+    // the program runs): a packet access beyond it waits in EXE.
+    input  logic [31:0]    pkt_avail,
     output logic           running,
     output logic           done,
     output logic [2:0]     fault,
@@ -68,6 +73,7 @@ module ebpf_core
     output logic           ev_stall_load_use,
     output logic           ev_stall_div,
     output logic           ev_stall_call,
+    output logic           ev_stall_rx,
     output logic           ev_flush
 );
   `include "ebpf_defs.svh"
@@ -303,8 +309,14 @@ module ebpf_core
     else if (idex_is_call && cop_ack && cop_bad) ex_fault = FAULT_HELPER;
   end
 
+  // A packet access to bytes not yet received waits (the fault check
+  // uses the whole packet's window, known from the start).
+  logic ex_wait_rx;
+  assign ex_wait_rx = ex_mem_op && ex_in_pkt && ex_end > {1'b0, pkt_avail};
+
   logic ex_busy, ex_flush, ex_stop;
-  assign ex_busy  = idex_v && ((idex_is_div && !div_done) || (idex_is_call && !cop_ack));
+  assign ex_busy  = idex_v && ((idex_is_div && !div_done) || (idex_is_call && !cop_ack)
+                               || ex_wait_rx);
   assign ex_stop  = idex_v && !ex_busy && (idex_is_exit || ex_fault != FAULT_NONE);
   assign ex_flush = idex_v && !ex_busy && (ex_taken || ex_stop);
   assign div_start = idex_v && idex_is_div && !div_busy && !div_done;
@@ -351,6 +363,7 @@ module ebpf_core
 
   assign ev_flush          = running && ex_flush && ex_taken;
   assign ev_stall_div      = running && ex_busy && idex_is_div;
+  assign ev_stall_rx       = running && ex_busy && ex_wait_rx;
   assign ev_stall_call     = running && ((ex_busy && idex_is_call) || (!ex_busy && !ex_flush && id_call_drain));
   assign ev_stall_load_use = running && !ex_busy && !ex_flush && id_load_use;
 

@@ -33,6 +33,15 @@ module ebpf_top
     input  logic [31:0]    pkt_lo,
     input  logic [31:0]    pkt_hi,
     input  logic [63:0]    timestamp,
+    // Packet stream: with `stream` set at `start`, the packet arrives as
+    // 8-byte rows from data memory row `rx_row0` on, one per accepted
+    // cycle (`rx_valid && rx_ready`), while the program runs; without it
+    // the host has written the packet before `start`.
+    input  logic           stream,
+    input  logic [DAW-4:0] rx_row0,
+    input  logic           rx_valid,
+    input  logic [63:0]    rx_data,
+    output logic           rx_ready,
     output logic           running,
     output logic           done,
     output logic [2:0]     fault,
@@ -47,6 +56,7 @@ module ebpf_top
     output logic [63:0]    cnt_stall_load_use,
     output logic [63:0]    cnt_stall_div,
     output logic [63:0]    cnt_stall_call,
+    output logic [63:0]    cnt_stall_rx,
     output logic [63:0]    cnt_flush
 );
   `include "ebpf_defs.svh"
@@ -71,9 +81,36 @@ module ebpf_top
   logic [1:0]     d_size;
   logic           d_we;
   logic [63:0]    d_wdata, d_rdata;
+  // The stream shares the data memory's write port with MEM's stores,
+  // which go first; rows land from rx_row0 on.
+  logic           streaming, rx_take;
+  logic [DAW-4:0] rx_row;
+  logic [31:0]    rx_bytes;
+  assign rx_ready = running && streaming && !d_we;
+  assign rx_take  = rx_valid && rx_ready;
+  always_ff @(posedge clk) begin
+    if (rst || start) begin
+      streaming <= start && stream;
+      rx_row <= rx_row0;
+      rx_bytes <= 32'd0;
+    end else if (rx_take) begin
+      rx_row <= rx_row + (DAW-3)'(1);
+      rx_bytes <= rx_bytes + 32'd8;
+    end
+  end
+
+  logic           m_we;
+  logic [DAW-1:0] m_waddr;
+  logic [1:0]     m_size;
+  logic [63:0]    m_wdata;
+  assign m_we    = d_we || rx_take;
+  assign m_waddr = d_we ? d_waddr : {rx_row, 3'd0};
+  assign m_size  = d_we ? d_size : 2'd3;
+  assign m_wdata = d_we ? d_wdata : rx_data;
+
   ebpf_dmem #(.DAW(DAW)) u_dmem (
-      .clk(clk), .raddr(d_raddr), .rdata(d_rdata), .waddr(d_waddr), .wsize(d_size), .we(d_we),
-      .wdata(d_wdata), .host_sel(!running), .host_row(dmem_row), .host_we(dmem_we),
+      .clk(clk), .raddr(d_raddr), .rdata(d_rdata), .waddr(m_waddr), .wsize(m_size), .we(m_we),
+      .wdata(m_wdata), .host_sel(!running), .host_row(dmem_row), .host_we(dmem_we),
       .host_mask(dmem_mask), .host_wdata(dmem_wdata), .host_rdata(dmem_rdata)
   );
 
@@ -86,10 +123,12 @@ module ebpf_top
       .timestamp(timestamp), .ack(c_ack), .bad(c_bad), .result(c_res)
   );
 
-  logic ev_lu, ev_div, ev_call, ev_flush;
+  logic ev_lu, ev_div, ev_call, ev_rx, ev_flush;
+  logic [31:0] pkt_avail;
+  assign pkt_avail = streaming ? pkt_lo + rx_bytes : pkt_hi;
   ebpf_core #(.IAW(IAW), .DAW(DAW)) u_core (
       .clk(clk), .rst(rst || stop), .start(start), .arg1(arg1), .arg2(arg2),
-      .pkt_lo(pkt_lo), .pkt_hi(pkt_hi),
+      .pkt_lo(pkt_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
       .imem_raddr(i_addr), .imem_data0(i_data0), .imem_data1(i_data1),
       .dmem_raddr(d_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
@@ -98,6 +137,7 @@ module ebpf_top
       .cop_arg4(c_a4), .cop_arg5(c_a5), .cop_ack(c_ack), .cop_bad(c_bad), .cop_result(c_res),
       .retire_valid(retire_valid), .retire_pc(retire_pc),
       .ev_stall_load_use(ev_lu), .ev_stall_div(ev_div), .ev_stall_call(ev_call),
+      .ev_stall_rx(ev_rx),
       .ev_flush(ev_flush)
   );
 
@@ -108,6 +148,7 @@ module ebpf_top
       cnt_stall_load_use <= 64'd0;
       cnt_stall_div <= 64'd0;
       cnt_stall_call <= 64'd0;
+      cnt_stall_rx <= 64'd0;
       cnt_flush <= 64'd0;
     end else if (running) begin
       cnt_cycles <= cnt_cycles + 64'd1;
@@ -115,6 +156,7 @@ module ebpf_top
       if (ev_lu) cnt_stall_load_use <= cnt_stall_load_use + 64'd1;
       if (ev_div) cnt_stall_div <= cnt_stall_div + 64'd1;
       if (ev_call) cnt_stall_call <= cnt_stall_call + 64'd1;
+      if (ev_rx) cnt_stall_rx <= cnt_stall_rx + 64'd1;
       if (ev_flush) cnt_flush <= cnt_flush + 64'd1;
     end
   end

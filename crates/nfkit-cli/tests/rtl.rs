@@ -100,12 +100,19 @@ fn rtl_run_equals_vm_run_on_an_xdp_object() {
 
     // The text report and a VCD of engine 0.
     let vcd = s.path("run.vcd");
-    let o = nfkit(&["rtl", "run", &obj, "--pcap", &pcap, "--vcd", &vcd]);
+    let o = nfkit(&[
+        "rtl", "run", &obj, "--pcap", &pcap, "--vcd", &vcd, "--stream", "--check",
+    ]);
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("XDP_TX"), "{text}");
     assert!(text.contains("CPI"), "{text}");
     assert!(text.contains("stall cycles: load-use"), "{text}");
+    assert!(text.contains("packet wait"), "{text}");
+    assert!(
+        text.contains("differ") && text.contains(" 0 differ"),
+        "{text}"
+    );
     let dump = std::fs::read_to_string(&vcd).expect("VCD written");
     assert!(dump.contains("$enddefinitions") && dump.contains("retire_pc"));
 }

@@ -31,6 +31,7 @@ struct Sum {
     load_use: u64,
     div: u64,
     call: u64,
+    rx: u64,
     flushes: u64,
 }
 
@@ -42,18 +43,20 @@ impl Sum {
         self.load_use += r.stalls.load_use;
         self.div += r.stalls.div;
         self.call += r.stalls.call;
+        self.rx += r.stalls.rx;
         self.flushes += r.stalls.flushes;
     }
     fn row(&self, name: &str) -> String {
         let per = self.cycles as f64 / self.runs.max(1) as f64;
         format!(
-            "| {name} | {} | {:.1} | {:.3} | {} | {} | {} | {} | {:.2} |",
+            "| {name} | {} | {:.1} | {:.3} | {} | {} | {} | {} | {} | {:.2} |",
             self.runs,
             per,
             self.cycles as f64 / self.retired.max(1) as f64,
             self.load_use,
             self.div,
             self.call,
+            self.rx,
             self.flushes,
             EBPFLOW_MHZ / per
         )
@@ -67,7 +70,7 @@ fn reflector_rows(out: &mut String) {
     let mut core = match Core::new(prog) {
         Ok(c) => c,
         Err(e) => {
-            let _ = writeln!(out, "| xdp_reflect | {e} | | | | | | | |");
+            let _ = writeln!(out, "| xdp_reflect | {e} | | | | | | | | |");
             return;
         }
     };
@@ -79,7 +82,7 @@ fn reflector_rows(out: &mut String) {
         s.ends_with(".pcap") && !s.ends_with(".out.pcap")
     });
     names.sort();
-    let mut all = Sum::default();
+    let (mut all, mut streamed) = (Sum::default(), Sum::default());
     for path in names {
         let Ok(packets) = nfkit_pcap::read_file(&path) else {
             continue;
@@ -96,6 +99,10 @@ fn reflector_rows(out: &mut String) {
                 sum.add(&r);
                 all.add(&r);
             }
+            input.stream = true;
+            if let Ok(r) = core.run(&input) {
+                streamed.add(&r);
+            }
         }
         let stem = path
             .file_stem()
@@ -104,6 +111,11 @@ fn reflector_rows(out: &mut String) {
         let _ = writeln!(out, "{}", sum.row(&format!("xdp_reflect on {stem}.pcap")));
     }
     let _ = writeln!(out, "{}", all.row("xdp_reflect, all captures"));
+    let _ = writeln!(
+        out,
+        "{}",
+        streamed.row("xdp_reflect, all captures, packets streamed in")
+    );
 }
 
 fn conformance_rows(out: &mut String) {
@@ -221,9 +233,9 @@ fn main() {
     let _ = writeln!(out, "## RTL core (nfkit-rtl, Verilator model)\n");
     let _ = writeln!(
         out,
-        "| workload | runs | cycles/run | CPI | load-use stalls | divide stalls | call stalls | taken branches | Mpps/engine at {EBPFLOW_MHZ} MHz |"
+        "| workload | runs | cycles/run | CPI | load-use stalls | divide stalls | call stalls | packet waits | taken branches | Mpps/engine at {EBPFLOW_MHZ} MHz |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     reflector_rows(&mut out);
     conformance_rows(&mut out);
     if std::env::var_os("NFKIT_RTL_SYNTH").is_some_and(|v| v != "0") {

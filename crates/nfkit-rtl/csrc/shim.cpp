@@ -18,6 +18,8 @@ struct NfkitRtl {
     // Slots to write into the inactive instruction memory during the next
     // run, one per cycle (the rest after it ends).
     std::vector<uint64_t> staged;
+    // Packet rows streamed in during the next run, one per accepted cycle.
+    std::vector<uint64_t> rx;
     NfkitRtl() : ctx(), top(&ctx, "top") {}
 };
 
@@ -27,11 +29,14 @@ struct NfkitRtlIn {
     uint64_t timestamp;
     uint64_t max_cycles;
     uint32_t swap;  // run the other instruction memory version from this run on
+    uint32_t stream;  // the packet arrives during the run (nfkit_rtl_stream)
+    uint32_t rx_row0;  // its first data memory row
     uint32_t pad;
 };
 
 struct NfkitRtlOut {
-    uint64_t r0, cycles, retired, stall_load_use, stall_div, stall_call, flushes, trace_len;
+    uint64_t r0, cycles, retired, stall_load_use, stall_div, stall_call, stall_rx, flushes,
+        trace_len;
     uint32_t fault, fault_pc;
     uint32_t version, pad;
 };
@@ -88,6 +93,11 @@ void nfkit_rtl_stage(NfkitRtl *m, const uint64_t *words, uint64_t len) {
     m->staged.assign(words, words + len);
 }
 
+// Queues the packet's rows for the next run's stream.
+void nfkit_rtl_stream(NfkitRtl *m, const uint64_t *words, uint64_t len) {
+    m->rx.assign(words, words + len);
+}
+
 void nfkit_rtl_imem_write(NfkitRtl *m, uint32_t slot, uint64_t word) {
     m->top.imem_waddr = slot;
     m->top.imem_wdata = word;
@@ -123,7 +133,18 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     m->top.pkt_hi = in->pkt_hi;
     m->top.timestamp = in->timestamp;
     m->top.imem_swap = in->swap ? 1 : 0;
+    m->top.stream = in->stream ? 1 : 0;
+    m->top.rx_row0 = in->rx_row0;
+    m->top.rx_valid = 0;
     m->top.start = 1;
+    size_t rx = 0;
+    // One packet row offered per cycle; taken when the engine is ready.
+    auto offer = [&]() {
+        bool valid = in->stream && rx < m->rx.size();
+        m->top.rx_valid = valid ? 1 : 0;
+        if (valid) m->top.rx_data = m->rx[rx];
+        return valid && m->top.rx_ready;
+    };
     size_t staged = 0;
     // One staged slot per cycle, from the start edge on.
     auto stage_one = [&]() {
@@ -154,9 +175,12 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
             n++;
         }
         stage_one();
+        bool taken = offer();
         tick(m);
+        if (taken) rx++;
         cycles++;
     }
+    m->top.rx_valid = 0;
     out->version = m->top.imem_version;
     while (staged < m->staged.size()) {
         stage_one();
@@ -164,12 +188,25 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     }
     m->top.imem_we = 0;
     m->staged.clear();
+    // The rest of the packet arrives after the program is done.
+    if (in->stream) {
+        for (; rx < m->rx.size(); rx++) {
+            m->top.dmem_row = in->rx_row0 + (uint32_t)rx;
+            m->top.dmem_wdata = m->rx[rx];
+            m->top.dmem_mask = 0xff;
+            m->top.dmem_we = 1;
+            tick(m);
+        }
+        m->top.dmem_we = 0;
+    }
+    m->rx.clear();
     out->r0 = m->top.r0;
     out->cycles = m->top.cnt_cycles;
     out->retired = m->top.cnt_retired;
     out->stall_load_use = m->top.cnt_stall_load_use;
     out->stall_div = m->top.cnt_stall_div;
     out->stall_call = m->top.cnt_stall_call;
+    out->stall_rx = m->top.cnt_stall_rx;
     out->flushes = m->top.cnt_flush;
     out->trace_len = n;
     out->fault = m->top.fault;

@@ -11,6 +11,8 @@ use crate::result::{Fault, FaultKind, RunResult, Stalls};
 
 /// Default cycle budget of a run.
 pub const DEFAULT_MAX_CYCLES: u64 = 10_000_000;
+/// Most retired pcs a traced run keeps (the VM's limit too).
+pub const TRACE_LIMIT: usize = 1_000_000;
 
 /// The context a program gets in `r1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +38,11 @@ pub struct RunInput<'a> {
     pub timestamp: u64,
     /// Record the retired pcs.
     pub trace: bool,
+    /// Stream the packet in while the program runs (8 bytes a cycle from
+    /// the start, sharing the write port with stores), as the engine
+    /// receives it, instead of writing it whole before the start; packet
+    /// accesses to bytes not yet arrived wait ([`Stalls::rx`]).
+    pub stream: bool,
     /// Cycle budget; the run faults with [`FaultKind::Budget`] past it.
     pub max_cycles: u64,
 }
@@ -48,6 +55,7 @@ impl<'a> RunInput<'a> {
             ctx: Ctx::Raw,
             timestamp: 0,
             trace: false,
+            stream: false,
             max_cycles: DEFAULT_MAX_CYCLES,
         }
     }
@@ -68,6 +76,8 @@ pub struct Core {
     pending: Option<Program>,
     /// Queued to be written during the next run.
     staged: Option<Program>,
+    /// Where traced runs' pcs land.
+    trace_buf: Vec<u32>,
 }
 
 impl Core {
@@ -82,6 +92,7 @@ impl Core {
             },
             pending: None,
             staged: None,
+            trace_buf: Vec::new(),
         };
         core.load(program);
         Ok(core)
@@ -145,7 +156,21 @@ impl Core {
             m[meta::TIMESTAMP..meta::TIMESTAMP + 8].copy_from_slice(&input.timestamp.to_le_bytes());
             self.write_bytes(0, &m);
         }
-        self.write_bytes(PKT_BASE + start, input.packet);
+        let rx_row0 = ((PKT_BASE + start) / 8) as u32;
+        if input.stream {
+            let rows: Vec<u64> = input
+                .packet
+                .chunks(8)
+                .map(|c| {
+                    let mut w = [0u8; 8];
+                    w[..c.len()].copy_from_slice(c);
+                    u64::from_le_bytes(w)
+                })
+                .collect();
+            self.model.stream(&rows);
+        } else {
+            self.write_bytes(PKT_BASE + start, input.packet);
+        }
         let run_in = RunIn {
             arg1: args[0],
             arg2: args[1],
@@ -154,17 +179,21 @@ impl Core {
             timestamp: input.timestamp,
             max_cycles: input.max_cycles,
             swap: u32::from(self.pending.is_some()),
+            stream: u32::from(input.stream),
+            rx_row0,
             pad: 0,
         };
         if let Some(p) = self.pending.take() {
             self.program = p;
         }
-        let mut trace_buf = if input.trace {
-            vec![0u32; (input.max_cycles.min(1 << 22)) as usize]
-        } else {
-            Vec::new()
-        };
-        let (ended, out) = self.model.run(&run_in, &mut trace_buf);
+        // One buffer per core, allocated at the first traced run.
+        let mut trace_buf = std::mem::take(&mut self.trace_buf);
+        if input.trace && trace_buf.len() < TRACE_LIMIT {
+            // Zeroed pages: untouched until written.
+            trace_buf = vec![0u32; TRACE_LIMIT];
+        }
+        let slots: &mut [u32] = if input.trace { &mut trace_buf } else { &mut [] };
+        let (ended, out) = self.model.run(&run_in, slots);
         if let Some(p) = self.staged.take() {
             self.pending = Some(p);
         }
@@ -181,12 +210,17 @@ impl Core {
         } else {
             Ok(out.r0)
         };
-        let kept = (out.trace_len as usize).min(trace_buf.len());
+        let kept = if input.trace {
+            (out.trace_len as usize).min(TRACE_LIMIT)
+        } else {
+            0
+        };
         let base = self.program.base_slot;
         let trace = trace_buf[..kept]
             .iter()
             .map(|pc| *pc as usize + base)
             .collect();
+        self.trace_buf = trace_buf;
         Ok(RunResult {
             result,
             packet: self.read_bytes(PKT_BASE + start, len),
@@ -197,6 +231,7 @@ impl Core {
                 load_use: out.stall_load_use,
                 div: out.stall_div,
                 call: out.stall_call,
+                rx: out.stall_rx,
                 flushes: out.flushes,
             },
             trace,

@@ -6,12 +6,17 @@ pub enum RtlError {
     /// The crate was built without Verilator, so there is no model.
     #[error("verilator not installed: run scripts/install-deps.sh (then rebuild) to simulate the RTL core")]
     NotInstalled,
-    /// An instruction or helper outside the core's subset.
-    #[error("slot {slot}: `{insn}`: {what} is not in the RTL core's subset")]
+    /// An instruction or helper outside the core's subset: the first, and
+    /// the other kinds of lack the program has (`what (slot N)`).
+    #[error(
+        "slot {slot}: `{insn}`: {what} is not in the RTL core's subset{}",
+        also(more)
+    )]
     Unsupported {
         slot: usize,
         insn: String,
         what: String,
+        more: Vec<String>,
     },
     /// The program does not fit the instruction memory.
     #[error("program of {slots} slots does not fit the core's {max}-slot instruction memory")]
@@ -31,4 +36,13 @@ pub enum RtlError {
     /// The model failed to open the VCD file.
     #[error("cannot write the VCD trace to {0}")]
     Vcd(String),
+}
+
+/// `; also lacks: a, b` when there are others.
+fn also(more: &[String]) -> String {
+    if more.is_empty() {
+        String::new()
+    } else {
+        format!("; also lacks: {}", more.join(", "))
+    }
 }

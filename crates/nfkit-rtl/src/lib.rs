@@ -8,9 +8,13 @@
 //!   naming the instruction or helper it lacks.
 //! * [`layout`]: the data memory map (metadata, packet, stack) and the
 //!   address regions programs see (the VM's: `region << 32 | offset`).
-//! * [`core`]: [`Core`], one engine's model: load a program, run it on a
-//!   packet, get [`RunResult`] (r0 or a [`Fault`], the packet afterwards,
-//!   cycles, retired instructions, [`Stalls`] by cause, the retired pcs).
+//! * [`core`]: [`Core`], one engine's model: load a program (or stage one
+//!   into the double-buffered instruction memory while packets run), run
+//!   it on a packet (raw or XDP [`Ctx`], written before the start or
+//!   streamed in), get [`RunResult`] (r0 or a [`Fault`], the packet
+//!   afterwards, cycles, retired instructions, [`Stalls`] by cause, the
+//!   retired pcs, the instruction memory version).
+//! * [`result`]: [`RunResult`], [`Stalls`], [`Fault`].
 //! * [`synth`]: Yosys `synth_xilinx` of one engine ([`sources`]: the RTL,
 //!   embedded): LUTs, flip-flops, block RAM, DSPs.
 //! * [`error`]: [`RtlError`], including [`RtlError::NotInstalled`] when the

@@ -16,6 +16,10 @@ pub struct RunIn {
     pub max_cycles: u64,
     /// Run the other instruction memory version from this run on.
     pub swap: u32,
+    /// The packet arrives during the run (see [`Model::stream`]).
+    pub stream: u32,
+    /// Its first data memory row.
+    pub rx_row0: u32,
     pub pad: u32,
 }
 
@@ -29,6 +33,7 @@ pub struct RunOut {
     pub stall_load_use: u64,
     pub stall_div: u64,
     pub stall_call: u64,
+    pub stall_rx: u64,
     pub flushes: u64,
     pub trace_len: u64,
     pub fault: u32,
@@ -54,6 +59,7 @@ mod ffi {
         pub fn nfkit_rtl_vcd_open(m: *mut NfkitRtl, path: *const c_char) -> c_int;
         pub fn nfkit_rtl_imem_write(m: *mut NfkitRtl, slot: u32, word: u64);
         pub fn nfkit_rtl_stage(m: *mut NfkitRtl, words: *const u64, len: u64);
+        pub fn nfkit_rtl_stream(m: *mut NfkitRtl, words: *const u64, len: u64);
         pub fn nfkit_rtl_dmem_write(m: *mut NfkitRtl, row: u32, word: u64, mask: u8);
         pub fn nfkit_rtl_dmem_read(m: *mut NfkitRtl, row: u32) -> u64;
         pub fn nfkit_rtl_run(
@@ -111,6 +117,12 @@ impl Model {
         unsafe { ffi::nfkit_rtl_stage(self.ptr.as_ptr(), words.as_ptr(), words.len() as u64) }
     }
 
+    /// Queues the packet's rows, streamed in during the next run.
+    pub fn stream(&mut self, words: &[u64]) {
+        // SAFETY: the model is live and copies `words` before returning.
+        unsafe { ffi::nfkit_rtl_stream(self.ptr.as_ptr(), words.as_ptr(), words.len() as u64) }
+    }
+
     pub fn dmem_write(&mut self, row: u32, word: u64, mask: u8) {
         // SAFETY: as above.
         unsafe { ffi::nfkit_rtl_dmem_write(self.ptr.as_ptr(), row, word, mask) }
@@ -164,6 +176,7 @@ impl Model {
     }
     pub fn imem_write(&mut self, _slot: u32, _word: u64) {}
     pub fn stage(&mut self, _words: &[u64]) {}
+    pub fn stream(&mut self, _words: &[u64]) {}
     pub fn dmem_write(&mut self, _row: u32, _word: u64, _mask: u8) {}
     pub fn dmem_read(&mut self, _row: u32) -> u64 {
         0

@@ -57,15 +57,33 @@ impl Program {
             }
             slot += insn.slots();
         }
+        // Slots are reported in the image's numbering.
         let mut p = Program::from_insns(&e.name, &insns).map_err(|err| match err {
-            RtlError::Unsupported { slot, insn, what } => RtlError::Unsupported {
+            RtlError::Unsupported {
+                slot,
+                insn,
+                what,
+                more,
+            } => RtlError::Unsupported {
                 slot: slot + f.start,
                 insn,
                 what,
+                more: more.into_iter().map(|m| rebase(&m, f.start)).collect(),
             },
             other => other,
         })?;
         p.base_slot = f.start;
         Ok(p)
+    }
+}
+
+/// `what (slot N)` with N moved by `base`.
+fn rebase(entry: &str, base: usize) -> String {
+    let Some((what, rest)) = entry.rsplit_once(" (slot ") else {
+        return entry.to_string();
+    };
+    match rest.trim_end_matches(')').parse::<usize>() {
+        Ok(n) => format!("{what} (slot {})", n + base),
+        Err(_) => entry.to_string(),
     }
 }

@@ -12,6 +12,8 @@ pub struct Stalls {
     pub div: u64,
     /// A `call` draining the pipeline and waiting for the coprocessor.
     pub call: u64,
+    /// A packet access waiting for its bytes to stream in.
+    pub rx: u64,
     /// Taken jumps (flushes of IF/ID and ID/EX).
     pub flushes: u64,
 }

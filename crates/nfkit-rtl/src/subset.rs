@@ -73,21 +73,36 @@ pub fn lacks(insn: &Insn) -> Option<String> {
     Some(why)
 }
 
-/// Checks every instruction of a program; the first outside the subset
-/// is named with its slot.
+/// Checks every instruction of a program: the first outside the subset is
+/// named with its slot, and every other kind of lack (first slot each)
+/// listed after it.
 pub fn check(insns: &[Insn]) -> Result<(), RtlError> {
+    let mut first: Option<(usize, String, String)> = None;
+    let mut more: Vec<String> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
     let mut slot = 0;
     for insn in insns {
         if let Some(what) = lacks(insn) {
-            return Err(RtlError::Unsupported {
-                slot,
-                insn: format_insn(insn, Syntax::Llvm),
-                what,
-            });
+            if !seen.contains(&what) {
+                if first.is_none() {
+                    first = Some((slot, format_insn(insn, Syntax::Llvm), what.clone()));
+                } else {
+                    more.push(format!("{what} (slot {slot})"));
+                }
+                seen.push(what);
+            }
         }
         slot += insn.slots();
     }
-    Ok(())
+    match first {
+        None => Ok(()),
+        Some((slot, insn, what)) => Err(RtlError::Unsupported {
+            slot,
+            insn,
+            what,
+            more,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ fn both(asm: &str) -> RunResult {
     let s = got.stalls;
     assert_eq!(
         got.cycles,
-        got.retired + 3 + s.load_use + s.div + s.call + s.flushes,
+        got.retired + 3 + s.load_use + s.div + s.call + s.rx + s.flushes,
         "cycle accounting of {asm}: {got:?}"
     );
     got
@@ -138,7 +138,7 @@ fn call_stalls_and_forwards_r0() {
     let s = r.stalls;
     assert_eq!(
         r.cycles,
-        r.retired + 3 + s.load_use + s.div + s.call + s.flushes
+        r.retired + 3 + s.load_use + s.div + s.call + s.rx + s.flushes
     );
 }
 

@@ -5,11 +5,13 @@
 //! every condition and early exits, dense in register dependencies so
 //! every forwarding path and stall fires. Each must give the VM's r0,
 //! packet and instruction count; every 16th its retired-pc trace too.
+//! Every other program gets its packet streamed in while it runs
+//! (accesses wait for their bytes).
 //! `NFKIT_RTL_SEED` changes the seed, `NFKIT_RTL_PROGRAMS` the count.
 
 mod common;
 
-use common::{compare, rtl_run, vm_load, vm_run};
+use common::{compare, rtl_run_mode, vm_load, vm_run};
 use nfkit_isa::{AluOp, ByteOrder, Cond, Insn, Operand, Reg, Size, Width};
 use nfkit_rtl::{Core, Program};
 
@@ -286,7 +288,7 @@ fn random_programs_match_the_vm() {
     let mut rng = Rng(seed | 1);
     let mut core: Option<Core> = None;
     let (mut ran, mut refused, mut traced, mut faulted) = (0usize, 0usize, 0usize, 0usize);
-    let (mut cycles, mut retired) = (0u64, 0u64);
+    let (mut cycles, mut retired, mut rx_waits) = (0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     for n in 0..count {
         let pkt_len = 16 + rng.below(112) as usize;
@@ -306,7 +308,9 @@ fn random_programs_match_the_vm() {
         };
         let trace = n % 16 == 0;
         let want = vm_run(&vm, &pkt, trace);
-        let got = rtl_run(core, &pkt, trace);
+        // Odd programs get their packet streamed in while they run.
+        let got = rtl_run_mode(core, &pkt, trace, n % 2 == 1);
+        rx_waits += got.stalls.rx;
         let mut verdict = compare(&want, &got);
         if verdict.is_ok() && trace && want.r0.is_some() {
             if want.trace == got.trace {
@@ -343,4 +347,5 @@ fn random_programs_match_the_vm() {
         "too many programs refused: {refused} of {count}"
     );
     assert!(traced >= count / 20, "only {traced} traces compared");
+    assert!(rx_waits > 0, "streamed packets made some access wait");
 }

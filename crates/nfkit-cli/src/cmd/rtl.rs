@@ -7,9 +7,10 @@
 //! branch flushes, and per engine the packets and busy cycles (packets
 //! go to the `--engines` engines round-robin, as eBPFlow's demux does).
 //! `--trace` prints the retired pcs of every packet; `--vcd` dumps every
-//! signal of engine 0. `--check` also runs every packet in nfkit's VM and
-//! compares return code, packet bytes and instruction count (exit code 1
-//! when any differs).
+//! signal of engine 0. `--stream` streams each packet in (8 bytes a
+//! cycle) while the program runs. `--check` also runs every packet in
+//! nfkit's VM and compares return code, packet bytes and instruction
+//! count (exit code 1 when any differs).
 //!
 //! A FILE that is not an ELF object is compiled as a chain script and its
 //! entry loaded. The loader refuses, by name, any instruction or helper
@@ -71,6 +72,10 @@ pub struct RunArgs {
     /// instruction count).
     #[arg(long)]
     pub check: bool,
+    /// Stream each packet into the engine (8 bytes a cycle) while the
+    /// program runs, instead of writing it whole before it starts.
+    #[arg(long)]
+    pub stream: bool,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -142,6 +147,7 @@ impl Totals {
         self.stalls.load_use += r.stalls.load_use;
         self.stalls.div += r.stalls.div;
         self.stalls.call += r.stalls.call;
+        self.stalls.rx += r.stalls.rx;
         self.stalls.flushes += r.stalls.flushes;
         self.min = Some(self.min.map_or(r.cycles, |m| m.min(r.cycles)));
         self.max = self.max.max(r.cycles);
@@ -207,6 +213,7 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             },
             timestamp: p.ts_ns,
             trace: a.trace,
+            stream: a.stream,
             max_cycles: nfkit_rtl::core::DEFAULT_MAX_CYCLES,
         };
         let res = engines[k]
@@ -269,6 +276,7 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             "load_use": t.stalls.load_use,
             "div": t.stalls.div,
             "call": t.stalls.call,
+            "packet_wait": t.stalls.rx,
             "branch_flushes": t.stalls.flushes,
         })
     };
@@ -324,12 +332,12 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             all.cpi()
         );
         println!(
-            "stall cycles: load-use {}, divide {}, call {}; taken-branch flushes {} ({} bubbles)",
+            "stall cycles: load-use {}, divide {}, call {}, packet wait {}; taken-branch flushes {} (one bubble each)",
             all.stalls.load_use,
             all.stalls.div,
             all.stalls.call,
-            all.stalls.flushes,
-            2 * all.stalls.flushes
+            all.stalls.rx,
+            all.stalls.flushes
         );
         if a.engines > 1 {
             for (k, t) in per_engine.iter().enumerate() {

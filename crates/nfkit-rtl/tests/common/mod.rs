@@ -38,10 +38,16 @@ pub fn vm_run(vm: &Vm, mem: &[u8], trace: bool) -> VmRun {
     }
 }
 
-/// Runs `insns` on a fresh core.
+/// Runs the loaded program on `mem`.
 pub fn rtl_run(core: &mut Core, mem: &[u8], trace: bool) -> RunResult {
+    rtl_run_mode(core, mem, trace, false)
+}
+
+/// Runs the loaded program on `mem`, streamed in while it runs or not.
+pub fn rtl_run_mode(core: &mut Core, mem: &[u8], trace: bool, stream: bool) -> RunResult {
     let mut input = RunInput::new(mem);
     input.trace = trace;
+    input.stream = stream;
     input.max_cycles = 1_000_000;
     core.run(&input).expect("the RTL model runs")
 }
