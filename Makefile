@@ -31,12 +31,14 @@ test: deps lint
 # rbpf and native C on the same programs, against issue 14's goals), whose
 # table is printed again at the end (NFKIT_BENCH_QUICK=1: a few seconds),
 # and nfkit-traffic's `traffic` (send/recv engines, rate accuracy, kernel
-# forwarding measured with the live sender; root, about 30 s).
+# forwarding measured with the live sender; root, about 30 s), and
+# nfkit-switch's `swap` (signed updates' swap time, 1 and 2 workers).
 bench: deps
 	@bash scripts/install-deps.sh --bench
 	$(CARGO) bench --workspace
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/traffic.md" 2>/dev/null || true
+	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/switch-swap.md" 2>/dev/null || true
 
 # The RTL core (docs/rtl.md): cycles per packet, CPI and stalls on the
 # Verilated model, and one engine's resources from Yosys synth_xilinx

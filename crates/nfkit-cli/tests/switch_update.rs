@@ -3,7 +3,8 @@
 //! is refused at start), signed updates over the control socket, UDP
 //! and TCP on loopback applied with their versions; a plain reload, a
 //! downgrade and a wrong key refused (exit 1), counted per reason in
-//! `switch status` and logged by the switch.
+//! `switch status` and logged by the switch; a key added to the file is
+//! taken after `switch rekey`.
 
 mod common;
 use common::{examples, json, stdout_ok, Dir};
@@ -202,15 +203,29 @@ fn signed_updates_over_the_socket_udp_and_tcp_and_refusals() {
         "{}",
         stderr(&o)
     );
+    // Rotation: a key added to the file is unknown until `rekey`.
+    let out = stdout_ok(&nfkit_in(&run_dir, &["switch", "keygen", &keys, "--add"]));
+    assert!(out.contains("key 3 added"), "{out}");
+    let o = upd(&["--switch", "up0", "--key-id", "3", &script]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("unknown key id 3"), "{}", stderr(&o));
+    let out = stdout_ok(&nfkit_in(&run_dir, &["switch", "rekey", "up0"]));
+    assert!(out.contains("[1,2,3]"), "{out}");
+    let out = stdout_ok(&upd(&["--switch", "up0", "--key-id", "3", &script]));
+    assert!(
+        out.contains("now at version 7") && out.contains("key 3"),
+        "{out}"
+    );
     // Counted per reason.
     let st = json(&stdout_ok(&nfkit_in(
         &run_dir,
         &["switch", "status", "up0", "--json"],
     )));
     let u = &st["updates"];
-    assert_eq!(u["applied"], 3, "{st}");
-    assert_eq!(u["refused"], 5, "{st}");
+    assert_eq!(u["applied"], 4, "{st}");
+    assert_eq!(u["refused"], 6, "{st}");
     for (reason, n) in [
+        ("unknown_key", 1),
         ("unauthenticated", 1),
         ("downgrade", 1),
         ("forged", 1),
@@ -219,10 +234,10 @@ fn signed_updates_over_the_socket_udp_and_tcp_and_refusals() {
     ] {
         assert_eq!(u["reasons"][reason], n, "{reason}: {st}");
     }
-    assert_eq!(st["version"], 6);
+    assert_eq!(st["version"], 7);
     let text = stdout_ok(&nfkit_in(&run_dir, &["switch", "status", "up0"]));
     assert!(
-        text.contains("updates: 3 applied, 5 refused") && text.contains("pre at version 6"),
+        text.contains("updates: 4 applied, 6 refused") && text.contains("pre at version 7"),
         "{text}"
     );
     stdout_ok(&nfkit_in(&run_dir, &["switch", "stop", "up0"]));

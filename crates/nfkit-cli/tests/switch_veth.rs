@@ -27,6 +27,15 @@
 //!   dropped most of the flood. The outcome is compared with what
 //!   scripts/demo.sh shows in the kernel, not with a kernel run here.
 //!
+//! * Updates: the switch started with a key file and a UDP update
+//!   listener on the DUT's address; under 20 kpps of numbered UDP, a
+//!   signed update applies, then 10,008 hostile updates (random bytes,
+//!   wrong keys, flipped bits, truncated, replayed, old versions, wrong
+//!   target, unsigned) sent over UDP from the sender's namespace are
+//!   all refused with their reason, and a valid update sent over UDP from the sender's
+//!   namespace applies afterwards; every frame sent arrives exactly
+//!   once, the status counts every refusal per reason.
+//!
 //! No timed assertions: counts only. Namespaces and veths are removed
 //! by RAII guards, the switch and the traffic tools killed, even when an
 //! assertion fails; on success the switch is stopped with `nfkit switch
@@ -133,11 +142,20 @@ struct Switch {
     proc: Option<Proc>,
     name: String,
     run_dir: String,
+    /// Its standard error (a file: a switch logging many refusals must
+    /// not block on a pipe nobody reads until the end).
+    err_path: String,
 }
 
 impl Switch {
     fn start(bed: &Bed, dir: &Dir, name: &str, script: &str) -> Switch {
+        Switch::start_with(bed, dir, name, script, &[])
+    }
+
+    /// [`Switch::start`] with more `nfkit switch run` arguments.
+    fn start_with(bed: &Bed, dir: &Dir, name: &str, script: &str, extra: &[&str]) -> Switch {
         let run_dir = dir.path("run");
+        let err_path = dir.path(&format!("{name}.stderr"));
         let p1 = format!("{}:afpacket", bed.left.b.dev);
         let p2 = format!("{}:afpacket", bed.right.a.dev);
         let child = Command::new("ip")
@@ -157,31 +175,38 @@ impl Switch {
                 "--workers",
                 "2",
                 "--json",
-                script,
             ])
+            .args(extra)
+            .arg(script)
             .env("NFKIT_RUN_DIR", &run_dir)
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&err_path).expect("stderr file"))
             .spawn()
             .expect("start the switch");
         let mut sw = Switch {
             proc: Some(Proc(child)),
             name: name.to_string(),
             run_dir,
+            err_path,
         };
         let sock = sw.socket();
         let t = Instant::now();
         while !std::path::Path::new(&sock).exists() {
             if let Some(p) = sw.proc.as_mut() {
                 if let Ok(Some(st)) = p.0.try_wait() {
-                    let (_, out, err) = sw.proc.take().expect("proc").finish();
-                    panic!("the switch exited ({st}):\n{out}\n{err}");
+                    let (_, out, _) = sw.proc.take().expect("proc").finish();
+                    panic!("the switch exited ({st}):\n{out}\n{}", sw.stderr());
                 }
             }
             assert!(t.elapsed() < Duration::from_secs(30), "no control socket");
             std::thread::sleep(Duration::from_millis(20));
         }
         sw
+    }
+
+    /// What it wrote to standard error so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err_path).unwrap_or_default()
     }
 
     fn socket(&self) -> String {
@@ -230,8 +255,8 @@ impl Switch {
     fn stop(mut self) -> Value {
         let text = self.cli(&["stop", &self.name]);
         assert!(text.contains("stopped"), "{text}");
-        let (ok, out, err) = self.proc.take().expect("switch").finish();
-        assert!(ok, "the switch failed:\n{out}\n{err}");
+        let (ok, out, _) = self.proc.take().expect("switch").finish();
+        assert!(ok, "the switch failed:\n{out}\n{}", self.stderr());
         json(&out)
     }
 }
@@ -627,6 +652,260 @@ fn the_ddos_example_blacklists_flooders_and_delivers_legitimate_traffic() {
     eprintln!(
         "ddos: legitimate {legit_sent} sent, all delivered; flood {flood_got} of \
          {flood_sent} delivered, DROP {drops}; {:.1} s in all",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// Hostile update `i` (one of nine kinds) for switch `name`, signed
+/// where it is with `key`; with the reasons it may be refused for.
+fn hostile(
+    i: usize,
+    name: &str,
+    key: &nfkit_update::Key,
+    replay: &[u8],
+    rng: &mut u64,
+) -> (Vec<u8>, &'static [&'static str]) {
+    use nfkit_update::message::CodeFormat;
+    use nfkit_update::{Body, Key, Message, Position};
+    let mut next = || {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *rng
+    };
+    let msg = |target: &str, version: u64| {
+        Message::new(
+            target,
+            Position::Pre,
+            version,
+            Body::Code {
+                format: CodeFormat::ChainScript,
+                name: "h.py".into(),
+                bytes: pass_through(0).into_bytes(),
+            },
+        )
+        .expect("message")
+    };
+    let fresh = || msg(name, 3 + (i as u64 % 5));
+    match i % 9 {
+        0 => {
+            let len = (next() % 300) as usize;
+            let mut b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if i.is_multiple_of(2) && len >= 4 {
+                b[..4].copy_from_slice(b"NFKU");
+            }
+            (b, &["malformed", "truncated"])
+        }
+        1 => {
+            let other = Key::new(key.id, [0x5a; 32]).expect("key");
+            (fresh().seal(&other).expect("seal"), &["forged"])
+        }
+        2 => {
+            let mut b = fresh().seal(key).expect("seal");
+            let at = 44 + name.len() + 32 + (next() % 32) as usize;
+            b[at] ^= 1 << (next() % 8);
+            (b, &["forged"])
+        }
+        3 => {
+            let mut b = fresh().seal(key).expect("seal");
+            let at = (next() as usize) % b.len();
+            b[at] ^= 1 << (next() % 8);
+            (
+                b,
+                &[
+                    "forged",
+                    "digest",
+                    "malformed",
+                    "truncated",
+                    "unknown_key",
+                    "unauthenticated",
+                ],
+            )
+        }
+        4 => {
+            let b = fresh().seal(key).expect("seal");
+            let cut = (next() as usize) % b.len();
+            (b[..cut].to_vec(), &["truncated"])
+        }
+        5 => (replay.to_vec(), &["replayed"]),
+        6 => (
+            msg(name, 1 + (i as u64 % 2)).seal(key).expect("seal"),
+            &["downgrade"],
+        ),
+        7 => (
+            msg("another", 9).seal(key).expect("seal"),
+            &["wrong_target"],
+        ),
+        _ => (fresh().unsigned().expect("unsigned"), &["unauthenticated"]),
+    }
+}
+
+const HOSTILE: usize = 10_008;
+
+#[test]
+fn hostile_updates_are_refused_under_numbered_traffic_and_a_valid_one_applies() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let t0 = Instant::now();
+    let dir = Dir::new("swv-update");
+    let bed = Bed::new("authu", "198.18.54", "198.18.55");
+    let v = [dir.path("v1.py"), dir.path("v2.py")];
+    std::fs::write(&v[0], pass_through(0)).expect("v1");
+    std::fs::write(&v[1], pass_through(1)).expect("v2");
+    let keys = dir.path("keys");
+    let o = Command::new(NFKIT)
+        .args(["switch", "keygen", &keys])
+        .output()
+        .expect("keygen");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ring = nfkit_update::KeyRing::load(std::path::Path::new(&keys)).expect("keys");
+    let key = ring.newest().expect("a key").clone();
+    let udp = format!("udp:{}.254:7400", bed.left_net);
+    let name = "authu";
+    let sw = Switch::start_with(
+        &bed,
+        &dir,
+        name,
+        &v[0],
+        &["--key", &keys, "--update-listen", &udp],
+    );
+    let rx = Recv::start(&bed);
+    let flows = format!(
+        "src={l}.1,dst={r}.2,sport=7000,dport=7709,len=64",
+        l = bed.left_net,
+        r = bed.right_net
+    );
+    let sender = Proc(
+        send_cmd(
+            &bed,
+            &flows,
+            &[
+                "--rate", RATE, "--count", "2000000", "--seq", "--stream", "2",
+            ],
+        )
+        .spawn()
+        .expect("start the sender"),
+    );
+    assert!(rx.wait_for(2, MARGIN) >= MARGIN, "no numbered traffic");
+    // Version 2 applies (the message replayed below).
+    let v2 = nfkit_update::Message::new(
+        name,
+        nfkit_update::Position::Pre,
+        2,
+        nfkit_update::Body::Code {
+            format: nfkit_update::message::CodeFormat::ChainScript,
+            name: "v2.py".into(),
+            bytes: pass_through(1).into_bytes(),
+        },
+    )
+    .expect("message")
+    .seal(&key)
+    .expect("seal");
+    let hex = nfkit_update::hex::encode;
+    let a = sw.request(&json!({"op": "update", "message": hex(&v2)}));
+    assert_eq!(a["ok"], true, "{a}");
+    // The barrage, on the control socket.
+    // The barrage, over UDP from the sender's namespace to the switch's
+    // update address, one datagram and its answer at a time. Its thread
+    // gives way to the switch's workers (a real sender is elsewhere).
+    let to: std::net::SocketAddr = format!("{}.254:7400", bed.left_net)
+        .parse()
+        .expect("address");
+    let ns = bed.sender.name().to_string();
+    let (k, replay) = (key.clone(), v2.clone());
+    let barrage = std::thread::spawn(move || {
+        nfkit_kernel::netns::enter_netns(&ns).expect("enter the sender's netns");
+        nfkit_switch::pin::nice_current(10);
+        let sock = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut by_reason: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut buf = vec![0u8; 65536];
+        for i in 0..HOSTILE {
+            let (bytes, allowed) = hostile(i, name, &k, &replay, &mut rng);
+            sock.send_to(&bytes, to).expect("send");
+            let n = sock
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no answer to hostile update {i}: {e}"));
+            let a = json(&String::from_utf8_lossy(&buf[..n]));
+            assert_eq!(a["ok"], false, "hostile update {i} applied: {a}");
+            let reason = a["reason"].as_str().unwrap_or("?").to_string();
+            assert!(
+                allowed.contains(&reason.as_str()),
+                "hostile update {i}: {a}, expected one of {allowed:?}"
+            );
+            *by_reason.entry(reason).or_default() += 1;
+        }
+        by_reason
+    });
+    let by_reason = barrage.join().expect("the barrage");
+    let mid = sw.status();
+    assert_eq!(mid["version"].as_u64(), Some(2), "{mid}");
+    // A valid update over UDP from the sender's namespace.
+    let o = Command::new("ip")
+        .args(["netns", "exec", bed.sender.name(), NFKIT])
+        .args([
+            "switch",
+            "update",
+            "--switch",
+            &udp,
+            "--target",
+            name,
+            "--version",
+            "3",
+            "--key",
+            &keys,
+            "--json",
+            &v[0],
+        ])
+        .output()
+        .expect("nfkit switch update");
+    assert!(
+        o.status.success(),
+        "update over UDP: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = json(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(r["version"], 3, "{r}");
+    let at_last = stream_of(&rx.next(Duration::from_secs(10)), 2)["received"]
+        .as_u64()
+        .unwrap_or(0);
+    rx.wait_for(2, at_last + MARGIN);
+    sender.signal("-INT");
+    let (_, out, err) = sender.finish();
+    let sent_report = json(&out);
+    assert_eq!(sent_report["interrupted"], true, "{sent_report} {err}");
+    let sent = sent_report["sent"].as_u64().expect("sent");
+    assert!(sent < 2_000_000, "the sender ran out during the barrage");
+    rx.wait_for(2, sent);
+    let report = rx.finish();
+    let st = sw.status();
+    let u = &st["updates"];
+    assert_eq!(u["applied"].as_u64(), Some(2), "{st}");
+    assert_eq!(u["refused"].as_u64(), Some(HOSTILE as u64), "{st}");
+    for (reason, n) in &by_reason {
+        assert_eq!(u["reasons"][reason].as_u64(), Some(*n), "{reason}: {st}");
+    }
+    assert!(by_reason.len() >= 9, "{by_reason:?}");
+    assert_eq!(st["version"].as_u64(), Some(3), "{st}");
+    // Every refusal logged with its reason.
+    let log = sw.stderr();
+    let logged = log.lines().filter(|l| l.contains("refused (")).count();
+    assert_eq!(logged, HOSTILE, "{}", &log[..log.len().min(2000)]);
+    let fin = sw.stop();
+    assert_eq!(fin["faults"].as_u64().unwrap_or(0), 0, "{fin}");
+    eprintln!(
+        "update run: switch ports {}, dropped by the ports {}",
+        fin["ports"], fin["port_dropped"]
+    );
+    assert_delivered("update run", &report, 2, sent);
+    eprintln!(
+        "updates: {HOSTILE} hostile refused ({by_reason:?}) and 2 applied under {sent} \
+         numbered frames; {:.1} s in all",
         t0.elapsed().as_secs_f64()
     );
 }

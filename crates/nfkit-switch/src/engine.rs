@@ -556,6 +556,18 @@ impl Switch {
         e
     }
 
+    /// Replaces the keys updates are checked with (rotation); versions
+    /// and nonces seen stay. False when the switch takes no updates.
+    pub fn set_update_keys(&self, keys: nfkit_update::KeyRing) -> bool {
+        match &self.updates {
+            Some(s) => {
+                lock(s).verifier.set_keys(keys);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether the switch takes authenticated updates only.
     pub fn takes_updates(&self) -> bool {
         self.updates.is_some()

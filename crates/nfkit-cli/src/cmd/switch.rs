@@ -58,6 +58,13 @@ pub enum Command {
     Update(UpdateArgs),
     /// Make a key file for updates (mode 0600), or add a key to one.
     Keygen(KeygenArgs),
+    /// Have a running switch read its key file again (key rotation).
+    Rekey(RekeyArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RekeyArgs {
+    name: String,
 }
 
 #[derive(clap::Args)]
@@ -204,6 +211,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Map(a) => map(a),
         Command::Update(a) => update(a),
         Command::Keygen(a) => keygen(a),
+        Command::Rekey(a) => rekey(a),
     }
 }
 
@@ -389,6 +397,24 @@ fn answer(p: &switch_ctl::Pending, sw: &Switch, a: &RunArgs, start: Instant) -> 
                     );
                     json!({"ok": false, "reason": e.reason(), "error": e.to_string()})
                 }
+            }
+        }
+        Some("rekey") => {
+            let Some(path) = &a.key else {
+                return json!({"ok": false, "error": "this switch has no key file (--key)"});
+            };
+            match KeyRing::load(path) {
+                Ok(keys) => {
+                    let ids = keys.ids();
+                    sw.set_update_keys(keys);
+                    eprintln!(
+                        "switch {}: keys read again from {} (ids {ids:?})",
+                        a.name,
+                        path.display()
+                    );
+                    json!({"ok": true, "ids": ids})
+                }
+                Err(e) => json!({"ok": false, "error": format!("{e}; the previous keys stay")}),
             }
         }
         Some("reload") if sw.takes_updates() => {
@@ -871,5 +897,20 @@ fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
         KeyRing::new([Key::generate(id)?]).write_new(path)?;
         println!("key {id} written to {} (mode 0600)", path.display());
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nfkit switch rekey NAME`: the switch reads its key file again.
+fn rekey(a: RekeyArgs) -> anyhow::Result<ExitCode> {
+    let v = switch_ctl::request(&a.name, &serde_json::json!({"op": "rekey"}))?;
+    if v["ok"] != true {
+        eprintln!(
+            "switch {}: {}",
+            a.name,
+            v["error"].as_str().unwrap_or("refused")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    println!("switch {}: key ids now {}", a.name, v["ids"]);
     Ok(ExitCode::SUCCESS)
 }

@@ -116,8 +116,14 @@ impl Drop for Server {
     }
 }
 
-/// Accepts connections until `quit`, one request each.
+/// The control plane's nice value: a flood of requests (hostile
+/// updates) gives way to the workers.
+pub const CONTROL_NICE: i32 = 10;
+
+/// Accepts connections until `quit`, one request each (polling every
+/// 10 ms when none is waiting).
 fn accept(listener: UnixListener, tx: mpsc::Sender<Pending>, quit: &AtomicBool) {
+    nfkit_switch::pin::nice_current(CONTROL_NICE);
     while !quit.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((s, _)) => {
@@ -258,6 +264,7 @@ fn update_request(bytes: &[u8]) -> Value {
 }
 
 fn serve_udp(sock: UdpSocket, tx: mpsc::Sender<Pending>, quit: &AtomicBool) {
+    nfkit_switch::pin::nice_current(CONTROL_NICE);
     let mut buf = vec![0u8; 65536];
     while !quit.load(Ordering::Relaxed) {
         let Ok((n, peer)) = sock.recv_from(&mut buf) else {
@@ -275,6 +282,7 @@ fn serve_udp(sock: UdpSocket, tx: mpsc::Sender<Pending>, quit: &AtomicBool) {
 }
 
 fn serve_tcp(l: TcpListener, tx: mpsc::Sender<Pending>, quit: &AtomicBool) {
+    nfkit_switch::pin::nice_current(CONTROL_NICE);
     while !quit.load(Ordering::Relaxed) {
         match l.accept() {
             Ok((s, peer)) => {

@@ -21,8 +21,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Ring block size and count per receive socket (4 MiB each).
-const BLOCK: u32 = 1 << 18;
-const BLOCKS: u32 = 16;
+const BLOCK: u32 = 1 << 15;
+/// Many small blocks: at low rates each block is retired after
+/// [`RETIRE_MS`] holding a few frames, so the ring's tolerance of a worker
+/// that is not scheduled is about BLOCKS ms (128 ms); at high rates the
+/// same 4 MiB.
+const BLOCKS: u32 = 128;
 /// A block not yet full is handed over after this long (ms): the
 /// latency bound at low rates.
 const RETIRE_MS: u32 = 1;
