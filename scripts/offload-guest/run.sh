@@ -74,12 +74,14 @@ python3 - "$OUT/results.jsonl" "$((END - START)) s ($ACCEL)" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 bad = 0
-print(f"{'program':<28} {'rules':>5} {'frames':>6} {'by flower':>9} {'disagree':>8} {'unlike model':>12} {'lost':>4} {'ms':>7}")
+print(f"{'program':<14} {'rules':>5} {'frames':>6} {'by flower':>9} {'disagree':>8} {'unlike model':>12} {'lost':>4} {'ms':>7}  outside assumptions: frames, disagree, unlike model")
 for r in rows:
     name = r["source"].rsplit("/", 1)[-1]
-    print(f"{name:<28} {r['rules']:>5} {r['frames']:>6} {r['by_rules']:>9} {r['disagreements']:>8} {r['model_mismatches']:>12} {r['lost']:>4} {r['ms']:>7}")
+    print(f"{name:<14} {r['rules']:>5} {r['frames']:>6} {r['by_rules']:>9} {r['disagreements']:>8} {r['model_mismatches']:>12} {r['lost']:>4} {r['ms']:>7}  {r['outside_assumptions']}, {r['outside_disagreements']}, {r['outside_model_mismatches']}")
     for d in r["first_disagreements"] + r["first_model_mismatches"]:
         print("   ", d)
+    for d in r["first_outside"][:2]:
+        print("    (outside)", d)
     bad += not r["agree"]
 print(f"{len(rows)} programs, {sum(r['frames'] for r in rows)} frames, {sum(r['by_rules'] for r in rows)} decided by flower, guest run {sys.argv[2]}")
 sys.exit(1 if bad or not rows else 0)
