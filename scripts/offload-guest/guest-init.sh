@@ -37,5 +37,26 @@ for p in acl.o tcpflags.o v6frag.o ethertype.o ddos.py; do
         echo "OFFLOAD-ERROR $p rc=$rc $(tr '\n' ' ' </tmp/err)"
     fi
 done
+# Map-driven sync on the kernel's flower: the blacklist deployed on ofl2,
+# its rules watched (10 ms polling) while its maps are filled and emptied.
+export NFKIT_STATE_DIR=/run/nfkit NFKIT_PIN_ROOT=/sys/fs/bpf/nfkit
+nfkit deploy blacklist.o --dev ofl2 >/dev/null 2>/tmp/err || echo "OFFLOAD-ERROR deploy $(tr '\n' ' ' </tmp/err)"
+nfkit offload blacklist.o --dev ofl2 --skip-hw --watch --interval 10 --watch-for 15 --json >/tmp/watch.out 2>/tmp/watch.err &
+WATCH=$!
+sleep 2
+change() {
+    echo "OFFLOAD-WATCH-CHANGE $(gdate +%s%N) $*"
+    nfkit map "$@" --dev ofl2 >/dev/null 2>>/tmp/watch.err
+    sleep 1
+}
+change set src_prefixes 18000000c0a80100 1
+change set src_prefixes 080000000a000000 1
+change set dst_block cb007109 1
+echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n ')"
+change delete src_prefixes 18000000c0a80100
+echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n ')"
+wait $WATCH
+while read -r l; do echo "OFFLOAD-WATCH $l"; done </tmp/watch.out
+[ -s /tmp/watch.err ] && echo "OFFLOAD-WATCH-ERR $(tr '\n' ' ' </tmp/watch.err)"
 echo "OFFLOAD-DONE $(cat /proc/uptime | cut -d' ' -f1) s"
 poweroff -f

@@ -86,3 +86,26 @@ for r in rows:
 print(f"{len(rows)} programs, {sum(r['frames'] for r in rows)} frames, {sum(r['by_rules'] for r in rows)} decided by flower, guest run {sys.argv[2]}")
 sys.exit(1 if bad or not rows else 0)
 PY
+# Map-driven sync: each map change, the rule change it caused, latency.
+python3 - "$OUT/results.txt" <<'PY'
+import json, sys
+lines = [l.rstrip("\n") for l in open(sys.argv[1])]
+changes = [l.split(" ", 2) for l in lines if l.startswith("OFFLOAD-WATCH-CHANGE ")]
+events = [json.loads(l.split(" ", 1)[1]) for l in lines if l.startswith("OFFLOAD-WATCH {")]
+events = [e for e in events if e.get("event") == "rules changed"]
+status = [json.loads(l.split(" ", 1)[1]) for l in lines if l.startswith("OFFLOAD-WATCH-STATUS ")]
+for l in lines:
+    if l.startswith("OFFLOAD-WATCH-ERR") or l.startswith("OFFLOAD-ERROR"):
+        print(l)
+ok = len(events) == len(changes) and len(changes) > 0
+for (_, t0, what), e in zip(changes, events):
+    lat = (e["applied_unix_ns"] - int(t0)) / 1e6
+    print(f"map {what}: {e['removed']} rules out, {e['added']} in, {e['rules']} now; change to rule {lat:.1f} ms (derive {e['derive_us']} us, netlink {e['apply_us']} us)")
+    for c in e["changed"]:
+        print("   ", c)
+for s in status:
+    rules = s[0]["rules"] if s else []
+    print(f"status: {len(rules)} rules in the kernel: " + "; ".join(f"prio {r['prio']} {r['pattern']} {r['action']}" for r in rules))
+    ok = ok and s and len(rules) == s[0]["expected_rules"] and all(r["kind"] == "flower" for r in rules)
+sys.exit(0 if ok else 1)
+PY
