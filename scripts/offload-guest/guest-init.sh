@@ -58,5 +58,20 @@ echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n ')"
 wait $WATCH
 while read -r l; do echo "OFFLOAD-WATCH $l"; done </tmp/watch.out
 [ -s /tmp/watch.err ] && echo "OFFLOAD-WATCH-ERR $(tr '\n' ' ' </tmp/watch.err)"
+# Software cost per packet: the same TCP frames (port 23, which the ACL
+# drops) sent from ofl1 as fast as possible with nothing on ofl0, with the
+# ACL's flower rules (skip_hw), and with the ACL as native XDP; each
+# three times, alternating.
+FLOW="proto=tcp,src=198.18.0.1,dst=198.18.0.2,sport=1000,dport=23,len=16"
+cost() {
+    echo "OFFLOAD-COST $1 $(nfkit send --dev ofl1 --flows "$FLOW" --count 20000 --engine packet --json 2>/dev/null | tr -d '\n ')"
+}
+for round in 1 2 3; do
+    cost none
+    nfkit offload acl.o --dev ofl0 --skip-hw >/dev/null 2>&1 && cost flower
+    nfkit offload remove --dev ofl0 >/dev/null 2>&1
+    nfkit deploy acl.o --dev ofl0 >/dev/null 2>&1 && cost xdp
+    nfkit undeploy --dev ofl0 >/dev/null 2>&1
+done
 echo "OFFLOAD-DONE $(cat /proc/uptime | cut -d' ' -f1) s"
 poweroff -f

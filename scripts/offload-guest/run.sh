@@ -109,3 +109,24 @@ for s in status:
     ok = ok and s and len(rules) == s[0]["expected_rules"] and all(r["kind"] == "flower" for r in rules)
 sys.exit(0 if ok else 1)
 PY
+# Cost per packet: the send rate with nothing, flower drop, XDP drop.
+python3 - "$OUT/results.txt" <<'PY'
+import json, sys, statistics
+runs = {}
+for l in open(sys.argv[1]):
+    if l.startswith("OFFLOAD-COST "):
+        _, what, rep = l.rstrip("\n").split(" ", 2)
+        try:
+            runs.setdefault(what, []).append(json.loads(rep)["achieved_pps"])
+        except ValueError:
+            pass
+if not runs:
+    sys.exit(0)
+base = statistics.median(runs.get("none", [0])) or 1
+for what in ("none", "flower", "xdp"):
+    pps = runs.get(what, [])
+    if pps:
+        m = statistics.median(pps)
+        extra = 1e9 / m - 1e9 / base
+        print(f"send+receive cost, {what:<6}: {1e9 / m / 1000:.1f} us/packet (median of {len(pps)}, {m:.0f} pps), {extra / 1000:+.1f} us vs nothing")
+PY
