@@ -443,7 +443,7 @@ fn watch(
                                 .map_err(|e| e.to_string())?;
                         }
                         if let Some(r) = rules.rules.get(i) {
-                            let f = flower::encode(r, flags, idx)?;
+                            let f = flower::encode(r, flags, idx).map_err(|e| e.to_string())?;
                             tc.add_flower(idx, &f).map_err(|e| e.to_string())?;
                         }
                     }
@@ -595,7 +595,7 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                         json!({
                             "prio": f.prio, "kind": f.kind,
                             "protocol": nfkit_offload::netlink::protocol_name(f.protocol),
-                            "action": d.as_ref().map(|x| x.2.to_string()).unwrap_or_else(|e| e.clone()),
+                            "action": d.as_ref().map(|x| x.2.to_string()).unwrap_or_else(|e| e.to_string()),
                             "pattern": d.as_ref().map(|x| x.0.to_string()).unwrap_or_default(),
                             "packets": d.as_ref().ok().and_then(|x| x.3),
                         })
