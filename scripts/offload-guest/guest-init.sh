@@ -37,5 +37,41 @@ for p in acl.o tcpflags.o v6frag.o ethertype.o ddos.py; do
         echo "OFFLOAD-ERROR $p rc=$rc $(tr '\n' ' ' </tmp/err)"
     fi
 done
+# Map-driven sync on the kernel's flower: the blacklist deployed on ofl2,
+# its rules watched (10 ms polling) while its maps are filled and emptied.
+export NFKIT_STATE_DIR=/run/nfkit NFKIT_PIN_ROOT=/sys/fs/bpf/nfkit
+nfkit deploy blacklist.o --dev ofl2 >/dev/null 2>/tmp/err || echo "OFFLOAD-ERROR deploy $(tr '\n' ' ' </tmp/err)"
+nfkit offload blacklist.o --dev ofl2 --skip-hw --watch --interval 10 --watch-for 15 --json >/tmp/watch.out 2>/tmp/watch.err &
+WATCH=$!
+sleep 2
+change() {
+    echo "OFFLOAD-WATCH-CHANGE $(gdate +%s%N) $*"
+    nfkit map "$@" --dev ofl2 >/dev/null 2>>/tmp/watch.err
+    sleep 1
+}
+change set src_prefixes 18000000c0a80100 1
+change set src_prefixes 080000000a000000 1
+change set dst_block cb007109 1
+echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n ')"
+change delete src_prefixes 18000000c0a80100
+echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n ')"
+wait $WATCH
+while read -r l; do echo "OFFLOAD-WATCH $l"; done </tmp/watch.out
+[ -s /tmp/watch.err ] && echo "OFFLOAD-WATCH-ERR $(tr '\n' ' ' </tmp/watch.err)"
+# Software cost per packet: the same TCP frames (port 23, which the ACL
+# drops) sent from ofl1 as fast as possible with nothing on ofl0, with the
+# ACL's flower rules (skip_hw), and with the ACL as native XDP; each
+# three times, alternating.
+FLOW="proto=tcp,src=198.18.0.1,dst=198.18.0.2,sport=1000,dport=23,len=16"
+cost() {
+    echo "OFFLOAD-COST $1 $(nfkit send --dev ofl1 --flows "$FLOW" --count 20000 --engine packet --json 2>/dev/null | tr -d '\n ')"
+}
+for round in 1 2 3; do
+    cost none
+    nfkit offload acl.o --dev ofl0 --skip-hw >/dev/null 2>&1 && cost flower
+    nfkit offload remove --dev ofl0 >/dev/null 2>&1
+    nfkit deploy acl.o --dev ofl0 >/dev/null 2>&1 && cost xdp
+    nfkit undeploy --dev ofl0 >/dev/null 2>&1
+done
 echo "OFFLOAD-DONE $(cat /proc/uptime | cut -d' ' -f1) s"
 poweroff -f

@@ -20,7 +20,7 @@ done
 
 # Binaries and every library they load.
 copy_bin() {
-    cp "$1" "$R/bin/$(basename "$1")"
+    cp "$1" "$R/bin/${2:-$(basename "$1")}"
     ldd "$1" | grep -o '/[^ ]*' | while read -r lib; do
         mkdir -p "$R$(dirname "$lib")"
         cp -L "$lib" "$R$lib"
@@ -30,6 +30,8 @@ copy_bin "$NFKIT"
 strip "$R/bin/$(basename "$NFKIT")"
 copy_bin "$(command -v ip)"
 copy_bin "$(command -v tc)"
+# coreutils date as gdate: busybox's has no nanoseconds (%N).
+copy_bin "$(command -v date)" gdate
 
 # Modules and their dependencies, in load order.
 M=/lib/modules/$KVER
@@ -57,7 +59,7 @@ done
 
 # The test programs (the offload crate's), the DDoS example and pcaps.
 PROGS="$ROOT/crates/nfkit-offload/tests/progs"
-for p in acl tcpflags v6frag ethertype; do
+for p in acl tcpflags v6frag ethertype blacklist; do
     clang -O2 -g -target bpf -mcpu=v3 -I"$PROGS" -I"$ROOT/corpus" -I"/usr/include/$(uname -m)-linux-gnu" \
         -c "$PROGS/$p.c" -o "$R/work/$p.o"
 done

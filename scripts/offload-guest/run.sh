@@ -74,13 +74,59 @@ python3 - "$OUT/results.jsonl" "$((END - START)) s ($ACCEL)" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 bad = 0
-print(f"{'program':<28} {'rules':>5} {'frames':>6} {'by flower':>9} {'disagree':>8} {'unlike model':>12} {'lost':>4} {'ms':>7}")
+print(f"{'program':<14} {'rules':>5} {'frames':>6} {'by flower':>9} {'disagree':>8} {'unlike model':>12} {'lost':>4} {'ms':>7}  outside assumptions: frames, disagree, unlike model")
 for r in rows:
     name = r["source"].rsplit("/", 1)[-1]
-    print(f"{name:<28} {r['rules']:>5} {r['frames']:>6} {r['by_rules']:>9} {r['disagreements']:>8} {r['model_mismatches']:>12} {r['lost']:>4} {r['ms']:>7}")
+    print(f"{name:<14} {r['rules']:>5} {r['frames']:>6} {r['by_rules']:>9} {r['disagreements']:>8} {r['model_mismatches']:>12} {r['lost']:>4} {r['ms']:>7}  {r['outside_assumptions']}, {r['outside_disagreements']}, {r['outside_model_mismatches']}")
     for d in r["first_disagreements"] + r["first_model_mismatches"]:
         print("   ", d)
+    for d in r["first_outside"][:2]:
+        print("    (outside)", d)
     bad += not r["agree"]
 print(f"{len(rows)} programs, {sum(r['frames'] for r in rows)} frames, {sum(r['by_rules'] for r in rows)} decided by flower, guest run {sys.argv[2]}")
 sys.exit(1 if bad or not rows else 0)
+PY
+# Map-driven sync: each map change, the rule change it caused, latency.
+python3 - "$OUT/results.txt" <<'PY'
+import json, sys
+lines = [l.rstrip("\n") for l in open(sys.argv[1])]
+changes = [l.split(" ", 2) for l in lines if l.startswith("OFFLOAD-WATCH-CHANGE ")]
+events = [json.loads(l.split(" ", 1)[1]) for l in lines if l.startswith("OFFLOAD-WATCH {")]
+events = [e for e in events if e.get("event") == "rules changed"]
+status = [json.loads(l.split(" ", 1)[1]) for l in lines if l.startswith("OFFLOAD-WATCH-STATUS ")]
+for l in lines:
+    if l.startswith("OFFLOAD-WATCH-ERR") or l.startswith("OFFLOAD-ERROR"):
+        print(l)
+ok = len(events) == len(changes) and len(changes) > 0
+for (_, t0, what), e in zip(changes, events):
+    lat = (e["applied_unix_ns"] - int(t0)) / 1e6
+    print(f"map {what}: {e['removed']} rules out, {e['added']} in, {e['rules']} now; change to rule {lat:.1f} ms (derive {e['derive_us']} us, netlink {e['apply_us']} us)")
+    for c in e["changed"]:
+        print("   ", c)
+for s in status:
+    rules = s[0]["rules"] if s else []
+    print(f"status: {len(rules)} rules in the kernel: " + "; ".join(f"prio {r['prio']} {r['pattern']} {r['action']}" for r in rules))
+    ok = ok and s and len(rules) == s[0]["expected_rules"] and all(r["kind"] == "flower" for r in rules)
+sys.exit(0 if ok else 1)
+PY
+# Cost per packet: the send rate with nothing, flower drop, XDP drop.
+python3 - "$OUT/results.txt" <<'PY'
+import json, sys, statistics
+runs = {}
+for l in open(sys.argv[1]):
+    if l.startswith("OFFLOAD-COST "):
+        _, what, rep = l.rstrip("\n").split(" ", 2)
+        try:
+            runs.setdefault(what, []).append(json.loads(rep)["achieved_pps"])
+        except ValueError:
+            pass
+if not runs:
+    sys.exit(0)
+base = statistics.median(runs.get("none", [0])) or 1
+for what in ("none", "flower", "xdp"):
+    pps = runs.get(what, [])
+    if pps:
+        m = statistics.median(pps)
+        extra = 1e9 / m - 1e9 / base
+        print(f"send+receive cost, {what:<6}: {1e9 / m / 1000:.1f} us/packet (median of {len(pps)}, {m:.0f} pps), {extra / 1000:+.1f} us vs nothing")
 PY

@@ -524,3 +524,155 @@ fn host_kernel_installs_or_says_flower_is_missing() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--watch` keeps the rules in step with the deployed program's maps:
+/// the blacklist test program deployed on a veth, `nfkit map set` and
+/// `delete` on its LPM and hash maps, and each change shows up as a rule
+/// change (`--dry-run`: this kernel has no flower), with its latency.
+#[test]
+fn watch_follows_map_changes() {
+    use std::io::BufRead;
+    if !nfkit_kernel::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tmpdir("watch");
+    let obj = build_obj("blacklist", &dir);
+    let bed = Bed::new("watch");
+    let pins = PathBuf::from(format!("/sys/fs/bpf/ofl-watch-{}", std::process::id()));
+    /// Removes the pins (and so the deployment's link) even on failure.
+    struct Pins(PathBuf);
+    impl Drop for Pins {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _pins = Pins(pins.clone());
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nfkit"))
+            .args(args)
+            .env("NFKIT_STATE_DIR", &dir)
+            .env("NFKIT_PIN_ROOT", &pins)
+            .output()
+            .expect("run nfkit")
+    };
+    let o = run(&[
+        "deploy",
+        obj.to_str().unwrap(),
+        "--dev",
+        &bed.dev,
+        "--netns",
+        &bed.ns,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nfkit"))
+        .args([
+            "offload",
+            obj.to_str().unwrap(),
+            "--dev",
+            &bed.dev,
+            "--netns",
+            &bed.ns,
+            "--dry-run",
+            "--watch",
+            "--interval",
+            "10",
+            "--watch-for",
+            "60",
+            "--json",
+        ])
+        .env("NFKIT_STATE_DIR", &dir)
+        .env("NFKIT_PIN_ROOT", &pins)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run nfkit offload --watch");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> serde_json::Value {
+        let l = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a line from the watcher");
+        serde_json::from_str(&l).unwrap()
+    };
+    let first = next();
+    assert_eq!(first["maps_from"], "pinned maps", "{first}");
+    assert_eq!(first["offloading_rules"], 0, "empty maps: nothing to drop");
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let mut latencies = Vec::new();
+    let mut change = |args: &[&str], want: &str| -> serde_json::Value {
+        let t0 = now_ns();
+        let o = run(args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let ev = next();
+        assert_eq!(ev["event"], "rules changed", "{ev}");
+        let lines: Vec<String> = ev["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            want.is_empty() || lines.iter().any(|l| l.contains(want)),
+            "{want} in {lines:?}"
+        );
+        latencies.push((ev["applied_unix_ns"].as_u64().unwrap() - t0) / 1000);
+        ev
+    };
+    let dev = bed.dev.clone();
+    change(
+        &[
+            "map",
+            "set",
+            "src_prefixes",
+            "18000000c0a80100",
+            "1",
+            "--dev",
+            &dev,
+        ],
+        "src_ip 192.168.1.0/24 action drop",
+    );
+    let ev = change(
+        // The key is a `__u32` holding the address in network order:
+        // its bytes, in hex.
+        &["map", "set", "dst_block", "cb007109", "1", "--dev", &dev],
+        "dst_ip 203.0.113.9/32 action drop",
+    );
+    assert_eq!(ev["rules"], 2, "{ev}");
+    let ev = change(
+        &[
+            "map",
+            "delete",
+            "src_prefixes",
+            "18000000c0a80100",
+            "--dev",
+            &dev,
+        ],
+        "",
+    );
+    assert_eq!(ev["rules"], 1, "{ev}");
+    assert!(ev["removed"].as_u64().unwrap() >= 1, "{ev}");
+    println!("map change to rule (dry run, 10 ms polling), µs: {latencies:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let o = run(&["undeploy", "--dev", &dev]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(&pins);
+    let _ = std::fs::remove_dir_all(&dir);
+}

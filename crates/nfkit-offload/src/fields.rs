@@ -374,6 +374,86 @@ fn cut_to_prefix(w: &mut Pattern, r: std::ops::Range<usize>) {
     }
 }
 
+/// A byte range of a frame.
+type Span = std::ops::Range<usize>;
+
+/// The byte ranges of the keys flower reads from the IP header and
+/// from the L4 header of a pattern (IPv4 or IPv6 by its EtherType; the
+/// L4 header at 34 or 54).
+fn key_levels(p: &Pattern) -> Option<(Vec<Span>, Vec<Span>)> {
+    let et = exact(p, 12..14)?;
+    if et == ETH_IP {
+        Some((vec![15..16, 20..24, 26..34], vec![34..38, 47..48]))
+    } else if et == ETH_IPV6 {
+        Some((vec![14..16, 20..54], vec![54..58, 67..68]))
+    } else {
+        None
+    }
+}
+
+/// Whether flower could match the pattern on a frame that lacks a
+/// header it names. Flower reads an absent header (a frame cut short,
+/// the L4 header of a fragment) as zeros: a pattern whose required
+/// bits in a header's keys are all 0 (`ip_ttl 0/0xfe`, `tcp_flags
+/// 0/0x3f`, `ip_flags nofrag` alone) matches frames without that
+/// header, which the program's path never saw. `None` when safe, else
+/// what is at fault.
+pub fn matches_absent_header(p: &Pattern) -> Option<&'static str> {
+    let (ip, l4) = key_levels(p)?;
+    let ones = |rs: &[Span]| {
+        rs.iter().any(|r| {
+            let (v, m) = bytes(p, r.clone());
+            v.iter().zip(&m).any(|(v, m)| v & m != 0)
+        })
+    };
+    let named = |rs: &[Span]| rs.iter().any(|r| any(p, r.clone()));
+    if named(&l4) && !ones(&l4) {
+        return Some("its L4 keys require only zero bits, which flower also finds in frames without an L4 header (cut short, fragments)");
+    }
+    if (named(&ip) || named(&l4)) && !ones(&ip) && !ones(&l4) {
+        return Some("its IP keys require only zero bits, which flower also finds in frames without an IP header (cut short)");
+    }
+    None
+}
+
+/// The frame as flower's keys see it, for the headers a pattern names:
+/// an IPv4 or IPv6 header the frame does not hold entirely reads as
+/// zeros, and so do the L4 header of an IPv4 fragment and an L4 header
+/// the frame does not hold. `None` when the frame holds every header
+/// (then the pattern's own length check applies).
+pub fn absent_view(p: &Pattern, frame: &[u8]) -> Option<Vec<u8>> {
+    let (ip, _) = key_levels(p)?;
+    let v6 = ip[0].start == 14;
+    let (l3_end, l4) = if v6 { (54, 54) } else { (34, 34) };
+    let l4_need = match l4_proto(p) {
+        Some((_, 6)) => 20,
+        _ => 8,
+    };
+    let used = p.bytes_used();
+    let mut view = frame.to_vec();
+    if view.len() < 14 {
+        return None;
+    }
+    let mut changed = false;
+    if frame.len() < l3_end {
+        view.resize(used.max(l3_end), 0);
+        for b in &mut view[14..] {
+            *b = 0;
+        }
+        changed = true;
+    } else if used > l4 {
+        let frag = !v6 && u16::from_be_bytes([frame[20], frame[21]]) & 0x3fff != 0;
+        if frag || frame.len() < l4 + l4_need {
+            view.resize(view.len().max(used), 0);
+            for b in &mut view[l4..] {
+                *b = 0;
+            }
+            changed = true;
+        }
+    }
+    changed.then_some(view)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,27 @@ const TCA_GACT_PARMS: u16 = 2;
 const FLAG_IS_FRAGMENT: u32 = 1;
 const FLAG_FIRST_FRAG: u32 = 2;
 
+/// What flower cannot take, or an installed filter nfkit cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FlowerError(pub String);
+
+impl From<String> for FlowerError {
+    fn from(s: String) -> FlowerError {
+        FlowerError(s)
+    }
+}
+
+impl From<&str> for FlowerError {
+    fn from(s: &str) -> FlowerError {
+        FlowerError(s.to_string())
+    }
+}
+
+/// A decoded filter: its match (with the length its fields imply), port
+/// ranges, action and packet count (when the dump carried one).
+pub type Decoded = (Pattern, Vec<PortRange>, RuleAction, Option<u64>);
+
 /// A rule in flower's terms: the filter's protocol (`tcm_info`'s low
 /// half) and its options.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,7 +82,7 @@ fn be16(b: &[u8]) -> u16 {
 /// or 0) and its action; `dev` is the ifindex of the device the rule
 /// sits on (where TX sends back out). Errors name what flower cannot
 /// take (the rule generator only makes rules it can).
-pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, String> {
+pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerError> {
     let p = &rule.pattern;
     fields::express(p)?;
     let mut o = Vec::new();
@@ -165,7 +186,7 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, String> {
             o.push(F::PortDstMin(r.lo));
             o.push(F::PortDstMax(r.hi));
         } else {
-            return Err(format!("a port range at byte {} (not a port)", r.at));
+            return Err(format!("a port range at byte {} (not a port)", r.at).into());
         }
     }
     if flags != 0 {
@@ -235,11 +256,7 @@ fn put(p: &mut Pattern, at: usize, v: &[u8], m: &[u8]) {
 /// packet count when the dump carried one. Options nfkit never writes
 /// are an error naming them. Flower has no key for the IP version and
 /// IHL (byte 14 of IPv4): the pattern leaves them open.
-pub fn decode(
-    protocol: u16,
-    options: &[F],
-    dev: u32,
-) -> Result<(Pattern, Vec<PortRange>, RuleAction, Option<u64>), String> {
+pub fn decode(protocol: u16, options: &[F], dev: u32) -> Result<Decoded, FlowerError> {
     let mut p = Pattern::any();
     if protocol != ETH_P_ALL {
         put(&mut p, 12, &protocol.to_be_bytes(), &[0xff, 0xff]);
@@ -343,7 +360,7 @@ pub fn decode(
                     packets = packets.or_else(|| action_packets(a));
                 }
             }
-            other => return Err(format!("flower option nfkit does not write: {other:?}")),
+            other => return Err(format!("flower option nfkit does not write: {other:?}").into()),
         }
     }
     if let Some(x) = proto {
@@ -410,7 +427,7 @@ fn port(o: &[F], src: bool) -> u16 {
         .unwrap_or(0)
 }
 
-fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, String> {
+fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, FlowerError> {
     let kind = a.attributes.iter().find_map(|x| match x {
         TcActionAttribute::Kind(k) => Some(k.as_str()),
         _ => None,
@@ -433,7 +450,7 @@ fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, String> {
                         return match code {
                             Some(2) => Ok(RuleAction::Drop),
                             Some(0) => Ok(RuleAction::Pass),
-                            c => Err(format!("a gact action with code {c:?}")),
+                            c => Err(format!("a gact action with code {c:?}").into()),
                         };
                     }
                 }
@@ -444,7 +461,7 @@ fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, String> {
             for o in opts {
                 if let TcActionOption::Mirror(TcActionMirrorOption::Parms(m)) = o {
                     if m.eaction != TcMirrorActionType::EgressRedir {
-                        return Err(format!("a mirred action {:?}", m.eaction));
+                        return Err(format!("a mirred action {:?}", m.eaction).into());
                     }
                     return Ok(if m.ifindex == dev {
                         RuleAction::Tx
@@ -455,7 +472,7 @@ fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, String> {
             }
             Err("a mirred action without parameters".into())
         }
-        k => Err(format!("action {k:?}, which nfkit does not write")),
+        k => Err(format!("action {k:?}, which nfkit does not write").into()),
     }
 }
 

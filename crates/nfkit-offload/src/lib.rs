@@ -41,7 +41,7 @@ pub use error::OffloadError;
 pub use model::{Decision, Equivalence};
 pub use netlink::{NetlinkError, Tc};
 pub use pattern::Pattern;
-pub use record::{Installed, OffloadState};
+pub use record::{Installed, OffloadState, RecordError};
 pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
 pub use source::MapSource;
 pub use symbolic::{analyse, Analysis, Limits, Outcome, Path, XdpAction};

@@ -4,6 +4,21 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// The state file cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: {cause}")]
+    Io {
+        path: std::path::PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{path}: {cause}")]
+    Json {
+        path: std::path::PathBuf,
+        cause: serde_json::Error,
+    },
+}
+
 /// One offload: rules at the ingress of one device.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Installed {
@@ -41,23 +56,36 @@ pub struct OffloadState {
 
 impl OffloadState {
     /// Reads `path` (empty when it does not exist).
-    pub fn load(path: &Path) -> Result<OffloadState, String> {
+    pub fn load(path: &Path) -> Result<OffloadState, RecordError> {
         match std::fs::read_to_string(path) {
-            Ok(s) => serde_json::from_str(&s).map_err(|e| format!("{}: {e}", path.display())),
+            Ok(s) => serde_json::from_str(&s).map_err(|cause| RecordError::Json {
+                path: path.to_path_buf(),
+                cause,
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(OffloadState::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(cause) => Err(RecordError::Io {
+                path: path.to_path_buf(),
+                cause,
+            }),
         }
     }
 
     /// Writes `path` (atomically: a temporary file renamed over it).
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub fn save(&self, path: &Path) -> Result<(), RecordError> {
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |cause| RecordError::Io { path: p, cause }
+        };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
         }
         let tmp = path.with_extension("json.tmp");
-        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
-        std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+        let text = serde_json::to_string_pretty(self).map_err(|cause| RecordError::Json {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io(path))
     }
 
     /// The install on `dev` (in `netns`), if any.

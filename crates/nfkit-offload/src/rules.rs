@@ -84,8 +84,19 @@ impl PortRange {
 }
 
 impl Rule {
-    /// Whether `frame` matches the rule.
+    /// Whether `frame` matches the rule, as flower matches it: a header
+    /// the frame lacks reads as zeros ([`fields::absent_view`]).
     pub fn matches(&self, frame: &[u8]) -> bool {
+        if let Some(view) = fields::absent_view(&self.pattern, frame) {
+            // Flower has no key for the IP version (nor the IPv4 IHL).
+            let mut p = self.pattern.clone();
+            p.min_len = 0;
+            let v4 = p.value.get(12..14) == Some(&[8, 0]);
+            for b in if v4 { 0 } else { 4 }..8 {
+                p.clear_bit(14 * 8 + b);
+            }
+            return p.matches(&view) && self.ranges.iter().all(|r| r.matches(&view));
+        }
         self.pattern.matches(frame) && self.ranges.iter().all(|r| r.matches(frame))
     }
 }
@@ -244,6 +255,9 @@ fn specificity(c: &Cand) -> u32 {
 /// The rule pattern of a path when flower matches exactly its packets.
 fn exact(p: &Pattern) -> Result<Pattern, String> {
     fields::express(p)?;
+    if let Some(why) = fields::matches_absent_header(p) {
+        return Err(why.to_string());
+    }
     let mut p = p.clone();
     p.min_len = p.min_len.max(14);
     let hl = fields::header_len(&p);

@@ -162,3 +162,42 @@ fn tx_is_a_redirect_to_the_device_itself() {
     opts.push(F::VlanId(5));
     assert!(decode(f.protocol, &opts, 9).is_err());
 }
+
+/// The model reads a header a frame lacks as zeros, as flower does: a
+/// rule requiring TTL 0 or 1 matches a frame cut inside its IPv4
+/// header, and the generator therefore keeps such paths in software.
+#[test]
+fn absent_headers_read_as_zero() {
+    let mut p = Pattern::any();
+    for (i, (v, m)) in [(8u8, 0xffu8), (0, 0xff)].iter().enumerate() {
+        for b in 0..8 {
+            if m >> b & 1 == 1 {
+                p.set_bit(((12 + i) * 8) as u32 + b, v >> b & 1 == 1);
+            }
+        }
+    }
+    for b in 1..8 {
+        p.set_bit(22 * 8 + b, false);
+    }
+    p.min_len = 34;
+    let rule = nfkit_offload::Rule {
+        prio: 1,
+        pattern: p.clone(),
+        action: RuleAction::Drop,
+        paths: vec![0],
+        ranges: Vec::new(),
+    };
+    let mut cut = vec![0u8; 27];
+    cut[12] = 8;
+    cut[22] = 64; // TTL 64, but the IP header is incomplete
+    assert!(
+        rule.matches(&cut),
+        "flower reads the missing IP header as zeros"
+    );
+    let mut whole = vec![0u8; 60];
+    whole[12] = 8;
+    whole[14] = 0x45;
+    whole[22] = 64;
+    assert!(!rule.matches(&whole));
+    assert!(nfkit_offload::fields::matches_absent_header(&p).is_some());
+}

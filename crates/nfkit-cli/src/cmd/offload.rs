@@ -67,6 +67,17 @@ pub struct InstallArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     json: bool,
+    /// Then keep the rules in step with the deployed program's maps:
+    /// poll them every `--interval` ms, re-derive the rules and apply
+    /// what changed (one line per change, with its latency).
+    #[arg(long)]
+    watch: bool,
+    /// Polling interval of `--watch`, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    interval: u64,
+    /// Stop watching after this many seconds (default: until killed).
+    #[arg(long, value_name = "S")]
+    watch_for: Option<u64>,
     /// Object only: the program, by section or function name.
     #[arg(long, value_name = "NAME")]
     section: Option<String>,
@@ -258,34 +269,7 @@ fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
     };
     let netns = a.netns.as_deref();
     let t0 = std::time::Instant::now();
-    let (analysis, maps_from) = match deployed_maps(&dev, netns, &prog.image)? {
-        Some(pinned) => (
-            analyse(&prog.image, &prog.entry, &pinned, &Limits::default()),
-            "pinned maps",
-        ),
-        None => {
-            let vm = match &prog.compiled {
-                Some(c) => {
-                    nfkit_control::runner::ScriptVm::new(c)
-                        .map_err(|e| anyhow!("{shown}: {e}"))?
-                        .vm
-                }
-                None => nfkit_vm::Vm::new(&prog.image, nfkit_vm::VmConfig::kernel())
-                    .map_err(|e| anyhow!("{shown}: {e}"))?,
-            };
-            (
-                analyse(&prog.image, &prog.entry, &vm, &Limits::default()),
-                "initial state",
-            )
-        }
-    };
-    let analysis = analysis.map_err(|e| anyhow!("{shown}: {e}"))?;
-    let rules = generate(
-        &analysis,
-        &RulesOptions {
-            max_rules: a.max_rules,
-        },
-    );
+    let (rules, maps_from) = derive(&a, &shown, &prog, &dev)?;
     let took = t0.elapsed();
     let skip = if a.skip_sw {
         "skip_sw"
@@ -319,7 +303,14 @@ fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
         apply(&a, &dev, &prog, &rules, &lines, maps_from, skip)?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        if a.watch {
+            println!("{summary}");
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            watch(&a, &shown, &prog, &dev, skip, lines)?;
+        } else {
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+        }
         return Ok(ExitCode::SUCCESS);
     }
     if a.dry_run {
@@ -344,7 +335,158 @@ fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
     if !a.dry_run {
         eprintln!("installed {} rules at ingress of {dev}", rules.rules.len());
     }
+    if a.watch {
+        watch(&a, &shown, &prog, &dev, skip, lines)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rules for the program now: its analysis over the deployed
+/// program's pinned maps when there is one, else its initial state.
+fn derive(
+    a: &InstallArgs,
+    shown: &str,
+    prog: &Program,
+    dev: &str,
+) -> anyhow::Result<(RuleSet, &'static str)> {
+    let (analysis, maps_from) = match deployed_maps(dev, a.netns.as_deref(), &prog.image)? {
+        Some(pinned) => (
+            analyse(&prog.image, &prog.entry, &pinned, &Limits::default()),
+            "pinned maps",
+        ),
+        None => {
+            let vm = match &prog.compiled {
+                Some(c) => {
+                    nfkit_control::runner::ScriptVm::new(c)
+                        .map_err(|e| anyhow!("{shown}: {e}"))?
+                        .vm
+                }
+                None => nfkit_vm::Vm::new(&prog.image, nfkit_vm::VmConfig::kernel())
+                    .map_err(|e| anyhow!("{shown}: {e}"))?,
+            };
+            (
+                analyse(&prog.image, &prog.entry, &vm, &Limits::default()),
+                "initial state",
+            )
+        }
+    };
+    let analysis = analysis.map_err(|e| anyhow!("{shown}: {e}"))?;
+    Ok((
+        generate(
+            &analysis,
+            &RulesOptions {
+                max_rules: a.max_rules,
+            },
+        ),
+        maps_from,
+    ))
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `--watch`: polls the deployed program's maps, and when the rules
+/// they give differ, replaces the rules whose priority changed (in
+/// place: during the update a packet may meet old and new rules).
+fn watch(
+    a: &InstallArgs,
+    shown: &str,
+    prog: &Program,
+    dev: &str,
+    skip: &str,
+    mut lines: Vec<String>,
+) -> anyhow::Result<()> {
+    if deployed_maps(dev, a.netns.as_deref(), &prog.image)?.is_none() {
+        bail!("--watch: no XDP program deployed on {dev} (`nfkit deploy`): its pinned maps are what is watched");
+    }
+    let flags = match skip {
+        "skip_sw" => flower::SKIP_SW,
+        "skip_hw" => flower::SKIP_HW,
+        _ => 0,
+    };
+    let end = a
+        .watch_for
+        .map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s));
+    let sp = state_path();
+    loop {
+        if end.is_some_and(|e| std::time::Instant::now() >= e) {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(a.interval.max(1)));
+        let seen_ns = unix_ns();
+        let t = std::time::Instant::now();
+        let (rules, _) = derive(a, shown, prog, dev)?;
+        let derive_us = t.elapsed().as_micros() as u64;
+        let new = rules.to_tc_lines(dev, skip, &ifname_of);
+        if new == lines {
+            continue;
+        }
+        let n = new.len().max(lines.len());
+        let changed: Vec<usize> = (0..n).filter(|&i| new.get(i) != lines.get(i)).collect();
+        let (removed, added) = (
+            changed.iter().filter(|&&i| i < lines.len()).count(),
+            changed.iter().filter(|&&i| i < new.len()).count(),
+        );
+        if !a.dry_run {
+            let dev_s = dev.to_string();
+            let old_len = lines.len();
+            in_netns(a.netns.as_deref(), || {
+                Ok((|| -> Result<(), String> {
+                    let mut tc = Tc::open().map_err(|e| e.to_string())?;
+                    let idx = tc.ifindex(&dev_s).map_err(|e| e.to_string())?;
+                    for &i in &changed {
+                        if i < old_len {
+                            tc.delete_prio(idx, i as u32 + 1)
+                                .map_err(|e| e.to_string())?;
+                        }
+                        if let Some(r) = rules.rules.get(i) {
+                            let f = flower::encode(r, flags, idx).map_err(|e| e.to_string())?;
+                            tc.add_flower(idx, &f).map_err(|e| e.to_string())?;
+                        }
+                    }
+                    Ok(())
+                })())
+            })?
+            .map_err(|e| anyhow!("offload on {dev}: {e}"))?;
+            let mut state = OffloadState::load(&sp).map_err(|e| anyhow!("{e}"))?;
+            if let Some(i) = state.find(dev, a.netns.as_deref()) {
+                state.installs[i].prios = rules.rules.iter().map(|r| r.prio).collect();
+                state.installs[i].tc_lines = new.clone();
+                state.installs[i].offloaded = rules.offloaded;
+                state.installs[i].paths = rules.paths;
+                state.installs[i].fallbacks = rules.fallbacks.len();
+                state.save(&sp).map_err(|e| anyhow!("{e}"))?;
+            }
+        }
+        let applied_ns = unix_ns();
+        let ev = json!({
+            "event": "rules changed", "seen_unix_ns": seen_ns, "applied_unix_ns": applied_ns,
+            "derive_us": derive_us, "apply_us": (applied_ns - seen_ns) / 1000,
+            "removed": removed, "added": added, "rules": new.len(),
+            "changed": changed.iter().filter_map(|&i| new.get(i)).collect::<Vec<_>>(),
+            "dry_run": a.dry_run,
+        });
+        if a.json {
+            println!("{ev}");
+        } else {
+            println!(
+                "# maps changed: {removed} rules out, {added} in ({} now), derived in {derive_us} µs, applied {} µs after the change was seen",
+                new.len(),
+                (applied_ns - seen_ns) / 1000
+            );
+            for &i in &changed {
+                if let Some(l) = new.get(i) {
+                    println!("{l}");
+                }
+            }
+        }
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        lines = new;
+    }
 }
 
 /// Installs the rules (replacing an earlier offload on the device);
@@ -453,7 +595,7 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                         json!({
                             "prio": f.prio, "kind": f.kind,
                             "protocol": nfkit_offload::netlink::protocol_name(f.protocol),
-                            "action": d.as_ref().map(|x| x.2.to_string()).unwrap_or_else(|e| e.clone()),
+                            "action": d.as_ref().map(|x| x.2.to_string()).unwrap_or_else(|e| e.to_string()),
                             "pattern": d.as_ref().map(|x| x.0.to_string()).unwrap_or_default(),
                             "packets": d.as_ref().ok().and_then(|x| x.3),
                         })

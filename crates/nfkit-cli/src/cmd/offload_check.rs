@@ -212,7 +212,10 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         Ok(l)
     };
     let (alone, software) = (load()?, load()?);
-    let run_of = |l: &nfkit_kernel::Loaded, f: &[u8]| -> anyhow::Result<u32> {
+    let run_of = |l: &nfkit_kernel::Loaded, ts: u64, f: &[u8]| -> anyhow::Result<u32> {
+        if let Some(cfg) = l.map("nfkit_config") {
+            pin_clock(&cfg, ts)?;
+        }
         let p = l
             .prog(&prog.entry)
             .ok_or_else(|| anyhow!("{shown}: {} not loaded", prog.entry))?;
@@ -220,17 +223,26 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
     };
     // Frames: the pcaps', then random ones; at least 14 bytes (no
     // shorter frame reaches a filter) and at most the MTU.
-    let mut frames: Vec<Vec<u8>> = Vec::new();
+    // Each with a time: the pcap's (each file after the last), then 1 ms
+    // apart; the programs' clock is pinned to it (nfkit_config).
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut now = 0u64;
     for p in &a.pcaps {
         let pk = nfkit_pcap::read_file(p).map_err(super::pcap_error(p))?;
-        frames.extend(pk.into_iter().map(|p| p.data));
+        let base = now;
+        for p in pk {
+            now = base + p.ts_ns;
+            frames.push((now, p.data));
+        }
+        now += 1_000_000_000;
     }
     let patterns: Vec<&Pattern> = analysis.paths.iter().map(|p| &p.pattern).collect();
     let mut rng = Rng(a.seed | 1);
     for _ in 0..a.random {
-        frames.push(random_frame(&mut rng, &patterns)?);
+        now += 1_000_000;
+        frames.push((now, random_frame(&mut rng, &patterns)?));
     }
-    frames.retain(|f| f.len() >= 14 && f.len() <= 1514);
+    frames.retain(|(_, f)| f.len() >= 14 && f.len() <= 1514);
     // The rules, and a catch-all that counts what none matched.
     let mut tc = Tc::open()?;
     let ifindex = tc.ifindex(&a.dev)?;
@@ -274,13 +286,17 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         "disagreements": s.disagreements.len(), "model_mismatches": s.model_mismatches.len(),
         "first_disagreements": s.disagreements.iter().take(5).collect::<Vec<_>>(),
         "first_model_mismatches": s.model_mismatches.iter().take(5).collect::<Vec<_>>(),
+        "outside_assumptions": s.outside,
+        "outside_disagreements": s.outside_disagreements.len(),
+        "outside_model_mismatches": s.outside_mismatches.len(),
+        "first_outside": s.outside_disagreements.iter().chain(&s.outside_mismatches).take(5).collect::<Vec<_>>(),
         "ms": s.ms, "agree": ok,
     });
     if a.json {
         println!("{summary}");
     } else {
         println!(
-            "{shown} ({}): {} rules, {} frames, {} decided by flower, {} disagreements with the program alone, {} rule choices unlike the model, {} lost, {} ms",
+            "{shown} ({}): {} rules, {} frames, {} decided by flower, {} disagreements with the program alone, {} rule choices unlike the model, {} lost, {} ms; {} frames outside the model's assumptions ({} disagreements, {} rule choices unlike the model)",
             prog.entry,
             rules.rules.len(),
             frames.len(),
@@ -288,7 +304,10 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
             s.disagreements.len(),
             s.model_mismatches.len(),
             s.lost,
-            s.ms
+            s.ms,
+            s.outside,
+            s.outside_disagreements.len(),
+            s.outside_mismatches.len()
         );
         for d in s.disagreements.iter().chain(&s.model_mismatches).take(5) {
             println!("  {d}");
@@ -301,12 +320,60 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// One test run of a loaded instance on a frame at a time: its code.
+type RunOf<'a> = dyn Fn(&nfkit_kernel::Loaded, u64, &[u8]) -> anyhow::Result<u32> + 'a;
+
 struct Sent {
     by_rules: usize,
     lost: usize,
     disagreements: Vec<String>,
     model_mismatches: Vec<String>,
+    /// Frames outside the field model's stated assumptions, and what
+    /// went differently on them (reported, not failures).
+    outside: usize,
+    outside_disagreements: Vec<String>,
+    outside_mismatches: Vec<String>,
     ms: u64,
+}
+
+/// Pins the program's clock to `ts` (the classifier's `nfkit_config`:
+/// a pinned flag and the time, as `prog test` does).
+fn pin_clock(cfg: &nfkit_kernel::KMap, ts: u64) -> anyhow::Result<()> {
+    let mut v = cfg.lookup(&0u32.to_le_bytes())?.unwrap_or_default();
+    v.resize(v.len().max(40), 0);
+    v.splice(20..24, 1u32.to_le_bytes());
+    v.splice(24..32, ts.to_le_bytes());
+    cfg.update(&0u32.to_le_bytes(), &v, 0)?;
+    Ok(())
+}
+
+/// A frame the field model assumes away (docs/offload.md): an IP
+/// version other than its EtherType's, IPv4 options (IHL not 5), or a
+/// TCP/UDP header cut short after the ports (flower reads ports from 4
+/// bytes; the program's path checked the whole header).
+fn outside_assumptions(f: &[u8]) -> bool {
+    let et = u16::from_be_bytes([f[12], f[13]]);
+    let (l4, proto) = match et {
+        0x0800 if f.len() > 14 => {
+            if f[14] >> 4 != 4 || f[14] & 0x0f != 5 {
+                return true;
+            }
+            (34, f.get(23).copied())
+        }
+        0x86dd if f.len() > 14 => {
+            if f[14] >> 4 != 6 {
+                return true;
+            }
+            (54, f.get(20).copied())
+        }
+        _ => return false,
+    };
+    let need = match proto {
+        Some(6) => 20,
+        Some(17) => 8,
+        _ => return false,
+    };
+    f.len() >= l4 + 4 && f.len() < l4 + need
 }
 
 fn hex(f: &[u8]) -> String {
@@ -320,10 +387,10 @@ fn send_all(
     ifindex: u32,
     rules: &nfkit_offload::RuleSet,
     last: u32,
-    frames: &[Vec<u8>],
+    frames: &[(u64, Vec<u8>)],
     alone: &nfkit_kernel::Loaded,
     software: &nfkit_kernel::Loaded,
-    run_of: &dyn Fn(&nfkit_kernel::Loaded, &[u8]) -> anyhow::Result<u32>,
+    run_of: &RunOf<'_>,
 ) -> anyhow::Result<Sent> {
     let sender = nfkit_traffic::send::FrameSender::open(&a.peer, None)
         .map_err(|e| anyhow!("sending on {}: {e}", a.peer))?;
@@ -332,12 +399,19 @@ fn send_all(
         lost: 0,
         disagreements: Vec::new(),
         model_mismatches: Vec::new(),
+        outside: 0,
+        outside_disagreements: Vec::new(),
+        outside_mismatches: Vec::new(),
         ms: 0,
     };
     let t0 = Instant::now();
     let mut before = counts(tc, ifindex)?;
-    for f in frames {
-        let want = run_of(alone, f)?;
+    for (ts, f) in frames {
+        let outside = outside_assumptions(f);
+        if outside {
+            s.outside += 1;
+        }
+        let want = run_of(alone, *ts, f)?;
         sender
             .send(f)
             .map_err(|e| anyhow!("sending on {}: {e}", a.peer))?;
@@ -360,8 +434,13 @@ fn send_all(
             continue;
         };
         let model = rules.first_match(f).map_or(last, |r| r.prio);
+        let (mism, dis) = if outside {
+            (&mut s.outside_mismatches, &mut s.outside_disagreements)
+        } else {
+            (&mut s.model_mismatches, &mut s.disagreements)
+        };
         if model != prio {
-            s.model_mismatches.push(format!(
+            mism.push(format!(
                 "frame {}: flower matched prio {prio}, the model prio {model}",
                 hex(f)
             ));
@@ -372,13 +451,13 @@ fn send_all(
             .find(|r| r.prio == prio)
             .map_or(RuleAction::Pass, |r| r.action);
         let got = if action == RuleAction::Pass {
-            run_of(software, f)?
+            run_of(software, *ts, f)?
         } else {
             s.by_rules += 1;
             code(action)
         };
         if got != want {
-            s.disagreements.push(format!(
+            dis.push(format!(
                 "frame {}: flower prio {prio} then program: {got}, program alone: {want}",
                 hex(f)
             ));
