@@ -22,6 +22,9 @@ use std::time::Instant;
 /// it reach the handlers, which refuse (and audit) the ones too large.
 const DECODE_SLACK: usize = 64 << 10;
 
+/// How long a change under way may take to finish when the daemon stops.
+const CHANGE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long open connections may go on after the daemon is told to stop.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -78,7 +81,12 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let limit = cfg.max_request_bytes + DECODE_SLACK;
     let socket = cfg.socket.clone();
+    let metrics = Arc::new(crate::metrics::Metrics::new(cfg.paths.clone()));
+    if let Some(addr) = cfg.metrics {
+        crate::metrics::serve(addr, metrics.clone()).await?;
+    }
     let d = Arc::new(Daemon {
+        metrics,
         chains: Store::new(&cfg.data_dir),
         cfg,
         audit,
@@ -144,6 +152,8 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
         () = grace => Ok(()),
     };
     let _ = std::fs::remove_file(&socket);
+    // A deploy or undeploy under way finishes (and is recorded) first.
+    let _ = tokio::time::timeout(CHANGE_WAIT, d.records.lock()).await;
     res.map_err(|e| DaemonError::Serve(e.to_string()))
 }
 

@@ -81,6 +81,9 @@ pub struct RunArgs {
     /// The socket (overrides the config).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -98,6 +101,9 @@ pub struct StartArgs {
     /// Its log (default: nfkitd.log in the run directory).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -140,6 +146,9 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             };
             if let Some(s) = a.socket {
                 cfg.socket = s;
+            }
+            if a.metrics.is_some() {
+                cfg.metrics = a.metrics;
             }
             nfkit_daemon::server::run(cfg)?;
             Ok(ExitCode::SUCCESS)
@@ -186,6 +195,9 @@ fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
         cmd.arg("--config").arg(c);
     }
     cmd.arg("--socket").arg(&socket);
+    if let Some(m) = a.metrics {
+        cmd.arg("--metrics").arg(m.to_string());
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(logf.try_clone()?)
