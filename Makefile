@@ -37,6 +37,7 @@ bench: deps
 	$(CARGO) bench --workspace
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/traffic.md" 2>/dev/null || true
+	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/daemon-load.md" 2>/dev/null || true
 
 # A million random and mutated hostile programs through the VM's JIT;
 # none may escape (sentinel memory intact, no crash). Not part of `test`.
