@@ -68,6 +68,8 @@ enum Command {
     /// The software switch: `switch run` runs a chain script on ports.
     #[command(subcommand)]
     Switch(cmd::switch::Command),
+    /// A live view of chains, verdict rates and top map entries (`--once`: one frame).
+    Top(cmd::top::Args),
     /// nfkitd, the control-plane daemon: `daemon start|stop|status`.
     #[command(subcommand)]
     Daemon(cmd::daemon::Command),
@@ -114,6 +116,7 @@ fn main() -> ExitCode {
         Command::Bag(c) => cmd::bag::run(c),
         Command::Switch(c) => cmd::switch::run(c),
         Command::Daemon(c) => cmd::daemon::run(c),
+        Command::Top(a) => cmd::top::run(a),
     };
     match result {
         Ok(code) => code,

@@ -234,6 +234,53 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
         "{rpcs:?}"
     );
     assert!(rpcs.iter().any(|r| r.ends_with("/Undeploy")));
+
+    // nfkit top --once: the same frame through the daemon and directly.
+    let v1 = script("daemon_count_v1.py");
+    let dev = bed.dev.as_str();
+    let at = [
+        "--dev",
+        dev,
+        "--netns",
+        bed.ns.as_str(),
+        "--hook",
+        "xdp-generic",
+    ];
+    let (code, o, e) = nfkit(
+        &s,
+        &run,
+        "",
+        &[&["deploy", v1.to_str().unwrap()][..], &at].concat(),
+    );
+    assert_eq!(code, 0, "{o}{e}");
+    nfkit(&s, &run, "", &["map", "set", "seen", "3", "77"]);
+    let mut frames = Vec::new();
+    for (daemon, via) in [("", "via nfkitd"), ("off", "direct")] {
+        let (code, o, e) = nfkit(&s, &run, daemon, &["top", "--once", "--interval", "200"]);
+        assert_eq!(code, 0, "{o}{e}");
+        assert!(
+            o.contains("nfkit top: 1 deployments, 1 maps") && o.contains(via),
+            "{o}"
+        );
+        assert!(
+            o.contains(&format!("map seen on {dev} xdp-generic: top 1 of 1")),
+            "{o}"
+        );
+        let row = o
+            .lines()
+            .find(|l| l.contains("│3 "))
+            .unwrap_or_else(|| panic!("{o}"));
+        assert!(row.contains("77"), "{row}");
+        frames.push(
+            o.lines()
+                .skip(1)
+                .filter(|l| !l.contains("PASS"))
+                .map(str::to_string)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(frames[0], frames[1]);
+    nfkit(&s, &run, "", &["undeploy"]);
     drop(stop);
     let (code, o, _) = nfkit(&s, &run, "", &["daemon", "status"]);
     assert_eq!(code, 3, "{o}");
