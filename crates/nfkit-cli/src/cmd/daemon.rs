@@ -3,7 +3,9 @@
 //! and `nf show` go through nfkitd when `--daemon PATH` or
 //! `NFKIT_DAEMON=PATH` names its socket, or when the default socket
 //! (`$NFKIT_RUN_DIR/nfkitd.sock`, else `/run/nfkit/nfkitd.sock`)
-//! answers; `NFKIT_DAEMON=off` makes them work directly. Either way
+//! answers — not when `NFKIT_PIN_ROOT` or `NFKIT_STATE_DIR` point at
+//! other deployments without `NFKIT_RUN_DIR`; `NFKIT_DAEMON=off` makes
+//! them work directly. Either way
 //! they print the same.
 
 use anyhow::{anyhow, bail, Context as _};
@@ -39,6 +41,15 @@ impl DaemonArg {
         };
         if let Some(p) = named {
             return Ok(Some(Client::connect(&p)?));
+        }
+        // A command pointed at other pins or state (NFKIT_PIN_ROOT,
+        // NFKIT_STATE_DIR: tests, demos) is not sent to the host's daemon,
+        // which manages its own; NFKIT_RUN_DIR names the daemon to use then.
+        let private = ["NFKIT_PIN_ROOT", "NFKIT_STATE_DIR"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if private && std::env::var_os("NFKIT_RUN_DIR").is_none() {
+            return Ok(None);
         }
         let def = nfkit_daemon::config::default_socket();
         if std::os::unix::net::UnixStream::connect(&def).is_err() {

@@ -30,7 +30,7 @@ pub struct Args {
     /// Width and height of the `--once` frame.
     #[arg(long, default_value_t = 100)]
     width: u16,
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 40)]
     height: u16,
     #[command(flatten)]
     daemon: super::daemon::DaemonArg,
@@ -181,7 +181,7 @@ impl Source {
     }
 }
 
-/// Draws `now` (rates against `before`).
+/// Draws `now` (rates against `before`); maps without entries are left out.
 fn draw(f: &mut Frame, now: &Sample, before: Option<&Sample>, via: &str) {
     let secs = before.map_or(0.0, |b| now.at.duration_since(b.at).as_secs_f64());
     let mut rows = Vec::new();
@@ -209,11 +209,13 @@ fn draw(f: &mut Frame, now: &Sample, before: Option<&Sample>, via: &str) {
         }
     }
     let n_maps: usize = now.deps.iter().map(|d| d.maps.len()).sum();
+    let shown = |m: &&MapTop| m.total > 0;
     let areas = Layout::vertical(
         std::iter::once(Constraint::Length(rows.len() as u16 + 3))
             .chain(now.deps.iter().flat_map(|d| {
                 d.maps
                     .iter()
+                    .filter(shown)
                     .map(|m| Constraint::Length(m.entries.len() as u16 + 3))
             }))
             .chain(std::iter::once(Constraint::Min(0))),
@@ -241,7 +243,7 @@ fn draw(f: &mut Frame, now: &Sample, before: Option<&Sample>, via: &str) {
     f.render_widget(chains, areas[0]);
     let mut k = 1;
     for d in &now.deps {
-        for m in &d.maps {
+        for m in d.maps.iter().filter(shown) {
             let rows = m
                 .entries
                 .iter()
