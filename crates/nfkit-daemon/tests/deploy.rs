@@ -131,6 +131,34 @@ fn deploy_swap_map_edit_kill_restart_undeploy_through_the_daemon() {
     assert_eq!(dump.entries.len(), 4);
     assert_eq!(dump.entries[1].value_text, "10");
 
+    // A map watch: every entry, then what changed.
+    let mut watch = rt
+        .block_on(maps.watch_map(proto::WatchMapRequest {
+            map: Some(proto::MapRef {
+                name: "seen".into(),
+                ..Default::default()
+            }),
+            interval_ms: 100,
+            count: 2,
+        }))
+        .unwrap()
+        .into_inner();
+    let first = rt.block_on(watch.message()).unwrap().unwrap();
+    assert!(first.initial && first.set.len() == 4);
+    rt.block_on(maps.set_entry(set("3", "33"))).unwrap();
+    let next = rt.block_on(watch.message()).unwrap().unwrap();
+    assert!(!next.initial && next.removed.is_empty());
+    let changed: Vec<(&str, &str)> = next
+        .set
+        .iter()
+        .map(|e| (e.key_text.as_str(), e.value_text.as_str()))
+        .collect();
+    assert_eq!(changed, [("3", "33")]);
+    assert!(
+        rt.block_on(watch.message()).unwrap().is_none(),
+        "count 2: the stream ends"
+    );
+
     // Statistics: two snapshots with the chain's pass counter.
     let mut st = StatsServiceClient::new(ch.clone());
     let mut stream = rt
@@ -201,6 +229,7 @@ fn deploy_swap_map_edit_kill_restart_undeploy_through_the_daemon() {
             "nfkit.v1.DeploymentService/Deploy",
             "nfkit.v1.ChainService/RegisterChain",
             "nfkit.v1.DeploymentService/Redeploy",
+            "nfkit.v1.MapService/SetEntry",
             "nfkit.v1.MapService/SetEntry",
             "nfkit.v1.MapService/SetEntry",
             "nfkit.v1.DeploymentService/Undeploy",
