@@ -62,7 +62,12 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
     if answers(&cfg.socket) {
         return Err(DaemonError::Running(cfg.socket.clone()));
     }
-    let _ = std::fs::remove_file(&cfg.socket);
+    // A socket left by a daemon that was killed; anything else there is
+    // not ours to remove (bind then fails and says so).
+    use std::os::unix::fs::FileTypeExt as _;
+    if std::fs::symlink_metadata(&cfg.socket).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(&cfg.socket);
+    }
     if let Some(dir) = cfg.socket.parent() {
         std::fs::create_dir_all(dir).map_err(io("create", dir))?;
     }
