@@ -152,6 +152,8 @@ fn scenario(s: &Scratch, run: &Path, daemon: &str, bed: &Bed) -> Vec<String> {
         vec!["map", "dump", "seen", "--json"],
         vec!["map", "dump", "seen", "--dev", dev, "--hook", "xdp-generic"],
         vec!["map", "get", "seen", "9"],
+        vec!["map", "watch", "seen", "--count", "1"],
+        vec!["map", "watch", "seen", "--count", "1", "--json"],
         vec!["map", "set", "seen", "zero", "1"],
         vec!["status"],
         vec!["undeploy", "--dev", dev],
@@ -191,6 +193,11 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
         direct[9].contains("exit 1") && direct[9].contains("no such key"),
         "{}",
         direct[9]
+    );
+    assert!(
+        direct[10].contains("exit 0\n0: 0\n1: 0\n2: 42\n3: 0\n--"),
+        "{}",
+        direct[10]
     );
 
     // The daemon, on the default socket of the run directory.
