@@ -39,6 +39,7 @@ bench: deps
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/traffic.md" 2>/dev/null || true
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/switch-swap.md" 2>/dev/null || true
+	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/daemon-load.md" 2>/dev/null || true
 
 # The RTL core (docs/rtl.md): cycles per packet, CPI and stalls on the
 # Verilated model, and one engine's resources from Yosys synth_xilinx

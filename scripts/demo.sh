@@ -29,6 +29,9 @@ NFKIT=${NFKIT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/nfkit}
 P=nfkit-demo
 SND=$P-snd SUT=$P-sut RCV=$P-rcv
 export NFKIT_PIN_ROOT=/sys/fs/bpf/$P NFKIT_STATE_DIR=/run/$P
+# Directly, not through an nfkitd that may run on this host (part 6
+# starts one of its own and names it).
+export NFKIT_DAEMON=off
 SCRIPT=examples/ddos.py
 DST=198.18.2.1
 LEGIT=(198.18.1.11 198.18.1.12 198.18.1.13)
@@ -48,6 +51,9 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     PIDS=()
+    if [ -n "$TMP" ] && [ -S "$TMP/nfkitd/nfkitd.sock" ] && [ -x "$NFKIT" ]; then
+        "$NFKIT" daemon stop --socket "$TMP/nfkitd/nfkitd.sock" >/dev/null 2>&1 || true
+    fi
     if [ -e "$NFKIT_STATE_DIR/state.json" ] && [ -x "$NFKIT" ] && [ -e /run/netns/$SUT ]; then
         nsenter --net=/run/netns/$SUT "$NFKIT" undeploy >/dev/null 2>&1 || true
     fi
@@ -236,5 +242,27 @@ EOF
 say "the same traffic in nfkit's userspace VM (nfkit run on a pcap of it):"
 "$NFKIT" run "$SCRIPT" --pcap "$TMP/demo.pcap" | grep -E 'packets:|mitigate:' | sed 's/^ */  /'
 
-title "6. Clean up: nfkit undeploy, delete the namespaces"
+# ---------------------------------------------------------------- daemon
+title "6. The same through nfkitd: start it, deploy through it, nfkit top, stop it"
+DRUN=$TMP/nfkitd
+mkdir -p "$DRUN"
+printf 'run_dir = "%s"\ndata_dir = "%s"\npin_root = "%s"\nstate_dir = "%s"\n' \
+    "$DRUN" "$DRUN/data" "$NFKIT_PIN_ROOT" "$NFKIT_STATE_DIR" >"$DRUN/nfkitd.toml"
+"$NFKIT" daemon start --config "$DRUN/nfkitd.toml" | sed 's/^/  /'
+export NFKIT_DAEMON=$DRUN/nfkitd.sock
+"$NFKIT" daemon status | sed 's/^/  /'
+say "  nfkit deploy through nfkitd (a live swap of the running chain; the same output as directly):"
+"$NFKIT" deploy "$SCRIPT" --dev $P-i0 --netns $SUT --hook xdp-generic --mode dynamic | sed 's/^/  /'
+"$NFKIT" send --engine packet --netns $SND --dev $P-s0 --flows "$(flows "${LEGIT[@]}")" \
+    --rate $((15 * ${#LEGIT[@]})) --duration 3 >/dev/null 2>&1 &
+PIDS+=($!)
+sleep 0.5
+say "  nfkit top --once (two samples 2 s apart, read through nfkitd):"
+"$NFKIT" top --once --interval 2000 --entries 3 | sed 's/^/  /'
+say "  audit log: $(wc -l <"$DRUN/data/audit.log") record(s), the last:"
+tail -n1 "$DRUN/data/audit.log" | sed 's/^/    /'
+"$NFKIT" daemon stop | sed 's/^/  /'
+export NFKIT_DAEMON=off
+
+title "7. Clean up: nfkit undeploy, delete the namespaces"
 nsenter --net=/run/netns/$SUT "$NFKIT" undeploy

@@ -75,6 +75,8 @@ enum Command {
     /// CPI, stalls), `rtl synth` estimates its resources.
     #[command(subcommand)]
     Rtl(cmd::rtl::Command),
+    /// A live view of chains, verdict rates and top map entries (`--once`: one frame).
+    Top(cmd::top::Args),
     /// nfkitd, the control-plane daemon: `daemon start|stop|status`.
     #[command(subcommand)]
     Daemon(cmd::daemon::Command),
@@ -123,6 +125,7 @@ fn main() -> ExitCode {
         Command::Switch(c) => cmd::switch::run(c),
         Command::Rtl(c) => cmd::rtl::run(c),
         Command::Daemon(c) => cmd::daemon::run(c),
+        Command::Top(a) => cmd::top::run(a),
     };
     match result {
         Ok(code) => code,

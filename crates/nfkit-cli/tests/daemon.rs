@@ -152,6 +152,8 @@ fn scenario(s: &Scratch, run: &Path, daemon: &str, bed: &Bed) -> Vec<String> {
         vec!["map", "dump", "seen", "--json"],
         vec!["map", "dump", "seen", "--dev", dev, "--hook", "xdp-generic"],
         vec!["map", "get", "seen", "9"],
+        vec!["map", "watch", "seen", "--count", "1"],
+        vec!["map", "watch", "seen", "--count", "1", "--json"],
         vec!["map", "set", "seen", "zero", "1"],
         vec!["status"],
         vec!["undeploy", "--dev", dev],
@@ -191,6 +193,11 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
         direct[9].contains("exit 1") && direct[9].contains("no such key"),
         "{}",
         direct[9]
+    );
+    assert!(
+        direct[10].contains("exit 0\n0: 0\n1: 0\n2: 42\n3: 0\n--"),
+        "{}",
+        direct[10]
     );
 
     // The daemon, on the default socket of the run directory.
@@ -234,6 +241,53 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
         "{rpcs:?}"
     );
     assert!(rpcs.iter().any(|r| r.ends_with("/Undeploy")));
+
+    // nfkit top --once: the same frame through the daemon and directly.
+    let v1 = script("daemon_count_v1.py");
+    let dev = bed.dev.as_str();
+    let at = [
+        "--dev",
+        dev,
+        "--netns",
+        bed.ns.as_str(),
+        "--hook",
+        "xdp-generic",
+    ];
+    let (code, o, e) = nfkit(
+        &s,
+        &run,
+        "",
+        &[&["deploy", v1.to_str().unwrap()][..], &at].concat(),
+    );
+    assert_eq!(code, 0, "{o}{e}");
+    nfkit(&s, &run, "", &["map", "set", "seen", "3", "77"]);
+    let mut frames = Vec::new();
+    for (daemon, via) in [("", "via nfkitd"), ("off", "direct")] {
+        let (code, o, e) = nfkit(&s, &run, daemon, &["top", "--once", "--interval", "200"]);
+        assert_eq!(code, 0, "{o}{e}");
+        assert!(
+            o.contains("nfkit top: 1 deployments, 1 maps") && o.contains(via),
+            "{o}"
+        );
+        assert!(
+            o.contains(&format!("map seen on {dev} xdp-generic: top 1 of 1")),
+            "{o}"
+        );
+        let row = o
+            .lines()
+            .find(|l| l.contains("│3 "))
+            .unwrap_or_else(|| panic!("{o}"));
+        assert!(row.contains("77"), "{row}");
+        frames.push(
+            o.lines()
+                .skip(1)
+                .filter(|l| !l.contains("PASS"))
+                .map(str::to_string)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(frames[0], frames[1]);
+    nfkit(&s, &run, "", &["undeploy"]);
     drop(stop);
     let (code, o, _) = nfkit(&s, &run, "", &["daemon", "status"]);
     assert_eq!(code, 3, "{o}");

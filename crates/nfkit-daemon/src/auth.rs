@@ -100,6 +100,7 @@ pub mod rpc {
         SET_ENTRY = "nfkit.v1.MapService/SetEntry", Deploy, true;
         DELETE_ENTRY = "nfkit.v1.MapService/DeleteEntry", Deploy, true;
         DUMP_MAP = "nfkit.v1.MapService/DumpMap", ReadOnly, false;
+        WATCH_MAP = "nfkit.v1.MapService/WatchMap", ReadOnly, false;
         WATCH_STATS = "nfkit.v1.StatsService/WatchStats", ReadOnly, false;
         GET_INFO = "nfkit.v1.DaemonService/GetInfo", ReadOnly, false;
         SHUTDOWN = "nfkit.v1.DaemonService/Shutdown", Admin, true;

@@ -11,6 +11,7 @@
 //! nf_path = ["/opt/nfs"]              # users' NF objects
 //! pin_root = "/sys/fs/bpf/nfkit"      # default: $NFKIT_PIN_ROOT or that
 //! state_dir = "/run/nfkit"            # nfkit's state.json ($NFKIT_STATE_DIR)
+//! metrics = "127.0.0.1:9464"          # Prometheus text at GET /metrics (off by default)
 //!
 //! [roles]                              # by peer uid or gid; highest wins
 //! admin = { uids = [0] }               # the default; everyone else is refused
@@ -116,6 +117,7 @@ struct File {
     nf_path: Option<Vec<String>>,
     pin_root: Option<PathBuf>,
     state_dir: Option<PathBuf>,
+    metrics: Option<std::net::SocketAddr>,
     roles: Option<Roles>,
 }
 
@@ -132,6 +134,9 @@ pub struct Config {
     pub nf_path: Vec<String>,
     /// nfkit's pins and state file.
     pub paths: nfkit_kernel::deploy::Paths,
+    /// Serve Prometheus metrics here (plain HTTP, no authentication:
+    /// bind it to loopback or a management network).
+    pub metrics: Option<std::net::SocketAddr>,
     pub roles: Roles,
 }
 
@@ -195,6 +200,7 @@ impl Config {
             max_request_bytes: f.max_request_bytes.unwrap_or(1 << 20),
             nf_path: f.nf_path.unwrap_or_default(),
             paths,
+            metrics: f.metrics,
             roles: f.roles.unwrap_or_default(),
         }
     }

@@ -10,6 +10,7 @@
 //! * [`chains`]: the chain registry (versions, digests).
 //! * [`records`]: the daemon's deployment records and adoption at start.
 //! * [`files`]: atomic, durable file writes; content digests.
+//! * [`metrics`]: the Prometheus exposition (`--metrics ADDR`).
 //! * [`service`]: the six services; [`convert`]: nfkit types → messages.
 //! * [`nf_text`]: the text of `nf show` (also used by the CLI).
 //! * [`server`]: bind, adopt, serve, stop.
@@ -25,6 +26,7 @@ pub mod config;
 pub mod convert;
 pub mod error;
 pub mod files;
+pub mod metrics;
 pub mod nf_text;
 pub mod records;
 pub mod server;

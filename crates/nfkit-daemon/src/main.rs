@@ -19,6 +19,9 @@ struct Args {
     /// The socket to serve on (overrides the config).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (overrides the config).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -29,6 +32,9 @@ fn main() -> anyhow::Result<()> {
     };
     if let Some(s) = a.socket {
         cfg.socket = s;
+    }
+    if a.metrics.is_some() {
+        cfg.metrics = a.metrics;
     }
     Ok(nfkit_daemon::server::run(cfg)?)
 }

@@ -22,6 +22,9 @@ use std::time::Instant;
 /// it reach the handlers, which refuse (and audit) the ones too large.
 const DECODE_SLACK: usize = 64 << 10;
 
+/// How long a change under way may take to finish when the daemon stops.
+const CHANGE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long open connections may go on after the daemon is told to stop.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -59,7 +62,12 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
     if answers(&cfg.socket) {
         return Err(DaemonError::Running(cfg.socket.clone()));
     }
-    let _ = std::fs::remove_file(&cfg.socket);
+    // A socket left by a daemon that was killed; anything else there is
+    // not ours to remove (bind then fails and says so).
+    use std::os::unix::fs::FileTypeExt as _;
+    if std::fs::symlink_metadata(&cfg.socket).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(&cfg.socket);
+    }
     if let Some(dir) = cfg.socket.parent() {
         std::fs::create_dir_all(dir).map_err(io("create", dir))?;
     }
@@ -78,7 +86,12 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let limit = cfg.max_request_bytes + DECODE_SLACK;
     let socket = cfg.socket.clone();
+    let metrics = Arc::new(crate::metrics::Metrics::new(cfg.paths.clone()));
+    if let Some(addr) = cfg.metrics {
+        crate::metrics::serve(addr, metrics.clone()).await?;
+    }
     let d = Arc::new(Daemon {
+        metrics,
         chains: Store::new(&cfg.data_dir),
         cfg,
         audit,
@@ -144,6 +157,8 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
         () = grace => Ok(()),
     };
     let _ = std::fs::remove_file(&socket);
+    // A deploy or undeploy under way finishes (and is recorded) first.
+    let _ = tokio::time::timeout(CHANGE_WAIT, d.records.lock()).await;
     res.map_err(|e| DaemonError::Serve(e.to_string()))
 }
 

@@ -131,6 +131,34 @@ fn deploy_swap_map_edit_kill_restart_undeploy_through_the_daemon() {
     assert_eq!(dump.entries.len(), 4);
     assert_eq!(dump.entries[1].value_text, "10");
 
+    // A map watch: every entry, then what changed.
+    let mut watch = rt
+        .block_on(maps.watch_map(proto::WatchMapRequest {
+            map: Some(proto::MapRef {
+                name: "seen".into(),
+                ..Default::default()
+            }),
+            interval_ms: 100,
+            count: 2,
+        }))
+        .unwrap()
+        .into_inner();
+    let first = rt.block_on(watch.message()).unwrap().unwrap();
+    assert!(first.initial && first.set.len() == 4);
+    rt.block_on(maps.set_entry(set("3", "33"))).unwrap();
+    let next = rt.block_on(watch.message()).unwrap().unwrap();
+    assert!(!next.initial && next.removed.is_empty());
+    let changed: Vec<(&str, &str)> = next
+        .set
+        .iter()
+        .map(|e| (e.key_text.as_str(), e.value_text.as_str()))
+        .collect();
+    assert_eq!(changed, [("3", "33")]);
+    assert!(
+        rt.block_on(watch.message()).unwrap().is_none(),
+        "count 2: the stream ends"
+    );
+
     // Statistics: two snapshots with the chain's pass counter.
     let mut st = StatsServiceClient::new(ch.clone());
     let mut stream = rt
@@ -203,10 +231,92 @@ fn deploy_swap_map_edit_kill_restart_undeploy_through_the_daemon() {
             "nfkit.v1.DeploymentService/Redeploy",
             "nfkit.v1.MapService/SetEntry",
             "nfkit.v1.MapService/SetEntry",
+            "nfkit.v1.MapService/SetEntry",
             "nfkit.v1.DeploymentService/Undeploy",
         ]
     );
     assert_eq!(audit[2]["digest"], v2.digest);
     assert_eq!(audit[2]["target"], format!("{} xdp-generic", bed.dev));
     assert_eq!(audit[4]["result"], "refused");
+}
+
+/// A deploy interrupted by a crash: the next start reports it finished
+/// (the new version had switched) or rolled back (the old one runs),
+/// and records what runs.
+#[test]
+fn an_interrupted_deploy_is_finished_or_rolled_back_at_the_next_start() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("dmn-intent");
+    let bed = Bed::new('i', 62);
+    let (uid, _) = my_ids();
+    let mut d = Daemon::start(&s, &format!("admin = {{ uids = [{uid}] }}"), "");
+    let rt = rt();
+    let mut dep = DeploymentServiceClient::new(d.channel(&rt));
+    let v1 = script("count_v1.py");
+    let r = rt
+        .block_on(dep.deploy(proto::DeployRequest {
+            script: Some(proto::ScriptSource {
+                kind: Some(Kind::Inline(proto::InlineScript {
+                    file: "count_v1.py".into(),
+                    source: v1.clone(),
+                    source_path: String::new(),
+                })),
+            }),
+            dev: bed.dev.clone(),
+            netns: bed.sut.clone(),
+            attach: AttachPoint::XdpGeneric as i32,
+            mode: 0,
+        }))
+        .unwrap()
+        .into_inner();
+    let gen = r.deployment.unwrap().generation;
+    d.kill9();
+    let records = d.dir.join("run/deployments.json");
+    let intent = |before: serde_json::Value| {
+        let mut rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&records).unwrap()).unwrap();
+        rec["pending"] = serde_json::json!({
+            "file": "count_v2.py", "source": script("count_v2.py"), "source_path": "count_v2.py",
+            "dev": bed.dev, "netns": bed.sut, "attach": "xdp-generic", "mode": "static",
+            "chain": "", "chain_version": 0, "digest": "sha256:v2", "before": before,
+        });
+        std::fs::write(&records, rec.to_string()).unwrap();
+    };
+    let outcomes = |d: &Daemon| {
+        let info = rt
+            .block_on(DaemonServiceClient::new(d.channel(&rt)).get_info(proto::GetInfoRequest {}))
+            .unwrap()
+            .into_inner();
+        info.adopted
+            .iter()
+            .map(|a| a.outcome.clone())
+            .collect::<Vec<_>>()
+    };
+    // Crashed before the switch: the deployment is as it was.
+    intent(serde_json::json!([[bed.dev, "xdp-generic", gen]]));
+    d.restart();
+    assert_eq!(outcomes(&d), ["rolled back", "adopted"]);
+    let dig = |d: &Daemon| {
+        let l = rt
+            .block_on(
+                DeploymentServiceClient::new(d.channel(&rt))
+                    .list_deployments(proto::ListDeploymentsRequest {}),
+            )
+            .unwrap()
+            .into_inner();
+        l.deployments[0].digest.clone()
+    };
+    assert_eq!(dig(&d), nfkit_daemon::files::digest(v1.as_bytes()));
+    d.kill9();
+    // Crashed after the switch (the generation moved on): finished.
+    intent(serde_json::json!([[bed.dev, "xdp-generic", gen - 1]]));
+    d.restart();
+    assert_eq!(outcomes(&d), ["finished", "adopted"]);
+    assert_eq!(dig(&d), "sha256:v2");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    assert!(rec.get("pending").is_none(), "the intent is done with");
 }

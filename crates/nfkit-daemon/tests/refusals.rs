@@ -225,7 +225,15 @@ fn malformed(
 
 /// Runs the helper below as `uid`; its code counts.
 fn as_user(d: &Daemon, uid: u32, n: usize) -> BTreeMap<String, usize> {
-    let out = Command::new(std::env::current_exe().expect("test binary"))
+    // A copy other users can run, whatever the permissions of the
+    // directories the test binary was built in.
+    use std::os::unix::fs::PermissionsExt as _;
+    let exe = d.dir.join("refusals-helper");
+    if !exe.exists() {
+        std::fs::copy(std::env::current_exe().expect("test binary"), &exe).expect("copy helper");
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let out = Command::new(&exe)
         .args(["--ignored", "--exact", "other_user_client", "--nocapture"])
         .env("DMN_SOCKET", &d.socket)
         .env("DMN_N", n.to_string())
@@ -304,6 +312,11 @@ fn fuzzed_malformed_and_wrong_role_requests_are_refused() {
         &format!("admin = {{ uids = [] }}\ndeploy = {{ uids = [{uid}] }}\nread_only = {{ uids = [65534] }}"),
         "max_request_bytes = 65536",
     );
+    // Other users reach the socket and the helper whatever the umask.
+    use std::os::unix::fs::PermissionsExt as _;
+    for dir in [&s.dir, &d.dir] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
     let rt = rt();
     let ch = d.channel(&rt);
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);

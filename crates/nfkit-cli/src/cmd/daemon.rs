@@ -3,7 +3,9 @@
 //! and `nf show` go through nfkitd when `--daemon PATH` or
 //! `NFKIT_DAEMON=PATH` names its socket, or when the default socket
 //! (`$NFKIT_RUN_DIR/nfkitd.sock`, else `/run/nfkit/nfkitd.sock`)
-//! answers; `NFKIT_DAEMON=off` makes them work directly. Either way
+//! answers — not when `NFKIT_PIN_ROOT` or `NFKIT_STATE_DIR` point at
+//! other deployments without `NFKIT_RUN_DIR`; `NFKIT_DAEMON=off` makes
+//! them work directly. Either way
 //! they print the same.
 
 use anyhow::{anyhow, bail, Context as _};
@@ -39,6 +41,15 @@ impl DaemonArg {
         };
         if let Some(p) = named {
             return Ok(Some(Client::connect(&p)?));
+        }
+        // A command pointed at other pins or state (NFKIT_PIN_ROOT,
+        // NFKIT_STATE_DIR: tests, demos) is not sent to the host's daemon,
+        // which manages its own; NFKIT_RUN_DIR names the daemon to use then.
+        let private = ["NFKIT_PIN_ROOT", "NFKIT_STATE_DIR"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if private && std::env::var_os("NFKIT_RUN_DIR").is_none() {
+            return Ok(None);
         }
         let def = nfkit_daemon::config::default_socket();
         if std::os::unix::net::UnixStream::connect(&def).is_err() {
@@ -81,6 +92,9 @@ pub struct RunArgs {
     /// The socket (overrides the config).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -98,6 +112,9 @@ pub struct StartArgs {
     /// Its log (default: nfkitd.log in the run directory).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -140,6 +157,9 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             };
             if let Some(s) = a.socket {
                 cfg.socket = s;
+            }
+            if a.metrics.is_some() {
+                cfg.metrics = a.metrics;
             }
             nfkit_daemon::server::run(cfg)?;
             Ok(ExitCode::SUCCESS)
@@ -186,6 +206,9 @@ fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
         cmd.arg("--config").arg(c);
     }
     cmd.arg("--socket").arg(&socket);
+    if let Some(m) = a.metrics {
+        cmd.arg("--metrics").arg(m.to_string());
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(logf.try_clone()?)

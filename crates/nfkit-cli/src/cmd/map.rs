@@ -24,6 +24,109 @@ pub enum Command {
     Set(SetArgs),
     /// Delete one key.
     Delete(KeyArgs),
+    /// Print every entry, then each change (`+ key: value`, `- key`).
+    Watch(WatchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    map: MapArgs,
+    /// Check every MS milliseconds (100 to 60000).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(100..=60_000))]
+    interval: u32,
+    /// Stop after N reports, the first included (default: never).
+    #[arg(long, value_name = "N")]
+    count: Option<u32>,
+}
+
+/// One report of `map watch`: entries set (key, value text and JSON)
+/// and keys removed.
+struct Change {
+    initial: bool,
+    set: Vec<(String, String, Value, Value)>,
+    removed: Vec<(String, Value)>,
+}
+
+fn print_change(c: &Change, json: bool) {
+    if json {
+        let set: Vec<Value> = c
+            .set
+            .iter()
+            .map(|(_, _, k, v)| json!({"key": k, "value": v}))
+            .collect();
+        let removed: Vec<&Value> = c.removed.iter().map(|(_, k)| k).collect();
+        println!(
+            "{}",
+            json!({"initial": c.initial, "set": set, "removed": removed})
+        );
+        return;
+    }
+    for (k, v, _, _) in &c.set {
+        println!("{}{k}: {v}", if c.initial { "" } else { "+ " });
+    }
+    for (k, _) in &c.removed {
+        println!("- {k}");
+    }
+    if c.initial {
+        println!("--");
+    }
+}
+
+/// `map watch` directly: the map dumped every interval, changes printed.
+fn watch_direct(paths: &Paths, a: &WatchArgs) -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+    let m = find(paths, &a.map)?;
+    let mut last: Option<BTreeMap<Vec<u8>, Row>> = None;
+    let mut sent = 0u32;
+    loop {
+        let now: BTreeMap<Vec<u8>, Row> = maps::dump(&m, DumpOptions::default())
+            .map_err(in_map(&a.map.map))?
+            .into_iter()
+            .map(|r| (r.key.clone(), r))
+            .collect();
+        let row = |r: &Row| {
+            (
+                r.key_text.clone(),
+                r.value_text.clone(),
+                r.key_json.clone(),
+                r.value_json.clone(),
+            )
+        };
+        let c = match &last {
+            None => Some(Change {
+                initial: true,
+                set: now.values().map(row).collect(),
+                removed: Vec::new(),
+            }),
+            Some(old) => {
+                let set: Vec<_> = now
+                    .iter()
+                    .filter(|(k, r)| old.get(*k).is_none_or(|o| o.values != r.values))
+                    .map(|(_, r)| row(r))
+                    .collect();
+                let removed: Vec<_> = old
+                    .iter()
+                    .filter(|(k, _)| !now.contains_key(*k))
+                    .map(|(_, r)| (r.key_text.clone(), r.key_json.clone()))
+                    .collect();
+                (!set.is_empty() || !removed.is_empty()).then_some(Change {
+                    initial: false,
+                    set,
+                    removed,
+                })
+            }
+        };
+        last = Some(now);
+        if let Some(c) = c {
+            print_change(&c, a.map.json);
+            sent += 1;
+            if a.count.is_some_and(|n| sent >= n) {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(a.interval.into()));
+    }
 }
 
 #[derive(clap::Args)]
@@ -91,6 +194,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Dump(a) => &a.daemon,
         Command::Get(a) | Command::Delete(a) => &a.map.daemon,
         Command::Set(a) => &a.map.daemon,
+        Command::Watch(a) => &a.map.daemon,
     };
     if let Some(client) = daemon.client()? {
         return via_daemon(&client, c);
@@ -163,6 +267,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             let m = find(&paths, &a.map)?;
             access::delete(&m, &a.key).map_err(in_map(&a.map.map))?;
         }
+        Command::Watch(a) => watch_direct(&paths, &a)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -286,6 +391,43 @@ fn via_daemon(c: &nfkit_daemon::Client, cmd: Command) -> anyhow::Result<ExitCode
                 key: a.key.clone(),
             }))
             .map_err(err)?;
+        }
+        Command::Watch(a) => {
+            let mut st = c
+                .block_on(m.watch_map(proto::WatchMapRequest {
+                    map: Some(map_ref(&a.map)?),
+                    interval_ms: a.interval,
+                    count: a.count.unwrap_or(0),
+                }))
+                .map_err(err)?
+                .into_inner();
+            while let Some(ch) = c.block_on(st.message()).map_err(err)? {
+                let set = ch
+                    .set
+                    .iter()
+                    .map(|e| {
+                        Ok((
+                            e.key_text.clone(),
+                            e.value_text.clone(),
+                            value(&e.key_json)?,
+                            value(&e.value_json)?,
+                        ))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let removed = ch
+                    .removed
+                    .iter()
+                    .map(|e| Ok((e.key_text.clone(), value(&e.key_json)?)))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                print_change(
+                    &Change {
+                        initial: ch.initial,
+                        set,
+                        removed,
+                    },
+                    a.map.json,
+                );
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -21,6 +21,7 @@ pub mod run_script;
 pub mod send;
 pub mod switch;
 pub mod switch_ctl;
+pub mod top;
 pub mod vm;
 
 use anyhow::anyhow;

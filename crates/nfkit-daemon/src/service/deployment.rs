@@ -176,6 +176,7 @@ impl Daemon {
                 return Err(e);
             }
         };
+        self.metrics.deployed(&done.outcome);
         let d = &done.outcome.deployment;
         *target = format!("{} {}", d.dev, d.hook.name());
         let rec = Record {

@@ -76,8 +76,117 @@ fn info(dev: &str, at: nfkit_abi::AttachPoint, m: &kdeploy::MapRecord) -> proto:
     }
 }
 
+type ChangeStream =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<proto::MapChanges, Status>> + Send>>;
+
+/// Every entry of the map `m` refers to, by key bytes.
+async fn read_all(
+    m: Arc<Ref>,
+    paths: kdeploy::Paths,
+) -> Result<std::collections::BTreeMap<Vec<u8>, proto::MapEntry>, Status> {
+    blocking(move || {
+        let km = m.open(&paths)?;
+        let rows = maps::dump(&km, DumpOptions::default()).map_err(|e| in_map(&m.name, e))?;
+        Ok(rows.iter().map(|r| (r.key.clone(), entry(r))).collect())
+    })
+    .await?
+}
+
 #[tonic::async_trait]
 impl MapService for Maps {
+    type WatchMapStream = ChangeStream;
+
+    async fn watch_map(
+        &self,
+        req: Request<proto::WatchMapRequest>,
+    ) -> Result<Response<ChangeStream>, Status> {
+        let call = self.0.begin(&req, rpc::WATCH_MAP)?;
+        let r = req.into_inner();
+        let checked = (|| {
+            let m = Ref::new(r.map)?;
+            let every = match r.interval_ms {
+                0 => 1000,
+                n @ 100..=60_000 => n,
+                n => {
+                    return Err(Status::invalid_argument(format!(
+                        "interval_ms: {n} is outside 100..=60000 (0: 1000)"
+                    )))
+                }
+            };
+            Ok((Arc::new(m), every))
+        })();
+        let (m, every) = match checked {
+            Ok(x) => x,
+            Err(e) => return call.done("", "", Err(e)),
+        };
+        // The map must be there now: a bad name fails the call itself.
+        let paths = self.0.cfg.paths.clone();
+        let first = match read_all(m.clone(), paths.clone()).await {
+            Ok(f) => f,
+            Err(e) => return call.done("", "", Err(e)),
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let count = u64::from(r.count);
+        tokio::spawn(async move {
+            let mut seq = 0u64;
+            let mut last = first;
+            let initial = proto::MapChanges {
+                seq,
+                unix_ms: crate::audit::now_ms(),
+                initial: true,
+                set: last.values().cloned().collect(),
+                removed: Vec::new(),
+            };
+            if tx.send(Ok(initial)).await.is_err() {
+                return;
+            }
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(every.into()));
+            tick.tick().await;
+            while count == 0 || seq + 1 < count {
+                tick.tick().await;
+                let now = match read_all(m.clone(), paths.clone()).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                };
+                let set: Vec<proto::MapEntry> = now
+                    .iter()
+                    .filter(|(k, e)| last.get(*k).is_none_or(|o| o.values != e.values))
+                    .map(|(_, e)| e.clone())
+                    .collect();
+                let removed: Vec<proto::MapEntry> = last
+                    .iter()
+                    .filter(|(k, _)| !now.contains_key(*k))
+                    .map(|(_, e)| proto::MapEntry {
+                        values: Vec::new(),
+                        value_text: String::new(),
+                        value_json: String::new(),
+                        ..e.clone()
+                    })
+                    .collect();
+                last = now;
+                if set.is_empty() && removed.is_empty() {
+                    continue;
+                }
+                seq += 1;
+                let msg = proto::MapChanges {
+                    seq,
+                    unix_ms: crate::audit::now_ms(),
+                    initial: false,
+                    set,
+                    removed,
+                };
+                if tx.send(Ok(msg)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let out: ChangeStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
+        call.done("", "", Ok(out))
+    }
+
     async fn list_maps(
         &self,
         req: Request<proto::ListMapsRequest>,

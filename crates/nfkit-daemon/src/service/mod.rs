@@ -30,6 +30,7 @@ pub struct Daemon {
     pub started: Instant,
     /// Set to stop serving.
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 /// One request being served.
@@ -96,6 +97,7 @@ impl Daemon {
             Err(s) if refused(s.code()) => ("refused", s.code(), s.message()),
             Err(s) => ("failed", s.code(), s.message()),
         };
+        self.metrics.request(rpc.name, code_name(code));
         if !rpc.changes && result != "refused" {
             return;
         }

@@ -1,0 +1,229 @@
+//! The Prometheus exposition (`--metrics ADDR`, config `metrics`):
+//! counters the daemon keeps (requests by RPC and code, deploy and swap
+//! latency histograms) and, read at each scrape, the per-chain
+//! per-verdict packet counters and map occupancy of every deployment.
+//! Served as Prometheus text at `GET /metrics` over plain HTTP/1.
+
+use crate::error::DaemonError;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use nfkit_kernel::deploy::{self as kdeploy, Paths};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    rpc: String,
+    code: String,
+}
+
+/// What the daemon counts as it serves.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    deploy: Histogram,
+    swap: Histogram,
+}
+
+impl Metrics {
+    /// The metrics, with the deployments of `paths` read at each scrape.
+    pub fn new(paths: Paths) -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "nfkitd_requests",
+            "gRPC requests served, by RPC and status code",
+            requests.clone(),
+        );
+        let deploy = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        registry.register(
+            "nfkitd_deploy_seconds",
+            "Deploys: compile, load and attach or swap, in seconds",
+            deploy.clone(),
+        );
+        let swap = Histogram::new(exponential_buckets(0.000_01, 2.0, 14));
+        registry.register(
+            "nfkitd_swap_seconds",
+            "Live swaps: the link update alone, in seconds",
+            swap.clone(),
+        );
+        registry.register_collector(Box::new(Deployments { paths }));
+        Metrics {
+            registry,
+            requests,
+            deploy,
+            swap,
+        }
+    }
+
+    /// Counts one request.
+    pub fn request(&self, rpc: &str, code: &str) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                rpc: rpc.to_string(),
+                code: code.to_string(),
+            })
+            .inc();
+    }
+
+    /// Records a deploy's times.
+    pub fn deployed(&self, o: &kdeploy::DeployOutcome) {
+        self.deploy.observe(o.load_time.as_secs_f64());
+        if o.swapped {
+            self.swap.observe(o.switch_time.as_secs_f64());
+        }
+    }
+
+    /// The exposition text (reads the deployments: call off the runtime).
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// Reads every deployment's counters and maps at each scrape.
+#[derive(Debug)]
+struct Deployments {
+    paths: Paths,
+}
+
+impl Collector for Deployments {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Ok(st) = nfkit_control::status::status(&self.paths) else {
+            return Ok(());
+        };
+        {
+            let mut m = enc.encode_descriptor(
+                "nfkit_chain_packets",
+                "Packets by deployment, chain and verdict (the nfkit_stats map)",
+                None,
+                MetricType::Counter,
+            )?;
+            for s in &st {
+                let d = &s.status.deployment;
+                for c in &s.verdicts {
+                    for (verdict, n) in &c.counts {
+                        let labels = vec![
+                            ("dev", d.dev.clone()),
+                            ("attach", d.hook.name().to_string()),
+                            ("chain", c.chain.clone()),
+                            ("verdict", verdict.clone()),
+                        ];
+                        ConstCounter::new(*n).encode(m.encode_family(&labels)?)?;
+                    }
+                }
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "nfkit_map_entries",
+                "Entries in each deployed map (arrays: entries not all zero)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for s in &st {
+                let d = &s.status.deployment;
+                for rec in &d.maps {
+                    let Some(n) = occupancy(rec) else { continue };
+                    let labels = vec![
+                        ("dev", d.dev.clone()),
+                        ("attach", d.hook.name().to_string()),
+                        ("map", rec.name.clone()),
+                    ];
+                    ConstGauge::new(n as i64).encode(m.encode_family(&labels)?)?;
+                }
+            }
+        }
+        let mut m = enc.encode_descriptor(
+            "nfkit_deployment_attached",
+            "1 when the deployment's link is attached and runs a program",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &st {
+            let d = &s.status.deployment;
+            let labels = vec![
+                ("dev", d.dev.clone()),
+                ("attach", d.hook.name().to_string()),
+                ("source", d.source.clone()),
+            ];
+            ConstGauge::new(i64::from(s.status.attached)).encode(m.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Entries of a map of data (arrays: those not all zero); `None` for
+/// program and device maps.
+fn occupancy(rec: &kdeploy::MapRecord) -> Option<usize> {
+    let k = kdeploy::open_pinned_map(&rec.name, &rec.pin).ok()?;
+    if !nfkit_control::maps::has_data_entries(k.map_type()) {
+        return None;
+    }
+    let m = nfkit_control::maps::KernelMap::from_record(rec, k);
+    let rows = nfkit_control::maps::dump(
+        &m,
+        nfkit_control::maps::DumpOptions {
+            skip_zero_array: true,
+            sum_per_cpu: true,
+        },
+    )
+    .ok()?;
+    Some(rows.len())
+}
+
+/// Serves `GET /metrics` on `addr` until the process ends.
+pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> Result<(), DaemonError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| DaemonError::Serve(format!("metrics on {addr}: {e}")))?;
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let m = metrics.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| answer(req, m.clone()));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    Ok(())
+}
+
+async fn answer(
+    req: hyper::Request<hyper::body::Incoming>,
+    m: Arc<Metrics>,
+) -> Result<hyper::Response<Full<Bytes>>, std::convert::Infallible> {
+    let resp = |code: u16, ctype: &str, body: String| {
+        let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = hyper::StatusCode::from_u16(code).unwrap_or_default();
+        if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
+            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+        }
+        r
+    };
+    if req.method() != hyper::Method::GET || req.uri().path() != "/metrics" {
+        return Ok(resp(404, "text/plain", "nfkitd: GET /metrics\n".into()));
+    }
+    let text = tokio::task::spawn_blocking(move || m.render()).await;
+    Ok(match text {
+        Ok(Ok(t)) => resp(200, "text/plain; version=0.0.4; charset=utf-8", t),
+        _ => resp(
+            500,
+            "text/plain",
+            "nfkitd: encoding the metrics failed\n".into(),
+        ),
+    })
+}

@@ -1,0 +1,137 @@
+//! The Prometheus exposition: after a deploy and traffic on a namespace
+//! testbed, a scrape parses (prometheus-parse), its per-chain verdict
+//! counters equal the deployment's nfkit_stats map as ListDeployments
+//! reads it, its map occupancy equals the map's entries, and the
+//! request and deploy counters count what was done. Needs root.
+
+mod common;
+use common::{is_root, my_ids, rt, script, Bed, Daemon, Scratch};
+use nfkit_daemon::proto::deployment_service_client::DeploymentServiceClient;
+use nfkit_daemon::proto::map_service_client::MapServiceClient;
+use nfkit_daemon::proto::{self, script_source::Kind, AttachPoint};
+use std::io::{Read as _, Write as _};
+
+/// `GET /metrics` over a plain TCP connection; the body.
+fn scrape(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP reply");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
+fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    s.samples
+        .iter()
+        .find(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .map(|x| match x.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+}
+
+#[test]
+fn a_scrape_parses_and_its_counters_equal_the_maps() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("dmn-metrics");
+    let bed = Bed::new('m', 63);
+    let (uid, _) = my_ids();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = Daemon::start(
+        &s,
+        &format!("admin = {{ uids = [{uid}] }}"),
+        &format!("metrics = \"127.0.0.1:{port}\""),
+    );
+    let rt = rt();
+    let ch = d.channel(&rt);
+    let mut dep = DeploymentServiceClient::new(ch.clone());
+    rt.block_on(dep.deploy(proto::DeployRequest {
+        script: Some(proto::ScriptSource {
+            kind: Some(Kind::Inline(proto::InlineScript {
+                file: "count_v1.py".into(),
+                source: script("count_v1.py"),
+                source_path: String::new(),
+            })),
+        }),
+        dev: bed.dev.clone(),
+        netns: bed.sut.clone(),
+        attach: AttachPoint::XdpGeneric as i32,
+        mode: 0,
+    }))
+    .unwrap();
+    bed.send_udp(25);
+    let body = scrape(port);
+    let lines = body.lines().map(|l| Ok(l.to_string()));
+    let sc = prometheus_parse::Scrape::parse(lines).expect("the scrape parses");
+    let list = rt
+        .block_on(dep.list_deployments(proto::ListDeploymentsRequest {}))
+        .unwrap()
+        .into_inner();
+    let chains = &list.deployments[0].verdicts;
+    assert!(!chains.is_empty());
+    for c in chains {
+        for (verdict, n) in &c.counts {
+            let got = value(
+                &sc,
+                "nfkit_chain_packets_total",
+                &[("dev", &bed.dev), ("chain", &c.chain), ("verdict", verdict)],
+            );
+            // Traffic between the two reads (neighbour discovery) may add a little.
+            let got = got.unwrap_or_else(|| panic!("no {} {verdict} in:\n{body}", c.chain));
+            assert!(
+                got <= *n as f64 && got + 3.0 >= *n as f64,
+                "{verdict}: {got} vs {n}"
+            );
+        }
+    }
+    let udp_counted = value(&sc, "nfkit_chain_packets_total", &[("verdict", "PASS")]).unwrap();
+    assert!(udp_counted >= 25.0);
+    let dump = rt
+        .block_on(
+            MapServiceClient::new(ch.clone()).dump_map(proto::DumpMapRequest {
+                map: Some(proto::MapRef {
+                    name: "seen".into(),
+                    ..Default::default()
+                }),
+            }),
+        )
+        .unwrap()
+        .into_inner();
+    let nonzero = dump.entries.iter().filter(|e| e.value_text != "0").count();
+    assert_eq!(nonzero, 1);
+    assert_eq!(
+        value(&sc, "nfkit_map_entries", &[("map", "seen")]),
+        Some(nonzero as f64),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &sc,
+            "nfkitd_requests_total",
+            &[("rpc", "nfkit.v1.DeploymentService/Deploy"), ("code", "OK")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&sc, "nfkitd_deploy_seconds_count", &[]),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&sc, "nfkit_deployment_attached", &[("dev", &bed.dev)]),
+        Some(1.0)
+    );
+}
