@@ -11,6 +11,8 @@
 //! * [`controller`]: the bounded controller channel.
 //! * [`counters`]: per-worker counters and their sum, [`Stats`].
 //! * [`flow`]: the flow hash of dispatch.
+//! * [`maps`]: the running version's maps by name, read and written
+//!   while it runs ([`Switch::map_get`], ...; [`maps::MapOpError`]).
 //! * [`pin`]: pinning workers to CPUs.
 //! * [`reload`]: hitless reloads ([`Switch::reload`]): versions of the
 //!   chain, published to the workers through an epoch.
@@ -30,6 +32,7 @@ pub mod counters;
 pub mod engine;
 pub mod error;
 pub mod flow;
+pub mod maps;
 pub mod pin;
 pub mod port;
 pub mod reload;

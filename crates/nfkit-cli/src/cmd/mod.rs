@@ -21,6 +21,7 @@ pub mod run_script;
 pub mod send;
 pub mod switch;
 pub mod switch_ctl;
+pub mod switch_trace;
 pub mod vm;
 
 use anyhow::anyhow;
