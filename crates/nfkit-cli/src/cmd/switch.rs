@@ -412,6 +412,7 @@ fn answer(
             v["uptime_s"] = start.elapsed().as_secs_f64().into();
             v["script"] = a.script.display().to_string().into();
             v["engine"] = sw.script().engine().engine().name().into();
+            v["latency"] = serde_json::to_value(sw.latency()).unwrap_or_default();
             v["update_listen"] = a
                 .update_listen
                 .iter()
@@ -631,6 +632,18 @@ fn status_text(v: &serde_json::Value) -> String {
                 ),
                 _ => String::new(),
             }
+        );
+    }
+    let lat = &v["latency"];
+    if lat["frames"].as_u64().unwrap_or(0) > 0 {
+        let us = |k: &str| lat[k].as_f64().unwrap_or(0.0) / 1e3;
+        let _ = writeln!(
+            s,
+            "  latency (receive ring to transmit ring, {} frames): p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            lat["frames"],
+            us("p50_ns"),
+            us("p99_ns"),
+            us("max_ns")
         );
     }
     let verdicts: Vec<String> = v["verdicts"]
