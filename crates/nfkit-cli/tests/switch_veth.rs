@@ -20,7 +20,7 @@
 //!   20 kpps of numbered UDP flow; every frame sent arrives exactly
 //!   once, both versions counted, the status says 1000 reloads, 0
 //!   failures.
-//! * DDoS: `examples/ddos.py` with scripts/demo.sh's traffic (three
+//! * DDoS (AF_PACKET ports, and again AF_XDP): `examples/ddos.py` with scripts/demo.sh's traffic (three
 //!   legitimate sources at 15 pps each towards one destination, two
 //!   flooding sources at 500 pps each meanwhile): the legitimate stream
 //!   arrives in full, the flood mostly not (< 20 %), the blacklist
@@ -149,11 +149,7 @@ struct Switch {
 }
 
 impl Switch {
-    fn start(bed: &Bed, dir: &Dir, name: &str, script: &str) -> Switch {
-        Switch::start_with(bed, dir, name, script, &[])
-    }
-
-    /// [`Switch::start`] with more `nfkit switch run` arguments.
+    /// Starts the switch on AF_PACKET ports with more `nfkit switch run` arguments.
     fn start_with(bed: &Bed, dir: &Dir, name: &str, script: &str, extra: &[&str]) -> Switch {
         Switch::start_on("afpacket", bed, dir, name, script, extra)
     }
@@ -581,11 +577,26 @@ fn the_ddos_example_blacklists_flooders_and_delivers_legitimate_traffic() {
         eprintln!("skipped: needs root");
         return;
     }
+    ddos_on("afpacket", "swvd", ("198.18.52", "198.18.53"));
+}
+
+/// The same through AF_XDP ports (copy mode on veth).
+#[test]
+fn the_ddos_example_through_afxdp_ports_blacklists_flooders() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    ddos_on("afxdp", "swxd", ("198.18.58", "198.18.59"));
+}
+
+/// The DDoS scenario through ports of `kind`.
+fn ddos_on(kind: &str, tag: &str, nets: (&str, &str)) {
     let t0 = Instant::now();
-    let dir = Dir::new("swv-ddos");
-    let bed = Bed::new("swvd", "198.18.52", "198.18.53");
+    let dir = Dir::new(&format!("{tag}-ddos"));
+    let bed = Bed::new(tag, nets.0, nets.1);
     let script = examples().join("ddos.py").display().to_string();
-    let sw = Switch::start(&bed, &dir, "swvd", &script);
+    let sw = Switch::start_on(kind, &bed, &dir, tag, &script, &[]);
     let rx = Recv::start(&bed);
     let (l, r) = (&bed.left_net, &bed.right_net);
     let flows = |srcs: &[&str], dst: &str| {
@@ -679,7 +690,7 @@ fn the_ddos_example_blacklists_flooders_and_delivers_legitimate_traffic() {
     let fin = sw.stop();
     assert_eq!(fin["faults"].as_u64().unwrap_or(0), 0, "{fin}");
     eprintln!(
-        "ddos: legitimate {legit_sent} sent, all delivered; flood {flood_got} of \
+        "ddos ({kind}): legitimate {legit_sent} sent, all delivered; flood {flood_got} of \
          {flood_sent} delivered, DROP {drops}; {:.1} s in all",
         t0.elapsed().as_secs_f64()
     );
