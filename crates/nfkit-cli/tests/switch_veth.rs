@@ -12,14 +12,15 @@
 //! (`--seq --stream`) from the sender; `nfkit recv --engine packet
 //! --json` counts them per stream at the receiver.
 //!
-//! * Reloads: two pass-through versions (both `REDIRECT(2)`, each
+//! * Reloads (on AF_PACKET ports, and again on AF_XDP ports): two
+//!   pass-through versions (both `REDIRECT(2)`, each
 //!   bumping its own slot of a shared `seen` map) alternate through 1000
 //!   reloads on the control socket (one JSON request per connection, as
 //!   `nfkit switch reload` does, without 1000 process starts) while
 //!   20 kpps of numbered UDP flow; every frame sent arrives exactly
 //!   once, both versions counted, the status says 1000 reloads, 0
 //!   failures.
-//! * DDoS: `examples/ddos.py` with scripts/demo.sh's traffic (three
+//! * DDoS (AF_PACKET ports, and again AF_XDP): `examples/ddos.py` with scripts/demo.sh's traffic (three
 //!   legitimate sources at 15 pps each towards one destination, two
 //!   flooding sources at 500 pps each meanwhile): the legitimate stream
 //!   arrives in full, the flood mostly not (< 20 %), the blacklist
@@ -148,16 +149,24 @@ struct Switch {
 }
 
 impl Switch {
-    fn start(bed: &Bed, dir: &Dir, name: &str, script: &str) -> Switch {
-        Switch::start_with(bed, dir, name, script, &[])
+    /// Starts the switch on AF_PACKET ports with more `nfkit switch run` arguments.
+    fn start_with(bed: &Bed, dir: &Dir, name: &str, script: &str, extra: &[&str]) -> Switch {
+        Switch::start_on("afpacket", bed, dir, name, script, extra)
     }
 
-    /// [`Switch::start`] with more `nfkit switch run` arguments.
-    fn start_with(bed: &Bed, dir: &Dir, name: &str, script: &str, extra: &[&str]) -> Switch {
+    /// [`Switch::start_with`] on ports of `kind` (`afpacket`, `afxdp`).
+    fn start_on(
+        kind: &str,
+        bed: &Bed,
+        dir: &Dir,
+        name: &str,
+        script: &str,
+        extra: &[&str],
+    ) -> Switch {
         let run_dir = dir.path("run");
         let err_path = dir.path(&format!("{name}.stderr"));
-        let p1 = format!("{}:afpacket", bed.left.b.dev);
-        let p2 = format!("{}:afpacket", bed.right.a.dev);
+        let p1 = format!("{}:{kind}", bed.left.b.dev);
+        let p2 = format!("{}:{kind}", bed.right.a.dev);
         let child = Command::new("ip")
             .args(["netns", "exec", bed.dut.name(), NFKIT])
             .args([
@@ -448,13 +457,29 @@ fn a_thousand_reloads_under_numbered_traffic_lose_no_frame() {
         eprintln!("skipped: needs root");
         return;
     }
+    reloads_on("afpacket", "swvr", ("198.18.50", "198.18.51"));
+}
+
+/// The same through AF_XDP ports (copy mode on veth; the switch installs
+/// its XDP redirect program and XSK map on both veths, and removes them).
+#[test]
+fn a_thousand_reloads_through_afxdp_ports_lose_no_frame() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    reloads_on("afxdp", "swxr", ("198.18.56", "198.18.57"));
+}
+
+/// 1000 reloads under numbered traffic through ports of `kind`.
+fn reloads_on(kind: &str, tag: &str, nets: (&str, &str)) {
     let t0 = Instant::now();
-    let dir = Dir::new("swv-reload");
-    let bed = Bed::new("swvr", "198.18.50", "198.18.51");
+    let dir = Dir::new(&format!("{tag}-reload"));
+    let bed = Bed::new(tag, nets.0, nets.1);
     let v = [dir.path("v1.py"), dir.path("v2.py")];
     std::fs::write(&v[0], pass_through(0)).expect("v1");
     std::fs::write(&v[1], pass_through(1)).expect("v2");
-    let sw = Switch::start(&bed, &dir, "swvr", &v[0]);
+    let sw = Switch::start_on(kind, &bed, &dir, tag, &v[0], &[]);
     let rx = Recv::start(&bed);
     let flows = format!(
         "src={l}.1,dst={r}.2,sport=7000,dport=7709,len=64",
@@ -539,7 +564,7 @@ fn a_thousand_reloads_under_numbered_traffic_lose_no_frame() {
     assert_eq!(fin["reloads"].as_u64(), Some(RELOADS as u64), "{fin}");
     assert_eq!(fin["faults"].as_u64().unwrap_or(0), 0, "{fin}");
     eprintln!(
-        "reloads: {RELOADS} reloads under {sent} numbered frames ({:.1} s of traffic), \
+        "reloads ({kind}): {RELOADS} reloads under {sent} numbered frames ({:.1} s of traffic), \
          seen {seen:?}; {:.1} s in all",
         sent_report["seconds"].as_f64().unwrap_or(0.0),
         t0.elapsed().as_secs_f64()
@@ -552,11 +577,26 @@ fn the_ddos_example_blacklists_flooders_and_delivers_legitimate_traffic() {
         eprintln!("skipped: needs root");
         return;
     }
+    ddos_on("afpacket", "swvd", ("198.18.52", "198.18.53"));
+}
+
+/// The same through AF_XDP ports (copy mode on veth).
+#[test]
+fn the_ddos_example_through_afxdp_ports_blacklists_flooders() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    ddos_on("afxdp", "swxd", ("198.18.58", "198.18.59"));
+}
+
+/// The DDoS scenario through ports of `kind`.
+fn ddos_on(kind: &str, tag: &str, nets: (&str, &str)) {
     let t0 = Instant::now();
-    let dir = Dir::new("swv-ddos");
-    let bed = Bed::new("swvd", "198.18.52", "198.18.53");
+    let dir = Dir::new(&format!("{tag}-ddos"));
+    let bed = Bed::new(tag, nets.0, nets.1);
     let script = examples().join("ddos.py").display().to_string();
-    let sw = Switch::start(&bed, &dir, "swvd", &script);
+    let sw = Switch::start_on(kind, &bed, &dir, tag, &script, &[]);
     let rx = Recv::start(&bed);
     let (l, r) = (&bed.left_net, &bed.right_net);
     let flows = |srcs: &[&str], dst: &str| {
@@ -650,7 +690,7 @@ fn the_ddos_example_blacklists_flooders_and_delivers_legitimate_traffic() {
     let fin = sw.stop();
     assert_eq!(fin["faults"].as_u64().unwrap_or(0), 0, "{fin}");
     eprintln!(
-        "ddos: legitimate {legit_sent} sent, all delivered; flood {flood_got} of \
+        "ddos ({kind}): legitimate {legit_sent} sent, all delivered; flood {flood_got} of \
          {flood_sent} delivered, DROP {drops}; {:.1} s in all",
         t0.elapsed().as_secs_f64()
     );

@@ -358,6 +358,18 @@ impl ScriptVm {
             .collect()
     }
 
+    /// The maps a report shows, typed (script maps, then NF maps).
+    pub fn map_infos(&self) -> impl Iterator<Item = &MapInfo> {
+        self.shown.iter().map(|(i, _)| i)
+    }
+
+    /// Typed access to map `name` (one a report shows): read and
+    /// written with [`maps::access`]'s text-level operations.
+    pub fn map_access(&self, name: &str) -> Option<VmMap<'_>> {
+        let (info, _) = self.shown.iter().find(|(i, _)| i.name == name)?;
+        Some(VmMap::new(self.vm.map(name)?, info.clone(), self.now))
+    }
+
     /// Every map a report shows, typed (script maps, then NF maps);
     /// per-CPU integers summed, array entries of value 0 left out.
     pub fn map_dumps(&self) -> Result<Vec<MapDump>, RunError> {

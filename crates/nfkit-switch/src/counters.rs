@@ -65,6 +65,8 @@ pub struct WorkerCounters {
     pub drops: DropCounters,
     /// Frames this worker handed to another (flow-hash dispatch).
     pub handed_off: Counter,
+    /// Receive-to-transmit time of the frames it sent (live ports).
+    pub latency: crate::latency::Histogram,
 }
 
 impl WorkerCounters {
@@ -75,6 +77,7 @@ impl WorkerCounters {
             faults: Counter::default(),
             drops: DropCounters::default(),
             handed_off: Counter::default(),
+            latency: Default::default(),
         }
     }
 }

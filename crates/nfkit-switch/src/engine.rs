@@ -369,6 +369,12 @@ impl Switch {
         Arc::clone(&self.shared.controller)
     }
 
+    /// Receive-to-transmit time of the frames sent so far (live ports;
+    /// nothing in a replay), summed over workers ([`crate::latency`]).
+    pub fn latency(&self) -> crate::latency::LatencySummary {
+        crate::latency::LatencySummary::of(self.counters.iter().map(|c| &c.latency))
+    }
+
     /// The running version of the script (its VM and maps, shared with
     /// the workers).
     pub fn script(&self) -> Arc<Version> {
@@ -1037,6 +1043,14 @@ impl Worker {
             };
         }
         let took = self.tx[p].send(&out[..n]).unwrap_or(0).min(n);
+        if self.clock.is_none() && took > 0 {
+            // Live: each frame's time from its receive ring to here.
+            let now = crate::port::sys::now_ns();
+            let h = &self.counters[self.id].latency;
+            for &t in st.arrival_ns.iter().take(took) {
+                h.record(now.saturating_sub(t), 1);
+            }
+        }
         let pc = &self.counters[self.id].ports[p];
         pc.tx.add(took as u64);
         pc.tx_dropped.add((n - took) as u64);

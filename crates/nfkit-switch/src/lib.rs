@@ -11,6 +11,10 @@
 //! * [`controller`]: the bounded controller channel.
 //! * [`counters`]: per-worker counters and their sum, [`Stats`].
 //! * [`flow`]: the flow hash of dispatch.
+//! * [`latency`]: receive-to-transmit time per frame, per worker
+//!   ([`Switch::latency`]).
+//! * [`maps`]: the running version's maps by name, read and written
+//!   while it runs ([`Switch::map_get`], ...; [`maps::MapOpError`]).
 //! * [`pin`]: pinning workers to CPUs.
 //! * [`reload`]: hitless reloads ([`Switch::reload`]): versions of the
 //!   chain, published to the workers through an epoch.
@@ -30,6 +34,8 @@ pub mod counters;
 pub mod engine;
 pub mod error;
 pub mod flow;
+pub mod latency;
+pub mod maps;
 pub mod pin;
 pub mod port;
 pub mod reload;

@@ -4,7 +4,8 @@
 //! chain that sends each frame out of the other port
 //! (`REDIRECT(3 - Packet.in_port)`) forwards every test frame sent into
 //! port 1, byte for byte, to the far end of port 2, with one and two
-//! workers; stop() ends it and the counters say so.
+//! workers; stop() ends it and the counters say so; every frame sent
+//! was timed from receive ring to transmit ring (`Switch::latency`).
 
 mod ports_common;
 use nfkit_abi::verdict::Action;
@@ -57,7 +58,14 @@ fn forward_through_the_chain(kind: &str) {
         let seen = collect(&mut cap.rx, frames.len(), Duration::from_secs(3));
         assert_each_once(&seen, &frames);
         sw.stop();
+        // Every frame sent was timed from its receive ring to its
+        // transmit ring: a few µs to ms, on a shared machine.
+        let lat = sw.latency();
         let (stats, _) = sw.finish().expect("finish");
+        let sent: u64 = stats.ports.iter().map(|p| p.tx).sum();
+        assert_eq!(lat.frames, sent, "{lat:?}");
+        assert!(lat.p50_ns > 0 && lat.p50_ns <= lat.p99_ns && lat.p99_ns <= lat.max_ns);
+        assert!(lat.p50_ns < 1_000_000_000, "{lat:?}");
         assert!(stats.ports[0].rx >= 200, "{:?}", stats.ports[0]);
         assert!(stats.ports[1].tx >= 200, "{:?}", stats.ports[1]);
         assert!(stats.action(Action::Redirect) >= 200);

@@ -12,6 +12,9 @@ use nfkit_kernel::deploy::{self, Paths};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 
+#[path = "map_switch.rs"]
+pub mod map_switch;
+
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// List the deployed maps.
@@ -141,6 +144,8 @@ pub struct ListArgs {
     json: bool,
     #[command(flatten)]
     daemon: super::daemon::DaemonArg,
+    #[command(flatten)]
+    switch: map_switch::SwitchArg,
 }
 
 #[derive(clap::Args)]
@@ -158,6 +163,8 @@ pub struct MapArgs {
     json: bool,
     #[command(flatten)]
     daemon: super::daemon::DaemonArg,
+    #[command(flatten)]
+    switch: map_switch::SwitchArg,
 }
 
 #[derive(clap::Args)]
@@ -189,6 +196,9 @@ fn in_map(name: &str) -> impl FnOnce(MapError) -> anyhow::Error + '_ {
 }
 
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    if let Some(code) = map_switch::route(&c)? {
+        return Ok(code);
+    }
     let daemon = match &c {
         Command::List(a) => &a.daemon,
         Command::Dump(a) => &a.daemon,

@@ -22,6 +22,7 @@ pub mod send;
 pub mod switch;
 pub mod switch_ctl;
 pub mod top;
+pub mod switch_trace;
 pub mod vm;
 
 use anyhow::anyhow;

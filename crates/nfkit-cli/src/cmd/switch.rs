@@ -27,6 +27,7 @@ use anyhow::{anyhow, bail, Context};
 use nfkit_abi::verdict::Action;
 use nfkit_abi::Hook;
 use nfkit_pcap::Packet;
+use nfkit_switch::controller::Recent;
 use nfkit_switch::port::{any, PortSpec};
 use nfkit_switch::{Stats, Switch, SwitchConfig, UpdateAuth};
 use nfkit_update::message::CodeFormat;
@@ -53,6 +54,9 @@ pub enum Command {
     Stop(StopArgs),
     /// Dump a map of a running switch's chain (its running version).
     Map(MapArgs),
+    /// Print the frames a running switch's chain sends to the controller
+    /// (CONTROLLER(reason)): port, reason, length, first bytes.
+    Trace(TraceArgs),
     /// Send a signed update (new code, or a map entry) to a switch
     /// started with --key.
     Update(UpdateArgs),
@@ -60,6 +64,21 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// Have a running switch read its key file again (key rotation).
     Rekey(RekeyArgs),
+}
+
+#[derive(clap::Args)]
+pub struct TraceArgs {
+    name: String,
+    /// Stop after N frames (exit 1 if the switch stops first).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Begin with the frames the switch still keeps (its latest 4096),
+    /// not only those that come from now on.
+    #[arg(long)]
+    all: bool,
+    /// One JSON object per frame and line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -212,6 +231,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Update(a) => update(a),
         Command::Keygen(a) => keygen(a),
         Command::Rekey(a) => rekey(a),
+        Command::Trace(a) => super::switch_trace::trace(a.name, a.count, a.all, a.json),
     }
 }
 
@@ -287,6 +307,7 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut ctl_frames: Vec<Packet> = Vec::new();
     let mut ctl_count: u64 = 0;
     let mut reasons: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut recent = Recent::new(TRACE_KEPT);
     let live = std::io::stderr().is_terminal() && !a.json;
     let start = Instant::now();
     let mut last = sw.stats();
@@ -301,10 +322,16 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
             }
         };
         if let Some(p) = next {
-            let answer = answer(&p, &sw, &a, start);
+            let answer = answer(&p, &sw, &a, start, &recent);
             let _ = p.reply.send(answer);
         }
-        ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
+        ctl_count += drain(
+            &ctl,
+            a.controller.is_some(),
+            &mut ctl_frames,
+            &mut reasons,
+            &mut recent,
+        );
         if stop.load(Ordering::Relaxed) {
             sw.stop();
         }
@@ -319,7 +346,13 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     drop(server);
     drop(listeners);
     let (stats, port_stats) = sw.finish().map_err(|e| anyhow!("switch {}: {e}", a.name))?;
-    ctl_count += drain(&ctl, a.controller.is_some(), &mut ctl_frames, &mut reasons);
+    ctl_count += drain(
+        &ctl,
+        a.controller.is_some(),
+        &mut ctl_frames,
+        &mut reasons,
+        &mut recent,
+    );
     if let Some(path) = &a.controller {
         nfkit_pcap::write_file(path, &ctl_frames).map_err(super::pcap_error(path))?;
     }
@@ -361,7 +394,13 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The answer to one control request.
-fn answer(p: &switch_ctl::Pending, sw: &Switch, a: &RunArgs, start: Instant) -> serde_json::Value {
+fn answer(
+    p: &switch_ctl::Pending,
+    sw: &Switch,
+    a: &RunArgs,
+    start: Instant,
+    recent: &Recent,
+) -> serde_json::Value {
     use serde_json::json;
     let req = &p.req;
     match req["op"].as_str() {
@@ -373,6 +412,7 @@ fn answer(p: &switch_ctl::Pending, sw: &Switch, a: &RunArgs, start: Instant) -> 
             v["uptime_s"] = start.elapsed().as_secs_f64().into();
             v["script"] = a.script.display().to_string().into();
             v["engine"] = sw.script().engine().engine().name().into();
+            v["latency"] = serde_json::to_value(sw.latency()).unwrap_or_default();
             v["update_listen"] = a
                 .update_listen
                 .iter()
@@ -448,26 +488,23 @@ fn answer(p: &switch_ctl::Pending, sw: &Switch, a: &RunArgs, start: Instant) -> 
             sw.stop();
             json!({"ok": true})
         }
-        Some("map_dump") => {
-            let name = req["map"].as_str().unwrap_or_default();
-            let dumps = match sw.script().map_dumps() {
-                Ok(d) => d,
-                Err(e) => return json!({"ok": false, "error": e.to_string()}),
-            };
-            match dumps.into_iter().find(|d| d.info.name == name) {
-                Some(d) => json!({
-                    "ok": true,
-                    "map": name,
-                    "rows": d.rows.iter().map(|r| json!({
-                        "key": r.key_json,
-                        "value": r.value_json,
-                        "text": format!("{}: {}", r.key_text, r.value_text),
-                    })).collect::<Vec<_>>(),
-                }),
-                None => {
-                    json!({"ok": false, "error": format!("no map `{name}` in the running version")})
+        Some("trace") => {
+            let from = req["from"].as_u64().unwrap_or_else(|| {
+                if req["all"] == true {
+                    recent.oldest_seq()
+                } else {
+                    recent.next_seq()
                 }
-            }
+            });
+            let max = req["max"].as_u64().unwrap_or(256).min(4096) as usize;
+            let (frames, missed) = recent.since(from, max);
+            let next = frames
+                .last()
+                .map_or(from.max(recent.oldest_seq()), |f| f.seq + 1);
+            json!({"ok": true, "next": next, "missed": missed, "frames": frames})
+        }
+        Some(op) if op.starts_with("map_") => {
+            super::map::map_switch::answer(op, req, sw, &p.source, &a.name)
         }
         _ => json!({"ok": false, "error": format!("unknown request {req}")}),
     }
@@ -597,6 +634,18 @@ fn status_text(v: &serde_json::Value) -> String {
             }
         );
     }
+    let lat = &v["latency"];
+    if lat["frames"].as_u64().unwrap_or(0) > 0 {
+        let us = |k: &str| lat[k].as_f64().unwrap_or(0.0) / 1e3;
+        let _ = writeln!(
+            s,
+            "  latency (receive ring to transmit ring, {} frames): p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            lat["frames"],
+            us("p50_ns"),
+            us("p99_ns"),
+            us("max_ns")
+        );
+    }
     let verdicts: Vec<String> = v["verdicts"]
         .as_object()
         .into_iter()
@@ -703,16 +752,21 @@ fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Takes the controller's frames, counting them per reason (keeping
-/// them when `keep`).
+/// Controller frames kept for `nfkit switch trace` readers.
+const TRACE_KEPT: usize = 4096;
+
+/// Takes the controller's frames, counting them per reason, keeping
+/// their heads for traces (and the frames when `keep`).
 fn drain(
     ctl: &nfkit_switch::controller::Controller,
     keep: bool,
     out: &mut Vec<Packet>,
     reasons: &mut BTreeMap<u32, u64>,
+    recent: &mut Recent,
 ) -> u64 {
     ctl.drain(|f| {
         *reasons.entry(f.reason).or_default() += 1;
+        recent.push(f);
         if keep {
             out.push(Packet::new(f.arrival_ns, f.data.clone()));
         }

@@ -20,7 +20,7 @@ pub mod afxdp;
 pub mod any;
 pub mod open;
 pub mod pcap;
-mod sys;
+pub(crate) mod sys;
 pub mod tap;
 
 /// Frames one batch holds (issue 16: batches of 32-64 frames).
