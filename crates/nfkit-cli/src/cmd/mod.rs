@@ -21,8 +21,8 @@ pub mod run_script;
 pub mod send;
 pub mod switch;
 pub mod switch_ctl;
-pub mod top;
 pub mod switch_trace;
+pub mod top;
 pub mod vm;
 
 use anyhow::anyhow;
