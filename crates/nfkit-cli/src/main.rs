@@ -75,6 +75,10 @@ enum Command {
     /// CPI, stalls), `rtl synth` estimates its resources.
     #[command(subcommand)]
     Rtl(cmd::rtl::Command),
+    /// Deep packet inspection: `dpi compile` a pattern set (DFA stats),
+    /// `dpi test` it on a capture with the dpi NF in the VM.
+    #[command(subcommand)]
+    Dpi(cmd::dpi::Command),
     /// nfkitd, the control-plane daemon: `daemon start|stop|status`.
     #[command(subcommand)]
     Daemon(cmd::daemon::Command),
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         Command::Switch(c) => cmd::switch::run(c),
         Command::Rtl(c) => cmd::rtl::run(c),
         Command::Daemon(c) => cmd::daemon::run(c),
+        Command::Dpi(c) => cmd::dpi::run(c),
     };
     match result {
         Ok(code) => code,
