@@ -303,7 +303,7 @@ fn compile_refuses_naming_the_pattern() {
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("not a catalogue set (sqli, bittorrent, protocols)"),
+        e.contains("not a catalogue set (sqli, bittorrent, protocols, tls_sni)"),
         "{e}"
     );
 }

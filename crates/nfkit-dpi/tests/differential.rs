@@ -24,13 +24,19 @@ fn cases_per_set() -> usize {
 }
 
 fn probe() -> Image {
+    probe_with(&[])
+}
+
+fn probe_with(defines: &[&str]) -> Image {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let obj = BpfBuild::new(root.join("crates/nfkit-dpi/tests/progs/dpi_probe.c"))
+    let mut b = BpfBuild::new(root.join("crates/nfkit-dpi/tests/progs/dpi_probe.c"))
         .include(root.join("nf/include"))
         .include(root.join("nf"))
-        .define("NF_HOOK_XDP".to_string())
-        .bytes()
-        .expect("clang builds the probe");
+        .define("NF_HOOK_XDP".to_string());
+    for d in defines {
+        b = b.define(d.to_string());
+    }
+    let obj = b.bytes().expect("clang builds the probe");
     Image::from_elf(&obj, "dpi_probe.o").expect("image")
 }
 
@@ -67,9 +73,16 @@ fn samples(set: &str) -> Vec<&'static [u8]> {
             b"SSH-2.0-",
             b"SSH-1.99-",
         ],
+        "tls_sni" => vec![SNI_HELLO, b"\x16\x03\x03\x00\x40\x01"],
         _ => Vec::new(),
     }
 }
+
+/// A ClientHello up to its server_name "a.io".
+const SNI_HELLO: &[u8] = b"\x16\x03\x01\x00\x40\x01\x00\x00\x3c\x03\x03\
+    \x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\
+    \x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\
+    \x00\x00\x02\x13\x01\x01\x00\x00\x0d\x00\x00\x00\x09\x00\x07\x00\x00\x04a.io";
 
 struct Gen(u64);
 impl Gen {
@@ -99,8 +112,12 @@ fn filler(g: &mut Gen, alphabet: &[u8], n: usize, out: &mut Vec<u8>) {
 }
 
 fn payload(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8]) -> Vec<u8> {
+    payload_upto(g, samples, alphabet, MAX)
+}
+
+fn payload_upto(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8], max: usize) -> Vec<u8> {
     let mut p = Vec::new();
-    let len = [g.below(16), g.below(200), g.below(MAX)][g.below(3)];
+    let len = [g.below(16), g.below(200), g.below(max)][g.below(3)];
     match g.below(4) {
         0 => filler(g, alphabet, len, &mut p),
         kind => {
@@ -112,7 +129,7 @@ fn payload(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8]) -> Vec<u8> {
                 let i = g.below(s.len());
                 s[i] ^= if s[i].is_ascii_alphabetic() { 0x20 } else { 0 };
             }
-            let room = MAX - s.len();
+            let room = max - s.len();
             let before = match kind {
                 1 => 0,
                 2 => g.below(len.min(room) + 1),
@@ -121,7 +138,7 @@ fn payload(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8]) -> Vec<u8> {
             filler(g, alphabet, before, &mut p);
             p.extend_from_slice(&s);
             if kind != 3 {
-                let after = g.below((MAX - p.len()).min(300) + 1);
+                let after = g.below((max - p.len()).min(300) + 1);
                 filler(g, alphabet, after, &mut p);
             }
         }
@@ -211,9 +228,13 @@ fn sets() -> Vec<(&'static catalogue::Set, Dfa)> {
 /// Arguments of the probe: set `set`, the NF's default limit (2048,
 /// more than any payload here).
 fn args(set: usize) -> [([u8; 4], [u8; 8]); 2] {
+    args_limit(set, 0)
+}
+
+fn args_limit(set: usize, limit: u64) -> [([u8; 4], [u8; 8]); 2] {
     [
         (0u32.to_ne_bytes(), (set as u64).to_ne_bytes()),
-        (1u32.to_ne_bytes(), 0u64.to_ne_bytes()),
+        (1u32.to_ne_bytes(), limit.to_ne_bytes()),
     ]
 }
 
@@ -337,4 +358,147 @@ fn every_catalogue_set_in_the_kernel_equals_the_regex_crate() {
         }
     }
     report(&wrong, n * sets.len());
+}
+
+/// Most UDP payload bytes in a 9000-byte IPv4 jumbo packet.
+const JUMBO: usize = 9000 - 28;
+
+/// Jumbo payloads: half start with 3000 to 8000 bytes of filler (so the
+/// scan runs deep into the frame's fragments), the rest as above but up
+/// to JUMBO bytes.
+fn jumbo_cases(set: &catalogue::Set, n: usize, seed: u64) -> (Vec<Case>, usize) {
+    let res = reference(set);
+    let samples = samples(set.name);
+    let mut alphabet: Vec<u8> = samples.iter().flat_map(|s| s.iter().copied()).collect();
+    alphabet.extend_from_slice(b" +%'=;-");
+    let mut g = Gen(seed);
+    let mut deep = 0;
+    let cases = (0..n)
+        .map(|_| {
+            let mut p = Vec::new();
+            if g.below(2) == 0 {
+                let pre = 3000 + g.below(5000);
+                filler(&mut g, &alphabet, pre, &mut p);
+            }
+            let rest = payload_upto(&mut g, &samples, &alphabet, JUMBO - p.len());
+            p.extend_from_slice(&rest);
+            let want = expected(&res, &p);
+            if Match::from_result(want).is_some_and(|m| m.end > 4096) {
+                deep += 1;
+            }
+            Case {
+                frame: frame(p),
+                want,
+            }
+        })
+        .collect();
+    (cases, deep)
+}
+
+/// Payloads up to 8972 bytes (9014-byte frames) scanned whole (limit
+/// 9000) through `bpf_loop`: the kernel verifies the NF in a
+/// multi-buffer XDP program (`xdp.frags`) and its answers equal the
+/// regex crate's; the VM too.
+#[test]
+fn jumbo_frames_equal_the_regex_crate() {
+    let n = 2000;
+    let sets = sets();
+    let dfas: Vec<Dfa> = sets.iter().map(|(_, d)| d.clone()).collect();
+    let t = Tables::build(&dfas).expect("tables");
+    let zero = 0u32.to_ne_bytes();
+    let vm = Vm::new(&probe(), VmConfig::kernel()).expect("VM load");
+    let kernel = if nfkit_kernel::is_root() {
+        Some(
+            nfkit_kernel::load_image(
+                &probe_with(&["PROBE_FRAGS"]),
+                &nfkit_kernel::LoadOptions::default(),
+            )
+            .expect("the kernel verifies the dpi NF for multi-buffer XDP"),
+        )
+    } else {
+        eprintln!("kernel part skipped: needs root");
+        None
+    };
+    type Update<'a> = Box<dyn Fn(&str, &[u8], &[u8]) + 'a>;
+    type Lookup<'a> = Box<dyn Fn() -> Option<u64> + 'a>;
+    type Run<'a> = Box<dyn Fn(&[u8]) -> Result<(), String> + 'a>;
+    let mut engines: Vec<(&str, Update, Lookup, Run)> = vec![(
+        "VM",
+        Box::new(|m: &str, k: &[u8], v: &[u8]| {
+            vm.map(m).expect("map").update(k, v, 0).expect("update")
+        }),
+        Box::new(|| {
+            vm.map("probe_out")
+                .expect("out")
+                .lookup(&zero)
+                .expect("lookup")
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().expect("u64")))
+        }),
+        Box::new(|f: &[u8]| {
+            vm.run("probe", Context::Xdp(XdpMd::new(f)), &RunOptions::default())
+                .result
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }),
+    )];
+    if let Some(k) = &kernel {
+        let prog = k.prog("probe").expect("probe");
+        engines.push((
+            "kernel",
+            Box::new(move |m: &str, key: &[u8], v: &[u8]| {
+                k.map(m).expect("map").update(key, v, 0).expect("update")
+            }),
+            Box::new(move || {
+                k.map("probe_out")
+                    .expect("out")
+                    .lookup(&zero)
+                    .expect("lookup")
+                    .map(|v| u64::from_ne_bytes(v[..8].try_into().expect("u64")))
+            }),
+            Box::new(move |f: &[u8]| {
+                prog.test_run(&nfkit_kernel::TestRun::packet(f))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }),
+        ));
+    }
+    let mut wrong = Vec::new();
+    for (name, update, lookup, run) in &mut engines {
+        update("nf_dpi_next", &zero, &t.next);
+        update("nf_dpi_accept", &zero, &t.accept);
+        for (i, e) in t.sets.iter().enumerate() {
+            update("nf_dpi_sets", &(i as u32).to_ne_bytes(), e);
+        }
+        for (si, (set, _)) in sets.iter().enumerate() {
+            let (cases, deep) = jumbo_cases(set, n, 0x5851_f42d_4c95_7f2d ^ si as u64);
+            // Sets with a pattern not anchored at the start must match
+            // deep in the frame too.
+            if set.patterns.iter().any(|p| !p.starts_with('^')) {
+                assert!(
+                    deep * 50 >= n,
+                    "set {}: {deep} matches past byte 4096",
+                    set.name
+                );
+            }
+            for (k, v) in args_limit(si, 9000) {
+                update("probe_args", &k, &v);
+            }
+            for (i, c) in cases.iter().enumerate() {
+                if let Err(e) = run(&c.frame) {
+                    wrong.push(format!("{name} {} jumbo case {i}: {e}", set.name));
+                    continue;
+                }
+                let got = lookup();
+                if got != Some(c.want) {
+                    wrong.push(format!(
+                        "{name} {} jumbo case {i} ({} bytes): {got:x?}, regex {:x}",
+                        set.name,
+                        c.frame.len(),
+                        c.want
+                    ));
+                }
+            }
+        }
+    }
+    report(&wrong, n * sets.len() * engines.len());
 }

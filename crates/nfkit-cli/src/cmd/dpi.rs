@@ -28,7 +28,7 @@ pub enum Command {
 
 #[derive(clap::Args)]
 pub struct CompileArgs {
-    /// A catalogue set (sqli, bittorrent, protocols) or a pattern file.
+    /// A catalogue set (sqli, bittorrent, protocols, tls_sni) or a pattern file.
     patterns: String,
     /// Write the DFA file (`nfkit dpi test --tables FILE` loads it).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
