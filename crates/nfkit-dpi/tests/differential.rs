@@ -502,3 +502,53 @@ fn jumbo_frames_equal_the_regex_crate() {
     }
     report(&wrong, n * sets.len() * engines.len());
 }
+
+/// The bench's hand-written baseline (`tests/progs/dpi_hand.c`,
+/// `(?i)union\s+select` without the DFA) is verified by the kernel and
+/// agrees with the regex crate, so the bench compares equal work.
+#[test]
+fn the_hand_written_baseline_equals_the_regex_crate() {
+    if !nfkit_kernel::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let obj = BpfBuild::new(root.join("crates/nfkit-dpi/tests/progs/dpi_hand.c"))
+        .include(root.join("nf/include"))
+        .include(root.join("nf"))
+        .define("NF_HOOK_XDP".to_string())
+        .bytes()
+        .expect("clang builds the baseline");
+    let image = Image::from_elf(&obj, "dpi_hand.o").expect("image");
+    let k = nfkit_kernel::load_image(&image, &nfkit_kernel::LoadOptions::default())
+        .expect("the kernel verifies the baseline");
+    let prog = k.prog("hand").expect("hand");
+    let set = catalogue::Set {
+        name: "union_select",
+        doc: "",
+        patterns: &[r"(?i)union\s+select"],
+    };
+    let res = reference(&set);
+    let samples: Vec<&[u8]> = vec![b"union select", b"UNION\t\n SeLeCt", b"uniunion  select"];
+    let alphabet = b"unioselct \t";
+    let mut g = Gen(0x1234_5678_9abc_def1);
+    let (mut wrong, mut matched) = (Vec::new(), 0);
+    for i in 0..20_000 {
+        let p = payload(&mut g, &samples, alphabet);
+        let want = expected(&res, &p);
+        matched += usize::from(want != 0);
+        prog.test_run(&nfkit_kernel::TestRun::packet(&frame(p)))
+            .expect("test run");
+        let got = k
+            .map("probe_out")
+            .expect("out")
+            .lookup(&0u32.to_ne_bytes())
+            .expect("lookup")
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().expect("u64")));
+        if got != Some(want) {
+            wrong.push(format!("case {i}: hand {got:x?}, regex {want:x}"));
+        }
+    }
+    assert!(matched > 2000, "{matched} matches");
+    report(&wrong, 20_000);
+}
