@@ -142,7 +142,7 @@ static long nf__dpi_byte(__u32 i, void *arg)
 static __always_inline __u32 nf__dpi_payload(NF_CTX *ctx, struct nf_pkt_info *pi, __u32 *len)
 {
 	__u8 doff;
-	__u32 off;
+	__u32 off, total;
 
 	if (!(pi->flags & NF_PI_L4) || (pi->flags & NF_PI_FRAG))
 		return 0;
@@ -156,9 +156,16 @@ static __always_inline __u32 nf__dpi_payload(NF_CTX *ctx, struct nf_pkt_info *pi
 	} else {
 		return 0;
 	}
-	if (off >= pi->pkt_len)
+#if NF_HOOK_ID == NF_HOOKID_XDP
+	/* The whole frame, fragments of a multi-buffer (jumbo) frame too;
+	 * pkt_len counts the linear part only. */
+	total = bpf_xdp_get_buff_len(ctx);
+#else
+	total = pi->pkt_len;
+#endif
+	if (off >= total)
 		return 0;
-	*len = pi->pkt_len - off;
+	*len = total - off;
 	return off;
 }
 

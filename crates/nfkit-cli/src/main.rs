@@ -77,6 +77,10 @@ enum Command {
     Rtl(cmd::rtl::Command),
     /// A live view of chains, verdict rates and top map entries (`--once`: one frame).
     Top(cmd::top::Args),
+    /// Deep packet inspection: `dpi compile` a pattern set (DFA stats),
+    /// `dpi test` it on a capture with the dpi NF in the VM.
+    #[command(subcommand)]
+    Dpi(cmd::dpi::Command),
     /// nfkitd, the control-plane daemon: `daemon start|stop|status`.
     #[command(subcommand)]
     Daemon(cmd::daemon::Command),
@@ -126,6 +130,7 @@ fn main() -> ExitCode {
         Command::Rtl(c) => cmd::rtl::run(c),
         Command::Daemon(c) => cmd::daemon::run(c),
         Command::Top(a) => cmd::top::run(a),
+        Command::Dpi(c) => cmd::dpi::run(c),
     };
     match result {
         Ok(code) => code,

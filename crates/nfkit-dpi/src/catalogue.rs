@@ -57,8 +57,21 @@ pub const PROTOCOLS: Set = Set {
     ],
 };
 
+/// The server name (SNI) of a TLS ClientHello. A set of its own: in
+/// `protocols`, the ClientHello start (pattern 2) ends first and would
+/// always be the match reported.
+pub const TLS_SNI: Set = Set {
+    name: "tls_sni",
+    doc: "A TLS ClientHello (handshake record, versions 3.0-3.4) carrying a server_name \
+          extension: the extension's type 0 and lengths, a host_name entry (type 0) of \
+          at least one byte; the match ends just after the name's first character",
+    patterns: &[
+        r"^\x16\x03[\x00-\x04][\x00-\xff]{2}\x01[\x00-\xff]{3}\x03[\x00-\x04][\x00-\xff]*\x00\x00\x00[\x05-\xff]\x00[\x03-\xff]\x00\x00[\x01-\xff][a-zA-Z0-9]",
+    ],
+};
+
 /// Every set, in the order `nfkit nf show dpi` lists them.
-pub const ALL: &[Set] = &[SQLI, BITTORRENT, PROTOCOLS];
+pub const ALL: &[Set] = &[SQLI, BITTORRENT, PROTOCOLS, TLS_SNI];
 
 /// The set called `name`.
 pub fn find(name: &str) -> Option<&'static Set> {

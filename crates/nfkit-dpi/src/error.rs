@@ -32,4 +32,7 @@ pub enum DpiError {
     /// More sets than the NF's set table holds.
     #[error("{sets} pattern sets; the dpi NF holds {capacity}")]
     TooManySets { sets: usize, capacity: usize },
+    /// A DFA file (`Dfa::from_bytes`) that is not one.
+    #[error("DFA file, byte {offset}: {why}")]
+    BadFile { offset: usize, why: String },
 }

@@ -11,6 +11,9 @@
 //! * [`dfa`]: the [`Dfa`] (a 257-column table per state: 256 bytes and
 //!   end of input, plus the pattern each state reports), its reference
 //!   scan ([`Dfa::scan`], what the NF computes) and [`Match`].
+//! * [`file`]: a [`Dfa`] as a file ([`Dfa::to_bytes`],
+//!   [`Dfa::from_bytes`]; `nfkit dpi compile -o`).
+//! * [`patterns`]: pattern files (one regex a line, `#` comments).
 //! * [`tables`]: several pattern sets in the NF's maps
 //!   ([`Tables`]: `nf_dpi_next`, `nf_dpi_accept`, `nf_dpi_sets`).
 //! * [`error`] holds [`DpiError`].
@@ -19,6 +22,8 @@ pub mod catalogue;
 pub mod compile;
 pub mod dfa;
 pub mod error;
+pub mod file;
+pub mod patterns;
 pub mod tables;
 
 pub use compile::{compile, Options};

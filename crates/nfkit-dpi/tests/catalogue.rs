@@ -102,3 +102,60 @@ fn protocol_samples() {
     assert_eq!(first(s, &server_hello), None);
     assert_eq!(first(s, b"\x17\x03\x03\x00\x20application data"), None);
 }
+
+/// The start of a TLS 1.2 ClientHello with a session id, an extension
+/// before server_name, and server_name "www.example.com".
+fn client_hello(name: &[u8]) -> Vec<u8> {
+    let mut h = vec![
+        0x16, 0x03, 0x01, 0x00, 0x80, 0x01, 0x00, 0x00, 0x7c, 0x03, 0x03,
+    ];
+    h.extend([0x5a; 32]); // random
+    h.push(32);
+    h.extend([0x00; 32]); // session id, zeros
+    h.extend([0x00, 0x04, 0x13, 0x01, 0x13, 0x02, 0x01, 0x00]); // suites, compression
+    let list = name.len() as u8 + 3;
+    h.extend([0x00, 0x30]); // extensions length
+    h.extend([0x00, 0x0b, 0x00, 0x02, 0x01, 0x00]); // ec_point_formats
+    h.extend([
+        0x00,
+        0x00,
+        0x00,
+        list + 2,
+        0x00,
+        list,
+        0x00,
+        0x00,
+        name.len() as u8,
+    ]);
+    h.extend(name);
+    h
+}
+
+#[test]
+fn tls_sni_samples() {
+    let s = &catalogue::TLS_SNI;
+    let d = compile(s.patterns, &Options::default()).expect("compiles");
+    let h = client_hello(b"www.example.com");
+    let name_at = h.len() - 15;
+    let m = d.scan(&h, usize::MAX).expect("SNI found");
+    assert_eq!((m.pattern, m.end), (0, name_at + 1));
+    // Not a ClientHello: a ServerHello, application data.
+    let mut server = h.clone();
+    server[5] = 0x02;
+    assert_eq!(d.scan(&server, usize::MAX), None);
+    let mut data = h.clone();
+    data[0] = 0x17;
+    assert_eq!(d.scan(&data, usize::MAX), None);
+    // A ClientHello without server_name (the extension cut off).
+    assert_eq!(d.scan(&h[..name_at - 9], usize::MAX), None);
+    // An empty name does not count.
+    let mut empty = client_hello(b"");
+    empty.extend(b"\x00\x0d");
+    assert_eq!(d.scan(&empty, usize::MAX), None);
+    // The regex crate agrees.
+    let re = regex::bytes::RegexBuilder::new(s.patterns[0])
+        .unicode(false)
+        .build()
+        .expect("regex");
+    assert_eq!(re.shortest_match(&h), Some(name_at + 1));
+}

@@ -7,6 +7,7 @@ pub mod compile;
 pub mod daemon;
 pub mod deploy;
 pub mod disasm;
+pub mod dpi;
 pub mod map;
 pub mod nf;
 pub mod object;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* Calls the catalogue's dpi NF (nf/dpi.c, included) on each packet with
  * the set and limit in probe_args[0..1] and leaves its result in
- * probe_out[0]. Built per hook (-DNF_HOOK_XDP / -DNF_HOOK_TC). */
+ * probe_out[0]. Built per hook (-DNF_HOOK_XDP / -DNF_HOOK_TC); -DPROBE_FRAGS makes
+ * the XDP probe multi-buffer (xdp.frags), for jumbo frames. */
 #include "nfkit.h"
 #include "dpi.c"
 
@@ -19,7 +20,9 @@ struct {
 	__type(value, __u64);
 } probe_out SEC(".maps");
 
-#if NF_HOOK_ID == NF_HOOKID_XDP
+#if NF_HOOK_ID == NF_HOOKID_XDP && defined(PROBE_FRAGS)
+#define PROBE_SEC "xdp.frags"
+#elif NF_HOOK_ID == NF_HOOKID_XDP
 #define PROBE_SEC "xdp"
 #else
 #define PROBE_SEC "tc"
