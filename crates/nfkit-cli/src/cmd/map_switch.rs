@@ -35,6 +35,7 @@ pub fn route(c: &Command) -> anyhow::Result<Option<ExitCode>> {
         Command::Dump(a) => a.switch.switch.as_deref(),
         Command::Get(a) | Command::Delete(a) => a.map.switch.switch.as_deref(),
         Command::Set(a) => a.map.switch.switch.as_deref(),
+        Command::Watch(a) => a.map.switch.switch.as_deref(),
     };
     let Some(name) = name else {
         return Ok(None);
@@ -107,6 +108,9 @@ pub fn route(c: &Command) -> anyhow::Result<Option<ExitCode>> {
             req["key"] = a.key.clone().into();
             ask(req)?;
         }
+        Command::Watch(_) => bail!(
+            "map watch --switch {name}: not supported yet; `nfkit map dump --switch {name} MAP` reads it"
+        ),
     }
     Ok(Some(ExitCode::SUCCESS))
 }
