@@ -448,7 +448,9 @@ pub fn link_program(
     if inline == Inline::Off {
         return Ok((image, chains, None));
     }
-    let (inlined, report) = nfkit_object::inline_calls(&image, |_| true)?;
+    // The software switch's workers share per-CPU state differently from
+    // the kernel: its programs keep their lookups (docs/cost.md).
+    let (inlined, report) = nfkit_object::inline_calls(&image, |_| true, hook != Hook::Switch)?;
     check_stack(&inlined)?;
     Ok((inlined, chains, Some(report)))
 }

@@ -83,10 +83,14 @@ pub enum InlineError {
 }
 
 /// Inlines every call it can in `image` (see the module doc); calls of
-/// functions for which `may_inline(name)` is false are kept.
+/// functions for which `may_inline(name)` is false are kept. With
+/// `lookups_once`, repeated constant-key array lookups of each entry
+/// program are done once (for kernel programs: one program run stays on
+/// one CPU).
 pub fn inline_calls(
     image: &Image,
     may_inline: impl Fn(&str) -> bool,
+    lookups_once: bool,
 ) -> Result<(Image, InlineReport), InlineError> {
     let mut bodies = decode(image)?;
     let mut report = InlineReport {
@@ -139,7 +143,7 @@ pub fn inline_calls(
     let mut entries = roots.clone();
     entries.sort_unstable();
     entries.dedup();
-    for &r in &entries {
+    for &r in entries.iter().filter(|_| lookups_once) {
         let Some(before) = bodies.get(r).cloned() else {
             continue;
         };
