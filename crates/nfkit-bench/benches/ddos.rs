@@ -84,9 +84,15 @@ struct Variant {
     name: &'static str,
     subject: Subject,
     buckets: Buckets,
+    /// Wall time of loading (verification included), ms.
+    load_ms: f64,
 }
 
-fn variant(name: &'static str, loaded: nfkit_kernel::Loaded, entry: &str) -> Variant {
+fn variant(
+    name: &'static str,
+    (loaded, load_ms): (nfkit_kernel::Loaded, f64),
+    entry: &str,
+) -> Variant {
     let buckets = if let Some(m) = loaded.map("nf_meter_tb_dst") {
         Buckets::Nfkit(m)
     } else if let Some(m) = loaded.map("dst_buckets") {
@@ -103,19 +109,20 @@ fn variant(name: &'static str, loaded: nfkit_kernel::Loaded, entry: &str) -> Var
             prepare: None,
         },
         buckets,
+        load_ms,
     }
 }
 
 fn hand_c() -> Res<Variant> {
     let obj = hand_c_object().ok_or("examples/c/ddos.c is not there (or did not compile)")?;
-    let loaded = load_c(&obj, None)?;
+    let (loaded, ms) = timed(|| load_c(&obj, None))?;
     let entry = loaded
         .progs()
         .iter()
         .find(|p| p.prog_type() == nfkit_object::ProgType::Xdp)
         .map(|p| p.name().to_string())
         .ok_or("examples/c/ddos.c has no XDP program")?;
-    Ok(variant("hand C", loaded, &entry))
+    Ok(variant("hand C", (loaded, ms), &entry))
 }
 
 fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
@@ -125,7 +132,11 @@ fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
         nfkit_lang::link::Inline::On => "static chain",
         nfkit_lang::link::Inline::Off => "static, calls",
     };
-    Ok(variant(name, load_compiled(&image, &writes)?, &entry))
+    Ok(variant(
+        name,
+        timed(|| load_compiled(&image, &writes))?,
+        &entry,
+    ))
 }
 
 fn dynamic_chain() -> Res<Variant> {
@@ -133,20 +144,68 @@ fn dynamic_chain() -> Res<Variant> {
     let (image, entry, writes) = compile_dynamic("ddos.py", &src)?;
     Ok(variant(
         "dynamic chain",
-        load_compiled(&image, &writes)?,
+        timed(|| load_compiled(&image, &writes))?,
         &entry,
     ))
 }
 
 fn tail_calls() -> Res<Variant> {
-    let loaded = load_c(
-        &ddos_tail_object(),
-        Some((
-            "td_jmp",
-            &["td_blacklist_stage", "td_dst_stage", "td_pair_stage"],
-        )),
-    )?;
+    let loaded = timed(|| {
+        load_c(
+            &ddos_tail_object(),
+            Some((
+                "td_jmp",
+                &["td_blacklist_stage", "td_dst_stage", "td_pair_stage"],
+            )),
+        )
+    })?;
     Ok(variant("tail calls", loaded, "td_parse"))
+}
+
+/// `load()` and its wall time in ms.
+fn timed(load: impl FnOnce() -> Res<nfkit_kernel::Loaded>) -> Res<(nfkit_kernel::Loaded, f64)> {
+    let t = std::time::Instant::now();
+    let l = load()?;
+    Ok((l, ms(t.elapsed())))
+}
+
+/// Prints what the kernel holds of each variant: programs, BPF
+/// instructions after the verifier (xlated), bytes of machine code, the
+/// verifier's processed instructions, and the load time.
+fn print_code(variants: &[Variant]) {
+    let table: Vec<Vec<String>> = variants
+        .iter()
+        .map(|v| {
+            let progs = v.subject.loaded.progs();
+            let infos: Vec<nfkit_kernel::ProgInfo> =
+                progs.iter().filter_map(|p| p.info().ok()).collect();
+            let sum = |f: fn(&nfkit_kernel::ProgInfo) -> u32| -> u32 { infos.iter().map(f).sum() };
+            let entry = v.subject.prog().ok().and_then(|p| p.info().ok());
+            vec![
+                v.name.to_string(),
+                progs.len().to_string(),
+                entry.map_or("-".into(), |i| i.xlated_insns.to_string()),
+                sum(|i| i.xlated_insns).to_string(),
+                sum(|i| i.jited_bytes).to_string(),
+                sum(|i| i.verified_insns).to_string(),
+                format!("{:.1}", v.load_ms),
+            ]
+        })
+        .collect();
+    print_table(
+        "DDoS example, code in the kernel (xlated = BPF instructions after the verifier; \
+         verified = instructions the verifier processed; load = wall time of loading)",
+        &[
+            "variant",
+            "programs",
+            "entry xlated",
+            "all xlated",
+            "jited bytes",
+            "verified",
+            "load ms",
+        ],
+        &table,
+    );
 }
 
 /// A measured path: (ns per packet, XDP code of the last run).
@@ -390,6 +449,7 @@ fn main() {
     let (mut variants, missing) = load_variants();
     run_criterion(&mut c, &mut variants);
     print_cost(&measure_cost(&mut variants));
+    print_code(&variants);
     print_throughput(&measure_throughput(&variants));
     for m in &missing {
         println!("{m}");

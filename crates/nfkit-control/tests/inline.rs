@@ -141,3 +141,71 @@ fn examples_inlined_and_with_calls_agree_in_the_kernel() {
         assert!(maps_on.iter().any(|(_, e)| !e.is_empty()), "{name}");
     }
 }
+
+/// A TC chain with `n` locals (8 bytes each) calling `set_ttl` twice,
+/// ctx live across the first call.
+fn big_chain(n: usize) -> String {
+    let mut src = String::from(
+        "from nf.mark import set_ttl\nfrom nf.classify import every_packet\n\ndef big() -> u64:\n",
+    );
+    for i in 0..n {
+        src.push_str(&format!("    v{i}: u64 = Packet.read_u8({i})\n"));
+    }
+    src.push_str("    x: u64 = 0\n");
+    for i in 0..n {
+        src.push_str(&format!("    x = x + v{i}\n"));
+    }
+    src.push_str(
+        "    set_ttl(x)\n    set_ttl(Packet.read_u8(0) + 1)\n    return PASS\n\nevery_packet(big)\nattach(\"eth0\", \"tc\")\n",
+    );
+    src
+}
+
+#[test]
+fn a_call_kept_for_the_stack_limit_still_loads_and_runs() {
+    let packets: Vec<(u64, Vec<u8>)> = (0..4u8)
+        .map(|i| {
+            (
+                1_000_000_000 + u64::from(i),
+                udp4(
+                    [198, 18, 0, i],
+                    [198, 18, 1, 2],
+                    1000,
+                    2000,
+                    0,
+                    64 - i,
+                    &[7; 64],
+                ),
+            )
+        })
+        .collect();
+    // The first frame size at which inlining set_ttl would pass 512
+    // bytes: that call stays a call, the rest is inlined, and the program
+    // (one frame fewer than the build with calls) fits the stack.
+    let on = (30..64)
+        .map_while(|n| compile_with("big.py", &big_chain(n), &Options::default(), Inline::On).ok())
+        .find(|c| c.inline.as_ref().is_some_and(|r| !r.kept.is_empty()))
+        .expect("a frame size that keeps a call");
+    let report = on.inline.as_ref().expect("report");
+    assert!(report.calls_after > 0 && report.calls_after < report.calls_before);
+    let a = run_capture_on(&on, &packets, false, Engine::Interp).expect("interpreter");
+    let b = run_capture_on(&on, &packets, false, Engine::Jit).expect("JIT");
+    assert_eq!(a.text(false), b.text(false));
+    assert_eq!(a.out, b.out);
+    assert_eq!(a.out.len(), packets.len(), "every packet passes");
+    for ((_, o), (_, p)) in a.out.iter().zip(&packets) {
+        // set_ttl(first byte + 1): TTL (byte 22) = 0x02 + 1.
+        assert_eq!(o[22], 3, "TTL rewritten");
+        assert_ne!(o, p);
+    }
+    if is_root() {
+        let (codes, _) = kernel_run_all(&on, &packets);
+        let vm: Vec<(u64, Vec<u8>)> = a
+            .lines
+            .iter()
+            .zip(&a.out)
+            .map(|(l, (_, d))| (l.code, d.clone()))
+            .collect();
+        assert_eq!(codes, vm, "kernel return codes and packets");
+    }
+}

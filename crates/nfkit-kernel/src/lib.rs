@@ -50,7 +50,8 @@ pub mod testbed;
 pub use bpffs::{ensure_bpffs, BPFFS, PIN_DIR};
 pub use error::{KernelError, SourceLine};
 pub use load::{
-    load_image, load_object_file, set_global, LoadOptions, Loaded, Prog, TestRun, TestRunOut,
+    load_image, load_object_file, set_global, LoadOptions, Loaded, Prog, ProgInfo, TestRun,
+    TestRunOut,
 };
 pub use maps::KMap;
 pub use socket::{attach_socket_filter, detach_socket_filter};

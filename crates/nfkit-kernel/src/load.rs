@@ -80,6 +80,23 @@ impl Prog {
         })
     }
 
+    /// What the kernel made of the program: instructions after the
+    /// verifier's rewrites, bytes of machine code, instructions the
+    /// verifier processed.
+    pub fn info(&self) -> Result<ProgInfo, KernelError> {
+        use std::os::fd::AsRawFd;
+        let (xlated, jited, verified) =
+            crate::sys::prog_info(self.fd.as_raw_fd()).map_err(|errno| KernelError::Os {
+                what: format!("info of program '{}'", self.name),
+                errno,
+            })?;
+        Ok(ProgInfo {
+            xlated_insns: xlated / 8,
+            jited_bytes: jited,
+            verified_insns: verified,
+        })
+    }
+
     /// The verifier log kept from loading (empty unless `log_level` > 0).
     pub fn verifier_log(&self) -> &str {
         &self.log
@@ -133,6 +150,17 @@ impl Prog {
             duration_ns: raw.duration,
         })
     }
+}
+
+/// [`Prog::info`]: the program as the kernel holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgInfo {
+    /// Instructions after the verifier's rewrites (`bpftool prog dump xlated`).
+    pub xlated_insns: u32,
+    /// Bytes of JIT-compiled code (`bpftool prog dump jited`).
+    pub jited_bytes: u32,
+    /// Instructions the verifier processed (its cost of verifying).
+    pub verified_insns: u32,
 }
 
 /// Input of one `BPF_PROG_TEST_RUN`.

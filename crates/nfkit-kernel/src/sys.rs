@@ -354,3 +354,21 @@ pub(crate) fn setns_net(fd: RawFd) -> Result<(), i32> {
     }
     Ok(())
 }
+
+/// `(xlated_prog_len, jited_prog_len, verified_insns)` of a loaded
+/// program (`BPF_OBJ_GET_INFO_BY_FD`), or the errno.
+pub(crate) fn prog_info(fd: RawFd) -> Result<(u32, u32, u32), i32> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a valid, writable bpf_prog_info of `len` bytes;
+    // no pointer fields are set, so the kernel writes only into it.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc != 0 {
+        return Err(-rc);
+    }
+    Ok((
+        info.xlated_prog_len,
+        info.jited_prog_len,
+        info.verified_insns,
+    ))
+}

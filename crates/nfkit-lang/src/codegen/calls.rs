@@ -4,24 +4,50 @@
 
 use super::emit::{ldx, local_off, mov_imm, mov_reg, stx};
 use super::{Frame, Gen, Ref};
-use crate::ir::Expr;
+use crate::ir::{Expr, ExprKind};
 use nfkit_isa::{CallKind, Cond, Insn, Operand, Reg, Size};
+
+/// An NF argument: a constant, or the stack temporary it was evaluated into.
+#[derive(Clone, Copy)]
+enum Arg {
+    Const(u64),
+    Slot(i16),
+}
 
 impl Gen<'_> {
     /// A call of NF `nf` (a tail call in dynamic mode); a verdict or a
     /// fault (bit 63 set) ends the whole chain.
     pub(super) fn call_nf(&mut self, nf: usize, args: &[Expr]) {
+        // Static mode: constants go straight into their registers (the
+        // inlined NF sees them; the verifier then drops its dead
+        // branches), the rest through stack temporaries.
+        let direct = self.dynamic.is_none();
         let mut slots = Vec::new();
+        let mut spilled = 0;
         for a in args {
-            slots.push(self.spill_expr(a));
+            match a.kind {
+                ExprKind::Const(v) if direct => slots.push(Arg::Const(v)),
+                _ => {
+                    slots.push(Arg::Slot(self.spill_expr(a)));
+                    spilled += 1;
+                }
+            }
         }
         if self.dynamic.is_some() {
-            self.tail_call_nf(nf, &slots);
+            let offs: Vec<i16> = slots
+                .iter()
+                .filter_map(|a| match a {
+                    Arg::Slot(o) => Some(*o),
+                    Arg::Const(_) => None,
+                })
+                .collect();
+            self.tail_call_nf(nf, &offs);
         } else {
             let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
             for (i, r) in regs.into_iter().enumerate() {
                 match slots.get(i) {
-                    Some(&o) => self.emit(ldx(Size::DW, r, Reg::FP, o)),
+                    Some(&Arg::Slot(o)) => self.emit(ldx(Size::DW, r, Reg::FP, o)),
+                    Some(&Arg::Const(v)) => self.konst(r, v),
                     None => self.emit(mov_imm(r, 0)),
                 }
             }
@@ -33,7 +59,7 @@ impl Gen<'_> {
                 imm: -1,
             });
         }
-        self.free(8 * slots.len() as i32);
+        self.free(8 * spilled);
         // A verdict or a fault ends the whole chain.
         let exit = self.exit;
         self.jcond(Cond::Slt, Reg::R0, Operand::Imm(0), exit);

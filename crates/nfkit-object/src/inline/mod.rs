@@ -20,14 +20,18 @@
 //! when inlining it would exceed the verifier's limits (512 bytes of
 //! stack along a call path, 8 frames, the 16-bit jump range) or when the
 //! callee uses `r10` other than as a base address. Functions no entry
-//! reaches any more are dropped.
+//! reaches any more are dropped. Last, in each entry program, an array
+//! element looked up several times with a constant key (the info block,
+//! the configuration) is looked up once (`lookups.rs`).
 
 mod body;
 mod frame;
+mod lookups;
 
 use crate::image::Image;
 use body::{assemble, decode, inline_into, Body};
 use frame::{check_paths, frame_size};
+use lookups::cache_lookups;
 use serde::Serialize;
 
 /// Kernel stack limit summed over one call path.
@@ -50,6 +54,9 @@ pub struct InlineReport {
     pub calls_after: usize,
     pub inlined: Vec<Inlined>,
     pub kept: Vec<Kept>,
+    /// Lookups of array elements replaced by a load of the pointer the
+    /// entry looked up once (`lookups.rs`).
+    pub lookups_removed: usize,
 }
 
 /// Calls of `callee` inlined into `caller`.
@@ -76,10 +83,14 @@ pub enum InlineError {
 }
 
 /// Inlines every call it can in `image` (see the module doc); calls of
-/// functions for which `may_inline(name)` is false are kept.
+/// functions for which `may_inline(name)` is false are kept. With
+/// `lookups_once`, repeated constant-key array lookups of each entry
+/// program are done once (for kernel programs: one program run stays on
+/// one CPU).
 pub fn inline_calls(
     image: &Image,
     may_inline: impl Fn(&str) -> bool,
+    lookups_once: bool,
 ) -> Result<(Image, InlineReport), InlineError> {
     let mut bodies = decode(image)?;
     let mut report = InlineReport {
@@ -126,6 +137,27 @@ pub fn inline_calls(
                 callee: names[g].to_string(),
                 sites: original.call_sites(g),
             });
+        }
+    }
+    // Entry programs: array elements looked up more than once, once.
+    let mut entries = roots.clone();
+    entries.sort_unstable();
+    entries.dedup();
+    for &r in entries.iter().filter(|_| lookups_once) {
+        let Some(before) = bodies.get(r).cloned() else {
+            continue;
+        };
+        let Some(n) = cache_lookups(&mut bodies[r], &image.maps, frames[r], STACK_LIMIT) else {
+            continue;
+        };
+        let old = frames[r];
+        frames[r] = frame_size(&bodies[r]);
+        let calls: Vec<Vec<usize>> = bodies.iter().map(Body::targets).collect();
+        if check_paths(&frames, &calls, &roots, &names).is_ok() {
+            report.lookups_removed += n;
+        } else {
+            bodies[r] = before;
+            frames[r] = old;
         }
     }
     let out = assemble(image, &bodies, &roots)?;
