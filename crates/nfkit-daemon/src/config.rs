@@ -156,6 +156,27 @@ impl Config {
         Config::parse(&text, path)
     }
 
+    /// What `nfkitd` and `nfkit daemon run` serve with: the file at
+    /// `config` (else the defaults), then the command line's socket and
+    /// metrics address over it.
+    pub fn resolve(
+        config: Option<&Path>,
+        socket: Option<PathBuf>,
+        metrics: Option<std::net::SocketAddr>,
+    ) -> Result<Config, DaemonError> {
+        let mut cfg = match config {
+            Some(p) => Config::load(p)?,
+            None => Config::from_env(),
+        };
+        if let Some(s) = socket {
+            cfg.socket = s;
+        }
+        if metrics.is_some() {
+            cfg.metrics = metrics;
+        }
+        Ok(cfg)
+    }
+
     /// Parses config text (`origin` names it in errors).
     pub fn parse(text: &str, origin: &Path) -> Result<Config, DaemonError> {
         let f: File = toml::from_str(text).map_err(|e| DaemonError::Config {

@@ -26,15 +26,6 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let mut cfg = match &a.config {
-        Some(p) => Config::load(p)?,
-        None => Config::from_env(),
-    };
-    if let Some(s) = a.socket {
-        cfg.socket = s;
-    }
-    if a.metrics.is_some() {
-        cfg.metrics = a.metrics;
-    }
+    let cfg = Config::resolve(a.config.as_deref(), a.socket, a.metrics)?;
     Ok(nfkit_daemon::server::run(cfg)?)
 }

@@ -87,6 +87,17 @@ pub fn map_name(s: &str) -> Result<String, Status> {
     Ok(s.to_string())
 }
 
+/// A watch stream's `interval_ms`: 0 means 1000, else 100 to 60,000.
+pub fn interval_ms(n: u32) -> Result<u32, Status> {
+    match n {
+        0 => Ok(1000),
+        100..=60_000 => Ok(n),
+        _ => Err(Status::invalid_argument(format!(
+            "interval_ms: {n} is outside 100..=60000 (0: 1000)"
+        ))),
+    }
+}
+
 /// Key or value text.
 pub fn text(field: &str, s: &str) -> Result<String, Status> {
     if s.is_empty() || s.len() > MAX_TEXT || s.chars().any(char::is_control) {

@@ -151,16 +151,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Stop(a) => stop(a),
         Command::Status(a) => status(a),
         Command::Run(a) => {
-            let mut cfg = match &a.config {
-                Some(p) => Config::load(p)?,
-                None => Config::from_env(),
-            };
-            if let Some(s) = a.socket {
-                cfg.socket = s;
-            }
-            if a.metrics.is_some() {
-                cfg.metrics = a.metrics;
-            }
+            let cfg = Config::resolve(a.config.as_deref(), a.socket, a.metrics)?;
             nfkit_daemon::server::run(cfg)?;
             Ok(ExitCode::SUCCESS)
         }

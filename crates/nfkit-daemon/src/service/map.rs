@@ -104,15 +104,7 @@ impl MapService for Maps {
         let r = req.into_inner();
         let checked = (|| {
             let m = Ref::new(r.map)?;
-            let every = match r.interval_ms {
-                0 => 1000,
-                n @ 100..=60_000 => n,
-                n => {
-                    return Err(Status::invalid_argument(format!(
-                        "interval_ms: {n} is outside 100..=60000 (0: 1000)"
-                    )))
-                }
-            };
+            let every = validate::interval_ms(r.interval_ms)?;
             Ok((Arc::new(m), every))
         })();
         let (m, every) = match checked {

@@ -54,15 +54,7 @@ impl StatsService for Stats {
         let r = req.into_inner();
         let checked = (|| {
             let dev = validate::dev(&r.dev, true)?;
-            let every = match r.interval_ms {
-                0 => 1000,
-                n @ 100..=60_000 => n,
-                n => {
-                    return Err(Status::invalid_argument(format!(
-                        "interval_ms: {n} is outside 100..=60000 (0: 1000)"
-                    )))
-                }
-            };
+            let every = validate::interval_ms(r.interval_ms)?;
             Ok((dev, every))
         })();
         let (dev, every) = match checked {
