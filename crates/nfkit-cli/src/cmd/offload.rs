@@ -145,6 +145,22 @@ pub struct Program {
     pub compiled: Option<nfkit_lang::Compiled>,
 }
 
+impl Program {
+    /// The program's maps in their initial state (a script's as its
+    /// runner sets them up, an object's as loaded), for the analysis.
+    pub fn initial_vm(&self, shown: &str) -> anyhow::Result<nfkit_vm::Vm> {
+        Ok(match &self.compiled {
+            Some(c) => {
+                nfkit_control::runner::ScriptVm::new(c)
+                    .map_err(|e| anyhow!("{shown}: {e}"))?
+                    .vm
+            }
+            None => nfkit_vm::Vm::new(&self.image, nfkit_vm::VmConfig::kernel())
+                .map_err(|e| anyhow!("{shown}: {e}"))?,
+        })
+    }
+}
+
 /// Reads an object (its program `section`, untyped sections as
 /// `prog_type`) or compiles a script for XDP; `None` when the script
 /// has errors (printed).
@@ -355,15 +371,7 @@ fn derive(
             "pinned maps",
         ),
         None => {
-            let vm = match &prog.compiled {
-                Some(c) => {
-                    nfkit_control::runner::ScriptVm::new(c)
-                        .map_err(|e| anyhow!("{shown}: {e}"))?
-                        .vm
-                }
-                None => nfkit_vm::Vm::new(&prog.image, nfkit_vm::VmConfig::kernel())
-                    .map_err(|e| anyhow!("{shown}: {e}"))?,
-            };
+            let vm = prog.initial_vm(shown)?;
             (
                 analyse(&prog.image, &prog.entry, &vm, &Limits::default()),
                 "initial state",

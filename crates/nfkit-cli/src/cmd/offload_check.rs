@@ -170,15 +170,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     // The analysis sees the initial state, as the loaded programs do.
-    let vm = match &prog.compiled {
-        Some(c) => {
-            nfkit_control::runner::ScriptVm::new(c)
-                .map_err(|e| anyhow!("{shown}: {e}"))?
-                .vm
-        }
-        None => nfkit_vm::Vm::new(&prog.image, nfkit_vm::VmConfig::kernel())
-            .map_err(|e| anyhow!("{shown}: {e}"))?,
-    };
+    let vm = prog.initial_vm(&shown)?;
     let t0 = Instant::now();
     let analysis = analyse(&prog.image, &prog.entry, &vm, &Limits::default())
         .map_err(|e| anyhow!("{shown}: {e}"))?;
