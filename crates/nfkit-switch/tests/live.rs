@@ -58,6 +58,13 @@ fn forward_through_the_chain(kind: &str) {
         let seen = collect(&mut cap.rx, frames.len(), Duration::from_secs(3));
         assert_each_once(&seen, &frames);
         sw.stop();
+        // Read the histogram once every worker has ended, so no frame is
+        // sent between it and the counters.
+        let t0 = std::time::Instant::now();
+        while !sw.is_done() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(sw.is_done(), "workers still running 10 s after stop");
         // Every frame sent was timed from its receive ring to its
         // transmit ring: a few µs to ms, on a shared machine.
         let lat = sw.latency();
