@@ -92,6 +92,9 @@ pub enum ExprKind {
     /// `Packet.queue`: the receive queue (`xdp_md.rx_queue_index`,
     /// `__sk_buff.queue_mapping`).
     PktQueue,
+    /// `Packet.arrival`: the packet's time, as `nf_now()` gives it (in
+    /// the software switch the frame's arrival time).
+    PktArrival,
     /// A field of the packet info block (`Packet.l3_off`, ...).
     PktInfo {
         off: i16,

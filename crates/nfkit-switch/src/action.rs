@@ -23,17 +23,21 @@ pub enum Decision {
 }
 
 /// The decision for verdict `(action, arg)` of a frame that came in on
-/// port index `ingress`, with `nports` ports and host port `host`.
+/// port index `ingress`, with `nports` ports and the host queues `hosts`
+/// (port indexes; PASS goes out of queue 0, `HOST(q)` out of queue `q`,
+/// or queue 0 when there is no queue `q`).
 pub fn decide(
     action: Action,
     arg: u32,
     ingress: usize,
     nports: usize,
-    host: Option<usize>,
+    hosts: &[usize],
 ) -> Decision {
+    let host = |q: usize| hosts.get(q).or(hosts.first()).copied();
     match action {
         Action::Aborted | Action::Drop => Decision::Drop,
-        Action::Pass | Action::Host => host.map_or(Decision::NoHostPort, Decision::Port),
+        Action::Pass => host(0).map_or(Decision::NoHostPort, Decision::Port),
+        Action::Host => host(arg as usize).map_or(Decision::NoHostPort, Decision::Port),
         Action::Tx => Decision::Port(ingress),
         Action::Redirect => match usize::try_from(arg) {
             Ok(n) if n >= 1 && n <= nports => Decision::Port(n - 1),
@@ -63,22 +67,25 @@ mod tests {
 
     #[test]
     fn decisions() {
-        assert_eq!(decide(Action::Drop, 0, 0, 3, None), Decision::Drop);
-        assert_eq!(decide(Action::Pass, 0, 0, 3, None), Decision::NoHostPort);
-        assert_eq!(decide(Action::Host, 2, 0, 3, Some(2)), Decision::Port(2));
-        assert_eq!(decide(Action::Tx, 0, 1, 3, None), Decision::Port(1));
-        assert_eq!(decide(Action::Redirect, 3, 0, 3, None), Decision::Port(2));
+        assert_eq!(decide(Action::Drop, 0, 0, 3, &[]), Decision::Drop);
+        assert_eq!(decide(Action::Pass, 0, 0, 3, &[]), Decision::NoHostPort);
+        assert_eq!(decide(Action::Host, 2, 0, 3, &[2]), Decision::Port(2));
+        // Host queues: PASS and HOST(0) to the first, HOST(q) to the
+        // q-th, a queue that does not exist to the first.
+        let hosts = [2, 0, 1];
+        assert_eq!(decide(Action::Pass, 0, 0, 3, &hosts), Decision::Port(2));
+        assert_eq!(decide(Action::Host, 0, 0, 3, &hosts), Decision::Port(2));
+        assert_eq!(decide(Action::Host, 1, 0, 3, &hosts), Decision::Port(0));
+        assert_eq!(decide(Action::Host, 2, 0, 3, &hosts), Decision::Port(1));
+        assert_eq!(decide(Action::Host, 9, 0, 3, &hosts), Decision::Port(2));
+        assert_eq!(decide(Action::Host, 1, 0, 3, &[]), Decision::NoHostPort);
+        assert_eq!(decide(Action::Tx, 0, 1, 3, &[]), Decision::Port(1));
+        assert_eq!(decide(Action::Redirect, 3, 0, 3, &[]), Decision::Port(2));
+        assert_eq!(decide(Action::Redirect, 4, 0, 3, &[]), Decision::NoSuchPort);
+        assert_eq!(decide(Action::Redirect, 0, 0, 3, &[]), Decision::NoSuchPort);
+        assert_eq!(decide(Action::Flood, 0, 0, 3, &[]), Decision::Flood);
         assert_eq!(
-            decide(Action::Redirect, 4, 0, 3, None),
-            Decision::NoSuchPort
-        );
-        assert_eq!(
-            decide(Action::Redirect, 0, 0, 3, None),
-            Decision::NoSuchPort
-        );
-        assert_eq!(decide(Action::Flood, 0, 0, 3, None), Decision::Flood);
-        assert_eq!(
-            decide(Action::Controller, 9, 0, 3, None),
+            decide(Action::Controller, 9, 0, 3, &[]),
             Decision::Controller(9)
         );
         let drop = Action::Drop.verdict(0);

@@ -55,8 +55,12 @@ pub struct SwitchConfig {
     /// takes a new version sooner; needs CAP_SYS_NICE). `None`: inherited.
     pub nice: Option<i32>,
     /// The host port (index from 0) where PASS and HOST go; `None`: the
-    /// first TAP port, if any.
+    /// first TAP port, if any. It is host queue 0.
     pub host_port: Option<usize>,
+    /// More host queues (port indexes from 0): `HOST(q)` for `q >= 1`
+    /// goes out of `host_queues[q - 1]` (a queue that does not exist:
+    /// queue 0, as PASS).
+    pub host_queues: Vec<usize>,
     /// Frames the controller channel holds.
     pub controller_capacity: usize,
     /// Frames each worker's dispatch inbox holds.
@@ -77,6 +81,7 @@ impl Default for SwitchConfig {
             pin: true,
             nice: None,
             host_port: None,
+            host_queues: Vec::new(),
             controller_capacity: 1024,
             inbox_capacity: 1024,
             linger: false,
@@ -84,6 +89,12 @@ impl Default for SwitchConfig {
         }
     }
 }
+
+/// Staged frames go out after at most this many frames of a batch: a
+/// frame waits for the chain runs of at most 31 others before its
+/// transmit (not for the whole batch), and 32 is what one kick of a
+/// copy-mode AF_XDP socket transmits, so no kick is added.
+const FLUSH_EVERY: usize = 32;
 
 /// A frame handed from the worker polling its port to the worker its
 /// flow hash picks.
@@ -111,7 +122,9 @@ struct Shared {
     slot: Slot,
 }
 
-/// A worker's clock in a replay: the time of the frame being run.
+/// A worker's clock: the arrival time of the frame being run (a replay:
+/// the pcap record's time; live: `CLOCK_MONOTONIC` when the worker took
+/// the frame off its receive ring, the clock `bpf_ktime_get_ns` reads).
 #[derive(Debug, Default)]
 struct FrameClock(AtomicU64);
 
@@ -176,14 +189,17 @@ struct Worker {
     runner: Runner,
     entry: usize,
     opts: RunOptions,
-    clock: Option<Arc<FrameClock>>,
+    clock: Arc<FrameClock>,
+    /// Live ports (not a replay): frames are timed receive to transmit.
+    live: bool,
     rx: Vec<RxSlot>,
     tx: Vec<Box<dyn TxQueue>>,
     stage: Vec<Stage>,
     counters: Arc<Vec<WorkerCounters>>,
     shared: Arc<Shared>,
     fault: u64,
-    host: Option<usize>,
+    /// Host queues in order (queue 0 takes PASS); empty: no host port.
+    hosts: Vec<usize>,
     pin: bool,
     nice: Option<i32>,
 }
@@ -235,6 +251,13 @@ impl Switch {
                 .iter()
                 .position(|p| matches!(p.spec, PortSpec::Tap { .. }))
         });
+        if let Some(&q) = cfg.host_queues.iter().find(|&&q| q >= ports.len()) {
+            return Err(SwitchError::HostQueue(q + 1));
+        }
+        let hosts: Vec<usize> = host
+            .into_iter()
+            .chain(cfg.host_queues.iter().copied())
+            .collect();
         let names: Vec<(String, String)> = ports
             .iter()
             .map(|p| (p.spec.name().to_string(), p.spec.to_string()))
@@ -291,10 +314,10 @@ impl Switch {
         let mut threads = Vec::with_capacity(workers);
         let (pin_tx, pin_rx) = std::sync::mpsc::channel();
         for (id, (rx, tx)) in rx_of.into_iter().zip(tx_of).enumerate() {
-            let clock = replay.then(|| Arc::new(FrameClock::default()));
+            let clock = Arc::new(FrameClock::default());
             let opts = RunOptions {
                 cpu: id as u32,
-                clock: clock.clone().map(|c| c as Arc<dyn Clock>),
+                clock: Some(Arc::clone(&clock) as Arc<dyn Clock>),
                 ..RunOptions::default()
             };
             let w = Worker {
@@ -306,12 +329,13 @@ impl Switch {
                 ver: Arc::clone(&first),
                 opts,
                 clock,
+                live: !replay,
                 rx,
                 stage: tx.iter().map(|_| Stage::new()).collect(),
                 tx,
                 counters: Arc::clone(&counters),
                 shared: Arc::clone(&shared),
-                host,
+                hosts: hosts.clone(),
                 pin: cfg.pin,
                 nice: cfg.nice,
             };
@@ -827,6 +851,10 @@ impl Worker {
                     } else {
                         self.hand_over(&mut batch.frames[f], target, port, queue, arrival);
                     }
+                    // A frame waits for at most FLUSH_EVERY - 1 others.
+                    if f % FLUSH_EVERY == FLUSH_EVERY - 1 && f + 1 < n {
+                        self.flush_all()?;
+                    }
                 }
                 self.flush_all()?;
             }
@@ -953,9 +981,7 @@ impl Worker {
             pc.oversize.add(1);
             return;
         }
-        if let Some(clock) = &self.clock {
-            clock.0.store(arrival_ns, Ordering::Relaxed);
-        }
+        self.clock.0.store(arrival_ns, Ordering::Relaxed);
         let md = XdpMd {
             packet: &[],
             meta: &[],
@@ -985,7 +1011,7 @@ impl Worker {
         }
         c.actions[usize::from(act.code())].add(1);
         let nports = self.tx.len();
-        match action::decide(act, arg, port, nports, self.host) {
+        match action::decide(act, arg, port, nports, &self.hosts) {
             Decision::Drop => {}
             Decision::Port(p) => self.emit(p, frame, arrival_ns),
             Decision::Flood => {
@@ -1043,7 +1069,7 @@ impl Worker {
             };
         }
         let took = self.tx[p].send(&out[..n]).unwrap_or(0).min(n);
-        if self.clock.is_none() && took > 0 {
+        if self.live && took > 0 {
             // Live: each frame's time from its receive ring to here.
             let now = crate::port::sys::now_ns();
             let h = &self.counters[self.id].latency;

@@ -27,6 +27,8 @@ pub enum SwitchError {
         got: usize,
         workers: usize,
     },
+    #[error("host queue on port {0}: no such port")]
+    HostQueue(usize),
     #[error("too many ports: {0} (at most 65535)")]
     TooManyPorts(usize),
     #[error("worker {worker}: {why}")]

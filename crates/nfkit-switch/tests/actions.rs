@@ -109,6 +109,23 @@ fn run_ports(
     workers: usize,
     name: &str,
 ) -> (Vec<Vec<Vec<u8>>>, nfkit_switch::Stats) {
+    let cfg = SwitchConfig {
+        workers,
+        pin: false,
+        ..SwitchConfig::default()
+    };
+    run_ports_with(c, inputs, outputs, &cfg, name)
+}
+
+/// [`run_ports`] with the switch configured by `cfg`.
+fn run_ports_with(
+    c: &nfkit_lang::Compiled,
+    inputs: &[Vec<Packet>],
+    outputs: usize,
+    cfg: &SwitchConfig,
+    name: &str,
+) -> (Vec<Vec<Vec<u8>>>, nfkit_switch::Stats) {
+    let workers = cfg.workers;
     let dir = scratch(name);
     let specs: Vec<PortSpec> = (0..outputs)
         .map(|i| {
@@ -126,12 +143,7 @@ fn run_ports(
         })
         .collect();
     let ports = any::open_all(&specs, workers).expect("open");
-    let cfg = SwitchConfig {
-        workers,
-        pin: false,
-        ..SwitchConfig::default()
-    };
-    let sw = Switch::start(c, ports, &cfg).expect("start");
+    let sw = Switch::start(c, ports, cfg).expect("start");
     let (stats, _) = sw
         .run_to_end(std::time::Duration::from_millis(1))
         .expect("run");
@@ -462,4 +474,99 @@ fn a_run_the_vm_ends_is_a_fault_and_forwarding_goes_on() {
     assert_eq!(stats.faults, 1);
     assert_eq!(stats.action(Action::Drop), 1, "the fault action");
     assert_eq!(stats.action(Action::Redirect), 2);
+}
+
+#[test]
+fn host_queues_take_host_verdicts_by_queue() {
+    // Byte 42 is the queue: HOST(q); 200 is PASS.
+    let c = compile_switch(
+        "hostq.py",
+        "from nf.classify import every_packet\n\
+         def main() -> u64:\n\
+         \x20   q: u8 = Packet.read_u8(42)\n\
+         \x20   if q == 200:\n\
+         \x20       return PASS\n\
+         \x20   return HOST(q)\n\
+         every_packet(main)\n",
+    );
+    let ks = [0u8, 1, 2, 3, 9, 200, 1, 2];
+    let a: Vec<Packet> = ks
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| Packet::new(i as u64, frame(k)))
+        .collect();
+    for workers in [1, 2] {
+        // Ports 2, 3, 4 are host queues 0, 1, 2.
+        let cfg = SwitchConfig {
+            workers,
+            pin: false,
+            host_port: Some(1),
+            host_queues: vec![2, 3],
+            ..SwitchConfig::default()
+        };
+        let (outs, stats) = run_ports_with(&c, &[a.clone()], 4, &cfg, "hostq");
+        let tags = |p: usize| {
+            let mut t: Vec<u8> = outs[p].iter().map(|f| f[42]).collect();
+            t.sort();
+            t
+        };
+        assert!(outs[0].is_empty());
+        // Queue 0: HOST(0), HOST(3) and HOST(9) (no such queue), PASS.
+        assert_eq!(tags(1), vec![0, 3, 9, 200], "{workers} workers");
+        assert_eq!(tags(2), vec![1, 1]);
+        assert_eq!(tags(3), vec![2, 2]);
+        assert_eq!(stats.action(Action::Host), 7);
+        assert_eq!(stats.action(Action::Pass), 1);
+        assert_eq!(stats.no_host_port, 0);
+    }
+    // A host queue that is no port is refused at start.
+    let cfg = SwitchConfig {
+        host_queues: vec![7],
+        pin: false,
+        ..SwitchConfig::default()
+    };
+    let dir = scratch("hostq-bad");
+    let spec: PortSpec = format!("p:pcap,out={}", dir.join("o.pcap").display())
+        .parse()
+        .expect("spec");
+    let ports = any::open_all(&[spec], 1).expect("open");
+    let e = Switch::start(&c, ports, &cfg).err().expect("refused");
+    assert!(e.to_string().contains("host queue on port 8"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn packet_arrival_is_the_frames_time() {
+    // The arrival time goes into the frame at byte 42 (big-endian u64).
+    let c = compile_switch(
+        "arrival.py",
+        "from nf.classify import every_packet\n\
+         def main() -> u64:\n\
+         \x20   t: u64 = Packet.arrival\n\
+         \x20   Packet.write_u64(42, t)\n\
+         \x20   return REDIRECT(2)\n\
+         every_packet(main)\n",
+    );
+    let times = [
+        5u64,
+        1_000_000_007,
+        1_700_000_000_123_456_789,
+        1_700_000_001_000_000_000,
+    ];
+    let long = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, 64, &[0; 16]);
+    let a: Vec<Packet> = times
+        .iter()
+        .map(|&t| Packet::new(t, long.clone()))
+        .collect();
+    // nfkit run gives the record time too.
+    let (want, _) = expected(&c, &a);
+    let stamp = |f: &[u8]| u64::from_be_bytes(f[42..50].try_into().expect("8 bytes"));
+    let from_vm: Vec<u64> = want.ports[1].iter().map(|(_, f)| stamp(f)).collect();
+    assert_eq!(from_vm, times);
+    for workers in [1, 2] {
+        let (outs, _) = run_ports(&c, &[a.clone()], 2, workers, "arrival");
+        let mut got: Vec<u64> = outs[1].iter().map(|f| stamp(f)).collect();
+        got.sort();
+        assert_eq!(got, times, "{workers} workers");
+    }
 }

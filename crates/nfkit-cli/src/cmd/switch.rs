@@ -188,8 +188,10 @@ pub struct RunArgs {
     engine: Option<Engine>,
     /// The host port, by name or number, where PASS and HOST go (default:
     /// the first TAP port; without one they are dropped and counted).
+    /// Repeated: host queues in order, HOST(q) out of the q-th (from 0;
+    /// PASS and a queue that does not exist: the first).
     #[arg(long, value_name = "PORT")]
-    host: Option<String>,
+    host: Vec<String>,
     /// Write the frames chains send to the controller (CONTROLLER(reason))
     /// to this pcap (without it they are counted and discarded).
     #[arg(long, value_name = "OUT.pcap")]
@@ -262,11 +264,11 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
     else {
         return Ok(ExitCode::from(1));
     };
-    let host = a
+    let hosts = a
         .host
-        .as_deref()
+        .iter()
         .map(|h| host_index(h, &a.ports))
-        .transpose()?;
+        .collect::<anyhow::Result<Vec<usize>>>()?;
     let workers = a.workers.max(1);
     let auth = match &a.key {
         Some(path) => Some(UpdateAuth {
@@ -294,7 +296,8 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
         engine: a.engine.unwrap_or_else(Engine::best),
         pin: !a.no_pin,
         nice: a.nice,
-        host_port: host,
+        host_port: hosts.first().copied(),
+        host_queues: hosts.iter().skip(1).copied().collect(),
         linger: a.linger,
         auth,
         ..SwitchConfig::default()

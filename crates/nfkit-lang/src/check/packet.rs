@@ -182,6 +182,12 @@ impl Checker<'_> {
                 kind: ExprKind::PktQueue,
             }));
         }
+        if attr == "arrival" {
+            return Ok(TE::Typed(Expr {
+                ty: Ty::U64,
+                kind: ExprKind::PktArrival,
+            }));
+        }
         if let Some(&(_, o, size, ty)) = PKT_FIELDS.iter().find(|f| f.0 == attr) {
             return Ok(TE::Typed(Expr {
                 ty,
@@ -193,7 +199,7 @@ impl Checker<'_> {
             at,
             format!("Packet has no attribute '{attr}'"),
             &format!(
-                "Packet.len, Packet.queue, Packet.{}; methods read_u8..read_u64, write_u8..write_u64",
+                "Packet.len, Packet.queue, Packet.arrival, Packet.{}; methods read_u8..read_u64, write_u8..write_u64",
                 names.join(", Packet.")
             ),
         )

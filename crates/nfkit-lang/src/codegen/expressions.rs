@@ -217,6 +217,7 @@ impl Gen<'_> {
             ExprKind::PktRead { size, off } => self.pkt_read(*size, off),
             ExprKind::PktLen => self.pkt_len(),
             ExprKind::PktQueue => self.pkt_queue(),
+            ExprKind::PktArrival => self.pkt_arrival(),
             ExprKind::PktInfo { off, size } => {
                 self.pkt_info();
                 self.emit(ldx(*size, Reg::R0, Reg::R0, *off));

@@ -179,6 +179,28 @@ impl Gen<'_> {
         self.free(8);
     }
 
+    /// `Packet.arrival`: `nf_now()` of the packet: the info block's time
+    /// when set (a pinned clock, or read before), else
+    /// `bpf_ktime_get_ns()`, kept there (flag `NF_PI_NOW`).
+    pub(super) fn pkt_arrival(&mut self) {
+        let cached = self.label();
+        self.pkt_info();
+        self.emit(ldx(Size::B, Reg::R1, Reg::R0, 67));
+        self.jcond(Cond::Set, Reg::R1, Operand::Imm(0x20), cached);
+        self.call_helper(5);
+        let t = self.alloc(8);
+        self.emit(stx(Size::DW, Reg::FP, t, Reg::R0));
+        self.pkt_info();
+        self.emit(ldx(Size::DW, Reg::R1, Reg::FP, t));
+        self.free(8);
+        self.emit(stx(Size::DW, Reg::R0, 72, Reg::R1));
+        self.emit(ldx(Size::B, Reg::R1, Reg::R0, 67));
+        self.emit(alu(AluOp::Or, Reg::R1, Operand::Imm(0x20)));
+        self.emit(stx(Size::B, Reg::R0, 67, Reg::R1));
+        self.bind(cached);
+        self.emit(ldx(Size::DW, Reg::R0, Reg::R0, 72));
+    }
+
     /// `Packet.queue`: `xdp_md.rx_queue_index` on XDP (the switch: the
     /// port's receive queue), `skb->queue_mapping` otherwise.
     pub(super) fn pkt_queue(&mut self) {

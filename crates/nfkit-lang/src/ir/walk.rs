@@ -77,6 +77,7 @@ macro_rules! walker {
                 | ExprKind::Local(_)
                 | ExprKind::PktLen
                 | ExprKind::PktQueue
+                | ExprKind::PktArrival
                 | ExprKind::PktInfo { .. } => {}
                 ExprKind::Bin(_, a, b)
                 | ExprKind::Cmp(_, a, b)

@@ -76,7 +76,7 @@ pub fn expected(c: &Compiled, packets: &[Packet]) -> (Outputs, Vec<(Action, u32)
         let r0 = o.error.is_none().then_some(o.code);
         let (act, arg, _) = action::resolve(r0, drop);
         verdicts.push((act, arg));
-        match action::decide(act, arg, 0, PORTS, Some(HOST)) {
+        match action::decide(act, arg, 0, PORTS, &[HOST]) {
             Decision::Port(q) => out.ports[q].push((p.ts_ns, o.packet.clone())),
             Decision::Flood => {
                 for q in 1..PORTS {
