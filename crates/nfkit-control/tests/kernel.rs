@@ -93,3 +93,40 @@ fn in_port_and_queue_read_the_same_in_the_kernel() {
         }
     }
 }
+
+/// `Packet.arrival` is the packet's `nf_now()` in the kernel as in the
+/// VM (the clock pinned to each packet's time; read twice, one value),
+/// at XDP and TC: the chain writes it into the packet.
+#[test]
+fn packet_arrival_reads_the_same_in_the_kernel() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    use nfkit_control::runner::ScriptVm;
+    let frames: Vec<(u64, Vec<u8>)> = [7u64, 1_000_000_009, 1_700_000_000_123_456_789]
+        .iter()
+        .map(|&t| (t, udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, 64, &[0; 16])))
+        .collect();
+    for hook in ["xdp", "tc"] {
+        let src = format!(
+            "from nf.classify import every_packet\n\
+             def main() -> u64:\n\
+             \x20   Packet.write_u64(42, Packet.arrival)\n\
+             \x20   Packet.write_u64(50, Packet.arrival)\n\
+             \x20   return PASS\n\
+             every_packet(main)\n\
+             attach(\"eth0\", \"{hook}\")\n"
+        );
+        let c = compile("arrival.py", &src, &Options::default()).expect("compile");
+        let k = kernel_run(&c, &frames).unwrap_or_else(|e| panic!("{hook}: {e}"));
+        let mut vm = ScriptVm::new(&c).expect("vm");
+        for ((ts, f), (code, data)) in frames.iter().zip(&k) {
+            let (o, _) = vm.run(f, *ts, false).expect("run");
+            assert_eq!(o.code, *code, "{hook}: code");
+            assert_eq!(&o.packet, data, "{hook}: packet");
+            let at = |i: usize| u64::from_be_bytes(data[i..i + 8].try_into().expect("8"));
+            assert_eq!((at(42), at(50)), (*ts, *ts), "{hook}: arrival");
+        }
+    }
+}

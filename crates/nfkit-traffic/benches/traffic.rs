@@ -624,6 +624,156 @@ fn switch_row(
     Ok(())
 }
 
+/// End-to-end latency probe: `n` stamped UDP frames, one every `gap`,
+/// from a packet socket on the sender's veth to a packet socket on the
+/// receiver's veth (nfkit's pass program on it, so XDP frames reach the
+/// stack). Each frame carries its `CLOCK_MONOTONIC` send time, read just
+/// before `sendto`; the receiver subtracts it from its own reading just
+/// after `recv`. Both dataplanes are measured the same way: the figure
+/// holds the sender's and receiver's kernel paths, the veths and the
+/// dataplane between them. Gives (frames received, p50 ns, p99 ns).
+fn probe_latency(bed: &Three, dmac: [u8; 6], n: usize, gap: Duration) -> Res<(usize, u64, u64)> {
+    const MAGIC: &[u8; 8] = b"NFKITLAT";
+    let _pass = attach_pass(&bed.right.b.dev, bed.right.b.netns.as_deref()).map_err(err("pass"))?;
+    let rcv_ns = bed.right.b.netns.clone().unwrap_or_default();
+    let snd_ns = bed.left.a.netns.clone().unwrap_or_default();
+    let (rdev, sdev) = (bed.right.b.dev.clone(), bed.left.a.dev.clone());
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Res<()>>();
+    let rx = std::thread::spawn(move || -> Res<Vec<u64>> {
+        let sock = (|| {
+            nfkit_kernel::netns::enter_netns(&rcv_ns).map_err(err("receiver netns"))?;
+            packet_socket(&rdev, Some(Duration::from_millis(300)))
+        })();
+        let sock = match sock {
+            Ok(s) => {
+                let _ = ready_tx.send(Ok(()));
+                s
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let mut lat = Vec::with_capacity(n);
+        let mut buf = [0u8; 2048];
+        let mut quiet = 0;
+        while lat.len() < n && quiet < 3 {
+            // SAFETY: `buf` is writable for its length.
+            let got = unsafe { libc::recv(sock.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let now = mono_ns();
+            if got < 0 {
+                quiet += 1;
+                continue;
+            }
+            quiet = 0;
+            let f = &buf[..got as usize];
+            if f.len() >= 58 && &f[42..50] == MAGIC {
+                let t = u64::from_ne_bytes(f[50..58].try_into().unwrap_or([0; 8]));
+                lat.push(now.saturating_sub(t));
+            }
+        }
+        Ok(lat)
+    });
+    ready_rx.recv().map_err(err("probe receiver"))??;
+    let src: std::net::Ipv4Addr = [198, 18, 60, 1].into();
+    let dst: std::net::Ipv4Addr = [198, 18, 61, 1].into();
+    let mut frame = nfkit_traffic::build(&nfkit_traffic::FrameSpec {
+        src_mac: nfkit_traffic::Mac([2, 0, 0, 0, 0, 1]),
+        dst_mac: nfkit_traffic::Mac(dmac),
+        src: src.into(),
+        dst: dst.into(),
+        proto: nfkit_traffic::Proto::Udp,
+        sport: 4000,
+        dport: 4001,
+        ttl: 64,
+        tos: 0,
+        payload: vec![0; 18],
+    })
+    .map_err(err("frame"))?;
+    frame[42..50].copy_from_slice(MAGIC);
+    let tx = std::thread::spawn(move || -> Res<()> {
+        nfkit_kernel::netns::enter_netns(&snd_ns).map_err(err("sender netns"))?;
+        let sock = packet_socket(&sdev, None)?;
+        for _ in 0..n {
+            let t = mono_ns();
+            frame[50..58].copy_from_slice(&t.to_ne_bytes());
+            // SAFETY: `frame` is readable for its length.
+            unsafe { libc::send(sock.0, frame.as_ptr().cast(), frame.len(), 0) };
+            std::thread::sleep(gap);
+        }
+        Ok(())
+    });
+    tx.join().map_err(|_| "probe sender panicked".to_string())??;
+    let mut lat = rx.join().map_err(|_| "probe receiver panicked".to_string())??;
+    lat.sort_unstable();
+    let at = |q: f64| lat.get(((lat.len() as f64 * q) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    Ok((lat.len(), at(0.5), at(0.99)))
+}
+
+/// A packet socket's descriptor, closed on drop.
+struct Fd(i32);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is ours.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a local timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// An AF_PACKET raw socket bound to `dev` (all protocols), with a
+/// receive timeout.
+fn packet_socket(dev: &str, timeout: Option<Duration>) -> Res<Fd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: plain socket call.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
+    if fd < 0 {
+        return Err(format!("packet socket: {}", std::io::Error::last_os_error()));
+    }
+    let fd = Fd(fd);
+    let idx = xdp::ifindex(dev).map_err(err("ifindex"))?;
+    // SAFETY: sockaddr_ll is plain old data.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = proto;
+    sa.sll_ifindex = idx as i32;
+    // SAFETY: `sa` is a valid sockaddr_ll of the given size.
+    let r = unsafe {
+        libc::bind(
+            fd.0,
+            (&sa as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if r < 0 {
+        return Err(format!("bind {dev}: {}", std::io::Error::last_os_error()));
+    }
+    if let Some(t) = timeout {
+        let tv = libc::timeval {
+            tv_sec: t.as_secs() as _,
+            tv_usec: t.subsec_micros() as _,
+        };
+        // SAFETY: `tv` is a valid timeval.
+        unsafe {
+            libc::setsockopt(
+                fd.0,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+    }
+    Ok(fd)
+}
+
 fn parse_mac(s: &str) -> Res<[u8; 6]> {
     s.parse::<nfkit_traffic::Mac>()
         .map(|m| m.0)
