@@ -114,6 +114,8 @@ struct Shared {
     active_rx: AtomicUsize,
     /// Frames handed over and not yet processed.
     in_flight: AtomicUsize,
+    /// Some port dispatches: frames may come through the inboxes.
+    dispatching: bool,
     inboxes: Vec<ArrayQueue<Handed>>,
     /// Spare frame buffers for hand-overs.
     free: ArrayQueue<Vec<u8>>,
@@ -288,6 +290,7 @@ impl Switch {
             linger: cfg.linger,
             active_rx: AtomicUsize::new(rx_total),
             in_flight: AtomicUsize::new(0),
+            dispatching,
             inboxes: (0..workers).map(|_| ArrayQueue::new(inbox)).collect(),
             free,
             controller: Arc::new(Controller::new(cfg.controller_capacity, FRAME_ROOM)),
@@ -813,6 +816,11 @@ impl Worker {
     fn work(mut self) -> Result<(), SwitchError> {
         let mut batch = Batch::new();
         let mut idle: u32 = 0;
+        // An idle worker waits in poll() on its queues' descriptors (a
+        // frame wakes it at once) when every queue has them and no frame
+        // can come through an inbox; else it sleeps 100 µs at a time.
+        let mut fds = Vec::new();
+        let wait = !self.shared.dispatching && self.rx.iter().all(|r| r.q.wait_fds(&mut fds));
         loop {
             // A new version? (Also read before every frame; here an idle
             // worker lets the old version go.)
@@ -874,6 +882,8 @@ impl Worker {
                 // reads the epoch before its next frame.
                 if idle < 64 {
                     std::thread::yield_now();
+                } else if wait {
+                    let _ = crate::port::sys::poll_in(&fds, Duration::from_millis(1));
                 } else {
                     std::thread::sleep(Duration::from_micros(100));
                 }

@@ -358,6 +358,11 @@ fn forwarding(t: &mut String) -> Res<()> {
     );
     t.push_str("| dataplane | offered Mpps | delivered Mpps | delivered | softirq CPU-s | Mpkt per softirq CPU-s | program ns/pkt |\n|---|---|---|---|---|---|---|\n");
     let _ = rcv_ns;
+    let dmac = parse_mac(&d0_mac)?;
+    // End-to-end latency rows (probe_latency) and the kernel's XDP
+    // figure per softirq CPU-second, for the ratios.
+    let mut e2e = String::new();
+    let mut kernel_xdp = 0.0f64;
     for kind in ["XDP_REDIRECT (devmap, native)", "IP forwarding"] {
         let xdp_fwd = kind.starts_with("XDP");
         let dut_ns = bed.dut.name().to_string();
@@ -419,6 +424,12 @@ fn forwarding(t: &mut String) -> Res<()> {
         let s1 = softirq_s();
         let after = prog.run_stats(if xdp_fwd { "nfkit_fwd" } else { "nfkit_pass" });
         drop(stats);
+        let (k, p50, p99) = probe_latency(&bed, dmac, PROBES, PROBE_GAP)?;
+        e2e.push_str(&format!(
+            "| kernel {kind} | {k} | {} | {} |\n",
+            us(p50),
+            us(p99)
+        ));
         let n = stamped(&rep);
         let secs = r.sent as f64 / r.achieved_pps.max(1.0);
         let soft = s1 - s0;
@@ -428,6 +439,9 @@ fn forwarding(t: &mut String) -> Res<()> {
             }
             _ => "-".into(),
         };
+        if xdp_fwd && soft > 0.0 {
+            kernel_xdp = n as f64 / soft;
+        }
         t.push_str(&format!(
             "| {kind} | {} | {} | {:.1} % | {:.2} | {} | {prog_ns} |\n",
             mpps(r.achieved_pps),
@@ -443,14 +457,35 @@ fn forwarding(t: &mut String) -> Res<()> {
         drop(prog);
     }
     let mut lat = String::new();
+    let mut ratios = String::new();
     for (name, script, host, rate) in [
         ("pass-through", PASS_THROUGH, None, None),
         ("pass-through", PASS_THROUGH, None, Some(300_000.0)),
         ("DDoS example", DDOS, Some(1), None),
         ("DDoS example", DDOS, Some(1), Some(300_000.0)),
     ] {
-        switch_row(t, &mut lat, &bed, &flows, name, script, host, rate)?;
+        let probe = (rate.is_none() && script == PASS_THROUGH).then_some(dmac);
+        let (worker, total) = switch_row(
+            t, &mut lat, &mut e2e, &bed, &flows, name, script, host, rate, probe,
+        )?;
+        if kernel_xdp > 0.0 {
+            ratios.push_str(&format!(
+                "| {name}{} | {:.2}× | {:.2}× |\n",
+                rate.map_or(", unpaced".into(), |r| format!(
+                    ", paced at {} Mpps",
+                    mpps(r)
+                )),
+                worker / kernel_xdp,
+                total / kernel_xdp,
+            ));
+        }
     }
+    t.push_str("\n### switch against kernel XDP_REDIRECT, packets per CPU-second\n\n| switch row | worker CPU only | worker + softirq CPU |\n|---|---|---|\n");
+    t.push_str(&ratios);
+    t.push_str("\nThe kernel's packets per softirq CPU-second (the DUT's veth NAPI with its XDP program, and the receiver's XDP counter) against the switch's per worker CPU-second (its thread's user + system time: the chain, the copies, and the copy-mode AF_XDP transmit, which runs in the worker's sendto) and per worker + softirq CPU-second (adding the DUT's veth NAPI with the redirect into the AF_XDP socket and its copy, and the receiver's XDP counter, as the kernel's figure counts them). The second is the fair comparison (issue 16's goal: at least 0.8×).\n");
+    t.push_str("\n### end-to-end latency, sender to receiver (stamped frames)\n\n| dataplane | probes received | p50 µs | p99 µs |\n|---|---|---|---|\n");
+    t.push_str(&e2e);
+    t.push_str(&format!("\n{PROBES} UDP frames, one every {} µs, each carrying its CLOCK_MONOTONIC send time (read just before sendto on a packet socket in the sender's namespace), timed by a packet socket on the receiver's veth (just after recv); nothing else flows. The same path for every dataplane: sender's kernel, veth, the dataplane, veth, receiver's kernel.\n", PROBE_GAP.as_micros()));
     t.push_str("\nSwitch rows: one worker on AF_XDP ports (copy mode on veth); `processed` counts the frames the worker ran the chain on; per CPU-second of the worker thread (its user + system time, polling included) and of softirq (the veths' NAPI, the AF_XDP copies and the receiver's XDP counter).\n");
     t.push_str("Softirq time is the whole machine's: the DUT's veth NAPI (and its program) and the receiver's XDP counter.\n");
     t.push_str("Program ns/pkt: `nfkit_fwd` for XDP_REDIRECT; `nfkit_pass` on the DUT's ingress veth (it lets the live sender's frames in) for IP forwarding.\n\n");
@@ -508,13 +543,15 @@ fn thread_cpu_s(prefix: &str) -> f64 {
 fn switch_row(
     t: &mut String,
     lat: &mut String,
+    e2e: &mut String,
     bed: &Three,
     flows: &Source,
     name: &str,
     script: &str,
     host: Option<usize>,
     rate: Option<f64>,
-) -> Res<()> {
+    probe: Option<[u8; 6]>,
+) -> Res<(f64, f64)> {
     use nfkit_switch::port::{any::open_all, PortSpec};
     use nfkit_switch::{Switch, SwitchConfig};
     let lang = nfkit_lang::Options {
@@ -583,6 +620,15 @@ fn switch_row(
     std::thread::sleep(Duration::from_millis(200));
     let s1 = softirq_s();
     let rep = settle(rx)?;
+    let cpu_mid = thread_cpu_s("nfkit-sw");
+    if let Some(dmac) = probe {
+        let (k, p50, p99) = probe_latency(bed, dmac, PROBES, PROBE_GAP)?;
+        e2e.push_str(&format!(
+            "| switch, {name} (1 worker, AF_XDP) | {k} | {} | {} |\n",
+            us(p50),
+            us(p99)
+        ));
+    }
     let _ = stop_tx.send(());
     let (stats, cpu1, latency) = sw
         .join()
@@ -590,7 +636,8 @@ fn switch_row(
     let secs = r.sent as f64 / r.achieved_pps.max(1.0);
     let processed = stats.ports.first().map_or(0, |p| p.rx);
     let delivered = stamped(&rep);
-    let worker = cpu1 - cpu0;
+    let _ = cpu1;
+    let worker = cpu_mid - cpu0;
     let soft = s1 - s0;
     let per = |n: u64, s: f64| {
         if s > 0.0 {
@@ -600,16 +647,15 @@ fn switch_row(
         }
     };
     t.push_str(&format!(
-        "| switch, {name} (1 worker, AF_XDP{}) | {} | {} processed, {} delivered | {:.1} % | worker {worker:.2}, softirq {soft:.2} | {} per worker CPU-s, {} per softirq CPU-s | - |\n",
+        "| switch, {name} (1 worker, AF_XDP{}) | {} | {} processed, {} delivered | {:.1} % | worker {worker:.2}, softirq {soft:.2} | {} per worker CPU-s, {} per worker + softirq CPU-s | - |\n",
         rate.map_or(String::new(), |r| format!(", paced at {} Mpps", mpps(r))),
         mpps(r.achieved_pps),
         mpps(processed as f64 / secs),
         mpps(delivered as f64 / secs),
         100.0 * delivered as f64 / r.sent.max(1) as f64,
         per(processed, worker),
-        per(processed, soft),
+        per(processed, worker + soft),
     ));
-    let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
     lat.push_str(&format!(
         "| {name}{} | {} | {} | {} | {} |\n",
         rate.map_or(", unpaced".into(), |r| format!(
@@ -621,7 +667,22 @@ fn switch_row(
         us(latency.p99_ns),
         us(latency.max_ns),
     ));
-    Ok(())
+    let rate_of = |cpu: f64| {
+        if cpu > 0.0 {
+            processed as f64 / cpu
+        } else {
+            0.0
+        }
+    };
+    Ok((rate_of(worker), rate_of(worker + soft)))
+}
+
+/// Probe frames per latency row, and the time between two.
+const PROBES: usize = 5000;
+const PROBE_GAP: Duration = Duration::from_micros(200);
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
 }
 
 /// End-to-end latency probe: `n` stamped UDP frames, one every `gap`,
@@ -703,10 +764,17 @@ fn probe_latency(bed: &Three, dmac: [u8; 6], n: usize, gap: Duration) -> Res<(us
         }
         Ok(())
     });
-    tx.join().map_err(|_| "probe sender panicked".to_string())??;
-    let mut lat = rx.join().map_err(|_| "probe receiver panicked".to_string())??;
+    tx.join()
+        .map_err(|_| "probe sender panicked".to_string())??;
+    let mut lat = rx
+        .join()
+        .map_err(|_| "probe receiver panicked".to_string())??;
     lat.sort_unstable();
-    let at = |q: f64| lat.get(((lat.len() as f64 * q) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    let at = |q: f64| {
+        lat.get(((lat.len() as f64 * q) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
     Ok((lat.len(), at(0.5), at(0.99)))
 }
 
@@ -722,7 +790,10 @@ impl Drop for Fd {
 
 /// `CLOCK_MONOTONIC` in ns.
 fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a local timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -735,7 +806,10 @@ fn packet_socket(dev: &str, timeout: Option<Duration>) -> Res<Fd> {
     // SAFETY: plain socket call.
     let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
     if fd < 0 {
-        return Err(format!("packet socket: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "packet socket: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     let fd = Fd(fd);
     let idx = xdp::ifindex(dev).map_err(err("ifindex"))?;

@@ -106,6 +106,11 @@ impl RxQueue for PacketRx {
         }
         Ok(batch.len)
     }
+
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        out.push(self.fd.as_raw_fd());
+        true
+    }
 }
 
 /// One worker's transmit socket (bound with protocol 0: it receives

@@ -162,6 +162,11 @@ impl RxQueue for XdpRx {
         }
         Ok(batch.len)
     }
+
+    fn wait_fds(&self, out: &mut Vec<RawFd>) -> bool {
+        out.extend_from_slice(&self.fds);
+        true
+    }
 }
 
 /// One worker's transmit queue on its own socket's TX ring.

@@ -192,6 +192,12 @@ pub trait RxQueue: Send {
     fn finished(&self) -> bool {
         false
     }
+    /// Adds to `out` the descriptors that become readable when a frame
+    /// arrives (an idle worker waits on them); false when the queue has
+    /// none (a pcap), and the worker sleeps instead.
+    fn wait_fds(&self, _out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        false
+    }
 }
 
 /// One worker's transmit queue on a port.

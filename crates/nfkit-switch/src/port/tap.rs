@@ -49,6 +49,11 @@ impl RxQueue for TapRx {
         }
         Ok(batch.len)
     }
+
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        out.push(self.fd.as_raw_fd());
+        true
+    }
 }
 
 /// One worker's TAP queue, write side (one `write` per frame).
