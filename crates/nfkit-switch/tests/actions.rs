@@ -504,7 +504,7 @@ fn host_queues_take_host_verdicts_by_queue() {
             host_queues: vec![2, 3],
             ..SwitchConfig::default()
         };
-        let (outs, stats) = run_ports_with(&c, &[a.clone()], 4, &cfg, "hostq");
+        let (outs, stats) = run_ports_with(&c, std::slice::from_ref(&a), 4, &cfg, "hostq");
         let tags = |p: usize| {
             let mut t: Vec<u8> = outs[p].iter().map(|f| f[42]).collect();
             t.sort();
@@ -564,7 +564,7 @@ fn packet_arrival_is_the_frames_time() {
     let from_vm: Vec<u64> = want.ports[1].iter().map(|(_, f)| stamp(f)).collect();
     assert_eq!(from_vm, times);
     for workers in [1, 2] {
-        let (outs, _) = run_ports(&c, &[a.clone()], 2, workers, "arrival");
+        let (outs, _) = run_ports(&c, std::slice::from_ref(&a), 2, workers, "arrival");
         let mut got: Vec<u64> = outs[1].iter().map(|f| stamp(f)).collect();
         got.sort();
         assert_eq!(got, times, "{workers} workers");
