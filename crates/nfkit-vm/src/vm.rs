@@ -2,7 +2,10 @@
 //! per-thread machinery that runs it on a context ([`Runner`]), giving a
 //! [`RunResult`].
 
-#![forbid(unsafe_code)]
+// Only `fast`'s two packet copies are unsafe (and allowed there).
+#![deny(unsafe_code)]
+
+mod fast;
 
 use crate::check::{check, EntryInfo};
 use crate::config::{Engine, EngineUse, RunOptions, VmConfig, FRAME_SIZE};
@@ -476,6 +479,16 @@ impl Vm {
         ctx: crate::ctx::PacketCtx,
         opts: &RunOptions,
     ) -> RunOutcome {
+        let fields = match ctx {
+            crate::ctx::PacketCtx::Xdp => Some(fast::XdpFields::default_for(packet.len())),
+            crate::ctx::PacketCtx::XdpWith(md) => fast::XdpFields::of(md),
+            _ => None,
+        };
+        if let (Some(f), Some(ei)) = (fields, entry.entry_index(self)) {
+            if let Some(out) = self.run_xdp_fast(bufs, ei, packet, f, opts) {
+                return out;
+            }
+        }
         match self.prepare(bufs, entry, &ctx.context(packet), opts) {
             Ok((e, layout)) => self.execute(bufs, e, layout, opts, Some(packet)),
             Err(kind) => {
@@ -801,7 +814,7 @@ fn write_back(buf: &GuardedBuf, s: &Shape, writes: bool, out: &mut Vec<u8>) -> b
         return false;
     }
     out.resize(p.data_end.saturating_sub(p.data), 0);
-    let _ = buf.read(p.data, out);
+    fast::copy_out(buf, p.data, out);
     true
 }
 
@@ -892,7 +905,7 @@ fn lay_out(
     if !meta.is_empty() {
         let _ = pb.write(headroom - meta.len(), meta);
     }
-    let _ = pb.write(headroom, bytes);
+    fast::copy_in(pb, headroom, bytes);
     let data_end = headroom + bytes.len();
     let mut pkt = PacketPtrs {
         meta: headroom - meta.len(),
