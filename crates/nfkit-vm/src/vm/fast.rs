@@ -107,7 +107,7 @@ impl Vm {
             data_end,
             skb_len: len,
         };
-        let m = &mut bufs.mem;
+        let m = super::mem_of(&mut bufs.machine, &mut bufs.mem);
         m.reset(inner.base_mem.len());
         m.set_window(mem::CTX, 0, 0);
         m.set_window(mem::PACKET, headroom, data_end);
