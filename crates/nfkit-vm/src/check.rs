@@ -171,14 +171,17 @@ pub fn check(image: &Image, config: &VmConfig) -> Result<Checked, LoadError> {
     // Ops a run may reach (all, unless the bounds analysis knows better).
     let mut may_run = vec![true; cx.image.insns.len()];
     let mut packet_proven = vec![false; cx.image.insns.len()];
+    let mut ctx_field = vec![false; cx.image.insns.len()];
     if config.profile == Profile::Kernel && config.kernel_compat {
         let facts = bounds::refuse_out_of_bounds(&cx, &mut entries, &graph)?;
         may_run = facts.may_run;
         packet_proven = facts.packet_proven;
+        ctx_field = facts.ctx_field;
     }
     call_depth(&cx, &entries, &graph, config, &may_run)?;
     let mut program = translate_all(cx);
     program.packet_proven = packet_proven;
+    program.ctx_field = ctx_field;
     Ok(Checked { program, entries })
 }
 
@@ -768,6 +771,7 @@ fn translate_all(cx: Ctx) -> Program {
         funcs: cx.funcs,
         op_func: cx.op_func,
         packet_proven: vec![false; insns.len()],
+        ctx_field: vec![false; insns.len()],
     }
 }
 

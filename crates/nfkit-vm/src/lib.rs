@@ -31,7 +31,8 @@
 //! * [`Runner::run_packet`] runs on the caller's own packet buffer with a
 //!   [`PacketCtx`] and gives a small [`RunOutcome`]: no allocation per
 //!   run, the buffer rewritten only when the program may have changed it
-//!   (the per-packet path of a switch).
+//!   (the per-packet path of a switch). XDP runs on a runner set up by
+//!   an earlier run of the same shape take a shorter path (`vm::fast`).
 //! * [`Vm::maps`] reaches the maps ([`maps::Map`]): shared between threads,
 //!   readable and writable from Rust with the kernel's flags and errors.
 //! * `Vm` is `Send + Sync` and cheap to clone; runs on several threads
@@ -51,8 +52,9 @@
 //!   ([`TraceStep`]: registers, [`MemAccess`], [`HelperCall`]), each
 //!   printable as text.
 //! * What programs touch: [`mem`], the address space (regions, checked
-//!   accesses; its child `mem::unsafe_region` holds the crate's only
-//!   `unsafe` code: guard-paged buffers, atomic accesses); [`ctx`],
+//!   accesses; its child `mem::unsafe_region` holds the crate's
+//!   `unsafe` code besides the JIT and `vm::fast`'s two packet copies:
+//!   guard-paged buffers, atomic accesses); [`ctx`],
 //!   contexts and their access rules; [`maps`], map types; [`helpers`],
 //!   helper functions and per-profile tables.
 //! * Errors: [`error`]: [`LoadError`], [`RunError`].

@@ -218,6 +218,10 @@ pub struct Program {
     /// every run (from the entry's own context, after `data_end`
     /// comparisons): native code leaves out its run-time check.
     pub packet_proven: Vec<bool>,
+    /// Ops that load an `xdp_md` field through the entry's own context
+    /// on every run (the checker's proof): native code reads the field
+    /// from its per-run table instead of checking the address.
+    pub ctx_field: Vec<bool>,
 }
 
 impl Program {

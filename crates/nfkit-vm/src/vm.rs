@@ -2,7 +2,10 @@
 //! per-thread machinery that runs it on a context ([`Runner`]), giving a
 //! [`RunResult`].
 
-#![forbid(unsafe_code)]
+// Only `fast`'s two packet copies are unsafe (and allowed there).
+#![deny(unsafe_code)]
+
+mod fast;
 
 use crate::check::{check, EntryInfo};
 use crate::config::{Engine, EngineUse, RunOptions, VmConfig, FRAME_SIZE};
@@ -44,6 +47,8 @@ impl EntryRef for String {
 
 /// Reusable per-thread buffers of runs.
 pub(crate) struct Buffers {
+    /// The region table and the call frames, until the machine is made:
+    /// then they move into it and stay there (see `mem_of`).
     mem: Memory,
     stack: Arc<GuardedBuf>,
     pub(crate) packet: Arc<GuardedBuf>,
@@ -65,6 +70,16 @@ pub(crate) struct Buffers {
     /// Buffers given back to the VM's pool leave it behind (it holds
     /// the VM).
     pub(crate) machine: Option<Box<Machine>>,
+}
+
+/// The region table runs use: the machine's once it exists (it keeps
+/// the table and the frames from then on), else the buffers' own `mem`.
+#[inline(always)]
+fn mem_of<'a>(machine: &'a mut Option<Box<Machine>>, mem: &'a mut Memory) -> &'a mut Memory {
+    match machine.as_deref_mut() {
+        Some(m) => &mut m.mem,
+        None => mem,
+    }
 }
 
 /// What `place_regions` set the context and packet regions to (the
@@ -353,8 +368,13 @@ impl Vm {
         if let Ok(mut pool) = self.inner.pool.lock() {
             if pool.len() < 64 {
                 // The machine holds the VM: a pooled one would keep it
-                // alive forever.
-                bufs.machine = None;
+                // alive forever. Its region table and frames go back to
+                // the buffers.
+                if let Some(m) = bufs.machine.take() {
+                    let m = *m;
+                    bufs.mem = m.mem;
+                    bufs.frames = m.frames;
+                }
                 pool.push(bufs);
             }
         }
@@ -476,6 +496,16 @@ impl Vm {
         ctx: crate::ctx::PacketCtx,
         opts: &RunOptions,
     ) -> RunOutcome {
+        let fields = match ctx {
+            crate::ctx::PacketCtx::Xdp => Some(fast::XdpFields::default_for(packet.len())),
+            crate::ctx::PacketCtx::XdpWith(md) => fast::XdpFields::of(md),
+            _ => None,
+        };
+        if let (Some(f), Some(ei)) = (fields, entry.entry_index(self)) {
+            if let Some(out) = self.run_xdp_fast(bufs, ei, packet, f, opts) {
+                return out;
+            }
+        }
         match self.prepare(bufs, entry, &ctx.context(packet), opts) {
             Ok((e, layout)) => self.execute(bufs, e, layout, opts, Some(packet)),
             Err(kind) => {
@@ -563,7 +593,7 @@ impl Vm {
     #[inline(always)]
     fn place_regions(&self, bufs: &mut Buffers, l: &Layout) {
         let inner = &*self.inner;
-        let m = &mut bufs.mem;
+        let m = mem_of(&mut bufs.machine, &mut bufs.mem);
         m.reset(inner.base_mem.len());
         let s = &l.shape;
         let ctx_kind = if ctx::ctx_size(&l.ctx) > 0 {
@@ -622,8 +652,8 @@ impl Vm {
             None => Box::new(Machine {
                 vm: self.inner.clone(),
                 regs: [0; 16],
-                mem: Memory::default(),
-                frames: Vec::new(),
+                mem: std::mem::take(&mut bufs.mem),
+                frames: std::mem::take(&mut bufs.frames),
                 count: 0,
                 budget: 0,
                 cpu: 0,
@@ -647,8 +677,6 @@ impl Vm {
                 trace_pending: None,
             }),
         };
-        std::mem::swap(&mut m.mem, &mut bufs.mem);
-        std::mem::swap(&mut m.frames, &mut bufs.frames);
         m.frames.clear();
         m.regs = [0; 16];
         m.regs[1] = l.args[0];
@@ -762,8 +790,6 @@ impl Vm {
         for d in 1..=m.deepest {
             m.mem.close_frame(d);
         }
-        std::mem::swap(&mut bufs.mem, &mut m.mem);
-        std::mem::swap(&mut bufs.frames, &mut m.frames);
         // Frames below the deepest one used were never touched.
         bufs.stack_dirty = if all_frames {
             self.inner.config.max_frames
@@ -801,7 +827,7 @@ fn write_back(buf: &GuardedBuf, s: &Shape, writes: bool, out: &mut Vec<u8>) -> b
         return false;
     }
     out.resize(p.data_end.saturating_sub(p.data), 0);
-    let _ = buf.read(p.data, out);
+    fast::copy_out(buf, p.data, out);
     true
 }
 
@@ -892,7 +918,7 @@ fn lay_out(
     if !meta.is_empty() {
         let _ = pb.write(headroom - meta.len(), meta);
     }
-    let _ = pb.write(headroom, bytes);
+    fast::copy_in(pb, headroom, bytes);
     let data_end = headroom + bytes.len();
     let mut pkt = PacketPtrs {
         meta: headroom - meta.len(),

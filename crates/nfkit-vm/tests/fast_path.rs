@@ -321,3 +321,100 @@ fn the_context_template_and_metadata_come_through() {
     run.meta(&mut got);
     assert_eq!(got, meta);
 }
+
+/// Reads every `xdp_md` field the checker proves (`data`, `data_end`,
+/// `data_meta`, `ingress_ifindex`, `rx_queue_index`), before and after a
+/// helper call (which invalidates the JIT's table of them), and mixes
+/// them into r0 with the packet length and its first and last byte.
+const FIELDS: &str = "
+    r6 = r1
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r4 = *(u32 *)(r6 + 8)
+    r5 = *(u32 *)(r6 + 12)
+    r7 = *(u32 *)(r6 + 16)
+    r0 = r3
+    r0 -= r2
+    r8 = r2
+    r8 -= r4
+    r0 <<= 8
+    r0 += r8
+    r0 <<= 8
+    r0 += r5
+    r0 <<= 8
+    r0 += r7
+    r4 = r2
+    r4 += 1
+    if r4 > r3 goto out
+    r5 = *(u8 *)(r2 + 0)
+    r0 <<= 8
+    r0 += r5
+    r9 = r0
+    call 7
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r5 = *(u32 *)(r6 + 12)
+    r0 = r9
+    r0 += r5
+    r4 = r3
+    r4 += -1
+    if r4 < r2 goto out
+    r5 = *(u8 *)(r4 + 0)
+    r0 <<= 8
+    r0 += r5
+out:
+    exit
+";
+
+/// One runner, one after the other: frames of several sizes with
+/// several `xdp_md`s (fast runs), a run with metadata and raw memory
+/// (general runs) in between; each run gives what a fresh `Vm::run` gives,
+/// on the JIT and on the interpreter alike.
+#[test]
+fn fast_runs_give_what_fresh_runs_give() {
+    for engine in [nfkit_vm::Engine::Jit, nfkit_vm::Engine::Interp] {
+        let config = VmConfig::kernel().with_engine(engine);
+        let image = Image::from_insns("p", ProgType::Xdp, asm(FIELDS));
+        let vm = Vm::new(&image, config).expect("loads");
+        let interp = VmConfig::kernel().with_engine(nfkit_vm::Engine::Interp);
+        let reference = Vm::new(&image, interp).expect("loads");
+        if engine == nfkit_vm::Engine::Jit && cfg!(target_arch = "x86_64") {
+            assert_eq!(vm.engine(0usize), Some(&nfkit_vm::EngineUse::Jit));
+        }
+        let mut run = vm.runner();
+        let opts = RunOptions::default();
+        let meta = [9u8, 8, 7, 6];
+        for (i, len) in [60usize, 1500, 14, 60, 900, 3000, 60]
+            .into_iter()
+            .enumerate()
+        {
+            let input: Vec<u8> = (0..len).map(|k| (k * 7 + i) as u8).collect();
+            let md = XdpMd {
+                ingress_ifindex: 3 + i as u32,
+                rx_queue_index: i as u32,
+                headroom: 128 + 32 * i,
+                ..XdpMd::new(&input)
+            };
+            let with_meta = XdpMd {
+                meta: &meta,
+                ..md.clone()
+            };
+            for m in [&md, &with_meta, &md] {
+                let fresh = reference.run(0usize, Context::Xdp(m.clone()), &opts);
+                let mut buf = input.clone();
+                let out = run.run_packet(0usize, &mut buf, PacketCtx::XdpWith(m), &opts);
+                assert_eq!(out.r0(), fresh.r0(), "{engine:?} len {len}");
+                assert!(out.r0().is_some(), "{engine:?}: {:?}", out.result);
+                assert_eq!(out.insns, fresh.insns, "{engine:?} len {len}");
+                assert_eq!(buf, input, "{engine:?}: the packet is unchanged");
+            }
+            // A context of another kind in between (the interpreter
+            // runs it: the JIT's proofs assume the entry's own context).
+            let mut raw = input.clone();
+            let r = run.run_packet(0usize, &mut raw, PacketCtx::Raw, &opts);
+            let fresh = reference.run(0usize, Context::Raw(&input), &opts);
+            assert_eq!(r.result.is_ok(), fresh.result.is_ok(), "{engine:?} raw");
+            assert_eq!(r.r0(), fresh.r0(), "{engine:?} raw");
+        }
+    }
+}

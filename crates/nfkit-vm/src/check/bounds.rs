@@ -48,6 +48,11 @@ pub(super) struct Facts {
     /// offset, and a comparison with `data_end` on every path to it showed
     /// the bytes exist (the JIT leaves out the run-time check there).
     pub packet_proven: Vec<bool>,
+    /// The op is a plain 4-byte load of an `xdp_md` field (`data`,
+    /// `data_end`, `data_meta`, `ingress_ifindex`, `rx_queue_index`)
+    /// through the entry's own context pointer on every run: native code
+    /// reads it from its context table.
+    pub ctx_field: Vec<bool>,
 }
 
 /// Marks each entry that reaches an access out of bounds on every value
@@ -91,6 +96,7 @@ pub(super) fn refuse_out_of_bounds(
     let mut errors: Vec<Option<LoadError>> = vec![None; nf];
     let mut may_run = vec![true; cx.image.insns.len()];
     let mut packet_proven = vec![false; cx.image.insns.len()];
+    let mut ctx_field = vec![false; cx.image.insns.len()];
     for f in order {
         // A subprogram no reachable call reaches is never run (and the
         // kernel never looks at it).
@@ -98,11 +104,14 @@ pub(super) fn refuse_out_of_bounds(
             may_run[cx.funcs[f].start_op..cx.funcs[f].end_op].fill(false);
             continue;
         };
-        let (err, calls, reached, proven) = analyse(cx, f, init);
+        let (err, calls, reached, proven, fields) = analyse(cx, f, init);
         errors[f] = err;
         let ops = cx.funcs[f].start_op..cx.funcs[f].end_op;
         if let Some(reached) = reached {
             may_run[ops.clone()].copy_from_slice(&reached);
+        }
+        if let Some(fields) = fields {
+            ctx_field[ops.clone()].copy_from_slice(&fields);
         }
         if let Some(proven) = proven {
             packet_proven[ops].copy_from_slice(&proven);
@@ -128,6 +137,7 @@ pub(super) fn refuse_out_of_bounds(
         _ => Ok(Facts {
             may_run,
             packet_proven,
+            ctx_field,
         }),
     }
 }
@@ -213,6 +223,7 @@ type Found = (
     Vec<(usize, Regs)>,
     Option<Vec<bool>>,
     Option<Vec<bool>>,
+    Option<Vec<bool>>,
 );
 
 /// The fixpoint over function `f` from `init`.
@@ -228,7 +239,7 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
     while let Some(i) = work.pop_first() {
         steps += 1;
         if steps > give_up {
-            return (None, calls_unknown(cx, f), None, None);
+            return (None, calls_unknown(cx, f), None, None, None);
         }
         let Some(regs) = state[i - start] else {
             continue;
@@ -276,7 +287,30 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
                 .is_some_and(|r| packet_in_bounds(cx, start + k, r))
         })
         .collect();
-    (err, calls, Some(reached), Some(proven))
+    let fields = state
+        .iter()
+        .enumerate()
+        .map(|(k, r)| r.as_ref().is_some_and(|r| xdp_ctx_field(cx, start + k, r)))
+        .collect();
+    (err, calls, Some(reached), Some(proven), Some(fields))
+}
+
+/// Op `i` (registers `regs` before it) is a plain 4-byte load of one of
+/// the first five `xdp_md` fields through the entry's context pointer.
+fn xdp_ctx_field(cx: &Ctx, i: usize, regs: &Regs) -> bool {
+    let Insn::Ldx {
+        size,
+        signed: false,
+        src,
+        off,
+        ..
+    } = cx.image.insns[i]
+    else {
+        return false;
+    };
+    size.bytes() == 4
+        && matches!(off, 0 | 4 | 8 | 12 | 16)
+        && regs[src.num() as usize] == Val::Ctx(super::regs::CtxKind::Xdp)
 }
 
 /// Op `i` (registers `regs` before it) loads or stores through a packet

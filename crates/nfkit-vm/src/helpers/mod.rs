@@ -971,11 +971,13 @@ impl Machine {
     }
 
     /// Drops reservations a run left behind; true if there were any.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn drop_reservations(&mut self) -> bool {
-        if self.reservations.is_empty() {
-            return false;
-        }
+        !self.reservations.is_empty() && self.drop_reservations_slow()
+    }
+
+    #[cold]
+    fn drop_reservations_slow(&mut self) -> bool {
         let vm = &self.vm;
         for r in self.reservations.drain(..) {
             if let Some(rb) = vm.maps.by_index(r.map).and_then(|m| m.ringbuf()) {

@@ -544,6 +544,12 @@ impl<'p> Emitter<'p> {
         self.prog.packet_proven.get(pc).copied().unwrap_or(false)
     }
 
+    /// True if the checker proved op `pc` a load of an `xdp_md` field
+    /// through the entry's own context.
+    fn ctx_field(&self, pc: usize) -> bool {
+        self.prog.ctx_field.get(pc).copied().unwrap_or(false)
+    }
+
     /// r11 = host address of the proven packet access at `base + off`
     /// (its 32-bit offset is inside the packet: no wrap, no check).
     fn packet_addr(&mut self, base: u8, off: i32) {
@@ -570,6 +576,25 @@ impl<'p> Emitter<'p> {
             return;
         }
         let entry = self.a.new_dynamic_label();
+        if self.ctx_field(pc) && op.code == Code::LdxW {
+            // An `xdp_md` field through the entry's own context: from the
+            // context table while it is valid, else the usual stub.
+            let at = st::CTX_VALS + 2 * op.off;
+            dynasm!(self.a
+                ; .arch x64
+                ; cmp QWORD [r12 + st::CTX_OK], 0
+                ; je =>entry
+                ; mov Rq(d), [r12 + at]
+                ; =>resume
+            );
+            self.stubs.push(Stub::Mem {
+                entry,
+                resume,
+                op,
+                pc,
+            });
+            return;
+        }
         self.window_check(x(base), op.off, size, false, entry);
         self.load_from_r11(op.code, d, 0);
         dynasm!(self.a ; .arch x64 ; =>resume);

@@ -90,7 +90,7 @@ fn build(program: &Program, config: &VmConfig) -> Result<Code, String> {
             .collect(),
         _buf: generated.buf,
         block_end: emit::block_ends(program),
-        proofs: program.packet_proven.iter().any(|&p| p),
+        proofs: program.packet_proven.iter().any(|&p| p) || program.ctx_field.iter().any(|&p| p),
     })
 }
 

@@ -334,6 +334,38 @@ impl GuardedBuf {
         Some(())
     }
 
+    /// [`GuardedBuf::write`] with a plain `memcpy` (several times faster
+    /// on a 1500-byte frame than word-by-word atomic stores).
+    ///
+    /// # Safety
+    ///
+    /// No other thread may access the buffer during the call: it is a
+    /// runner's own packet buffer, reached only through that runner,
+    /// which the caller borrows mutably.
+    #[inline(always)]
+    pub(crate) unsafe fn write_unshared(&self, off: usize, data: &[u8]) -> Option<()> {
+        let p = self.at(off, data.len())?;
+        // SAFETY: `p..p+len` is inside the buffer (checked by `at`); `data`
+        // is a distinct Rust slice (it cannot point into the mapping,
+        // which only this module hands out as addresses); no concurrent
+        // access by the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Some(())
+    }
+
+    /// [`GuardedBuf::read`] with a plain `memcpy`.
+    ///
+    /// # Safety
+    ///
+    /// As [`GuardedBuf::write_unshared`].
+    #[inline(always)]
+    pub(crate) unsafe fn read_unshared(&self, off: usize, out: &mut [u8]) -> Option<()> {
+        let p = self.at(off, out.len())?;
+        // SAFETY: as in `write_unshared`.
+        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+        Some(())
+    }
+
     /// Sets `len` bytes at `off` to `byte` (8 aligned bytes at a time
     /// where possible).
     pub fn fill(&self, off: usize, len: usize, byte: u8) -> Option<()> {
