@@ -213,10 +213,7 @@ fn the_ddos_example_graph_has_its_classifier_chain_nfs_and_maps() {
     assert_eq!(g.nodes[cls]["shape"], "diamond");
     assert_eq!(label(&g, cls, "chain:mitigate"), "every packet");
     assert!(label(&g, cls, "default").contains("otherwise"));
-    assert_eq!(
-        g.nodes["default"]["label"],
-        "unclaimed: PASS\nfault: ABORTED"
-    );
+    assert_eq!(g.nodes["default"]["label"], "unclaimed: PASS\nfault: DROP");
     for nf in [
         "nf.meter.tb_dst",
         "nf.meter.tb_srcdst",
@@ -296,12 +293,13 @@ fn a_script_with_an_error_is_reported_with_its_place() {
     let f = dir.join("bad.py");
     std::fs::write(
         &f,
-        "def c() -> u64:\n    return nosuch\n\nevery_packet(c)\n",
+        "from nf.classify import every_packet\n\ndef c() -> u64:\n    return nosuch\n\nevery_packet(c)\n",
     )
     .unwrap();
     let (code, out, err) = nfkit(&["graph", f.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(out.is_empty());
-    assert!(err.contains("bad.py:2"), "{err}");
+    assert!(err.contains("bad.py:4:") && err.contains("nosuch"), "{err}");
+    assert!(!err.starts_with("error: error"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -38,13 +38,13 @@ pub struct DaemonArg {
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct TlsArgs {
     /// TLS: the client certificate, PEM (also NFKIT_DAEMON_CERT).
-    #[arg(long = "cert", value_name = "FILE")]
+    #[arg(long = "cert", id = "daemon_cert", value_name = "FILE")]
     pub cert: Option<PathBuf>,
     /// TLS: its private key, PEM (also NFKIT_DAEMON_KEY).
-    #[arg(long = "key", value_name = "FILE")]
+    #[arg(long = "key", id = "daemon_key", value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// TLS: the CA that signed nfkitd's certificate, PEM (also NFKIT_DAEMON_CA).
-    #[arg(long = "ca", value_name = "FILE")]
+    #[arg(long = "ca", id = "daemon_ca", value_name = "FILE")]
     pub ca: Option<PathBuf>,
 }
 

@@ -51,7 +51,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             let shown = script.display().to_string();
             let source =
                 std::fs::read_to_string(script).with_context(|| format!("reading {shown}"))?;
-            let p = check(&shown, &source, &search)?;
+            // A script's errors are printed as `nfkit check` prints them.
+            let p = match check(&shown, &source, &search) {
+                Ok(p) => p,
+                Err(d) => {
+                    eprintln!("{d}");
+                    return Ok(ExitCode::from(1));
+                }
+            };
             script_graph(&mut g, "", &p, &search);
         }
         None => deployed_graph(&mut g, &a.daemon, &search)?,
@@ -74,16 +81,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The checked script, or its diagnostic as the error.
-fn check(file: &str, source: &str, search: &SearchPath) -> anyhow::Result<ir::Program> {
+/// The checked script, or its diagnostic.
+fn check(
+    file: &str,
+    source: &str,
+    search: &SearchPath,
+) -> Result<ir::Program, Box<nfkit_lang::Diagnostic>> {
     let opts = nfkit_lang::Options {
         search: search.clone(),
         hook: None,
     };
-    match nfkit_lang::check(file, source, &opts) {
-        Ok(c) => Ok(c.program),
-        Err(d) => bail!("{d}"),
-    }
+    nfkit_lang::check(file, source, &opts).map(|c| c.program)
 }
 
 /// `dot -Tsvg` of `text`.
