@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 use tonic::Code;
 
+/// A client's certificate and key files.
+type Files = (PathBuf, PathBuf);
+
 const REGISTER: &str = "nfkit.v1.ChainService/RegisterChain";
 
 /// Writes a client's files under `dir`: (cert, key).
@@ -130,7 +133,7 @@ fn tls_clients_get_roles_from_certificates_and_every_refusal_is_audited() {
 
     // Refusals: no certificate, another CA, another CA of the same name,
     // expired, read-only changing.
-    let cases: [(Option<&(PathBuf, PathBuf)>, Code, &str); 5] = [
+    let cases: [(Option<&Files>, Code, &str); 5] = [
         (None, Code::Unauthenticated, "no client certificate"),
         (Some(&forged), Code::Unauthenticated, "UnknownIssuer"),
         (Some(&twinned), Code::Unauthenticated, "BadSignature"),
