@@ -15,6 +15,7 @@ build: deps
 	$(CARGO) build --release --bin nfkit
 
 demo: build
+	@bash scripts/install-deps.sh --demo
 	@bash scripts/demo.sh
 
 # clippy in the release profile shares build-script outputs (libbpf, clang-built

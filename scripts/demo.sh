@@ -261,6 +261,13 @@ say "  nfkit top --once (two samples 2 s apart, read through nfkitd):"
 "$NFKIT" top --once --interval 2000 --entries 3 | sed 's/^/  /'
 say "  audit log: $(wc -l <"$DRUN/data/audit.log") record(s), the last:"
 tail -n1 "$DRUN/data/audit.log" | sed 's/^/    /'
+say "  nfkit graph --deployed (classifier -> chains -> NFs -> maps, read through nfkitd):"
+"$NFKIT" graph --deployed -o "$DRUN/deployed.dot"
+say "    $DRUN/deployed.dot: $(grep -c -- ' -> ' "$DRUN/deployed.dot") edges; $(grep -o 'chain:[a-z_0-9]*' "$DRUN/deployed.dot" | sort -u | tr '\n' ' ')"
+if command -v dot >/dev/null 2>&1; then
+    "$NFKIT" graph --deployed --format svg -o "$DRUN/deployed.svg" &&
+        say "    $DRUN/deployed.svg: $(wc -c <"$DRUN/deployed.svg") bytes of SVG (Graphviz)"
+fi
 "$NFKIT" daemon stop | sed 's/^/  /'
 export NFKIT_DAEMON=off
 

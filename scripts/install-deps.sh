@@ -11,6 +11,10 @@ PKGS=(clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config iproute2 ma
 if [ "${1:-}" = "--bench" ]; then
     PKGS+=(libdpdk-dev)
 fi
+# `--demo`: Graphviz, for the SVG `make demo` draws with `nfkit graph`.
+if [ "${1:-}" = "--demo" ]; then
+    PKGS+=(graphviz)
+fi
 # `--offload`: the qemu guest of `make test-offload` (a Debian kernel whose
 # cls_flower is a module, qemu to boot it, busybox for its initramfs).
 if [ "${1:-}" = "--offload" ]; then

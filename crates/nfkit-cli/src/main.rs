@@ -81,6 +81,9 @@ enum Command {
     /// `dpi test` it on a capture with the dpi NF in the VM.
     #[command(subcommand)]
     Dpi(cmd::dpi::Command),
+    /// The classifier → chains → NFs → maps graph of a script or of what
+    /// is deployed, as Graphviz DOT (or SVG).
+    Graph(cmd::graph::Args),
     /// nfkitd, the control-plane daemon: `daemon start|stop|status`.
     #[command(subcommand)]
     Daemon(cmd::daemon::Command),
@@ -130,6 +133,7 @@ fn main() -> ExitCode {
         Command::Rtl(c) => cmd::rtl::run(c),
         Command::Daemon(c) => cmd::daemon::run(c),
         Command::Top(a) => cmd::top::run(a),
+        Command::Graph(a) => cmd::graph::run(a),
         Command::Dpi(c) => cmd::dpi::run(c),
     };
     match result {

@@ -1,6 +1,7 @@
 //! Who is calling and what they may do: the Unix peer credentials of the
-//! connection (uid, gid, pid, as the kernel gives them at accept) mapped
-//! to a [`Role`] by the config; each RPC needs a role ([`Rpc`]).
+//! connection (uid, gid, pid, as the kernel gives them at accept) or the
+//! names of a TLS client's verified certificate, mapped to a [`Role`] by
+//! the config; each RPC needs a role ([`Rpc`]).
 
 use crate::config::Roles;
 use serde::Serialize;
@@ -28,39 +29,98 @@ impl Role {
     }
 }
 
+/// How a caller reached the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Peer {
+    /// On the Unix socket: its peer credentials (pid 0: the kernel did
+    /// not say).
+    Unix { uid: u32, gid: u32, pid: i32 },
+    /// Over TCP with TLS: its address and its certificate's names
+    /// (subject CN, then SANs; empty: no certificate).
+    Tls {
+        addr: std::net::SocketAddr,
+        names: Vec<String>,
+        /// Why the certificate was not accepted (then the caller has no
+        /// role): none given, expired, not from the client CA, ...
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
+}
+
 /// The caller of one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Identity {
-    pub uid: u32,
-    pub gid: u32,
-    /// 0 when the kernel did not say.
-    pub pid: i32,
+    #[serde(flatten)]
+    pub peer: Peer,
     /// `None`: not in any role.
     pub role: Option<Role>,
 }
 
 impl Identity {
-    /// `uid 1000 gid 1000 pid 42 (deploy)`.
+    /// `uid 1000 gid 1000 pid 42 (deploy)`, `certificate ci from
+    /// 127.0.0.1:40000 (deploy)`.
     pub fn describe(&self) -> String {
-        format!(
-            "uid {} gid {} pid {} ({})",
-            self.uid,
-            self.gid,
-            self.pid,
-            self.role.map_or("no role", Role::name)
-        )
+        let role = self.role.map_or("no role", Role::name);
+        match &self.peer {
+            Peer::Unix { uid, gid, pid } => format!("uid {uid} gid {gid} pid {pid} ({role})"),
+            Peer::Tls { addr, .. } => format!("{} from {addr} ({role})", self.name()),
+        }
+    }
+
+    /// Who, briefly: `uid 1000`, `certificate ci`.
+    pub fn name(&self) -> String {
+        match &self.peer {
+            Peer::Unix { uid, .. } => format!("uid {uid}"),
+            Peer::Tls { names, .. } => match names.first() {
+                Some(n) => format!("certificate {n}"),
+                None => "a TLS client without certificate".into(),
+            },
+        }
+    }
+
+    /// Why the caller is not authenticated, when it is not (a TLS client
+    /// whose certificate was refused or missing).
+    pub fn unauthenticated(&self) -> Option<&str> {
+        match &self.peer {
+            Peer::Tls {
+                refused: Some(why), ..
+            } => Some(why),
+            _ => None,
+        }
     }
 }
 
-/// The caller of `req`, from its connection's peer credentials; `None`
-/// when the connection has none (not a Unix socket).
+/// The caller of `req`: its connection's peer credentials (Unix socket)
+/// or its client certificate (TLS, see [`crate::tls`]); `None` when the
+/// connection has neither.
 pub fn identify<T>(req: &tonic::Request<T>, roles: &Roles) -> Option<Identity> {
+    if let Some(t) = req.extensions().get::<crate::tls::TlsPeer>() {
+        let (names, refused) = match &t.cert {
+            Ok(names) => (names.clone(), None),
+            Err(why) => (Vec::new(), Some(why.clone())),
+        };
+        let role = match refused {
+            None => roles.role_of_names(&names),
+            Some(_) => None,
+        };
+        return Some(Identity {
+            peer: Peer::Tls {
+                addr: t.addr,
+                names,
+                refused,
+            },
+            role,
+        });
+    }
     let info = req.extensions().get::<UdsConnectInfo>()?;
     let cred = info.peer_cred?;
     Some(Identity {
-        uid: cred.uid(),
-        gid: cred.gid(),
-        pid: cred.pid().unwrap_or(0),
+        peer: Peer::Unix {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            pid: cred.pid().unwrap_or(0),
+        },
         role: roles.role_of(cred.uid(), cred.gid()),
     })
 }

@@ -1,5 +1,6 @@
 //! A blocking client for the CLI: connects to the daemon's Unix socket
-//! and runs calls on a runtime of its own; and the CLI's view of a
+//! (or its TCP address with mutual TLS, [`Target`]) and runs calls on a
+//! runtime of its own; and the CLI's view of a
 //! deployment rebuilt from a reply, for output identical to the direct
 //! path's.
 
@@ -20,6 +21,54 @@ pub enum ClientError {
     Runtime(std::io::Error),
     #[error("nfkitd's reply: {0}")]
     Reply(String),
+    #[error("{path}: {cause}")]
+    File {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+}
+
+/// Where the daemon is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Its Unix socket.
+    Unix(PathBuf),
+    /// Its TCP address (`host:port`), with mutual TLS.
+    Tls { addr: String, creds: TlsFiles },
+}
+
+/// A TLS client's files (PEM): the CA that signed the server's
+/// certificate, and the client's certificate and key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl Target {
+    /// `https://ADDR` or `tcp:ADDR`: TLS to ADDR with `creds`; `unix:PATH`
+    /// or anything else: a socket path.
+    pub fn parse(s: &str, creds: TlsFiles) -> Target {
+        match s
+            .strip_prefix("https://")
+            .or_else(|| s.strip_prefix("tcp:"))
+        {
+            Some(a) => Target::Tls {
+                addr: a.trim_end_matches('/').to_string(),
+                creds,
+            },
+            None => Target::Unix(PathBuf::from(s.strip_prefix("unix:").unwrap_or(s))),
+        }
+    }
+
+    /// `/run/nfkit/nfkitd.sock`, `https://127.0.0.1:7443`.
+    pub fn display(&self) -> String {
+        match self {
+            Target::Unix(p) => p.display().to_string(),
+            Target::Tls { addr, .. } => format!("https://{addr}"),
+        }
+    }
 }
 
 /// A connection to nfkitd.
@@ -32,15 +81,23 @@ pub struct Client {
 impl Client {
     /// Connects to the daemon on `socket` (within a few seconds).
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
+        Client::connect_to(&Target::Unix(socket.to_path_buf()))
+    }
+
+    /// Connects to the daemon at `target` (within a few seconds).
+    pub fn connect_to(target: &Target) -> Result<Client, ClientError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(ClientError::Runtime)?;
-        let channel = rt.block_on(channel(socket))?;
+        let channel = match target {
+            Target::Unix(p) => rt.block_on(channel(p))?,
+            Target::Tls { addr, creds } => rt.block_on(tls_channel(addr, creds))?,
+        };
         Ok(Client {
             rt,
             channel,
-            socket: socket.to_path_buf(),
+            socket: PathBuf::from(target.display()),
         })
     }
 
@@ -78,18 +135,57 @@ pub async fn channel(socket: &Path) -> Result<Channel, ClientError> {
         }
     }))
     .await
-    .map_err(|e| {
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            let t = s.to_string();
-            if !msg.contains(&t) {
-                msg = format!("{msg}: {t}");
-            }
-            src = s.source();
+    .map_err(|e| err(chain_text(&e)))
+}
+
+/// An error and its causes, each once.
+fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !msg.contains(&t) {
+            msg = format!("{msg}: {t}");
         }
-        err(msg)
-    })
+        src = s.source();
+    }
+    msg
+}
+
+/// An HTTP/2 channel over TLS to `addr` (`host:port`): the server's
+/// certificate must chain to `creds.ca` and name the host; the client
+/// shows `creds.cert` (with `creds.key`) when given.
+pub async fn tls_channel(addr: &str, creds: &TlsFiles) -> Result<Channel, ClientError> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let err = |msg: String| ClientError::Connect {
+        path: PathBuf::from(format!("https://{addr}")),
+        msg,
+    };
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|cause| ClientError::File {
+            path: p.to_path_buf(),
+            cause,
+        })
+    };
+    let ca = creds.ca.as_deref().ok_or_else(|| {
+        err("no CA to check the server's certificate with (--ca FILE or NFKIT_DAEMON_CA)".into())
+    })?;
+    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
+    match (&creds.cert, &creds.key) {
+        (Some(c), Some(k)) => tls = tls.identity(Identity::from_pem(read(c)?, read(k)?)),
+        (None, None) => {}
+        _ => return Err(err("--cert and --key go together".into())),
+    }
+    let host = match addr.rsplit_once(':') {
+        Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+        None => return Err(err("give host:port".into())),
+    };
+    let ep = Endpoint::from_shared(format!("https://{addr}"))
+        .map_err(|e| err(e.to_string()))?
+        .tls_config(tls.domain_name(host))
+        .map_err(|e| err(chain_text(&e)))?
+        .connect_timeout(std::time::Duration::from_secs(5));
+    ep.connect().await.map_err(|e| err(chain_text(&e)))
 }
 
 /// One chain's counters, as `nfkit status --json` shows them.

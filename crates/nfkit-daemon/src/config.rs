@@ -13,11 +13,20 @@
 //! state_dir = "/run/nfkit"            # nfkit's state.json ($NFKIT_STATE_DIR)
 //! metrics = "127.0.0.1:9464"          # Prometheus text at GET /metrics (off by default)
 //!
-//! [roles]                              # by peer uid or gid; highest wins
+//! [tls]                                # TCP with mutual TLS (off by default)
+//! listen = "0.0.0.0:7443"              # or `nfkitd --listen tcp:ADDR`
+//! cert = "/etc/nfkit/tls/server.crt"   # the server's chain (PEM)
+//! key = "/etc/nfkit/tls/server.key"    # its private key (PEM)
+//! client_ca = "/etc/nfkit/tls/ca.crt"  # clients' certificates must chain to it
+//!
+//! [roles]                              # by peer uid or gid, or TLS name; highest wins
 //! admin = { uids = [0] }               # the default; everyone else is refused
-//! deploy = { gids = [1001] }
-//! read_only = { uids = [1002] }
+//! deploy = { gids = [1001], names = ["ci"] }
+//! read_only = { uids = [1002], names = ["grafana"] }
 //! ```
+//!
+//! A TLS client's names are its certificate's subject CN and its
+//! subject alternative names (DNS, email, URI).
 
 use crate::auth::Role;
 use crate::error::DaemonError;
@@ -44,7 +53,8 @@ pub fn default_socket() -> PathBuf {
     run_dir_from_env().join(SOCKET_NAME)
 }
 
-/// Who holds a role: peer uids and gids.
+/// Who holds a role: peer uids and gids (Unix socket), certificate
+/// names (TLS).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Members {
@@ -52,18 +62,24 @@ pub struct Members {
     pub uids: Vec<u32>,
     #[serde(default)]
     pub gids: Vec<u32>,
+    #[serde(default)]
+    pub names: Vec<String>,
 }
 
 impl Members {
     fn has(&self, uid: u32, gid: u32) -> bool {
         self.uids.contains(&uid) || self.gids.contains(&gid)
     }
+
+    fn has_name(&self, names: &[String]) -> bool {
+        names.iter().any(|n| self.names.contains(n))
+    }
 }
 
 fn root_only() -> Members {
     Members {
         uids: vec![0],
-        gids: Vec::new(),
+        ..Members::default()
     }
 }
 
@@ -104,6 +120,45 @@ impl Roles {
     }
 }
 
+impl Roles {
+    /// The highest role of a TLS client whose verified certificate has
+    /// `names`; `None`: refused.
+    pub fn role_of_names(&self, names: &[String]) -> Option<Role> {
+        if self.admin.has_name(names) {
+            Some(Role::Admin)
+        } else if self.deploy.has_name(names) {
+            Some(Role::Deploy)
+        } else if self.read_only.has_name(names) {
+            Some(Role::ReadOnly)
+        } else {
+            None
+        }
+    }
+}
+
+/// The `[tls]` table as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsFile {
+    listen: Option<std::net::SocketAddr>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+}
+
+/// TCP with mutual TLS (see [`crate::tls`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Where to listen; `None`: not on TCP.
+    pub listen: Option<std::net::SocketAddr>,
+    /// The server's certificate chain, PEM.
+    pub cert: Option<PathBuf>,
+    /// Its private key, PEM.
+    pub key: Option<PathBuf>,
+    /// The CA the clients' certificates must chain to, PEM.
+    pub client_ca: Option<PathBuf>,
+}
+
 /// The file as written (every field optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,6 +173,7 @@ struct File {
     pin_root: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     metrics: Option<std::net::SocketAddr>,
+    tls: Option<TlsFile>,
     roles: Option<Roles>,
 }
 
@@ -137,6 +193,8 @@ pub struct Config {
     /// Serve Prometheus metrics here (plain HTTP, no authentication:
     /// bind it to loopback or a management network).
     pub metrics: Option<std::net::SocketAddr>,
+    /// TCP with mutual TLS: listened on when `tls.listen` is set.
+    pub tls: TlsConfig,
     pub roles: Roles,
 }
 
@@ -177,6 +235,29 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Listens on `listen` too: `tcp:ADDR` (TLS, with the `[tls]`
+    /// table's certificates); anything else is refused (no plain TCP).
+    pub fn listen(&mut self, listen: &str) -> Result<(), DaemonError> {
+        let bad = |msg: String| DaemonError::Config {
+            path: PathBuf::from("--listen"),
+            msg,
+        };
+        let addr = listen
+            .strip_prefix("tcp:")
+            .or_else(|| listen.strip_prefix("https://"))
+            .ok_or_else(|| {
+                bad(format!(
+                    "{listen:?}: give tcp:ADDR:PORT (served with mutual TLS; \
+                     nfkitd never serves plain TCP)"
+                ))
+            })?;
+        self.tls.listen = Some(
+            addr.parse()
+                .map_err(|e| bad(format!("{addr:?}: not an address and port: {e}")))?,
+        );
+        Ok(())
+    }
+
     /// Parses config text (`origin` names it in errors).
     pub fn parse(text: &str, origin: &Path) -> Result<Config, DaemonError> {
         let f: File = toml::from_str(text).map_err(|e| DaemonError::Config {
@@ -188,6 +269,23 @@ impl Config {
                 path: origin.to_path_buf(),
                 msg: format!("socket_mode {m:#o}: permissions are at most 0o777"),
             });
+        }
+        if let Some(t) = f.tls.as_ref().filter(|t| t.listen.is_some()) {
+            for (key, v) in [
+                ("cert", &t.cert),
+                ("key", &t.key),
+                ("client_ca", &t.client_ca),
+            ] {
+                if v.is_none() {
+                    return Err(DaemonError::Config {
+                        path: origin.to_path_buf(),
+                        msg: format!(
+                            "[tls] listen needs {key} too (cert, key and client_ca: \
+                             nfkitd serves TCP only with mutual TLS)"
+                        ),
+                    });
+                }
+            }
         }
         if f.max_request_bytes == Some(0) {
             return Err(DaemonError::Config {
@@ -222,6 +320,12 @@ impl Config {
             nf_path: f.nf_path.unwrap_or_default(),
             paths,
             metrics: f.metrics,
+            tls: f.tls.map_or_else(TlsConfig::default, |t| TlsConfig {
+                listen: t.listen,
+                cert: t.cert,
+                key: t.key,
+                client_ca: t.client_ca,
+            }),
             roles: f.roles.unwrap_or_default(),
         }
     }
@@ -254,5 +358,33 @@ mod tests {
         let e = Config::parse("socket_mode = 0o1777\n", Path::new("a.toml")).unwrap_err();
         assert!(e.to_string().contains("0o777"), "{e}");
         assert!(Config::parse("[roles]\nadmn = {}\n", Path::new("a.toml")).is_err());
+    }
+
+    #[test]
+    fn tls_names_map_to_roles_and_tcp_needs_all_three_files() {
+        let c = Config::parse(
+            "[roles]\ndeploy = { names = [\"ci\"] }\nread_only = { names = [\"graf\", \"ci\"] }\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let n = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(c.roles.role_of_names(&n(&["ci"])), Some(Role::Deploy));
+        assert_eq!(
+            c.roles.role_of_names(&n(&["x", "graf"])),
+            Some(Role::ReadOnly)
+        );
+        assert_eq!(c.roles.role_of_names(&n(&["root"])), None);
+        assert_eq!(c.roles.role_of_names(&[]), None);
+        let e = Config::parse(
+            "[tls]\nlisten = \"127.0.0.1:1\"\ncert = \"a\"\nkey = \"b\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("client_ca"), "{e}");
+        let mut c = Config::parse("", Path::new("x.toml")).unwrap();
+        assert!(c.listen("127.0.0.1:7443").is_err());
+        assert!(c.listen("tcp:nowhere").is_err());
+        c.listen("tcp:127.0.0.1:7443").unwrap();
+        assert_eq!(c.tls.listen, Some("127.0.0.1:7443".parse().unwrap()));
     }
 }

@@ -1,6 +1,7 @@
 //! nfkitd, nfkit's control-plane daemon: one process that owns the
 //! deployments of a host and serves the gRPC API of `proto/nfkit/v1`
-//! on a Unix socket (docs/daemon.md).
+//! on a Unix socket, and over TCP with mutual TLS when configured
+//! (docs/daemon.md).
 //!
 //! * [`proto`]: the generated messages, clients and servers.
 //! * [`config`](mod@config): the TOML config (socket, directories, roles, limits).
@@ -14,12 +15,15 @@
 //! * [`service`]: the six services; [`convert`]: nfkit types → messages.
 //! * [`nf_text`]: the text of `nf show` (also used by the CLI).
 //! * [`server`]: bind, adopt, serve, stop.
+//! * [`tls`]: TCP with mutual TLS (handshakes, client certificates → names).
+//! * [`certs`]: a test CA and its server and client certificates.
 //! * [`client`]: the CLI's blocking client.
 //! * [`error`](mod@error): [`DaemonError`].
 #![forbid(unsafe_code)]
 
 pub mod audit;
 pub mod auth;
+pub mod certs;
 pub mod chains;
 pub mod client;
 pub mod config;
@@ -31,6 +35,7 @@ pub mod nf_text;
 pub mod records;
 pub mod server;
 pub mod service;
+pub mod tls;
 pub mod validate;
 
 /// The API (`proto/nfkit/v1/*.proto`), generated at build time.

@@ -1,4 +1,4 @@
-//! `nfkitd [--config FILE] [--socket PATH]`: nfkit's control-plane
+//! `nfkitd [--config FILE] [--socket PATH] [--listen tcp:ADDR]`: nfkit's control-plane
 //! daemon (see docs/daemon.md). Runs in the foreground; `nfkit daemon
 //! start` runs it in the background.
 
@@ -22,10 +22,17 @@ struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics (overrides the config).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// Also serve on TCP, with mutual TLS only (the config's [tls]
+    /// certificates): tcp:ADDR:PORT.
+    #[arg(long, value_name = "tcp:ADDR")]
+    listen: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let cfg = Config::resolve(a.config.as_deref(), a.socket, a.metrics)?;
+    let mut cfg = Config::resolve(a.config.as_deref(), a.socket, a.metrics)?;
+    if let Some(l) = &a.listen {
+        cfg.listen(l)?;
+    }
     Ok(nfkit_daemon::server::run(cfg)?)
 }

@@ -1,6 +1,7 @@
 //! Starting and stopping the daemon: refuse when another one answers on
 //! the socket, adopt what is pinned and recorded, bind the socket with
-//! the configured permissions, serve until SIGTERM, SIGINT or the
+//! the configured permissions (and the TCP address with mutual TLS when
+//! configured, see [`crate::tls`]), serve until SIGTERM, SIGINT or the
 //! Shutdown RPC, remove the socket. Deployments stay: they are pinned.
 
 use crate::audit::AuditLog;
@@ -49,8 +50,33 @@ fn answers(path: &std::path::Path) -> bool {
     std::os::unix::net::UnixStream::connect(path).is_ok()
 }
 
-/// Serves until told to stop; `ready` is called once the socket accepts.
-pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), DaemonError> {
+/// The services, each with the request size limit.
+fn router(d: &Arc<Daemon>, limit: usize) -> tonic::transport::server::Router {
+    tonic::transport::Server::builder()
+        .add_service(NfServiceServer::new(nf::Nfs(d.clone())).max_decoding_message_size(limit))
+        .add_service(
+            ChainServiceServer::new(chain::Chains(d.clone())).max_decoding_message_size(limit),
+        )
+        .add_service(
+            DeploymentServiceServer::new(deployment::Deployments(d.clone()))
+                .max_decoding_message_size(limit),
+        )
+        .add_service(MapServiceServer::new(map::Maps(d.clone())).max_decoding_message_size(limit))
+        .add_service(
+            StatsServiceServer::new(stats::Stats(d.clone())).max_decoding_message_size(limit),
+        )
+        .add_service(
+            DaemonServiceServer::new(daemon::DaemonInfo(d.clone()))
+                .max_decoding_message_size(limit),
+        )
+}
+
+/// Serves until told to stop; `ready` is called once the socket (and
+/// the TCP address, given to it) accept.
+pub async fn serve(
+    cfg: Config,
+    ready: impl FnOnce(&[Adopted], Option<std::net::SocketAddr>),
+) -> Result<(), DaemonError> {
     let io = |what: &'static str, path: &std::path::Path| {
         let path = path.to_path_buf();
         move |e| DaemonError::Io {
@@ -62,6 +88,11 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
     if answers(&cfg.socket) {
         return Err(DaemonError::Running(cfg.socket.clone()));
     }
+    // Certificates are read first: a bad one stops the start here.
+    let tls = match cfg.tls.listen {
+        Some(_) => Some(crate::tls::ServerTls::new(&cfg.tls)?),
+        None => None,
+    };
     // A socket left by a daemon that was killed; anything else there is
     // not ours to remove (bind then fails and says so).
     use std::os::unix::fs::FileTypeExt as _;
@@ -100,7 +131,11 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
         started: Instant::now(),
         shutdown: tx,
     });
-    ready(&d.adopted);
+    let tcp = match (tls, d.cfg.tls.listen) {
+        (Some(tls), Some(addr)) => Some(crate::tls::listen(addr, tls, d.clone()).await?),
+        _ => None,
+    };
+    ready(&d.adopted, tcp.as_ref().map(|t| t.0));
     // SIGTERM, SIGINT or the Shutdown RPC stop accepting; connections
     // still open (a stats stream) get GRACE to finish.
     let (fired_tx, fired_rx) = tokio::sync::watch::channel(false);
@@ -123,35 +158,31 @@ pub async fn serve(cfg: Config, ready: impl FnOnce(&[Adopted])) -> Result<(), Da
         }
         let _ = fired_tx.send(true);
     });
-    let mut stop_rx = fired_rx;
-    let stop = async move {
-        let _ = stop_rx.wait_for(|s| *s).await;
+    let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
     };
     let grace = async move {
         let _ = grace_rx.wait_for(|s| *s).await;
         tokio::time::sleep(GRACE).await;
     };
-    let res = tonic::transport::Server::builder()
-        .add_service(NfServiceServer::new(nf::Nfs(d.clone())).max_decoding_message_size(limit))
-        .add_service(
-            ChainServiceServer::new(chain::Chains(d.clone())).max_decoding_message_size(limit),
-        )
-        .add_service(
-            DeploymentServiceServer::new(deployment::Deployments(d.clone()))
-                .max_decoding_message_size(limit),
-        )
-        .add_service(MapServiceServer::new(map::Maps(d.clone())).max_decoding_message_size(limit))
-        .add_service(
-            StatsServiceServer::new(stats::Stats(d.clone())).max_decoding_message_size(limit),
-        )
-        .add_service(
-            DaemonServiceServer::new(daemon::DaemonInfo(d.clone()))
-                .max_decoding_message_size(limit),
-        )
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(listener),
-            stop,
-        );
+    let unix = router(&d, limit).serve_with_incoming_shutdown(
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        stop(fired_rx.clone()),
+    );
+    let tcp = async {
+        match tcp {
+            Some((_, incoming)) => {
+                router(&d, limit)
+                    .serve_with_incoming_shutdown(incoming, stop(fired_rx.clone()))
+                    .await
+            }
+            None => Ok(()),
+        }
+    };
+    let res = async {
+        let (u, t) = tokio::join!(unix, tcp);
+        u.and(t)
+    };
     let res = tokio::select! {
         r = res => r,
         () = grace => Ok(()),
@@ -171,7 +202,7 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
         .build()
         .map_err(|e| DaemonError::Serve(format!("starting the runtime: {e}")))?;
     let socket = cfg.socket.clone();
-    rt.block_on(serve(cfg, |adopted| {
+    rt.block_on(serve(cfg, |adopted, tcp| {
         for n in adopted {
             eprintln!(
                 "nfkitd: {} {}: {}: {}",
@@ -179,6 +210,9 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
             );
         }
         eprintln!("nfkitd: serving on {}", socket.display());
+        if let Some(a) = tcp {
+            eprintln!("nfkitd: serving on tcp:{a} (mutual TLS)");
+        }
     }))?;
     eprintln!("nfkitd: stopped");
     Ok(())

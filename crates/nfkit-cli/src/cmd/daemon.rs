@@ -5,7 +5,10 @@
 //! (`$NFKIT_RUN_DIR/nfkitd.sock`, else `/run/nfkit/nfkitd.sock`)
 //! answers — not when `NFKIT_PIN_ROOT` or `NFKIT_STATE_DIR` point at
 //! other deployments without `NFKIT_RUN_DIR`; `NFKIT_DAEMON=off` makes
-//! them work directly. Either way
+//! them work directly. `--daemon https://HOST:PORT` (or `tcp:HOST:PORT`)
+//! reaches nfkitd over TCP with mutual TLS: `--ca` (the CA of the
+//! server's certificate), `--cert` and `--key` (the client's), also
+//! NFKIT_DAEMON_CA, NFKIT_DAEMON_CERT, NFKIT_DAEMON_KEY. Either way
 //! they print the same.
 
 use anyhow::{anyhow, bail, Context as _};
@@ -18,13 +21,52 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-/// `--daemon PATH`, flattened into the commands that can use nfkitd.
+/// `--daemon PATH|https://ADDR` and the TLS files, flattened into the
+/// commands that can use nfkitd.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct DaemonArg {
-    /// Go through the nfkitd listening on this socket (also
-    /// NFKIT_DAEMON; `NFKIT_DAEMON=off`: never).
-    #[arg(long = "daemon", value_name = "SOCKET")]
+    /// Go through the nfkitd listening on this socket, or at
+    /// https://HOST:PORT with mutual TLS (also NFKIT_DAEMON;
+    /// `NFKIT_DAEMON=off`: never).
+    #[arg(long = "daemon", value_name = "SOCKET|https://ADDR")]
     pub socket: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// A TLS client's files (for `--daemon https://ADDR`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TlsArgs {
+    /// TLS: the client certificate, PEM (also NFKIT_DAEMON_CERT).
+    #[arg(long = "cert", id = "daemon_cert", value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// TLS: its private key, PEM (also NFKIT_DAEMON_KEY).
+    #[arg(long = "key", id = "daemon_key", value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// TLS: the CA that signed nfkitd's certificate, PEM (also NFKIT_DAEMON_CA).
+    #[arg(long = "ca", id = "daemon_ca", value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The files given, else the environment's.
+    pub fn files(&self) -> nfkit_daemon::client::TlsFiles {
+        let or_env = |v: &Option<PathBuf>, var: &str| {
+            v.clone()
+                .or_else(|| std::env::var_os(var).map(PathBuf::from))
+                .filter(|p| !p.as_os_str().is_empty())
+        };
+        nfkit_daemon::client::TlsFiles {
+            ca: or_env(&self.ca, "NFKIT_DAEMON_CA"),
+            cert: or_env(&self.cert, "NFKIT_DAEMON_CERT"),
+            key: or_env(&self.key, "NFKIT_DAEMON_KEY"),
+        }
+    }
+}
+
+/// Where `named` (a `--daemon` value or NFKIT_DAEMON) says nfkitd is.
+pub fn target(named: &Path, tls: &TlsArgs) -> nfkit_daemon::client::Target {
+    nfkit_daemon::client::Target::parse(&named.to_string_lossy(), tls.files())
 }
 
 impl DaemonArg {
@@ -40,7 +82,7 @@ impl DaemonArg {
             (None, None) => None,
         };
         if let Some(p) = named {
-            return Ok(Some(Client::connect(&p)?));
+            return Ok(Some(Client::connect_to(&target(&p, &self.tls))?));
         }
         // A command pointed at other pins or state (NFKIT_PIN_ROOT,
         // NFKIT_STATE_DIR: tests, demos) is not sent to the host's daemon,
@@ -82,6 +124,29 @@ pub enum Command {
     Status(StatusArgs),
     /// Run the daemon in the foreground (what nfkitd runs).
     Run(RunArgs),
+    /// Make a test CA, a server certificate and client certificates for
+    /// nfkitd's TCP listener (mutual TLS).
+    Certs(CertsArgs),
+}
+
+#[derive(clap::Args)]
+pub struct CertsArgs {
+    /// The directory to write into (created; files are never overwritten).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Client certificates to make, by name (their subject CN, which
+    /// `[roles] names` maps to a role): NAME,NAME,...
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    clients: Vec<String>,
+    /// More names or IP addresses for the server certificate (beside
+    /// localhost, 127.0.0.1 and ::1).
+    #[arg(long = "server-name", value_delimiter = ',', value_name = "NAME,...")]
+    server_names: Vec<String>,
+    /// Days the certificates are valid.
+    #[arg(long, default_value_t = 365)]
+    days: u32,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -95,6 +160,9 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// Also serve on TCP with mutual TLS (the config's [tls] files): tcp:ADDR:PORT.
+    #[arg(long, value_name = "tcp:ADDR")]
+    listen: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -115,6 +183,9 @@ pub struct StartArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// Also serve on TCP with mutual TLS (the config's [tls] files): tcp:ADDR:PORT.
+    #[arg(long, value_name = "tcp:ADDR")]
+    listen: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -128,6 +199,8 @@ pub struct SocketArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     socket: SocketArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     #[arg(long)]
     json: bool,
 }
@@ -150,8 +223,12 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Start(a) => start(a),
         Command::Stop(a) => stop(a),
         Command::Status(a) => status(a),
+        Command::Certs(a) => certs(a),
         Command::Run(a) => {
-            let cfg = Config::resolve(a.config.as_deref(), a.socket, a.metrics)?;
+            let mut cfg = Config::resolve(a.config.as_deref(), a.socket, a.metrics)?;
+            if let Some(l) = &a.listen {
+                cfg.listen(l)?;
+            }
             nfkit_daemon::server::run(cfg)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -199,6 +276,9 @@ fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
     cmd.arg("--socket").arg(&socket);
     if let Some(m) = a.metrics {
         cmd.arg("--metrics").arg(m.to_string());
+    }
+    if let Some(l) = &a.listen {
+        cmd.arg("--listen").arg(l);
     }
     let mut child = cmd
         .stdin(Stdio::null())
@@ -263,7 +343,9 @@ fn stop(a: SocketArgs) -> anyhow::Result<ExitCode> {
 
 fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let socket = a.socket.path();
-    if !answers(&socket) {
+    let tgt = target(&socket, &a.tls);
+    let tls = matches!(tgt, nfkit_daemon::client::Target::Tls { .. });
+    if !tls && !answers(&socket) {
         if a.json {
             println!("{}", json!({"running": false, "socket": socket}));
         } else {
@@ -271,7 +353,7 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(3));
     }
-    let c = Client::connect(&socket)?;
+    let c = Client::connect_to(&tgt)?;
     let i = c
         .block_on(DaemonServiceClient::new(c.channel()).get_info(GetInfoRequest {}))
         .map_err(status_error)?
@@ -286,20 +368,55 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         let v = json!({
             "running": true, "socket": i.socket, "version": i.version, "pid": i.pid,
             "uptime_s": i.uptime_s,
-            "caller": {"uid": who.uid, "gid": who.gid, "pid": who.pid, "role": who.role},
+            "caller": if who.address.is_empty() {
+                json!({"uid": who.uid, "gid": who.gid, "pid": who.pid, "role": who.role})
+            } else {
+                json!({"address": who.address, "names": who.names, "role": who.role})
+            },
             "adopted": adopted,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let you = if who.address.is_empty() {
+        format!("uid {}", who.uid)
+    } else {
+        format!(
+            "certificate {} from {}",
+            who.names.first().map_or("-", String::as_str),
+            who.address
+        )
+    };
     println!(
-        "nfkitd {} running: pid {} on {}, up {} s; you are uid {} ({})",
-        i.version, i.pid, i.socket, i.uptime_s, who.uid, who.role
+        "nfkitd {} running: pid {} on {}, up {} s; you are {you} ({})",
+        i.version, i.pid, i.socket, i.uptime_s, who.role
     );
     for x in &i.adopted {
         println!(
             "  at start: {} {}: {}: {}",
             x.dev, x.attach, x.outcome, x.detail
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn certs(a: CertsArgs) -> anyhow::Result<ExitCode> {
+    let w = nfkit_daemon::certs::write_set(&a.out, &a.server_names, &a.clients, a.days)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&w)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("CA:     {} (its key: ca.key, mode 0600)", w.ca.display());
+    println!(
+        "server: {} {} (for nfkitd's [tls] cert, key; client_ca = ca.crt)",
+        w.server_cert.display(),
+        w.server_key.display()
+    );
+    for (name, crt, key) in &w.clients {
+        println!(
+            "client {name}: {} {} (nfkit --cert, --key, --ca ca.crt; [roles] names = [\"{name}\"])",
+            crt.display(),
+            key.display()
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod deploy;
 pub mod disasm;
 pub mod dpi;
+pub mod graph;
 pub mod map;
 pub mod nf;
 pub mod object;

@@ -18,16 +18,24 @@ impl DaemonService for DaemonInfo {
     ) -> Result<Response<proto::DaemonInfo>, Status> {
         let call = self.0.begin(&req, rpc::GET_INFO)?;
         let d = &self.0;
-        let w = call.who;
+        let w = &call.who;
+        let (uid, gid, pid, address, names) = match &w.peer {
+            crate::auth::Peer::Unix { uid, gid, pid } => (*uid, *gid, *pid, String::new(), vec![]),
+            crate::auth::Peer::Tls { addr, names, .. } => {
+                (0, 0, 0, addr.to_string(), names.clone())
+            }
+        };
         let info = proto::DaemonInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             pid: std::process::id(),
             uptime_s: d.started.elapsed().as_secs(),
             caller: Some(proto::Identity {
-                uid: w.uid,
-                gid: w.gid,
-                pid: w.pid,
+                uid,
+                gid,
+                pid,
                 role: w.role.map_or("", |r| r.name()).to_string(),
+                address,
+                names,
             }),
             socket: d.cfg.socket.display().to_string(),
             adopted: d

@@ -49,23 +49,29 @@ impl Daemon {
             self.record(rpc, who.as_ref(), "", "", &Err::<(), _>(st.clone()));
             st
         };
-        let Some(id) = who else {
+        let Some(id) = who.clone() else {
             return Err(refuse(Status::unauthenticated(
-                "no peer credentials: nfkitd serves clients on its Unix socket",
+                "no peer credentials: nfkitd serves clients on its Unix socket or over mutual TLS",
             )));
         };
+        if let Some(why) = id.unauthenticated() {
+            return Err(refuse(Status::unauthenticated(why)));
+        }
         let Some(role) = id.role else {
+            let who = match &id.peer {
+                crate::auth::Peer::Unix { uid, gid, .. } => format!("uid {uid} gid {gid}"),
+                crate::auth::Peer::Tls { .. } => id.name(),
+            };
             return Err(refuse(Status::permission_denied(format!(
-                "uid {} gid {} has no role in nfkitd's config (roles: admin, deploy, read_only)",
-                id.uid, id.gid
+                "{who} has no role in nfkitd's config (roles: admin, deploy, read_only)"
             ))));
         };
         if role < rpc.needs {
             return Err(refuse(Status::permission_denied(format!(
-                "{} needs role {}; uid {} has role {}",
+                "{} needs role {}; {} has role {}",
                 rpc.name,
                 rpc.needs.name(),
-                id.uid,
+                id.name(),
                 role.name()
             ))));
         }
@@ -103,7 +109,7 @@ impl Daemon {
         }
         self.audit.write(&Record {
             ts_ms: now_ms(),
-            who: who.copied(),
+            who: who.cloned(),
             rpc: rpc.name,
             target,
             digest,
@@ -127,11 +133,11 @@ impl Call<'_> {
         res.map(Response::new)
     }
 
-    /// `uid 0 (admin)`.
+    /// `uid 0 (admin)`, `certificate ci (deploy)`.
     pub fn by(&self) -> String {
         format!(
-            "uid {} ({})",
-            self.who.uid,
+            "{} ({})",
+            self.who.name(),
             self.who.role.map_or("no role", |r| r.name())
         )
     }
