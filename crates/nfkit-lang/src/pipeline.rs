@@ -626,6 +626,12 @@ impl Reader<'_> {
                         let n = self.name(e, "a stage", "a table or a chain")?;
                         if self.tables.iter().any(|t| t.name == n) {
                             p.stages.push(Stage::Table(n.to_string()));
+                        } else if !self.chains.contains_key(n) {
+                            return self.err(
+                                off(e),
+                                format!("unknown table or chain '{n}'"),
+                                "stages are tables declared above (T = Table(...)) and chains (def)",
+                            );
                         } else {
                             p.stages.push(Stage::Chain(chain(e, "stage")?));
                         }
@@ -786,6 +792,13 @@ pub fn expand(file: &str, source: &str, pos: Position) -> R<(String, Declared)> 
             gen,
             "from nf.classify import every_packet as pipeline_every_packet"
         );
+        if let Some(post) = &p.post {
+            // Also in the ingress program (not dispatched there): `post_of`
+            // builds the post program from the expanded source.
+            let _ = writeln!(gen, "def {POST_CHAIN}() -> u64:");
+            let _ = writeln!(gen, "    {post}()");
+            let _ = writeln!(gen, "    return PASS");
+        }
         match pos {
             Position::Ingress => {
                 let _ = writeln!(gen, "def pipeline_ingress() -> u64:");
@@ -806,18 +819,14 @@ pub fn expand(file: &str, source: &str, pos: Position) -> R<(String, Declared)> 
                 let _ = writeln!(gen, "    if _out == 0:");
                 let _ = writeln!(gen, "        return {}", p.miss);
                 let _ = writeln!(gen, "    return REDIRECT(_out)");
-                let _ = writeln!(gen, "pipeline_every_packet(pipeline_ingress)");
+                let _ = writeln!(gen, "{INGRESS_CLS}");
             }
             Position::Post => {
-                let post = p.post.clone().unwrap_or_default();
-                let _ = writeln!(gen, "def pipeline_post() -> u64:");
-                if post.is_empty() {
-                    let _ = writeln!(gen, "    return PASS");
-                } else {
-                    let _ = writeln!(gen, "    {post}()");
+                if p.post.is_none() {
+                    let _ = writeln!(gen, "def {POST_CHAIN}() -> u64:");
                     let _ = writeln!(gen, "    return PASS");
                 }
-                let _ = writeln!(gen, "pipeline_every_packet(pipeline_post)");
+                let _ = writeln!(gen, "{POST_CLS}");
             }
         }
     }
@@ -826,6 +835,31 @@ pub fn expand(file: &str, source: &str, pos: Position) -> R<(String, Declared)> 
     }
     out.push_str(&gen);
     Ok((out, decl))
+}
+
+/// The generated chain of the `post` position.
+const POST_CHAIN: &str = "pipeline_post";
+/// The classifier call of the ingress program, and of the post program.
+const INGRESS_CLS: &str = "pipeline_every_packet(pipeline_ingress)";
+const POST_CLS: &str = "pipeline_every_packet(pipeline_post)";
+
+/// The `post` program of a compiled ingress pipeline (`None`: the script
+/// has no `post`): the same expanded source with the post chain as the
+/// classifier's. Loaded beside the ingress program with its maps kept
+/// (one set of maps for every position), it runs per output port.
+pub fn post_of(
+    c: &crate::Compiled,
+    opts: &crate::Options,
+) -> Result<Option<crate::Compiled>, crate::CompileError> {
+    let src = &c.program.source;
+    if !src.contains(&format!("def {POST_CHAIN}()")) || !src.contains(INGRESS_CLS) {
+        return Ok(None);
+    }
+    let post_src = src.replacen(INGRESS_CLS, POST_CLS, 1);
+    let mut pc = crate::compile(&c.program.file, &post_src, opts)?;
+    // The entries are the ingress program's (its maps are kept).
+    pc.program.tables.clear();
+    Ok(Some(pc))
 }
 
 /// `T.apply(` → `T_apply(` where `T` is a whole name.

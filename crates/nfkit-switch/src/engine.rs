@@ -175,6 +175,8 @@ struct Worker {
     ver: Arc<Version>,
     runner: Runner,
     entry: usize,
+    /// The version's `post` runner (crate::pipeline).
+    post: Option<crate::pipeline::PostRunner>,
     opts: RunOptions,
     clock: Option<Arc<FrameClock>>,
     rx: Vec<RxSlot>,
@@ -229,7 +231,10 @@ impl Switch {
                 .iter()
                 .all(|p| p.rx.is_empty() || matches!(p.spec, PortSpec::Pcap { .. }));
         let script = ScriptVm::new_with(compiled, vm_config.clone())?;
-        let first = Arc::new(version(1, script, replay, workers)?);
+        let mut first = version(1, script, replay, workers)?;
+        first.post =
+            crate::pipeline::Post::load(compiled, &first.script, vm_config.clone(), workers)?;
+        let first = Arc::new(first);
         let host = cfg.host_port.filter(|&h| h < ports.len()).or_else(|| {
             ports
                 .iter()
@@ -301,6 +306,7 @@ impl Switch {
                 id,
                 workers,
                 runner: first.take_runner(id),
+                post: first.post.as_ref().map(|p| p.take(id)),
                 entry: first.entry,
                 fault: first.fault,
                 ver: Arc::clone(&first),
@@ -436,7 +442,10 @@ impl Switch {
         }
         let cur = self.shared.slot.current();
         let script = ScriptVm::new_keeping(compiled, self.vm_config.clone(), &cur.script)?;
-        version(n, script, self.replay, self.workers)
+        let mut v = version(n, script, self.replay, self.workers)?;
+        v.post =
+            crate::pipeline::Post::load(compiled, &v.script, self.vm_config.clone(), self.workers)?;
+        Ok(v)
     }
 
     /// Applies an authenticated update message `bytes` (received at
@@ -867,6 +876,7 @@ impl Worker {
         let slot = &self.shared.slot;
         let next = slot.current();
         let runner = next.take_runner(self.id);
+        self.post = next.post.as_ref().map(|p| p.take(self.id));
         self.entry = next.entry;
         self.fault = next.fault;
         let n = next.number;
@@ -987,10 +997,10 @@ impl Worker {
         let nports = self.tx.len();
         match action::decide(act, arg, port, nports, self.host) {
             Decision::Drop => {}
-            Decision::Port(p) => self.emit(p, frame, arrival_ns),
+            Decision::Port(p) => self.emit(p, port, frame, arrival_ns),
             Decision::Flood => {
                 for p in (0..nports).filter(|&p| p != port) {
-                    self.emit(p, frame, arrival_ns);
+                    self.emit(p, port, frame, arrival_ns);
                 }
             }
             Decision::Controller(reason) => {
@@ -1008,11 +1018,19 @@ impl Worker {
     }
 
     /// Stages a copy of `frame` for port `p` (sending the stage when full).
-    fn emit(&mut self, p: usize, frame: &[u8], arrival_ns: u64) {
+    fn emit(&mut self, p: usize, ingress: usize, frame: &[u8], arrival_ns: u64) {
         let st = &mut self.stage[p];
         let buf = &mut st.frames[st.len];
         buf.clear();
         buf.extend_from_slice(frame);
+        if let Some(post) = &mut self.post {
+            if !post.run(buf, ingress, p, &self.opts) {
+                if let Some(v) = &self.ver.post {
+                    v.dropped[self.id].add(1);
+                }
+                return;
+            }
+        }
         st.arrival_ns[st.len] = arrival_ns;
         st.len += 1;
         if st.len == BATCH {

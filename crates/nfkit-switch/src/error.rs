@@ -27,6 +27,8 @@ pub enum SwitchError {
         got: usize,
         workers: usize,
     },
+    #[error("the pipeline's post program: {0}")]
+    Post(String),
     #[error("too many ports: {0} (at most 65535)")]
     TooManyPorts(usize),
     #[error("worker {worker}: {why}")]
