@@ -188,3 +188,73 @@ fn exact_and_lpm_tables_match_in_the_vm_and_the_kernel() {
         assert_kernel_matches("layouts", "kernel XDP", &vm, &k);
     }
 }
+
+/// The `post` position for the kernel: the post program of a pipeline,
+/// compiled for TC (egress), passes the verifier and gives, on every
+/// frame the ingress program routed, the verdict the VM's post program
+/// gives (PASS, or DROP for frames to 198.18.2.9 leaving port 3).
+const POST: &str = r#"
+from nf.classify import every_packet
+
+def post() -> u64:
+    if Packet.read_u8(14 + 19) == 9 and Packet.read_u8(14 + 18) == 2:
+        return DROP
+    return PASS
+
+def route(port: u64) -> u64:
+    return port
+
+ROUTES = Table(keys={"ip.dst": "lpm"}, actions=[route, DROP], size=16, default=DROP,
+               entries=[("198.18.1.0/24", route, 2), ("198.18.2.0/24", route, 3)])
+
+pipeline(tables=[ROUTES], post=post)
+"#;
+
+#[test]
+fn post_program_runs_at_tc_with_the_vm_verdicts() {
+    let ingress = compile("post.py", POST, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let tc = Options {
+        hook: Some(nfkit_nf::Hook::Tc),
+        ..Options::default()
+    };
+    let post = nfkit_lang::pipeline::post_of(&ingress, &tc)
+        .expect("post compiles")
+        .expect("the script has post");
+    assert_eq!(post.hook, nfkit_nf::Hook::Tc);
+    let input: Vec<(u64, Vec<u8>)> = [
+        [198, 18, 1, 1],
+        [198, 18, 2, 1],
+        [198, 18, 2, 9],
+        [198, 18, 1, 9],
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, d)| (S + i as u64 * MS, udp4(ip(0, 1), d, 1, 2, 0, 64, b"p")))
+    .collect();
+    let routed = run_capture_on(&ingress, &input, false, Engine::Interp).expect("run");
+    let ports: Vec<u32> = routed
+        .lines
+        .iter()
+        .map(|l| l.redirect.unwrap_or(0))
+        .collect();
+    assert_eq!(ports, [2, 3, 3, 2]);
+    let vm = run_capture_on(&post, &input, false, Engine::Interp).expect("run post");
+    let verdicts: Vec<&str> = vm.lines.iter().map(|l| l.verdict.as_str()).collect();
+    assert_eq!(verdicts, ["PASS", "PASS", "DROP", "PASS"]);
+    if nfkit_kernel::is_root() {
+        // TC return codes (TC_ACT_OK 0, TC_ACT_SHOT 2), equal to the VM's
+        // for the TC hook; the bytes unchanged.
+        let k = kernel_run(&post, &input).expect("kernel TC run");
+        for (i, (l, (code, data))) in vm.lines.iter().zip(&k).enumerate() {
+            assert_eq!(
+                l.code,
+                *code,
+                "packet {}: VM {} / kernel {code}",
+                i + 1,
+                l.verdict
+            );
+            assert_eq!(data, &input[i].1, "packet {}", i + 1);
+        }
+        assert_eq!(k.iter().map(|(c, _)| *c).collect::<Vec<_>>(), [0, 0, 2, 0]);
+    }
+}
