@@ -609,7 +609,7 @@ impl Reader<'_> {
                 "post" => p.post = Some(chain(&k.value, "post")?),
                 "miss" => {
                     let n = self.name(&k.value, "miss", "a verdict: DROP, PASS, TX")?;
-                    if !Verdict::from_name(n).is_some_and(|v| !v.takes_arg()) {
+                    if Verdict::from_name(n).is_none_or(|v| v.takes_arg()) {
                         return self.err(
                             off(&k.value),
                             format!("'{n}' is not a verdict without argument"),

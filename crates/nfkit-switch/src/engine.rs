@@ -511,11 +511,22 @@ impl Switch {
         m: &nfkit_update::Message,
         compile: &dyn Fn(&str, &str) -> Result<Compiled, String>,
     ) -> Result<(Duration, Duration, usize, Instant), UpdateError> {
-        if m.position != Position::Pre {
-            return Err(UpdateError::Unsupported(format!(
-                "position {}: this switch has one program position, `pre`",
-                m.position
-            )));
+        match (&m.position, &m.body) {
+            (Position::Pre, _) => {}
+            // Entries of a pipeline table (crate::pipeline).
+            (Position::Table(t), Body::EntrySet { map, .. } | Body::EntryDelete { map, .. })
+                if crate::pipeline::is_table_map(t, map) => {}
+            (Position::Table(t), Body::EntrySet { map, .. } | Body::EntryDelete { map, .. }) => {
+                return Err(UpdateError::Rejected(format!(
+                    "map `{map}` is not a map of table `{t}`"
+                )))
+            }
+            _ => {
+                return Err(UpdateError::Unsupported(format!(
+                    "position {}: this switch takes code at `pre` and entries at `table:NAME`",
+                    m.position
+                )))
+            }
         }
         let t0 = Instant::now();
         match &m.body {

@@ -4,6 +4,9 @@
 //! stages for an output port, before transmission, with the version's
 //! maps (loaded keeping them): a verdict of DROP or ABORTED there drops
 //! the frame (counted per worker), anything else sends it.
+//!
+//! Authenticated updates at position `table:NAME` write entries of the
+//! maps of table NAME ([`is_table_map`]; docs/language.md, "Pipelines").
 
 use crate::counters::Counter;
 use crate::reload::lock;
@@ -111,5 +114,35 @@ impl PostRunner {
             r.result.ok().and_then(verdict::decode),
             Some((Action::Drop | Action::Aborted, _))
         )
+    }
+}
+
+/// Whether `map` holds entries of table `table` (the maps
+/// [`nfkit_lang::table::Table::maps`] names: `T_exact`, `T_lpm`, or the
+/// rule arrays `T_v<j>`, `T_m<j>`, `T_prio`, `T_act`, `T_n`).
+pub fn is_table_map(table: &str, map: &str) -> bool {
+    let Some(rest) = map.strip_prefix(table).and_then(|r| r.strip_prefix('_')) else {
+        return false;
+    };
+    let indexed = |p: char| {
+        rest.strip_prefix(p)
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    matches!(rest, "exact" | "lpm" | "prio" | "act" | "n") || indexed('v') || indexed('m')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_maps_by_name() {
+        assert!(is_table_map("ACL", "ACL_v0"));
+        assert!(is_table_map("ACL", "ACL_m12"));
+        assert!(is_table_map("ROUTES", "ROUTES_lpm"));
+        assert!(!is_table_map("ACL", "ACL_v"));
+        assert!(!is_table_map("ACL", "ROUTES_lpm"));
+        assert!(!is_table_map("ACL", "ACLx_n"));
+        assert!(!is_table_map("ACL", "stats"));
     }
 }

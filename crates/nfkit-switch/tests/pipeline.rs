@@ -118,3 +118,106 @@ fn post_runs_per_output_port_with_the_ingress_maps() {
     );
     assert!(p3.iter().all(|f| f[33] == 1));
 }
+
+/// Authenticated updates at position `table:ROUTES` write entries of the
+/// table's maps (a new route, then its deletion); an entry for a map of
+/// another table, and code at a table position, are refused.
+#[test]
+fn signed_updates_write_table_entries() {
+    use nfkit_switch::UpdateAuth;
+    use nfkit_update::{Body, Key, KeyRing, Message, Position};
+    use std::time::Instant;
+    let c = compile_switch("pipeline.py", SCRIPT);
+    let dir = scratch("pipeline-update");
+    let input = dir.join("in.pcap");
+    let one = nfkit_pcap::Packet::new(1, udp4([198, 18, 0, 1], [198, 18, 1, 1], 1, 2, 0, 64, b"p"));
+    nfkit_pcap::write_file(&input, &[one]).expect("write input");
+    let specs: Vec<PortSpec> = (0..PORTS)
+        .map(|i| {
+            let out = dir.join(format!("out{}.pcap", i + 1));
+            let text = if i == 0 {
+                format!("p1:pcap={},out={}", input.display(), out.display())
+            } else {
+                format!("p{}:pcap,out={}", i + 1, out.display())
+            };
+            text.parse().expect("spec")
+        })
+        .collect();
+    let key = Key::new(1, [7; 32]).expect("key");
+    let cfg = SwitchConfig {
+        workers: 1,
+        pin: false,
+        auth: Some(UpdateAuth {
+            switch_id: "sw0".into(),
+            keys: KeyRing::new([key.clone()]),
+        }),
+        ..SwitchConfig::default()
+    };
+    let sw = Switch::start(&c, any::open_all(&specs, 1).expect("ports"), &cfg).expect("start");
+    let compile = |n: &str, s: &str| {
+        nfkit_lang::compile(n, s, &nfkit_lang::Options::default()).map_err(|e| e.to_string())
+    };
+    // 198.18.9.0/24 -> route(4): the LPM key (prefix length, address in
+    // network order), the action word (action 0 << 56 | 4).
+    let mut k = 24u32.to_le_bytes().to_vec();
+    k.extend_from_slice(&[198, 18, 9, 0]);
+    let send = |version: u64, body: Body| {
+        let m =
+            Message::new("sw0", Position::Table("ROUTES".into()), version, body).expect("message");
+        sw.update(
+            &m.seal(&key).expect("seal"),
+            "test",
+            Instant::now(),
+            &compile,
+        )
+    };
+    send(
+        1,
+        Body::EntrySet {
+            map: "ROUTES_lpm".into(),
+            key: k.clone(),
+            value: 4u64.to_le_bytes().to_vec(),
+        },
+    )
+    .expect("entry set");
+    let lookup = |k: &[u8]| {
+        sw.script()
+            .vm
+            .map("ROUTES_lpm")
+            .expect("map")
+            .lookup(k)
+            .expect("lookup")
+    };
+    assert_eq!(lookup(&k), Some(4u64.to_le_bytes().to_vec()));
+    let e = send(
+        2,
+        Body::EntrySet {
+            map: "seen".into(),
+            key: 0u32.to_le_bytes().to_vec(),
+            value: 1u64.to_le_bytes().to_vec(),
+        },
+    )
+    .expect_err("not a map of ROUTES");
+    assert_eq!(e.reason(), "rejected", "{e}");
+    let e = send(
+        1,
+        Body::EntryDelete {
+            map: "ROUTES_lpm".into(),
+            key: k.clone(),
+        },
+    )
+    .expect_err("replayed version");
+    assert_ne!(e.reason(), "rejected", "{e}");
+    send(
+        2,
+        Body::EntryDelete {
+            map: "ROUTES_lpm".into(),
+            key: k.clone(),
+        },
+    )
+    .expect("entry delete");
+    assert_eq!(lookup(&k), None);
+    let s = sw.stats();
+    assert_eq!((s.updates.applied, s.updates.refused), (2, 2));
+    sw.finish().expect("finish");
+}
