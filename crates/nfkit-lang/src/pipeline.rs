@@ -868,17 +868,17 @@ fn rename_apply(src: &str, t: &str) -> String {
     let mut out = String::with_capacity(src.len());
     let mut rest = src;
     while let Some(i) = rest.find(&pat) {
-        let before = out.chars().last().or_else(|| rest[..i].chars().last());
-        let prev = if i > 0 {
-            rest[..i].chars().last()
-        } else {
-            before
-        };
         out.push_str(&rest[..i]);
-        if prev.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
-            out.push_str(&pat);
+        // A whole name: not the tail of a longer name or an attribute.
+        let whole = !out
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
+        if whole {
+            out.push_str(t);
+            out.push_str("_apply(");
         } else {
-            out.push_str(&format!("{t}_apply("));
+            out.push_str(&pat);
         }
         rest = &rest[i + pat.len()..];
     }
