@@ -154,11 +154,15 @@ fn pin_clock(cfg: &KMap, now_ns: u64) {
 }
 
 /// A map dump (`nfkit map dump --json`) as sorted (key, value) pairs,
-/// array entries of 0 left out.
-fn dumped(dump: &Value, is_array: bool) -> Result<Vec<(u64, u64)>, String> {
+/// array entries of 0 left out; keys as JSON text (an integer, or a
+/// tuple key's array).
+fn dumped(dump: &Value, is_array: bool) -> Result<Vec<(String, u64)>, String> {
     let mut rows = Vec::new();
     for e in dump.as_array().ok_or("not an array")? {
-        let key = e["key"].as_u64().ok_or_else(|| format!("key {e}"))?;
+        let key = match &e["key"] {
+            Value::Null => return Err(format!("key {e}")),
+            k => k.to_string(),
+        };
         let value = match &e["value"] {
             Value::Object(o) => o.get("total").and_then(Value::as_u64),
             v => v.as_u64(),
@@ -498,17 +502,13 @@ fn check_maps(run: Run, s: &Scratch, exp: &Expected) {
     let name = run.name;
     let vm_maps = exp.vm["maps"].as_object().expect("maps");
     for (map, rows) in vm_maps {
-        let want: Vec<(u64, u64)> = rows
+        let mut want: Vec<(String, u64)> = rows
             .as_array()
             .expect("rows")
             .iter()
-            .map(|r| {
-                (
-                    r["key"].as_u64().unwrap_or(0),
-                    r["value"].as_u64().unwrap_or(0),
-                )
-            })
+            .map(|r| (r["key"].to_string(), r["value"].as_u64().unwrap_or(0)))
             .collect();
+        want.sort();
         let spec = exp.compiled.program.maps.iter().find(|m| &m.name == map);
         let is_array = spec.is_some_and(|m| {
             matches!(

@@ -338,6 +338,9 @@ pub struct Program {
     pub attach: Option<(String, String)>,
     /// Module constants (name, type if declared, value).
     pub consts: Vec<(String, Option<Ty>, u64)>,
+    /// Match-action tables (their maps and chains are above; this keeps
+    /// their declared entries).
+    pub tables: Vec<crate::table::Table>,
 }
 
 impl Program {

@@ -13,6 +13,8 @@
 //! * [`link`]: chains + NFs + classifier into an Image; stack budget;
 //!   the control-plane writes the script implies.
 //! * [`listing`]: the generated code as text with script lines.
+//! * [`pipeline`], [`table`]: match-action tables and pipeline positions,
+//!   expanded into chains and maps before checking.
 #![forbid(unsafe_code)]
 
 pub mod cache;
@@ -23,6 +25,8 @@ pub mod eval;
 pub mod ir;
 pub mod link;
 pub mod listing;
+pub mod pipeline;
+pub mod table;
 pub mod types;
 
 pub use check::{check, Checked, Options};

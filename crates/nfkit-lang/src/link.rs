@@ -87,7 +87,8 @@ pub fn map_specs(prog: &Program, gen: &Generated) -> Vec<MapSpec> {
                     key_size: d.key_size(),
                     value_size: d.value.bytes(),
                     max_entries: d.size,
-                    flags: 0,
+                    // The kernel requires BPF_F_NO_PREALLOC for LPM tries.
+                    flags: u32::from(d.map_type == MapType::LpmTrie),
                     key_type_id: None,
                     value_type_id: None,
                     data: None,
@@ -691,7 +692,7 @@ pub type MapWrite = (String, Vec<u8>, Vec<u8>);
 /// The classifier table and configuration as map writes: entries of
 /// `nfkit_cls_*` and `nfkit_config` (default and fault actions).
 pub fn control_plane(prog: &Program) -> Vec<MapWrite> {
-    let mut out = Vec::new();
+    let mut out: Vec<MapWrite> = prog.tables.iter().flat_map(|t| t.writes()).collect();
     let Some(c) = &prog.classifier else {
         return out;
     };

@@ -190,6 +190,8 @@ struct Worker {
     ver: Arc<Version>,
     runner: Runner,
     entry: usize,
+    /// The version's `post` runner (crate::pipeline).
+    post: Option<crate::pipeline::PostRunner>,
     opts: RunOptions,
     clock: Arc<FrameClock>,
     /// Live ports (not a replay): frames are timed receive to transmit.
@@ -247,7 +249,10 @@ impl Switch {
                 .iter()
                 .all(|p| p.rx.is_empty() || matches!(p.spec, PortSpec::Pcap { .. }));
         let script = ScriptVm::new_with(compiled, vm_config.clone())?;
-        let first = Arc::new(version(1, script, replay, workers)?);
+        let mut first = version(1, script, replay, workers)?;
+        first.post =
+            crate::pipeline::Post::load(compiled, &first.script, vm_config.clone(), workers)?;
+        let first = Arc::new(first);
         let host = cfg.host_port.filter(|&h| h < ports.len()).or_else(|| {
             ports
                 .iter()
@@ -327,6 +332,7 @@ impl Switch {
                 id,
                 workers,
                 runner: first.take_runner(id),
+                post: first.post.as_ref().map(|p| p.take(id)),
                 entry: first.entry,
                 fault: first.fault,
                 ver: Arc::clone(&first),
@@ -463,7 +469,10 @@ impl Switch {
         }
         let cur = self.shared.slot.current();
         let script = ScriptVm::new_keeping(compiled, self.vm_config.clone(), &cur.script)?;
-        version(n, script, self.replay, self.workers)
+        let mut v = version(n, script, self.replay, self.workers)?;
+        v.post =
+            crate::pipeline::Post::load(compiled, &v.script, self.vm_config.clone(), self.workers)?;
+        Ok(v)
     }
 
     /// Applies an authenticated update message `bytes` (received at
@@ -529,11 +538,22 @@ impl Switch {
         m: &nfkit_update::Message,
         compile: &dyn Fn(&str, &str) -> Result<Compiled, String>,
     ) -> Result<(Duration, Duration, usize, Instant), UpdateError> {
-        if m.position != Position::Pre {
-            return Err(UpdateError::Unsupported(format!(
-                "position {}: this switch has one program position, `pre`",
-                m.position
-            )));
+        match (&m.position, &m.body) {
+            (Position::Pre, _) => {}
+            // Entries of a pipeline table (crate::pipeline).
+            (Position::Table(t), Body::EntrySet { map, .. } | Body::EntryDelete { map, .. })
+                if crate::pipeline::is_table_map(t, map) => {}
+            (Position::Table(t), Body::EntrySet { map, .. } | Body::EntryDelete { map, .. }) => {
+                return Err(UpdateError::Rejected(format!(
+                    "map `{map}` is not a map of table `{t}`"
+                )))
+            }
+            _ => {
+                return Err(UpdateError::Unsupported(format!(
+                    "position {}: this switch takes code at `pre` and entries at `table:NAME`",
+                    m.position
+                )))
+            }
         }
         let t0 = Instant::now();
         match &m.body {
@@ -905,6 +925,7 @@ impl Worker {
         let slot = &self.shared.slot;
         let next = slot.current();
         let runner = next.take_runner(self.id);
+        self.post = next.post.as_ref().map(|p| p.take(self.id));
         self.entry = next.entry;
         self.fault = next.fault;
         let n = next.number;
@@ -1023,10 +1044,10 @@ impl Worker {
         let nports = self.tx.len();
         match action::decide(act, arg, port, nports, &self.hosts) {
             Decision::Drop => {}
-            Decision::Port(p) => self.emit(p, frame, arrival_ns),
+            Decision::Port(p) => self.emit(p, port, frame, arrival_ns),
             Decision::Flood => {
                 for p in (0..nports).filter(|&p| p != port) {
-                    self.emit(p, frame, arrival_ns);
+                    self.emit(p, port, frame, arrival_ns);
                 }
             }
             Decision::Controller(reason) => {
@@ -1044,11 +1065,19 @@ impl Worker {
     }
 
     /// Stages a copy of `frame` for port `p` (sending the stage when full).
-    fn emit(&mut self, p: usize, frame: &[u8], arrival_ns: u64) {
+    fn emit(&mut self, p: usize, ingress: usize, frame: &[u8], arrival_ns: u64) {
         let st = &mut self.stage[p];
         let buf = &mut st.frames[st.len];
         buf.clear();
         buf.extend_from_slice(frame);
+        if let Some(post) = &mut self.post {
+            if !post.run(buf, ingress, p, &self.opts) {
+                if let Some(v) = &self.ver.post {
+                    v.dropped[self.id].add(1);
+                }
+                return;
+            }
+        }
         st.arrival_ns[st.len] = arrival_ns;
         st.len += 1;
         if st.len == BATCH {

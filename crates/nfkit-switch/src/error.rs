@@ -29,6 +29,8 @@ pub enum SwitchError {
     },
     #[error("host queue on port {0}: no such port")]
     HostQueue(usize),
+    #[error("the pipeline's post program: {0}")]
+    Post(String),
     #[error("too many ports: {0} (at most 65535)")]
     TooManyPorts(usize),
     #[error("worker {worker}: {why}")]

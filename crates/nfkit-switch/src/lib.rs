@@ -16,6 +16,7 @@
 //! * [`maps`]: the running version's maps by name, read and written
 //!   while it runs ([`Switch::map_get`], ...; [`maps::MapOpError`]).
 //! * [`pin`]: pinning workers to CPUs.
+//! * [`pipeline`]: the `post` position, run per output port.
 //! * [`reload`]: hitless reloads ([`Switch::reload`]): versions of the
 //!   chain, published to the workers through an epoch.
 //! * [`update`]: authenticated live updates ([`Switch::update`]): the
@@ -37,6 +38,7 @@ pub mod flow;
 pub mod latency;
 pub mod maps;
 pub mod pin;
+pub mod pipeline;
 pub mod port;
 pub mod reload;
 pub mod update;

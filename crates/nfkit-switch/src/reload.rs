@@ -35,6 +35,8 @@ pub struct Version {
     runners: Vec<Mutex<Option<Runner>>>,
     /// Frames each worker ran on this version.
     pub(crate) frames: Arc<VersionFrames>,
+    /// The pipeline's `post` program, if the script has one.
+    pub post: Option<crate::pipeline::Post>,
 }
 
 impl std::ops::Deref for Version {
@@ -87,6 +89,7 @@ impl Version {
                 number,
                 per_worker: (0..workers).map(|_| Counter::default()).collect(),
             }),
+            post: None,
         }
     }
 

@@ -8,8 +8,9 @@ use nfkit_object::MapType;
 use rustpython_parser::ast;
 
 /// Map constructors: (name, map type, keyed).
-pub(super) const MAP_CTORS: [(&str, MapType, bool); 5] = [
+pub(super) const MAP_CTORS: [(&str, MapType, bool); 6] = [
     ("HashMap", MapType::Hash, true),
+    ("LpmTrieMap", MapType::LpmTrie, true),
     ("LruHashMap", MapType::LruHash, true),
     ("PercpuHashMap", MapType::PercpuHash, true),
     ("ArrayMap", MapType::Array, false),

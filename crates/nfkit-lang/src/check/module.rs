@@ -21,6 +21,9 @@ pub(super) fn check_at(
     opts: &Options,
     depth: u32,
 ) -> Result<Checked, Box<Diagnostic>> {
+    let script_lines = source.lines().count() as u32 + 1;
+    let (expanded, declared) = crate::pipeline::expand(file, source, crate::pipeline::position())?;
+    let source = expanded.as_str();
     let sm = SourceMap::new(file, source);
     let module = match rustpython_parser::parse(source, rustpython_parser::Mode::Module, file) {
         Ok(m) => m,
@@ -51,6 +54,7 @@ pub(super) fn check_at(
             classifier: None,
             attach: None,
             consts: Vec::new(),
+            tables: declared.tables,
         },
         warnings: Vec::new(),
         loop_cap: DEFAULT_LOOP_CAP,
@@ -61,6 +65,9 @@ pub(super) fn check_at(
         in_bpf_loop: false,
     };
     c.module(&body)?;
+    // Code generated for tables and pipelines warns about nothing the
+    // script wrote (e.g. the rule scan's loop cap).
+    c.warnings.retain(|w| w.line <= script_lines);
     let hook = c.hook;
     Ok(Checked {
         program: c.prog,

@@ -1,0 +1,4 @@
+def pre() -> u64:
+    return 0
+
+pipeline(pre=pre, tables=[ROUTES])

@@ -1,0 +1,1 @@
+ACL = Table(keys={"ip.proto": "ternary"}, actions=[DROP], size=5000, default=DROP)
