@@ -87,6 +87,7 @@ pub mod rpc {
     rpcs! {
         LIST_NFS = "nfkit.v1.NfService/ListNfs", ReadOnly, false;
         SHOW_NF = "nfkit.v1.NfService/ShowNf", ReadOnly, false;
+        REGISTER_NF = "nfkit.v1.NfService/RegisterNf", Deploy, true;
         REGISTER_CHAIN = "nfkit.v1.ChainService/RegisterChain", Deploy, true;
         LIST_CHAINS = "nfkit.v1.ChainService/ListChains", ReadOnly, false;
         GET_CHAIN = "nfkit.v1.ChainService/GetChain", ReadOnly, false;
