@@ -211,6 +211,7 @@ fn malformed(
                     interval_ms: [1, 99, 60_001, u32::MAX][r.below(4) as usize],
                     count: 1,
                     dev: String::new(),
+                    top_entries: 0,
                 })
                 .await
                 .map(drop)
