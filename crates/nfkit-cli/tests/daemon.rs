@@ -484,7 +484,7 @@ NF_EXPORT(my_filter);
     assert!(ok, "clang");
     std::fs::write(
         dir.join("use_mine.py"),
-        "from nf.classify import every_packet\nfrom mine import my_filter\n\ndef main() -> u64:\n    my_filter(53)\n    return PASS\n\nevery_packet(main)\n",
+        "from nf.classify import every_packet\nfrom nf.mine import my_filter\n\ndef main() -> u64:\n    my_filter(53)\n    return PASS\n\nevery_packet(main)\n",
     )
     .unwrap();
     dir

@@ -25,7 +25,7 @@ pub enum Command {
 pub struct AddArgs {
     /// The ELF object.
     object: PathBuf,
-    /// The module scripts import (default: the file's stem).
+    /// The module scripts import as `nf.MODULE` (default: the file's stem).
     #[arg(long)]
     module: Option<String>,
     /// The hook this build is for (xdp, tc, socket); default: every
