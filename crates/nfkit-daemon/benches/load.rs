@@ -117,7 +117,7 @@ fn main() {
         let t = Instant::now();
         let r = nfkit_control::maps::access::get(&m, "0").expect("get");
         std::hint::black_box(r);
-        opened.push(t.elapsed().as_micros() as u32);
+        opened.push(t.elapsed().as_nanos() as u32);
     }
     opened.sort_unstable();
 
@@ -152,7 +152,7 @@ fn main() {
          | saturated map reads, {READERS} clients in a loop, {} s | {} ({:.0}/s) |\n\
          | saturated read latency (900 in flight), p50 / p99 | {} / {} µs |\n\
          | same read in-process (find + open + lookup), p50 / p99 | {} / {} µs |\n\
-         | same read in-process, map already open, p50 / p99 | {} / {} µs |\n\
+         | same read in-process, map already open, p50 / p99 | {:.1} / {:.1} µs |\n\
          | paced p99 ratio daemon under load / in-process find | {:.1} |\n\
          | errors | {errs} |\n",
         READERS + STREAMS,
@@ -173,8 +173,8 @@ fn main() {
         pct(&sat, 0.99),
         pct(&direct, 0.5),
         pct(&direct, 0.99),
-        pct(&opened, 0.5),
-        pct(&opened, 0.99),
+        f64::from(pct(&opened, 0.5)) / 1e3,
+        f64::from(pct(&opened, 0.99)) / 1e3,
         p99 as f64 / d99 as f64,
     );
     print!("{report}");

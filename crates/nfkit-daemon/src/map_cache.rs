@@ -17,10 +17,13 @@ type Key = (String, Option<String>, Option<AttachPoint>);
 /// The state file's identity: (device, inode, size, mtime in ns).
 type Stamp = (u64, u64, u64, i128);
 
+/// The maps open under one state file stamp.
+type Open = (Option<Stamp>, HashMap<Key, Arc<KernelMap>>);
+
 /// The cache.
 #[derive(Default)]
 pub struct MapCache {
-    inner: Mutex<(Option<Stamp>, HashMap<Key, Arc<KernelMap>>)>,
+    inner: Mutex<Open>,
 }
 
 /// At most this many maps stay open (beyond it the cache starts over).

@@ -4,8 +4,8 @@
 //! real interfaces through pinned bpf_links (see `nfkit_kernel::deploy`).
 //! Pins live under /sys/fs/bpf/nfkit (`NFKIT_PIN_ROOT`), the state file
 //! in /run/nfkit (`NFKIT_STATE_DIR`). With nfkitd running (see
-//! [`super::daemon`]) scripts are deployed, listed and removed through
-//! it, with the same output.
+//! [`super::daemon`]) scripts and objects are deployed, listed and
+//! removed through it, with the same output.
 
 use anyhow::Context;
 use nfkit_abi::AttachPoint;

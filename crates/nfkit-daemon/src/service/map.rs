@@ -226,16 +226,12 @@ impl MapService for Maps {
         let res = async {
             let m = Ref::new(r.map)?;
             let key = validate::text("key", &r.key)?;
-            let paths = self.0.cfg.paths.clone();
-            let cache = self.0.maps.clone();
-            blocking(move || {
-                let km = m.cached(&cache, &paths)?;
-                let km = &*km;
-                access::get(km, &key)
-                    .map(|row| entry(&row))
-                    .map_err(|e| in_map(&m.name, e))
-            })
-            .await?
+            // Once the map is open, a read is one lookup syscall: done
+            // here rather than handed to the blocking pool.
+            let km = m.cached(&self.0.maps, &self.0.cfg.paths)?;
+            access::get(&*km, &key)
+                .map(|row| entry(&row))
+                .map_err(|e| in_map(&m.name, e))
         }
         .await;
         call.done("", "", res)
