@@ -1,7 +1,9 @@
 //! `nfkit daemon start|status|stop`, and the deployment commands through
 //! nfkitd against the same commands run directly: deploy, live swap,
-//! status, map list/set/get/dump/delete, undeploy on a namespace
-//! testbed (`dmn` names) print the same (ids and times aside). Needs root.
+//! status, map list/set/get/dump/delete, undeploy, nf list, and a user's
+//! NF object added (`nf add`) then deployed from a script that imports
+//! it, on a namespace testbed (`dmn` names), print the same (ids, times
+//! and the NF directory aside). Needs root.
 
 mod common;
 use common::{is_root, Scratch};
@@ -158,6 +160,9 @@ fn scenario(s: &Scratch, run: &Path, daemon: &str, bed: &Bed) -> Vec<String> {
         vec!["status"],
         vec!["undeploy", "--dev", dev],
         vec!["status"],
+        vec!["nf", "list"],
+        vec!["nf", "list", "--json"],
+        vec!["nf", "show", "tb_dst"],
     ];
     let mut out = Vec::new();
     for args in steps {
@@ -288,10 +293,201 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
     }
     assert_eq!(frames[0], frames[1]);
     nfkit(&s, &run, "", &["undeploy"]);
+
+    // A user's NF object: added to a directory directly, registered with
+    // nfkitd through it; listed, and deployed from a script importing it.
+    let nfs = user_nfs(&s);
+    let obj = nfs.join("mine.o");
+    let direct_dir = s.dir.join("my-nfs");
+    std::fs::create_dir_all(&direct_dir).unwrap();
+    let daemon_dir = s.dir.join("data/nf");
+    let user_script = nfs.join("use_mine.py");
+    let legacy = nfs.join("legacy_counter.o");
+    nfkit_corpus::BpfBuild::new(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs/legacy_counter.c"),
+    )
+    .out(&legacy)
+    .object_file()
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut outs = Vec::new();
+    for (daemon, dir) in [("off", &direct_dir), ("", &daemon_dir)] {
+        let dirs = dir.to_str().unwrap();
+        let with_path = |args: &[&str]| {
+            let mut cmd = Command::new(NFKIT);
+            cmd.args(args)
+                .env("NFKIT_PIN_ROOT", s.bpf())
+                .env("NFKIT_STATE_DIR", s.state())
+                .env("NFKIT_RUN_DIR", &run)
+                .env_remove("NFKIT_NF_PATH");
+            if daemon == "off" {
+                cmd.env("NFKIT_DAEMON", daemon).env("NFKIT_NF_PATH", dirs);
+            } else {
+                cmd.env_remove("NFKIT_DAEMON");
+            }
+            let out = cmd.output().expect("run nfkit");
+            let text = |b: &[u8]| String::from_utf8_lossy(b).replace(dirs, "<NFDIR>");
+            format!(
+                "$ {args:?}\nexit {}\n{}\nstderr: {}",
+                out.status.code().unwrap_or(-1),
+                scrub_text(&text(&out.stdout)),
+                scrub_text(&text(&out.stderr))
+            )
+        };
+        let o = obj.to_str().unwrap();
+        let mut run_all = vec![
+            with_path(&["nf", "add", o, "--hook", "xdp"]),
+            with_path(&["nf", "add", o, "--hook", "xdp"]),
+            with_path(&["nf", "list"]),
+            with_path(&["nf", "show", "mine.my_filter"]),
+            with_path(&[&["deploy", user_script.to_str().unwrap()][..], &at].concat()),
+            with_path(&["status"]),
+            with_path(&["undeploy"]),
+        ];
+        // A plain eBPF object, deployed as it is.
+        let lc = legacy.to_str().unwrap();
+        let obj_at = [
+            "--dev",
+            dev,
+            "--netns",
+            bed.ns.as_str(),
+            "--type",
+            "xdp",
+            "--section",
+            "xdp_counter",
+            "--hook",
+            "xdp-generic",
+        ];
+        run_all.push(with_path(&[
+            "deploy",
+            lc,
+            "--dev",
+            dev,
+            "--section",
+            "xdp_counter",
+        ]));
+        run_all.push(with_path(&[&["deploy", lc][..], &obj_at].concat()));
+        run_all.push(with_path(&["status"]));
+        run_all.push(with_path(&["map", "list"]));
+        run_all.push(with_path(&["undeploy"]));
+        // Not an NF object: refused, nothing added.
+        run_all.push(with_path(&[
+            "nf",
+            "add",
+            user_script.to_str().unwrap(),
+            "--module",
+            "bad",
+        ]));
+        assert!(!dir.join("bad.o").exists());
+        outs.push(run_all);
+    }
+    let direct_nf = &outs[0];
+    assert!(
+        direct_nf[0].contains("exit 0\nadded NF module mine at <NFDIR>/mine.xdp.o: my_filter"),
+        "{}",
+        direct_nf[0]
+    );
+    assert!(direct_nf[1].contains("unchanged:"), "{}", direct_nf[1]);
+    assert!(
+        direct_nf[2].contains("mine  (<NFDIR>/mine.xdp.o)"),
+        "{}",
+        direct_nf[2]
+    );
+    assert!(
+        direct_nf[4].contains("exit 0\ndeployed"),
+        "{}",
+        direct_nf[4]
+    );
+    assert!(
+        direct_nf[7].contains("exit 1") && direct_nf[7].contains("--type"),
+        "{}",
+        direct_nf[7]
+    );
+    assert!(
+        direct_nf[8].contains("exit 0\ndeployed") && direct_nf[8].contains("legacy_counter.o"),
+        "{}",
+        direct_nf[8]
+    );
+    assert!(
+        direct_nf[12].contains("exit 1") && direct_nf[12].contains("not an ELF object"),
+        "{}",
+        direct_nf[12]
+    );
+    for (a, b) in outs[0].iter().zip(&outs[1]) {
+        assert_eq!(a, b, "nf add/list/show/deploy direct vs through nfkitd");
+    }
+    let audit = std::fs::read_to_string(s.dir.join("data/audit.log")).unwrap();
+    assert_eq!(
+        audit
+            .lines()
+            .filter(|l| l.contains("/RegisterNf") && l.contains("\"ok\""))
+            .count(),
+        2,
+        "{audit}"
+    );
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("/Deploy") && l.contains("sha256:")),
+        "{audit}"
+    );
     drop(stop);
     let (code, o, _) = nfkit(&s, &run, "", &["daemon", "status"]);
     assert_eq!(code, 3, "{o}");
     assert!(o.contains("not running"));
+}
+
+/// The README's XDP filter as a user's NF object (`mine.o`, compiled
+/// with clang), and a script that imports it (`use_mine.py`).
+fn user_nfs(s: &Scratch) -> PathBuf {
+    let dir = s.dir.join("user-src");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("mine.c.txt");
+    std::fs::write(
+        &src,
+        r#"#include "nfkit.h"
+
+NF(my_filter, port)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct nf_pkt_info *pi = nf_info(ctx);
+	if (!pi || data + 14 > end)
+		return NF_ABORTED;
+	if (pi->dport == port)
+		return NF_DROP;
+	return pi->dport;
+}
+NF_EXPORT(my_filter);
+"#,
+    )
+    .unwrap();
+    let arch = Command::new("uname").arg("-m").output().expect("uname");
+    let arch = String::from_utf8_lossy(&arch.stdout).trim().to_string();
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../nf/include");
+    let ok = Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang".into()))
+        .args([
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-mcpu=v3",
+            "-DNF_HOOK_XDP",
+            "-I",
+        ])
+        .arg(&include)
+        .arg(format!("-I/usr/include/{arch}-linux-gnu"))
+        .args(["-x", "c", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("mine.o"))
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "clang");
+    std::fs::write(
+        dir.join("use_mine.py"),
+        "from nf.classify import every_packet\nfrom nf.mine import my_filter\n\ndef main() -> u64:\n    my_filter(53)\n    return PASS\n\nevery_packet(main)\n",
+    )
+    .unwrap();
+    dir
 }
 
 /// Stops the test's daemon, also when an assertion fails.

@@ -1,7 +1,17 @@
 //! `make bench` part: nfkitd under load. A deployment on a namespace
 //! testbed; 1000 concurrent clients, each on its own connection to the
-//! Unix socket, for 30 s (`NFKIT_LOAD_SECS`): 900 read a map entry in a
-//! loop, 100 hold a statistics stream (one snapshot every 100 ms).
+//! Unix socket, for 30 s (`NFKIT_LOAD_SECS`): 900 read a map entry, 100
+//! hold a statistics stream (one snapshot every 100 ms). Two phases:
+//!
+//! * **paced** (`NFKIT_LOAD_SECS`): each reader sends one read every
+//!   `PACE_MS` (4500 reads/s offered, below what the daemon serves on
+//!   2 cores), latency timed from when the read was due, so a client
+//!   that falls behind counts its delay (no coordinated omission); the
+//!   100 streams run meanwhile.
+//! * **saturated** (a third as long): each reader reads in a loop, one
+//!   read in flight per connection; latency is then mostly the queue of
+//!   900 reads in flight (Little's law: in flight / throughput).
+//!
 //! Reports throughput, read latency percentiles, stream gaps and errors
 //! (any error fails the bench), and, in the same run, the same map read
 //! done directly in-process, as the ratio daemon / direct. Writes
@@ -21,6 +31,8 @@ use std::time::{Duration, Instant};
 
 const READERS: usize = 900;
 const STREAMS: usize = 100;
+/// Paced phase: one read per reader every PACE_MS.
+const PACE_MS: u64 = 200;
 
 fn get_req() -> proto::GetEntryRequest {
     proto::GetEntryRequest {
@@ -97,17 +109,112 @@ fn main() {
         direct.push(t.elapsed().as_micros() as u32);
     }
     direct.sort_unstable();
+    // The map opened once, as the daemon's cache keeps it.
+    let m = nfkit_control::maps::KernelMap::find(&paths, "seen", None, None).expect("map");
+    let mut opened = Vec::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(1) {
+        let t = Instant::now();
+        let r = nfkit_control::maps::access::get(&m, "0").expect("get");
+        std::hint::black_box(r);
+        opened.push(t.elapsed().as_nanos() as u32);
+    }
+    opened.sort_unstable();
 
-    // Through the daemon, under load.
+    // Through the daemon, under load: paced with the streams, then saturated.
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(std::sync::Mutex::new(String::new()));
+    let (lat, gaps, snaps, conn_ms) = load(&rt, &socket, secs, true, &errors, &first_error);
+    let (sat, _, _, _) = load(
+        &rt,
+        &socket,
+        (secs / 3).max(1),
+        false,
+        &errors,
+        &first_error,
+    );
+    let mut sat = sat;
+    sat.sort_unstable();
+    let mut lat = lat;
+    lat.sort_unstable();
+    let mut gaps = gaps;
+    gaps.sort_unstable();
+    let errs = errors.load(Ordering::Relaxed);
+    let p99 = pct(&lat, 0.99);
+    let d99 = pct(&direct, 0.99).max(1);
+    let report = format!(
+        "# nfkitd under load ({} clients on the Unix socket, {secs} s)\n\n\
+         | | value |\n|---|---|\n\
+         | connections opened | {} in {conn_ms:.0} ms |\n\
+         | paced map reads (GetEntry), {READERS} clients, one per {PACE_MS} ms each | {} ({:.0}/s) |\n\
+         | paced read latency from due time, p50 / p99 / p99.9 / max | {} / {} / {} / {} µs |\n\
+         | stats streams meanwhile, {STREAMS} clients at 100 ms | {snaps} snapshots, gap p50 / p99 / max {} / {} / {} ms |\n\
+         | saturated map reads, {READERS} clients in a loop, {} s | {} ({:.0}/s) |\n\
+         | saturated read latency (900 in flight), p50 / p99 | {} / {} µs |\n\
+         | same read in-process (find + open + lookup), p50 / p99 | {} / {} µs |\n\
+         | same read in-process, map already open, p50 / p99 | {:.1} / {:.1} µs |\n\
+         | paced p99 ratio daemon under load / in-process find | {:.1} |\n\
+         | errors | {errs} |\n",
+        READERS + STREAMS,
+        READERS + STREAMS,
+        lat.len(),
+        lat.len() as f64 / secs as f64,
+        pct(&lat, 0.5),
+        p99,
+        pct(&lat, 0.999),
+        lat.last().copied().unwrap_or(0),
+        pct(&gaps, 0.5),
+        pct(&gaps, 0.99),
+        gaps.last().copied().unwrap_or(0),
+        (secs / 3).max(1),
+        sat.len(),
+        sat.len() as f64 / (secs / 3).max(1) as f64,
+        pct(&sat, 0.5),
+        pct(&sat, 0.99),
+        pct(&direct, 0.5),
+        pct(&direct, 0.99),
+        f64::from(pct(&opened, 0.5)) / 1e3,
+        f64::from(pct(&opened, 0.99)) / 1e3,
+        p99 as f64 / d99 as f64,
+    );
+    print!("{report}");
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+        .join("nfkit-bench");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("daemon-load.md"), &report);
+    drop(d);
+    if errs > 0 {
+        eprintln!(
+            "daemon load bench: {errs} errors, first: {}",
+            first_error.lock().map(|f| f.clone()).unwrap_or_default()
+        );
+        std::process::exit(1);
+    }
+}
+
+type Loaded = (Vec<u32>, Vec<u32>, u64, f64);
+
+/// One phase: 900 readers (paced or in a loop) and, when paced, 100
+/// stats streams; read latencies (µs), stream gaps (ms), snapshots, and
+/// the time to open the connections (ms).
+fn load(
+    rt: &tokio::runtime::Runtime,
+    socket: &std::path::Path,
+    secs: u64,
+    paced: bool,
+    errors: &Arc<AtomicU64>,
+    first_error: &Arc<std::sync::Mutex<String>>,
+) -> Loaded {
     let deadline = Instant::now() + Duration::from_secs(secs);
-    let (lat, gaps, snaps, conn_ms) = rt.block_on(async {
+    let n_streams = if paced { STREAMS } else { 0 };
+    rt.block_on(async {
         let t_conn = Instant::now();
         let mut chans = Vec::new();
-        for _ in 0..READERS + STREAMS {
+        for _ in 0..READERS + n_streams {
             chans.push(
-                nfkit_daemon::client::channel(&socket)
+                nfkit_daemon::client::channel(socket)
                     .await
                     .expect("connect"),
             );
@@ -129,10 +236,20 @@ fn main() {
                 readers.push(tokio::spawn(async move {
                     let mut c = MapServiceClient::new(ch);
                     let mut lat = Vec::new();
+                    // Readers start spread over one pace period.
+                    let pace = Duration::from_millis(PACE_MS);
+                    let phase = pace * (i as u32) / READERS as u32;
+                    let mut tick =
+                        tokio::time::interval_at(tokio::time::Instant::now() + phase, pace);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
                     while Instant::now() < deadline {
-                        let t = Instant::now();
+                        let due = if paced {
+                            tick.tick().await.into_std()
+                        } else {
+                            Instant::now()
+                        };
                         match c.get_entry(get_req()).await {
-                            Ok(_) => lat.push(t.elapsed().as_micros() as u32),
+                            Ok(_) => lat.push(due.elapsed().as_micros() as u32),
                             Err(e) => fail(e),
                         }
                     }
@@ -148,6 +265,7 @@ fn main() {
                             interval_ms: 100,
                             count: 0,
                             dev: String::new(),
+                            top_entries: 0,
                         })
                         .await
                     {
@@ -191,52 +309,5 @@ fn main() {
             snaps += n;
         }
         (lat, gaps, snaps, conn_ms)
-    });
-    let mut lat = lat;
-    lat.sort_unstable();
-    let mut gaps = gaps;
-    gaps.sort_unstable();
-    let errs = errors.load(Ordering::Relaxed);
-    let p99 = pct(&lat, 0.99);
-    let d99 = pct(&direct, 0.99).max(1);
-    let report = format!(
-        "# nfkitd under load ({} clients on the Unix socket, {secs} s)\n\n\
-         | | value |\n|---|---|\n\
-         | connections opened | {} in {conn_ms:.0} ms |\n\
-         | map reads (GetEntry), {READERS} clients | {} ({:.0}/s) |\n\
-         | read latency p50 / p99 / p99.9 / max | {} / {} / {} / {} µs |\n\
-         | same read in-process, p50 / p99 | {} / {} µs |\n\
-         | p99 ratio daemon under load / direct | {:.1} |\n\
-         | stats streams, {STREAMS} clients at 100 ms | {snaps} snapshots, gap p50 / p99 / max {} / {} / {} ms |\n\
-         | errors | {errs} |\n",
-        READERS + STREAMS,
-        READERS + STREAMS,
-        lat.len(),
-        lat.len() as f64 / secs as f64,
-        pct(&lat, 0.5),
-        p99,
-        pct(&lat, 0.999),
-        lat.last().copied().unwrap_or(0),
-        pct(&direct, 0.5),
-        pct(&direct, 0.99),
-        p99 as f64 / d99 as f64,
-        pct(&gaps, 0.5),
-        pct(&gaps, 0.99),
-        gaps.last().copied().unwrap_or(0),
-    );
-    print!("{report}");
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-        .join("nfkit-bench");
-    let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join("daemon-load.md"), &report);
-    drop(d);
-    if errs > 0 {
-        eprintln!(
-            "daemon load bench: {errs} errors, first: {}",
-            first_error.lock().map(|f| f.clone()).unwrap_or_default()
-        );
-        std::process::exit(1);
-    }
+    })
 }

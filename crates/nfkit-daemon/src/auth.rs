@@ -95,7 +95,18 @@ impl Identity {
 /// or its client certificate (TLS, see [`crate::tls`]); `None` when the
 /// connection has neither.
 pub fn identify<T>(req: &tonic::Request<T>, roles: &Roles) -> Option<Identity> {
-    if let Some(t) = req.extensions().get::<crate::tls::TlsPeer>() {
+    let ext = req.extensions();
+    identify_from(ext.get::<crate::tls::TlsPeer>(), ext.get::<UdsConnectInfo>(), roles)
+}
+
+/// [`identify`] from a connection's TLS peer or Unix peer credentials
+/// (also used by [`crate::gate`] on requests no service saw).
+pub fn identify_from(
+    tls: Option<&crate::tls::TlsPeer>,
+    uds: Option<&UdsConnectInfo>,
+    roles: &Roles,
+) -> Option<Identity> {
+    if let Some(t) = tls {
         let (names, refused) = match &t.cert {
             Ok(names) => (names.clone(), None),
             Err(why) => (Vec::new(), Some(why.clone())),
@@ -113,8 +124,7 @@ pub fn identify<T>(req: &tonic::Request<T>, roles: &Roles) -> Option<Identity> {
             role,
         });
     }
-    let info = req.extensions().get::<UdsConnectInfo>()?;
-    let cred = info.peer_cred?;
+    let cred = uds?.peer_cred?;
     Some(Identity {
         peer: Peer::Unix {
             uid: cred.uid(),
@@ -147,6 +157,7 @@ pub mod rpc {
     rpcs! {
         LIST_NFS = "nfkit.v1.NfService/ListNfs", ReadOnly, false;
         SHOW_NF = "nfkit.v1.NfService/ShowNf", ReadOnly, false;
+        REGISTER_NF = "nfkit.v1.NfService/RegisterNf", Deploy, true;
         REGISTER_CHAIN = "nfkit.v1.ChainService/RegisterChain", Deploy, true;
         LIST_CHAINS = "nfkit.v1.ChainService/ListChains", ReadOnly, false;
         GET_CHAIN = "nfkit.v1.ChainService/GetChain", ReadOnly, false;

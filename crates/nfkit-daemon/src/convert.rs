@@ -68,11 +68,20 @@ pub fn in_map(name: &str, e: MapError) -> Status {
     Status::new(s.code(), format!("map `{name}`: {}", s.message()))
 }
 
+/// The packets of `c` that ended in a fault.
+pub fn faults(c: &ChainCounters) -> u64 {
+    c.counts
+        .get(nfkit_abi::stats::name(nfkit_abi::stats::FAULT))
+        .copied()
+        .unwrap_or(0)
+}
+
 fn counters(c: &[ChainCounters]) -> Vec<proto::ChainCounters> {
     c.iter()
         .map(|c| proto::ChainCounters {
             chain: c.chain.clone(),
             counts: c.counts.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            faults: faults(c),
         })
         .collect()
 }

@@ -11,8 +11,12 @@
 //! * [`chains`]: the chain registry (versions, digests).
 //! * [`records`]: the daemon's deployment records and adoption at start.
 //! * [`files`]: atomic, durable file writes; content digests.
+//! * [`map_cache`]: maps kept open between requests.
+//! * [`stats_hub`]: counter snapshots shared by the stats streams.
+//! * [`gate`]: audits the requests tonic refuses before the services.
 //! * [`metrics`]: the Prometheus exposition (`--metrics ADDR`).
 //! * [`service`]: the six services; [`convert`]: nfkit types → messages.
+//! * [`nf_store`]: adding users' NF objects (`nf add`, RegisterNf).
 //! * [`nf_text`]: the text of `nf show` (also used by the CLI).
 //! * [`server`]: bind, adopt, serve, stop.
 //! * [`tls`]: TCP with mutual TLS (handshakes, client certificates → names).
@@ -30,12 +34,16 @@ pub mod config;
 pub mod convert;
 pub mod error;
 pub mod files;
+pub mod gate;
+pub mod map_cache;
 pub mod metrics;
+pub mod nf_store;
 pub mod nf_text;
 pub mod records;
 pub mod server;
 pub mod service;
 pub mod tls;
+pub mod stats_hub;
 pub mod validate;
 
 /// The API (`proto/nfkit/v1/*.proto`), generated at build time.

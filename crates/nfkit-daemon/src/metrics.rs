@@ -30,6 +30,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     deploy: Histogram,
     swap: Histogram,
+    /// Reads of every deployment's counters for the stats streams.
+    pub stats_reads: Counter,
 }
 
 impl Metrics {
@@ -54,12 +56,19 @@ impl Metrics {
             "Live swaps: the link update alone, in seconds",
             swap.clone(),
         );
+        let stats_reads = Counter::default();
+        registry.register(
+            "nfkitd_stats_reads",
+            "Reads of the counters of every deployment for the stats streams (one per tick, shared by the streams)",
+            stats_reads.clone(),
+        );
         registry.register_collector(Box::new(Deployments { paths }));
         Metrics {
             registry,
             requests,
             deploy,
             swap,
+            stats_reads,
         }
     }
 
@@ -119,6 +128,26 @@ impl Collector for Deployments {
                         ];
                         ConstCounter::new(*n).encode(m.encode_family(&labels)?)?;
                     }
+                }
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "nfkit_chain_faults",
+                "Packets that ended in a fault (a malformed verdict, an access out of bounds, a loop cap), by deployment and chain",
+                None,
+                MetricType::Counter,
+            )?;
+            for s in &st {
+                let d = &s.status.deployment;
+                for c in &s.verdicts {
+                    let labels = vec![
+                        ("dev", d.dev.clone()),
+                        ("attach", d.hook.name().to_string()),
+                        ("chain", c.chain.clone()),
+                    ];
+                    ConstCounter::new(crate::convert::faults(c))
+                        .encode(m.encode_family(&labels)?)?;
                 }
             }
         }

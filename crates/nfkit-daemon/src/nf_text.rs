@@ -184,3 +184,35 @@ pub fn describe(d: &NfDoc) -> String {
     }
     out
 }
+
+/// The text of `nfkit nf list`: NFs by module, then classifiers.
+pub fn list(all: &[NfDoc]) -> String {
+    let mut out = String::new();
+    let mut module = "";
+    for kind in [NfKind::Nf, NfKind::Classifier] {
+        if kind == NfKind::Classifier {
+            out.push_str("\nclassifiers (entry programs that pick a chain per packet):\n");
+            module = "";
+        }
+        for d in all.iter().filter(|d| d.kind == kind) {
+            if d.module != module {
+                module = &d.module;
+                let origin = if d.origin == "embedded" {
+                    String::new()
+                } else {
+                    format!("  ({})", d.origin)
+                };
+                let _ = writeln!(out, "{module}{origin}");
+            }
+            let _ = writeln!(out, "  {:<28} [{}]", d.signature(), hooks_text(&d.hooks));
+            for arg in &d.args {
+                if !arg.doc.is_empty() {
+                    let _ = writeln!(out, "      {}: {}", arg.name, arg.doc);
+                }
+            }
+            let _ = writeln!(out, "      returns: {}", d.returns);
+            let _ = writeln!(out, "      maps: {}", maps_text(&d.maps));
+        }
+    }
+    out
+}

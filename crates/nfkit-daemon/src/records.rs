@@ -45,6 +45,21 @@ pub struct Intent {
     pub digest: String,
     /// (dev, attach, generation) of every deployment before it.
     pub before: Vec<(String, String, u32)>,
+    /// An eBPF object deployed as it is, instead of a script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<ObjectIntent>,
+}
+
+/// The object of an [`Intent`]: kept in the run directory until done.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectIntent {
+    /// The copy the daemon deploys from.
+    pub path: PathBuf,
+    /// The program, by function or section name (empty: the only one).
+    pub entry: String,
+    /// `xdp`, `tc` or `socket`: the type of untyped sections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prog_type: Option<String>,
 }
 
 /// The records file.

@@ -34,9 +34,13 @@ fn adopt_state(cfg: &Config) -> Result<(crate::records::Records, Vec<Adopted>), 
     let finish = |i: &crate::records::Intent| {
         std::thread::scope(|s| {
             s.spawn(|| {
-                Daemon::run_intent(&cfg.paths, &cfg.nf_path, i)
+                let r = Daemon::run_intent(&cfg.paths, &cfg.nf_path, i)
                     .map(|d| d.outcome.deployment)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.to_string());
+                if let Some(o) = &i.object {
+                    let _ = std::fs::remove_file(&o.path);
+                }
+                r
             })
             .join()
             .unwrap_or_else(|_| Err("the deploy thread panicked".into()))
@@ -51,8 +55,14 @@ fn answers(path: &std::path::Path) -> bool {
 }
 
 /// The services, each with the request size limit.
-fn router(d: &Arc<Daemon>, limit: usize) -> tonic::transport::server::Router {
+fn router(
+    d: &Arc<Daemon>,
+    limit: usize,
+) -> tonic::transport::server::Router<
+    tower::layer::util::Stack<crate::gate::GateLayer, tower::layer::util::Identity>,
+> {
     tonic::transport::Server::builder()
+        .layer(crate::gate::GateLayer(d.clone()))
         .add_service(NfServiceServer::new(nf::Nfs(d.clone())).max_decoding_message_size(limit))
         .add_service(
             ChainServiceServer::new(chain::Chains(d.clone())).max_decoding_message_size(limit),
@@ -103,6 +113,11 @@ pub async fn serve(
         std::fs::create_dir_all(dir).map_err(io("create", dir))?;
     }
     std::fs::create_dir_all(&cfg.run_dir).map_err(io("create", &cfg.run_dir))?;
+    // NF objects registered through the daemon come first on its path.
+    let mut cfg = cfg;
+    let nf_dir = crate::service::nf::nf_dir(&cfg);
+    std::fs::create_dir_all(&nf_dir).map_err(io("create", &nf_dir))?;
+    cfg.nf_path.insert(0, nf_dir.display().to_string());
     let audit = AuditLog::open(&cfg.audit_log)?;
     let cfg2 = cfg.clone();
     let (records, adopted) = tokio::task::spawn_blocking(move || adopt_state(&cfg2))
@@ -122,7 +137,9 @@ pub async fn serve(
         crate::metrics::serve(addr, metrics.clone()).await?;
     }
     let d = Arc::new(Daemon {
+        stats: crate::stats_hub::StatsHub::new(metrics.stats_reads.clone()),
         metrics,
+        maps: Default::default(),
         chains: Store::new(&cfg.data_dir),
         cfg,
         audit,

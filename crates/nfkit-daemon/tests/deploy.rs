@@ -166,6 +166,7 @@ fn deploy_swap_map_edit_kill_restart_undeploy_through_the_daemon() {
             interval_ms: 100,
             count: 2,
             dev: String::new(),
+            top_entries: 3,
         }))
         .unwrap()
         .into_inner();
@@ -177,6 +178,18 @@ fn deploy_swap_map_edit_kill_restart_undeploy_through_the_daemon() {
     let c = &snaps[1].deployments[0].chains;
     let pass: u64 = c.iter().filter_map(|c| c.counts.get("PASS")).sum();
     assert!(pass >= 10, "{c:?}");
+    // With the top entries of the map, as the map reads give them.
+    let seen_top = snaps[1].deployments[0]
+        .maps
+        .iter()
+        .find(|m| m.name == "seen")
+        .unwrap_or_else(|| panic!("{:?}", snaps[1]));
+    assert!(seen_top.entries.len() <= 3 && !seen_top.entries.is_empty());
+    let largest = &seen_top.entries[0];
+    assert_eq!(
+        largest.value_text,
+        seen(&rt, &mut maps, &largest.key_text).to_string()
+    );
 
     // kill -9: the chain keeps running; a new daemon adopts it.
     d.kill9();

@@ -135,3 +135,141 @@ fn a_scrape_parses_and_its_counters_equal_the_maps() {
         Some(1.0)
     );
 }
+
+#[test]
+fn faults_reach_the_scrape_and_the_streams_which_share_their_reads() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    use nfkit_daemon::proto::stats_service_client::StatsServiceClient;
+    let s = Scratch::new("dmn-faults");
+    let bed = Bed::new('f', 66);
+    let (uid, _) = my_ids();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = Daemon::start(
+        &s,
+        &format!("admin = {{ uids = [{uid}] }}"),
+        &format!("metrics = \"127.0.0.1:{port}\""),
+    );
+    let rt = rt();
+    let ch = d.channel(&rt);
+    let mut dep = DeploymentServiceClient::new(ch.clone());
+    rt.block_on(dep.deploy(proto::DeployRequest {
+        script: Some(proto::ScriptSource {
+            kind: Some(Kind::Inline(proto::InlineScript {
+                file: "faults.py".into(),
+                source: script("faults.py"),
+                source_path: String::new(),
+            })),
+        }),
+        dev: bed.dev.clone(),
+        netns: bed.sut.clone(),
+        attach: AttachPoint::XdpGeneric as i32,
+        mode: 0,
+    }))
+    .unwrap();
+    bed.send_udp(20);
+    let list = rt
+        .block_on(dep.list_deployments(proto::ListDeploymentsRequest {}))
+        .unwrap()
+        .into_inner();
+    let chain = list.deployments[0]
+        .verdicts
+        .iter()
+        .find(|c| c.chain == "check")
+        .expect("the chain's counters");
+    let faults = chain.counts.get("FAULT").copied().unwrap_or(0);
+    assert_eq!(faults, 20, "{chain:?}");
+    assert_eq!(chain.faults, faults);
+    // The scrape.
+    let body = scrape(port);
+    let sc = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("the scrape parses");
+    assert_eq!(
+        value(
+            &sc,
+            "nfkit_chain_faults_total",
+            &[("dev", &bed.dev), ("chain", "check")]
+        ),
+        Some(20.0),
+        "{body}"
+    );
+    // The stream.
+    let mut st = StatsServiceClient::new(ch.clone());
+    let snap = rt.block_on(async {
+        let mut s = st
+            .watch_stats(proto::WatchStatsRequest {
+                interval_ms: 100,
+                count: 1,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        s.message().await.unwrap().expect("a snapshot")
+    });
+    let dd = &snap.deployments[0];
+    assert_eq!(dd.faults, 20);
+    assert_eq!(
+        dd.chains
+            .iter()
+            .find(|c| c.chain == "check")
+            .map(|c| c.faults),
+        Some(20)
+    );
+    // 20 streams of 5 snapshots at 200 ms: the ticks after the first
+    // fall together and share one read of the counters.
+    let reads = |sc: &prometheus_parse::Scrape| value(sc, "nfkitd_stats_reads_total", &[]);
+    let before = reads(&sc).expect("nfkitd_stats_reads_total");
+    let stamps: Vec<Vec<u64>> = rt.block_on(async {
+        let mut tasks = Vec::new();
+        for _ in 0..20 {
+            let mut c = StatsServiceClient::new(ch.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut s = c
+                    .watch_stats(proto::WatchStatsRequest {
+                        interval_ms: 200,
+                        count: 5,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                let mut at = Vec::new();
+                while let Some(m) = s.message().await.unwrap() {
+                    assert_eq!(m.deployments[0].faults, 20);
+                    at.push(m.unix_ms);
+                }
+                at
+            }));
+        }
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    });
+    assert!(stamps.iter().all(|s| s.len() == 5), "{stamps:?}");
+    let mut ticks: Vec<u64> = stamps.iter().flat_map(|s| s[1..].to_vec()).collect();
+    ticks.sort_unstable();
+    ticks.dedup();
+    // 80 snapshots after the first ones; 4 ticks each, two tick sets at
+    // most (streams started on both sides of a half-interval).
+    assert!(
+        ticks.len() <= 8,
+        "{} distinct reads: {ticks:?}",
+        ticks.len()
+    );
+    let sc =
+        prometheus_parse::Scrape::parse(scrape(port).lines().map(|l| Ok(l.to_string()))).unwrap();
+    let made = reads(&sc).unwrap() - before;
+    assert!(
+        (4.0..=28.0).contains(&made),
+        "{made} reads for 100 snapshots"
+    );
+}

@@ -211,6 +211,7 @@ fn malformed(
                     interval_ms: [1, 99, 60_001, u32::MAX][r.below(4) as usize],
                     count: 1,
                     dev: String::new(),
+                    top_entries: 0,
                 })
                 .await
                 .map(drop)
@@ -221,6 +222,70 @@ fn malformed(
         Ok(()) => Code::Ok,
         Err(s) => s.code(),
     }
+}
+
+/// Raw bytes as a gRPC message: requests tonic refuses before any
+/// handler (unknown methods, bytes that are not the request's protobuf,
+/// messages over the decoding limit).
+#[derive(Clone, Copy, Default)]
+struct Raw;
+
+impl tonic::codec::Codec for Raw {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = Raw;
+    type Decoder = Raw;
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+impl tonic::codec::Encoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use bytes::BufMut as _;
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use bytes::Buf as _;
+        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
+    }
+}
+
+/// Sends `body` to `path` as it is; the status code.
+fn raw(
+    rt: &tokio::runtime::Runtime,
+    ch: &tonic::transport::Channel,
+    path: &str,
+    body: Vec<u8>,
+) -> Code {
+    rt.block_on(async {
+        let mut g = tonic::client::Grpc::new(ch.clone());
+        g.ready().await.expect("ready");
+        let path =
+            tonic::codegen::http::uri::PathAndQuery::try_from(path.to_string()).expect("path");
+        match g.unary(tonic::Request::new(body), path, Raw).await {
+            Ok(_) => Code::Ok,
+            Err(s) => s.code(),
+        }
+    })
 }
 
 /// Runs the helper below as `uid`; its code counts.
@@ -347,6 +412,34 @@ fn fuzzed_malformed_and_wrong_role_requests_are_refused() {
         );
         sent += 60;
     }
+    // Refused by tonic before any handler, audited by the gate: unknown
+    // methods and services, bytes that are not protobuf, messages over
+    // the decoding limit (64 KiB + 64 KiB of slack).
+    let mut early = BTreeMap::new();
+    for i in 0..30u64 {
+        let (path, body, kind) = match i % 3 {
+            0 => (
+                ["/nfkit.v1.MapService/NoSuch", "/nfkit.v9.Nope/Get"][(i / 3 % 2) as usize],
+                vec![],
+                "unknown",
+            ),
+            // Field 1, length-delimited, with a length past the end.
+            1 => (
+                "/nfkit.v1.MapService/GetEntry",
+                vec![0x0a, 0xff, 0xff, 0xff, 0x0f, 1, 2],
+                "protobuf",
+            ),
+            _ => (
+                "/nfkit.v1.ChainService/RegisterChain",
+                vec![b'#'; 140_000 + r.below(10_000) as usize],
+                "oversize",
+            ),
+        };
+        let c = raw(&rt, &ch, path, body);
+        assert_ne!(c, Code::Ok, "{kind} request {i}");
+        *early.entry(kind).or_insert(0) += 1;
+        sent += 1;
+    }
     // Garbage on the socket (not HTTP/2) does not stop the daemon.
     for i in 0..20u8 {
         if let Ok(mut s) = std::os::unix::net::UnixStream::connect(&d.socket) {
@@ -395,4 +488,31 @@ fn fuzzed_malformed_and_wrong_role_requests_are_refused() {
     assert!(audit
         .iter()
         .all(|l| !l["message"].as_str().unwrap_or("").is_empty()));
+    // The requests tonic refused: one record each, with who sent them.
+    let mine = |l: &serde_json::Value| l["who"]["uid"] == uid && l["who"]["role"] == "deploy";
+    assert_eq!(
+        count(&|l| mine(l) && l["rpc"] == "(unknown)" && l["code"] == "UNIMPLEMENTED"),
+        10,
+        "unknown methods"
+    );
+    assert_eq!(
+        count(&|l| mine(l) && l["target"] == "/nfkit.v9.Nope/Get"),
+        5,
+        "the unknown path is the target"
+    );
+    assert_eq!(
+        count(&|l| mine(l)
+            && l["rpc"] == "nfkit.v1.MapService/GetEntry"
+            && l["message"].as_str().unwrap_or("").contains("decode")),
+        10,
+        "bad protobuf"
+    );
+    assert_eq!(
+        count(&|l| mine(l)
+            && l["rpc"] == "nfkit.v1.ChainService/RegisterChain"
+            && l["message"].as_str().unwrap_or("").contains("too large")),
+        10,
+        "oversize"
+    );
+    assert_eq!(early.values().sum::<i32>(), 30);
 }

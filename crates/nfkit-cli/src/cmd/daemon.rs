@@ -1,6 +1,6 @@
 //! `nfkit daemon start|stop|status`: nfkitd in the background; and how
-//! the other commands find it. `deploy`, `status`, `undeploy`, `map`
-//! and `nf show` go through nfkitd when `--daemon PATH` or
+//! the other commands find it. `deploy` (scripts and objects), `status`,
+//! `undeploy`, `map`, `nf list|show|add` and `top` go through nfkitd when `--daemon PATH` or
 //! `NFKIT_DAEMON=PATH` names its socket, or when the default socket
 //! (`$NFKIT_RUN_DIR/nfkitd.sock`, else `/run/nfkit/nfkitd.sock`)
 //! answers — not when `NFKIT_PIN_ROOT` or `NFKIT_STATE_DIR` point at

@@ -4,8 +4,8 @@
 //! real interfaces through pinned bpf_links (see `nfkit_kernel::deploy`).
 //! Pins live under /sys/fs/bpf/nfkit (`NFKIT_PIN_ROOT`), the state file
 //! in /run/nfkit (`NFKIT_STATE_DIR`). With nfkitd running (see
-//! [`super::daemon`]) scripts are deployed, listed and removed through
-//! it, with the same output.
+//! [`super::daemon`]) scripts and objects are deployed, listed and
+//! removed through it, with the same output.
 
 use anyhow::Context;
 use nfkit_abi::AttachPoint;
@@ -140,11 +140,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let shown = a.script.display().to_string();
     let bytes = std::fs::read(&a.script).with_context(|| format!("reading {shown}"))?;
     if is_elf(&bytes) {
-        if a.daemon.client()?.is_some() {
-            anyhow::bail!(
-                "{shown}: nfkitd deploys chain scripts, not eBPF objects (yet); \
-                 NFKIT_DAEMON=off deploys it directly"
-            );
+        if let Some(c) = a.daemon.client()? {
+            return deploy_elf_via(&c, &a, &shown, bytes);
         }
         let done = deploy_elf(&a, &shown, &bytes)?;
         return report(&a, &shown, &done);
@@ -260,6 +257,41 @@ fn print_deployed(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `nfkit deploy FILE.o` through nfkitd: the object is read here first
+/// (the same errors as directly), then sent with the program's name.
+fn deploy_elf_via(
+    c: &nfkit_daemon::Client,
+    a: &Args,
+    shown: &str,
+    bytes: Vec<u8>,
+) -> anyhow::Result<ExitCode> {
+    use nfkit_daemon::proto;
+    let image = super::read_image(&bytes, shown, a.prog_type)?;
+    let entry = super::run::pick_entry(&image, a.section.as_deref())?;
+    if a.dev.is_none() {
+        anyhow::bail!("{shown}: no interface: give --dev IFACE");
+    }
+    let source_path = std::fs::canonicalize(&a.script).unwrap_or(a.script.clone());
+    let script = proto::ScriptSource {
+        kind: Some(proto::script_source::Kind::Object(proto::ObjectFile {
+            file: shown.to_string(),
+            elf: bytes,
+            entry: image.entries[entry].name.clone(),
+            prog_type: a
+                .prog_type
+                .map(|t| match t {
+                    super::RunType::Xdp => "xdp",
+                    super::RunType::Tc => "tc",
+                    super::RunType::Socket => "socket",
+                })
+                .unwrap_or_default()
+                .to_string(),
+            source_path: source_path.display().to_string(),
+        })),
+    };
+    send_deploy(c, a, shown, script)
+}
+
 /// `nfkit deploy SCRIPT` through nfkitd.
 fn deploy_via(
     c: &nfkit_daemon::Client,
@@ -268,21 +300,33 @@ fn deploy_via(
     source: String,
     source_path: String,
 ) -> anyhow::Result<ExitCode> {
-    use nfkit_daemon::proto::{self, deployment_service_client::DeploymentServiceClient};
+    use nfkit_daemon::proto;
     if !a.nf_path.is_empty() {
         anyhow::bail!(
             "--nf-path is not sent to nfkitd (it reads NFs from its own nf_path); \
              configure it there, or NFKIT_DAEMON=off to deploy directly"
         );
     }
+    let script = proto::ScriptSource {
+        kind: Some(proto::script_source::Kind::Inline(proto::InlineScript {
+            file: shown.to_string(),
+            source,
+            source_path,
+        })),
+    };
+    send_deploy(c, a, shown, script)
+}
+
+/// Sends a deploy of `script` to nfkitd and prints what it did.
+fn send_deploy(
+    c: &nfkit_daemon::Client,
+    a: &Args,
+    shown: &str,
+    script: nfkit_daemon::proto::ScriptSource,
+) -> anyhow::Result<ExitCode> {
+    use nfkit_daemon::proto::{self, deployment_service_client::DeploymentServiceClient};
     let req = proto::DeployRequest {
-        script: Some(proto::ScriptSource {
-            kind: Some(proto::script_source::Kind::Inline(proto::InlineScript {
-                file: shown.to_string(),
-                source,
-                source_path,
-            })),
-        }),
+        script: Some(script),
         dev: a.dev.clone().unwrap_or_default(),
         netns: a.netns.clone().unwrap_or_default(),
         attach: a.hook.map_or(0, |h| {

@@ -2,10 +2,11 @@
 //! (ratatui): per chain and verdict, packets and packets per second, and
 //! the top entries of each map, refreshed every interval; `q` quits.
 //! `--once` prints one frame as text (two samples an interval apart, for
-//! the rates). Reads through nfkitd when one runs, directly otherwise.
+//! the rates). Through nfkitd when one runs: fed by its stats stream
+//! (WatchStats with the maps' top entries, one snapshot per interval,
+//! shared with every other subscriber), directly otherwise.
 
 use anyhow::Context as _;
-use nfkit_control::maps::{self, DumpOptions, KernelMap};
 use nfkit_daemon::proto;
 use ratatui::backend::TestBackend;
 use ratatui::layout::{Constraint, Layout};
@@ -36,154 +37,110 @@ pub struct Args {
     daemon: super::daemon::DaemonArg,
 }
 
-/// One map's top entries.
-struct MapTop {
-    name: String,
-    entries: Vec<(String, String)>,
-    total: usize,
-}
-
 /// One deployment, sampled.
 struct Dep {
     dev: String,
     hook: String,
     chains: Vec<(String, BTreeMap<String, u64>)>,
-    maps: Vec<MapTop>,
+    maps: Vec<proto::MapTop>,
 }
 
 struct Sample {
-    at: Instant,
+    /// Unix milliseconds of the read.
+    at_ms: u64,
     deps: Vec<Dep>,
 }
 
-/// The largest `n` entries by value (values that are not integers keep
-/// the key order).
-fn top(rows: Vec<(String, String)>, n: usize) -> MapTop {
-    let total = rows.len();
-    let mut rows = rows;
-    rows.sort_by_key(|(_, v)| std::cmp::Reverse(v.parse::<u128>().unwrap_or(0)));
-    rows.truncate(n);
-    MapTop {
-        name: String::new(),
-        entries: rows,
-        total,
-    }
-}
-
-/// Where samples come from.
+/// Where samples come from: read directly every interval, or nfkitd's
+/// stats stream (one snapshot per interval, with the maps' top entries).
 enum Source {
     Direct(nfkit_kernel::deploy::Paths),
-    Daemon(nfkit_daemon::Client),
+    Daemon(
+        nfkit_daemon::Client,
+        Box<tonic::Streaming<proto::StatsSnapshot>>,
+    ),
 }
 
 impl Source {
-    fn sample(&self, n: usize) -> anyhow::Result<Sample> {
-        let at = Instant::now();
-        let deps = match self {
-            Source::Direct(paths) => nfkit_control::status::status(paths)?
-                .into_iter()
-                .map(|s| {
-                    let d = &s.status.deployment;
-                    let maps = d
-                        .maps
-                        .iter()
-                        .filter(|m| !m.name.starts_with("nfkit_") && !m.name.starts_with('.'))
-                        .filter_map(|rec| {
-                            let k =
-                                nfkit_kernel::deploy::open_pinned_map(&rec.name, &rec.pin).ok()?;
-                            let m = KernelMap::from_record(rec, k);
-                            let opts = DumpOptions {
-                                skip_zero_array: true,
-                                sum_per_cpu: true,
-                            };
-                            let rows = maps::dump(&m, opts).ok()?;
-                            let mut t = top(
-                                rows.into_iter()
-                                    .map(|r| (r.key_text, r.value_text))
-                                    .collect(),
-                                n,
-                            );
-                            t.name.clone_from(&rec.name);
-                            Some(t)
-                        })
-                        .collect();
-                    Dep {
-                        dev: d.dev.clone(),
-                        hook: d.hook.name().to_string(),
-                        chains: s
-                            .verdicts
-                            .iter()
-                            .map(|c| (c.chain.clone(), c.counts.clone()))
-                            .collect(),
-                        maps,
-                    }
-                })
-                .collect(),
-            Source::Daemon(c) => {
-                use proto::deployment_service_client::DeploymentServiceClient;
-                use proto::map_service_client::MapServiceClient;
-                let list = c
-                    .block_on(
-                        DeploymentServiceClient::new(c.channel())
-                            .list_deployments(proto::ListDeploymentsRequest {}),
-                    )
+    fn open(a: &Args) -> anyhow::Result<(Source, String)> {
+        let Some(c) = a.daemon.client()? else {
+            let paths = nfkit_kernel::deploy::Paths::from_env();
+            return Ok((Source::Direct(paths), "direct".to_string()));
+        };
+        use proto::stats_service_client::StatsServiceClient;
+        let stream = c
+            .block_on(
+                StatsServiceClient::new(c.channel()).watch_stats(proto::WatchStatsRequest {
+                    interval_ms: a.interval as u32,
+                    count: 0,
+                    dev: String::new(),
+                    top_entries: a.entries.min(100) as u32,
+                }),
+            )
+            .map_err(super::daemon::status_error)?
+            .into_inner();
+        let via = format!("via nfkitd {}", c.socket().display());
+        Ok((Source::Daemon(c, Box::new(stream)), via))
+    }
+
+    /// The next sample: read now (direct), or the stream's next snapshot.
+    fn sample(&mut self, n: usize) -> anyhow::Result<Sample> {
+        match self {
+            Source::Direct(paths) => {
+                let at_ms = nfkit_daemon::audit::now_ms();
+                let deps = nfkit_control::status::status(paths)?
+                    .into_iter()
+                    .map(|s| {
+                        let d = &s.status.deployment;
+                        Dep {
+                            dev: d.dev.clone(),
+                            hook: d.hook.name().to_string(),
+                            chains: s
+                                .verdicts
+                                .iter()
+                                .map(|c| (c.chain.clone(), c.counts.clone()))
+                                .collect(),
+                            maps: nfkit_daemon::stats_hub::map_tops(d, n),
+                        }
+                    })
+                    .collect();
+                Ok(Sample { at_ms, deps })
+            }
+            Source::Daemon(c, stream) => {
+                let snap = c
+                    .block_on(stream.message())
                     .map_err(super::daemon::status_error)?
-                    .into_inner();
-                let mut deps = Vec::new();
-                for d in list.deployments {
-                    let mut maps = Vec::new();
-                    for name in d
-                        .maps
-                        .iter()
-                        .filter(|m| !m.starts_with("nfkit_") && !m.starts_with('.'))
-                    {
-                        let r = c.block_on(MapServiceClient::new(c.channel()).dump_map(
-                            proto::DumpMapRequest {
-                                map: Some(proto::MapRef {
-                                    name: name.clone(),
-                                    dev: d.dev.clone(),
-                                    attach: d.attach,
-                                }),
-                            },
-                        ));
-                        let Ok(r) = r else { continue };
-                        let rows = r
-                            .into_inner()
-                            .entries
-                            .into_iter()
-                            .filter(|e| e.values.iter().any(|v| v.iter().any(|&b| b != 0)))
-                            .map(|e| (e.key_text, e.value_text))
-                            .collect();
-                        let mut t = top(rows, n);
-                        t.name.clone_from(name);
-                        maps.push(t);
-                    }
-                    let hook = nfkit_daemon::validate::attach("attach", d.attach)
-                        .ok()
-                        .flatten()
-                        .map_or("?", |h| h.name())
-                        .to_string();
-                    deps.push(Dep {
+                    .ok_or_else(|| anyhow::anyhow!("nfkitd ended the stats stream"))?;
+                let deps = snap
+                    .deployments
+                    .into_iter()
+                    .map(|d| Dep {
+                        hook: nfkit_daemon::validate::attach("attach", d.attach)
+                            .ok()
+                            .flatten()
+                            .map_or("?", |h| h.name())
+                            .to_string(),
                         dev: d.dev,
-                        hook,
                         chains: d
-                            .verdicts
+                            .chains
                             .into_iter()
                             .map(|c| (c.chain, c.counts.into_iter().collect()))
                             .collect(),
-                        maps,
-                    });
-                }
-                deps
+                        maps: d.maps,
+                    })
+                    .collect();
+                Ok(Sample {
+                    at_ms: snap.unix_ms,
+                    deps,
+                })
             }
-        };
-        Ok(Sample { at, deps })
+        }
     }
 }
 
 /// Draws `now` (rates against `before`); maps without entries are left out.
 fn draw(f: &mut Frame, now: &Sample, before: Option<&Sample>, via: &str) {
-    let secs = before.map_or(0.0, |b| now.at.duration_since(b.at).as_secs_f64());
+    let secs = before.map_or(0.0, |b| now.at_ms.saturating_sub(b.at_ms) as f64 / 1e3);
     let mut rows = Vec::new();
     for d in &now.deps {
         let old = before.and_then(|b| b.deps.iter().find(|x| x.dev == d.dev && x.hook == d.hook));
@@ -209,7 +166,7 @@ fn draw(f: &mut Frame, now: &Sample, before: Option<&Sample>, via: &str) {
         }
     }
     let n_maps: usize = now.deps.iter().map(|d| d.maps.len()).sum();
-    let shown = |m: &&MapTop| m.total > 0;
+    let shown = |m: &&proto::MapTop| m.total > 0;
     let areas = Layout::vertical(
         std::iter::once(Constraint::Length(rows.len() as u16 + 3))
             .chain(now.deps.iter().flat_map(|d| {
@@ -247,7 +204,7 @@ fn draw(f: &mut Frame, now: &Sample, before: Option<&Sample>, via: &str) {
             let rows = m
                 .entries
                 .iter()
-                .map(|(key, v)| Row::new(vec![key.clone(), v.clone()]));
+                .map(|e| Row::new(vec![e.key_text.clone(), e.value_text.clone()]));
             let t = Table::new(
                 rows,
                 [Constraint::Percentage(50), Constraint::Percentage(50)],
@@ -270,20 +227,14 @@ fn draw(f: &mut Frame, now: &Sample, before: Option<&Sample>, via: &str) {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let (src, via) = match a.daemon.client()? {
-        Some(c) => {
-            let via = format!("via nfkitd {}", c.socket().display());
-            (Source::Daemon(c), via)
-        }
-        None => (
-            Source::Direct(nfkit_kernel::deploy::Paths::from_env()),
-            "direct".to_string(),
-        ),
-    };
+    let (mut src, via) = Source::open(&a)?;
+    let streamed = matches!(src, Source::Daemon(..));
     let every = Duration::from_millis(a.interval);
     if a.once {
         let before = src.sample(a.entries)?;
-        std::thread::sleep(every);
+        if !streamed {
+            std::thread::sleep(every);
+        }
         let now = src.sample(a.entries)?;
         let mut t = Terminal::new(TestBackend::new(a.width, a.height))?;
         t.draw(|f| draw(f, &now, Some(&before), &via))?;
@@ -310,7 +261,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             let now = src.sample(a.entries)?;
             term.draw(|f| draw(f, &now, before.as_ref(), &via))?;
             before = Some(now);
-            let until = Instant::now() + every;
+            // The stream's next snapshot comes on its own: keys are
+            // watched until shortly before it.
+            let wait = if streamed {
+                every.saturating_sub(Duration::from_millis(50))
+            } else {
+                every
+            };
+            let until = Instant::now() + wait;
             while let Some(left) = until.checked_duration_since(Instant::now()) {
                 if event::poll(left)? {
                     if let Event::Key(k) = event::read()? {

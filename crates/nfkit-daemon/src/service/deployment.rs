@@ -10,6 +10,7 @@ use crate::records::{Intent, Record, Records};
 use crate::validate;
 use nfkit_abi::AttachPoint;
 use nfkit_control::deploy::{deploy_script, DeploySpec, Mode};
+use nfkit_control::deploy_object as deploy_object_with;
 use nfkit_kernel::deploy::{self as kdeploy, Deployment};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -25,6 +26,8 @@ pub struct Script {
     pub chain: String,
     pub chain_version: u32,
     pub digest: String,
+    /// An eBPF object instead of a script: its bytes, entry, type.
+    pub object: Option<(Vec<u8>, String, Option<String>)>,
 }
 
 impl Daemon {
@@ -54,6 +57,7 @@ impl Daemon {
                     chain: name,
                     chain_version: v.version,
                     digest: v.digest,
+                    object: None,
                 })
             }
             Some(Kind::Inline(i)) => {
@@ -72,6 +76,40 @@ impl Daemon {
                     source: i.source,
                     chain: String::new(),
                     chain_version: 0,
+                    object: None,
+                })
+            }
+            Some(Kind::Object(o)) => {
+                if !o.elf.starts_with(b"\x7fELF") {
+                    return Err(Status::invalid_argument(
+                        "script.object.elf: not an ELF object",
+                    ));
+                }
+                let file = validate::label("script.object.file", &o.file)?;
+                let file = if file.is_empty() {
+                    "object.o".to_string()
+                } else {
+                    file
+                };
+                let entry = validate::label("script.object.entry", &o.entry)?;
+                let prog_type = match o.prog_type.as_str() {
+                    "" => None,
+                    t @ ("xdp" | "tc" | "socket") => Some(t.to_string()),
+                    t => {
+                        return Err(Status::invalid_argument(format!(
+                            "script.object.prog_type: {t:?} is not xdp, tc or socket"
+                        )))
+                    }
+                };
+                let path = validate::label("script.object.source_path", &o.source_path)?;
+                Ok(Script {
+                    source_path: if path.is_empty() { file.clone() } else { path },
+                    digest: crate::files::digest(&o.elf),
+                    file,
+                    source: String::new(),
+                    chain: String::new(),
+                    chain_version: 0,
+                    object: Some((o.elf, entry, prog_type)),
                 })
             }
         }
@@ -88,6 +126,9 @@ impl Daemon {
             .attach
             .as_deref()
             .and_then(|a| a.parse::<AttachPoint>().ok());
+        if let Some(o) = &i.object {
+            return deploy_object(paths, i, o, attach);
+        }
         let spec = DeploySpec {
             file: &i.file,
             source: &i.source,
@@ -103,6 +144,13 @@ impl Daemon {
             search: nfkit_nf::SearchPath::from_env(nf_path),
         };
         deploy_script(paths, &spec)
+    }
+
+    /// Removes the object an intent kept, once it is deployed or not.
+    fn drop_object(i: &Intent) {
+        if let Some(o) = &i.object {
+            let _ = std::fs::remove_file(&o.path);
+        }
     }
 
     async fn deploy(
@@ -149,7 +197,8 @@ impl Daemon {
             mode: mode.name().to_string(),
             chain: script.chain,
             chain_version: script.chain_version,
-            digest: script.digest,
+            digest: script.digest.clone(),
+            object: None,
             before: st
                 .iter()
                 .map(|s| {
@@ -159,12 +208,26 @@ impl Daemon {
                 .collect(),
         };
         let run_dir = self.cfg.run_dir.clone();
+        let mut intent = intent;
+        if let Some((elf, entry, prog_type)) = script.object {
+            // The object is kept where a restart finds it (see records).
+            let path = run_dir
+                .join("objects")
+                .join(format!("{}.o", intent.digest.trim_start_matches("sha256:")));
+            crate::files::write_atomic(&path, &elf).map_err(|e| Status::internal(e.to_string()))?;
+            intent.object = Some(crate::records::ObjectIntent {
+                path,
+                entry,
+                prog_type,
+            });
+        }
         records.pending = Some(intent.clone());
         save(&records, &run_dir)?;
         let (paths, nf_path) = (self.cfg.paths.clone(), self.cfg.nf_path.clone());
         let i2 = intent.clone();
         let res = own_thread(move || Daemon::run_intent(&paths, &nf_path, &i2)).await;
         records.pending = None;
+        Daemon::drop_object(&intent);
         let done = match res {
             Ok(Ok(done)) => done,
             Ok(Err(e)) => {
@@ -311,4 +374,73 @@ impl DeploymentService for Deployments {
             .map(|deployments| proto::ListDeploymentsResponse { deployments });
         call.done("", "", res)
     }
+}
+
+/// Deploys the eBPF object of intent `i` as it is.
+fn deploy_object(
+    paths: &kdeploy::Paths,
+    i: &Intent,
+    o: &crate::records::ObjectIntent,
+    attach: Option<AttachPoint>,
+) -> Result<nfkit_control::Deployed, nfkit_control::ControlError> {
+    use nfkit_control::ControlError;
+    use nfkit_object::ProgType;
+    let kernel = |e: nfkit_kernel::KernelError| ControlError::Kernel {
+        file: i.file.clone(),
+        cause: Box::new(e),
+    };
+    let bytes = std::fs::read(&o.path).map_err(|cause| {
+        kernel(nfkit_kernel::KernelError::File {
+            what: "read the object kept in",
+            path: o.path.clone(),
+            cause,
+        })
+    })?;
+    let ty = o.prog_type.as_deref().map(|t| match t {
+        "tc" => ProgType::SchedCls,
+        "socket" => ProgType::SocketFilter,
+        _ => ProgType::Xdp,
+    });
+    let image = nfkit_object::Image::from_elf_as(&bytes, &i.file, ty).map_err(|e| {
+        kernel(nfkit_kernel::KernelError::Image {
+            entry: o.entry.clone(),
+            msg: e.to_string(),
+        })
+    })?;
+    let entry = if o.entry.is_empty() {
+        match &image.entries[..] {
+            [one] => one.name.clone(),
+            _ => {
+                return Err(ControlError::NoProgram {
+                    file: i.file.clone(),
+                    name: format!(
+                        "(none named; the object has {}: name one)",
+                        image.entries.len()
+                    ),
+                })
+            }
+        }
+    } else {
+        image
+            .entries
+            .iter()
+            .find(|e| e.name == o.entry)
+            .or_else(|| image.entries.iter().find(|e| e.section == o.entry))
+            .map_or_else(|| o.entry.clone(), |e| e.name.clone())
+    };
+    let Some(dev) = i.dev.as_deref() else {
+        return Err(ControlError::NoDevice(i.file.clone()));
+    };
+    deploy_object_with(
+        paths,
+        &nfkit_control::ObjectSpec {
+            file: &i.file,
+            image: &image,
+            entry: &entry,
+            source_path: &i.source_path,
+            dev,
+            netns: i.netns.as_deref(),
+            attach,
+        },
+    )
 }

@@ -44,6 +44,17 @@ impl Ref {
     fn open(&self, paths: &kdeploy::Paths) -> Result<KernelMap, Status> {
         KernelMap::find(paths, &self.name, self.dev.as_deref(), self.attach).map_err(map_error)
     }
+
+    /// The map, from the daemon's cache of open maps.
+    fn cached(
+        &self,
+        cache: &crate::map_cache::MapCache,
+        paths: &kdeploy::Paths,
+    ) -> Result<Arc<KernelMap>, Status> {
+        cache
+            .open(paths, &self.name, self.dev.as_deref(), self.attach)
+            .map_err(map_error)
+    }
 }
 
 fn entry(r: &Row) -> proto::MapEntry {
@@ -215,14 +226,12 @@ impl MapService for Maps {
         let res = async {
             let m = Ref::new(r.map)?;
             let key = validate::text("key", &r.key)?;
-            let paths = self.0.cfg.paths.clone();
-            blocking(move || {
-                let km = m.open(&paths)?;
-                access::get(&km, &key)
-                    .map(|row| entry(&row))
-                    .map_err(|e| in_map(&m.name, e))
-            })
-            .await?
+            // Once the map is open, a read is one lookup syscall: done
+            // here rather than handed to the blocking pool.
+            let km = m.cached(&self.0.maps, &self.0.cfg.paths)?;
+            access::get(&*km, &key)
+                .map(|row| entry(&row))
+                .map_err(|e| in_map(&m.name, e))
         }
         .await;
         call.done("", "", res)
@@ -241,9 +250,11 @@ impl MapService for Maps {
             let value = validate::text("value", &r.value)?;
             target = format!("{} key {key} value {value}", m.target());
             let paths = self.0.cfg.paths.clone();
+            let cache = self.0.maps.clone();
             blocking(move || {
-                let km = m.open(&paths)?;
-                access::set(&km, &key, &value).map_err(|e| in_map(&m.name, e))
+                let km = m.cached(&cache, &paths)?;
+                let km = &*km;
+                access::set(km, &key, &value).map_err(|e| in_map(&m.name, e))
             })
             .await??;
             Ok(proto::SetEntryResponse {})
@@ -264,9 +275,11 @@ impl MapService for Maps {
             let key = validate::text("key", &r.key)?;
             target = format!("{} key {key}", m.target());
             let paths = self.0.cfg.paths.clone();
+            let cache = self.0.maps.clone();
             blocking(move || {
-                let km = m.open(&paths)?;
-                access::delete(&km, &key).map_err(|e| in_map(&m.name, e))
+                let km = m.cached(&cache, &paths)?;
+                let km = &*km;
+                access::delete(km, &key).map_err(|e| in_map(&m.name, e))
             })
             .await??;
             Ok(proto::DeleteEntryResponse {})
@@ -284,10 +297,12 @@ impl MapService for Maps {
         let res = async {
             let m = Ref::new(r.map)?;
             let paths = self.0.cfg.paths.clone();
+            let cache = self.0.maps.clone();
             blocking(move || {
-                let km = m.open(&paths)?;
+                let km = m.cached(&cache, &paths)?;
+                let km = &*km;
                 let rows =
-                    maps::dump(&km, DumpOptions::default()).map_err(|e| in_map(&m.name, e))?;
+                    maps::dump(km, DumpOptions::default()).map_err(|e| in_map(&m.name, e))?;
                 let i = km.info();
                 let kt = &i.key;
                 let vt = &i.value;

@@ -31,6 +31,10 @@ pub struct Daemon {
     /// Set to stop serving.
     pub shutdown: tokio::sync::watch::Sender<bool>,
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// Maps opened by earlier requests.
+    pub maps: std::sync::Arc<crate::map_cache::MapCache>,
+    /// Counter snapshots shared by every stats stream.
+    pub stats: crate::stats_hub::StatsHub,
 }
 
 /// One request being served.
@@ -44,6 +48,9 @@ impl Daemon {
     /// Identifies the caller, checks its role and the request's size;
     /// a refusal is audited and returned.
     pub fn begin<T: prost::Message>(&self, req: &Request<T>, rpc: Rpc) -> Result<Call<'_>, Status> {
+        if let Some(r) = req.extensions().get::<crate::gate::Reached>() {
+            r.mark();
+        }
         let who = identify(req, &self.cfg.roles);
         let refuse = |st: Status| {
             self.record(rpc, who.as_ref(), "", "", &Err::<(), _>(st.clone()));
