@@ -335,6 +335,8 @@ pub struct Program {
     pub attach: Option<(String, String)>,
     /// Module constants (name, type if declared, value).
     pub consts: Vec<(String, Option<Ty>, u64)>,
+    /// `Patterns(...)` sets, by set id.
+    pub patterns: Vec<crate::patterns::PatternSet>,
 }
 
 impl Program {

@@ -13,6 +13,7 @@
 //! * [`link`]: chains + NFs + classifier into an Image; stack budget;
 //!   the control-plane writes the script implies.
 //! * [`listing`]: the generated code as text with script lines.
+//! * [`patterns`]: `Patterns(...)` sets and their tables in the Image.
 #![forbid(unsafe_code)]
 
 pub mod cache;
@@ -23,6 +24,7 @@ pub mod eval;
 pub mod ir;
 pub mod link;
 pub mod listing;
+pub mod patterns;
 pub mod types;
 
 pub use check::{check, Checked, Options};
@@ -79,6 +81,11 @@ pub enum CompileError {
         file: String,
         cause: Box<link::LinkError>,
     },
+    #[error("{file}: {cause}")]
+    Patterns {
+        file: String,
+        cause: nfkit_dpi::DpiError,
+    },
 }
 
 /// Checks and compiles `source` (named `file` in diagnostics), with
@@ -103,7 +110,7 @@ pub fn compile_with(
                 cause: source,
             }
         })?;
-    let (image, object, report) = link::link_program(
+    let (mut image, object, report) = link::link_program(
         &checked.program,
         &generated,
         checked.hook,
@@ -113,6 +120,12 @@ pub fn compile_with(
     .map_err(|e| CompileError::Link {
         file: file.to_string(),
         cause: Box::new(e),
+    })?;
+    patterns::install(&checked.program.patterns, &mut image).map_err(|cause| {
+        CompileError::Patterns {
+            file: file.to_string(),
+            cause,
+        }
     })?;
     let mut warnings = checked.warnings;
     let lines: Vec<&str> = checked.program.source.lines().collect();
@@ -211,10 +224,18 @@ pub fn compile_dynamic(
     };
     let generated = codegen::generate_dynamic(&checked.program, checked.hook.ctx_hook(), slots)
         .map_err(gen_err)?;
-    let (image, _) = link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search)
-        .map_err(|e| CompileError::Link {
-        file: file.to_string(),
-        cause: Box::new(e),
+    let (mut image, _) =
+        link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search).map_err(
+            |e| CompileError::Link {
+                file: file.to_string(),
+                cause: Box::new(e),
+            },
+        )?;
+    patterns::install(&checked.program.patterns, &mut image).map_err(|cause| {
+        CompileError::Patterns {
+            file: file.to_string(),
+            cause,
+        }
     })?;
     let entry = checked
         .program
