@@ -81,11 +81,9 @@ pub enum CompileError {
         file: String,
         cause: Box<link::LinkError>,
     },
-    #[error("{file}: {cause}")]
-    Patterns {
-        file: String,
-        cause: nfkit_dpi::DpiError,
-    },
+    /// The pattern sets' tables could not go into the Image.
+    #[error("{file}: {why}")]
+    Patterns { file: String, why: String },
 }
 
 /// Checks and compiles `source` (named `file` in diagnostics), with
@@ -121,10 +119,10 @@ pub fn compile_with(
         file: file.to_string(),
         cause: Box::new(e),
     })?;
-    patterns::install(&checked.program.patterns, &mut image).map_err(|cause| {
+    patterns::install(&checked.program.patterns, &mut image).map_err(|e| {
         CompileError::Patterns {
             file: file.to_string(),
-            cause,
+            why: e.to_string(),
         }
     })?;
     let mut warnings = checked.warnings;
@@ -231,10 +229,10 @@ pub fn compile_dynamic(
                 cause: Box::new(e),
             },
         )?;
-    patterns::install(&checked.program.patterns, &mut image).map_err(|cause| {
+    patterns::install(&checked.program.patterns, &mut image).map_err(|e| {
         CompileError::Patterns {
             file: file.to_string(),
-            cause,
+            why: e.to_string(),
         }
     })?;
     let entry = checked

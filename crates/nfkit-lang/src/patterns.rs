@@ -5,6 +5,7 @@
 //! being the i-th declared.
 
 use nfkit_dpi::{Dfa, DpiError, Tables};
+use nfkit_nf::{Hook, SearchPath};
 use nfkit_object::Image;
 
 /// One `NAME = Patterns(...)`: its DFA, compiled when checking.
@@ -60,4 +61,81 @@ pub fn script_literal(p: &str) -> String {
     }
     s.push('"');
     s
+}
+
+/// The chain of a pattern filter: drop on a match, pass the rest; the
+/// last result in `dpi_last[0]`, a count per pattern in `dpi_hits`
+/// (entry `pattern + 1`; entry 0 counts packets with no match).
+pub fn filter_script(patterns: &[String], limit: u64, hook: Hook) -> String {
+    let pats: Vec<String> = patterns.iter().map(|p| script_literal(p)).collect();
+    let hook = match hook {
+        Hook::Tc => "tc",
+        Hook::Socket => "socket",
+        Hook::Switch => "switch",
+        Hook::Xdp => "xdp",
+    };
+    format!(
+        "from nf.classify import every_packet\n\
+         from nf.dpi import match\n\
+         PATTERNS = Patterns([{}])\n\
+         dpi_last = ArrayMap(u64, 1)\n\
+         dpi_hits = ArrayMap(u64, {})\n\
+         def dpi_filter() -> u64:\n    r: u64 = match(PATTERNS, {limit})\n    dpi_last[0] = r\n    dpi_hits[r >> 32] += 1\n    if r != 0:\n        return DROP\n    return PASS\n\
+         every_packet(dpi_filter)\n\
+         attach(\"dpi0\", \"{hook}\")\n",
+        pats.join(", "),
+        patterns.len() + 1,
+    )
+}
+
+/// A self-contained pattern filter ([`filter_script`]) for `hook`: its
+/// DFA tables and the classifier's configuration are the initial
+/// contents of its maps, so the Image (or the object written from it)
+/// alone is the NF (`nfkit dpi compile -o NF.o`).
+pub fn filter_image(
+    patterns: &[String],
+    hook: Hook,
+    limit: u64,
+    search: &SearchPath,
+) -> Result<Image, crate::CompileError> {
+    let script = filter_script(patterns, limit, hook);
+    let opts = crate::Options {
+        search: search.clone(),
+        hook: Some(hook),
+    };
+    let mut c = crate::compile("<dpi filter>", &script, &opts)?;
+    let writes = c.control_plane();
+    preset(&mut c.image, &writes).map_err(|why| crate::CompileError::Patterns {
+        file: "<dpi filter>".into(),
+        why,
+    })?;
+    Ok(c.image)
+}
+
+/// Makes control-plane writes to array maps initial contents of `image`.
+pub fn preset(image: &mut Image, writes: &[crate::link::MapWrite]) -> Result<(), String> {
+    for (m, k, v) in writes {
+        let spec = image
+            .maps
+            .iter_mut()
+            .find(|s| s.name == *m)
+            .ok_or_else(|| format!("no map {m}"))?;
+        let key = match <[u8; 4]>::try_from(k.as_slice()) {
+            Ok(b) if spec.map_type == nfkit_object::MapType::Array => u32::from_le_bytes(b),
+            _ => {
+                return Err(format!(
+                    "map {m}: only array entries can be initial contents"
+                ))
+            }
+        };
+        let vs = spec.value_size as usize;
+        let at = key as usize * vs;
+        let data = spec.data.get_or_insert_with(Vec::new);
+        if data.len() < at + vs {
+            data.resize(at + vs, 0);
+        }
+        let n = v.len().min(vs);
+        data[at..at + n].copy_from_slice(&v[..n]);
+    }
+    Ok(())
 }
