@@ -1,7 +1,9 @@
 """Deep packet inspection from regular expressions: SQL injection in web
 requests is dropped, BitTorrent handshakes are counted and dropped, SSH
 banners are counted. The pattern sets are compiled to DFAs when the
-script is compiled and travel with it (docs/dpi.md)."""
+script is compiled and travel with it (docs/dpi.md). P2P comes from a
+pattern file, relative to the script.
+Run: nfkit run examples/dpi/filter.py --pcap F"""
 from nf.classify import every_packet
 from nf.dpi import match
 
@@ -11,7 +13,7 @@ SQLI = Patterns([
     "(?i)drop\\s+table",
     "'\\s*--",
 ])
-P2P = Patterns(file="dpi_p2p.txt")
+P2P = Patterns(file="p2p.txt")
 SSH = Patterns(["^SSH-2\\.0-"])
 
 hits = ArrayMap(u64, 4)
