@@ -180,7 +180,7 @@ fn dpi_test_gives_the_scan_of_each_catalogue_set_on_every_packet() {
     let mut total = 0;
     for set in catalogue::ALL {
         let dfa = compile(set.patterns, &Options::default()).expect("compile");
-        for hook in ["xdp", "tc"] {
+        for hook in ["xdp", "tc", "socket"] {
             let v = test_json(&[
                 "dpi", "test", set.name, "--pcap", &pcap, "--hook", hook, "--json",
             ]);
@@ -306,4 +306,51 @@ fn compile_refuses_naming_the_pattern() {
         e.contains("not a catalogue set (sqli, bittorrent, protocols, tls_sni)"),
         "{e}"
     );
+}
+
+/// `compile -o NF.o --hook H` writes an object that alone drops the
+/// packets the set matches (`nfkit run` in the VM: no tables given).
+#[test]
+fn compile_writes_an_nf_object_that_drops_what_matches() {
+    let t = TempDir::new("object");
+    let pcap = t.path("in.pcap");
+    let payloads = payloads();
+    write_pcap(&pcap, &payloads);
+    let dfa = compile(catalogue::SQLI.patterns, &Options::default()).expect("dfa");
+    let want = payloads
+        .iter()
+        .filter(|p| dfa.scan(p, 2048).is_some())
+        .count();
+    assert!(want > 0 && want < payloads.len());
+    for (hook, drop_line) in [
+        ("xdp", "XDP_DROP"),
+        ("tc", "TC_ACT_SHOT"),
+        ("socket", "drop"),
+    ] {
+        let obj = t.path(&format!("sqli_{hook}.o"));
+        let o = nfkit(&["dpi", "compile", "sqli", "-o", &obj, "--hook", hook]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = nfkit(&["run", &obj, "--pcap", &pcap]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s = String::from_utf8_lossy(&o.stdout);
+        let dropped: usize = s
+            .lines()
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some(drop_line)).then(|| w.next()?.parse().ok())?
+            })
+            .unwrap_or(0);
+        assert_eq!(dropped, want, "{hook}: {s}");
+    }
+    let o = nfkit(&[
+        "dpi",
+        "compile",
+        "sqli",
+        "-o",
+        &t.path("x.o"),
+        "--hook",
+        "lwt",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--hook lwt"));
 }

@@ -85,7 +85,8 @@ pub struct MapDump {
 }
 
 /// The maps a report shows: the script's, then the NFs' own (the
-/// `nfkit_*` maps of the ABI and global data left out), typed.
+/// `nfkit_*` maps of the ABI, global data and maps with initial
+/// contents, such as the dpi tables, left out), typed.
 fn shown_maps(image: &nfkit_object::Image, program: &Program) -> Vec<(MapInfo, bool)> {
     use nfkit_object::{MapKind, MapType};
     let mut out = Vec::new();
@@ -108,6 +109,7 @@ fn shown_maps(image: &nfkit_object::Image, program: &Program) -> Vec<(MapInfo, b
         if data
             && spec.kind == MapKind::Declared
             && !spec.name.starts_with("nfkit_")
+            && spec.data.is_none()
             && !program.maps.iter().any(|d| d.name == spec.name)
         {
             out.push((MapInfo::from_spec(spec, image.btf.as_ref(), None), true));

@@ -77,6 +77,9 @@ pub enum KernelError {
         slot: u32,
         inner: String,
     },
+    /// A map's initial contents do not fit it.
+    #[error("map '{map}': {why}")]
+    MapData { map: String, why: String },
     /// A map operation failed.
     #[error("map '{map}': {op}: {cause}")]
     MapOp {

@@ -216,7 +216,8 @@ pub fn max_entries_of(spec: &MapSpec) -> Result<u32, KernelError> {
 }
 
 /// Creates the map of `spec` (BTF from `btf_fd` when given and taken,
-/// else without); fills and freezes global-data maps. Maps of maps start
+/// else without); fills and freezes global-data maps, fills declared
+/// arrays that have initial contents. Maps of maps start
 /// empty: [`fill_outer`] puts their initial inner maps in.
 pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, KernelError> {
     let read_only = matches!(
@@ -292,6 +293,15 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
         map.update(&0u32.to_le_bytes(), &data, 0)?;
         if read_only {
             map.freeze()?;
+        }
+    } else if let Some(data) = &spec.data {
+        // A declared array's initial contents (nfkit_object::initial).
+        nfkit_object::initial::check(spec, data.len()).map_err(|why| KernelError::MapData {
+            map: spec.name.clone(),
+            why,
+        })?;
+        for (k, v) in nfkit_object::initial::entries(data, spec.value_size) {
+            map.update(&k.to_ne_bytes(), &v, 0)?;
         }
     }
     Ok(map)

@@ -341,6 +341,8 @@ pub struct Program {
     /// Match-action tables (their maps and chains are above; this keeps
     /// their declared entries).
     pub tables: Vec<crate::table::Table>,
+    /// `Patterns(...)` sets, by set id.
+    pub patterns: Vec<crate::patterns::PatternSet>,
 }
 
 impl Program {

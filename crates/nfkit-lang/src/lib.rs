@@ -15,6 +15,7 @@
 //! * [`listing`]: the generated code as text with script lines.
 //! * [`pipeline`], [`table`]: match-action tables and pipeline positions,
 //!   expanded into chains and maps before checking.
+//! * [`patterns`]: `Patterns(...)` sets and their tables in the Image.
 #![forbid(unsafe_code)]
 
 pub mod cache;
@@ -25,6 +26,7 @@ pub mod eval;
 pub mod ir;
 pub mod link;
 pub mod listing;
+pub mod patterns;
 pub mod pipeline;
 pub mod table;
 pub mod types;
@@ -83,6 +85,9 @@ pub enum CompileError {
         file: String,
         cause: Box<link::LinkError>,
     },
+    /// The pattern sets' tables could not go into the Image.
+    #[error("{file}: {why}")]
+    Patterns { file: String, why: String },
 }
 
 /// Checks and compiles `source` (named `file` in diagnostics), with
@@ -107,7 +112,7 @@ pub fn compile_with(
                 cause: source,
             }
         })?;
-    let (image, object, report) = link::link_program(
+    let (mut image, object, report) = link::link_program(
         &checked.program,
         &generated,
         checked.hook,
@@ -117,6 +122,12 @@ pub fn compile_with(
     .map_err(|e| CompileError::Link {
         file: file.to_string(),
         cause: Box::new(e),
+    })?;
+    patterns::install(&checked.program.patterns, &mut image).map_err(|e| {
+        CompileError::Patterns {
+            file: file.to_string(),
+            why: e.to_string(),
+        }
     })?;
     let mut warnings = checked.warnings;
     let lines: Vec<&str> = checked.program.source.lines().collect();
@@ -215,10 +226,18 @@ pub fn compile_dynamic(
     };
     let generated = codegen::generate_dynamic(&checked.program, checked.hook.ctx_hook(), slots)
         .map_err(gen_err)?;
-    let (image, _) = link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search)
-        .map_err(|e| CompileError::Link {
-        file: file.to_string(),
-        cause: Box::new(e),
+    let (mut image, _) =
+        link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search).map_err(
+            |e| CompileError::Link {
+                file: file.to_string(),
+                cause: Box::new(e),
+            },
+        )?;
+    patterns::install(&checked.program.patterns, &mut image).map_err(|e| {
+        CompileError::Patterns {
+            file: file.to_string(),
+            why: e.to_string(),
+        }
     })?;
     let entry = checked
         .program

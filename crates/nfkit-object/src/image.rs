@@ -228,7 +228,9 @@ pub struct MapSpec {
     /// BTF type ids (in [`Image::btf`]) of key and value, when known.
     pub key_type_id: Option<u32>,
     pub value_type_id: Option<u32>,
-    /// Initial contents of global-data maps (the section bytes; zeros for `.bss`).
+    /// Initial contents: of global-data maps the section bytes (zeros for
+    /// `.bss`); of declared arrays the values of entries 0, 1, ... back to
+    /// back, a prefix (see [`crate::initial`]).
     pub data: Option<Vec<u8>>,
     /// `LIBBPF_PIN_BY_NAME` requested in the object.
     pub pin_by_name: bool,

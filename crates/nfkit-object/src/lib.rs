@@ -4,6 +4,7 @@
 //! * [`btf`]: BTF types, function signatures, `.BTF.ext`; parse, query,
 //!   build, merge and encode.
 //! * [`co_re`]: CO-RE relocations resolved against the kernel's BTF.
+//! * [`initial`]: initial contents of declared array maps.
 //! * [`object`]: an unlinked object (functions with symbolic relocations,
 //!   maps, globals), as [`read`] produces it from ELF bytes.
 //! * [`progtype`]: program types from section names (libbpf conventions).
@@ -19,6 +20,7 @@ pub mod btf;
 pub mod co_re;
 pub mod error;
 pub mod image;
+pub mod initial;
 pub mod inline;
 pub mod link;
 pub mod object;

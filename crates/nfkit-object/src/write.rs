@@ -7,7 +7,8 @@
 //! Image's own definitions are reused when they still describe the map,
 //! otherwise new ones are built; legacy `maps` are never written, libbpf
 //! 1.x refuses them). Global-data maps become their sections again
-//! (`.bss*` as NOBITS). `.BTF` is always written (an Image without BTF
+//! (`.bss*` as NOBITS). Declared arrays with initial contents get a
+//! `.nfkit.init.NAME` section each ([`crate::initial`]). `.BTF` is always written (an Image without BTF
 //! gets a new one); `.BTF.ext` carries func_info for every function and
 //! the line info. Entry programs and static functions without a BTF
 //! `FUNC` get a synthesised one; a global non-entry function without one
@@ -34,7 +35,7 @@ mod layout;
 
 use crate::btf::Btf;
 use crate::error::WriteError;
-use crate::image::Image;
+use crate::image::{Image, MapKind};
 use btf_maps::MapsLayout;
 use elf_out::{OutElf, OutSection, OutSymbol};
 use layout::CodeLayout;
@@ -55,6 +56,7 @@ pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
     let mut btf = image.btf.clone().unwrap_or_default();
     let maps = btf_maps::layout_maps(image, &mut btf, &mut out)?;
     add_map_inits(image, &maps, &syms.funcs, &mut out)?;
+    add_initial_contents(image, &mut out)?;
     code::CodeWriter {
         image,
         layout: &layout,
@@ -92,6 +94,28 @@ fn add_map_inits(
         out.sections[sec]
             .rels
             .push((off, sym, crate::read::R_BPF_64_ABS64));
+    }
+    Ok(())
+}
+
+/// A `.nfkit.init.NAME` section for every declared map with initial
+/// contents.
+fn add_initial_contents(image: &Image, out: &mut OutElf) -> Result<(), WriteError> {
+    for m in &image.maps {
+        let (MapKind::Declared, Some(data)) = (&m.kind, &m.data) else {
+            continue;
+        };
+        crate::initial::check(m, data.len())
+            .map_err(|why| unsupported(format!("map '{}'", m.name), why))?;
+        out.add_section(OutSection {
+            name: format!("{}{}", crate::initial::SECTION_PREFIX, m.name),
+            sh_type: elf::SHT_PROGBITS,
+            flags: 0,
+            align: 8,
+            data: data.clone(),
+            nobits_size: 0,
+            rels: Vec::new(),
+        });
     }
     Ok(())
 }

@@ -6,9 +6,10 @@
 //! catalogue's `dpi` NF in the VM: per packet, which pattern matched and
 //! where it ends in the TCP/UDP payload.
 //!
-//! `-o` writes the DFA file of [`nfkit_dpi::file`], which `test
-//! --tables FILE` loads instead of compiling; an NF object that carries
-//! its own tables needs the linker to fill map values (docs/dpi.md).
+//! `-o NF.o` writes an eBPF object for `--hook` (xdp, tc, socket) that
+//! carries its tables (the initial contents of the dpi NF's maps), see
+//! [`nfkit_lang::patterns::filter_image`]. `-o FILE.dfa` (or `--dfa`) writes the DFA file
+//! of [`nfkit_dpi::file`] instead, which `test --tables FILE` loads.
 
 use anyhow::{anyhow, bail, Context};
 use nfkit_dpi::{catalogue, compile, Dfa, Match, Options, Tables};
@@ -30,9 +31,19 @@ pub enum Command {
 pub struct CompileArgs {
     /// A catalogue set (sqli, bittorrent, protocols, tls_sni) or a pattern file.
     patterns: String,
-    /// Write the DFA file (`nfkit dpi test --tables FILE` loads it).
+    /// Write an NF object that carries its tables (NF.o), or with --dfa
+    /// (or a FILE ending in .dfa) the DFA file `dpi test --tables` loads.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The hook of the NF object (xdp, tc or socket).
+    #[arg(long, default_value = "xdp")]
+    hook: String,
+    /// Payload bytes the NF object scans per packet (0: the NF's default, 2048).
+    #[arg(long, default_value_t = 0)]
+    limit: u64,
+    /// -o writes the DFA file, not an NF object.
+    #[arg(long)]
+    dfa: bool,
     /// Most DFA states the set may take.
     #[arg(long = "max-states", default_value_t = nfkit_dpi::tables::STATES - 1)]
     max_states: usize,
@@ -55,7 +66,7 @@ pub struct TestArgs {
     /// Payload bytes scanned per packet (0: the NF's default, 2048).
     #[arg(long, default_value_t = 0)]
     limit: u64,
-    /// The hook the NF runs at (xdp or tc).
+    /// The hook the NF runs at (xdp, tc or socket).
     #[arg(long, default_value = "xdp")]
     hook: String,
     /// Machine-readable output.
@@ -126,8 +137,14 @@ fn stats_text(d: &Dfa) -> String {
 
 fn compile_cmd(a: CompileArgs) -> anyhow::Result<ExitCode> {
     let d = compile_patterns(&a.patterns, a.max_states)?;
+    let hook = parse_hook(&a.hook)?;
     if let Some(out) = &a.output {
-        std::fs::write(out, d.to_bytes()).with_context(|| format!("writing {}", out.display()))?;
+        let bytes = if a.dfa || out.extension().is_some_and(|e| e == "dfa") {
+            d.to_bytes()
+        } else {
+            nf_object(&d, hook, a.limit)?
+        };
+        std::fs::write(out, bytes).with_context(|| format!("writing {}", out.display()))?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&stats_json(&d))?);
@@ -135,6 +152,22 @@ fn compile_cmd(a: CompileArgs) -> anyhow::Result<ExitCode> {
         print!("{}", stats_text(&d));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `xdp`, `tc` or `socket`.
+fn parse_hook(h: &str) -> anyhow::Result<Hook> {
+    match h {
+        "xdp" | "tc" | "socket" => h.parse().map_err(|_| anyhow!("bad hook {h}")),
+        _ => bail!("--hook {h}: the dpi NF runs at xdp, tc or socket"),
+    }
+}
+
+/// The NF object of `d` for `hook` ([`nfkit_lang::patterns::filter_image`]).
+fn nf_object(d: &Dfa, hook: Hook, limit: u64) -> anyhow::Result<Vec<u8>> {
+    let image =
+        nfkit_lang::patterns::filter_image(&d.patterns, hook, limit, &SearchPath::from_env(&[]))
+            .map_err(|e| anyhow!("compiling the dpi filter chain: {e}"))?;
+    nfkit_object::write_object(&image).map_err(|e| anyhow!("writing the NF object: {e}"))
 }
 
 /// The chain the NF runs in: every packet, `match(0, limit)` into `out[0]`.
@@ -158,10 +191,7 @@ fn test_cmd(a: TestArgs) -> anyhow::Result<ExitCode> {
         (None, Some(p)) => compile_patterns(p, nfkit_dpi::tables::STATES - 1)?,
         (None, None) => bail!("give PATTERNS or --tables FILE"),
     };
-    let hook: Hook = match a.hook.as_str() {
-        "xdp" | "tc" => a.hook.parse().map_err(|_| anyhow!("bad hook"))?,
-        h => bail!("--hook {h}: the dpi test runs at xdp or tc"),
-    };
+    let hook = parse_hook(&a.hook)?;
     let tables = Tables::build(std::slice::from_ref(&dfa))?;
     let packets = nfkit_pcap::read_file(&a.pcap).map_err(super::pcap_error(&a.pcap))?;
 

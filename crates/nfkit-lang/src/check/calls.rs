@@ -75,7 +75,8 @@ impl Checker<'_> {
     /// A call of NF `i`: arguments as u64, result u64.
     fn nf_call(&mut self, call: &ast::ExprCall, i: usize, sc: &mut Scope) -> R<TE> {
         let nf = self.prog.nfs[i].clone();
-        if call.args.len() != nf.arity {
+        let defaults = super::patterns::default_args(&nf, call.args.len());
+        if call.args.len() + defaults != nf.arity {
             return self.err(
                 off(call),
                 format!(
@@ -93,6 +94,7 @@ impl Checker<'_> {
             let v = self.expr(a, sc)?;
             args.push(self.convert(v, Ty::U64)?);
         }
+        args.extend((0..defaults).map(|_| Expr::konst(Ty::U64, 0)));
         Ok(TE::Typed(Expr {
             ty: Ty::U64,
             kind: ExprKind::CallNf { nf: i, args },

@@ -34,6 +34,9 @@ mod packet;
 /// Map declarations, `m[k]`, `m.get`, `k in m`, `m[k] op= v`, `del m[k]`.
 mod maps;
 
+/// `Patterns([...])`: regex sets for `match` of `nf.dpi`.
+mod patterns;
+
 /// Which loops run through `bpf_loop`, and that they do not nest.
 mod bpf_loop;
 

@@ -55,6 +55,7 @@ pub(super) fn check_at(
             attach: None,
             consts: Vec::new(),
             tables: declared.tables,
+            patterns: Vec::new(),
         },
         warnings: Vec::new(),
         loop_cap: DEFAULT_LOOP_CAP,
@@ -82,6 +83,7 @@ pub(super) fn is_builtin(name: &str) -> bool {
         || nfkit_abi::verdict::Action::from_name(name).is_some()
         || matches!(name, "Packet" | "range" | "attach" | "True" | "False")
         || MAP_CTORS.iter().any(|(n, _, _)| *n == name)
+        || name == super::patterns::CTOR
 }
 
 impl<'a> Checker<'a> {
@@ -255,6 +257,9 @@ impl<'a> Checker<'a> {
                     MAP_CTORS.iter().find(|(n, _, _)| *n == f.id.as_str())
                 {
                     return self.map_decl(name, call, mt, keyed, off(target));
+                }
+                if f.id.as_str() == super::patterns::CTOR {
+                    return self.patterns_decl(name, call, off(target));
                 }
             }
         }

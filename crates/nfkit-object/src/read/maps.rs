@@ -89,7 +89,31 @@ pub(crate) fn read_maps(
             notes.tolerate(global_map(elf, sec, btf, &mut maps))?;
         }
     }
+    for sec in &elf.sections {
+        if let Some(name) = sec.name.strip_prefix(crate::initial::SECTION_PREFIX) {
+            notes.tolerate(initial_contents(sec, name, &mut maps))?;
+        }
+    }
     Ok(maps)
+}
+
+/// A `.nfkit.init.NAME` section: the initial contents of declared map
+/// NAME ([`crate::initial`]).
+fn initial_contents(sec: &Section<'_>, name: &str, maps: &mut Maps) -> Result<(), ReadError> {
+    let loc = Location::section(&sec.name);
+    let Some(spec) = maps
+        .specs
+        .iter_mut()
+        .find(|m| m.kind == MapKind::Declared && m.name == name)
+    else {
+        return Err(bad(
+            loc,
+            format!("initial contents of '{name}', which is not a declared map"),
+        ));
+    };
+    crate::initial::check(spec, sec.data.len()).map_err(|why| bad(loc, why))?;
+    spec.data = Some(sec.data.to_vec());
+    Ok(())
 }
 
 /// Symbols naming maps in a maps section, by offset.

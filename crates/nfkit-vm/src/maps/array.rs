@@ -37,10 +37,14 @@ impl ArrayMap {
         })
     }
 
-    /// Writes the initial contents of a global data section.
+    /// Sets the values of entries 0, 1, ... (CPU 0) from `data`, their
+    /// values back to back (a prefix; what it does not cover stays).
     pub fn init(&self, data: &[u8]) {
-        let n = data.len().min(self.value_size);
-        let _ = self.buf.write(0, &data[..n]);
+        for (k, chunk) in data.chunks(self.value_size.max(1)).enumerate() {
+            if let Some(off) = self.offset(k as u32, 0) {
+                let _ = self.buf.write(off, chunk);
+            }
+        }
     }
 
     /// Byte offset of value `k` on `cpu`.

@@ -195,6 +195,10 @@ impl Map {
             t => return Err(format!("map type {} is not supported by the VM", t.name())),
         };
         if let Some(data) = &spec.data {
+            // Global data, or a declared array's initial contents.
+            if !global {
+                nfkit_object::initial::check(spec, data.len())?;
+            }
             if let Store::Array(a) = &store {
                 a.init(data);
             }
@@ -233,7 +237,10 @@ impl Map {
             a.map_type,
             MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
         );
+        // Initial contents belong to one Image.
         data && a.kind == MapKind::Declared
+            && a.data.is_none()
+            && spec.data.is_none()
             && spec.kind == MapKind::Declared
             && a.name == spec.name
             && a.map_type == spec.map_type
