@@ -96,7 +96,11 @@ impl Identity {
 /// connection has neither.
 pub fn identify<T>(req: &tonic::Request<T>, roles: &Roles) -> Option<Identity> {
     let ext = req.extensions();
-    identify_from(ext.get::<crate::tls::TlsPeer>(), ext.get::<UdsConnectInfo>(), roles)
+    identify_from(
+        ext.get::<crate::tls::TlsPeer>(),
+        ext.get::<UdsConnectInfo>(),
+        roles,
+    )
 }
 
 /// [`identify`] from a connection's TLS peer or Unix peer credentials

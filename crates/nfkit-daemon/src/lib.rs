@@ -42,8 +42,8 @@ pub mod nf_text;
 pub mod records;
 pub mod server;
 pub mod service;
-pub mod tls;
 pub mod stats_hub;
+pub mod tls;
 pub mod validate;
 
 /// The API (`proto/nfkit/v1/*.proto`), generated at build time.
