@@ -7,62 +7,13 @@
 //! `graph --deployed` work over TLS. Needs root.
 
 mod common;
-use common::{is_root, Scratch};
+use common::{is_root, script, Bed, Scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
-
-/// A namespace with one veth pair (its other end in a second one).
-struct Bed {
-    ns: String,
-    peer_ns: String,
-    dev: String,
-}
-
-impl Bed {
-    fn new() -> Bed {
-        let base = format!("dmt{}c", std::process::id() % 100_000);
-        let b = Bed {
-            ns: format!("{base}s"),
-            peer_ns: format!("{base}r"),
-            dev: format!("{base}a"),
-        };
-        let ip = |args: &[&str]| {
-            let ok = Command::new("ip")
-                .args(args)
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "ip {args:?}");
-        };
-        ip(&["netns", "add", &b.ns]);
-        ip(&["netns", "add", &b.peer_ns]);
-        let peer = format!("{base}b");
-        ip(&[
-            "link", "add", &b.dev, "netns", &b.ns, "type", "veth", "peer", "name", &peer, "netns",
-            &b.peer_ns,
-        ]);
-        ip(&["-n", &b.ns, "link", "set", &b.dev, "up"]);
-        ip(&["-n", &b.peer_ns, "link", "set", &peer, "up"]);
-        b
-    }
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        for ns in [&self.ns, &self.peer_ns] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/scripts")
-        .join(name)
-}
 
 /// How a command reaches the daemon: NFKIT_DAEMON and the TLS files.
 struct Via {
@@ -212,7 +163,7 @@ fn the_cli_over_tls_prints_what_it_prints_over_the_socket() {
         return;
     }
     let s = Scratch::new("dmt-cli");
-    let bed = Bed::new();
+    let bed = Bed::new("dmt");
     let run = s.dir.join("run");
     let certs = s.dir.join("certs");
     let off = Via {

@@ -211,3 +211,54 @@ pub fn send_frames(ns: &Netns, dev: &str, frame: Vec<u8>, count: u64) {
     let r = send(&Source::Frames(vec![frame]), &opts).expect("send frames");
     assert_eq!(r.sent, count, "frames sent");
 }
+
+/// A namespace with one veth pair (its other end in a second one).
+pub struct Bed {
+    pub ns: String,
+    pub peer_ns: String,
+    pub dev: String,
+}
+
+impl Bed {
+    /// Names start with `prefix` (distinct per test file) and the pid.
+    pub fn new(prefix: &str) -> Bed {
+        let base = format!("{prefix}{}c", std::process::id() % 100_000);
+        let b = Bed {
+            ns: format!("{base}s"),
+            peer_ns: format!("{base}r"),
+            dev: format!("{base}a"),
+        };
+        let ip = |args: &[&str]| {
+            let ok = Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ip {args:?}");
+        };
+        ip(&["netns", "add", &b.ns]);
+        ip(&["netns", "add", &b.peer_ns]);
+        let peer = format!("{base}b");
+        ip(&[
+            "link", "add", &b.dev, "netns", &b.ns, "type", "veth", "peer", "name", &peer, "netns",
+            &b.peer_ns,
+        ]);
+        ip(&["-n", &b.ns, "link", "set", &b.dev, "up"]);
+        ip(&["-n", &b.peer_ns, "link", "set", &peer, "up"]);
+        b
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        for ns in [&self.ns, &self.peer_ns] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// A script of `tests/scripts`.
+pub fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/scripts")
+        .join(name)
+}
