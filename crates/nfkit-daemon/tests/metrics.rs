@@ -35,14 +35,25 @@ fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> O
         })
 }
 
-#[test]
-fn a_scrape_parses_and_its_counters_equal_the_maps() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let s = Scratch::new("dmn-metrics");
-    let bed = Bed::new('m', 63);
+/// A daemon with metrics on a free loopback port, `file` (a test
+/// script) deployed on a fresh testbed through it: the scratch
+/// directory, testbed, daemon, metrics port, runtime and channel (bind
+/// them in this order: they drop in reverse).
+fn deployed(
+    scratch: &str,
+    id: char,
+    net: u8,
+    file: &str,
+) -> (
+    Scratch,
+    Bed,
+    Daemon,
+    u16,
+    tokio::runtime::Runtime,
+    tonic::transport::Channel,
+) {
+    let s = Scratch::new(scratch);
+    let bed = Bed::new(id, net);
     let (uid, _) = my_ids();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -60,8 +71,8 @@ fn a_scrape_parses_and_its_counters_equal_the_maps() {
     rt.block_on(dep.deploy(proto::DeployRequest {
         script: Some(proto::ScriptSource {
             kind: Some(Kind::Inline(proto::InlineScript {
-                file: "count_v1.py".into(),
-                source: script("count_v1.py"),
+                file: file.into(),
+                source: script(file),
                 source_path: String::new(),
             })),
         }),
@@ -71,6 +82,17 @@ fn a_scrape_parses_and_its_counters_equal_the_maps() {
         mode: 0,
     }))
     .unwrap();
+    (s, bed, d, port, rt, ch)
+}
+
+#[test]
+fn a_scrape_parses_and_its_counters_equal_the_maps() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let (_s, bed, _d, port, rt, ch) = deployed("dmn-metrics", 'm', 63, "count_v1.py");
+    let mut dep = DeploymentServiceClient::new(ch.clone());
     bed.send_udp(25);
     let body = scrape(port);
     let lines = body.lines().map(|l| Ok(l.to_string()));
@@ -143,36 +165,8 @@ fn faults_reach_the_scrape_and_the_streams_which_share_their_reads() {
         return;
     }
     use nfkit_daemon::proto::stats_service_client::StatsServiceClient;
-    let s = Scratch::new("dmn-faults");
-    let bed = Bed::new('f', 66);
-    let (uid, _) = my_ids();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let d = Daemon::start(
-        &s,
-        &format!("admin = {{ uids = [{uid}] }}"),
-        &format!("metrics = \"127.0.0.1:{port}\""),
-    );
-    let rt = rt();
-    let ch = d.channel(&rt);
+    let (_s, bed, _d, port, rt, ch) = deployed("dmn-faults", 'f', 66, "faults.py");
     let mut dep = DeploymentServiceClient::new(ch.clone());
-    rt.block_on(dep.deploy(proto::DeployRequest {
-        script: Some(proto::ScriptSource {
-            kind: Some(Kind::Inline(proto::InlineScript {
-                file: "faults.py".into(),
-                source: script("faults.py"),
-                source_path: String::new(),
-            })),
-        }),
-        dev: bed.dev.clone(),
-        netns: bed.sut.clone(),
-        attach: AttachPoint::XdpGeneric as i32,
-        mode: 0,
-    }))
-    .unwrap();
     bed.send_udp(20);
     let list = rt
         .block_on(dep.list_deployments(proto::ListDeploymentsRequest {}))
