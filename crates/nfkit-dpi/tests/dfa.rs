@@ -2,33 +2,12 @@
 //! smallest end over every pattern, the lowest pattern among those)
 //! on fixed cases and random payloads; errors name their pattern.
 
+mod common;
+use common::{first_match, reference};
 use nfkit_dpi::{compile, Dfa, DpiError, Match, Options};
 use proptest::prelude::*;
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 use std::sync::OnceLock;
-
-fn reference(pats: &[&str], ci: bool) -> Vec<Regex> {
-    pats.iter()
-        .map(|p| {
-            RegexBuilder::new(p)
-                .unicode(false)
-                .case_insensitive(ci)
-                .build()
-                .expect("reference regex")
-        })
-        .collect()
-}
-
-/// The first match in the first `limit` bytes by the `regex` crate.
-fn expected(res: &[Regex], payload: &[u8], limit: usize) -> Option<Match> {
-    let n = payload.len().min(limit);
-    res.iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.shortest_match(payload).map(|end| (end, i)))
-        .filter(|&(end, _)| end <= n)
-        .min()
-        .map(|(end, pattern)| Match { pattern, end })
-}
 
 fn dfa(pats: &[&str]) -> Dfa {
     compile(pats, &Options::default()).expect("compiles")
@@ -58,7 +37,7 @@ fn fixed_cases() {
         for limit in [0, 5, 16, usize::MAX] {
             assert_eq!(
                 d.scan(c, limit),
-                expected(&res, c, limit),
+                first_match(&res, c, limit),
                 "{:?} limit {limit}",
                 String::from_utf8_lossy(c)
             );
@@ -103,7 +82,7 @@ fn anchors_bytes_and_case() {
         for limit in [3, 7, usize::MAX] {
             assert_eq!(
                 d.scan(c, limit),
-                expected(&res, c, limit),
+                first_match(&res, c, limit),
                 "{:?} limit {limit}",
                 c
             );
@@ -193,7 +172,7 @@ proptest! {
     fn random_payloads_match_the_regex_crate(p in payload(), limit in prop_oneof![Just(usize::MAX), 0usize..64]) {
         static SET: OnceLock<(Dfa, Vec<Regex>)> = OnceLock::new();
         let (d, res) = SET.get_or_init(|| (dfa(SQLI), reference(SQLI, false)));
-        prop_assert_eq!(d.scan(&p, limit), expected(res, &p, limit));
+        prop_assert_eq!(d.scan(&p, limit), first_match(res, &p, limit));
     }
 }
 

@@ -8,12 +8,13 @@
 //! 100,000 payloads per set by default (a few seconds in all);
 //! `NFKIT_DPI_CASES` sets another count.
 
+mod common;
+use common::{expected, reference};
 use nfkit_corpus::clang::BpfBuild;
 use nfkit_dpi::{catalogue, compile, Dfa, Match, Options, Tables};
 use nfkit_object::Image;
 use nfkit_traffic::{build, FrameSpec, Mac, Proto};
 use nfkit_vm::{Context, RunOptions, Vm, VmConfig, XdpMd};
-use regex::bytes::{Regex, RegexBuilder};
 use std::path::PathBuf;
 
 fn cases_per_set() -> usize {
@@ -146,28 +147,6 @@ fn payload_upto(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8], max: usize) -> 
     p
 }
 
-fn reference(set: &catalogue::Set) -> Vec<Regex> {
-    set.patterns
-        .iter()
-        .map(|p| {
-            RegexBuilder::new(p)
-                .unicode(false)
-                .build()
-                .expect("reference regex")
-        })
-        .collect()
-}
-
-/// The `regex` crate's first match: the smallest end over every
-/// pattern, the lowest pattern among those.
-fn expected(res: &[Regex], payload: &[u8]) -> u64 {
-    res.iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.shortest_match(payload).map(|end| (end, i)))
-        .min()
-        .map_or(0, |(end, pattern)| Match { pattern, end }.to_result())
-}
-
 fn frame(payload: Vec<u8>) -> Vec<u8> {
     build(&FrameSpec {
         src_mac: Mac([2, 0, 0, 0, 0, 1]),
@@ -191,7 +170,7 @@ struct Case {
 
 /// The cases of catalogue set `set`, and how many match each pattern.
 fn cases(set: &catalogue::Set, n: usize, seed: u64) -> (Vec<Case>, Vec<usize>) {
-    let res = reference(set);
+    let res = reference(set.patterns, false);
     let samples = samples(set.name);
     let mut alphabet: Vec<u8> = samples.iter().flat_map(|s| s.iter().copied()).collect();
     alphabet.extend_from_slice(b" +%'=;-");
@@ -367,7 +346,7 @@ const JUMBO: usize = 9000 - 28;
 /// scan runs deep into the frame's fragments), the rest as above but up
 /// to JUMBO bytes.
 fn jumbo_cases(set: &catalogue::Set, n: usize, seed: u64) -> (Vec<Case>, usize) {
-    let res = reference(set);
+    let res = reference(set.patterns, false);
     let samples = samples(set.name);
     let mut alphabet: Vec<u8> = samples.iter().flat_map(|s| s.iter().copied()).collect();
     alphabet.extend_from_slice(b" +%'=;-");
@@ -528,7 +507,7 @@ fn the_hand_written_baseline_equals_the_regex_crate() {
         doc: "",
         patterns: &[r"(?i)union\s+select"],
     };
-    let res = reference(&set);
+    let res = reference(set.patterns, false);
     let samples: Vec<&[u8]> = vec![b"union select", b"UNION\t\n SeLeCt", b"uniunion  select"];
     let alphabet = b"unioselct \t";
     let mut g = Gen(0x1234_5678_9abc_def1);

@@ -9,12 +9,14 @@
 //! errors: a bad regex names the pattern and the script line, a blown
 //! state budget names the pattern.
 
-use nfkit_dpi::{catalogue, Match};
+mod common;
+use common::{expected, reference};
+use nfkit_dpi::catalogue;
 use nfkit_nf::{Hook, SearchPath};
 use nfkit_object::{Image, ProgType};
 use nfkit_traffic::{build, FrameSpec, Mac, Proto};
 use nfkit_vm::{Context, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 
 /// Payloads per test (each through every hook and engine).
 const CASES: usize = 3000;
@@ -107,22 +109,6 @@ fn frame(g: &mut Gen, payload: Vec<u8>) -> Vec<u8> {
     .expect("frame")
 }
 
-fn reference(patterns: &[&str]) -> Vec<Regex> {
-    patterns
-        .iter()
-        .map(|p| RegexBuilder::new(p).unicode(false).build().expect("regex"))
-        .collect()
-}
-
-/// The regex crate's first match (smallest end, lowest pattern).
-fn expected(res: &[Regex], payload: &[u8]) -> u64 {
-    res.iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.shortest_match(payload).map(|end| (end, i)))
-        .min()
-        .map_or(0, |(end, pattern)| Match { pattern, end }.to_result())
-}
-
 struct Case {
     frame: Vec<u8>,
     payload_len: usize,
@@ -131,7 +117,7 @@ struct Case {
 }
 
 fn cases(sets: &[&[&str]], seed: u64) -> Vec<Case> {
-    let res: Vec<Vec<Regex>> = sets.iter().map(|s| reference(s)).collect();
+    let res: Vec<Vec<Regex>> = sets.iter().map(|s| reference(s, false)).collect();
     let mut g = Gen(seed);
     (0..CASES)
         .map(|_| {
