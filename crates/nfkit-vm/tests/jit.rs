@@ -445,3 +445,41 @@ fn packet_proofs_hold_on_random_programs() {
         "the generator must exercise proofs: {proven}"
     );
 }
+
+/// Stack accesses through r10 (native code addresses them from the
+/// frame's base and r10 without a check) reach each call depth's own
+/// frame, its top and its bottom: callees do not see or overwrite their
+/// callers' slots, on both engines.
+#[test]
+fn frames_at_every_depth_are_their_own() {
+    let prog = vec![
+        st(Size::DW, 10, -8, 1),      // 0: main's top slot
+        st(Size::DW, 10, -512, 1000), // 1: main's bottom slot
+        call_local(5),                // 2: -> f1 (8)
+        ldx(Size::DW, 1, 10, -8),     // 3
+        alu64r(AluOp::Add, 0, 1),     // 4
+        ldx(Size::DW, 1, 10, -512),   // 5
+        alu64r(AluOp::Add, 0, 1),     // 6
+        exit(),                       // 7: 1 + 1000 + f1
+        st(Size::DW, 10, -8, 10),     // 8: f1
+        call_local(3),                // 9: -> f2 (13)
+        ldx(Size::DW, 1, 10, -8),     // 10
+        alu64r(AluOp::Add, 0, 1),     // 11
+        exit(),                       // 12: 10 + f2
+        st(Size::DW, 10, -512, 100),  // 13: f2, its bottom slot
+        ldx(Size::DW, 0, 10, -512),   // 14
+        exit(),                       // 15: 100
+    ];
+    let vm = Vm::new(
+        &image(ProgType::Xdp, prog, vec![]),
+        VmConfig::default().with_engine(Engine::Jit),
+    )
+    .expect("loads");
+    assert_eq!(vm.engine(0usize), Some(&EngineUse::Jit));
+    let f = udp_frame(60);
+    for _ in 0..3 {
+        let (jit, interp) = both(&vm, &f, &RunOptions::default());
+        same(&jit, &interp);
+        assert_eq!(jit.result.as_ref().ok(), Some(&1111));
+    }
+}

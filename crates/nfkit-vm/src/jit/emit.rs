@@ -498,9 +498,11 @@ impl<'p> Emitter<'p> {
         base == 10 && off >= -(FRAME_SIZE as i32) && off + size <= 0
     }
 
-    /// r11 = host address of `r10 + off` (the current frame: no check).
+    /// r11 = the current frame's host address minus its region's bits, so
+    /// that `[r11 + rbp + off]` is `r10 + off` (the current frame: no
+    /// check).
     fn frame_addr(&mut self) {
-        dynasm!(self.a ; .arch x64 ; mov r11d, ebp ; add r11, [r12 + st::STACK_BASE]);
+        dynasm!(self.a ; .arch x64 ; mov r11, [r12 + st::FRAME_BASE]);
     }
 
     /// The inline window check of an access of `size` bytes at
@@ -550,15 +552,13 @@ impl<'p> Emitter<'p> {
         self.prog.ctx_field.get(pc).copied().unwrap_or(false)
     }
 
-    /// r11 = host address of the proven packet access at `base + off`
-    /// (its 32-bit offset is inside the packet: no wrap, no check).
-    fn packet_addr(&mut self, base: u8, off: i32) {
-        dynasm!(self.a
-            ; .arch x64
-            ; lea r11, [Rq(base) + off]
-            ; mov r11d, r11d
-            ; add r11, [r12 + st::PACKET_BASE]
-        );
+    /// r11 = the packet buffer's host address minus the packet region's
+    /// bits, so that `[r11 + base + off]` is the proven access's first
+    /// byte: the checker showed `base + off` is the VM address of a byte
+    /// inside the packet on every run (region bits included), so the sum
+    /// cannot leave the buffer (no check).
+    fn packet_addr(&mut self) {
+        dynasm!(self.a ; .arch x64 ; mov r11, [r12 + st::PACKET_BASE]);
     }
 
     fn load(&mut self, op: Op, pc: usize) {
@@ -567,12 +567,12 @@ impl<'p> Emitter<'p> {
         let resume = self.a.new_dynamic_label();
         if Self::frame_access(base, op.off, size) {
             self.frame_addr();
-            self.load_from_r11(op.code, d, op.off);
+            self.load_from_r11(op.code, d, x(10), op.off);
             return;
         }
         if self.proven(pc) {
-            self.packet_addr(x(base), op.off);
-            self.load_from_r11(op.code, d, 0);
+            self.packet_addr();
+            self.load_from_r11(op.code, d, x(base), op.off);
             return;
         }
         let entry = self.a.new_dynamic_label();
@@ -596,7 +596,7 @@ impl<'p> Emitter<'p> {
             return;
         }
         self.window_check(x(base), op.off, size, false, entry);
-        self.load_from_r11(op.code, d, 0);
+        self.load_at(op.code, d);
         dynasm!(self.a ; .arch x64 ; =>resume);
         self.stubs.push(Stub::Mem {
             entry,
@@ -606,17 +606,31 @@ impl<'p> Emitter<'p> {
         });
     }
 
-    /// `d = [r11 + disp]` of the op's size and signedness.
-    fn load_from_r11(&mut self, code: Code, d: u8, disp: i32) {
+    /// `d = [r11 + b + disp]` of the op's size and signedness.
+    fn load_from_r11(&mut self, code: Code, d: u8, b: u8, disp: i32) {
         use Code::*;
         match code {
-            LdxB => dynasm!(self.a ; .arch x64 ; movzx Rd(d), BYTE [r11 + disp]),
-            LdxH => dynasm!(self.a ; .arch x64 ; movzx Rd(d), WORD [r11 + disp]),
-            LdxW => dynasm!(self.a ; .arch x64 ; mov Rd(d), DWORD [r11 + disp]),
-            LdxSB => dynasm!(self.a ; .arch x64 ; movsx Rq(d), BYTE [r11 + disp]),
-            LdxSH => dynasm!(self.a ; .arch x64 ; movsx Rq(d), WORD [r11 + disp]),
-            LdxSW => dynasm!(self.a ; .arch x64 ; movsxd Rq(d), DWORD [r11 + disp]),
-            _ => dynasm!(self.a ; .arch x64 ; mov Rq(d), QWORD [r11 + disp]),
+            LdxB => dynasm!(self.a ; .arch x64 ; movzx Rd(d), BYTE [r11 + Rq(b) + disp]),
+            LdxH => dynasm!(self.a ; .arch x64 ; movzx Rd(d), WORD [r11 + Rq(b) + disp]),
+            LdxW => dynasm!(self.a ; .arch x64 ; mov Rd(d), DWORD [r11 + Rq(b) + disp]),
+            LdxSB => dynasm!(self.a ; .arch x64 ; movsx Rq(d), BYTE [r11 + Rq(b) + disp]),
+            LdxSH => dynasm!(self.a ; .arch x64 ; movsx Rq(d), WORD [r11 + Rq(b) + disp]),
+            LdxSW => dynasm!(self.a ; .arch x64 ; movsxd Rq(d), DWORD [r11 + Rq(b) + disp]),
+            _ => dynasm!(self.a ; .arch x64 ; mov Rq(d), QWORD [r11 + Rq(b) + disp]),
+        }
+    }
+
+    /// `d = [r11]` of the op's size and signedness (after a window check).
+    fn load_at(&mut self, code: Code, d: u8) {
+        use Code::*;
+        match code {
+            LdxB => dynasm!(self.a ; .arch x64 ; movzx Rd(d), BYTE [r11]),
+            LdxH => dynasm!(self.a ; .arch x64 ; movzx Rd(d), WORD [r11]),
+            LdxW => dynasm!(self.a ; .arch x64 ; mov Rd(d), DWORD [r11]),
+            LdxSB => dynasm!(self.a ; .arch x64 ; movsx Rq(d), BYTE [r11]),
+            LdxSH => dynasm!(self.a ; .arch x64 ; movsx Rq(d), WORD [r11]),
+            LdxSW => dynasm!(self.a ; .arch x64 ; movsxd Rq(d), DWORD [r11]),
+            _ => dynasm!(self.a ; .arch x64 ; mov Rq(d), QWORD [r11]),
         }
     }
 
@@ -627,12 +641,12 @@ impl<'p> Emitter<'p> {
         let s = x(op.src & 15);
         let k = op.imm as i32;
         let resume = self.a.new_dynamic_label();
-        let disp = if Self::frame_access(base, op.off, size) {
+        let direct = if Self::frame_access(base, op.off, size) {
             self.frame_addr();
-            op.off
+            Some(x(10))
         } else if self.proven(pc) {
-            self.packet_addr(x(base), op.off);
-            0
+            self.packet_addr();
+            Some(x(base))
         } else {
             let entry = self.a.new_dynamic_label();
             self.window_check(x(base), op.off, size, true, entry);
@@ -642,17 +656,32 @@ impl<'p> Emitter<'p> {
                 op,
                 pc,
             });
-            0
+            None
         };
-        match op.code {
-            StB => dynasm!(self.a ; .arch x64 ; mov BYTE [r11 + disp], k as i8),
-            StH => dynasm!(self.a ; .arch x64 ; mov WORD [r11 + disp], k as i16),
-            StW => dynasm!(self.a ; .arch x64 ; mov DWORD [r11 + disp], k),
-            StDW => dynasm!(self.a ; .arch x64 ; mov QWORD [r11 + disp], k),
-            StxB => dynasm!(self.a ; .arch x64 ; mov BYTE [r11 + disp], Rb(s)),
-            StxH => dynasm!(self.a ; .arch x64 ; mov WORD [r11 + disp], Rw(s)),
-            StxW => dynasm!(self.a ; .arch x64 ; mov DWORD [r11 + disp], Rd(s)),
-            _ => dynasm!(self.a ; .arch x64 ; mov QWORD [r11 + disp], Rq(s)),
+        match direct {
+            Some(b) => {
+                let disp = op.off;
+                match op.code {
+                    StB => dynasm!(self.a ; .arch x64 ; mov BYTE [r11 + Rq(b) + disp], k as i8),
+                    StH => dynasm!(self.a ; .arch x64 ; mov WORD [r11 + Rq(b) + disp], k as i16),
+                    StW => dynasm!(self.a ; .arch x64 ; mov DWORD [r11 + Rq(b) + disp], k),
+                    StDW => dynasm!(self.a ; .arch x64 ; mov QWORD [r11 + Rq(b) + disp], k),
+                    StxB => dynasm!(self.a ; .arch x64 ; mov BYTE [r11 + Rq(b) + disp], Rb(s)),
+                    StxH => dynasm!(self.a ; .arch x64 ; mov WORD [r11 + Rq(b) + disp], Rw(s)),
+                    StxW => dynasm!(self.a ; .arch x64 ; mov DWORD [r11 + Rq(b) + disp], Rd(s)),
+                    _ => dynasm!(self.a ; .arch x64 ; mov QWORD [r11 + Rq(b) + disp], Rq(s)),
+                }
+            }
+            None => match op.code {
+                StB => dynasm!(self.a ; .arch x64 ; mov BYTE [r11], k as i8),
+                StH => dynasm!(self.a ; .arch x64 ; mov WORD [r11], k as i16),
+                StW => dynasm!(self.a ; .arch x64 ; mov DWORD [r11], k),
+                StDW => dynasm!(self.a ; .arch x64 ; mov QWORD [r11], k),
+                StxB => dynasm!(self.a ; .arch x64 ; mov BYTE [r11], Rb(s)),
+                StxH => dynasm!(self.a ; .arch x64 ; mov WORD [r11], Rw(s)),
+                StxW => dynasm!(self.a ; .arch x64 ; mov DWORD [r11], Rd(s)),
+                _ => dynasm!(self.a ; .arch x64 ; mov QWORD [r11], Rq(s)),
+            },
         }
         dynasm!(self.a ; .arch x64 ; =>resume);
     }
@@ -847,6 +876,8 @@ impl<'p> Emitter<'p> {
             ; mov r10, [r11 + WIN_HI]
             ; sub r10, frame
             ; mov [r11 + WIN_LO], r10
+            ; mov r10, QWORD 1i64 << 32
+            ; sub [r12 + st::FRAME_BASE], r10
         );
         match callee {
             Callee::Label(l) => dynasm!(self.a ; .arch x64 ; call =>l),
@@ -857,6 +888,8 @@ impl<'p> Emitter<'p> {
         }
         dynasm!(self.a
             ; .arch x64
+            ; mov r10, QWORD 1i64 << 32
+            ; add [r12 + st::FRAME_BASE], r10
             // close the callee's window: lo = hi
             ; mov r10, [r12 + st::DEPTH]
             ; add r10, stack

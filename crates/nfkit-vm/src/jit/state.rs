@@ -39,10 +39,15 @@ pub(crate) struct JitCtx {
     pub fault_pc: u64,
     /// Op of the last `exit` executed.
     pub exit_pc: u64,
-    /// Host address of byte 0 of the stack buffer.
-    pub stack_base: u64,
-    /// Host address of byte 0 of the packet buffer (fixed for a run).
+    /// Host address of byte 0 of the packet buffer minus the packet
+    /// region's bits (`PACKET << 32`): plus a packet pointer, the host
+    /// address it points to (fixed for a run).
     pub packet_base: u64,
+    /// Host address of byte 0 of the stack buffer minus the current
+    /// frame's region bits (`(STACK + depth) << 32`): plus r10 and an
+    /// offset, the host address of a byte of the current frame (calls
+    /// move it down by `1 << 32`, returns back up).
+    pub frame_base: u64,
     /// Scratch slots for division.
     pub scratch: [u64; 2],
     /// Where registers are spilled around glue calls: the machine's own
@@ -97,8 +102,8 @@ pub(crate) const MAY_GOTO: i32 = off!(may_goto);
 pub(crate) const NATIVE_FAULT: i32 = off!(native_fault);
 pub(crate) const FAULT_PC: i32 = off!(fault_pc);
 pub(crate) const EXIT_PC: i32 = off!(exit_pc);
-pub(crate) const STACK_BASE: i32 = off!(stack_base);
 pub(crate) const PACKET_BASE: i32 = off!(packet_base);
+pub(crate) const FRAME_BASE: i32 = off!(frame_base);
 pub(crate) const SCRATCH: i32 = off!(scratch);
 pub(crate) const REGS: i32 = off!(regs);
 pub(crate) const JUMP: i32 = off!(jump);
