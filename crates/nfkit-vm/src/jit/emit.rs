@@ -766,6 +766,16 @@ impl<'p> Emitter<'p> {
     }
 
     fn helper_call(&mut self, pc: usize, id: u64, dynamic: bool) {
+        use crate::helpers::table::id::{LOOP, TAIL_CALL};
+        if !dynamic && id != TAIL_CALL as u64 && id != LOOP as u64 {
+            // Returns to the next op: no tail-call or loop checks after.
+            self.spill_volatile();
+            let p = pc as i64;
+            dynasm!(self.a ; .arch x64 ; mov rsi, QWORD id as i64 ; mov rdx, QWORD p);
+            self.call_glue(glue::helper_plain as *const () as usize);
+            self.reload_volatile();
+            return;
+        }
         self.spill_volatile();
         let (p, dy) = (pc as i64, dynamic as i32);
         dynasm!(self.a

@@ -176,6 +176,28 @@ pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic:
     0
 }
 
+/// Helper `id` called from op `pc` when it is neither a tail call nor
+/// `bpf_loop` (no control transfer to ask native code for): straight
+/// into the machine's helper, without the generic call's tail-call and
+/// loop bookkeeping. Arguments in `regs[1..=5]`, r0 to `regs[0]`.
+pub(crate) extern "sysv64" fn helper_plain(jc: *mut JitCtx, id: u64, pc: u64) -> u64 {
+    let pc = pc as usize;
+    // SAFETY: called by native code with its live context.
+    let _ = unsafe {
+        with_machine(jc, |m| match m.helper(id as i64, pc, pc + 1)? {
+            next if next == pc + 1 => Ok(()),
+            next => Err(Stop::Fault {
+                pc,
+                kind: RunErrorKind::Setup(format!(
+                    "helper {id} at op {pc} continued at op {next}: the JIT called it as one \
+                     that returns to the next op"
+                )),
+            }),
+        })
+    };
+    0
+}
+
 /// An atomic operation at op `pc` (all registers in `regs`).
 pub(crate) extern "sysv64" fn atomic(jc: *mut JitCtx, info: u64, off: u64) -> u64 {
     // info = pc << 24 | size << 16 | aux << 8 | dst << 4 | src
