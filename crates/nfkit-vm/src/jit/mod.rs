@@ -112,6 +112,7 @@ impl Code {
     /// packet proofs assume `r1` is the entry's own kind of context: an
     /// XDP program given raw memory or a socket buffer runs on the
     /// interpreter).
+    #[inline(always)]
     pub(crate) fn exec(&self, m: &mut Machine, start: usize) -> Option<Step<u64>> {
         let own_ctx = match (&m.ctx, m.prog_type) {
             (crate::ctx::CtxState::Xdp { .. }, nfkit_object::ProgType::Xdp) => true,
