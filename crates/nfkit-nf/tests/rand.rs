@@ -69,7 +69,15 @@ fn build() -> nfkit_object::Image {
     let arch = std::env::consts::ARCH;
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
     let st = std::process::Command::new(clang)
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-DNF_HOOK_XDP", "-I"])
+        .args([
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-mcpu=v3",
+            "-DNF_HOOK_XDP",
+            "-I",
+        ])
         .arg(root.join("nf/include"))
         .arg(format!("-I/usr/include/{arch}-linux-gnu"))
         .arg("-c")
@@ -110,7 +118,11 @@ fn run(pinned: Option<u64>) -> Vec<([u64; 3], u32)> {
     let mut got = Vec::new();
     for _ in 0..3 {
         let before = rng.0.load(Ordering::SeqCst);
-        let r = vm.run("rand3", Context::Xdp(XdpMd::new(&frame)), &RunOptions::default());
+        let r = vm.run(
+            "rand3",
+            Context::Xdp(XdpMd::new(&frame)),
+            &RunOptions::default(),
+        );
         assert_eq!(r.result.expect("run"), 2, "XDP_PASS");
         let calls = rng.0.load(Ordering::SeqCst) - before;
         let out = vm.map("out").expect("out");
