@@ -165,6 +165,9 @@ pub const PI_TRUNC: u8 = 0x08;
 pub const PI_L4: u8 = 0x10;
 /// `NF_PI_NOW`: `now_ns` holds this packet's `nf_now()`.
 pub const PI_NOW: u8 = 0x20;
+/// `NF_PI_RAND`: `rand_state` holds this packet's `nf_rand()` sequence,
+/// seeded by one `bpf_get_prandom_u32()` (real mode).
+pub const PI_RAND: u8 = 0x40;
 
 /// TCP flags as in [`PktInfo::tcp_flags`] (`NF_TCP_*`).
 pub const TCP_FIN: u8 = 0x01;

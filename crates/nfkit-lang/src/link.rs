@@ -446,10 +446,7 @@ pub fn link_program(
     }
     let image = nfkit_object::link(&objects)?;
     check_stack(&image)?;
-    // Programs for the software switch keep their calls: with inlining,
-    // its reload tests run one after the other stopped forwarding, not
-    // yet understood (docs/cost.md).
-    if inline == Inline::Off || hook == Hook::Switch {
+    if inline == Inline::Off {
         return Ok((image, chains, None));
     }
     let (inlined, report) = nfkit_object::inline_calls(&image, |_| true, true)?;

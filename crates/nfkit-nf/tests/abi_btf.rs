@@ -189,6 +189,7 @@ fn constants_match_the_header() {
         ("NF_PI_TRUNC", layout::PI_TRUNC),
         ("NF_PI_L4", layout::PI_L4),
         ("NF_PI_NOW", layout::PI_NOW),
+        ("NF_PI_RAND", layout::PI_RAND),
     ];
     let pi: Vec<(&str, i64)> = pi.iter().map(|(n, v)| (*n, i64::from(*v))).collect();
     assert_eq!(enum_values(b, "nf_pi_flag"), pairs(&pi));

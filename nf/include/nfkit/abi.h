@@ -129,7 +129,7 @@ struct nf_pkt_info {
 	__u8 l4_proto;   /* 36 IPPROTO_* of the L4 header, 0 if not IP */
 	__u8 ip_version; /* 37 4, 6, or 0 when not IP */
 	__u16 key_pad;   /* 38 always 0 (end of the flow key) */
-	__u64 rand_state;/* 40 xorshift64 state of nf_rand() in pinned mode */
+	__u64 rand_state;/* 40 xorshift64 state of nf_rand() */
 	__u32 pkt_len;   /* 48 packet length in bytes at the hook */
 	__u32 ifindex;   /* 52 ingress ifindex */
 	__u16 l3_off;    /* 56 offset of the IP header (0 on socket filters) */
@@ -152,6 +152,7 @@ enum nf_pi_flag {
 	NF_PI_TRUNC = 0x08, /* a header was cut short: fields after it are 0 */
 	NF_PI_L4 = 0x10,    /* l4_off points at a complete L4 header */
 	NF_PI_NOW = 0x20,   /* now_ns holds nf_now() for this packet */
+	NF_PI_RAND = 0x40,  /* rand_state holds this packet's nf_rand() sequence (real mode) */
 };
 
 enum nf_tcp_flag {

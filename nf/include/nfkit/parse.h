@@ -70,23 +70,35 @@ static __always_inline __u64 nf_now(void)
 	return t;
 }
 
-/* 32 random bits. Pinned: x ^= x << 13; x ^= x >> 7; x ^= x << 17 on the
- * info block's rand_state, result = the high 32 bits of the new state. */
+/* 32 random bits from a xorshift64 sequence kept in the info block
+ * (rand_state; x ^= x << 13; x ^= x >> 7; x ^= x << 17, result = the high
+ * 32 bits of the new state). Pinned (nf_config.clock_pinned != 0): the
+ * sequence starts at the configured seed (nf_enter). Real: the first call
+ * of a packet returns bpf_get_prandom_u32() r and starts the packet's
+ * sequence at NF_RAND_SEED0 ^ r << 32 (flag NF_PI_RAND), so the helper
+ * runs at most once per packet. */
 static __always_inline __u32 nf_rand(void)
 {
-	struct nf_config *c = nf_config();
-	if (c && c->clock_pinned) {
-		struct nf_pkt_info *pi = nf_info((NF_CTX *)0);
-		if (pi) {
-			__u64 x = pi->rand_state;
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-			pi->rand_state = x;
-			return (__u32)(x >> 32);
+	struct nf_pkt_info *pi = nf_info((NF_CTX *)0);
+	__u64 x;
+
+	if (!pi)
+		return bpf_get_prandom_u32();
+	if (!(pi->flags & NF_PI_RAND)) {
+		struct nf_config *c = nf_config();
+		if (!c || !c->clock_pinned) {
+			__u32 r = bpf_get_prandom_u32();
+			pi->rand_state = NF_RAND_SEED0 ^ ((__u64)r << 32);
+			pi->flags |= NF_PI_RAND;
+			return r;
 		}
 	}
-	return bpf_get_prandom_u32();
+	x = pi->rand_state;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	pi->rand_state = x;
+	return (__u32)(x >> 32);
 }
 
 /* ------------------------------------------------------------------ */
@@ -129,8 +141,8 @@ static __always_inline __u32 nf_rand(void)
 
 /* ------------------------------------------------------------------ */
 /* The parser: L2, up to two VLAN tags, IPv4 / IPv6 (up to 6 extension
- * headers), TCP / UDP / SCTP ports and TCP flags. Keeps rand_state and
- * the packet's time (now_ns with NF_PI_NOW). */
+ * headers), TCP / UDP / SCTP ports and TCP flags. Keeps rand_state (with
+ * NF_PI_RAND) and the packet's time (now_ns with NF_PI_NOW). */
 
 struct nf__vlan { __be16 tci; __be16 proto; };
 struct nf__tcp { __be16 sport; __be16 dport; __u32 seq; __u32 ack; __u8 doff; __u8 flags; __u16 win; __u16 csum; __u16 urg; };
@@ -149,7 +161,7 @@ static __always_inline void nf__map4(__u8 *dst, __be32 a)
 static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 {
 	__u64 rs = pi->rand_state, now = pi->now_ns;
-	__u8 keep = pi->flags & NF_PI_NOW;
+	__u8 keep = pi->flags & (NF_PI_NOW | NF_PI_RAND);
 	__u32 off = 0;
 	__u16 proto;
 	__u8 l4 = 0;
