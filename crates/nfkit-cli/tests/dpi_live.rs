@@ -11,7 +11,11 @@
 //!   `nfkit deploy NF.o --hook tc-ingress`, payloads to 8,900 bytes with
 //!   patterns at random offsets, beyond 1,500 too (the `bpf_loop` scan
 //!   over a jumbo skb);
-//! * `--hook xdp` the same in the generic XDP path (`xdp-generic`).
+//! * `--hook xdp` the same in the generic XDP path (`xdp-generic`);
+//! * a pattern-filter script (`Patterns` in the script) deployed at TC
+//!   ingress in static and in dynamic mode, then swapped live for one
+//!   with other patterns: each version drops what its own patterns match
+//!   (the new DFA tables take effect at the swap).
 //!
 //! Needs root (skipped otherwise).
 
@@ -80,8 +84,12 @@ fn payloads(n: usize, max: usize, seed: u64) -> Vec<Vec<u8>> {
 
 /// Ids of the payloads no `sqli` pattern matches (the `regex` crate).
 fn unmatched(payloads: &[Vec<u8>]) -> BTreeSet<u32> {
-    let res: Vec<Regex> = catalogue::SQLI
-        .patterns
+    unmatched_by(payloads, catalogue::SQLI.patterns)
+}
+
+/// Ids of the payloads none of `patterns` matches (the `regex` crate).
+fn unmatched_by(payloads: &[Vec<u8>], patterns: &[&str]) -> BTreeSet<u32> {
+    let res: Vec<Regex> = patterns
         .iter()
         .map(|p| {
             RegexBuilder::new(p)
@@ -97,7 +105,7 @@ fn unmatched(payloads: &[Vec<u8>]) -> BTreeSet<u32> {
         .map(|(i, _)| i as u32)
         .collect();
     assert!(
-        keep.len() * 5 > payloads.len() && keep.len() * 5 < payloads.len() * 4,
+        keep.len() * 10 > payloads.len() && keep.len() * 10 < payloads.len() * 9,
         "a test that can fail: {} of {} payloads match nothing",
         keep.len(),
         payloads.len()
@@ -291,4 +299,64 @@ fn jumbo_datagrams_through_the_generic_xdp_filter_are_dropped_exactly_when_they_
         return;
     }
     jumbo_through("xdp", "xdp-generic", 0x7c_0002);
+}
+
+/// Other patterns for the swap.
+const OTHER: &[&str] = &[r"(?i)union", r"sleep\(", r"[0-9]{3}"];
+
+/// Deploys a filter script for `first` in `mode`, swaps it live for one
+/// for `second`; what arrives follows the patterns of the version
+/// deployed.
+fn swap_in(mode: &str) {
+    let s = Scratch::new(&format!("dpiswap{mode}"));
+    let bed = bed();
+    let dev = bed.veth.a.dev.clone();
+    let payloads = payloads(250, 1400, 0x5a_0001);
+    for (name, pats) in [("first", catalogue::SQLI.patterns), ("second", OTHER)] {
+        let owned: Vec<String> = pats.iter().map(|p| p.to_string()).collect();
+        let script = nfkit_lang::patterns::filter_script(&owned, 0, nfkit_nf::Hook::Tc);
+        let path = s.dir.join(format!("{name}.py"));
+        std::fs::write(&path, script).expect("script");
+        let path = path.to_str().expect("utf-8 path").to_string();
+        nfkit_ok(
+            &bed.sut,
+            &s,
+            &[
+                "deploy",
+                &path,
+                "--dev",
+                &dev,
+                "--hook",
+                "tc-ingress",
+                "--mode",
+                mode,
+            ],
+        );
+        let want = unmatched_by(&payloads, pats);
+        let got = delivered(&bed, &payloads, None, want.len());
+        assert_eq!(
+            got.symmetric_difference(&want).collect::<Vec<_>>(),
+            Vec::<&u32>::new(),
+            "{mode} mode, {name} version: datagrams delivered / not matched by the regex crate"
+        );
+    }
+    nfkit_ok(&bed.sut, &s, &["undeploy", "--dev", &dev]);
+}
+
+#[test]
+fn a_static_deployment_swapped_live_filters_with_the_new_patterns() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    swap_in("static");
+}
+
+#[test]
+fn a_dynamic_deployment_swapped_live_filters_with_the_new_patterns() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    swap_in("dynamic");
 }
