@@ -160,8 +160,21 @@ static __always_inline __u32 nf__dpi_payload(NF_CTX *ctx, struct nf_pkt_info *pi
 	/* The whole frame, fragments of a multi-buffer (jumbo) frame too;
 	 * pkt_len counts the linear part only. */
 	total = bpf_xdp_get_buff_len(ctx);
-#else
+#elif NF_HOOK_ID == NF_HOOKID_TC
 	total = pi->pkt_len;
+#else
+	/* A socket filter's skb->len starts where the socket's protocol
+	 * left skb->data (the UDP header on a live UDP socket, the IP header
+	 * in a test run): the IP header's length is what reaches the end. */
+	{
+		__u8 lb[2];
+		__u32 at = pi->ip_version == 6 ? 4 : 2;
+		if (nf__dpi_load(ctx, pi->l3_off + at, lb, 2) != 0)
+			return 0;
+		total = pi->l3_off + ((__u32)lb[0] << 8 | lb[1]);
+		if (pi->ip_version == 6)
+			total += 40;
+	}
 #endif
 	if (off >= total)
 		return 0;

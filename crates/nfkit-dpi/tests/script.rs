@@ -454,3 +454,120 @@ fn the_example_drops_and_counts_what_it_should() {
         }
     }
 }
+
+/// Runs `c` (entry `scan`, writing `out[0]` and `out[1]`) on every case
+/// in the VM and, as root, in the kernel; the disagreements with the
+/// `regex` crate.
+fn out_disagreements(c: &nfkit_lang::Compiled, hook: Hook, cases: &[Case]) -> Vec<String> {
+    let entry = c.entry().expect("entry").to_string();
+    let vm = vm_with_config(c);
+    let mut wrong = Vec::new();
+    let check =
+        |engine: &str, i: usize, k: &Case, got: [Option<u64>; 2], wrong: &mut Vec<String>| {
+            for (s, want) in k.want.iter().enumerate() {
+                if got[s] != Some(*want) {
+                    wrong.push(format!(
+                        "{engine} case {i} set {s}: {:x?}, regex {want:x}",
+                        got[s]
+                    ));
+                }
+            }
+        };
+    let out = vm.map("out").expect("out");
+    for (i, k) in cases.iter().enumerate() {
+        let r = vm.run(
+            entry.as_str(),
+            vm_ctx(hook, &k.frame),
+            &RunOptions::default(),
+        );
+        if let Err(e) = r.result {
+            wrong.push(format!("VM case {i}: {e}"));
+            continue;
+        }
+        let got = [0u32, 1].map(|s| u64_of(out.lookup(&s.to_ne_bytes()).expect("lookup")));
+        check("VM", i, k, got, &mut wrong);
+    }
+    if !nfkit_kernel::is_root() {
+        eprintln!("kernel part skipped: needs root");
+        return wrong;
+    }
+    let kl = nfkit_kernel::load_image(&c.image, &nfkit_kernel::LoadOptions::default())
+        .unwrap_or_else(|e| panic!("the kernel loads the script: {e}"));
+    for (m, key, v) in c.control_plane() {
+        kl.map(&m)
+            .expect("map")
+            .update(&key, &v, 0)
+            .expect("config");
+    }
+    let prog = kl.prog(&entry).expect("entry");
+    let out = kl.map("out").expect("out");
+    for (i, k) in cases.iter().enumerate() {
+        if let Err(e) = prog.test_run(&nfkit_kernel::TestRun::packet(&k.frame)) {
+            wrong.push(format!("kernel case {i}: {e}"));
+            continue;
+        }
+        let got = [0u32, 1].map(|s| u64_of(out.lookup(&s.to_ne_bytes()).expect("lookup")));
+        check("kernel", i, k, got, &mut wrong);
+    }
+    wrong
+}
+
+/// A library script (`lib/p2p.py`) with its own `Patterns` (set 0 in
+/// the library, set 1 once imported after the script's own set): its
+/// chain's `match` must scan with its set, the script's with the
+/// script's.
+#[test]
+fn patterns_of_a_library_script_keep_their_own_set() {
+    let dir = std::env::temp_dir().join(format!("nfkit-dpi-lib-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("lib")).expect("dir");
+    let lit = |s: &[&str]| {
+        s.iter()
+            .map(|p| nfkit_lang::patterns::script_literal(p))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    std::fs::write(
+        dir.join("lib/p2p.py"),
+        format!(
+            "from nf.dpi import match\n\
+             P2P = Patterns([{}])\n\
+             def p2p() -> u64:\n    return match(P2P, 2048)\n",
+            lit(catalogue::BITTORRENT.patterns)
+        ),
+    )
+    .expect("lib");
+    let main = format!(
+        "from nf.classify import every_packet\n\
+         from nf.dpi import match\n\
+         from lib.p2p import p2p\n\
+         SQLI = Patterns([{}])\n\
+         out = ArrayMap(u64, 2)\n\
+         def scan() -> u64:\n    out[0] = match(SQLI)\n    out[1] = p2p()\n    return PASS\n\
+         every_packet(scan)\n",
+        lit(catalogue::SQLI.patterns)
+    );
+    let path = dir.join("main.py");
+    std::fs::write(&path, &main).expect("main");
+    let opts = nfkit_lang::Options {
+        search: SearchPath::embedded(),
+        hook: Some(Hook::Xdp),
+    };
+    let c = nfkit_lang::compile(&path.display().to_string(), &main, &opts);
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = c.unwrap_or_else(|e| panic!("the script compiles: {e}"));
+    assert_eq!(c.program.patterns.len(), 2, "the library's set is merged");
+    let sets: [&[&str]; 2] = [catalogue::SQLI.patterns, catalogue::BITTORRENT.patterns];
+    let cases = cases(&sets, 0x5eed_0004);
+    let matched: Vec<usize> = (0..2)
+        .map(|s| cases.iter().filter(|k| k.want[s] != 0).count())
+        .collect();
+    assert!(
+        matched.iter().all(|&m| m * 20 > CASES),
+        "matches {matched:?}"
+    );
+    report(
+        &out_disagreements(&c, Hook::Xdp, &cases),
+        "a library's Patterns",
+    );
+}

@@ -153,6 +153,9 @@ fn shared_across_versions(spec: &nfkit_object::MapSpec) -> bool {
         && spec.map_type != nfkit_object::MapType::ProgArray
         && !spec.name.starts_with("nfkit_cls_")
         && spec.name != "nfkit_config"
+        // Initial contents (DFA tables) belong to the version: a fresh
+        // map takes the new ones at the atomic swap.
+        && spec.data.is_none()
 }
 
 /// Maps of the previous version with the same name and shape (from

@@ -468,6 +468,8 @@ fn create_maps(
             {
                 return Err(KernelError::ReuseShape(spec.name.clone()));
             }
+            // New initial contents replace the old (new DFA tables).
+            maps::refill(spec, m)?;
             maps.push((*m).clone());
             // A reused map of maps keeps the slots it has.
             fresh.push(false);

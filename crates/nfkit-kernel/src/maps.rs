@@ -307,6 +307,33 @@ pub(crate) fn create(spec: &MapSpec, btf_fd: Option<RawFd>) -> Result<KMap, Kern
     Ok(map)
 }
 
+/// Writes the initial contents of declared array `spec` into `map`, an
+/// existing map reused for it (a dynamic-mode swap, whose loaded NFs keep
+/// the map): the entries the contents cover, and zeros in the others,
+/// so the map holds what a fresh one would.
+pub(crate) fn refill(spec: &MapSpec, map: &KMap) -> Result<(), KernelError> {
+    let Some(data) = &spec.data else {
+        return Ok(());
+    };
+    if !matches!(spec.kind, MapKind::Declared) {
+        return Ok(());
+    }
+    nfkit_object::initial::check(spec, data.len()).map_err(|why| KernelError::MapData {
+        map: spec.name.clone(),
+        why,
+    })?;
+    let mut written = 0;
+    for (k, v) in nfkit_object::initial::entries(data, spec.value_size) {
+        map.update(&k.to_ne_bytes(), &v, 0)?;
+        written = k + 1;
+    }
+    let zero = vec![0u8; spec.value_size as usize];
+    for k in written..spec.max_entries {
+        map.update(&k.to_ne_bytes(), &zero, 0)?;
+    }
+    Ok(())
+}
+
 /// Fills the initial slots of the maps of maps among `specs` (created as
 /// `maps`, in the same order; `fresh`: created now rather than reused)
 /// with the fds of the maps they name.

@@ -156,6 +156,12 @@ impl Checker<'_> {
             nf_map.push(k);
         }
         let map_map = self.merge_lib_maps(&lib.maps, &path, at)?;
+        let set_base = self.merge_lib_patterns(&lib.patterns, &path, at)?;
+        let is_match: Vec<bool> = lib
+            .nfs
+            .iter()
+            .map(|n| n.module == "nf.dpi" && n.name == "match")
+            .collect();
         let first = self.prog.chains.len();
         for c in &lib.chains {
             let mut c = c.clone();
@@ -163,8 +169,22 @@ impl Checker<'_> {
                 nfs: &nf_map,
                 maps: &map_map,
                 chain_base: first,
+                is_match: &is_match,
+                set_base,
+                set_not_const: false,
             };
             walk_block_mut(&mut r, &mut c.body);
+            if r.set_not_const && !lib.patterns.is_empty() {
+                return self.err(
+                    at,
+                    format!(
+                        "{}: chain '{}' calls match with a set that is not a Patterns name",
+                        path.display(),
+                        c.name
+                    ),
+                    "in a library script, call match(SET) with SET a Patterns name of that script",
+                );
+            }
             c.name = format!("{}.{}", rest, c.name);
             self.prog.chains.push(c);
             self.defs.push(None);
@@ -183,6 +203,48 @@ impl Checker<'_> {
             self.define(local, Sym::Chain(first + k), off(alias))?;
         }
         Ok(())
+    }
+
+    /// Adds the pattern sets of library `path` after this script's; the
+    /// set id of the library's first set here.
+    fn merge_lib_patterns(
+        &mut self,
+        sets: &[crate::patterns::PatternSet],
+        path: &std::path::Path,
+        at: usize,
+    ) -> R<u64> {
+        let base = self.prog.patterns.len();
+        let states: usize = self
+            .prog
+            .patterns
+            .iter()
+            .chain(sets)
+            .map(|p| p.dfa.states())
+            .sum();
+        if states >= nfkit_dpi::tables::STATES {
+            return self.err(
+                at,
+                format!(
+                    "the Patterns of {} and of this script need {states} DFA states, over the {} the dpi NF holds",
+                    path.display(),
+                    nfkit_dpi::tables::STATES - 1
+                ),
+                "use smaller sets, or bound them with max_states=",
+            );
+        }
+        if base + sets.len() > nfkit_dpi::tables::SETS {
+            return self.err(
+                at,
+                format!(
+                    "more than {} Patterns sets with those of {}",
+                    nfkit_dpi::tables::SETS,
+                    path.display()
+                ),
+                "merge sets: one set holds many patterns",
+            );
+        }
+        self.prog.patterns.extend(sets.iter().cloned());
+        Ok(base as u64)
     }
 
     /// Adds the maps of library `path` (a map of the same name must be
@@ -238,6 +300,12 @@ struct Renumber<'a> {
     nfs: &'a [usize],
     maps: &'a [usize],
     chain_base: usize,
+    /// By library NF index: `match` of `nf.dpi`, whose first argument
+    /// (a set id of the library) moves up by `set_base`.
+    is_match: &'a [bool],
+    set_base: u64,
+    /// A `match` whose set is not a constant was seen.
+    set_not_const: bool,
 }
 
 impl Renumber<'_> {
@@ -260,7 +328,15 @@ impl VisitMut for Renumber<'_> {
 
     fn visit_expr(&mut self, x: &mut Expr) {
         match &mut x.kind {
-            ExprKind::CallNf { nf, .. } => *nf = self.nfs.get(*nf).copied().unwrap_or(*nf),
+            ExprKind::CallNf { nf, args } => {
+                if self.is_match.get(*nf).copied().unwrap_or(false) {
+                    match args.first_mut().map(|a| &mut a.kind) {
+                        Some(ExprKind::Const(v)) => *v += self.set_base,
+                        _ => self.set_not_const = true,
+                    }
+                }
+                *nf = self.nfs.get(*nf).copied().unwrap_or(*nf)
+            }
             ExprKind::CallChain { chain, .. } => *chain += self.chain_base,
             ExprKind::MapGet { map, .. } | ExprKind::MapHas { map, .. } => *map = self.map(*map),
             _ => {}

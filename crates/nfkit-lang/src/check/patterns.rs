@@ -37,13 +37,6 @@ fn string(e: &ast::Expr) -> Option<&str> {
 impl Checker<'_> {
     /// `name = Patterns(...)` (`at`: the name).
     pub(super) fn patterns_decl(&mut self, name: &str, call: &ast::ExprCall, at: usize) -> R<()> {
-        if self.depth > 0 {
-            return self.err(
-                off(call),
-                "Patterns are declared in the main script, not in library scripts",
-                "move the Patterns declaration into the script that imports this library",
-            );
-        }
         let mut max_states = None;
         let mut file = None;
         for k in &call.keywords {
