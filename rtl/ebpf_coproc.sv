@@ -24,7 +24,7 @@ module ebpf_coproc #(
     parameter logic [63:0] ENGINE_ID = 64'd0,
     parameter int DAW = 17,
     parameter int NMAPS = 8,
-    parameter int LINES = 1024,
+    parameter int LINES = 32,  // the simulated model: 1024 (build.rs)
     parameter int KEY_BYTES = 16,
     parameter int VAL_BYTES = 64
 ) (
@@ -246,10 +246,11 @@ module ebpf_coproc #(
       ack <= 1'b0;
       if (st != S_IDLE) cycles <= cycles + 16'd1;
       // Pieces read for the key land in the key buffer.
+      // (Byte j of the buffer takes byte j - offset of the piece.)
       if (st == S_KEY && pend_v) begin
-        for (int b = 0; b < 8; b++) begin
-          if (8'(b) < piece_bytes(pend_sz) && 32'(pend_off) + 32'(b) < 32'(KB))
-            kbuf[(32'(pend_off) + 32'(b))*8 +: 8] <= mem_rdata[b*8 +: 8];
+        for (int j = 0; j < KB; j++) begin
+          if (8'(j) >= pend_off && 8'(j) < pend_off + piece_bytes(pend_sz))
+            kbuf[j*8 +: 8] <= mem_rdata[3'(8'(j) - pend_off)*8 +: 8];
         end
       end
       pend_v <= nx_go;

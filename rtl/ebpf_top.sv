@@ -13,7 +13,7 @@ module ebpf_top
     parameter int IAW = 12,
     parameter int DAW = 17,
     parameter int NMAPS = 8,
-    parameter int LINES = 1024,
+    parameter int LINES = 32,  // the simulated model: 1024 (build.rs)
     parameter int KEY_BYTES = 16,
     parameter int VAL_BYTES = 64
 ) (
@@ -64,9 +64,10 @@ module ebpf_top
     output logic [63:0]    cnt_stall_call,
     output logic [63:0]    cnt_stall_rx,
     output logic [63:0]    cnt_flush,
-    // Map operations (index 0 lookup, 1 update, 2 delete) and their cycles.
-    output logic [2:0][63:0] cnt_map_ops,
-    output logic [2:0][63:0] cnt_map_cycles,
+    // Map operations and their cycles, 64 bits each: lookup, update, delete
+    // from bit 0 up.
+    output logic [191:0]   cnt_map_ops,
+    output logic [191:0]   cnt_map_cycles,
     // Host: map configuration and lines (between runs).
     input  logic           cfg_we,
     input  logic [7:0]     cfg_map,
@@ -201,8 +202,8 @@ module ebpf_top
       cnt_stall_rx <= 64'd0;
       cnt_flush <= 64'd0;
       for (int k = 0; k < 3; k++) begin
-        cnt_map_ops[k] <= 64'd0;
-        cnt_map_cycles[k] <= 64'd0;
+        cnt_map_ops[k*64 +: 64] <= 64'd0;
+        cnt_map_cycles[k*64 +: 64] <= 64'd0;
       end
     end else if (running) begin
       cnt_cycles <= cnt_cycles + 64'd1;
@@ -213,8 +214,8 @@ module ebpf_top
       if (ev_rx) cnt_stall_rx <= cnt_stall_rx + 64'd1;
       if (ev_flush) cnt_flush <= cnt_flush + 64'd1;
       if (c_ack && c_op != 2'd0) begin
-        cnt_map_ops[c_op_i] <= cnt_map_ops[c_op_i] + 64'd1;
-        cnt_map_cycles[c_op_i] <= cnt_map_cycles[c_op_i] + 64'(c_cycles);
+        cnt_map_ops[c_op_i*64 +: 64] <= cnt_map_ops[c_op_i*64 +: 64] + 64'd1;
+        cnt_map_cycles[c_op_i*64 +: 64] <= cnt_map_cycles[c_op_i*64 +: 64] + 64'(c_cycles);
       end
     end
   end

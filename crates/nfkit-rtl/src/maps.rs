@@ -67,7 +67,9 @@ fn refusal(map_type: MapType, key: u32, value: u32, entries: u32) -> Result<MapK
         MapKind::Exact => KEY_BYTES,
     };
     if key as usize > key_max || key == 0 || (kind == MapKind::Lpm && key <= 4) {
-        return Err(format!("key of {key} bytes (the coprocessor's keys: up to {key_max})"));
+        return Err(format!(
+            "key of {key} bytes (the coprocessor's keys: up to {key_max})"
+        ));
     }
     if value as usize > VAL_BYTES || value == 0 {
         return Err(format!(
@@ -87,13 +89,7 @@ impl MapTable {
     pub fn from_image(image: &Image) -> Result<MapTable, RtlError> {
         let mut table = MapTable::default();
         for m in &image.maps {
-            table.push(
-                &m.name,
-                m.map_type,
-                m.key_size,
-                m.value_size,
-                m.max_entries,
-            )?;
+            table.push(&m.name, m.map_type, m.key_size, m.value_size, m.max_entries)?;
         }
         Ok(table)
     }
@@ -158,7 +154,10 @@ impl MapTable {
                 continue;
             };
             let map = |idx: i32| {
-                self.maps.get(idx as usize).ok_or(RtlError::NoMap { slot: here, index: idx })
+                self.maps.get(idx as usize).ok_or(RtlError::NoMap {
+                    slot: here,
+                    index: idx,
+                })
             };
             let v = match kind {
                 LddwKind::MapIdx => {
@@ -167,9 +166,11 @@ impl MapTable {
                 }
                 LddwKind::MapIdxValue => {
                     let m = map(imm)?;
-                    if m.kind != MapKind::Array || next_imm < 0 || next_imm as u32 >= m.value_size
-                    {
-                        return Err(RtlError::NoMap { slot: here, index: imm });
+                    if m.kind != MapKind::Array || next_imm < 0 || next_imm as u32 >= m.value_size {
+                        return Err(RtlError::NoMap {
+                            slot: here,
+                            index: imm,
+                        });
                     }
                     addr(
                         REGION_VALUE,
@@ -267,7 +268,13 @@ impl Core {
     pub(crate) fn configure_maps(&mut self, table: &MapTable) {
         for i in 0..NMAPS {
             let c = match table.maps.get(i) {
-                Some(m) => [m.kind.code(), m.key_size, m.value_size, m.base, m.max_entries],
+                Some(m) => [
+                    m.kind.code(),
+                    m.key_size,
+                    m.value_size,
+                    m.base,
+                    m.max_entries,
+                ],
                 None => [0; 5],
             };
             self.model.map_config(i as u32, c);
@@ -352,8 +359,8 @@ impl Core {
             Some(line) => line,
             None if flags == 2 => return Err(op(&m, MapOpError::NotFound)),
             None => {
-                let free = (m.base..m.base + m.max_entries)
-                    .find(|&i| self.model.line_read(i).valid == 0);
+                let free =
+                    (m.base..m.base + m.max_entries).find(|&i| self.model.line_read(i).valid == 0);
                 let Some(line) = free else {
                     let e = if m.kind == MapKind::Lpm {
                         MapOpError::NoSpace

@@ -13,7 +13,10 @@ use nfkit_isa::{disasm::format_insn, helpers::helper_name, CallKind, Insn, LddwK
 
 /// Helpers the coprocessor serves: (id, what it answers).
 pub const HELPERS: &[(i32, &str)] = &[
-    (1, "bpf_map_lookup_elem: the value's address in the value slots, or 0"),
+    (
+        1,
+        "bpf_map_lookup_elem: the value's address in the value slots, or 0",
+    ),
     (2, "bpf_map_update_elem: 0 or a negative errno"),
     (3, "bpf_map_delete_elem: 0 or a negative errno"),
     (5, "bpf_ktime_get_ns: the packet's timestamp"),

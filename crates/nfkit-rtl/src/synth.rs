@@ -68,7 +68,10 @@ impl SynthReport {
 
 impl fmt::Display for SynthReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "one engine ({TOP}), Yosys synth_xilinx, 7-series:")?;
+        writeln!(
+            f,
+            "one engine ({TOP}, {SYNTH_LINES} map lines), Yosys synth_xilinx, 7-series:"
+        )?;
         writeln!(f, "  LUTs (logic)      {}", self.luts())?;
         writeln!(f, "  LUTRAM cells      {}", self.lutram_cells())?;
         writeln!(f, "  flip-flops        {}", self.ffs())?;
@@ -76,6 +79,12 @@ impl fmt::Display for SynthReport {
         writeln!(f, "  DSP48             {}", self.dsps())
     }
 }
+
+/// Map lines of the synthesised engine: the sources' default, eBPFlow's
+/// 32 (the simulated model has 1024; a 1024-line CAM in flip-flops is
+/// beyond a quick Yosys run and would be block RAM with a hashed search
+/// on a real part).
+pub const SYNTH_LINES: usize = 32;
 
 /// Runs Yosys on the embedded sources.
 pub fn synth_xilinx() -> Result<SynthReport, RtlError> {

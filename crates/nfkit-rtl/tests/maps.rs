@@ -44,20 +44,22 @@ fn image() -> Image {
     let mut image = Image::from_insns("maps", ProgType::Xdp, insns);
     image.maps = MAPS
         .iter()
-        .map(|&(name, map_type, key_size, value_size, max_entries)| MapSpec {
-            name: name.to_string(),
-            kind: ObjMapKind::Declared,
-            map_type,
-            key_size,
-            value_size,
-            max_entries,
-            flags: if map_type == MapType::LpmTrie { 1 } else { 0 },
-            key_type_id: None,
-            value_type_id: None,
-            data: None,
-            pin_by_name: false,
-            inner: None,
-        })
+        .map(
+            |&(name, map_type, key_size, value_size, max_entries)| MapSpec {
+                name: name.to_string(),
+                kind: ObjMapKind::Declared,
+                map_type,
+                key_size,
+                value_size,
+                max_entries,
+                flags: if map_type == MapType::LpmTrie { 1 } else { 0 },
+                key_type_id: None,
+                value_type_id: None,
+                data: None,
+                pin_by_name: false,
+                inner: None,
+            },
+        )
         .collect();
     image
 }
@@ -197,7 +199,10 @@ fn host_side_contents_are_what_programs_see() {
     let key = [7u8; 16];
     let value: Vec<u8> = (0..24).collect();
     core.map_update(0, &key, &value, 0).expect("insert");
-    assert_eq!(core.map_lookup(0, &key).expect("lookup"), Some(value.clone()));
+    assert_eq!(
+        core.map_lookup(0, &key).expect("lookup"),
+        Some(value.clone())
+    );
     // The program's lookup counts through the pointer: 0x0706..00 + 1.
     let mut p = vec![0u8; 64];
     p[8..24].copy_from_slice(&key);
