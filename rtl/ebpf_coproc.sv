@@ -24,7 +24,7 @@ module ebpf_coproc #(
     parameter logic [63:0] ENGINE_ID = 64'd0,
     parameter int DAW = 17,
     parameter int NMAPS = 8,
-    parameter int LINES = 32,  // the simulated model: 1024 (build.rs)
+    parameter int LINES = 4,  // the simulated model: 1024 (build.rs)
     parameter int KEY_BYTES = 16,
     parameter int VAL_BYTES = 64
 ) (

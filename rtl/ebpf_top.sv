@@ -13,7 +13,7 @@ module ebpf_top
     parameter int IAW = 12,
     parameter int DAW = 17,
     parameter int NMAPS = 8,
-    parameter int LINES = 32,  // the simulated model: 1024 (build.rs)
+    parameter int LINES = 4,  // the simulated model: 1024 (build.rs)
     parameter int KEY_BYTES = 16,
     parameter int VAL_BYTES = 64
 ) (

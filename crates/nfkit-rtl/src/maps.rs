@@ -188,6 +188,9 @@ impl MapTable {
     }
 }
 
+/// A map entry: key and value bytes.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
 /// A map operation from the host failed (the kernel's errno names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MapOpError {
@@ -400,7 +403,7 @@ impl Core {
 
     /// Every entry of map `map` as `(key, value)`, sorted by key (arrays:
     /// every index; LPM keys: prefix length then the masked data).
-    pub fn map_entries(&mut self, map: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, RtlError> {
+    pub fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
         let m = self.map_def(map)?;
         let mut out = Vec::new();
         for e in 0..m.max_entries {

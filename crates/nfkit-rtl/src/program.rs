@@ -69,8 +69,13 @@ impl Program {
             slot += insn.slots();
         }
         // Slots are reported in the image's numbering.
-        let maps = MapTable::from_image(image)?;
-        let mut p = Program::with_maps(&e.name, &insns, maps).map_err(|err| match err {
+        // Instructions and helpers the core lacks are named before maps
+        // it cannot hold.
+        let loaded = match MapTable::from_image(image) {
+            Ok(maps) => Program::with_maps(&e.name, &insns, maps),
+            Err(refused) => subset::check(&insns).and(Err(refused)),
+        };
+        let mut p = loaded.map_err(|err| match err {
             RtlError::Unsupported {
                 slot,
                 insn,

@@ -80,11 +80,12 @@ impl fmt::Display for SynthReport {
     }
 }
 
-/// Map lines of the synthesised engine: the sources' default, eBPFlow's
-/// 32 (the simulated model has 1024; a 1024-line CAM in flip-flops is
-/// beyond a quick Yosys run and would be block RAM with a hashed search
-/// on a real part).
-pub const SYNTH_LINES: usize = 32;
+/// Map lines of the synthesised engine: the sources' default, 4 (the
+/// simulated model has 1024). Yosys's `proc` on the coprocessor's
+/// per-line search grows steeply with the lines (16 s at 4), so the
+/// resource figure covers the coprocessor's logic with 4 lines; each line
+/// adds a key register and its comparator.
+pub const SYNTH_LINES: usize = 4;
 
 /// Runs Yosys on the embedded sources.
 pub fn synth_xilinx() -> Result<SynthReport, RtlError> {
