@@ -1,66 +1,410 @@
-// The coprocessor behind `call`: serves helper calls with a fixed latency
-// of LATENCY cycles, acknowledging with the result in r0. This slice
-// serves bpf_ktime_get_ns (5: the packet's timestamp from the metadata)
-// and bpf_get_smp_processor_id (8: the engine's number); any other id is
-// acknowledged with `bad` (the loader refuses such programs first).
-// Map lookup/update/delete (CAM, LPM, array) come here next.
+// The coprocessor behind `call`. It serves
+//
+// * the maps: bpf_map_lookup_elem (1), bpf_map_update_elem (2) and
+//   bpf_map_delete_elem (3) on up to NMAPS maps sharing LINES lines, each
+//   line a key of up to KEY_BYTES bytes (with its map and, for LPM, its
+//   prefix length) and a value slot of VAL_BYTES bytes in the value area of
+//   the data memory (region REGION_VALUE, which the core loads and stores
+//   through, so a lookup answers a pointer into it, as the VM does). Map i
+//   owns lines [base, base + n) (set by the host before runs): an exact
+//   match (hash) map searches them as a CAM, an LPM map as a TCAM (the
+//   match with the longest prefix wins), an array indexes them;
+// * bpf_ktime_get_ns (5: the packet's timestamp from the metadata) and
+//   bpf_get_smp_processor_id (8: the engine's number).
+//
+// A map operation reads its key (and, for an update, copies the value)
+// through the data memory's ports, which the core leaves idle while a call
+// is in EXE (the call drained the pipeline first); it then searches every
+// line of the map at once (one cycle), picks the line (one cycle) and
+// answers. Anything else (an unknown id or map, a key or value outside the
+// packet, stack and value windows) is acknowledged with `bad`: the core
+// faults.
 module ebpf_coproc #(
     parameter int LATENCY = 2,
-    parameter logic [63:0] ENGINE_ID = 64'd0
+    parameter logic [63:0] ENGINE_ID = 64'd0,
+    parameter int DAW = 17,
+    parameter int NMAPS = 8,
+    parameter int LINES = 4,  // the simulated model: 1024 (build.rs)
+    parameter int KEY_BYTES = 16,
+    parameter int VAL_BYTES = 64
 ) (
-    input  logic        clk,
-    input  logic        rst,
-    input  logic        req,
-    input  logic [31:0] id,
-    input  logic [63:0] arg1,
-    input  logic [63:0] arg2,
-    input  logic [63:0] arg3,
-    input  logic [63:0] arg4,
-    input  logic [63:0] arg5,
-    input  logic [63:0] timestamp,
-    output logic        ack,
-    output logic        bad,
-    output logic [63:0] result
+    input  logic           clk,
+    input  logic           rst,
+    input  logic           req,
+    input  logic [31:0]    id,
+    input  logic [63:0]    arg1,
+    input  logic [63:0]    arg2,
+    input  logic [63:0]    arg3,
+    input  logic [63:0]    arg4,
+    input  logic [63:0]    arg5,
+    input  logic [63:0]    timestamp,
+    input  logic [31:0]    pkt_lo,
+    input  logic [31:0]    pkt_hi,
+    input  logic [31:0]    pkt_avail,
+    output logic           ack,
+    output logic           bad,
+    output logic [63:0]    result,
+    // The data memory while `busy` (index space of ebpf_dmem).
+    output logic           busy,
+    output logic [DAW-1:0] mem_raddr,
+    input  logic [63:0]    mem_rdata,
+    output logic           mem_we,
+    output logic [DAW-1:0] mem_waddr,
+    output logic [1:0]     mem_wsize,
+    output logic [63:0]    mem_wdata,
+    // Which map operation the acknowledged call was (0 none, 1 lookup,
+    // 2 update, 3 delete) and its cycles from request to acknowledge.
+    output logic [1:0]     op_kind,
+    output logic [15:0]    op_cycles,
+    // Host side (between runs): map configuration and lines.
+    input  logic           cfg_we,
+    input  logic [7:0]     cfg_map,
+    input  logic [1:0]     cfg_type,      // 0 none, 1 exact match, 2 LPM, 3 array
+    input  logic [7:0]     cfg_key_size,  // bytes of the key (LPM: 4 + data)
+    input  logic [7:0]     cfg_value_size,
+    input  logic [15:0]    cfg_base,
+    input  logic [15:0]    cfg_n,
+    input  logic           line_we,
+    input  logic [15:0]    line_idx,
+    input  logic           line_wvalid,
+    input  logic [7:0]     line_wmap,
+    input  logic [7:0]     line_wplen,
+    input  logic [KEY_BYTES*8-1:0] line_wkey,
+    output logic           line_rvalid,
+    output logic [7:0]     line_rmap,
+    output logic [7:0]     line_rplen,
+    output logic [KEY_BYTES*8-1:0] line_rkey
 );
+  `include "ebpf_defs.svh"
+  localparam int KB = KEY_BYTES + 8;  // key buffer: an LPM key's prefix length and data
+  localparam int LW = $clog2(LINES);
+  localparam int STACK_BASE = 8192 - STACK_BYTES;
+  localparam int VALUE_BASE = 1 << (DAW - 1);
+  localparam int VALUE_SPAN = LINES * VAL_BYTES;
+  localparam int PKT_BASE = META_BYTES;
+  localparam logic [31:0] HELPER_MAP_LOOKUP = 32'd1;
+  localparam logic [31:0] HELPER_MAP_UPDATE = 32'd2;
+  localparam logic [31:0] HELPER_MAP_DELETE = 32'd3;
   localparam logic [31:0] HELPER_KTIME_GET_NS = 32'd5;
   localparam logic [31:0] HELPER_SMP_PROCESSOR_ID = 32'd8;
+  localparam logic [1:0] T_LPM = 2'd2, T_ARRAY = 2'd3;  // 1: exact match
+  localparam logic [63:0] ENOENT = -64'd2, E2BIG = -64'd7, EEXIST = -64'd17,
+                          EINVAL = -64'd22, ENOSPC = -64'd28;
 
-  logic [7:0] wait_cycles;
-  logic       busy;
+  // Map configuration.
+  logic [1:0]  m_type [NMAPS];
+  logic [7:0]  m_ksize [NMAPS];
+  logic [7:0]  m_vsize [NMAPS];
+  logic [15:0] m_base [NMAPS];
+  logic [15:0] m_n [NMAPS];
+  // Lines.
+  logic                  l_valid [LINES];
+  logic [7:0]            l_map [LINES];
+  logic [7:0]            l_plen [LINES];
+  logic [KEY_BYTES*8-1:0] l_key [LINES];
+
+  assign line_rvalid = l_valid[line_idx[LW-1:0]];
+  assign line_rmap   = l_map[line_idx[LW-1:0]];
+  assign line_rplen  = l_plen[line_idx[LW-1:0]];
+  assign line_rkey   = l_key[line_idx[LW-1:0]];
+
+  typedef enum logic [2:0] {S_IDLE, S_WAIT, S_KEY, S_SEARCH, S_PICK, S_VAL, S_DONE} state_t;
+  state_t st;
+
+  logic [1:0]  op;          // 1 lookup, 2 update, 3 delete
+  logic [31:0] hid;
+  logic [7:0]  wait_cycles;
+  logic [15:0] cycles;
+  logic [63:0] a_val, a_flags;
+  logic [$clog2(NMAPS)-1:0] mi;
+  logic [1:0]  t;
+  logic [7:0]  ksize, vsize;
+  logic [15:0] base, n;
+  logic [KB*8-1:0] kbuf;
+
+  // The byte mover: `len` bytes from `src`, in pieces of 8, 4, 2, 1; a
+  // piece's bytes arrive the cycle after its read is presented.
+  logic [63:0] src;
+  logic [7:0]  len, issued;
+  logic        pend_v;
+  logic [7:0]  pend_off;
+  logic [1:0]  pend_sz;
+  logic [LW-1:0] line;  // the line an update writes / an op found
+
+  function automatic logic [1:0] piece(input logic [7:0] left);
+    if (left >= 8'd8) piece = SZ_DW;
+    else if (left >= 8'd4) piece = SZ_W;
+    else if (left >= 8'd2) piece = SZ_H;
+    else piece = SZ_B;
+  endfunction
+  function automatic logic [7:0] piece_bytes(input logic [1:0] sz);
+    unique case (sz)
+      SZ_B:    piece_bytes = 8'd1;
+      SZ_H:    piece_bytes = 8'd2;
+      SZ_W:    piece_bytes = 8'd4;
+      default: piece_bytes = 8'd8;
+    endcase
+  endfunction
+
+  // The next piece's address, checked against the packet, stack and
+  // value windows; `wait_rx` when its packet bytes have not arrived yet.
+  logic [1:0]     nx_sz;
+  logic [7:0]     nx_bytes;
+  logic [63:0]    nx_addr;
+  logic [32:0]    nx_end;
+  logic           nx_bad, nx_wait, nx_go;
+  logic [DAW-1:0] nx_index;
+  always_comb begin
+    nx_sz    = piece(len - issued);
+    nx_bytes = piece_bytes(nx_sz);
+    nx_addr  = src + {56'd0, issued};
+    nx_end   = {1'b0, nx_addr[31:0]} + {25'd0, nx_bytes};
+    nx_bad   = 1'b0;
+    nx_wait  = 1'b0;
+    nx_index = '0;
+    if (nx_addr[63:32] == REGION_PACKET && nx_addr[31:0] >= pkt_lo && nx_end <= {1'b0, pkt_hi}) begin
+      nx_index = DAW'(PKT_BASE) + nx_addr[DAW-1:0];
+      nx_wait  = nx_end > {1'b0, pkt_avail};
+    end else if (nx_addr[63:32] == REGION_STACK && nx_end <= 33'(STACK_BYTES)) begin
+      nx_index = DAW'(STACK_BASE) + nx_addr[DAW-1:0];
+    end else if (nx_addr[63:32] == REGION_VALUE && nx_end <= 33'(VALUE_SPAN)) begin
+      nx_index = DAW'(VALUE_BASE) + nx_addr[DAW-1:0];
+    end else begin
+      nx_bad = 1'b1;
+    end
+    nx_go = (st == S_KEY || st == S_VAL) && issued < len && !nx_wait && !nx_bad;
+  end
+  assign mem_raddr = nx_index;
+
+  // An update's value lands in its line's slot.
+  logic [DAW-1:0] slot_index;
+  assign slot_index = DAW'(VALUE_BASE) + DAW'(line) * DAW'(VAL_BYTES);
+  assign busy      = st != S_IDLE && st != S_WAIT;
+  assign mem_we    = st == S_VAL && pend_v;
+  assign mem_waddr = slot_index + DAW'(pend_off);
+  assign mem_wsize = pend_sz;
+  assign mem_wdata = mem_rdata;
+
+  // The search key: an exact match's key, an LPM key's prefix length and
+  // data, an array's index.
+  logic [KEY_BYTES*8-1:0] q_key, q_data;
+  logic [31:0]            q_plen_raw, q_index;
+  logic [7:0]             q_plen, data_bits_m1;
+  logic [8:0]             data_bits;
+  assign q_key      = kbuf[KEY_BYTES*8-1:0];
+  assign q_plen_raw = kbuf[31:0];
+  assign q_index    = kbuf[31:0];
+  assign q_data     = kbuf[KEY_BYTES*8+31:32];
+  assign data_bits  = 9'({ksize - 8'd4, 3'd0});
+  assign data_bits_m1 = 8'(data_bits - 9'd1);
+
+  // Mask of the first `plen` bits of a key, in network order (byte 0's
+  // high bit first).
+  function automatic logic [KEY_BYTES*8-1:0] pmask(input logic [7:0] plen);
+    for (int b = 0; b < KEY_BYTES; b++) begin
+      for (int k = 0; k < 8; k++) pmask[b*8 + k] = 9'(b*8 + (7 - k)) < {1'b0, plen};
+    end
+  endfunction
+
+  // LPM lookups match prefixes up to the query's (at most the data's).
+  assign q_plen   = ({1'b0, q_plen_raw} > {24'd0, data_bits}) ? 8'(data_bits) : q_plen_raw[7:0];
+
+  logic [LINES-1:0] match, free;
+
+  // Working variables of the search and pick (blocking, within a cycle).
+  /* verilator lint_off BLKSEQ */
+  logic s_in_range, s_in_map, h, f;
+  logic [7:0] bp;
+  logic [LW-1:0] ln, fl;
+
+  logic unused;
+  assign unused = ^{arg4[63:8], arg5, data_bits_m1, a_flags[63:32], cfg_map, line_idx, kbuf[KB*8-1:KEY_BYTES*8+32]};
 
   always_ff @(posedge clk) begin
+    if (cfg_we) begin
+      m_type[cfg_map[$clog2(NMAPS)-1:0]]  <= cfg_type;
+      m_ksize[cfg_map[$clog2(NMAPS)-1:0]] <= cfg_key_size;
+      m_vsize[cfg_map[$clog2(NMAPS)-1:0]] <= cfg_value_size;
+      m_base[cfg_map[$clog2(NMAPS)-1:0]]  <= cfg_base;
+      m_n[cfg_map[$clog2(NMAPS)-1:0]]     <= cfg_n;
+    end
+    if (line_we) begin
+      l_valid[line_idx[LW-1:0]] <= line_wvalid;
+      l_map[line_idx[LW-1:0]]   <= line_wmap;
+      l_plen[line_idx[LW-1:0]]  <= line_wplen;
+      l_key[line_idx[LW-1:0]]   <= line_wkey;
+    end
     if (rst) begin
-      busy <= 1'b0;
-      wait_cycles <= 8'd0;
+      st <= S_IDLE;
       ack <= 1'b0;
       bad <= 1'b0;
       result <= 64'd0;
+      op_kind <= 2'd0;
+      op_cycles <= 16'd0;
+      pend_v <= 1'b0;
     end else begin
       ack <= 1'b0;
-      if (!busy && req && !ack) begin
-        busy <= 1'b1;
-        wait_cycles <= 8'(LATENCY - 1);
-      end else if (busy) begin
-        if (wait_cycles == 8'd0) begin
-          busy <= 1'b0;
-          ack <= 1'b1;
-          bad <= 1'b0;
-          unique case (id)
-            HELPER_KTIME_GET_NS:     result <= timestamp;
-            HELPER_SMP_PROCESSOR_ID: result <= ENGINE_ID;
-            default: begin
-              result <= 64'd0;
-              bad <= 1'b1;
-            end
-          endcase
-        end else begin
-          wait_cycles <= wait_cycles - 8'd1;
+      if (st != S_IDLE) cycles <= cycles + 16'd1;
+      // Pieces read for the key land in the key buffer.
+      // (Byte j of the buffer takes byte j - offset of the piece.)
+      if (st == S_KEY && pend_v) begin
+        for (int j = 0; j < KB; j++) begin
+          if (8'(j) >= pend_off && 8'(j) < pend_off + piece_bytes(pend_sz))
+            kbuf[j*8 +: 8] <= mem_rdata[3'(8'(j) - pend_off)*8 +: 8];
         end
       end
+      pend_v <= nx_go;
+      if (nx_go) begin
+        pend_off <= issued;
+        pend_sz  <= nx_sz;
+        issued   <= issued + nx_bytes;
+      end
+      unique case (st)
+        S_IDLE: if (req && !ack) begin
+          hid <= id;
+          cycles <= 16'd1;
+          a_val <= arg3;
+          a_flags <= arg4;
+          mi <= arg1[$clog2(NMAPS)-1:0];
+          t <= m_type[arg1[$clog2(NMAPS)-1:0]];
+          ksize <= m_ksize[arg1[$clog2(NMAPS)-1:0]];
+          vsize <= m_vsize[arg1[$clog2(NMAPS)-1:0]];
+          base <= m_base[arg1[$clog2(NMAPS)-1:0]];
+          n <= m_n[arg1[$clog2(NMAPS)-1:0]];
+          kbuf <= '0;
+          src <= arg2;
+          issued <= 8'd0;
+          len <= m_ksize[arg1[$clog2(NMAPS)-1:0]];
+          op <= (id == HELPER_MAP_LOOKUP) ? 2'd1 : (id == HELPER_MAP_UPDATE) ? 2'd2
+                : (id == HELPER_MAP_DELETE) ? 2'd3 : 2'd0;
+          if (id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE) begin
+            // A map handle is MAP_HANDLES << 32 | index.
+            if (arg1[63:32] != 32'd1 || arg1[31:0] >= 32'(NMAPS)
+                || m_type[arg1[$clog2(NMAPS)-1:0]] == 2'd0)
+              st <= S_DONE;  // `bad`, set below
+            else
+              st <= S_KEY;
+          end else begin
+            st <= S_WAIT;
+            wait_cycles <= 8'(LATENCY - 1);
+          end
+          bad <= !(id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE
+                   || id == HELPER_KTIME_GET_NS || id == HELPER_SMP_PROCESSOR_ID)
+                 || ((id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE)
+                     && (arg1[63:32] != 32'd1 || arg1[31:0] >= 32'(NMAPS)
+                         || m_type[arg1[$clog2(NMAPS)-1:0]] == 2'd0));
+        end
+        S_WAIT: begin
+          if (wait_cycles == 8'd0) begin
+            st <= S_IDLE;
+            ack <= 1'b1;
+            op_kind <= 2'd0;
+            op_cycles <= cycles;
+            unique case (hid)
+              HELPER_KTIME_GET_NS:     result <= timestamp;
+              HELPER_SMP_PROCESSOR_ID: result <= ENGINE_ID;
+              default:                 result <= 64'd0;
+            endcase
+          end else begin
+            wait_cycles <= wait_cycles - 8'd1;
+          end
+        end
+        S_KEY: begin
+          if ((st == S_KEY) && issued < len && nx_bad) begin
+            bad <= 1'b1;
+            st <= S_DONE;
+          end else if (issued >= len && !pend_v) begin
+            st <= S_SEARCH;
+          end
+        end
+        S_SEARCH: begin
+          // Every line of the map at once (the CAM / TCAM search).
+          for (int i = 0; i < LINES; i++) begin
+            s_in_range = 16'(i) >= base && 16'(i) < base + n;
+            s_in_map = l_valid[i] && l_map[i] == 8'(mi) && s_in_range;
+            free[i] <= !l_valid[i] && s_in_range;
+            if (t == T_LPM && op == 2'd1)
+              match[i] <= s_in_map && l_plen[i] <= q_plen && (q_data & pmask(l_plen[i])) == l_key[i];
+            else if (t == T_LPM)
+              match[i] <= s_in_map && {24'd0, l_plen[i]} == q_plen_raw
+                          && (q_data & pmask(q_plen_raw[7:0])) == l_key[i];
+            else
+              match[i] <= s_in_map && l_key[i] == q_key;
+          end
+          st <= S_PICK;
+        end
+        S_PICK: begin
+          // The matching line (LPM: the longest prefix) and the first free one.
+          h = 1'b0; f = 1'b0; bp = 8'd0; ln = '0; fl = '0;
+          for (int i = 0; i < LINES; i++) begin
+            if (match[i] && (!h || l_plen[i] > bp)) begin
+              h = 1'b1;
+              bp = l_plen[i];
+              ln = LW'(i);
+            end
+            if (free[i] && !f) begin
+              f = 1'b1;
+              fl = LW'(i);
+            end
+          end
+          st <= S_DONE;
+          // An array's line is its index.
+          if (t == T_ARRAY) begin
+            h = q_index < {16'd0, n};
+            ln = LW'(base + q_index[15:0]);
+          end
+          line <= ln;
+          if (op == 2'd1) begin
+            result <= h ? {REGION_VALUE, 32'(ln) * 32'(VAL_BYTES)} : 64'd0;
+          end else if (op == 2'd3) begin
+            if (t == T_ARRAY) result <= EINVAL;
+            else if (h) begin
+              result <= 64'd0;
+              l_valid[ln] <= 1'b0;
+            end else result <= ENOENT;
+          end else begin
+            // Update: BPF_ANY 0, BPF_NOEXIST 1, BPF_EXIST 2.
+            if (a_flags > 64'd2) result <= EINVAL;
+            else if (t == T_LPM && q_plen_raw > {23'd0, data_bits}) result <= EINVAL;
+            else if (t == T_ARRAY && !h) result <= E2BIG;
+            else if (t == T_ARRAY && a_flags == 64'd1) result <= EEXIST;
+            else if (h && a_flags == 64'd1) result <= EEXIST;
+            else if (!h && a_flags == 64'd2) result <= ENOENT;
+            else if (!h && !f) result <= (t == T_LPM) ? ENOSPC : E2BIG;
+            else begin
+              result <= 64'd0;
+              if (!h) begin
+                line <= fl;
+                l_valid[fl] <= 1'b1;
+                l_map[fl] <= 8'(mi);
+                l_plen[fl] <= (t == T_LPM) ? q_plen_raw[7:0] : 8'(ksize) << 3;
+                l_key[fl] <= (t == T_LPM) ? q_data & pmask(q_plen_raw[7:0]) : q_key;
+              end
+              // Copy the value into the line's slot.
+              src <= a_val;
+              issued <= 8'd0;
+              len <= vsize;
+              st <= S_VAL;
+            end
+          end
+        end
+        S_VAL: begin
+          if (issued < len && nx_bad) begin
+            bad <= 1'b1;
+            st <= S_DONE;
+          end else if (issued >= len && !pend_v) begin
+            st <= S_DONE;
+          end
+        end
+        S_DONE: begin
+          st <= S_IDLE;
+          ack <= 1'b1;
+          op_kind <= op;
+          op_cycles <= cycles;
+        end
+        default: st <= S_IDLE;
+      endcase
     end
   end
-
-  // Arguments the helpers of this slice do not read (maps will).
-  logic unused;
-  assign unused = ^{arg1, arg2, arg3, arg4, arg5};
+  /* verilator lint_on BLKSEQ */
 endmodule

@@ -25,7 +25,8 @@
 module ebpf_core
 #(
     parameter int IAW = 12,   // instruction memory: 2**IAW slots
-    parameter int DAW = 13    // data memory: 2**DAW bytes
+    parameter int DAW = 17,   // data memory: 2**DAW bytes (values in the upper half)
+    parameter int VALUE_SPAN = 65536  // bytes of map value slots
 ) (
     input  logic           clk,
     input  logic           rst,
@@ -78,9 +79,9 @@ module ebpf_core
 );
   `include "ebpf_defs.svh"
   // Data memory layout (byte indices).
-  localparam int DBYTES     = 1 << DAW;
-  localparam int STACK_BASE = DBYTES - STACK_BYTES;
+  localparam int STACK_BASE = 8192 - STACK_BYTES;
   localparam int PKT_BASE   = META_BYTES;
+  localparam int VALUE_BASE = 1 << (DAW - 1);
   localparam logic [63:0] FRAME_POINTER = {REGION_STACK, 32'd512};
 
   // ------------------------------------------------------------------
@@ -272,7 +273,7 @@ module ebpf_core
   logic [31:0]    ex_region, ex_aoff;
   logic [32:0]    ex_end;
   logic [3:0]     ex_bytes;
-  logic           ex_mem_op, ex_in_pkt, ex_in_stack, ex_in_meta;
+  logic           ex_mem_op, ex_in_pkt, ex_in_stack, ex_in_meta, ex_in_val;
   logic [DAW-1:0] ex_index;
   always_comb begin
     ex_mem_op = idex_is_ldx || idex_is_st || idex_is_stx;
@@ -289,8 +290,10 @@ module ebpf_core
     ex_in_pkt   = ex_region == REGION_PACKET && ex_aoff >= pkt_lo && ex_end <= {1'b0, pkt_hi};
     ex_in_stack = ex_region == REGION_STACK && ex_end <= 33'(STACK_BYTES);
     ex_in_meta  = ex_region == REGION_META && ex_end <= 33'(META_BYTES);
+    ex_in_val   = ex_region == REGION_VALUE && ex_end <= 33'(VALUE_SPAN);
     if (ex_in_pkt) ex_index = DAW'(PKT_BASE) + ex_aoff[DAW-1:0];
     else if (ex_in_stack) ex_index = DAW'(STACK_BASE) + ex_aoff[DAW-1:0];
+    else if (ex_in_val) ex_index = DAW'(VALUE_BASE) + ex_aoff[DAW-1:0];
     else ex_index = ex_aoff[DAW-1:0];
   end
 
@@ -305,7 +308,8 @@ module ebpf_core
   always_comb begin
     ex_fault = FAULT_NONE;
     if (idex_illegal) ex_fault = FAULT_ILLEGAL;
-    else if (ex_mem_op && !(ex_in_pkt || ex_in_stack || ex_in_meta)) ex_fault = FAULT_MEM;
+    else if (ex_mem_op && !(ex_in_pkt || ex_in_stack || ex_in_meta || ex_in_val))
+      ex_fault = FAULT_MEM;
     else if (idex_is_call && cop_ack && cop_bad) ex_fault = FAULT_HELPER;
   end
 

@@ -60,6 +60,9 @@
   localparam logic [31:0] REGION_META   = 32'd3;
   localparam logic [31:0] REGION_PACKET = 32'd4;
   localparam logic [31:0] REGION_STACK  = 32'd5;
+  // Map values (the coprocessor's value slots): the VM's region of map 0,
+  // never a stack frame of the core (it has no bpf-to-bpf calls).
+  localparam logic [31:0] REGION_VALUE  = 32'd69;
   localparam int STACK_BYTES = 512;
   localparam int META_BYTES  = 64;
 

@@ -3,13 +3,19 @@
 // host writes the other, even during a run; `imem_swap` at `start` makes
 // the written one active, so a swap falls between packets and every packet
 // runs wholly on one version), its data memory (metadata, packet,
-// stack; host port for the packet in and out), the coprocessor, and the
-// performance counters (cycles, retired instructions, stall cycles by
-// cause, taken-branch flushes), cleared by `start`.
+// stack, map values; host port for the packet in and out and the values),
+// the coprocessor with its maps (host port for their configuration and
+// lines), and the performance counters (cycles, retired instructions,
+// stall cycles by cause, taken-branch flushes, map operations and their
+// cycles), cleared by `start`.
 module ebpf_top
 #(
     parameter int IAW = 12,
-    parameter int DAW = 13
+    parameter int DAW = 17,
+    parameter int NMAPS = 8,
+    parameter int LINES = 4,  // the simulated model: 1024 (build.rs)
+    parameter int KEY_BYTES = 16,
+    parameter int VAL_BYTES = 64
 ) (
     input  logic           clk,
     input  logic           rst,
@@ -57,7 +63,29 @@ module ebpf_top
     output logic [63:0]    cnt_stall_div,
     output logic [63:0]    cnt_stall_call,
     output logic [63:0]    cnt_stall_rx,
-    output logic [63:0]    cnt_flush
+    output logic [63:0]    cnt_flush,
+    // Map operations and their cycles, 64 bits each: lookup, update, delete
+    // from bit 0 up.
+    output logic [191:0]   cnt_map_ops,
+    output logic [191:0]   cnt_map_cycles,
+    // Host: map configuration and lines (between runs).
+    input  logic           cfg_we,
+    input  logic [7:0]     cfg_map,
+    input  logic [1:0]     cfg_type,
+    input  logic [7:0]     cfg_key_size,
+    input  logic [7:0]     cfg_value_size,
+    input  logic [15:0]    cfg_base,
+    input  logic [15:0]    cfg_n,
+    input  logic           line_we,
+    input  logic [15:0]    line_idx,
+    input  logic           line_wvalid,
+    input  logic [7:0]     line_wmap,
+    input  logic [7:0]     line_wplen,
+    input  logic [KEY_BYTES*8-1:0] line_wkey,
+    output logic           line_rvalid,
+    output logic [7:0]     line_rmap,
+    output logic [7:0]     line_rplen,
+    output logic [KEY_BYTES*8-1:0] line_rkey
 );
   `include "ebpf_defs.svh"
   logic [IAW-1:0] i_addr;
@@ -86,7 +114,15 @@ module ebpf_top
   logic           streaming, rx_take;
   logic [DAW-4:0] rx_row;
   logic [31:0]    rx_bytes;
-  assign rx_ready = running && streaming && !d_we;
+  // The coprocessor owns the data memory's ports while it serves a map
+  // call (the core is waiting in EXE then, its MEM stage empty).
+  logic           c_busy, c_we;
+  logic [DAW-1:0] c_raddr, c_waddr;
+  logic [1:0]     c_wsize;
+  logic [63:0]    c_wdata;
+  logic [DAW-1:0] core_raddr;
+  assign d_raddr  = c_busy ? c_raddr : core_raddr;
+  assign rx_ready = running && streaming && !d_we && !c_we;
   assign rx_take  = rx_valid && rx_ready;
   always_ff @(posedge clk) begin
     if (rst || start) begin
@@ -103,10 +139,10 @@ module ebpf_top
   logic [DAW-1:0] m_waddr;
   logic [1:0]     m_size;
   logic [63:0]    m_wdata;
-  assign m_we    = d_we || rx_take;
-  assign m_waddr = d_we ? d_waddr : {rx_row, 3'd0};
-  assign m_size  = d_we ? d_size : 2'd3;
-  assign m_wdata = d_we ? d_wdata : rx_data;
+  assign m_we    = d_we || c_we || rx_take;
+  assign m_waddr = d_we ? d_waddr : c_we ? c_waddr : {rx_row, 3'd0};
+  assign m_size  = d_we ? d_size : c_we ? c_wsize : 2'd3;
+  assign m_wdata = d_we ? d_wdata : c_we ? c_wdata : rx_data;
 
   ebpf_dmem #(.DAW(DAW)) u_dmem (
       .clk(clk), .raddr(d_raddr), .rdata(d_rdata), .waddr(m_waddr), .wsize(m_size), .we(m_we),
@@ -117,21 +153,36 @@ module ebpf_top
   logic        c_req, c_ack, c_bad;
   logic [31:0] c_id;
   logic [63:0] c_a1, c_a2, c_a3, c_a4, c_a5, c_res;
-  ebpf_coproc u_cop (
+  logic [1:0]  c_op;
+  logic [15:0] c_cycles;
+  logic [1:0]  c_op_i;
+  assign c_op_i = c_op - 2'd1;
+  logic [31:0] pkt_avail;
+  assign pkt_avail = streaming ? pkt_lo + rx_bytes : pkt_hi;
+  ebpf_coproc #(
+      .DAW(DAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES)
+  ) u_cop (
       .clk(clk), .rst(rst || stop || start), .req(c_req), .id(c_id),
       .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),
-      .timestamp(timestamp), .ack(c_ack), .bad(c_bad), .result(c_res)
+      .timestamp(timestamp), .pkt_lo(pkt_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
+      .ack(c_ack), .bad(c_bad), .result(c_res),
+      .busy(c_busy), .mem_raddr(c_raddr), .mem_rdata(d_rdata), .mem_we(c_we),
+      .mem_waddr(c_waddr), .mem_wsize(c_wsize), .mem_wdata(c_wdata),
+      .op_kind(c_op), .op_cycles(c_cycles),
+      .cfg_we(cfg_we), .cfg_map(cfg_map), .cfg_type(cfg_type), .cfg_key_size(cfg_key_size),
+      .cfg_value_size(cfg_value_size), .cfg_base(cfg_base), .cfg_n(cfg_n),
+      .line_we(line_we), .line_idx(line_idx), .line_wvalid(line_wvalid), .line_wmap(line_wmap),
+      .line_wplen(line_wplen), .line_wkey(line_wkey), .line_rvalid(line_rvalid),
+      .line_rmap(line_rmap), .line_rplen(line_rplen), .line_rkey(line_rkey)
   );
 
   logic ev_lu, ev_div, ev_call, ev_rx, ev_flush;
-  logic [31:0] pkt_avail;
-  assign pkt_avail = streaming ? pkt_lo + rx_bytes : pkt_hi;
-  ebpf_core #(.IAW(IAW), .DAW(DAW)) u_core (
+  ebpf_core #(.IAW(IAW), .DAW(DAW), .VALUE_SPAN(LINES * VAL_BYTES)) u_core (
       .clk(clk), .rst(rst || stop), .start(start), .arg1(arg1), .arg2(arg2),
       .pkt_lo(pkt_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
       .imem_raddr(i_addr), .imem_data0(i_data0), .imem_data1(i_data1),
-      .dmem_raddr(d_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
+      .dmem_raddr(core_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
       .dmem_rdata(d_rdata),
       .cop_req(c_req), .cop_id(c_id), .cop_arg1(c_a1), .cop_arg2(c_a2), .cop_arg3(c_a3),
       .cop_arg4(c_a4), .cop_arg5(c_a5), .cop_ack(c_ack), .cop_bad(c_bad), .cop_result(c_res),
@@ -150,6 +201,10 @@ module ebpf_top
       cnt_stall_call <= 64'd0;
       cnt_stall_rx <= 64'd0;
       cnt_flush <= 64'd0;
+      for (int k = 0; k < 3; k++) begin
+        cnt_map_ops[k*64 +: 64] <= 64'd0;
+        cnt_map_cycles[k*64 +: 64] <= 64'd0;
+      end
     end else if (running) begin
       cnt_cycles <= cnt_cycles + 64'd1;
       if (retire_valid) cnt_retired <= cnt_retired + 64'd1;
@@ -158,6 +213,10 @@ module ebpf_top
       if (ev_call) cnt_stall_call <= cnt_stall_call + 64'd1;
       if (ev_rx) cnt_stall_rx <= cnt_stall_rx + 64'd1;
       if (ev_flush) cnt_flush <= cnt_flush + 64'd1;
+      if (c_ack && c_op != 2'd0) begin
+        cnt_map_ops[c_op_i*64 +: 64] <= cnt_map_ops[c_op_i*64 +: 64] + 64'd1;
+        cnt_map_cycles[c_op_i*64 +: 64] <= cnt_map_cycles[c_op_i*64 +: 64] + 64'(c_cycles);
+      end
     end
   end
 endmodule

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TOP: &str = "ebpf_top";
+/// Map lines of the simulated model (`layout::LINES`).
+const LINES: usize = 1024;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(nfkit_rtl_model)");
@@ -43,6 +45,9 @@ fn main() {
     let status = Command::new("verilator")
         .args(["--cc", "--build", "-j", "2", "--no-timing", "--trace"])
         .args(["--top-module", TOP, "--prefix", &format!("V{TOP}")])
+        // The coprocessor's map lines (the sources default to eBPFlow's
+        // 32, what `nfkit rtl synth` synthesises).
+        .arg(format!("-GLINES={LINES}"))
         .args(["-MAKEFLAGS", "OPT_FAST=-O2"])
         .arg(format!("-I{}", rtl.display()))
         .arg("--Mdir")

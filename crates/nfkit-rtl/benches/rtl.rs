@@ -4,16 +4,19 @@
 //! and packets per second per engine at eBPFlow's published clock
 //! (166.67 MHz; this core's own clock is not estimated yet). With
 //! `NFKIT_RTL_SYNTH=1` (what `make rtl-bench` sets) also one engine's
-//! resources from Yosys `synth_xilinx` beside eBPFlow's. The table is
-//! printed and written to `target/nfkit-bench/rtl.md`.
+//! resources from Yosys `synth_xilinx` beside eBPFlow's. Then the
+//! coprocessor's cycles per map operation by map kind and key size,
+//! beside eBPFlow's (lookup 13, update 19-33). The tables are printed and
+//! written to `target/nfkit-bench/rtl.md`.
 
 use nfkit_isa::asm::{assemble, Syntax};
 use nfkit_isa::{CallKind, Insn};
-use nfkit_object::{Image, ProgType};
+use nfkit_object::{Image, MapKind, MapSpec, MapType, ProgType};
 use nfkit_rtl::{Core, Ctx, Program, RunInput, RunResult};
 use std::fmt::Write as _;
 
 const REFLECT: &str = include_str!("../tests/progs/xdp_reflect.s");
+const MAPS: &str = include_str!("../tests/progs/maps.s");
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
 const SUITE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -197,6 +200,121 @@ fn conformance_rows(out: &mut String) {
     );
 }
 
+/// The map program of the tests (byte 0 the operation, byte 1 the map,
+/// bytes 8.. the key, 32.. the value) on its four maps: cycles of each
+/// operation, averaged over 64 keys.
+fn map_rows(out: &mut String, workloads: &mut String) {
+    let maps: [(&str, MapType, u32, u32); 4] = [
+        (
+            "exact match, 16-byte key, 24-byte value",
+            MapType::Hash,
+            16,
+            24,
+        ),
+        ("LPM, 16-byte data, 8-byte value", MapType::LpmTrie, 20, 8),
+        ("array, 16-byte value", MapType::Array, 4, 16),
+        (
+            "LPM, 4-byte data (IPv4), 8-byte value",
+            MapType::LpmTrie,
+            8,
+            8,
+        ),
+    ];
+    let Ok(insns) = assemble(MAPS, Some(Syntax::Llvm)) else {
+        return;
+    };
+    let mut image = Image::from_insns("maps", ProgType::Xdp, insns);
+    image.maps = maps
+        .iter()
+        .map(|&(name, map_type, key_size, value_size)| MapSpec {
+            name: name.to_string(),
+            kind: MapKind::Declared,
+            map_type,
+            key_size,
+            value_size,
+            max_entries: 128,
+            flags: u32::from(map_type == MapType::LpmTrie),
+            key_type_id: None,
+            value_type_id: None,
+            data: None,
+            pin_by_name: false,
+            inner: None,
+        })
+        .collect();
+    let Ok(prog) = Program::from_image(&image, 0) else {
+        return;
+    };
+    let Ok(mut core) = Core::new(prog) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nCoprocessor cycles per map operation (request to answer; the call's pipeline drain adds up to 3), beside eBPFlow (8-byte keys, 32 lines):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| map | lookup (hit) | lookup (miss) | update (insert) | update (overwrite) | delete |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let mut all = Sum::default();
+    for (m, (name, t, ..)) in maps.iter().enumerate() {
+        // op, per op: (cycles, ops)
+        let mut acc = [(0u64, 0u64); 5];
+        let mut run = |op: u8, k: u32, slot: usize, acc: &mut [(u64, u64); 5]| {
+            let mut p = vec![0u8; 64];
+            p[0] = op;
+            p[1] = m as u8;
+            if *t == MapType::LpmTrie {
+                p[8..12].copy_from_slice(&24u32.to_le_bytes());
+                p[12..16].copy_from_slice(&(k << 8).to_be_bytes());
+            } else {
+                p[8..12].copy_from_slice(&k.to_le_bytes());
+            }
+            let mut input = RunInput::new(&p);
+            input.ctx = Ctx::Xdp {
+                ingress_ifindex: 1,
+                rx_queue_index: 0,
+            };
+            if let Ok(r) = core.run(&input) {
+                let i = op as usize;
+                acc[slot].0 += r.map_cycles[i];
+                acc[slot].1 += r.map_ops[i];
+                all.add(&r);
+            }
+        };
+        for k in 0..64 {
+            run(0, 1000 + k, 1, &mut acc); // miss
+            run(1, k, 2, &mut acc); // insert (arrays: write)
+            run(1, k, 3, &mut acc); // overwrite
+            run(0, k, 0, &mut acc); // hit
+            if *t != MapType::Array {
+                run(2, k, 4, &mut acc);
+            }
+        }
+        let cell = |(c, n): (u64, u64)| {
+            if n == 0 {
+                "n/a".to_string()
+            } else {
+                format!("{:.1}", c as f64 / n as f64)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {} | {} |",
+            cell(acc[0]),
+            cell(acc[1]),
+            cell(acc[2]),
+            cell(acc[3]),
+            cell(acc[4])
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| eBPFlow (published) | 13 | 13 | 19-33 | 19-33 | n/a |"
+    );
+    let _ = writeln!(workloads, "{}", all.row("map calls (tests/progs/maps.s)"));
+}
+
 fn synth_rows(out: &mut String) {
     let _ = writeln!(out, "\nOne engine, Yosys `synth_xilinx` (7-series), beside eBPFlow (whole NetFPGA SUME design, Virtex-7 690T):\n");
     match nfkit_rtl::synth::synth_xilinx() {
@@ -238,6 +356,9 @@ fn main() {
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     reflector_rows(&mut out);
     conformance_rows(&mut out);
+    let mut map_table = String::new();
+    map_rows(&mut map_table, &mut out);
+    out.push_str(&map_table);
     if std::env::var_os("NFKIT_RTL_SYNTH").is_some_and(|v| v != "0") {
         synth_rows(&mut out);
     }

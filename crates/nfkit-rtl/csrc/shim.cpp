@@ -39,6 +39,13 @@ struct NfkitRtlOut {
         trace_len;
     uint32_t fault, fault_pc;
     uint32_t version, pad;
+    uint64_t map_ops[3], map_cycles[3];  // lookup, update, delete
+};
+
+// One map line as the host sees it (key: 16 bytes, little-endian words).
+struct NfkitRtlLine {
+    uint32_t valid, map, plen, pad;
+    uint32_t key[4];
 };
 
 static void tick(NfkitRtl *m) {
@@ -54,6 +61,10 @@ static void tick(NfkitRtl *m) {
 
 extern "C" {
 
+void nfkit_rtl_map_config(NfkitRtl *m, uint32_t map, uint32_t type, uint32_t key_size,
+                          uint32_t value_size, uint32_t base, uint32_t n);
+void nfkit_rtl_line_write(NfkitRtl *m, uint32_t idx, const NfkitRtlLine *l);
+
 NfkitRtl *nfkit_rtl_new(void) {
     NfkitRtl *m = new NfkitRtl();
     m->ctx.traceEverOn(true);
@@ -62,9 +73,15 @@ NfkitRtl *nfkit_rtl_new(void) {
     m->top.start = 0;
     m->top.imem_we = 0;
     m->top.dmem_we = 0;
+    m->top.cfg_we = 0;
+    m->top.line_we = 0;
     tick(m);
     tick(m);
     m->top.rst = 0;
+    // No maps, every line free.
+    NfkitRtlLine empty = {};
+    for (uint32_t i = 0; i < 8; i++) nfkit_rtl_map_config(m, i, 0, 0, 0, 0, 0);
+    for (uint32_t i = 0; i < 1024; i++) nfkit_rtl_line_write(m, i, &empty);
     tick(m);
     return m;
 }
@@ -113,6 +130,42 @@ void nfkit_rtl_dmem_write(NfkitRtl *m, uint32_t row, uint64_t word, uint8_t mask
     m->top.dmem_we = 1;
     tick(m);
     m->top.dmem_we = 0;
+}
+
+// Configures map `map` (type 0 none, 1 exact match, 2 LPM, 3 array) on
+// lines [base, base + n).
+void nfkit_rtl_map_config(NfkitRtl *m, uint32_t map, uint32_t type, uint32_t key_size,
+                          uint32_t value_size, uint32_t base, uint32_t n) {
+    m->top.cfg_map = map;
+    m->top.cfg_type = type;
+    m->top.cfg_key_size = key_size;
+    m->top.cfg_value_size = value_size;
+    m->top.cfg_base = base;
+    m->top.cfg_n = n;
+    m->top.cfg_we = 1;
+    tick(m);
+    m->top.cfg_we = 0;
+}
+
+void nfkit_rtl_line_write(NfkitRtl *m, uint32_t idx, const NfkitRtlLine *l) {
+    m->top.line_idx = idx;
+    m->top.line_wvalid = l->valid ? 1 : 0;
+    m->top.line_wmap = l->map;
+    m->top.line_wplen = l->plen;
+    for (int w = 0; w < 4; w++) m->top.line_wkey[w] = l->key[w];
+    m->top.line_we = 1;
+    tick(m);
+    m->top.line_we = 0;
+}
+
+// Lines read combinationally: present the index, settle.
+void nfkit_rtl_line_read(NfkitRtl *m, uint32_t idx, NfkitRtlLine *l) {
+    m->top.line_idx = idx;
+    m->top.eval();
+    l->valid = m->top.line_rvalid;
+    l->map = m->top.line_rmap;
+    l->plen = m->top.line_rplen;
+    for (int w = 0; w < 4; w++) l->key[w] = m->top.line_rkey[w];
 }
 
 // The data memory reads synchronously: present the row, clock, read.
@@ -209,6 +262,12 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     out->stall_rx = m->top.cnt_stall_rx;
     out->flushes = m->top.cnt_flush;
     out->trace_len = n;
+    for (int k = 0; k < 3; k++) {
+        out->map_ops[k] = (uint64_t)m->top.cnt_map_ops[2 * k] |
+                          ((uint64_t)m->top.cnt_map_ops[2 * k + 1] << 32);
+        out->map_cycles[k] = (uint64_t)m->top.cnt_map_cycles[2 * k] |
+                             ((uint64_t)m->top.cnt_map_cycles[2 * k + 1] << 32);
+    }
     out->fault = m->top.fault;
     out->fault_pc = m->top.fault_pc;
     if (rc == 1) {

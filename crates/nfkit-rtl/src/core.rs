@@ -69,7 +69,7 @@ impl<'a> RunInput<'a> {
 /// new program becomes active at the start of a later run, never within
 /// one.
 pub struct Core {
-    model: Model,
+    pub(crate) model: Model,
     /// The program of the active version.
     program: Program,
     /// Written to the inactive version, active from the next run on.
@@ -89,6 +89,7 @@ impl Core {
                 name: String::new(),
                 words: Vec::new(),
                 base_slot: 0,
+                maps: Default::default(),
             },
             pending: None,
             staged: None,
@@ -98,9 +99,10 @@ impl Core {
         Ok(core)
     }
 
-    /// Writes `program` into the inactive instruction memory now; the
-    /// next run runs it.
+    /// Writes `program` into the inactive instruction memory now and its
+    /// maps (empty) into the coprocessor; the next run runs it.
     pub fn load(&mut self, program: Program) {
+        self.configure_maps(&program.maps);
         for (slot, w) in program.words.iter().enumerate() {
             self.model.imem_write(slot as u32, *w);
         }
@@ -235,11 +237,13 @@ impl Core {
                 flushes: out.flushes,
             },
             trace,
+            map_ops: out.map_ops,
+            map_cycles: out.map_cycles,
         })
     }
 
     /// Writes `bytes` at data memory index `at` through the host port.
-    fn write_bytes(&mut self, at: usize, bytes: &[u8]) {
+    pub(crate) fn write_bytes(&mut self, at: usize, bytes: &[u8]) {
         let mut i = 0;
         while i < bytes.len() {
             let pos = at + i;
@@ -255,7 +259,7 @@ impl Core {
     }
 
     /// Reads `len` bytes from data memory index `at`.
-    fn read_bytes(&mut self, at: usize, len: usize) -> Vec<u8> {
+    pub(crate) fn read_bytes(&mut self, at: usize, len: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(len);
         let mut pos = at;
         while out.len() < len {

@@ -33,6 +33,18 @@ pub enum RtlError {
     /// Synthesis failed.
     #[error("synthesis: {0}")]
     Synth(String),
+    /// A map of the image the coprocessor cannot hold.
+    #[error("map `{name}`: {why}")]
+    MapRefused { name: String, why: String },
+    /// A map reference to a map the program does not have.
+    #[error("slot {slot}: no map #{index} for this reference")]
+    NoMap { slot: usize, index: i32 },
+    /// A host-side map operation failed.
+    #[error("map `{name}`: {err}")]
+    MapOp {
+        name: String,
+        err: crate::maps::MapOpError,
+    },
     /// The model failed to open the VCD file.
     #[error("cannot write the VCD trace to {0}")]
     Vcd(String),

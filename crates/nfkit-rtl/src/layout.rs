@@ -1,15 +1,19 @@
 //! The core's memories as `rtl/ebpf_core.sv` lays them out.
 //!
-//! Data memory (8 KiB, byte indices): metadata `[0, 64)`, packet
-//! `[64, 7680)`, stack `[7680, 8192)`. Programs address it as nfkit's VM
-//! does, `region << 32 | offset`: region 3 the metadata, 4 the packet
-//! (window `[pkt_lo, pkt_hi)` set per run), 5 the stack (`r10 = 5 << 32 |
-//! 512`, window `[0, 512)`). Anything else faults.
+//! Data memory (128 KiB, byte indices): metadata `[0, 64)`, packet
+//! `[64, 7680)`, stack `[7680, 8192)`, map value slots `[65536, 131072)`.
+//! Programs address it as nfkit's VM does, `region << 32 | offset`: region
+//! 3 the metadata, 4 the packet (window `[pkt_lo, pkt_hi)` set per run), 5
+//! the stack (`r10 = 5 << 32 | 512`, window `[0, 512)`), 69 the value
+//! slots (line `i`'s value at offset `i * VAL_BYTES`; the VM's region of
+//! map 0). Anything else faults.
 
 /// Instruction memory slots (8 bytes each).
 pub const IMEM_SLOTS: usize = 4096;
-/// Data memory bytes.
+/// Bytes of the metadata, packet and stack area of the data memory.
 pub const DMEM_BYTES: usize = 8192;
+/// Data memory index of the value slots.
+pub const VALUE_BASE: usize = 65536;
 /// Metadata bytes, at data memory index 0.
 pub const META_BYTES: usize = 64;
 /// Packet buffer's data memory index.
@@ -27,6 +31,18 @@ pub const REGION_META: u64 = 3;
 pub const REGION_PACKET: u64 = 4;
 /// Address region of the stack.
 pub const REGION_STACK: u64 = 5;
+/// Address region of the map value slots.
+pub const REGION_VALUE: u64 = 69;
+/// Address region of map handles (`lddw rX, map`: `1 << 32 | index`).
+pub const REGION_MAP_HANDLES: u64 = 1;
+
+/// The coprocessor's parameters (`rtl/ebpf_top.sv`): maps, lines shared
+/// by them, key bytes (an LPM key's data, after its 4-byte prefix length)
+/// and value bytes of a line.
+pub const NMAPS: usize = 8;
+pub const LINES: usize = 1024;
+pub const KEY_BYTES: usize = 16;
+pub const VAL_BYTES: usize = 64;
 
 /// The address a program sees for `off` in `region`.
 pub const fn addr(region: u64, off: u64) -> u64 {

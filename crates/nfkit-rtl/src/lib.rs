@@ -14,6 +14,11 @@
 //!   streamed in), get [`RunResult`] (r0 or a [`Fault`], the packet
 //!   afterwards, cycles, retired instructions, [`Stalls`] by cause, the
 //!   retired pcs, the instruction memory version).
+//! * [`maps`]: the coprocessor's maps (exact match, LPM, array) placed
+//!   from an image's map definitions ([`MapTable`], refusing by name what
+//!   exceeds its parameters), and their contents from the host side
+//!   ([`Core::map_lookup`], [`Core::map_update`], [`Core::map_delete`],
+//!   [`Core::map_entries`]).
 //! * [`result`]: [`RunResult`], [`Stalls`], [`Fault`].
 //! * [`synth`]: Yosys `synth_xilinx` of one engine ([`sources`]: the RTL,
 //!   embedded): LUTs, flip-flops, block RAM, DSPs.
@@ -24,6 +29,7 @@
 pub mod core;
 pub mod error;
 pub mod layout;
+pub mod maps;
 mod model;
 pub mod program;
 pub mod result;
@@ -33,6 +39,7 @@ pub mod synth;
 
 pub use crate::core::{Core, Ctx, RunInput};
 pub use error::RtlError;
+pub use maps::{MapDef, MapKind, MapOpError, MapTable};
 pub use program::Program;
 pub use result::{Fault, FaultKind, RunResult, Stalls};
 

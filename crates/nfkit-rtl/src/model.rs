@@ -41,11 +41,25 @@ pub struct RunOut {
     /// The instruction memory version the run used.
     pub version: u32,
     pub pad: u32,
+    /// Map operations (lookup, update, delete) and their cycles.
+    pub map_ops: [u64; 3],
+    pub map_cycles: [u64; 3],
+}
+
+/// One map line (the shim's `NfkitRtlLine`): key in 32-bit words.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Line {
+    pub valid: u32,
+    pub map: u32,
+    pub plen: u32,
+    pub pad: u32,
+    pub key: [u32; 4],
 }
 
 #[cfg(nfkit_rtl_model)]
 mod ffi {
-    use super::{RunIn, RunOut};
+    use super::{Line, RunIn, RunOut};
     use std::os::raw::{c_char, c_int};
 
     #[repr(C)]
@@ -62,6 +76,17 @@ mod ffi {
         pub fn nfkit_rtl_stream(m: *mut NfkitRtl, words: *const u64, len: u64);
         pub fn nfkit_rtl_dmem_write(m: *mut NfkitRtl, row: u32, word: u64, mask: u8);
         pub fn nfkit_rtl_dmem_read(m: *mut NfkitRtl, row: u32) -> u64;
+        pub fn nfkit_rtl_map_config(
+            m: *mut NfkitRtl,
+            map: u32,
+            kind: u32,
+            key_size: u32,
+            value_size: u32,
+            base: u32,
+            n: u32,
+        );
+        pub fn nfkit_rtl_line_write(m: *mut NfkitRtl, idx: u32, l: *const Line);
+        pub fn nfkit_rtl_line_read(m: *mut NfkitRtl, idx: u32, l: *mut Line);
         pub fn nfkit_rtl_run(
             m: *mut NfkitRtl,
             input: *const RunIn,
@@ -133,6 +158,24 @@ impl Model {
         unsafe { ffi::nfkit_rtl_dmem_read(self.ptr.as_ptr(), row) }
     }
 
+    /// Configures map slot `map`: `[kind, key_size, value_size, base, n]`.
+    pub fn map_config(&mut self, map: u32, c: [u32; 5]) {
+        // SAFETY: the model is live; plain integers.
+        unsafe { ffi::nfkit_rtl_map_config(self.ptr.as_ptr(), map, c[0], c[1], c[2], c[3], c[4]) }
+    }
+
+    pub fn line_write(&mut self, idx: u32, line: &Line) {
+        // SAFETY: the model is live and `line` a valid repr(C) struct.
+        unsafe { ffi::nfkit_rtl_line_write(self.ptr.as_ptr(), idx, line) }
+    }
+
+    pub fn line_read(&mut self, idx: u32) -> Line {
+        let mut l = Line::default();
+        // SAFETY: the model is live and `l` a valid repr(C) struct.
+        unsafe { ffi::nfkit_rtl_line_read(self.ptr.as_ptr(), idx, &mut l) };
+        l
+    }
+
     /// Runs; `trace` receives up to its length of retired pcs. `true`
     /// when the program ended, `false` when the budget ran out.
     pub fn run(&mut self, input: &RunIn, trace: &mut [u32]) -> (bool, RunOut) {
@@ -180,6 +223,11 @@ impl Model {
     pub fn dmem_write(&mut self, _row: u32, _word: u64, _mask: u8) {}
     pub fn dmem_read(&mut self, _row: u32) -> u64 {
         0
+    }
+    pub fn map_config(&mut self, _map: u32, _c: [u32; 5]) {}
+    pub fn line_write(&mut self, _idx: u32, _line: &Line) {}
+    pub fn line_read(&mut self, _idx: u32) -> Line {
+        Line::default()
     }
     pub fn run(&mut self, _input: &RunIn, _trace: &mut [u32]) -> (bool, RunOut) {
         (false, RunOut::default())

@@ -2,6 +2,7 @@
 
 use crate::error::RtlError;
 use crate::layout::IMEM_SLOTS;
+use crate::maps::MapTable;
 use crate::subset;
 use nfkit_isa::{encode_program, Insn};
 use nfkit_object::Image;
@@ -15,13 +16,22 @@ pub struct Program {
     pub words: Vec<u64>,
     /// The image slot of the program's slot 0.
     pub base_slot: usize,
+    /// The maps it references, as the coprocessor holds them.
+    pub maps: MapTable,
 }
 
 impl Program {
     /// Bare instructions (the assembler's and conformance suite's form).
     pub fn from_insns(name: &str, insns: &[Insn]) -> Result<Program, RtlError> {
+        Program::with_maps(name, insns, MapTable::default())
+    }
+
+    /// Bare instructions referencing the maps of `maps` (`lddw` of a map
+    /// index, or of an array's value).
+    pub fn with_maps(name: &str, insns: &[Insn], maps: MapTable) -> Result<Program, RtlError> {
         subset::check(insns)?;
-        let words: Vec<u64> = encode_program(insns)
+        let insns = maps.resolve(insns)?;
+        let words: Vec<u64> = encode_program(&insns)
             .into_iter()
             .map(|r| r.to_u64())
             .collect();
@@ -35,6 +45,7 @@ impl Program {
             name: name.to_string(),
             words,
             base_slot: 0,
+            maps,
         })
     }
 
@@ -58,7 +69,13 @@ impl Program {
             slot += insn.slots();
         }
         // Slots are reported in the image's numbering.
-        let mut p = Program::from_insns(&e.name, &insns).map_err(|err| match err {
+        // Instructions and helpers the core lacks are named before maps
+        // it cannot hold.
+        let loaded = match MapTable::from_image(image) {
+            Ok(maps) => Program::with_maps(&e.name, &insns, maps),
+            Err(refused) => subset::check(&insns).and(Err(refused)),
+        };
+        let mut p = loaded.map_err(|err| match err {
             RtlError::Unsupported {
                 slot,
                 insn,

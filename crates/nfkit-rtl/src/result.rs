@@ -81,6 +81,10 @@ pub struct RunResult {
     /// The pc (program slot) of every retired instruction, in order, when
     /// asked for.
     pub trace: Vec<usize>,
+    /// Map operations served (lookup, update, delete) and the
+    /// coprocessor's cycles for them, from request to answer.
+    pub map_ops: [u64; 3],
+    pub map_cycles: [u64; 3],
 }
 
 impl RunResult {

@@ -13,6 +13,12 @@ use nfkit_isa::{disasm::format_insn, helpers::helper_name, CallKind, Insn, LddwK
 
 /// Helpers the coprocessor serves: (id, what it answers).
 pub const HELPERS: &[(i32, &str)] = &[
+    (
+        1,
+        "bpf_map_lookup_elem: the value's address in the value slots, or 0",
+    ),
+    (2, "bpf_map_update_elem: 0 or a negative errno"),
+    (3, "bpf_map_delete_elem: 0 or a negative errno"),
     (5, "bpf_ktime_get_ns: the packet's timestamp"),
     (8, "bpf_get_smp_processor_id: the engine's number"),
 ];
@@ -34,8 +40,9 @@ pub fn lacks(insn: &Insn) -> Option<String> {
             ..
         } => return None,
         Insn::Lddw { kind, .. } => match kind {
-            LddwKind::MapFd | LddwKind::MapIdx | LddwKind::MapValue | LddwKind::MapIdxValue => {
-                "a map reference (the coprocessor has no maps yet)".to_string()
+            LddwKind::MapIdx | LddwKind::MapIdxValue => return None,
+            LddwKind::MapFd | LddwKind::MapValue => {
+                "a map file descriptor reference (link the object first)".to_string()
             }
             LddwKind::Func => "a function address".to_string(),
             LddwKind::BtfId => "a kernel variable".to_string(),
@@ -133,12 +140,12 @@ mod tests {
     fn refuses_helpers_by_name() {
         let call = Insn::Call {
             kind: CallKind::Helper,
-            imm: 1,
+            imm: 6,
         };
         let text = check(&[call, Insn::Exit])
-            .expect_err("map lookup")
+            .expect_err("trace_printk")
             .to_string();
-        assert!(text.contains("helper 1 (bpf_map_lookup_elem)"), "{text}");
+        assert!(text.contains("helper 6 (bpf_trace_printk)"), "{text}");
         let ok = Insn::Call {
             kind: CallKind::Helper,
             imm: 5,

@@ -1,0 +1,488 @@
+//! The coprocessor's maps: which of an image's maps it holds (and the
+//! refusals, by name, of those beyond its parameters), where their lines
+//! are, and the host side of their contents (lookup, update, delete,
+//! listing) through the model's line and value ports.
+
+use crate::core::Core;
+use crate::error::RtlError;
+use crate::layout::{
+    addr, KEY_BYTES, LINES, NMAPS, REGION_MAP_HANDLES, REGION_VALUE, VALUE_BASE, VAL_BYTES,
+};
+use crate::model::Line;
+use nfkit_isa::{Insn, LddwKind};
+use nfkit_object::{Image, MapType};
+
+/// How the coprocessor serves a map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapKind {
+    /// Exact match on a CAM (hash maps).
+    Exact,
+    /// Longest-prefix match on a TCAM (LPM tries).
+    Lpm,
+    /// Indexed lines (arrays; a per-CPU array is the engine's own copy).
+    Array,
+}
+
+impl MapKind {
+    fn code(self) -> u32 {
+        match self {
+            MapKind::Exact => 1,
+            MapKind::Lpm => 2,
+            MapKind::Array => 3,
+        }
+    }
+}
+
+/// One map placed on the coprocessor's lines `[base, base + max_entries)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapDef {
+    pub name: String,
+    pub kind: MapKind,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub base: u32,
+}
+
+/// The maps of a program, in the image's order (a program's map index).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MapTable {
+    pub maps: Vec<MapDef>,
+}
+
+/// Why the coprocessor cannot hold a map of `map_type` with these sizes.
+fn refusal(map_type: MapType, key: u32, value: u32, entries: u32) -> Result<MapKind, String> {
+    let kind = match map_type {
+        MapType::Hash => MapKind::Exact,
+        MapType::LpmTrie => MapKind::Lpm,
+        MapType::Array | MapType::PercpuArray => MapKind::Array,
+        MapType::LruHash | MapType::LruPercpuHash => {
+            return Err("LRU eviction is not in the coprocessor".into())
+        }
+        other => return Err(format!("map type {other:?} is not in the coprocessor")),
+    };
+    let key_max = match kind {
+        MapKind::Lpm => KEY_BYTES + 4,
+        MapKind::Array => 4,
+        MapKind::Exact => KEY_BYTES,
+    };
+    if key as usize > key_max || key == 0 || (kind == MapKind::Lpm && key <= 4) {
+        return Err(format!(
+            "key of {key} bytes (the coprocessor's keys: up to {key_max})"
+        ));
+    }
+    if value as usize > VAL_BYTES || value == 0 {
+        return Err(format!(
+            "value of {value} bytes (the coprocessor's values: up to {VAL_BYTES})"
+        ));
+    }
+    if entries as usize > LINES || entries == 0 {
+        return Err(format!(
+            "{entries} entries (the coprocessor has {LINES} lines)"
+        ));
+    }
+    Ok(kind)
+}
+
+impl MapTable {
+    /// The image's maps, placed one after the other on the lines.
+    pub fn from_image(image: &Image) -> Result<MapTable, RtlError> {
+        let mut table = MapTable::default();
+        for m in &image.maps {
+            table.push(&m.name, m.map_type, m.key_size, m.value_size, m.max_entries)?;
+        }
+        Ok(table)
+    }
+
+    /// Places one more map, or says by name why it does not fit.
+    pub fn push(
+        &mut self,
+        name: &str,
+        map_type: MapType,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    ) -> Result<usize, RtlError> {
+        let refuse = |why: String| RtlError::MapRefused {
+            name: name.to_string(),
+            why,
+        };
+        if self.maps.len() >= NMAPS {
+            return Err(refuse(format!("the coprocessor holds {NMAPS} maps")));
+        }
+        let kind = refusal(map_type, key_size, value_size, max_entries).map_err(refuse)?;
+        let base = self.lines_used();
+        if base as usize + max_entries as usize > LINES {
+            return Err(refuse(format!(
+                "{max_entries} entries after {base} lines of other maps (the coprocessor has {LINES})"
+            )));
+        }
+        self.maps.push(MapDef {
+            name: name.to_string(),
+            kind,
+            key_size,
+            value_size,
+            max_entries,
+            base,
+        });
+        Ok(self.maps.len() - 1)
+    }
+
+    /// Lines the maps take.
+    pub fn lines_used(&self) -> u32 {
+        self.maps.iter().map(|m| m.max_entries).sum()
+    }
+
+    /// The program with its map references (`lddw` of a map or of a map
+    /// value) made the constants the coprocessor answers to: a handle
+    /// `1 << 32 | index`, or the address of an array's value 0 plus the
+    /// offset.
+    pub fn resolve(&self, insns: &[Insn]) -> Result<Vec<Insn>, RtlError> {
+        let mut slot = 0;
+        let mut out = Vec::with_capacity(insns.len());
+        for insn in insns {
+            let here = slot;
+            slot += insn.slots();
+            let Insn::Lddw {
+                kind,
+                dst,
+                imm,
+                next_imm,
+            } = *insn
+            else {
+                out.push(*insn);
+                continue;
+            };
+            let map = |idx: i32| {
+                self.maps.get(idx as usize).ok_or(RtlError::NoMap {
+                    slot: here,
+                    index: idx,
+                })
+            };
+            let v = match kind {
+                LddwKind::MapIdx => {
+                    map(imm)?;
+                    addr(REGION_MAP_HANDLES, imm as u32 as u64)
+                }
+                LddwKind::MapIdxValue => {
+                    let m = map(imm)?;
+                    if m.kind != MapKind::Array || next_imm < 0 || next_imm as u32 >= m.value_size {
+                        return Err(RtlError::NoMap {
+                            slot: here,
+                            index: imm,
+                        });
+                    }
+                    addr(
+                        REGION_VALUE,
+                        (m.base as u64) * VAL_BYTES as u64 + next_imm as u64,
+                    )
+                }
+                _ => {
+                    out.push(*insn);
+                    continue;
+                }
+            };
+            out.push(Insn::lddw(dst, v));
+        }
+        Ok(out)
+    }
+}
+
+/// A map entry: key and value bytes.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// A map operation from the host failed (the kernel's errno names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MapOpError {
+    #[error("no such entry (ENOENT)")]
+    NotFound,
+    #[error("entry exists (EEXIST)")]
+    Exists,
+    #[error("map is full or index out of range (E2BIG)")]
+    Full,
+    #[error("no space (ENOSPC)")]
+    NoSpace,
+    #[error("invalid argument (EINVAL)")]
+    Invalid,
+}
+
+/// Key bytes into a line's words (zero-padded).
+fn key_words(bytes: &[u8]) -> [u32; 4] {
+    let mut b = [0u8; KEY_BYTES];
+    let n = bytes.len().min(KEY_BYTES);
+    b[..n].copy_from_slice(&bytes[..n]);
+    let mut w = [0u32; 4];
+    for (i, c) in b.chunks(4).enumerate() {
+        w[i] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+    w
+}
+
+fn word_bytes(w: &[u32; 4]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The first `plen` bits of `data` (network order), the rest zero.
+fn masked(data: &[u8], plen: u32) -> Vec<u8> {
+    data.iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            let bits = plen.saturating_sub(i as u32 * 8).min(8);
+            if bits == 0 {
+                0
+            } else {
+                b & (0xffu8 << (8 - bits))
+            }
+        })
+        .collect()
+}
+
+/// A host-side key: the line's `(plen, key words)`.
+fn line_key(m: &MapDef, key: &[u8]) -> Result<(u32, [u32; 4]), MapOpError> {
+    if key.len() != m.key_size as usize {
+        return Err(MapOpError::Invalid);
+    }
+    match m.kind {
+        MapKind::Lpm => {
+            let plen = u32::from_le_bytes([key[0], key[1], key[2], key[3]]);
+            if plen > (m.key_size - 4) * 8 {
+                return Err(MapOpError::Invalid);
+            }
+            Ok((plen, key_words(&masked(&key[4..], plen))))
+        }
+        _ => Ok((m.key_size * 8, key_words(key))),
+    }
+}
+
+impl Core {
+    fn map_def(&self, map: usize) -> Result<MapDef, RtlError> {
+        self.program()
+            .maps
+            .maps
+            .get(map)
+            .cloned()
+            .ok_or(RtlError::NoMap {
+                slot: 0,
+                index: map as i32,
+            })
+    }
+
+    /// Writes the map table into the coprocessor and clears every line.
+    pub(crate) fn configure_maps(&mut self, table: &MapTable) {
+        for i in 0..NMAPS {
+            let c = match table.maps.get(i) {
+                Some(m) => [
+                    m.kind.code(),
+                    m.key_size,
+                    m.value_size,
+                    m.base,
+                    m.max_entries,
+                ],
+                None => [0; 5],
+            };
+            self.model.map_config(i as u32, c);
+        }
+        for i in 0..LINES {
+            if self.model.line_read(i as u32).valid != 0 {
+                self.model.line_write(i as u32, &Line::default());
+            }
+        }
+        // Values start zeroed, as the VM's.
+        for m in &table.maps {
+            for e in 0..m.max_entries {
+                self.write_value(m.base + e, &vec![0u8; m.value_size as usize]);
+            }
+        }
+    }
+
+    fn write_value(&mut self, line: u32, value: &[u8]) {
+        self.write_bytes(VALUE_BASE + line as usize * VAL_BYTES, value);
+    }
+
+    fn read_value(&mut self, line: u32, len: u32) -> Vec<u8> {
+        self.read_bytes(VALUE_BASE + line as usize * VAL_BYTES, len as usize)
+    }
+
+    /// The line of `key` in map `m` (exact: the LPM entry of that prefix).
+    fn find(&mut self, m: &MapDef, plen: u32, words: &[u32; 4]) -> Option<u32> {
+        (m.base..m.base + m.max_entries).find(|&i| {
+            let l = self.model.line_read(i);
+            l.valid != 0 && l.map as usize == self.index_of(m) && l.plen == plen && l.key == *words
+        })
+    }
+
+    fn index_of(&self, m: &MapDef) -> usize {
+        self.program()
+            .maps
+            .maps
+            .iter()
+            .position(|d| d.name == m.name && d.base == m.base)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// The value of `key` in map `map` (an LPM map: of that exact prefix).
+    pub fn map_lookup(&mut self, map: usize, key: &[u8]) -> Result<Option<Vec<u8>>, RtlError> {
+        let m = self.map_def(map)?;
+        if m.kind == MapKind::Array {
+            let idx = array_index(key)?;
+            return Ok((idx < m.max_entries).then(|| self.read_value(m.base + idx, m.value_size)));
+        }
+        let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
+        Ok(self
+            .find(&m, plen, &words)
+            .map(|line| self.read_value(line, m.value_size)))
+    }
+
+    /// Sets `key` to `value` in map `map` (flags as `bpf_map_update_elem`).
+    pub fn map_update(
+        &mut self,
+        map: usize,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+    ) -> Result<(), RtlError> {
+        let m = self.map_def(map)?;
+        if value.len() != m.value_size as usize || flags > 2 {
+            return Err(op(&m, MapOpError::Invalid));
+        }
+        if m.kind == MapKind::Array {
+            let idx = array_index(key)?;
+            if idx >= m.max_entries {
+                return Err(op(&m, MapOpError::Full));
+            }
+            if flags == 1 {
+                return Err(op(&m, MapOpError::Exists));
+            }
+            self.write_value(m.base + idx, value);
+            return Ok(());
+        }
+        let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
+        let line = match self.find(&m, plen, &words) {
+            Some(_) if flags == 1 => return Err(op(&m, MapOpError::Exists)),
+            Some(line) => line,
+            None if flags == 2 => return Err(op(&m, MapOpError::NotFound)),
+            None => {
+                let free =
+                    (m.base..m.base + m.max_entries).find(|&i| self.model.line_read(i).valid == 0);
+                let Some(line) = free else {
+                    let e = if m.kind == MapKind::Lpm {
+                        MapOpError::NoSpace
+                    } else {
+                        MapOpError::Full
+                    };
+                    return Err(op(&m, e));
+                };
+                let l = Line {
+                    valid: 1,
+                    map: self.index_of(&m) as u32,
+                    plen,
+                    pad: 0,
+                    key: words,
+                };
+                self.model.line_write(line, &l);
+                line
+            }
+        };
+        self.write_value(line, value);
+        Ok(())
+    }
+
+    /// Deletes `key` from map `map`.
+    pub fn map_delete(&mut self, map: usize, key: &[u8]) -> Result<(), RtlError> {
+        let m = self.map_def(map)?;
+        if m.kind == MapKind::Array {
+            return Err(op(&m, MapOpError::Invalid));
+        }
+        let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
+        let line = self
+            .find(&m, plen, &words)
+            .ok_or_else(|| op(&m, MapOpError::NotFound))?;
+        self.model.line_write(line, &Line::default());
+        Ok(())
+    }
+
+    /// Every entry of map `map` as `(key, value)`, sorted by key (arrays:
+    /// every index; LPM keys: prefix length then the masked data).
+    pub fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
+        let m = self.map_def(map)?;
+        let mut out = Vec::new();
+        for e in 0..m.max_entries {
+            let line = m.base + e;
+            let key = match m.kind {
+                MapKind::Array => e.to_le_bytes().to_vec(),
+                _ => {
+                    let l = self.model.line_read(line);
+                    if l.valid == 0 {
+                        continue;
+                    }
+                    let bytes = word_bytes(&l.key);
+                    match m.kind {
+                        MapKind::Lpm => {
+                            let mut k = l.plen.to_le_bytes().to_vec();
+                            k.extend_from_slice(&bytes[..(m.key_size - 4) as usize]);
+                            k
+                        }
+                        _ => bytes[..m.key_size as usize].to_vec(),
+                    }
+                }
+            };
+            let value = self.read_value(line, m.value_size);
+            out.push((key, value));
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+fn array_index(key: &[u8]) -> Result<u32, RtlError> {
+    let b: [u8; 4] = key.try_into().map_err(|_| RtlError::MapOp {
+        name: "array".into(),
+        err: MapOpError::Invalid,
+    })?;
+    Ok(u32::from_le_bytes(b))
+}
+
+fn op(m: &MapDef, err: MapOpError) -> RtlError {
+    RtlError::MapOp {
+        name: m.name.clone(),
+        err,
+    }
+}
+
+/// Masks LPM data as the coprocessor stores it (for comparisons).
+pub fn lpm_masked(data: &[u8], plen: u32) -> Vec<u8> {
+    masked(data, plen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_maps_beyond_the_parameters_by_name() {
+        let mut t = MapTable::default();
+        t.push("ok", MapType::Hash, 16, 64, 1000).expect("fits");
+        let e = t
+            .push("big", MapType::Hash, 4, 8, 100)
+            .expect_err("lines run out")
+            .to_string();
+        assert!(e.contains("`big`") && e.contains("1000 lines"), "{e}");
+        let e = t
+            .push("wide", MapType::Hash, 17, 8, 1)
+            .expect_err("key too wide")
+            .to_string();
+        assert!(e.contains("`wide`") && e.contains("key of 17 bytes"), "{e}");
+        let e = t
+            .push("lru", MapType::LruHash, 4, 8, 1)
+            .expect_err("no LRU")
+            .to_string();
+        assert!(e.contains("LRU"), "{e}");
+        assert!(t.push("lpm", MapType::LpmTrie, 20, 8, 24).is_ok());
+    }
+
+    #[test]
+    fn masks_prefixes_in_network_order() {
+        assert_eq!(masked(&[0xff, 0xff, 0xff], 12), vec![0xff, 0xf0, 0]);
+        assert_eq!(masked(&[0xab], 0), vec![0]);
+    }
+}
