@@ -14,9 +14,9 @@
  * @const DPI_SETS pattern sets (set ids 0..DPI_SETS-1)
  * @const DPI_LIMIT bytes scanned when the limit argument is 0
  * @const DPI_MAX_LIMIT most bytes one call scans
- * @map nf_dpi_next array (1): u16 next[DPI_STATES * 257], next state by (state, byte or 256 = end of payload)
- * @map nf_dpi_accept array (1): u16 accept[DPI_STATES], 0 or 1 + the pattern whose match ended one step before the state
- * @map nf_dpi_sets array (DPI_SETS): {u32 start; u32 dead} state where a set's scan starts, and its dead state (never leaves, never matches)
+ * @map nf_dpi_next array (1, read-only to programs): u16 next[DPI_STATES * 257], next state by (state, byte or 256 = end of payload)
+ * @map nf_dpi_accept array (1, read-only to programs): u16 accept[DPI_STATES], 0 or 1 + the pattern whose match ended one step before the state
+ * @map nf_dpi_sets array (DPI_SETS, read-only to programs): {u32 start; u32 dead} state where a set's scan starts, and its dead state (never leaves, never matches)
  */
 #include "nfkit.h"
 
@@ -44,6 +44,7 @@ struct nf_dpi_set {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_RDONLY_PROG);
 	__type(key, __u32);
 	__type(value, struct nf_dpi_next);
 } nf_dpi_next SEC(".maps");
@@ -51,6 +52,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_RDONLY_PROG);
 	__type(key, __u32);
 	__type(value, struct nf_dpi_accept);
 } nf_dpi_accept SEC(".maps");
@@ -58,6 +60,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, NF_DPI_SETS);
+	__uint(map_flags, BPF_F_RDONLY_PROG);
 	__type(key, __u32);
 	__type(value, struct nf_dpi_set);
 } nf_dpi_sets SEC(".maps");

@@ -291,3 +291,27 @@ fn the_nf_gives_the_scan_in_the_kernel() {
         wrong.join("\n")
     );
 }
+
+/// The transition tables are read-only to programs (`BPF_F_RDONLY_PROG`):
+/// only the control plane writes them, so an NF bug cannot corrupt the
+/// DFA another chain shares.
+#[test]
+fn the_tables_are_read_only_to_programs() {
+    const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+    for hook in ["XDP", "TC"] {
+        let image = probe(hook);
+        for name in ["nf_dpi_next", "nf_dpi_accept", "nf_dpi_sets"] {
+            let m = image
+                .maps
+                .iter()
+                .find(|m| m.name == name)
+                .unwrap_or_else(|| panic!("{hook}: map {name} declared"));
+            assert_ne!(
+                m.flags & BPF_F_RDONLY_PROG,
+                0,
+                "{hook}: {name} flags {:#x}",
+                m.flags
+            );
+        }
+    }
+}
