@@ -93,6 +93,9 @@ fn prefix_cover(set: &BTreeSet<Ipv4Addr>) -> usize {
 fn derive(img: &nfkit_object::Image, vm: &Vm, now: u64) -> (RuleSet, bool) {
     let limits = Limits {
         data_path_maps: true,
+        // The program reads the pinned clock (nfkit_config); the kernel's
+        // clock, were it used, would be this frame's time too.
+        now_ns: Some(now),
         // The token buckets' maps are expanded too (one software path per
         // bucket and parse case): a lookup in a map with more entries
         // than this is one software path instead.
@@ -101,15 +104,6 @@ fn derive(img: &nfkit_object::Image, vm: &Vm, now: u64) -> (RuleSet, bool) {
     };
     let a = analyse(img, ENTRY, vm, &limits).unwrap_or_else(|e| panic!("{e}"));
     let (a, _) = hoist(img, vm, &limits, &a).unwrap_or_else(|e| panic!("{e}"));
-    if std::env::var("OFFLOAD_DEBUG").is_ok() && !blacklisted(vm, now).is_empty() {
-        for (i, p) in a.paths.iter().enumerate() {
-            println!(
-                "  path {i}: [{}] -> {:?} {:?}",
-                p.pattern, p.outcome, p.counts
-            );
-        }
-        panic!("debug");
-    }
     (generate(&a, &RulesOptions::default()), a.truncated)
 }
 
