@@ -7,7 +7,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use nfkit_object::Image;
 use nfkit_offload::source::MapSource;
-use nfkit_offload::{analyse, generate, Limits, RulesOptions};
+use nfkit_offload::{analyse, generate, hoist, Limits, RulesOptions};
 use nfkit_vm::{Vm, VmConfig};
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -52,7 +52,56 @@ fn case(c: &mut Criterion, label: &str, image: &Image, entry: &str, maps: &dyn M
     });
 }
 
+/// The DDoS logic with a drop-only blacklist (`tests/progs/ddos_blacklist.c`)
+/// as map sync derives it: data-path maps expanded, the clock as now,
+/// uniform regions hoisted; 16 blacklisted sources (one /28) and 16
+/// destination buckets.
+fn ddos_sync(c: &mut Criterion) {
+    let Some(img) = prog("ddos_blacklist") else {
+        return;
+    };
+    let Ok(vm) = Vm::new(&img, VmConfig::kernel()) else {
+        return;
+    };
+    let addr = |a: [u8; 4]| {
+        let mut k = vec![0u8; 10];
+        k.extend_from_slice(&[0xff, 0xff]);
+        k.extend_from_slice(&a);
+        k
+    };
+    if let (Some(bl), Some(db)) = (vm.map("blacklist"), vm.map("dst_buckets")) {
+        for i in 0..16u8 {
+            let _ = bl.update(&addr([198, 19, 1, i]), &u64::MAX.to_le_bytes(), 0);
+            let _ = db.update(&addr([198, 18, 0, i]), &[0u8; 24], 0);
+        }
+    }
+    let limits = Limits {
+        data_path_maps: true,
+        now_ns: Some(1_000_000_000),
+        max_map_entries: 32,
+        ..Limits::default()
+    };
+    let run = || {
+        let a = analyse(&img, "ddos_blacklist", &vm, &limits).ok()?;
+        let (h, n) = hoist(&img, &vm, &limits, &a).ok()?;
+        Some((a.paths.len(), n, generate(&h, &RulesOptions::default())))
+    };
+    if let Some((paths, hoisted, r)) = run() {
+        println!(
+            "rulegen ddos_blacklist (sync): {paths} paths, {hoisted} uniform regions, {} offloaded, rules {} before merging, {} after ({} dropping)",
+            r.offloaded,
+            r.before_merge,
+            r.after_merge,
+            r.offloading_rules()
+        );
+    }
+    c.bench_function("rulegen/ddos_blacklist_sync", |b| {
+        b.iter(|| run().map(|x| x.2.rules.len()))
+    });
+}
+
 fn benches(c: &mut Criterion) {
+    ddos_sync(c);
     let src = std::fs::read_to_string(root().join("examples/ddos.py")).unwrap_or_default();
     if let Ok(comp) = nfkit_lang::compile("ddos.py", &src, &nfkit_lang::Options::default()) {
         if let (Some(entry), Ok(vm)) = (comp.entry(), Vm::new(&comp.image, VmConfig::kernel())) {

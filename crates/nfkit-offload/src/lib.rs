@@ -8,7 +8,9 @@
 //! * [`source`]: [`MapSource`], the current contents of the maps.
 //! * [`symbolic`]: the symbolic executor: [`analyse`] an entry of an
 //!   [`Image`](nfkit_object::Image) into [`Path`]s, each a pattern and a
-//!   verdict or "software".
+//!   verdict or "software", with the counter additions along it.
+//! * [`hoist`]: uniform regions (a source whose every packet is
+//!   dropped) as rules before all paths.
 //! * [`fields`]: the header field model: which pattern bits name flower
 //!   keys.
 //! * [`rules`]: paths to prioritised flower [`Rule`]s (first-match order,
@@ -28,6 +30,7 @@
 pub mod error;
 pub mod fields;
 pub mod flower;
+pub mod hoist;
 pub mod model;
 pub mod netlink;
 pub mod pattern;
@@ -38,10 +41,11 @@ pub mod symbolic;
 pub mod value;
 
 pub use error::OffloadError;
+pub use hoist::hoist;
 pub use model::{Decision, Equivalence};
 pub use netlink::{NetlinkError, Tc};
 pub use pattern::Pattern;
 pub use record::{Installed, OffloadState, RecordError};
 pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
 pub use source::MapSource;
-pub use symbolic::{analyse, Analysis, Limits, Outcome, Path, XdpAction};
+pub use symbolic::{analyse, analyse_within, Analysis, Count, Limits, Outcome, Path, XdpAction};

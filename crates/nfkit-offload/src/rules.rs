@@ -13,7 +13,7 @@
 
 use crate::fields::{self, FlowerMatch};
 use crate::pattern::Pattern;
-use crate::symbolic::{Analysis, Outcome, XdpAction};
+use crate::symbolic::{Analysis, Count, Outcome, XdpAction};
 use std::fmt;
 
 /// What a rule does with the packets it matches.
@@ -50,6 +50,10 @@ pub struct Rule {
     pub paths: Vec<usize>,
     /// Port ranges from merging, matched besides the pattern.
     pub ranges: Vec<PortRange>,
+    /// Counter additions of its paths: the program's statistics count
+    /// these times the rule's packets (empty for `pass`: the program
+    /// counts those itself).
+    pub counts: Vec<Count>,
 }
 
 /// A big-endian 16-bit field at `at` (34: source port, 36: destination
@@ -141,6 +145,14 @@ struct Cand {
     action: RuleAction,
     paths: Vec<usize>,
     ranges: Vec<PortRange>,
+    counts: Vec<Count>,
+}
+
+impl Cand {
+    /// Same action and same counter additions: interchangeable.
+    fn same(&self, o: &Cand) -> bool {
+        self.action == o.action && self.counts == o.counts
+    }
 }
 
 /// Generates the rules for `a`.
@@ -154,6 +166,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             action: RuleAction::Pass,
             paths: vec![i],
             ranges: Vec::new(),
+            counts: Vec::new(),
         };
         let act = match &p.outcome {
             Outcome::Software(why) => {
@@ -176,6 +189,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
                 action: act,
                 paths: vec![i],
                 ranges: Vec::new(),
+                counts: p.counts.clone(),
             }),
             Err(why) => {
                 fallbacks.push((i, Fallback::Inexpressible(why)));
@@ -226,6 +240,11 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             action: c.action,
             paths: c.paths,
             ranges: c.ranges,
+            counts: if c.action == RuleAction::Pass {
+                Vec::new()
+            } else {
+                c.counts
+            },
         })
         .collect();
     RuleSet {
@@ -253,7 +272,7 @@ fn specificity(c: &Cand) -> u32 {
 }
 
 /// The rule pattern of a path when flower matches exactly its packets.
-fn exact(p: &Pattern) -> Result<Pattern, String> {
+pub(crate) fn exact(p: &Pattern) -> Result<Pattern, String> {
     fields::express(p)?;
     if let Some(why) = fields::matches_absent_header(p) {
         return Err(why.to_string());
@@ -271,7 +290,7 @@ fn exact(p: &Pattern) -> Result<Pattern, String> {
 }
 
 /// Whether every frame `b` matches also matches `a`.
-fn covers(a: &Pattern, b: &Pattern) -> bool {
+pub(crate) fn covers(a: &Pattern, b: &Pattern) -> bool {
     a.min_len <= b.min_len
         && a.mask.iter().enumerate().all(|(i, &m)| {
             let bm = b.mask.get(i).copied().unwrap_or(0);
@@ -316,7 +335,7 @@ fn merge(c: &mut Vec<Cand>) {
         let mut start = 0;
         while start < c.len() {
             let mut end = start + 1;
-            while end < c.len() && c[end].action == c[start].action {
+            while end < c.len() && c[end].same(&c[start]) {
                 end += 1;
             }
             c[start..end].sort_by(|a, b| {
@@ -330,7 +349,7 @@ fn merge(c: &mut Vec<Cand>) {
         }
         let mut i = 0;
         while i + 1 < c.len() {
-            if c[i].action == c[i + 1].action {
+            if c[i].same(&c[i + 1]) {
                 if let Some((p, r)) = merge_ports(&c[i], &c[i + 1]) {
                     let next = c.remove(i + 1);
                     c[i].pattern = p;
@@ -386,7 +405,7 @@ fn without_port(c: &Cand, at: usize) -> (Pattern, Vec<PortRange>) {
 /// one field: the pattern without that field and the ranges with the
 /// union.
 fn merge_ports(a: &Cand, b: &Cand) -> Option<(Pattern, Vec<PortRange>)> {
-    if a.action != b.action || fields::express(&a.pattern).is_err() {
+    if !a.same(b) || fields::express(&a.pattern).is_err() {
         return None;
     }
     // Bytes 34..38 are the ports only in IPv4 with IHL 5 (in IPv6 they

@@ -14,7 +14,9 @@ use crate::error::OffloadError;
 use crate::pattern::Pattern;
 use crate::source::MapSource;
 use crate::value::{bit_pos, Bit, Bits, Val, ONE, ZERO};
-use nfkit_isa::{AluOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width};
+use nfkit_isa::{
+    AluOp, AtomicOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width,
+};
 use nfkit_object::{Image, MapKind, MapType, ProgType};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -61,6 +63,20 @@ pub struct Path {
     pub outcome: Outcome,
     /// Instructions executed along it.
     pub steps: usize,
+    /// Counter additions along it (statistics no decision reads): a
+    /// rule standing for the path adds its packet count times these.
+    pub counts: Vec<Count>,
+}
+
+/// `add` added atomically to the `size`-byte counter at `off` in the
+/// value of `key` in map `map`, which no decision of the program reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Count {
+    pub map: String,
+    pub key: Vec<u8>,
+    pub off: usize,
+    pub size: usize,
+    pub add: u64,
 }
 
 /// The paths of one entry, in first-match order.
@@ -70,6 +86,13 @@ pub struct Analysis {
     pub paths: Vec<Path>,
     /// Whether the path budget cut the exploration short.
     pub truncated: bool,
+    /// Maps the decided paths read that the program writes itself (with
+    /// [`Limits::data_path_maps`]): the rules hold while they do not
+    /// change, so map sync must follow them.
+    pub live_maps: Vec<String>,
+    /// Whether a decision compared the clock ([`Limits::now_ns`]): the
+    /// rules hold at that time only.
+    pub uses_clock: bool,
 }
 
 impl Analysis {
@@ -91,6 +114,17 @@ pub struct Limits {
     pub max_steps: usize,
     /// Entries a lookup may expand into; larger maps make software.
     pub max_map_entries: usize,
+    /// Expand lookups in maps the program writes itself (LRU and hash
+    /// maps the data path fills) from their current entries, as for any
+    /// map, instead of sending such paths to software. Sound only while
+    /// rules follow the maps (map sync), and only because an offloaded
+    /// path writes nothing a decision reads (its packets would not have
+    /// changed the program's state); [`Analysis::live_maps`] lists them.
+    pub data_path_maps: bool,
+    /// The clock (`bpf_ktime_get_ns`) as this constant instead of
+    /// unknown, so decisions comparing it (expiry times) are decided as
+    /// of now; [`Analysis::uses_clock`] says whether any did.
+    pub now_ns: Option<u64>,
 }
 
 impl Default for Limits {
@@ -99,6 +133,8 @@ impl Default for Limits {
             max_paths: 4096,
             max_steps: 20_000,
             max_map_entries: 1024,
+            data_path_maps: false,
+            now_ns: None,
         }
     }
 }
@@ -108,6 +144,7 @@ const STACK_FRAME: i64 = 512;
 const MAX_FRAMES: usize = 8;
 const HELPER_MAP_LOOKUP: i32 = 1;
 const HELPER_REDIRECT: i32 = 23;
+const HELPER_KTIME: i32 = 5;
 /// Helpers that only return a value (the clock, the CPU number); random
 /// numbers are not among them: their sequence is state.
 const VALUE_HELPERS: [i32; 3] = [5, 8, 125];
@@ -140,6 +177,7 @@ struct State {
     redirect: Option<u32>,
     /// Maps whose contents the path's decisions used.
     reads: Vec<usize>,
+    counts: Vec<Count>,
 }
 
 /// A required value for some bits: `(bit, wanted)`.
@@ -151,6 +189,8 @@ enum Effect {
     Goto(usize),
     /// A helper's result in r0 (r1-r5 clobbered), then the next slot.
     Return(Val),
+    /// Register `.0` set to `.1`, then slot `.2`.
+    Set(usize, Val, usize),
 }
 
 enum Step {
@@ -165,6 +205,18 @@ pub fn analyse(
     entry: &str,
     maps: &dyn MapSource,
     limits: &Limits,
+) -> Result<Analysis, OffloadError> {
+    analyse_within(image, entry, maps, limits, Pattern::any())
+}
+
+/// [`analyse`] for the packets `start` matches only (its bits required
+/// from the first instruction on, its length assumed).
+pub fn analyse_within(
+    image: &Image,
+    entry: &str,
+    maps: &dyn MapSource,
+    limits: &Limits,
+    start: Pattern,
 ) -> Result<Analysis, OffloadError> {
     let e = image
         .entry(entry)
@@ -192,6 +244,8 @@ pub fn analyse(
         limits,
         at_slot,
         written: RefCell::new(BTreeSet::new()),
+        loaded: RefCell::new(Vec::new()),
+        clock: std::cell::Cell::new(false),
     };
     let mut regs: [Val; 11] = std::array::from_fn(|_| Val::Unknown);
     regs[1] = Val::Ctx;
@@ -201,11 +255,12 @@ pub fn analyse(
         regs,
         stack: BTreeMap::new(),
         frames: Vec::new(),
-        pat: Pattern::any(),
+        pat: start,
         max_len: usize::MAX,
         steps: 0,
         redirect: None,
         reads: Vec::new(),
+        counts: Vec::new(),
     };
     let mut work = vec![start];
     let mut paths = Vec::new();
@@ -223,6 +278,7 @@ pub fn analyse(
                     image.describe_slot(st.pc)
                 )),
                 steps: st.steps,
+                counts: st.counts,
             });
             reads.push(st.reads);
             continue;
@@ -242,15 +298,39 @@ pub fn analyse(
                         pattern: st.pat.clone(),
                         outcome,
                         steps: st.steps,
+                        counts: std::mem::take(&mut st.counts),
                     });
                     break;
                 }
             }
         }
     }
-    // A decision that read a map the program may write depends on state.
+    // A counter some decision reads (or something writes otherwise) is
+    // state: the paths adding to it are software.
     let written = ex.written.borrow();
+    let loaded = ex.loaded.borrow();
+    for p in paths.iter_mut() {
+        if !matches!(p.outcome, Outcome::Action(_)) {
+            continue;
+        }
+        let clash = p.counts.iter().find(|c| {
+            let m = image.maps.iter().position(|s| s.name == c.map);
+            m.is_some_and(|m| written.contains(&m))
+                || loaded.iter().any(|(lm, k, a, n)| {
+                    Some(*lm) == m && **k == *c.key && *a < c.off + c.size && c.off < a + n
+                })
+        });
+        if let Some(c) = clash {
+            p.outcome = Outcome::Software(format!(
+                "adds to map {} (key {:02x?}, offset {}), which the program also reads or writes (state)",
+                c.map, c.key, c.off
+            ));
+        }
+    }
+    drop(loaded);
+    // A decision that read a map the program may write depends on state.
     let all_written = early_software && may_write(image, e.function);
+    let mut live_maps: Vec<String> = Vec::new();
     for (p, r) in paths.iter_mut().zip(reads) {
         if !matches!(p.outcome, Outcome::Action(_)) {
             continue;
@@ -270,16 +350,29 @@ pub fn analyse(
         });
         if let Some(m) = hit {
             let name = image.maps.get(*m).map_or("?", |s| s.name.as_str());
+            if limits.data_path_maps {
+                for m in r.iter() {
+                    let name = image.maps.get(*m).map_or("?", |s| s.name.as_str());
+                    let live = written.contains(m) || all_written;
+                    if live && !live_maps.iter().any(|l| l == name) {
+                        live_maps.push(name.to_string());
+                    }
+                }
+                continue;
+            }
             p.outcome = Outcome::Software(format!(
                 "reads map {name}, which the program may write (state)"
             ));
         }
     }
     drop(written);
+    live_maps.sort();
     Ok(Analysis {
         entry: entry.to_string(),
         paths,
         truncated,
+        live_maps,
+        uses_clock: ex.clock.get(),
     })
 }
 
@@ -317,6 +410,9 @@ fn may_write(image: &Image, f: usize) -> bool {
     })
 }
 
+/// Map value bytes a path loaded: `(map, key, offset, length)`.
+type Loaded = (usize, Rc<[u8]>, usize, usize);
+
 struct Exec<'a> {
     image: &'a Image,
     maps: &'a dyn MapSource,
@@ -324,6 +420,10 @@ struct Exec<'a> {
     at_slot: Vec<Option<usize>>,
     /// Maps some path wrote (or handed to a helper that may write).
     written: RefCell<BTreeSet<usize>>,
+    /// Map value bytes some path loaded: `(map, key, offset, length)`.
+    loaded: RefCell<Vec<Loaded>>,
+    /// Whether a path took the clock as [`Limits::now_ns`].
+    clock: std::cell::Cell<bool>,
 }
 
 fn sw(ex: &Exec, slot: usize, what: impl fmt::Display) -> Step {
@@ -370,6 +470,29 @@ impl Exec<'_> {
         let next = pc + insn.slots();
         match insn {
             Insn::Alu {
+                width: Width::W64,
+                op: AluOp::Add,
+                dst,
+                src: Operand::Reg(r),
+            } if header_offset(&reg(st, dst), &reg(st, r)).is_some() => {
+                // `ip + ihl * 4`: a packet pointer plus a value made of
+                // packet bits. The field model's IPv4 header is 20 bytes
+                // (IHL 5): that value is one alternative, anything else
+                // leaves an unknown pointer (software where it is used).
+                let Some((p, x)) = header_offset(&reg(st, dst), &reg(st, r)) else {
+                    return Ok(Step::Next);
+                };
+                let d = dst.num() as usize;
+                let c: Constraint = (0..64)
+                    .map(|i| (x.0[i], IPV4_HEADER >> i & 1 == 1))
+                    .collect();
+                let alt = (
+                    c,
+                    Effect::Set(d, Val::Pkt(p.wrapping_add(IPV4_HEADER as i64)), next),
+                );
+                return Ok(self.fork(st, vec![alt], Effect::Set(d, Val::Unknown, next)));
+            }
+            Insn::Alu {
                 width,
                 op,
                 dst,
@@ -404,6 +527,16 @@ impl Exec<'_> {
                 src,
                 off,
             } => {
+                if let Val::MapValue {
+                    map, key, off: o, ..
+                } = reg(st, src)
+                {
+                    if !st.reads.contains(&map) {
+                        st.reads.push(map);
+                    }
+                    let at = o.wrapping_add(off as i64).max(0) as usize;
+                    self.loaded.borrow_mut().push((map, key, at, size.bytes()));
+                }
                 let v = match self.load(st, reg(st, src), off as i64, size) {
                     Ok(v) => v,
                     Err(why) => return Ok(sw(self, pc, why)),
@@ -438,6 +571,37 @@ impl Exec<'_> {
                 if let Err(why) = store(st, reg(st, dst), off as i64, size, reg(st, src)) {
                     return Ok(sw(self, pc, why));
                 }
+                st.pc = next;
+            }
+            Insn::Atomic {
+                size,
+                op: AtomicOp::Add { fetch: false },
+                dst,
+                src,
+                off,
+            } => {
+                // A counter: fine while no decision reads it (checked
+                // once every path is known).
+                let (
+                    Val::MapValue {
+                        map, key, off: o, ..
+                    },
+                    Some(add),
+                ) = (reg(st, dst), reg(st, src).as_const())
+                else {
+                    self.note_write(&reg(st, dst));
+                    return Ok(sw(self, pc, "atomic update (state)"));
+                };
+                let Some(spec) = self.image.maps.get(map) else {
+                    return Ok(sw(self, pc, format!("map index {map} out of range")));
+                };
+                st.counts.push(Count {
+                    map: spec.name.clone(),
+                    key: key.to_vec(),
+                    off: o.wrapping_add(off as i64).max(0) as usize,
+                    size: size.bytes(),
+                    add,
+                });
                 st.pc = next;
             }
             Insn::Atomic { dst, .. } => {
@@ -554,6 +718,7 @@ impl Exec<'_> {
         match self.maps.lookup(&spec.name, &0u32.to_le_bytes()) {
             Ok(Some(v)) => Val::MapValue {
                 map: m,
+                key: Rc::from(0u32.to_le_bytes().as_slice()),
                 value: Rc::from(v),
                 off,
             },
@@ -581,6 +746,15 @@ impl Exec<'_> {
                 Ok(Val::Scalar(Box::new(Bits::packet(at as u32, n))))
             }
             Val::Stack(a) => Ok(load_stack(st, a.wrapping_add(off), n)),
+            Val::MapValue { map, .. }
+                if self
+                    .image
+                    .maps
+                    .get(map)
+                    .is_some_and(|s| s.map_type == MapType::PercpuArray) =>
+            {
+                Err("reads a per-CPU map value (state)".into())
+            }
             Val::MapValue { value, off: o, .. } => {
                 let at = o.wrapping_add(off);
                 let bytes = usize::try_from(at)
@@ -739,9 +913,11 @@ impl Exec<'_> {
             _ => {
                 let ord = match (&a, &b) {
                     (Val::Pkt(x), Val::Pkt(y)) | (Val::Stack(x), Val::Stack(y)) => Some((*x, *y)),
-                    (Val::MapValue { .. }, Val::Scalar(z)) if z.as_const() == Some(0) => {
-                        Some((1, 0))
-                    }
+                    // Pointers are never null.
+                    (
+                        Val::MapValue { .. } | Val::Pkt(_) | Val::PktEnd | Val::Stack(_) | Val::Ctx,
+                        Val::Scalar(z),
+                    ) if z.as_const() == Some(0) => Some((1, 0)),
                     _ => None,
                 };
                 match ord {
@@ -805,6 +981,12 @@ impl Exec<'_> {
         let pc = st.pc;
         match id {
             HELPER_MAP_LOOKUP => self.lookup(st),
+            HELPER_KTIME if self.limits.now_ns.is_some() => {
+                self.clock.set(true);
+                let now = self.limits.now_ns.unwrap_or(0);
+                apply(st, Effect::Return(Val::konst(now)));
+                Step::Next
+            }
             id if VALUE_HELPERS.contains(&id) => {
                 // No side effect: the result is unknown, fine until a
                 // branch depends on it.
@@ -868,10 +1050,15 @@ impl Exec<'_> {
                 }
             }
         }
-        if !matches!(
-            spec.map_type,
-            MapType::Hash | MapType::Array | MapType::LpmTrie
-        ) {
+        let lru = self.limits.data_path_maps && spec.map_type == MapType::LruHash;
+        let percpu = spec.map_type == MapType::PercpuArray;
+        if !lru
+            && !percpu
+            && !matches!(
+                spec.map_type,
+                MapType::Hash | MapType::Array | MapType::LpmTrie
+            )
+        {
             return sw(
                 self,
                 pc,
@@ -886,17 +1073,48 @@ impl Exec<'_> {
             .iter()
             .map(|b| Bits(pad8(b)).as_const().map(|v| v as u8))
             .collect();
-        if !st.reads.contains(&m) {
+        // A constant-key array lookup finds an entry whatever the map
+        // holds: only loads from the value read its contents.
+        let array = matches!(spec.map_type, MapType::Array | MapType::PercpuArray);
+        let contents_irrelevant = array && konst.is_some();
+        if !contents_irrelevant && !st.reads.contains(&m) {
             st.reads.push(m);
         }
-        let value = |v: Vec<u8>| Val::MapValue {
+        if percpu {
+            // Per-CPU slots: a value pointer to count into; loads from it
+            // are refused (`load`).
+            let Some(kb) = konst else {
+                return sw(
+                    self,
+                    pc,
+                    format!("per-CPU map {} with a packet key", spec.name),
+                );
+            };
+            let idx = kb
+                .get(..4)
+                .map_or(u32::MAX, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            let r0 = if idx < spec.max_entries {
+                Val::MapValue {
+                    map: m,
+                    key: Rc::from(kb.as_slice()),
+                    value: Rc::from(vec![0u8; spec.value_size as usize]),
+                    off: 0,
+                }
+            } else {
+                Val::konst(0)
+            };
+            apply(st, Effect::Return(r0));
+            return Step::Next;
+        }
+        let value = |k: &[u8], v: Vec<u8>| Val::MapValue {
             map: m,
+            key: Rc::from(k),
             value: Rc::from(v),
             off: 0,
         };
         if let Some(kb) = konst {
             let r0 = match self.maps.lookup(&spec.name, &kb) {
-                Ok(Some(v)) => value(v),
+                Ok(Some(v)) => value(&kb, v),
                 Ok(None) => Val::konst(0),
                 Err(e) => return sw(self, pc, format!("map {}: {e}", spec.name)),
             };
@@ -954,7 +1172,7 @@ impl Exec<'_> {
                     };
                     c.push((kb[bit], eb >> bit & 1 == 1));
                 }
-                alts.push((c, Effect::Return(value(e.1))));
+                alts.push((c, Effect::Return(value(&e.0, e.1))));
             }
         } else {
             entries.sort();
@@ -964,7 +1182,7 @@ impl Exec<'_> {
                     .zip(&ek)
                     .flat_map(|(kb, eb)| (0..8).map(move |i| (kb[i], eb >> i & 1 == 1)))
                     .collect();
-                alts.push((c, Effect::Return(value(ev))));
+                alts.push((c, Effect::Return(value(&ek, ev))));
             }
         }
         self.fork(st, alts, Effect::Return(Val::konst(0)))
@@ -977,9 +1195,26 @@ fn pad8(b: &[Bit; 8]) -> [Bit; 64] {
     out
 }
 
+/// Bytes of an IPv4 header without options.
+const IPV4_HEADER: u64 = 20;
+
+/// A packet pointer and a non-constant value of packet bits (either
+/// order): the pointer's offset and the value.
+fn header_offset(a: &Val, b: &Val) -> Option<(i64, Bits)> {
+    let (p, x) = match (a, b) {
+        (Val::Pkt(p), Val::Scalar(x)) | (Val::Scalar(x), Val::Pkt(p)) => (*p, x),
+        _ => return None,
+    };
+    (x.as_const().is_none()).then(|| (p, (**x).clone()))
+}
+
 fn apply(s: &mut State, eff: Effect) {
     match eff {
         Effect::Goto(t) => s.pc = t,
+        Effect::Set(r, v, t) => {
+            s.regs[r] = v;
+            s.pc = t;
+        }
         Effect::Return(v) => {
             s.regs[0] = v;
             for r in 1..=5 {
@@ -1049,9 +1284,19 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
             (Val::Pkt(p), AluOp::Sub, Some(c)) => return Val::Pkt(p.wrapping_sub(c)),
             (Val::Stack(p), AluOp::Add, Some(c)) => return Val::Stack(p.wrapping_add(c)),
             (Val::Stack(p), AluOp::Sub, Some(c)) => return Val::Stack(p.wrapping_sub(c)),
-            (Val::MapValue { map, value, off }, AluOp::Add, Some(c)) => {
+            (
+                Val::MapValue {
+                    map,
+                    key,
+                    value,
+                    off,
+                },
+                AluOp::Add,
+                Some(c),
+            ) => {
                 return Val::MapValue {
                     map: *map,
+                    key: key.clone(),
                     value: value.clone(),
                     off: off.wrapping_add(c),
                 }

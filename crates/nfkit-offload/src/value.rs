@@ -186,6 +186,8 @@ pub enum Val {
     /// A pointer into a value of map `map` known now (read only).
     MapValue {
         map: usize,
+        /// The key it was found under.
+        key: Rc<[u8]>,
         value: Rc<[u8]>,
         off: i64,
     },

@@ -186,6 +186,7 @@ fn absent_headers_read_as_zero() {
         action: RuleAction::Drop,
         paths: vec![0],
         ranges: Vec::new(),
+        counts: Vec::new(),
     };
     let mut cut = vec![0u8; 27];
     cut[12] = 8;

@@ -246,6 +246,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         action: RuleAction::Pass,
         paths: Vec::new(),
         ranges: Vec::new(),
+        counts: Vec::new(),
     };
     let cleanup = |tc: &mut Tc| {
         for p in 1..=last {
