@@ -276,6 +276,7 @@ impl Version {
         // Checked once here, so a broken script fails before any traffic.
         let opts = nfkit_lang::Options {
             search: nfkit_nf::SearchPath::embedded(),
+            post_devs: &[],
             hook: Some(nfkit_nf::Hook::Xdp),
         };
         nfkit_lang::compile(&name, &text, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -309,6 +310,7 @@ fn deploy_version(
                     Mode::Static
                 },
                 search: nfkit_nf::SearchPath::embedded(),
+                post_devs: &[],
             };
             let out = deploy_script(paths, &spec)
                 .unwrap_or_else(|e| panic!("deploy {} ({}): {e}", v.name, hook.name()))
