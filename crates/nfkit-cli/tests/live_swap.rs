@@ -276,7 +276,6 @@ impl Version {
         // Checked once here, so a broken script fails before any traffic.
         let opts = nfkit_lang::Options {
             search: nfkit_nf::SearchPath::embedded(),
-            post_devs: &[],
             hook: Some(nfkit_nf::Hook::Xdp),
         };
         nfkit_lang::compile(&name, &text, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
