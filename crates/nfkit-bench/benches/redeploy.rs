@@ -48,6 +48,7 @@ fn change(paths: &Paths, ns: &str, dev: &str, mode: Mode, src: &str) -> Res<Chan
         attach: Some(AttachPoint::Xdp),
         mode,
         search: nfkit_nf::SearchPath::embedded(),
+        post_devs: &[],
     };
     let out = deploy_script(paths, &spec).map_err(err("deploy"))?.outcome;
     let total = t0.elapsed();

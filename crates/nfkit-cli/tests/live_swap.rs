@@ -309,6 +309,7 @@ fn deploy_version(
                     Mode::Static
                 },
                 search: nfkit_nf::SearchPath::embedded(),
+                post_devs: &[],
             };
             let out = deploy_script(paths, &spec)
                 .unwrap_or_else(|e| panic!("deploy {} ({}): {e}", v.name, hook.name()))

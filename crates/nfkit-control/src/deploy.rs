@@ -50,6 +50,9 @@ pub struct DeploySpec<'a> {
     pub attach: Option<AttachPoint>,
     pub mode: Mode,
     pub search: SearchPath,
+    /// A pipeline's output devices, where its `post` program runs at TC
+    /// egress (a TC ingress deploy only; none: `post` is not attached).
+    pub post_devs: &'a [String],
 }
 
 /// What a deploy did, and what the user should know.
@@ -61,6 +64,8 @@ pub struct Deployed {
     pub warnings: Vec<Diagnostic>,
     /// Warnings about the deployment itself (targets that cannot work).
     pub notes: Vec<String>,
+    /// A pipeline's `post` program at TC egress of each output device.
+    pub posts: Vec<DeployOutcome>,
 }
 
 /// The attach point a script's `attach(IFACE, HOOK)` names.
@@ -201,14 +206,89 @@ pub fn deploy_script(paths: &Paths, spec: &DeploySpec<'_>) -> Result<Deployed, C
         }),
         chains: &chains,
         map_descs: &descs,
+        post_of: None,
     };
     let outcome = kdeploy::deploy(paths, &req).map_err(kernel)?;
+    let mut notes = notes;
+    let posts = deploy_posts(paths, spec, &c, &outcome.deployment, &mut notes)?;
     Ok(Deployed {
         outcome,
         attach,
         warnings: c.warnings,
         notes,
+        posts,
     })
+}
+
+/// A pipeline's `post` position in the kernel (docs/language.md,
+/// "Pipelines"): the post program, compiled for TC, attached at TC
+/// egress of every output device (`post_devs`; the ingress at TC: frames
+/// XDP redirects skip TC egress) with the ingress deployment's maps;
+/// the post programs of an earlier deploy on devices no longer listed
+/// (all, when the script has no `post`) are removed.
+fn deploy_posts(
+    paths: &Paths,
+    spec: &DeploySpec<'_>,
+    c: &Compiled,
+    ingress: &kdeploy::Deployment,
+    notes: &mut Vec<String>,
+) -> Result<Vec<DeployOutcome>, ControlError> {
+    let file = spec.file;
+    let kernel = |source| ControlError::Kernel {
+        file: file.to_string(),
+        cause: Box::new(source),
+    };
+    let opts = Options {
+        search: spec.search.clone(),
+        hook: Some(Hook::Tc),
+    };
+    let post = nfkit_lang::pipeline::post_of(c, &opts).map_err(script_error)?;
+    let Some(post) = post else {
+        kdeploy::undeploy_posts(paths, &ingress.key(), &[]).map_err(kernel)?;
+        return Ok(Vec::new());
+    };
+    let xdp = matches!(ingress.hook, AttachPoint::Xdp | AttachPoint::XdpGeneric);
+    if spec.post_devs.is_empty() || xdp {
+        notes.push(if xdp {
+            "`post` is not attached: it runs at TC egress, which the frames an XDP program \
+             redirects skip; deploy at tc-ingress (--hook tc-ingress) with --post-dev for \
+             every output device"
+                .to_string()
+        } else {
+            "`post` is not attached: name the pipeline's output devices with --post-dev IFACE"
+                .to_string()
+        });
+        kdeploy::undeploy_posts(paths, &ingress.key(), &[]).map_err(kernel)?;
+        return Ok(Vec::new());
+    }
+    let devs = spec.post_devs;
+    let entry = post
+        .entry()
+        .ok_or_else(|| ControlError::NoClassifier(file.to_string()))?
+        .to_string();
+    let writes = post.control_plane();
+    let chains = post.program.chain_names();
+    let descs = map_descs(&post.image, &post.program);
+    let source = format!("{} (post)", spec.source_path);
+    let mut out = Vec::new();
+    for dev in devs {
+        let req = DeployRequest {
+            image: &post.image,
+            entry: &entry,
+            map_writes: &writes,
+            dev,
+            netns: spec.netns,
+            hook: AttachPoint::TcEgress,
+            source: &source,
+            dynamic: None,
+            chains: &chains,
+            map_descs: &descs,
+            post_of: Some(ingress),
+        };
+        out.push(kdeploy::deploy(paths, &req).map_err(kernel)?);
+    }
+    kdeploy::undeploy_posts(paths, &ingress.key(), devs).map_err(kernel)?;
+    Ok(out)
 }
 
 /// The typed descriptions of every map's key and value in `image`, from

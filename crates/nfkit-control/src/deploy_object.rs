@@ -84,6 +84,7 @@ pub fn deploy_object(paths: &Paths, spec: &ObjectSpec<'_>) -> Result<Deployed, C
         dynamic: None,
         chains: &[],
         map_descs: &descs,
+        post_of: None,
     };
     let outcome = kdeploy::deploy(paths, &req).map_err(|e| ControlError::Kernel {
         file: file.to_string(),
@@ -94,6 +95,7 @@ pub fn deploy_object(paths: &Paths, spec: &ObjectSpec<'_>) -> Result<Deployed, C
         attach,
         warnings: Vec::new(),
         notes: attach_notes(spec.dev, spec.netns, attach),
+        posts: Vec::new(),
     })
 }
 

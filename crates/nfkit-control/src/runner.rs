@@ -25,6 +25,9 @@ pub enum RunError {
         map: String,
         cause: crate::maps::MapError,
     },
+    /// The pipeline's `post` program did not compile.
+    #[error("the pipeline's post program: {0}")]
+    Post(String),
 }
 
 impl From<Box<nfkit_vm::LoadError>> for RunError {
@@ -457,6 +460,10 @@ pub struct PacketLine {
     pub redirect: Option<u32>,
     pub insns: u64,
     pub error: Option<String>,
+    /// A pipeline's `post` program ran on the frame leaving on a port:
+    /// its verdict (`DROP` keeps the frame off the port).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post: Option<String>,
 }
 
 /// What `nfkit run SCRIPT` reports.
@@ -503,6 +510,7 @@ pub fn run_capture_on(
     engine: Engine,
 ) -> Result<Report, RunError> {
     let mut vm = ScriptVm::new_on(c, engine)?;
+    let mut post = post_vm(c, &vm, engine)?;
     let mut lines = Vec::new();
     let mut out = Vec::new();
     let mut traces = Vec::new();
@@ -512,8 +520,27 @@ pub fn run_capture_on(
             Some((slot, k)) => (vm.chain_name(slot), abi_stats::name(k).to_string()),
             None => ("?".into(), "?".into()),
         };
+        let mut post_verdict = None;
         if kept(c.hook, o.code) {
-            out.push((*ts, o.packet.clone()));
+            let mut frame = o.packet.clone();
+            let mut send = true;
+            // Frames leaving on a port (REDIRECT, TX) pass `post` first,
+            // as in the switch and at the kernel's TC egress.
+            if let Some(p) = post
+                .as_mut()
+                .filter(|_| verdict == "REDIRECT" || verdict == "TX")
+            {
+                let (po, _) = p.run(&frame, *ts, false)?;
+                send = kept(c.hook, po.code);
+                post_verdict = Some(match po.stat {
+                    Some((_, k)) => abi_stats::name(k).to_string(),
+                    None => "?".into(),
+                });
+                frame = po.packet;
+            }
+            if send {
+                out.push((*ts, frame));
+            }
         }
         lines.push(PacketLine {
             index: i + 1,
@@ -523,6 +550,7 @@ pub fn run_capture_on(
             redirect: o.redirect,
             insns: o.insns,
             error: o.error.clone(),
+            post: post_verdict,
         });
         if trace {
             traces.push(tr);
@@ -539,6 +567,27 @@ pub fn run_capture_on(
         engine: vm.engine(),
         traced: if trace { packets.len() } else { 0 },
     })
+}
+
+/// A pipeline's `post` program (none without `post`) in the VM, with
+/// `ingress`'s maps (docs/language.md, "Pipelines"), where the hook has
+/// it: the switch and TC (at TC egress); frames XDP redirects skip the
+/// kernel's egress path, so none for XDP.
+fn post_vm(c: &Compiled, ingress: &ScriptVm, engine: Engine) -> Result<Option<ScriptVm>, RunError> {
+    if !matches!(c.hook, Hook::Tc | Hook::Switch) {
+        return Ok(None);
+    }
+    let opts = nfkit_lang::Options {
+        hook: Some(c.hook),
+        ..nfkit_lang::Options::default()
+    };
+    let Some(pc) =
+        nfkit_lang::pipeline::post_of(c, &opts).map_err(|e| RunError::Post(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let config = VmConfig::kernel().with_engine(engine);
+    Ok(Some(ScriptVm::new_keeping(&pc, config, ingress)?))
 }
 
 impl Report {
@@ -561,6 +610,9 @@ impl Report {
                 );
                 if let Some(r) = l.redirect {
                     let _ = write!(s, ", redirect {r}");
+                }
+                if let Some(p) = &l.post {
+                    let _ = write!(s, ", post {p}");
                 }
                 let _ = writeln!(s, ", {} insns)", l.insns);
                 if let Some(e) = &l.error {

@@ -258,3 +258,69 @@ fn post_program_runs_at_tc_with_the_vm_verdicts() {
         assert_eq!(k.iter().map(|(c, _)| *c).collect::<Vec<_>>(), [0, 0, 2, 0]);
     }
 }
+
+/// `nfkit run` (the runner) runs `post` on every frame that leaves on a
+/// port where the hook has it (TC, the switch), as the switch does: with
+/// the ingress program's maps (the router's counter), a DROP there
+/// keeping the frame out of the output. At XDP (the router's own
+/// attach) it does not, as in the kernel.
+#[test]
+fn run_passes_frames_leaving_on_a_port_through_post() {
+    let (_c, xdp, input) = run(Engine::Interp);
+    assert!(xdp.lines.iter().all(|l| l.post.is_none()), "no post at XDP");
+    let (src, _) = example("router");
+    for (hook, engine) in [
+        (nfkit_nf::Hook::Tc, Engine::Interp),
+        (nfkit_nf::Hook::Switch, Engine::Jit),
+    ] {
+        let opts = Options {
+            hook: Some(hook),
+            ..Options::default()
+        };
+        let c = compile("examples/router.py", &src, &opts).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_capture_on(&c, &input, false, engine).expect("run");
+        let routed = r.lines.iter().filter(|l| l.verdict == "REDIRECT").count();
+        assert_eq!(routed, 10, "{hook:?}");
+        for l in &r.lines {
+            let want = (l.verdict == "REDIRECT").then(|| "PASS".to_string());
+            assert_eq!(l.post, want, "{hook:?}: packet {}", l.index);
+        }
+        let stats = &r.maps.iter().find(|(n, _)| n == "stats").expect("stats").1;
+        let counted = stats.iter().find(|(k, _)| *k == 3).map_or(0, |e| e.1);
+        assert_eq!(
+            counted, 10,
+            "{hook:?}: post counted every routed frame in pre's map"
+        );
+        assert_eq!(r.out.len(), 10, "{hook:?}");
+    }
+
+    let tc = Options {
+        hook: Some(nfkit_nf::Hook::Tc),
+        ..Options::default()
+    };
+    let c = compile("post.py", POST, &tc).unwrap_or_else(|e| panic!("{e}"));
+    let input: Vec<(u64, Vec<u8>)> = [[198, 18, 1, 1], [198, 18, 2, 9], [198, 18, 3, 1]]
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| (S + i as u64 * MS, udp4(ip(0, 1), d, 1, 2, 0, 64, b"p")))
+        .collect();
+    for engine in [Engine::Interp, Engine::Jit] {
+        let r = run_capture_on(&c, &input, false, engine).expect("run");
+        let got: Vec<(&str, Option<&str>)> = r
+            .lines
+            .iter()
+            .map(|l| (l.verdict.as_str(), l.post.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("REDIRECT", Some("PASS")),
+                ("REDIRECT", Some("DROP")),
+                ("DROP", None)
+            ],
+            "{engine:?}"
+        );
+        let out: Vec<u64> = r.out.iter().map(|(t, _)| *t).collect();
+        assert_eq!(out, [S], "{engine:?}: only the frame post passes goes out");
+    }
+}

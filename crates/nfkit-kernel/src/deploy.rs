@@ -75,6 +75,10 @@ pub struct DeployRequest<'a> {
     /// Typed descriptions of map keys and values to record (maps not
     /// listed are shown by size).
     pub map_descs: &'a [MapDesc],
+    /// A pipeline's `post` program: the ingress deployment whose state
+    /// maps it uses (same name and shape; not recorded here, so `nfkit
+    /// map` finds them once) and with which it is undeployed.
+    pub post_of: Option<&'a Deployment>,
 }
 
 /// What a map's key and value mean, as the deployer describes them
@@ -162,13 +166,22 @@ fn shared_across_versions(spec: &nfkit_object::MapSpec) -> bool {
 /// dynamic to dynamic: every declared map, the prog array and the
 /// classifier tables included, since loaded NFs keep using them).
 fn reusable_maps(req: &DeployRequest<'_>, previous: Option<&Deployment>) -> Vec<KMap> {
+    if let Some(ingress) = req.post_of {
+        return matching_maps(req, ingress, false);
+    }
     let Some(prev) = previous else {
         return Vec::new();
     };
     let both_dynamic = req.dynamic.is_some() && prev.dynamic.is_some();
+    matching_maps(req, prev, both_dynamic)
+}
+
+/// The maps pinned by `prev` that `req`'s image has with the same name
+/// and shape (`all_declared`: every declared map, else the state maps).
+fn matching_maps(req: &DeployRequest<'_>, prev: &Deployment, all_declared: bool) -> Vec<KMap> {
     let mut reuse = Vec::new();
     for spec in &req.image.maps {
-        let shared = if both_dynamic {
+        let shared = if all_declared {
             matches!(spec.kind, MapKind::Declared)
         } else {
             shared_across_versions(spec)
@@ -204,6 +217,10 @@ fn pin_maps(
 ) -> Result<Vec<MapRecord>, KernelError> {
     let mut records = Vec::new();
     for (spec, m) in req.image.maps.iter().zip(loaded.maps()) {
+        if req.post_of.is_some() && reused_maps.contains(&spec.name) {
+            // The ingress deployment's: pinned and recorded there.
+            continue;
+        }
         let pin = maps_dir.join(pin_name(&spec.name));
         let desc = req.map_descs.iter().find(|d| d.name == spec.name);
         if !reused_maps.contains(&spec.name) {
@@ -471,6 +488,7 @@ pub fn deploy(paths: &Paths, req: &DeployRequest<'_>) -> Result<DeployOutcome, K
         attach,
         dynamic: dyn_record,
         chains: req.chains.to_vec(),
+        post_of: req.post_of.map(Deployment::key),
     };
     state
         .deployments
@@ -534,10 +552,43 @@ pub fn status(paths: &Paths) -> Result<Vec<Status>, KernelError> {
 /// detaches the programs), pins and state entries. Returns what was removed.
 pub fn undeploy(paths: &Paths, dev: Option<&str>) -> Result<Vec<Deployment>, KernelError> {
     let mut state = State::load(paths)?;
-    let (gone, kept): (Vec<Deployment>, Vec<Deployment>) = state
+    let removed: Vec<String> = state
         .deployments
+        .iter()
+        .filter(|d| dev.is_none_or(|x| d.dev == x))
+        .map(Deployment::key)
+        .collect();
+    // A pipeline's `post` programs go with their ingress deployment.
+    let (gone, kept): (Vec<Deployment>, Vec<Deployment>) = std::mem::take(&mut state.deployments)
         .into_iter()
-        .partition(|d| dev.is_none_or(|x| d.dev == x));
+        .partition(|d| {
+            removed.contains(&d.key()) || d.post_of.as_ref().is_some_and(|p| removed.contains(p))
+        });
+    remove(paths, state, gone, kept)
+}
+
+/// Removes the `post` deployments of the ingress deployment `ingress`
+/// (`DEV/HOOK`) except those on `keep` (devices): a redeploy whose
+/// script has fewer (or no) output devices with `post`.
+pub fn undeploy_posts(
+    paths: &Paths,
+    ingress: &str,
+    keep: &[String],
+) -> Result<Vec<Deployment>, KernelError> {
+    let mut state = State::load(paths)?;
+    let (gone, kept): (Vec<Deployment>, Vec<Deployment>) = std::mem::take(&mut state.deployments)
+        .into_iter()
+        .partition(|d| d.post_of.as_deref() == Some(ingress) && !keep.contains(&d.dev));
+    remove(paths, state, gone, kept)
+}
+
+/// Detaches and unpins `gone`, and saves `state` with `kept`.
+fn remove(
+    paths: &Paths,
+    mut state: State,
+    gone: Vec<Deployment>,
+    kept: Vec<Deployment>,
+) -> Result<Vec<Deployment>, KernelError> {
     crate::tc::undeploy_clsact(&gone, &kept)?;
     for d in &gone {
         for m in &d.maps {

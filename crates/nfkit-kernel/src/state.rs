@@ -133,9 +133,18 @@ pub struct Deployment {
     /// deploy request named them; names for `status`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chains: Vec<String>,
+    /// A pipeline's `post` program: the ingress deployment it belongs to
+    /// (`DEV/HOOK`), whose maps it uses and with which it goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_of: Option<String>,
 }
 
 impl Deployment {
+    /// `DEV/HOOK`, how a `post` deployment names its ingress one.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.dev, self.hook.name())
+    }
+
     /// The pinned bpf_link of the deployment.
     pub(crate) fn link_pin(&self) -> PathBuf {
         self.pin_dir.join("link")
@@ -266,6 +275,7 @@ mod tests {
                 segments: vec![("c0s0_x".into(), 0), ("c0s1_x".into(), 640)],
             }),
             chains: vec!["count".into()],
+            post_of: None,
         };
         let st = State {
             deployments: vec![d.clone()],

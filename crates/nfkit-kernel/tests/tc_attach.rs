@@ -44,6 +44,7 @@ fn deploy_in(
                 dynamic: None,
                 chains: &[],
                 map_descs: &[],
+                post_of: None,
             };
             deploy::deploy(paths, &req).map_err(|e| e.to_string())
         })

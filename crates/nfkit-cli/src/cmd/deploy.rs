@@ -70,6 +70,10 @@ pub struct Args {
     /// static or dynamic.
     #[arg(long, value_enum, default_value = "static")]
     mode: ModeArg,
+    /// A pipeline script's output devices (repeat for each): its `post`
+    /// program runs at TC egress of each (with --hook tc-ingress).
+    #[arg(long = "post-dev", value_name = "IFACE")]
+    post_dev: Vec<String>,
     /// Directories with users' NF objects (also NFKIT_NF_PATH).
     #[arg(long = "nf-path", value_name = "DIR")]
     nf_path: Vec<String>,
@@ -167,6 +171,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             ModeArg::Dynamic => Mode::Dynamic,
         },
         search: nfkit_nf::SearchPath::from_env(&a.nf_path),
+        post_devs: &a.post_dev,
     };
     let done = match deploy_script(&Paths::from_env(), &spec) {
         Ok(d) => d,
@@ -195,6 +200,7 @@ fn report(a: &Args, shown: &str, done: &Deployed) -> anyhow::Result<ExitCode> {
             switch_us: out.switch_time.as_micros() as u64,
             load_ms: out.load_time.as_secs_f64() * 1e3,
             switch_ms: out.switch_time.as_secs_f64() * 1e3,
+            posts: &done.posts,
         },
     )
 }
@@ -208,6 +214,8 @@ struct Outcome<'a> {
     switch_us: u64,
     load_ms: f64,
     switch_ms: f64,
+    /// A pipeline's `post` programs (TC egress of its output devices).
+    posts: &'a [nfkit_kernel::deploy::DeployOutcome],
 }
 
 /// Prints a deploy's outcome: warnings on stderr, then text or JSON.
@@ -231,6 +239,7 @@ fn print_deployed(
             "load_us": out.load_us,
             "switch_us": out.switch_us,
             "warnings": notes,
+            "posts": out.posts.iter().map(|p| &p.deployment).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -249,6 +258,16 @@ fn print_deployed(
             println!("  maps kept: {}", out.reused_maps.join(", "));
         }
         print_dynamic(d);
+        for p in out.posts {
+            let p = &p.deployment;
+            println!(
+                "  post on {} ({}, {}): prog {}",
+                p.dev,
+                p.hook.name(),
+                attach_text(p),
+                p.prog_id
+            );
+        }
         println!(
             "  load+attach {:.3} ms, switch {:.3} ms",
             out.load_ms, out.switch_ms
@@ -301,6 +320,9 @@ fn deploy_via(
     source_path: String,
 ) -> anyhow::Result<ExitCode> {
     use nfkit_daemon::proto;
+    if !a.post_dev.is_empty() {
+        anyhow::bail!("--post-dev is not sent to nfkitd; NFKIT_DAEMON=off to deploy directly");
+    }
     if !a.nf_path.is_empty() {
         anyhow::bail!(
             "--nf-path is not sent to nfkitd (it reads NFs from its own nf_path); \
@@ -365,6 +387,7 @@ fn send_deploy(
             load_us: r.load_us,
             switch_us: r.switch_us,
             load_ms: r.load_us as f64 / 1e3,
+            posts: &[],
             switch_ms: r.switch_us as f64 / 1e3,
         },
     )

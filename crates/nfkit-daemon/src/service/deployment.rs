@@ -142,6 +142,7 @@ impl Daemon {
                 Mode::Static
             },
             search: nfkit_nf::SearchPath::from_env(nf_path),
+            post_devs: &[],
         };
         deploy_script(paths, &spec)
     }
