@@ -949,3 +949,332 @@ fn hostile_updates_are_refused_under_numbered_traffic_and_a_valid_one_applies() 
         t0.elapsed().as_secs_f64()
     );
 }
+
+/// Kills the daemon and the switch by pid when the test ends early.
+struct Pids(Vec<u32>);
+
+impl Drop for Pids {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = Command::new("kill").args(["-9", &p.to_string()]).output();
+        }
+    }
+}
+
+/// `nfkit ARGS` with the test's run directory (nfkitd's socket there is
+/// used when it answers); (exit code, stdout, stderr).
+fn nfkit_in(run: &str, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(NFKIT)
+        .args(args)
+        .env("NFKIT_RUN_DIR", run)
+        .env_remove("NFKIT_DAEMON")
+        .output()
+        .expect("run nfkit");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn nfkit_in_ok(run: &str, args: &[&str]) -> String {
+    let (code, o, e) = nfkit_in(run, args);
+    assert_eq!(code, 0, "nfkit {args:?}: {o}{e}");
+    o
+}
+
+/// `GET /metrics` at 127.0.0.1:`port`.
+fn scrape(port: u16) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics");
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").expect("request");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("answer");
+    body
+}
+
+/// A status answer without what changes from one read to the next.
+fn steady(mut v: Value) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        for k in ["uptime_s", "latency"] {
+            m.remove(k);
+        }
+    }
+    v
+}
+
+/// Issue 18, switches through nfkitd: `nfkit switch start` through the
+/// daemon starts the switch (AF_PACKET ports in the DUT namespace, its
+/// own process); warm-up frames are forwarded as the chain says
+/// (REDIRECT(2)); five `nfkit switch reload` through the daemon under
+/// 20 kpps of numbered UDP, then `kill -9` of nfkitd, and the traffic
+/// goes on: every frame sent arrives exactly once. The scrape before the
+/// kill has the switch's per-chain counters and five swaps in the swap
+/// histogram. The restarted daemon adopts the switch (`daemon status`),
+/// lists it in ListDeployments with its counters, `switch status`
+/// prints the same through it as directly, and `switch stop` through it
+/// stops the process and leaves no socket, record or file. The audit log
+/// has every change.
+#[test]
+fn daemon_switch_deploy_redeploy_survives_kill_is_adopted_and_undeployed() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    const SWAPS: u64 = 5;
+    let tag = "dmnsw";
+    let dir = Dir::new(tag);
+    let bed = Bed::new(tag, "198.18.62", "198.18.63");
+    let run = dir.path("run");
+    let v = [dir.path("v1.py"), dir.path("v2.py")];
+    std::fs::write(&v[0], pass_through(0)).expect("v1");
+    std::fs::write(&v[1], pass_through(1)).expect("v2");
+    let cfg = dir.path("nfkitd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "run_dir = {run:?}\ndata_dir = {:?}\nswitch_dir = {run:?}\nnfkit = {NFKIT:?}\n",
+            dir.path("data")
+        ),
+    )
+    .expect("config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let metrics = format!("127.0.0.1:{port}");
+    nfkit_in_ok(
+        &run,
+        &["daemon", "start", "--config", &cfg, "--metrics", &metrics],
+    );
+    let info = json(&nfkit_in_ok(&run, &["daemon", "status", "--json"]));
+    let mut pids = Pids(vec![info["pid"].as_u64().expect("pid") as u32]);
+
+    let p1 = format!("{}:afpacket", bed.left.b.dev);
+    let p2 = format!("{}:afpacket", bed.right.a.dev);
+    let started = json(&nfkit_in_ok(
+        &run,
+        &[
+            "switch",
+            "start",
+            "--name",
+            tag,
+            "--port",
+            &p1,
+            "--port",
+            &p2,
+            "--host",
+            "2",
+            "--no-pin",
+            "--workers",
+            "2",
+            "--netns",
+            bed.dut.name(),
+            &v[0],
+            "--json",
+        ],
+    ));
+    let sw_pid = started["pid"].as_u64().expect("pid") as u32;
+    pids.0.push(sw_pid);
+    let recorded = std::fs::read_to_string(format!("{run}/switches.json")).expect("record");
+    assert!(
+        recorded.contains(&format!("\"pid\": {sw_pid}")),
+        "{recorded}"
+    );
+
+    let rx = Recv::start(&bed);
+    let flows = format!(
+        "src={l}.1,dst={r}.2,sport=7000,dport=7709,len=64",
+        l = bed.left_net,
+        r = bed.right_net
+    );
+    let warm = send_ok(
+        send_cmd(
+            &bed,
+            &flows,
+            &["--rate", "2000", "--count", "500", "--seq", "--stream", "1"],
+        )
+        .output()
+        .expect("send"),
+    );
+    assert_eq!(warm["sent"], 500, "{warm}");
+    assert_eq!(rx.wait_for(1, 500), 500, "frames through the switch");
+
+    let sender = Proc(
+        send_cmd(
+            &bed,
+            &flows,
+            &[
+                "--rate", RATE, "--count", "2000000", "--seq", "--stream", "2",
+            ],
+        )
+        .spawn()
+        .expect("start the sender"),
+    );
+    assert!(rx.wait_for(2, MARGIN) >= MARGIN, "no numbered traffic");
+    for i in 0..SWAPS as usize {
+        let out = nfkit_in_ok(&run, &["switch", "reload", tag, &v[(i + 1) % 2]]);
+        assert!(out.starts_with("switched to version"), "{out}");
+    }
+    let body = scrape(port);
+    let sc = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("the scrape parses");
+    let sample = |name: &str, labels: &[(&str, &str)]| {
+        sc.samples
+            .iter()
+            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(x)
+                | prometheus_parse::Value::Gauge(x)
+                | prometheus_parse::Value::Untyped(x) => x,
+                prometheus_parse::Value::Histogram(ref h) => h.last().map_or(0.0, |b| b.count),
+                _ => f64::NAN,
+            })
+    };
+    assert!(
+        sample(
+            "nfkit_switch_chain_packets_total",
+            &[("switch", tag), ("verdict", "REDIRECT")]
+        )
+        .is_some_and(|n| n > 0.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample("nfkit_switch_version", &[("switch", tag)]),
+        Some(SWAPS as f64 + 1.0),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("nfkitd_switch_swap_seconds_count {SWAPS}")),
+        "{body}"
+    );
+    assert!(
+        body.contains("nfkitd_switch_deploy_seconds_count 6"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "nfkitd_requests_total{rpc=\"nfkit.v1.SwitchService/RedeploySwitch\",code=\"OK\"} 5"
+        ),
+        "{body}"
+    );
+
+    // kill -9 of the daemon: the switch goes on forwarding.
+    let before = stream_of(&rx.next(Duration::from_secs(10)), 2)["received"]
+        .as_u64()
+        .unwrap_or(0);
+    let _ = Command::new("kill")
+        .args(["-9", &pids.0[0].to_string()])
+        .output();
+    assert!(
+        rx.wait_for(2, before + 2 * MARGIN) >= before + 2 * MARGIN,
+        "the switch stopped forwarding when nfkitd was killed"
+    );
+    sender.signal("-INT");
+    let (_, out, err) = sender.finish();
+    let sent_report = json(&out);
+    let sent = sent_report["sent"].as_u64().expect("sent");
+    assert_eq!(sent_report["stamped"].as_u64(), Some(sent), "{err}");
+    rx.wait_for(2, sent);
+    let report = rx.finish();
+    assert_delivered("redeploys, then nfkitd killed", &report, 2, sent);
+    assert_delivered("warm-up", &report, 1, 500);
+    // Directly (the daemon's socket does not answer).
+    let direct = json(&nfkit_in_ok(&run, &["switch", "status", tag, "--json"]));
+    assert_eq!(direct["version"].as_u64(), Some(SWAPS + 1), "{direct}");
+
+    // The restarted daemon adopts it.
+    nfkit_in_ok(&run, &["daemon", "start", "--config", &cfg]);
+    let info = json(&nfkit_in_ok(&run, &["daemon", "status", "--json"]));
+    pids.0[0] = info["pid"].as_u64().expect("pid") as u32;
+    let adopted = info["adopted"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["dev"] == tag).cloned())
+        .unwrap_or_else(|| panic!("{info}"));
+    assert_eq!(adopted["attach"], "switch", "{adopted}");
+    assert_eq!(adopted["outcome"], "adopted", "{adopted}");
+    assert!(
+        adopted["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("pid {sw_pid}, version {}", SWAPS + 1))),
+        "{adopted}"
+    );
+    let via = json(&nfkit_in_ok(&run, &["switch", "status", tag, "--json"]));
+    let direct = {
+        let o = Command::new(NFKIT)
+            .args(["switch", "status", tag, "--json"])
+            .env("NFKIT_RUN_DIR", &run)
+            .env("NFKIT_DAEMON", "off")
+            .output()
+            .expect("nfkit");
+        json(&String::from_utf8_lossy(&o.stdout))
+    };
+    assert_eq!(steady(via), steady(direct), "through nfkitd vs directly");
+    {
+        use nfkit_daemon::proto::deployment_service_client::DeploymentServiceClient;
+        let c = nfkit_daemon::Client::connect(std::path::Path::new(&format!("{run}/nfkitd.sock")))
+            .expect("connect to nfkitd");
+        let list = c
+            .block_on(
+                DeploymentServiceClient::new(c.channel())
+                    .list_deployments(nfkit_daemon::proto::ListDeploymentsRequest {}),
+            )
+            .expect("ListDeployments")
+            .into_inner();
+        let s = list
+            .switches
+            .iter()
+            .find(|s| s.name == tag)
+            .unwrap_or_else(|| panic!("{list:?}"));
+        assert!(s.running && s.managed, "{s:?}");
+        assert_eq!((s.pid, s.version), (sw_pid, SWAPS + 1));
+        assert!(s.digest.starts_with("sha256:"), "{s:?}");
+        // The running version's per-chain counters, as the switch says.
+        let st: Value = serde_json::from_str(&s.status_json).expect("status_json");
+        let chains = &st["chains"][0];
+        assert_eq!(s.verdicts.len(), 1, "{s:?}");
+        assert_eq!(s.verdicts[0].chain, chains["chain"].as_str().unwrap_or("?"));
+        assert_eq!(
+            s.verdicts[0].counts.get("REDIRECT").copied(),
+            chains["counts"]["REDIRECT"].as_u64(),
+            "{s:?}"
+        );
+        assert!(s.verdicts[0].counts["REDIRECT"] > 0, "{s:?}");
+        // Every frame, over every version.
+        let redirected = st["verdicts"]["REDIRECT"].as_u64().unwrap_or(0);
+        assert!(redirected >= sent + 500, "{st}, sent {sent} + 500");
+    }
+
+    // Undeploy through it: nothing left.
+    let out = nfkit_in_ok(&run, &["switch", "stop", tag]);
+    assert_eq!(out.trim(), format!("switch {tag} stopped"));
+    assert!(!std::path::Path::new(&format!("{run}/{tag}.sock")).exists());
+    // Gone (or a zombie its new parent has not reaped yet).
+    assert!(
+        !nfkit_daemon::switches::alive(sw_pid),
+        "switch {sw_pid} runs"
+    );
+    assert!(!std::path::Path::new(&format!("{run}/switches/{tag}")).exists());
+    let recorded = std::fs::read_to_string(format!("{run}/switches.json")).expect("record");
+    assert!(!recorded.contains(tag), "{recorded}");
+    let out = nfkit_in_ok(&run, &["switch", "status"]);
+    assert!(out.starts_with("no switch running"), "{out}");
+    let audit = std::fs::read_to_string(dir.path("data/audit.log")).expect("audit log");
+    let count = |rpc: &str| {
+        audit
+            .lines()
+            .filter(|l| l.contains(rpc) && l.contains("\"ok\"") && l.contains(tag))
+            .count()
+    };
+    assert_eq!(count("SwitchService/DeploySwitch"), 1, "{audit}");
+    assert_eq!(
+        count("SwitchService/RedeploySwitch"),
+        SWAPS as usize,
+        "{audit}"
+    );
+    assert_eq!(count("SwitchService/UndeploySwitch"), 1, "{audit}");
+    nfkit_in_ok(&run, &["daemon", "stop"]);
+    eprintln!(
+        "daemon switch: {SWAPS} redeploys and a kill -9 of nfkitd under {sent} numbered frames, none lost"
+    );
+}

@@ -12,6 +12,8 @@
 //! pin_root = "/sys/fs/bpf/nfkit"      # default: $NFKIT_PIN_ROOT or that
 //! state_dir = "/run/nfkit"            # nfkit's state.json ($NFKIT_STATE_DIR)
 //! metrics = "127.0.0.1:9464"          # Prometheus text at GET /metrics (off by default)
+//! switch_dir = "/run/nfkit/switch"    # switches' control sockets ($NFKIT_RUN_DIR, as `nfkit switch`)
+//! nfkit = "/usr/bin/nfkit"             # runs the switches (default: nfkit beside nfkitd)
 //!
 //! [tls]                                # TCP with mutual TLS (off by default)
 //! listen = "0.0.0.0:7443"              # or `nfkitd --listen tcp:ADDR`
@@ -173,6 +175,8 @@ struct File {
     pin_root: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     metrics: Option<std::net::SocketAddr>,
+    switch_dir: Option<PathBuf>,
+    nfkit: Option<PathBuf>,
     tls: Option<TlsFile>,
     roles: Option<Roles>,
 }
@@ -196,6 +200,11 @@ pub struct Config {
     /// TCP with mutual TLS: listened on when `tls.listen` is set.
     pub tls: TlsConfig,
     pub roles: Roles,
+    /// The software switches' control sockets (where `nfkit switch`
+    /// looks: `$NFKIT_RUN_DIR`, else `/run/nfkit/switch`).
+    pub switch_dir: PathBuf,
+    /// The program that runs switches (`nfkit switch run`).
+    pub nfkit: PathBuf,
 }
 
 impl Config {
@@ -327,6 +336,12 @@ impl Config {
                 client_ca: t.client_ca,
             }),
             roles: f.roles.unwrap_or_default(),
+            switch_dir: f.switch_dir.unwrap_or_else(|| {
+                std::env::var_os("NFKIT_RUN_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(RUN_DIR).join("switch"))
+            }),
+            nfkit: f.nfkit.unwrap_or_else(crate::switches::program),
         }
     }
 }

@@ -10,12 +10,14 @@
 //! * [`validate`]: request field checks (`INVALID_ARGUMENT` naming the field).
 //! * [`chains`]: the chain registry (versions, digests).
 //! * [`records`]: the daemon's deployment records and adoption at start.
+//! * [`switches`]: software switches as processes of their own: start,
+//!   control socket, stop, records and adoption at start.
 //! * [`files`]: atomic, durable file writes; content digests.
 //! * [`map_cache`]: maps kept open between requests.
 //! * [`stats_hub`]: counter snapshots shared by the stats streams.
 //! * [`gate`]: audits the requests tonic refuses before the services.
 //! * [`metrics`]: the Prometheus exposition (`--metrics ADDR`).
-//! * [`service`]: the six services; [`convert`]: nfkit types → messages.
+//! * [`service`]: the seven services; [`convert`]: nfkit types → messages.
 //! * [`nf_store`]: adding users' NF objects (`nf add`, RegisterNf).
 //! * [`nf_text`]: the text of `nf show` (also used by the CLI).
 //! * [`server`]: bind, adopt, serve, stop.
@@ -43,6 +45,7 @@ pub mod records;
 pub mod server;
 pub mod service;
 pub mod stats_hub;
+pub mod switches;
 pub mod tls;
 pub mod validate;
 

@@ -1,7 +1,9 @@
 //! The Prometheus exposition (`--metrics ADDR`, config `metrics`):
 //! counters the daemon keeps (requests by RPC and code, deploy and swap
-//! latency histograms) and, read at each scrape, the per-chain
-//! per-verdict packet counters and map occupancy of every deployment.
+//! latency histograms, for kernel hooks and for switches) and, read at
+//! each scrape, the per-chain per-verdict packet counters and map
+//! occupancy of every deployment, and the per-chain per-verdict counters
+//! of every switch (asked on its control socket).
 //! Served as Prometheus text at `GET /metrics` over plain HTTP/1.
 
 use crate::error::DaemonError;
@@ -30,13 +32,16 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     deploy: Histogram,
     swap: Histogram,
+    switch_deploy: Histogram,
+    switch_swap: Histogram,
     /// Reads of every deployment's counters for the stats streams.
     pub stats_reads: Counter,
 }
 
 impl Metrics {
-    /// The metrics, with the deployments of `paths` read at each scrape.
-    pub fn new(paths: Paths) -> Metrics {
+    /// The metrics, with the deployments of `paths` and the switches
+    /// answering in `switch_dir` read at each scrape.
+    pub fn new(paths: Paths, switch_dir: std::path::PathBuf) -> Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -56,6 +61,18 @@ impl Metrics {
             "Live swaps: the link update alone, in seconds",
             swap.clone(),
         );
+        let switch_deploy = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        registry.register(
+            "nfkitd_switch_deploy_seconds",
+            "Switch deploys: the start until the control socket answers, or a reload's compile and load, in seconds",
+            switch_deploy.clone(),
+        );
+        let switch_swap = Histogram::new(exponential_buckets(0.000_001, 2.0, 16));
+        registry.register(
+            "nfkitd_switch_swap_seconds",
+            "Switch redeploys: publishing the new version until every worker runs it, in seconds",
+            switch_swap.clone(),
+        );
         let stats_reads = Counter::default();
         registry.register(
             "nfkitd_stats_reads",
@@ -63,11 +80,14 @@ impl Metrics {
             stats_reads.clone(),
         );
         registry.register_collector(Box::new(Deployments { paths }));
+        registry.register_collector(Box::new(SwitchCounters { dir: switch_dir }));
         Metrics {
             registry,
             requests,
             deploy,
             swap,
+            switch_deploy,
+            switch_swap,
             stats_reads,
         }
     }
@@ -87,6 +107,15 @@ impl Metrics {
         self.deploy.observe(o.load_time.as_secs_f64());
         if o.swapped {
             self.swap.observe(o.switch_time.as_secs_f64());
+        }
+    }
+
+    /// Records a switch deploy (start or reload load) and, for a
+    /// reload, its swap.
+    pub fn switch_deployed(&self, deploy: std::time::Duration, swap: Option<std::time::Duration>) {
+        self.switch_deploy.observe(deploy.as_secs_f64());
+        if let Some(s) = swap {
+            self.switch_swap.observe(s.as_secs_f64());
         }
     }
 
@@ -185,6 +214,58 @@ impl Collector for Deployments {
                 ("source", d.source.clone()),
             ];
             ConstGauge::new(i64::from(s.status.attached)).encode(m.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads every switch's counters on its control socket at each scrape.
+#[derive(Debug)]
+struct SwitchCounters {
+    dir: std::path::PathBuf,
+}
+
+impl Collector for SwitchCounters {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let all: Vec<(String, serde_json::Value)> = crate::switches::names(&self.dir)
+            .into_iter()
+            .filter_map(|n| {
+                let st = crate::switches::status(&self.dir, &n).ok()?;
+                Some((n, st))
+            })
+            .collect();
+        {
+            let mut m = enc.encode_descriptor(
+                "nfkit_switch_chain_packets",
+                "Frames by software switch, chain and verdict",
+                None,
+                MetricType::Counter,
+            )?;
+            for (name, st) in &all {
+                for c in crate::switches::counters(st) {
+                    let mut counts: Vec<_> = c.counts.iter().collect();
+                    counts.sort();
+                    for (verdict, n) in counts {
+                        let labels = vec![
+                            ("switch", name.clone()),
+                            ("chain", c.chain.clone()),
+                            ("verdict", verdict.clone()),
+                        ];
+                        ConstCounter::new(*n).encode(m.encode_family(&labels)?)?;
+                    }
+                }
+            }
+        }
+        let mut m = enc.encode_descriptor(
+            "nfkit_switch_version",
+            "The version of its chain each running switch runs (1, then +1 per reload)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, st) in &all {
+            let labels = vec![("switch", name.clone())];
+            ConstGauge::new(st["version"].as_i64().unwrap_or(0))
+                .encode(m.encode_family(&labels)?)?;
         }
         Ok(())
     }

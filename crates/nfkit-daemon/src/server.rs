@@ -12,9 +12,10 @@ use crate::proto::{
     chain_service_server::ChainServiceServer, daemon_service_server::DaemonServiceServer,
     deployment_service_server::DeploymentServiceServer, map_service_server::MapServiceServer,
     nf_service_server::NfServiceServer, stats_service_server::StatsServiceServer,
+    switch_service_server::SwitchServiceServer,
 };
 use crate::records::{adopt, Adopted};
-use crate::service::{chain, daemon, deployment, map, nf, stats, Daemon};
+use crate::service::{chain, daemon, deployment, map, nf, stats, switch, Daemon};
 use std::os::unix::fs::PermissionsExt as _;
 use std::sync::Arc;
 use std::time::Instant;
@@ -79,6 +80,9 @@ fn router(
             DaemonServiceServer::new(daemon::DaemonInfo(d.clone()))
                 .max_decoding_message_size(limit),
         )
+        .add_service(
+            SwitchServiceServer::new(switch::Switches(d.clone())).max_decoding_message_size(limit),
+        )
 }
 
 /// Serves until told to stop; `ready` is called once the socket (and
@@ -120,9 +124,15 @@ pub async fn serve(
     cfg.nf_path.insert(0, nf_dir.display().to_string());
     let audit = AuditLog::open(&cfg.audit_log)?;
     let cfg2 = cfg.clone();
-    let (records, adopted) = tokio::task::spawn_blocking(move || adopt_state(&cfg2))
+    let (records, mut adopted) = tokio::task::spawn_blocking(move || adopt_state(&cfg2))
         .await
         .map_err(|e| DaemonError::Serve(e.to_string()))??;
+    let (run_dir, switch_dir) = (cfg.run_dir.clone(), cfg.switch_dir.clone());
+    let (switches, found) =
+        tokio::task::spawn_blocking(move || crate::switches::adopt(&run_dir, &switch_dir))
+            .await
+            .map_err(|e| DaemonError::Serve(e.to_string()))??;
+    adopted.extend(found);
     let listener = tokio::net::UnixListener::bind(&cfg.socket).map_err(io("bind", &cfg.socket))?;
     std::fs::set_permissions(
         &cfg.socket,
@@ -132,7 +142,10 @@ pub async fn serve(
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let limit = cfg.max_request_bytes + DECODE_SLACK;
     let socket = cfg.socket.clone();
-    let metrics = Arc::new(crate::metrics::Metrics::new(cfg.paths.clone()));
+    let metrics = Arc::new(crate::metrics::Metrics::new(
+        cfg.paths.clone(),
+        cfg.switch_dir.clone(),
+    ));
     if let Some(addr) = cfg.metrics {
         crate::metrics::serve(addr, metrics.clone()).await?;
     }
@@ -144,6 +157,7 @@ pub async fn serve(
         cfg,
         audit,
         records: tokio::sync::Mutex::new(records),
+        switches: tokio::sync::Mutex::new(switches),
         adopted,
         started: Instant::now(),
         shutdown: tx,
@@ -207,6 +221,7 @@ pub async fn serve(
     let _ = std::fs::remove_file(&socket);
     // A deploy or undeploy under way finishes (and is recorded) first.
     let _ = tokio::time::timeout(CHANGE_WAIT, d.records.lock()).await;
+    let _ = tokio::time::timeout(CHANGE_WAIT, d.switches.lock()).await;
     res.map_err(|e| DaemonError::Serve(e.to_string()))
 }
 

@@ -38,8 +38,14 @@ impl StatsHub {
     }
 
     /// A snapshot read at `not_before` or later: the last one when it
-    /// is recent enough, else a new read (one at a time).
-    pub async fn get(&self, paths: &Paths, not_before: Instant) -> Result<Arc<Snapshot>, Status> {
+    /// is recent enough, else a new read (one at a time) of the
+    /// deployments of `paths` and the switches answering in `switch_dir`.
+    pub async fn get(
+        &self,
+        paths: &Paths,
+        switch_dir: &std::path::Path,
+        not_before: Instant,
+    ) -> Result<Arc<Snapshot>, Status> {
         let mut g = self.last.lock().await;
         if let Some(s) = g.as_ref().filter(|s| s.at >= not_before) {
             return Ok(s.clone());
@@ -47,9 +53,26 @@ impl StatsHub {
         let paths = paths.clone();
         let at = Instant::now();
         let unix_ms = crate::audit::now_ms();
-        let st = super::service::blocking(move || nfkit_control::status::status(&paths))
-            .await?
-            .map_err(crate::convert::control_error)?;
+        let dir = switch_dir.to_path_buf();
+        let (st, sw) = super::service::blocking(move || {
+            let sw: Vec<proto::DeploymentStats> = crate::switches::names(&dir)
+                .into_iter()
+                .filter_map(|n| {
+                    let st = crate::switches::status(&dir, &n).ok()?;
+                    let chains = crate::switches::counters(&st);
+                    Some(proto::DeploymentStats {
+                        source: st["script"].as_str().unwrap_or_default().to_string(),
+                        faults: chains.iter().map(|c| c.faults).sum(),
+                        chains,
+                        switch_name: n,
+                        ..Default::default()
+                    })
+                })
+                .collect();
+            (nfkit_control::status::status(&paths), sw)
+        })
+        .await?;
+        let st = st.map_err(crate::convert::control_error)?;
         self.reads.inc();
         let s = Arc::new(Snapshot {
             at,
@@ -65,8 +88,10 @@ impl StatsHub {
                         chains: stats_counters(&s.verdicts),
                         faults: s.verdicts.iter().map(faults).sum(),
                         maps: Vec::new(),
+                        switch_name: String::new(),
                     }
                 })
+                .chain(sw)
                 .collect(),
         });
         *g = Some(s.clone());

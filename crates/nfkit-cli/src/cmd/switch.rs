@@ -16,6 +16,14 @@
 //! SCRIPT [--json]` (a hitless reload, compiled in the switch's
 //! process) and `nfkit switch stop NAME` talk to it.
 //!
+//! `nfkit switch start --name NAME --port SPEC... SCRIPT` runs it in the
+//! background instead (its log in the run directory) and returns once
+//! its control socket answers. `start`, `status`, `reload` and `stop` go
+//! through nfkitd when one runs (as `deploy` does; `--daemon`,
+//! NFKIT_DAEMON): the daemon then starts, records and adopts the switch
+//! (a switch keeps forwarding when the daemon stops), and they print
+//! what they print directly.
+//!
 //! With `--key FILE` the switch takes authenticated updates only
 //! (docs/update.md): `nfkit switch update --switch NAME|ADDR --position
 //! pre SCRIPT --key FILE [--version N]` signs one and sends it over the
@@ -45,6 +53,9 @@ use std::time::{Duration, Instant};
 pub enum Command {
     /// Run a chain script on ports in the foreground (Ctrl-C stops it).
     Run(RunArgs),
+    /// Start a switch in the background (through nfkitd when one runs,
+    /// which records and adopts it); returns once it answers.
+    Start(StartArgs),
     /// Show running switches (all of them without NAME): ports, verdicts,
     /// version, uptime.
     Status(StatusArgs),
@@ -152,6 +163,8 @@ pub struct StatusArgs {
     name: Option<String>,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
@@ -161,11 +174,49 @@ pub struct ReloadArgs {
     script: PathBuf,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
 pub struct StopArgs {
     name: String,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
+}
+
+#[derive(clap::Args)]
+pub struct StartArgs {
+    /// The switch's name.
+    #[arg(long)]
+    name: String,
+    /// A port, as `switch run --port` takes it (numbered from 1).
+    #[arg(long = "port", value_name = "SPEC", required = true)]
+    ports: Vec<String>,
+    /// The chain script.
+    script: PathBuf,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: u32,
+    /// The VM's engine: `jit` or `interp` (default: the best there is).
+    #[arg(long, value_name = "jit|interp")]
+    engine: Option<String>,
+    /// Host ports, as `switch run --host` takes them.
+    #[arg(long, value_name = "PORT")]
+    host: Vec<String>,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    no_pin: bool,
+    /// The named network namespace of the ports (`ip netns`).
+    #[arg(long, value_name = "NAME")]
+    netns: Option<String>,
+    /// Directories with users' NF objects (also NFKIT_NF_PATH).
+    #[arg(long = "nf-path", value_name = "DIR")]
+    nf_path: Vec<String>,
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
@@ -226,6 +277,7 @@ pub struct RunArgs {
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     match c {
         Command::Run(a) => run_switch(a),
+        Command::Start(a) => start(a),
         Command::Status(a) => status(a),
         Command::Reload(a) => reload(a),
         Command::Stop(a) => stop(a),
@@ -476,7 +528,8 @@ fn answer(
             let Some(path) = req["script"].as_str() else {
                 return json!({"ok": false, "error": "reload: no \"script\""});
             };
-            match compile_reload(path, &a.nf_path) {
+            let name = req["name"].as_str().unwrap_or(path);
+            match compile_reload(path, name, &a.nf_path) {
                 Err(e) => {
                     sw.count_reload_failure();
                     json!({"ok": false, "error": e})
@@ -513,10 +566,15 @@ fn answer(
     }
 }
 
-/// Compiles a reload's script for the switch hook; the error as text.
-fn compile_reload(path: &str, nf_path: &[String]) -> Result<nfkit_lang::Compiled, String> {
-    let source = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
-    compile_source(path, &source, nf_path)
+/// Compiles a reload's script at `path` (named `name` in messages) for
+/// the switch hook; the error as text.
+fn compile_reload(
+    path: &str,
+    name: &str,
+    nf_path: &[String],
+) -> Result<nfkit_lang::Compiled, String> {
+    let source = std::fs::read_to_string(path).map_err(|e| format!("reading {name}: {e}"))?;
+    compile_source(name, &source, nf_path)
 }
 
 /// Compiles an update's script `source` (named `name`) for the switch
@@ -533,26 +591,80 @@ fn compile_source(
     nfkit_lang::compile(name, source, &opts).map_err(|e| e.to_string())
 }
 
-/// `nfkit switch status [NAME]`.
+/// `nfkit switch status [NAME]`: each switch's status answer (or why
+/// there is none), directly or from nfkitd.
 fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
-    let names: Vec<(String, PathBuf)> = match &a.name {
-        Some(n) => vec![(n.clone(), switch_ctl::socket_path(n)?)],
-        None => switch_ctl::list(),
-    };
+    let found: Vec<(String, PathBuf, Result<serde_json::Value, String>)> =
+        match a.daemon.client()? {
+            Some(c) => {
+                use nfkit_daemon::proto::{
+                    switch_service_client::SwitchServiceClient, ListSwitchesRequest,
+                };
+                let list = c
+                    .block_on(SwitchServiceClient::new(c.channel()).list_switches(
+                        ListSwitchesRequest {
+                            name: a.name.clone().unwrap_or_default(),
+                        },
+                    ))
+                    .map_err(super::daemon::status_error)?
+                    .into_inner()
+                    .switches;
+                let mut out: Vec<_> = list
+                    .into_iter()
+                    .map(|sw| {
+                        let st = serde_json::from_str(&sw.status_json)
+                            .map_err(|_| "not running".to_string());
+                        (sw.name, PathBuf::from(sw.socket), st)
+                    })
+                    .collect();
+                if let (Some(n), true) = (&a.name, out.is_empty()) {
+                    out.push((
+                        n.clone(),
+                        switch_ctl::socket_path(n)?,
+                        Err("not running".into()),
+                    ));
+                }
+                out
+            }
+            None => {
+                let names: Vec<(String, PathBuf)> = match &a.name {
+                    Some(n) => vec![(n.clone(), switch_ctl::socket_path(n)?)],
+                    None => switch_ctl::list(),
+                };
+                names
+                    .into_iter()
+                    .map(|(name, path)| {
+                        let st = match switch_ctl::request_at(
+                            &name,
+                            &path,
+                            &serde_json::json!({"op": "status"}),
+                        ) {
+                            Ok(v) if v["ok"] == true => Ok(v["status"].clone()),
+                            Ok(v) => Err(v["error"].as_str().unwrap_or("refused").to_string()),
+                            Err(_) => Err("not running".to_string()),
+                        };
+                        (name, path, st)
+                    })
+                    .collect()
+            }
+        };
     let mut all = Vec::new();
     let mut failed = false;
-    for (name, path) in &names {
-        match switch_ctl::request_at(name, path, &serde_json::json!({"op": "status"})) {
-            Ok(v) if v["ok"] == true => all.push(v["status"].clone()),
-            Ok(v) => {
-                failed = true;
-                eprintln!("switch {name}: {}", v["error"]);
-            }
-            Err(e) if a.name.is_some() => return Err(e),
-            Err(_) => eprintln!(
+    for (name, path, st) in found {
+        match st {
+            Ok(v) => all.push(v),
+            Err(e) if e == "not running" && a.name.is_some() => bail!(
+                "switch {name}: not running (no answer on its control socket {}); is it running?",
+                path.display()
+            ),
+            Err(e) if e == "not running" => eprintln!(
                 "switch {name}: not running (stale socket {})",
                 path.display()
             ),
+            Err(e) => {
+                failed = true;
+                eprintln!("switch {name}: \"{e}\"");
+            }
         }
     }
     if a.json {
@@ -672,8 +784,13 @@ fn status_text(v: &serde_json::Value) -> String {
 fn reload(a: ReloadArgs) -> anyhow::Result<ExitCode> {
     let script = std::fs::canonicalize(&a.script)
         .with_context(|| format!("switch {}: script {}", a.name, a.script.display()))?;
-    let req = serde_json::json!({"op": "reload", "script": script.display().to_string()});
-    let v = switch_ctl::request(&a.name, &req)?;
+    let v = match a.daemon.client()? {
+        Some(c) => reload_via(&c, &a.name, &script)?,
+        None => {
+            let req = serde_json::json!({"op": "reload", "script": script.display().to_string()});
+            switch_ctl::request(&a.name, &req)?
+        }
+    };
     if v["ok"] != true {
         let err = v["error"].as_str().unwrap_or("refused");
         if a.json {
@@ -735,6 +852,19 @@ fn map(a: MapArgs) -> anyhow::Result<ExitCode> {
 /// `nfkit switch stop NAME`: asks it to stop and waits until its socket
 /// is gone.
 fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
+    if let Some(c) = a.daemon.client()? {
+        use nfkit_daemon::proto::{
+            switch_service_client::SwitchServiceClient, UndeploySwitchRequest,
+        };
+        c.block_on(
+            SwitchServiceClient::new(c.channel()).undeploy_switch(UndeploySwitchRequest {
+                name: a.name.clone(),
+            }),
+        )
+        .map_err(super::daemon::status_error)?;
+        println!("switch {} stopped", a.name);
+        return Ok(ExitCode::SUCCESS);
+    }
     let path = switch_ctl::socket_path(&a.name)?;
     let v = switch_ctl::request(&a.name, &serde_json::json!({"op": "stop"}))?;
     if v["ok"] != true {
@@ -752,6 +882,121 @@ fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
         );
     }
     println!("switch {} stopped", a.name);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nfkit switch reload` through nfkitd: the switch's answer as the
+/// control socket gives it (`ok`, `reload` or `error`).
+fn reload_via(
+    c: &nfkit_daemon::Client,
+    name: &str,
+    script: &std::path::Path,
+) -> anyhow::Result<serde_json::Value> {
+    use nfkit_daemon::proto::{switch_service_client::SwitchServiceClient, RedeploySwitchRequest};
+    let shown = script.display().to_string();
+    let source = std::fs::read_to_string(script)
+        .with_context(|| format!("switch {name}: script {shown}"))?;
+    let r = c.block_on(SwitchServiceClient::new(c.channel()).redeploy_switch(
+        RedeploySwitchRequest {
+            name: name.to_string(),
+            script: Some(inline(&shown, source)),
+        },
+    ));
+    Ok(match r {
+        Ok(r) => {
+            let rep: serde_json::Value = serde_json::from_str(&r.into_inner().reload_json)
+                .context("nfkitd's reload report")?;
+            serde_json::json!({"ok": true, "reload": rep})
+        }
+        Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+            serde_json::json!({"ok": false, "error": s.message()})
+        }
+        Err(s) => return Err(super::daemon::status_error(s)),
+    })
+}
+
+/// A script sent inline, named by its path on this machine.
+fn inline(shown: &str, source: String) -> nfkit_daemon::proto::ScriptSource {
+    use nfkit_daemon::proto::{script_source::Kind, InlineScript, ScriptSource};
+    ScriptSource {
+        kind: Some(Kind::Inline(InlineScript {
+            file: shown.to_string(),
+            source,
+            source_path: shown.to_string(),
+        })),
+    }
+}
+
+/// `nfkit switch start`: the switch in the background, by nfkitd when
+/// one runs, else by this program (its log beside its socket).
+fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
+    let script = std::fs::canonicalize(&a.script)
+        .with_context(|| format!("switch {}: script {}", a.name, a.script.display()))?;
+    let shown = script.display().to_string();
+    let (pid, socket) = match a.daemon.client()? {
+        Some(c) => {
+            use nfkit_daemon::proto::{
+                switch_service_client::SwitchServiceClient, DeploySwitchRequest,
+            };
+            let source =
+                std::fs::read_to_string(&script).with_context(|| format!("reading {shown}"))?;
+            let r = c
+                .block_on(SwitchServiceClient::new(c.channel()).deploy_switch(
+                    DeploySwitchRequest {
+                        name: a.name.clone(),
+                        ports: a.ports.clone(),
+                        script: Some(inline(&shown, source)),
+                        workers: a.workers,
+                        engine: a.engine.clone().unwrap_or_default(),
+                        host: a.host.clone(),
+                        no_pin: a.no_pin,
+                        netns: a.netns.clone().unwrap_or_default(),
+                    },
+                ))
+                .map_err(super::daemon::status_error)?
+                .into_inner();
+            let d = r.deployment.unwrap_or_default();
+            (d.pid, PathBuf::from(d.socket))
+        }
+        None => {
+            let dir = switch_ctl::run_dir();
+            let socket = switch_ctl::socket_path(&a.name)?;
+            let rec = nfkit_daemon::switches::SwitchRecord {
+                name: a.name.clone(),
+                ports: a.ports.clone(),
+                netns: a.netns.clone().unwrap_or_default(),
+                workers: a.workers,
+                engine: a.engine.clone().unwrap_or_default(),
+                host: a.host.clone(),
+                no_pin: a.no_pin,
+                script: script.clone(),
+                ..Default::default()
+            };
+            let me = std::env::current_exe().context("finding this program")?;
+            let log = dir.join(format!("{}.log", a.name));
+            let (pid, _) = nfkit_daemon::switches::start(
+                &rec,
+                &nfkit_daemon::switches::Start {
+                    program: &me,
+                    switch_dir: &dir,
+                    log: &log,
+                    nf_path: &a.nf_path,
+                },
+            )
+            .map_err(|e| anyhow!("{e}"))?;
+            (pid, socket)
+        }
+    };
+    if a.json {
+        let v = serde_json::json!({"name": a.name, "pid": pid, "socket": socket, "script": shown});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "switch {} started: pid {pid}, control socket {}",
+            a.name,
+            socket.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

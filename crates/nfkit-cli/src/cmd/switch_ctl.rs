@@ -383,7 +383,8 @@ pub fn list() -> Vec<(String, PathBuf)> {
         .filter_map(|e| {
             let p = e.path();
             let name = p.file_name()?.to_str()?.strip_suffix(".sock")?.to_string();
-            Some((name, p))
+            // nfkitd's socket, when it shares the run directory.
+            (name != "nfkitd").then_some((name, p))
         })
         .collect();
     out.sort();

@@ -61,6 +61,27 @@ enum Source {
     ),
 }
 
+/// The software switches answering in the switch directory, as rows
+/// (hook `switch`; their maps are not shown).
+fn switch_deps() -> Vec<Dep> {
+    let dir = super::switch_ctl::run_dir();
+    nfkit_daemon::switches::names(&dir)
+        .into_iter()
+        .filter_map(|n| {
+            let st = nfkit_daemon::switches::status(&dir, &n).ok()?;
+            Some(Dep {
+                dev: n,
+                hook: "switch".to_string(),
+                chains: nfkit_daemon::switches::counters(&st)
+                    .into_iter()
+                    .map(|c| (c.chain, c.counts.into_iter().collect()))
+                    .collect(),
+                maps: Vec::new(),
+            })
+        })
+        .collect()
+}
+
 impl Source {
     fn open(a: &Args) -> anyhow::Result<(Source, String)> {
         let Some(c) = a.daemon.client()? else {
@@ -103,6 +124,7 @@ impl Source {
                             maps: nfkit_daemon::stats_hub::map_tops(d, n),
                         }
                     })
+                    .chain(switch_deps())
                     .collect();
                 Ok(Sample { at_ms, deps })
             }
@@ -115,12 +137,20 @@ impl Source {
                     .deployments
                     .into_iter()
                     .map(|d| Dep {
-                        hook: nfkit_daemon::validate::attach("attach", d.attach)
-                            .ok()
-                            .flatten()
-                            .map_or("?", |h| h.name())
-                            .to_string(),
-                        dev: d.dev,
+                        hook: if d.switch_name.is_empty() {
+                            nfkit_daemon::validate::attach("attach", d.attach)
+                                .ok()
+                                .flatten()
+                                .map_or("?", |h| h.name())
+                                .to_string()
+                        } else {
+                            "switch".to_string()
+                        },
+                        dev: if d.switch_name.is_empty() {
+                            d.dev
+                        } else {
+                            d.switch_name
+                        },
                         chains: d
                             .chains
                             .into_iter()

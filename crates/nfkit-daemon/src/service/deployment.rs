@@ -368,11 +368,13 @@ impl DeploymentService for Deployments {
         req: Request<proto::ListDeploymentsRequest>,
     ) -> Result<Response<proto::ListDeploymentsResponse>, Status> {
         let call = self.0.begin(&req, rpc::LIST_DEPLOYMENTS)?;
-        let res = self
-            .0
-            .list()
-            .await
-            .map(|deployments| proto::ListDeploymentsResponse { deployments });
+        let res = async {
+            Ok(proto::ListDeploymentsResponse {
+                deployments: self.0.list().await?,
+                switches: self.0.switch_list(None).await?,
+            })
+        }
+        .await;
         call.done("", "", res)
     }
 }

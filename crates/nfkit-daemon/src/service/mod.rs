@@ -8,6 +8,7 @@ pub mod deployment;
 pub mod map;
 pub mod nf;
 pub mod stats;
+pub mod switch;
 
 use crate::audit::{now_ms, AuditLog, Record};
 use crate::auth::{identify, Identity, Rpc};
@@ -25,6 +26,9 @@ pub struct Daemon {
     /// The daemon's records; held across a whole deploy or undeploy, so
     /// changes to deployments happen one at a time.
     pub records: tokio::sync::Mutex<Records>,
+    /// The switches the daemon started ([`crate::switches`]); held
+    /// across a whole switch deploy, redeploy or undeploy.
+    pub switches: tokio::sync::Mutex<crate::switches::SwitchRecords>,
     /// What the start found ([`crate::records::adopt`]).
     pub adopted: Vec<Adopted>,
     pub started: Instant,

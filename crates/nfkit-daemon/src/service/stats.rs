@@ -26,7 +26,10 @@ pub async fn snapshot(
     not_before: std::time::Instant,
     top: usize,
 ) -> Result<StatsSnapshot, Status> {
-    let s = d.stats.get(&d.cfg.paths, not_before).await?;
+    let s = d
+        .stats
+        .get(&d.cfg.paths, &d.cfg.switch_dir, not_before)
+        .await?;
     let mut deployments: Vec<proto::DeploymentStats> = s
         .deployments
         .iter()
