@@ -105,37 +105,13 @@ fn unmatched_by(payloads: &[Vec<u8>], patterns: &[&str]) -> BTreeSet<u32> {
 /// MACs and permanent neighbours (no ARP queue to overflow).
 fn bed() -> Pair {
     let pair = Pair::new("dpisut", "dpipeer", "198.18.121");
-    for (ns, dev, mac, other_ip, other_mac) in [
-        (
-            &pair.sut,
-            &pair.veth.a.dev,
-            "02:00:00:00:21:01",
-            "198.18.121.2",
-            "02:00:00:00:21:02",
-        ),
-        (
-            &pair.peer,
-            &pair.veth.b.dev,
-            "02:00:00:00:21:02",
-            "198.18.121.1",
-            "02:00:00:00:21:01",
-        ),
+    for (ns, dev) in [
+        (&pair.sut, &pair.veth.a.dev),
+        (&pair.peer, &pair.veth.b.dev),
     ] {
         ns.ip(&["link", "set", dev, "mtu", "9000"]).expect("mtu");
-        ns.ip(&["link", "set", dev, "address", mac]).expect("mac");
-        ns.ip(&[
-            "neigh",
-            "replace",
-            other_ip,
-            "lladdr",
-            other_mac,
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        ])
-        .expect("neigh");
     }
+    pair.pin_neighbours("198.18.121", 0x21);
     pair
 }
 
