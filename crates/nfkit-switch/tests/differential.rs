@@ -10,10 +10,6 @@ use common::*;
 use nfkit_abi::verdict::Action;
 use nfkit_corpus::Xorshift;
 
-fn examples_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
 /// The action counts of a list of verdicts, by action code.
 fn counts(v: &[(Action, u32)]) -> [u64; 8] {
     let mut c = [0u64; 8];
@@ -33,20 +29,11 @@ fn stats_counts(s: &nfkit_switch::Stats) -> [u64; 8] {
 
 #[test]
 fn examples_match_nfkit_run() {
-    let mut names: Vec<String> = std::fs::read_dir(examples_dir())
-        .expect("examples/")
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| n.ends_with(".py"))
-        .collect();
-    names.sort();
-    assert!(names.len() >= 5, "{names:?}");
     // Verdicts that depend only on the packet: two workers give the
     // same multiset per port.
     let stateless = ["dscp_dispatch.py", "tcp_options.py"];
-    for name in &names {
-        let path = examples_dir().join(name);
-        let source = std::fs::read_to_string(&path).expect("read example");
+    for (name, path) in &example_scripts() {
+        let source = std::fs::read_to_string(path).expect("read example");
         let c = compile_switch(name, &source);
         let pcap = path.with_extension("pcap");
         let packets = nfkit_pcap::read_file(&pcap).expect("example pcap");
