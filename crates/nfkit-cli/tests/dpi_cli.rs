@@ -3,6 +3,7 @@
 //! the pattern and end the reference scan (`Dfa::scan`, itself checked
 //! against the `regex` crate in nfkit-dpi) gives for the payload.
 
+use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::{catalogue, compile, Dfa, Options};
 use nfkit_pcap::Packet;
 use nfkit_traffic::{build, FrameSpec, Mac, Proto};
@@ -73,17 +74,6 @@ fn write_pcap(path: &str, payloads: &[Vec<u8>]) {
         .map(|(i, p)| Packet::new(i as u64 * 1000, frame(p, i % 2 == 0, i % 3 == 0)))
         .collect();
     nfkit_pcap::write_file(path, &pk).expect("pcap");
-}
-
-/// xorshift, so a failure names a case that reruns the same.
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// Protocol samples, SQL injections and noise, some with pieces of

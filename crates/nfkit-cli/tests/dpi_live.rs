@@ -21,6 +21,7 @@
 
 mod common;
 use common::{is_root, nfkit_ok, Pair, Scratch, NFKIT};
+use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::catalogue;
 use nfkit_kernel::deploy::enter_netns;
 use nfkit_kernel::{attach_socket_filter, load_image, LoadOptions};
@@ -45,19 +46,6 @@ const SAMPLES: &[&[u8]] = &[
     b"WAITFOR DELAY '",
 ];
 
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// `n` payloads of 4 to `max` bytes: a 4-byte id (big-endian index),
 /// then letters, spaces and punctuation, half of them with a pattern
 /// sample at a random offset.
@@ -66,14 +54,14 @@ fn payloads(n: usize, max: usize, seed: u64) -> Vec<Vec<u8>> {
     let mut g = Gen(seed);
     (0..n)
         .map(|i| {
-            let len = 4 + g.below(max - 4);
+            let len = 4 + g.index(max - 4);
             let mut p = (i as u32).to_be_bytes().to_vec();
             while p.len() < len {
-                p.push(ALPHABET[g.below(ALPHABET.len())]);
+                p.push(ALPHABET[g.index(ALPHABET.len())]);
             }
-            if g.below(2) == 0 {
-                let s = SAMPLES[g.below(SAMPLES.len())];
-                let at = 4 + g.below(len.saturating_sub(4 + s.len()).max(1));
+            if g.index(2) == 0 {
+                let s = SAMPLES[g.index(SAMPLES.len())];
+                let at = 4 + g.index(len.saturating_sub(4 + s.len()).max(1));
                 let end = (at + s.len()).min(p.len());
                 p.splice(at..end, s.iter().copied());
             }
@@ -117,37 +105,13 @@ fn unmatched_by(payloads: &[Vec<u8>], patterns: &[&str]) -> BTreeSet<u32> {
 /// MACs and permanent neighbours (no ARP queue to overflow).
 fn bed() -> Pair {
     let pair = Pair::new("dpisut", "dpipeer", "198.18.121");
-    for (ns, dev, mac, other_ip, other_mac) in [
-        (
-            &pair.sut,
-            &pair.veth.a.dev,
-            "02:00:00:00:21:01",
-            "198.18.121.2",
-            "02:00:00:00:21:02",
-        ),
-        (
-            &pair.peer,
-            &pair.veth.b.dev,
-            "02:00:00:00:21:02",
-            "198.18.121.1",
-            "02:00:00:00:21:01",
-        ),
+    for (ns, dev) in [
+        (&pair.sut, &pair.veth.a.dev),
+        (&pair.peer, &pair.veth.b.dev),
     ] {
         ns.ip(&["link", "set", dev, "mtu", "9000"]).expect("mtu");
-        ns.ip(&["link", "set", dev, "address", mac]).expect("mac");
-        ns.ip(&[
-            "neigh",
-            "replace",
-            other_ip,
-            "lladdr",
-            other_mac,
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        ])
-        .expect("neigh");
     }
+    pair.pin_neighbours("198.18.121", 0x21);
     pair
 }
 

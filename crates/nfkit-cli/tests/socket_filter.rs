@@ -13,9 +13,8 @@
 //! and maps must be equal. Needs root (skipped otherwise).
 
 mod common;
-use common::{is_root, le};
+use common::{is_root, le, Pair};
 use nfkit_kernel::deploy::enter_netns;
-use nfkit_kernel::testbed::{Netns, Veth};
 use nfkit_kernel::{attach_socket_filter, load_image, LoadOptions};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -142,64 +141,12 @@ fn load_filter() -> (nfkit_lang::Compiled, nfkit_kernel::Loaded, String) {
     (c, loaded, entry)
 }
 
-/// Two namespaces joined by a veth; fields drop in order: the pair, then
-/// the namespaces.
-struct Bed {
-    /// Held for its drop (removes the pair).
-    _veth: Veth,
-    peer: Netns,
-    sut: Netns,
-}
-
-impl Bed {
-    /// SUT 198.18.43.1, peer 198.18.43.2, with fixed MACs and neighbours:
-    /// no ARP in flight while datagrams go out.
-    fn new() -> Bed {
-        let sut = Netns::new("sut").expect("netns");
-        let peer = Netns::new("peer").expect("netns");
-        let veth = Veth::new(
-            Some(&sut),
-            Some("198.18.43.1/24"),
-            Some(&peer),
-            Some("198.18.43.2/24"),
-        )
-        .expect("veth");
-        for (ns, dev, mac, other_ip, other_mac) in [
-            (
-                &sut,
-                &veth.a.dev,
-                "02:00:00:00:00:01",
-                "198.18.43.2",
-                "02:00:00:00:00:02",
-            ),
-            (
-                &peer,
-                &veth.b.dev,
-                "02:00:00:00:00:02",
-                "198.18.43.1",
-                "02:00:00:00:00:01",
-            ),
-        ] {
-            ns.ip(&["link", "set", dev, "address", mac]).expect("mac");
-            ns.ip(&[
-                "neigh",
-                "replace",
-                other_ip,
-                "lladdr",
-                other_mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ])
-            .expect("neigh");
-        }
-        Bed {
-            _veth: veth,
-            peer,
-            sut,
-        }
-    }
+/// SUT 198.18.43.1, peer 198.18.43.2, with fixed MACs and neighbours:
+/// no ARP in flight while datagrams go out.
+fn bed() -> Pair {
+    let pair = Pair::new("sut", "peer", "198.18.43");
+    pair.pin_neighbours("198.18.43", 0);
+    pair
 }
 
 /// In namespace `sut_ns`: binds the UDP socket, attaches `prog`, says
@@ -272,7 +219,7 @@ fn socket_filter_keeps_what_the_vm_keeps() {
     let (vm_kept, report) = vm_kept();
     let (c, loaded, entry) = load_filter();
     let prog = loaded.prog(&entry).expect("prog");
-    let bed = Bed::new();
+    let bed = bed();
     let got = kernel_kept(&bed, prog, vm_kept.len());
     assert_eq!(got, vm_kept, "datagrams kept: kernel / VM");
 

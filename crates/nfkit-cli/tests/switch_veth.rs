@@ -409,6 +409,53 @@ fn send_ok(out: Output) -> Value {
     json(&String::from_utf8_lossy(&out.stdout))
 }
 
+/// The one UDP flow the switch tests send, left host to right host.
+fn flows(bed: &Bed) -> String {
+    format!(
+        "src={l}.1,dst={r}.2,sport=7000,dport=7709,len=64",
+        l = bed.left_net,
+        r = bed.right_net
+    )
+}
+
+/// 500 frames on stream 1 that must all arrive: the path works before
+/// a counted run.
+fn warm_up(bed: &Bed, rx: &Recv, flows: &str) {
+    let warm = send_ok(
+        send_cmd(
+            bed,
+            flows,
+            &["--rate", "2000", "--count", "500", "--seq", "--stream", "1"],
+        )
+        .output()
+        .expect("send"),
+    );
+    assert_eq!(warm["sent"], 500, "{warm}");
+    assert_eq!(
+        rx.wait_for(1, 500),
+        500,
+        "warm-up frames through the switch"
+    );
+}
+
+/// Numbered traffic on stream 2 at RATE until stopped (at most 100 s),
+/// once MARGIN frames have arrived.
+fn numbered(bed: &Bed, rx: &Recv, flows: &str) -> Proc {
+    let sender = Proc(
+        send_cmd(
+            bed,
+            flows,
+            &[
+                "--rate", RATE, "--count", "2000000", "--seq", "--stream", "2",
+            ],
+        )
+        .spawn()
+        .expect("start the sender"),
+    );
+    assert!(rx.wait_for(2, MARGIN) >= MARGIN, "no numbered traffic");
+    sender
+}
+
 /// A clean stream: every frame sent arrived once, nothing else.
 fn assert_delivered(what: &str, report: &Value, stream: u64, sent: u64) {
     let s = stream_of(report, stream);
@@ -481,42 +528,13 @@ fn reloads_on(kind: &str, tag: &str, nets: (&str, &str)) {
     std::fs::write(&v[1], pass_through(1)).expect("v2");
     let sw = Switch::start_on(kind, &bed, &dir, tag, &v[0], &[]);
     let rx = Recv::start(&bed);
-    let flows = format!(
-        "src={l}.1,dst={r}.2,sport=7000,dport=7709,len=64",
-        l = bed.left_net,
-        r = bed.right_net
-    );
+    let flows = flows(&bed);
 
     // Warm-up: the path works before the counted run.
-    let warm = send_ok(
-        send_cmd(
-            &bed,
-            &flows,
-            &["--rate", "2000", "--count", "500", "--seq", "--stream", "1"],
-        )
-        .output()
-        .expect("send"),
-    );
-    assert_eq!(warm["sent"], 500, "{warm}");
-    assert_eq!(
-        rx.wait_for(1, 500),
-        500,
-        "warm-up frames through the switch"
-    );
+    warm_up(&bed, &rx, &flows);
 
     // The numbered run: the sender runs until stopped (at most 100 s).
-    let sender = Proc(
-        send_cmd(
-            &bed,
-            &flows,
-            &[
-                "--rate", RATE, "--count", "2000000", "--seq", "--stream", "2",
-            ],
-        )
-        .spawn()
-        .expect("start the sender"),
-    );
-    assert!(rx.wait_for(2, MARGIN) >= MARGIN, "no numbered traffic");
+    let sender = numbered(&bed, &rx, &flows);
     let mut failed = Vec::new();
     for i in 0..RELOADS {
         // v2, v1, v2, ...
@@ -812,23 +830,8 @@ fn hostile_updates_are_refused_under_numbered_traffic_and_a_valid_one_applies() 
         &["--key", &keys, "--update-listen", &udp],
     );
     let rx = Recv::start(&bed);
-    let flows = format!(
-        "src={l}.1,dst={r}.2,sport=7000,dport=7709,len=64",
-        l = bed.left_net,
-        r = bed.right_net
-    );
-    let sender = Proc(
-        send_cmd(
-            &bed,
-            &flows,
-            &[
-                "--rate", RATE, "--count", "2000000", "--seq", "--stream", "2",
-            ],
-        )
-        .spawn()
-        .expect("start the sender"),
-    );
-    assert!(rx.wait_for(2, MARGIN) >= MARGIN, "no numbered traffic");
+    let flows = flows(&bed);
+    let sender = numbered(&bed, &rx, &flows);
     // Version 2 applies (the message replayed below).
     let v2 = nfkit_update::Message::new(
         name,
@@ -1083,35 +1086,10 @@ fn daemon_switch_deploy_redeploy_survives_kill_is_adopted_and_undeployed() {
     );
 
     let rx = Recv::start(&bed);
-    let flows = format!(
-        "src={l}.1,dst={r}.2,sport=7000,dport=7709,len=64",
-        l = bed.left_net,
-        r = bed.right_net
-    );
-    let warm = send_ok(
-        send_cmd(
-            &bed,
-            &flows,
-            &["--rate", "2000", "--count", "500", "--seq", "--stream", "1"],
-        )
-        .output()
-        .expect("send"),
-    );
-    assert_eq!(warm["sent"], 500, "{warm}");
-    assert_eq!(rx.wait_for(1, 500), 500, "frames through the switch");
+    let flows = flows(&bed);
+    warm_up(&bed, &rx, &flows);
 
-    let sender = Proc(
-        send_cmd(
-            &bed,
-            &flows,
-            &[
-                "--rate", RATE, "--count", "2000000", "--seq", "--stream", "2",
-            ],
-        )
-        .spawn()
-        .expect("start the sender"),
-    );
-    assert!(rx.wait_for(2, MARGIN) >= MARGIN, "no numbered traffic");
+    let sender = numbered(&bed, &rx, &flows);
     for i in 0..SWAPS as usize {
         let out = nfkit_in_ok(&run, &["switch", "reload", tag, &v[(i + 1) % 2]]);
         assert!(out.starts_with("switched to version"), "{out}");

@@ -9,7 +9,9 @@
 #![forbid(unsafe_code)]
 
 pub mod clang;
+pub mod rng;
 pub use clang::{vmlinux_h, BpfBuild, BuildError};
+pub use rng::Xorshift;
 
 /// One compiled corpus program.
 #[derive(Clone, Copy, Debug)]

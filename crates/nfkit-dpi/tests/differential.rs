@@ -11,6 +11,7 @@
 mod common;
 use common::{expected, reference};
 use nfkit_corpus::clang::BpfBuild;
+use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::{catalogue, compile, Dfa, Match, Options, Tables};
 use nfkit_object::Image;
 use nfkit_traffic::{build, FrameSpec, Mac, Proto};
@@ -85,29 +86,16 @@ const SNI_HELLO: &[u8] = b"\x16\x03\x01\x00\x40\x01\x00\x00\x3c\x03\x03\
     \x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\x11\
     \x00\x00\x02\x13\x01\x01\x00\x00\x0d\x00\x00\x00\x09\x00\x07\x00\x00\x04a.io";
 
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Most payload bytes (a UDP payload in a 1500-byte IPv4 packet).
 const MAX: usize = 1472;
 
 fn filler(g: &mut Gen, alphabet: &[u8], n: usize, out: &mut Vec<u8>) {
-    let uniform = g.below(2) == 0;
+    let uniform = g.index(2) == 0;
     for _ in 0..n {
         out.push(if uniform {
             g.next() as u8
         } else {
-            alphabet[g.below(alphabet.len())]
+            alphabet[g.index(alphabet.len())]
         });
     }
 }
@@ -118,28 +106,28 @@ fn payload(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8]) -> Vec<u8> {
 
 fn payload_upto(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8], max: usize) -> Vec<u8> {
     let mut p = Vec::new();
-    let len = [g.below(16), g.below(200), g.below(max)][g.below(3)];
-    match g.below(4) {
+    let len = [g.index(16), g.index(200), g.index(max)][g.index(3)];
+    match g.index(4) {
         0 => filler(g, alphabet, len, &mut p),
         kind => {
-            let s = samples[g.below(samples.len())];
+            let s = samples[g.index(samples.len())];
             let mut s = s.to_vec();
-            if g.below(3) == 0 {
+            if g.index(3) == 0 {
                 // Flip the case of a letter (case-insensitive patterns
                 // still match; the others must not).
-                let i = g.below(s.len());
+                let i = g.index(s.len());
                 s[i] ^= if s[i].is_ascii_alphabetic() { 0x20 } else { 0 };
             }
             let room = max - s.len();
             let before = match kind {
                 1 => 0,
-                2 => g.below(len.min(room) + 1),
+                2 => g.index(len.min(room) + 1),
                 _ => len.min(room),
             };
             filler(g, alphabet, before, &mut p);
             p.extend_from_slice(&s);
             if kind != 3 {
-                let after = g.below((max - p.len()).min(300) + 1);
+                let after = g.index((max - p.len()).min(300) + 1);
                 filler(g, alphabet, after, &mut p);
             }
         }
@@ -355,8 +343,8 @@ fn jumbo_cases(set: &catalogue::Set, n: usize, seed: u64) -> (Vec<Case>, usize) 
     let cases = (0..n)
         .map(|_| {
             let mut p = Vec::new();
-            if g.below(2) == 0 {
-                let pre = 3000 + g.below(5000);
+            if g.index(2) == 0 {
+                let pre = 3000 + g.index(5000);
                 filler(&mut g, &alphabet, pre, &mut p);
             }
             let rest = payload_upto(&mut g, &samples, &alphabet, JUMBO - p.len());

@@ -5,6 +5,7 @@
 //! when run as root. The NF must give `Match::to_result` of the scan.
 
 use nfkit_corpus::clang::BpfBuild;
+use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::{compile, Dfa, Match, Options, Tables};
 use nfkit_object::Image;
 use nfkit_traffic::{build, FrameSpec, Mac, Proto};
@@ -32,22 +33,6 @@ fn probe(hook: &str) -> Image {
         .bytes()
         .expect("clang builds the probe");
     Image::from_elf(&obj, "dpi_probe.o").expect("image")
-}
-
-/// A small deterministic generator (xorshift), so a failure names a
-/// case that reruns the same.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn payload(g: &mut Gen) -> Vec<u8> {

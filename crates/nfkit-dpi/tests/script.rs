@@ -11,6 +11,7 @@
 
 mod common;
 use common::{expected, reference};
+use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::catalogue;
 use nfkit_nf::{Hook, SearchPath};
 use nfkit_object::{Image, ProgType};
@@ -20,19 +21,6 @@ use regex::bytes::Regex;
 
 /// Payloads per test (each through every hook and engine).
 const CASES: usize = 3000;
-
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 const SAMPLES: &[&[u8]] = &[
     b"UNION SELECT",
@@ -54,36 +42,36 @@ const SAMPLES: &[&[u8]] = &[
 fn payload(g: &mut Gen) -> Vec<u8> {
     let alphabet: Vec<u8> = SAMPLES.iter().flat_map(|s| s.iter().copied()).collect();
     let fill = |g: &mut Gen, n: usize, out: &mut Vec<u8>| {
-        let uniform = g.below(2) == 0;
+        let uniform = g.index(2) == 0;
         for _ in 0..n {
             out.push(if uniform {
                 g.next() as u8
             } else {
-                alphabet[g.below(alphabet.len())]
+                alphabet[g.index(alphabet.len())]
             });
         }
     };
     let mut p = Vec::new();
-    let len = [g.below(16), g.below(200), g.below(1400)][g.below(3)];
-    let kind = g.below(4);
+    let len = [g.index(16), g.index(200), g.index(1400)][g.index(3)];
+    let kind = g.index(4);
     if kind == 0 {
         fill(g, len, &mut p);
         return p;
     }
-    let mut s = SAMPLES[g.below(SAMPLES.len())].to_vec();
-    if g.below(3) == 0 {
-        let i = g.below(s.len());
+    let mut s = SAMPLES[g.index(SAMPLES.len())].to_vec();
+    if g.index(3) == 0 {
+        let i = g.index(s.len());
         s[i] ^= if s[i].is_ascii_alphabetic() { 0x20 } else { 0 };
     }
     let before = match kind {
         1 => 0,
-        2 => g.below(len + 1),
+        2 => g.index(len + 1),
         _ => len,
     };
     fill(g, before, &mut p);
     p.extend_from_slice(&s);
     if kind != 3 {
-        let after = g.below(60);
+        let after = g.index(60);
         fill(g, after, &mut p);
     }
     p
@@ -95,7 +83,7 @@ fn frame(g: &mut Gen, payload: Vec<u8>) -> Vec<u8> {
         dst_mac: Mac([2, 0, 0, 0, 0, 2]),
         src: "198.18.0.1".parse().expect("ip"),
         dst: "198.18.0.2".parse().expect("ip"),
-        proto: if g.below(2) == 0 {
+        proto: if g.index(2) == 0 {
             Proto::Udp
         } else {
             Proto::Tcp { flags: 0x18 }

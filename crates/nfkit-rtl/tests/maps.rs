@@ -10,6 +10,7 @@
 mod common;
 
 use common::{compare, VmRun};
+use nfkit_corpus::Xorshift as Rng;
 use nfkit_isa::asm::{assemble, Syntax};
 use nfkit_object::{Image, MapKind as ObjMapKind, MapSpec, MapType, ProgType};
 use nfkit_rtl::maps::lpm_masked;
@@ -25,19 +26,6 @@ const MAPS: &[(&str, MapType, u32, u32, u32)] = &[
     ("counters", MapType::Array, 4, 16, 32),
     ("v4", MapType::LpmTrie, 8, 8, 16),
 ];
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn image() -> Image {
     let insns = assemble(PROG, Some(Syntax::Llvm)).expect("assembles");

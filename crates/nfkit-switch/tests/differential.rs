@@ -8,10 +8,7 @@
 mod common;
 use common::*;
 use nfkit_abi::verdict::Action;
-
-fn examples_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
+use nfkit_corpus::Xorshift;
 
 /// The action counts of a list of verdicts, by action code.
 fn counts(v: &[(Action, u32)]) -> [u64; 8] {
@@ -32,20 +29,11 @@ fn stats_counts(s: &nfkit_switch::Stats) -> [u64; 8] {
 
 #[test]
 fn examples_match_nfkit_run() {
-    let mut names: Vec<String> = std::fs::read_dir(examples_dir())
-        .expect("examples/")
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| n.ends_with(".py"))
-        .collect();
-    names.sort();
-    assert!(names.len() >= 5, "{names:?}");
     // Verdicts that depend only on the packet: two workers give the
     // same multiset per port.
     let stateless = ["dscp_dispatch.py", "tcp_options.py"];
-    for name in &names {
-        let path = examples_dir().join(name);
-        let source = std::fs::read_to_string(&path).expect("read example");
+    for (name, path) in &example_scripts() {
+        let source = std::fs::read_to_string(path).expect("read example");
         let c = compile_switch(name, &source);
         let pcap = path.with_extension("pcap");
         let packets = nfkit_pcap::read_file(&pcap).expect("example pcap");
@@ -78,17 +66,11 @@ fn examples_match_nfkit_run() {
 /// read: verdicts depend only on the packet), and every verdict,
 /// REDIRECT to ports that exist and ones that do not, and reads that
 /// fault on short packets.
-struct Gen(u64, usize);
+struct Gen(Xorshift, usize);
 
 impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
     fn pick(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.index(n)
     }
     fn leaf(&mut self) -> String {
         match self.pick(9) {
@@ -187,7 +169,7 @@ impl Gen {
 #[test]
 fn random_scripts_match_nfkit_run() {
     let dir = scratch("random");
-    let mut g = Gen(0x5eed_5eed_1234_5678, 0);
+    let mut g = Gen(Xorshift(0x5eed_5eed_1234_5678), 0);
     let mut seen = [0u64; 8];
     let mut faults = 0;
     // NFKIT_SWITCH_SCRIPTS=N runs more (the default keeps the test short).
@@ -198,7 +180,7 @@ fn random_scripts_match_nfkit_run() {
     for i in 0..n {
         let source = g.script();
         let c = compile_switch(&format!("random{i}.py"), &source);
-        let mut packets = packets(g.next(), 40);
+        let mut packets = packets(g.0.next(), 40);
         // A few short frames (reads beyond them fault).
         packets.push(nfkit_pcap::Packet::new(2_000_000_000, vec![0xaa; 20]));
         let (want, verdicts) = expected(&c, &packets);

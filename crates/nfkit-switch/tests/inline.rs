@@ -12,10 +12,6 @@ use nfkit_control::runner::ScriptVm;
 use nfkit_lang::link::Inline;
 use nfkit_lang::{compile_with, Compiled, Options};
 
-fn examples_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
 fn build(name: &str, src: &str, inline: Inline) -> Compiled {
     let opts = Options {
         hook: Some(Hook::Switch),
@@ -26,17 +22,8 @@ fn build(name: &str, src: &str, inline: Inline) -> Compiled {
 
 #[test]
 fn switch_builds_inlined_and_with_calls_agree() {
-    let mut names: Vec<String> = std::fs::read_dir(examples_dir())
-        .expect("examples/")
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| n.ends_with(".py"))
-        .collect();
-    names.sort();
-    assert!(names.len() >= 5, "{names:?}");
-    for name in &names {
-        let path = examples_dir().join(name);
-        let src = std::fs::read_to_string(&path).expect("read example");
+    for (name, path) in &example_scripts() {
+        let src = std::fs::read_to_string(path).expect("read example");
         let on = build(name, &src, Inline::On);
         let off = build(name, &src, Inline::Off);
         let report = on.inline.as_ref().expect("an inline report");

@@ -9,6 +9,7 @@
 
 mod common;
 use common::numbered::{percentile, Traffic};
+use nfkit_corpus::Xorshift as Rng;
 use nfkit_lang::Compiled;
 use nfkit_switch::{Switch, SwitchConfig, UpdateAuth, UpdateError};
 use nfkit_update::message::CodeFormat;
@@ -95,20 +96,6 @@ fn finish(sw: Switch, traffic: &Traffic) -> (u64, nfkit_switch::Stats, Vec<(u32,
     (given, stats, traffic.out())
 }
 
-/// A tiny deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 #[test]
 fn ten_thousand_hostile_updates_are_refused_while_traffic_flows() {
     let (sw, traffic) = start(2, 1);
@@ -133,7 +120,7 @@ fn ten_thousand_hostile_updates_are_refused_while_traffic_flows() {
         let (bytes, allowed): (Vec<u8>, &[&str]) = match i % classes {
             // Random bytes, sometimes behind a valid magic.
             0 => {
-                let len = rng.below(400);
+                let len = rng.index(400);
                 let mut b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
                 if i % 2 == 0 && len >= 4 {
                     b[..4].copy_from_slice(b"NFKU");
@@ -156,15 +143,15 @@ fn ten_thousand_hostile_updates_are_refused_while_traffic_flows() {
             // One bit of the MAC flipped.
             2 => {
                 let mut b = fresh().seal(&key(1, 1)).expect("seal");
-                let at = 44 + 3 + 32 + rng.below(32);
-                b[at] ^= 1 << rng.below(8);
+                let at = 44 + 3 + 32 + rng.index(32);
+                b[at] ^= 1 << rng.index(8);
                 (b, &["forged"])
             }
             // Any one bit flipped (header, target, digest, payload).
             3 => {
                 let mut b = fresh().seal(&key(2, 2)).expect("seal");
-                let at = rng.below(b.len());
-                b[at] ^= 1 << rng.below(8);
+                let at = rng.index(b.len());
+                b[at] ^= 1 << rng.index(8);
                 (
                     b,
                     &[
@@ -180,7 +167,7 @@ fn ten_thousand_hostile_updates_are_refused_while_traffic_flows() {
             // Truncated anywhere.
             4 => {
                 let b = fresh().seal(&key(1, 1)).expect("seal");
-                let cut = rng.below(b.len());
+                let cut = rng.index(b.len());
                 (b[..cut].to_vec(), &["truncated"])
             }
             // The applied update again.

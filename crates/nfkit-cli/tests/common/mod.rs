@@ -144,6 +144,32 @@ impl Pair {
         .expect("veth");
         Pair { veth, peer, sut }
     }
+
+    /// Fixed MACs (`02:00:00:00:TAG:01` on `sut`, `..:02` on `peer`) and
+    /// permanent neighbours both ways for the pair made on `net`: no ARP
+    /// in flight (or queue to overflow) while datagrams go out.
+    pub fn pin_neighbours(&self, net: &str, tag: u8) {
+        let mac = |end: u8| format!("02:00:00:00:{tag:02x}:{end:02x}");
+        for (ns, dev, own, other) in [
+            (&self.sut, &self.veth.a.dev, 1u8, 2u8),
+            (&self.peer, &self.veth.b.dev, 2, 1),
+        ] {
+            ns.ip(&["link", "set", dev, "address", &mac(own)])
+                .expect("mac");
+            ns.ip(&[
+                "neigh",
+                "replace",
+                &format!("{net}.{other}"),
+                "lladdr",
+                &mac(other),
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+            .expect("neigh");
+        }
+    }
 }
 
 pub fn json(text: &str) -> Value {

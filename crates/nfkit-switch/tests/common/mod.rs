@@ -17,6 +17,27 @@ use nfkit_switch::{Stats, Switch, SwitchConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Every chain example (`examples/*.py`, sorted) with its path; at
+/// least five, so a moved directory cannot make a test pass empty.
+pub fn example_scripts() -> Vec<(String, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.ends_with(".py"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5, "{names:?}");
+    names
+        .into_iter()
+        .map(|n| {
+            let path = dir.join(&n);
+            (n, path)
+        })
+        .collect()
+}
+
 /// Ports of a test switch: port 1 reads the input and writes; ports
 /// 2..=7 only write; port 8 (the last) is the host port.
 pub const PORTS: usize = 8;
