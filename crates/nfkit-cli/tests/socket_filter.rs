@@ -197,7 +197,7 @@ fn send_datagrams(peer_ns: &str) {
 
 /// The datagrams that reach the SUT's socket through `prog` (the sender
 /// starts once the filter is attached).
-fn kernel_kept(bed: &Bed, prog: &nfkit_kernel::Prog, want: usize) -> BTreeSet<u8> {
+fn kernel_kept(bed: &Pair, prog: &nfkit_kernel::Prog, want: usize) -> BTreeSet<u8> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let sut_ns = bed.sut.name();
     std::thread::scope(|s| {
