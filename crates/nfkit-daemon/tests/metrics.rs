@@ -68,7 +68,14 @@ fn deployed(
     let rt = rt();
     let ch = d.channel(&rt);
     let mut dep = DeploymentServiceClient::new(ch.clone());
-    rt.block_on(dep.deploy(proto::DeployRequest {
+    rt.block_on(dep.deploy(deploy_request(&bed, file))).unwrap();
+    (s, bed, d, port, rt, ch)
+}
+
+/// Deploy the test script `file` at generic XDP on the testbed's device
+/// (a live swap when something is deployed there already).
+fn deploy_request(bed: &Bed, file: &str) -> proto::DeployRequest {
+    proto::DeployRequest {
         script: Some(proto::ScriptSource {
             kind: Some(Kind::Inline(proto::InlineScript {
                 file: file.into(),
@@ -80,9 +87,7 @@ fn deployed(
         netns: bed.sut.clone(),
         attach: AttachPoint::XdpGeneric as i32,
         mode: 0,
-    }))
-    .unwrap();
-    (s, bed, d, port, rt, ch)
+    }
 }
 
 #[test]
@@ -156,6 +161,32 @@ fn a_scrape_parses_and_its_counters_equal_the_maps() {
         value(&sc, "nfkit_deployment_attached", &[("dev", &bed.dev)]),
         Some(1.0)
     );
+    assert_eq!(
+        value(&sc, "nfkitd_swap_seconds_count", &[]),
+        Some(0.0),
+        "{body}"
+    );
+
+    // A live swap on the same device: the deploy histogram gets its
+    // second observation, the swap histogram (the link update alone)
+    // its first.
+    rt.block_on(dep.deploy(deploy_request(&bed, "count_v2.py")))
+        .unwrap();
+    let body = scrape(port);
+    let sc = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("the scrape parses");
+    assert_eq!(
+        value(&sc, "nfkitd_deploy_seconds_count", &[]),
+        Some(2.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&sc, "nfkitd_swap_seconds_count", &[]),
+        Some(1.0),
+        "{body}"
+    );
+    let swap = value(&sc, "nfkitd_swap_seconds_sum", &[]).expect("a swap sum");
+    assert!(swap > 0.0 && swap < 1.0, "swap {swap} s\n{body}");
 }
 
 #[test]
