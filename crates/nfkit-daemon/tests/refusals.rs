@@ -11,6 +11,7 @@ use nfkit_daemon::proto::daemon_service_client::DaemonServiceClient;
 use nfkit_daemon::proto::deployment_service_client::DeploymentServiceClient;
 use nfkit_daemon::proto::map_service_client::MapServiceClient;
 use nfkit_daemon::proto::stats_service_client::StatsServiceClient;
+use nfkit_daemon::proto::switch_service_client::SwitchServiceClient;
 use nfkit_daemon::proto::{self, script_source::Kind};
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -66,6 +67,9 @@ fn inline(source: String) -> Option<proto::ScriptSource> {
     })
 }
 
+/// Kinds of malformed requests [`malformed`] sends.
+const KINDS: u64 = 18;
+
 /// One malformed request of kind `k`, sent; its status code.
 fn malformed(
     rt: &tokio::runtime::Runtime,
@@ -76,6 +80,7 @@ fn malformed(
     let mut dep = DeploymentServiceClient::new(ch.clone());
     let mut maps = MapServiceClient::new(ch.clone());
     let mut chains = ChainServiceClient::new(ch.clone());
+    let mut switches = SwitchServiceClient::new(ch.clone());
     let ok_script = || inline("every_packet(lambda: PASS)\n".into());
     let res: Result<(), tonic::Status> = rt.block_on(async {
         match k {
@@ -202,6 +207,58 @@ fn malformed(
             11 => dep
                 .undeploy(proto::UndeployRequest {
                     dev: bad_name(r, 15),
+                })
+                .await
+                .map(drop),
+            12 => switches
+                .deploy_switch(proto::DeploySwitchRequest {
+                    name: bad_name(r, 64),
+                    ports: vec!["p0:afpacket".into()],
+                    script: ok_script(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            13 => switches
+                .deploy_switch(proto::DeploySwitchRequest {
+                    name: "fz".into(),
+                    // Over the 64 ports a switch may have.
+                    ports: (0..65 + r.below(10))
+                        .map(|i| format!("p{i}:afpacket"))
+                        .collect(),
+                    script: ok_script(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            14 => {
+                let (workers, engine) = if r.below(2) == 0 {
+                    (65 + r.below(1000) as u32, String::new())
+                } else {
+                    (1, format!("{}x", r.text(NOISE, 3)))
+                };
+                switches
+                    .deploy_switch(proto::DeploySwitchRequest {
+                        name: "fz".into(),
+                        ports: vec!["p0:afpacket".into()],
+                        script: ok_script(),
+                        workers,
+                        engine,
+                        ..Default::default()
+                    })
+                    .await
+                    .map(drop)
+            }
+            15 => switches
+                .redeploy_switch(proto::RedeploySwitchRequest {
+                    name: bad_name(r, 64),
+                    script: ok_script(),
+                })
+                .await
+                .map(drop),
+            16 => switches
+                .undeploy_switch(proto::UndeploySwitchRequest {
+                    name: bad_name(r, 64),
                 })
                 .await
                 .map(drop),
@@ -388,8 +445,8 @@ fn fuzzed_malformed_and_wrong_role_requests_are_refused() {
     let mut sent = 0usize;
     let mut codes: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..900u64 {
-        let c = malformed(&rt, &ch, &mut r, i % 13);
-        assert_eq!(c, Code::InvalidArgument, "request {i} (kind {})", i % 13);
+        let c = malformed(&rt, &ch, &mut r, i % KINDS);
+        assert_eq!(c, Code::InvalidArgument, "request {i} (kind {})", i % KINDS);
         *codes.entry(format!("{c:?}")).or_default() += 1;
         sent += 1;
     }
@@ -461,6 +518,14 @@ fn fuzzed_malformed_and_wrong_role_requests_are_refused() {
         .unwrap()
         .into_inner();
     assert!(l.versions.is_empty());
+    let l = rt
+        .block_on(
+            SwitchServiceClient::new(ch.clone())
+                .list_switches(proto::ListSwitchesRequest::default()),
+        )
+        .unwrap()
+        .into_inner();
+    assert!(l.switches.is_empty(), "{:?}", l.switches);
     assert!(sent >= 1000, "{sent} requests");
     // The audit log: one refusal per request, who and why.
     let audit = d.audit_lines();
