@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use nfkit_switch::port::{any, PortSpec};
+use nfkit_switch::port::any;
 use nfkit_switch::{Switch, SwitchConfig};
 use std::time::Duration;
 
@@ -58,17 +58,7 @@ fn post_runs_per_output_port_with_the_ingress_maps() {
     let dir = scratch("pipeline-post");
     let input = dir.join("in.pcap");
     nfkit_pcap::write_file(&input, &packets).expect("write input");
-    let specs: Vec<PortSpec> = (0..PORTS)
-        .map(|i| {
-            let out = dir.join(format!("out{}.pcap", i + 1));
-            let text = if i == 0 {
-                format!("p1:pcap={},out={}", input.display(), out.display())
-            } else {
-                format!("p{}:pcap,out={}", i + 1, out.display())
-            };
-            text.parse().expect("spec")
-        })
-        .collect();
+    let specs = pcap_ports(&dir, &input);
     let ports = any::open_all(&specs, 1).expect("open ports");
     let cfg = SwitchConfig {
         workers: 1,
@@ -132,17 +122,7 @@ fn signed_updates_write_table_entries() {
     let input = dir.join("in.pcap");
     let one = nfkit_pcap::Packet::new(1, udp4([198, 18, 0, 1], [198, 18, 1, 1], 1, 2, 0, 64, b"p"));
     nfkit_pcap::write_file(&input, &[one]).expect("write input");
-    let specs: Vec<PortSpec> = (0..PORTS)
-        .map(|i| {
-            let out = dir.join(format!("out{}.pcap", i + 1));
-            let text = if i == 0 {
-                format!("p1:pcap={},out={}", input.display(), out.display())
-            } else {
-                format!("p{}:pcap,out={}", i + 1, out.display())
-            };
-            text.parse().expect("spec")
-        })
-        .collect();
+    let specs = pcap_ports(&dir, &input);
     let key = Key::new(1, [7; 32]).expect("key");
     let cfg = SwitchConfig {
         workers: 1,

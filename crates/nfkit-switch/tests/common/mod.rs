@@ -129,6 +129,22 @@ pub fn run_switch(
     run_switch_on(c, packets, workers, dir, nfkit_vm::Engine::best())
 }
 
+/// PORTS pcap ports writing `outN.pcap` in `dir`; port 1 also reads
+/// `input`.
+pub fn pcap_ports(dir: &Path, input: &Path) -> Vec<PortSpec> {
+    (0..PORTS)
+        .map(|i| {
+            let out = dir.join(format!("out{}.pcap", i + 1));
+            let text = if i == 0 {
+                format!("p1:pcap={},out={}", input.display(), out.display())
+            } else {
+                format!("p{}:pcap,out={}", i + 1, out.display())
+            };
+            text.parse().expect("spec")
+        })
+        .collect()
+}
+
 /// [`run_switch`] on the VM engine `engine`.
 pub fn run_switch_on(
     c: &Compiled,
@@ -139,17 +155,7 @@ pub fn run_switch_on(
 ) -> (Outputs, Stats) {
     let input = dir.join("in.pcap");
     nfkit_pcap::write_file(&input, packets).expect("write input");
-    let specs: Vec<PortSpec> = (0..PORTS)
-        .map(|i| {
-            let out = dir.join(format!("out{}.pcap", i + 1));
-            let text = if i == 0 {
-                format!("p1:pcap={},out={}", input.display(), out.display())
-            } else {
-                format!("p{}:pcap,out={}", i + 1, out.display())
-            };
-            text.parse().expect("spec")
-        })
-        .collect();
+    let specs = pcap_ports(dir, &input);
     let ports = any::open_all(&specs, workers).expect("open ports");
     let cfg = SwitchConfig {
         workers,
