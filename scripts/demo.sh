@@ -39,6 +39,7 @@ FLOOD=(198.18.1.66 198.18.1.67)
 TRAFFIC_S=11     # legitimate traffic runs this long
 FLOOD_AT=3       # the flood starts at this second ...
 FLOOD_S=5        # ... and lasts this long
+BLACKLIST_S=10   # BLACKLIST_NS in the script: offenders stay this long
 TMP=""
 PIDS=()
 
@@ -187,6 +188,10 @@ blacklist() { # the blacklisted sources: `ADDR: expires in N s` lines of the set
     "$NFKIT" map dump nf_sets_src --dev $P-i0 2>/dev/null | grep -v ': expired' |
         sed -E 's/: .*$//' | tr '\n' ' ' || true
 }
+offenders() { # every source the set holds, expired or not: who was blacklisted during the run
+    "$NFKIT" map dump nf_sets_src --dev $P-i0 2>/dev/null |
+        sed -E 's/: .*$//' | tr '\n' ' ' || true
+}
 last_line() { grep -E '^ *[0-9.]+s ' "$1" 2>/dev/null | tail -n1 | sed -E 's/^ *[0-9.]+s +//' || true; }
 
 SWAP_AT=$((FLOOD_AT + FLOOD_S + 1))
@@ -214,7 +219,8 @@ sed -n '/^received/,$p' "$TMP/rcv" | sed 's/^/  /'
 say "collector ($P-c1, one blacklisted packet in 10):"
 sed -n '/^received/,$p' "$TMP/col" | sed 's/^/  /'
 say "chain counters: PASS $(counter 0), DROP $(counter 1), REDIRECT $(counter 2)"
-say "blacklist now: $(blacklist)"
+say "blacklisted during the run: $(offenders)"
+say "blacklist now (entries last ${BLACKLIST_S}s): $(blacklist)"
 cat <<EOF
 
 nfkit compiled $SCRIPT (a chain of NFs from its catalogue: per-destination and
