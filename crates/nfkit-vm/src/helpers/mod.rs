@@ -54,6 +54,18 @@ const TC_ACT_REDIRECT: u64 = hook::TC_ACT_REDIRECT as u64;
 /// Keys up to this size are read without allocating.
 const KEY_INLINE: usize = 64;
 
+/// Map values up to this size are read into a stack buffer.
+const VALUE_INLINE: usize = 256;
+
+/// The map a program's map handle `v` names, borrowed from the VM.
+#[inline(always)]
+fn map_of(vm: &crate::vm::Inner, v: u64) -> Option<&Arc<Map>> {
+    if (v >> mem::REGION_SHIFT) as u32 != mem::MAP_HANDLES {
+        return None;
+    }
+    vm.maps.by_index((v & 0xffff_ffff) as usize)
+}
+
 /// A key read from program memory.
 enum Key {
     Inline([u8; KEY_INLINE], usize),
@@ -83,6 +95,12 @@ impl Machine {
                 why: why.into(),
             },
         )
+    }
+
+    /// The fault of a map argument `v` that is no map.
+    #[cold]
+    fn not_a_map<T>(&self, v: u64, pc: usize, helper: &str) -> Step<T> {
+        self.herr(pc, helper, format!("{v:#x} is not a map"))
     }
 
     fn map_arg(&self, v: u64, pc: usize, helper: &str) -> Step<Arc<Map>> {
@@ -320,7 +338,10 @@ impl Machine {
     /// `bpf_map_lookup_percpu_elem(map, key, cpu)`: the value's address, or 0.
     fn map_lookup(&mut self, hid: i64, a1: u64, a2: u64, a3: u64, cur: usize) -> Step<u64> {
         let name = "map_lookup_elem";
-        let m = self.map_arg(a1, cur, name)?;
+        // The map borrowed from the VM (no reference count per call).
+        let Some(m) = map_of(&self.vm, a1) else {
+            return self.not_a_map(a1, cur, name);
+        };
         let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         let cpu = if hid as i32 == id::MAP_LOOKUP_PERCPU_ELEM {
             if !matches!(
@@ -364,7 +385,9 @@ impl Machine {
     /// `bpf_map_update_elem(map, key, value, flags)`: 0 or a negative errno.
     fn map_update(&mut self, a1: u64, a2: u64, a3: u64, a4: u64, cur: usize) -> Step<u64> {
         let name = "map_update_elem";
-        let m = self.map_arg(a1, cur, name)?;
+        let Some(m) = map_of(&self.vm, a1) else {
+            return self.not_a_map(a1, cur, name);
+        };
         if m.outer().is_some() {
             return self.herr(
                 cur,
@@ -373,8 +396,17 @@ impl Machine {
             );
         }
         let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
-        let val = self.read_arg(a3, m.spec.value_size as usize, cur, name)?;
-        Ok(match m.prog_update(&key, &val, a4, self.cpu) {
+        // Small values are read into a stack buffer (no allocation).
+        let vs = m.spec.value_size as usize;
+        let mut small = [0u8; VALUE_INLINE];
+        let heap;
+        let val: &[u8] = if vs <= VALUE_INLINE && self.mem.read(a3, &mut small[..vs]).is_some() {
+            &small[..vs]
+        } else {
+            heap = self.read_arg(a3, vs, cur, name)?;
+            &heap
+        };
+        Ok(match m.prog_update(&key, val, a4, self.cpu) {
             Ok(()) => 0,
             Err(e) => neg(e.errno()),
         })
@@ -383,7 +415,9 @@ impl Machine {
     /// `bpf_map_delete_elem(map, key)`: 0 or a negative errno.
     fn map_delete(&mut self, a1: u64, a2: u64, cur: usize) -> Step<u64> {
         let name = "map_delete_elem";
-        let m = self.map_arg(a1, cur, name)?;
+        let Some(m) = map_of(&self.vm, a1) else {
+            return self.not_a_map(a1, cur, name);
+        };
         if m.outer().is_some() {
             return self.herr(
                 cur,

@@ -257,7 +257,10 @@ impl HashMap {
     }
 
     pub fn keys(&self) -> Vec<Vec<u8>> {
-        self.read().map.keys().map(|k| k.to_vec()).collect()
+        // Sorted: the index's order depends on its random hash seed.
+        let mut keys: Vec<Vec<u8>> = self.read().map.keys().map(|k| k.to_vec()).collect();
+        keys.sort_unstable();
+        keys
     }
 
     pub fn len(&self) -> usize {
@@ -266,5 +269,54 @@ impl HashMap {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfkit_object::MapKind;
+
+    fn spec() -> MapSpec {
+        MapSpec {
+            name: "h".into(),
+            kind: MapKind::Declared,
+            map_type: MapType::Hash,
+            key_size: 4,
+            value_size: 8,
+            max_entries: 64,
+            flags: 0,
+            key_type_id: None,
+            value_type_id: None,
+            data: None,
+            pin_by_name: false,
+            inner: None,
+        }
+    }
+
+    /// Keys come out in byte order whatever each map's random hash seed,
+    /// and two maps given the same keys find every one of them.
+    #[test]
+    fn keys_sorted_whatever_the_seed() {
+        let (a, b) = (
+            HashMap::new(&spec(), 1).unwrap(),
+            HashMap::new(&spec(), 1).unwrap(),
+        );
+        let keys: Vec<[u8; 4]> = (0..40u32).rev().map(|i| (i * 7919).to_be_bytes()).collect();
+        for (n, k) in keys.iter().enumerate() {
+            let v = (n as u64).to_le_bytes();
+            a.update(k, &v, 0, None).unwrap();
+            b.update(k, &v, 0, None).unwrap();
+        }
+        let mut want: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        want.sort();
+        assert_eq!(a.keys(), want);
+        assert_eq!(b.keys(), want);
+        for (n, k) in keys.iter().enumerate() {
+            let off = a.lookup(k, 0).unwrap();
+            assert_eq!(a.read_value(off), (n as u64).to_le_bytes());
+            assert!(b.lookup(k, 0).is_some());
+        }
+        assert!(a.lookup(&[1, 2, 3, 4], 0).is_none());
     }
 }

@@ -163,7 +163,10 @@ impl LpmTrie {
     }
 
     pub fn keys(&self) -> Vec<Vec<u8>> {
-        self.read().map.values().map(|(_, k)| k.to_vec()).collect()
+        // Sorted: the index's order depends on its random hash seed.
+        let mut keys: Vec<Vec<u8>> = self.read().map.values().map(|(_, k)| k.to_vec()).collect();
+        keys.sort_unstable();
+        keys
     }
 }
 

@@ -74,31 +74,10 @@ pub(crate) fn stride(value_size: u32) -> usize {
     (value_size as usize).div_ceil(8).max(1) * 8
 }
 
-/// A small, fast, non-cryptographic hasher for map keys.
-#[derive(Default, Clone, Copy)]
-pub struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut h = self.0;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            h = (h.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
-        self.0 = h;
-    }
-}
-
-pub(crate) type KeyBuild = std::hash::BuildHasherDefault<KeyHasher>;
+/// The hasher of map keys: fast on short keys, and keyed with a random
+/// seed per map (made when the map is): the switch's maps are keyed by
+/// what the network sends, so collisions must not be choosable (HashDoS).
+pub(crate) type KeyBuild = foldhash::fast::RandomState;
 
 /// Tail-call targets: slot -> entry index of the Image.
 #[derive(Debug)]
@@ -464,7 +443,7 @@ impl Map {
         }
     }
 
-    /// All keys (arrays: every index; hashes: in no particular order).
+    /// All keys (arrays: every index; hashes: in byte order).
     pub fn keys(&self) -> Vec<Vec<u8>> {
         match &*self.store {
             Store::Array(a) => (0..a.max).map(|i| i.to_le_bytes().to_vec()).collect(),

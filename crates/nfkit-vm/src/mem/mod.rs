@@ -193,6 +193,9 @@ impl Region {
 /// Dynamic regions searched one by one before an index is built.
 const SCAN: usize = 16;
 
+/// Map-value regions kept for reuse across runs, at most.
+const SPARE_MAX: usize = 64;
+
 /// The region table of one running program.
 #[derive(Clone, Debug, Default)]
 pub struct Memory {
@@ -203,6 +206,10 @@ pub struct Memory {
     base: usize,
     /// For runs that look up many values (made when first needed).
     index: Option<Box<ValueIndex>>,
+    /// Map-value regions earlier runs made, kept (closed, out of the
+    /// table) for later lookups to reuse: a lookup then takes no
+    /// reference counts (their buffer and name are usually the same).
+    spare: Vec<Region>,
 }
 
 /// Region ids of map values by `map << 32 | offset`; regions
@@ -222,6 +229,7 @@ impl Memory {
             regions,
             win,
             index: None,
+            spare: Vec::new(),
         }
     }
 
@@ -342,7 +350,13 @@ impl Memory {
     #[inline]
     pub fn reset(&mut self, base: usize) {
         if self.regions.len() > base {
-            self.regions.truncate(base);
+            // Map values go to the spare list (moved, no reference
+            // counting); the rest are dropped.
+            for r in self.regions.drain(base..) {
+                if matches!(r.role, Role::MapValue(_)) && self.spare.len() < SPARE_MAX {
+                    self.spare.push(r);
+                }
+            }
             self.win.truncate(base);
         }
         self.base = base;
@@ -410,19 +424,37 @@ impl Memory {
         if let Some(id) = self.find_value(map, off) {
             return addr(id, off as u64);
         }
-        let name = match self.regions.get((MAP_BASE + map) as usize) {
-            Some(r) => r.name.clone(),
-            None => Arc::from("map"),
-        };
-        let region = Region {
-            kind: RegionKind::Mem,
-            buf: buf.clone(),
-            name,
-            role: Role::MapValue(map),
-            writable,
+        let region = match self.spare.pop() {
+            Some(mut r) => {
+                if !Arc::ptr_eq(&r.buf, buf) {
+                    r.buf = buf.clone();
+                }
+                let same_map = r.role == Role::MapValue(map);
+                if !same_map {
+                    r.name = self.map_name(map);
+                }
+                r.kind = RegionKind::Mem;
+                r.role = Role::MapValue(map);
+                r
+            }
+            None => Region {
+                kind: RegionKind::Mem,
+                buf: buf.clone(),
+                name: self.map_name(map),
+                role: Role::MapValue(map),
+                writable,
+            },
         };
         let id = self.push(region, off, off + len, writable);
         addr(id, off as u64)
+    }
+
+    /// The name of map `map`'s base region (for value regions).
+    fn map_name(&self, map: u32) -> Arc<str> {
+        match self.regions.get((MAP_BASE + map) as usize) {
+            Some(r) => r.name.clone(),
+            None => Arc::from("map"),
+        }
     }
 
     /// The buffer and offset behind `addr..addr+size`, if the whole range
