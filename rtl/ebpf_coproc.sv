@@ -9,8 +9,12 @@
 //   owns lines [base, base + n) (set by the host before runs): an exact
 //   match (hash) map searches them as a CAM, an LPM map as a TCAM (the
 //   match with the longest prefix wins), an array indexes them;
-// * bpf_ktime_get_ns (5: the packet's timestamp from the metadata) and
-//   bpf_get_smp_processor_id (8: the engine's number).
+// * bpf_ktime_get_ns (5: the packet's timestamp from the metadata),
+//   bpf_get_smp_processor_id (8: the engine's number), bpf_redirect (23:
+//   XDP_REDIRECT with the output port kept for the action module, or
+//   XDP_ABORTED for flags), bpf_spin_lock / bpf_spin_unlock (93, 94: one
+//   engine runs a program at a time, so no-ops that check the lock is an
+//   aligned word of a map value).
 //
 // A map operation reads its key (and, for an update, copies the value)
 // through the data memory's ports, which the core leaves idle while a call
@@ -43,6 +47,8 @@ module ebpf_coproc #(
     input  logic [31:0]    pkt_avail,
     output logic           ack,
     output logic           bad,
+    // With `bad`: a map sized down by the host ran out of lines.
+    output logic           cap,
     output logic [63:0]    result,
     // The data memory while `busy` (index space of ebpf_dmem).
     output logic           busy,
@@ -56,14 +62,21 @@ module ebpf_coproc #(
     // 2 update, 3 delete) and its cycles from request to acknowledge.
     output logic [1:0]     op_kind,
     output logic [15:0]    op_cycles,
+    // The output port bpf_redirect set during this run.
+    output logic           out_port_v,
+    output logic [31:0]    out_port,
     // Host side (between runs): map configuration and lines.
     input  logic           cfg_we,
     input  logic [7:0]     cfg_map,
     input  logic [1:0]     cfg_type,      // 0 none, 1 exact match, 2 LPM, 3 array
     input  logic [7:0]     cfg_key_size,  // bytes of the key (LPM: 4 + data)
-    input  logic [7:0]     cfg_value_size,
+    input  logic [15:0]    cfg_value_size,
     input  logic [15:0]    cfg_base,
     input  logic [15:0]    cfg_n,
+    // The map's lines are fewer than it declares (the host sized it
+    // down): running out of them is a capacity fault, not the map's
+    // "full" answer.
+    input  logic           cfg_trunc,
     input  logic           line_we,
     input  logic [15:0]    line_idx,
     input  logic           line_wvalid,
@@ -87,6 +100,10 @@ module ebpf_coproc #(
   localparam logic [31:0] HELPER_MAP_DELETE = 32'd3;
   localparam logic [31:0] HELPER_KTIME_GET_NS = 32'd5;
   localparam logic [31:0] HELPER_SMP_PROCESSOR_ID = 32'd8;
+  localparam logic [31:0] HELPER_REDIRECT = 32'd23;
+  localparam logic [31:0] HELPER_SPIN_LOCK = 32'd93;
+  localparam logic [31:0] HELPER_SPIN_UNLOCK = 32'd94;
+  localparam logic [63:0] XDP_ABORTED = 64'd0, XDP_REDIRECT = 64'd4;
   localparam logic [1:0] T_LPM = 2'd2, T_ARRAY = 2'd3;  // 1: exact match
   localparam logic [63:0] ENOENT = -64'd2, E2BIG = -64'd7, EEXIST = -64'd17,
                           EINVAL = -64'd22, ENOSPC = -64'd28;
@@ -94,7 +111,8 @@ module ebpf_coproc #(
   // Map configuration.
   logic [1:0]  m_type [NMAPS];
   logic [7:0]  m_ksize [NMAPS];
-  logic [7:0]  m_vsize [NMAPS];
+  logic [15:0] m_vsize [NMAPS];
+  logic        m_trunc [NMAPS];
   logic [15:0] m_base [NMAPS];
   logic [15:0] m_n [NMAPS];
   // Lines.
@@ -115,19 +133,25 @@ module ebpf_coproc #(
   logic [31:0] hid;
   logic [7:0]  wait_cycles;
   logic [15:0] cycles;
-  logic [63:0] a_val, a_flags;
+  logic [63:0] a_val, a_flags, a_1;
   logic [$clog2(NMAPS)-1:0] mi;
   logic [1:0]  t;
-  logic [7:0]  ksize, vsize;
+  logic [7:0]  ksize;
+  logic [15:0] vsize;
   logic [15:0] base, n;
+  logic        trunc;
+  // Lines an entry takes: an array's values wider than a line's slot span
+  // consecutive lines (entry i at base + i * stride).
+  logic [15:0] stride;
+  assign stride = (vsize + 16'(VAL_BYTES - 1)) / 16'(VAL_BYTES);
   logic [KB*8-1:0] kbuf;
 
   // The byte mover: `len` bytes from `src`, in pieces of 8, 4, 2, 1; a
   // piece's bytes arrive the cycle after its read is presented.
   logic [63:0] src;
-  logic [7:0]  len, issued;
+  logic [15:0] len, issued;
   logic        pend_v;
-  logic [7:0]  pend_off;
+  logic [15:0] pend_off;
   logic [1:0]  pend_sz;
   logic [LW-1:0] line;  // the line an update writes / an op found
 
@@ -155,9 +179,9 @@ module ebpf_coproc #(
   logic           nx_bad, nx_wait, nx_go;
   logic [DAW-1:0] nx_index;
   always_comb begin
-    nx_sz    = piece(len - issued);
+    nx_sz    = piece((len - issued) > 16'd8 ? 8'd8 : 8'(len - issued));
     nx_bytes = piece_bytes(nx_sz);
-    nx_addr  = src + {56'd0, issued};
+    nx_addr  = src + {48'd0, issued};
     nx_end   = {1'b0, nx_addr[31:0]} + {25'd0, nx_bytes};
     nx_bad   = 1'b0;
     nx_wait  = 1'b0;
@@ -218,13 +242,14 @@ module ebpf_coproc #(
   logic [LW-1:0] ln, fl;
 
   logic unused;
-  assign unused = ^{arg4[63:8], arg5, data_bits_m1, a_flags[63:32], cfg_map, line_idx, kbuf[KB*8-1:KEY_BYTES*8+32]};
+  assign unused = ^{arg4[63:8], arg5, a_1[63:32], data_bits_m1, a_flags[63:32], cfg_map, line_idx, kbuf[KB*8-1:KEY_BYTES*8+32]};
 
   always_ff @(posedge clk) begin
     if (cfg_we) begin
       m_type[cfg_map[$clog2(NMAPS)-1:0]]  <= cfg_type;
       m_ksize[cfg_map[$clog2(NMAPS)-1:0]] <= cfg_key_size;
       m_vsize[cfg_map[$clog2(NMAPS)-1:0]] <= cfg_value_size;
+      m_trunc[cfg_map[$clog2(NMAPS)-1:0]] <= cfg_trunc;
       m_base[cfg_map[$clog2(NMAPS)-1:0]]  <= cfg_base;
       m_n[cfg_map[$clog2(NMAPS)-1:0]]     <= cfg_n;
     end
@@ -238,7 +263,10 @@ module ebpf_coproc #(
       st <= S_IDLE;
       ack <= 1'b0;
       bad <= 1'b0;
+      cap <= 1'b0;
       result <= 64'd0;
+      out_port_v <= 1'b0;
+      out_port <= 32'd0;
       op_kind <= 2'd0;
       op_cycles <= 16'd0;
       pend_v <= 1'b0;
@@ -249,15 +277,15 @@ module ebpf_coproc #(
       // (Byte j of the buffer takes byte j - offset of the piece.)
       if (st == S_KEY && pend_v) begin
         for (int j = 0; j < KB; j++) begin
-          if (8'(j) >= pend_off && 8'(j) < pend_off + piece_bytes(pend_sz))
-            kbuf[j*8 +: 8] <= mem_rdata[3'(8'(j) - pend_off)*8 +: 8];
+          if (16'(j) >= pend_off && 16'(j) < pend_off + 16'(piece_bytes(pend_sz)))
+            kbuf[j*8 +: 8] <= mem_rdata[3'(16'(j) - pend_off)*8 +: 8];
         end
       end
       pend_v <= nx_go;
       if (nx_go) begin
         pend_off <= issued;
         pend_sz  <= nx_sz;
-        issued   <= issued + nx_bytes;
+        issued   <= issued + 16'(nx_bytes);
       end
       unique case (st)
         S_IDLE: if (req && !ack) begin
@@ -265,16 +293,19 @@ module ebpf_coproc #(
           cycles <= 16'd1;
           a_val <= arg3;
           a_flags <= arg4;
+          a_1 <= arg1;
           mi <= arg1[$clog2(NMAPS)-1:0];
           t <= m_type[arg1[$clog2(NMAPS)-1:0]];
           ksize <= m_ksize[arg1[$clog2(NMAPS)-1:0]];
           vsize <= m_vsize[arg1[$clog2(NMAPS)-1:0]];
+          trunc <= m_trunc[arg1[$clog2(NMAPS)-1:0]];
+          cap <= 1'b0;
           base <= m_base[arg1[$clog2(NMAPS)-1:0]];
           n <= m_n[arg1[$clog2(NMAPS)-1:0]];
           kbuf <= '0;
           src <= arg2;
-          issued <= 8'd0;
-          len <= m_ksize[arg1[$clog2(NMAPS)-1:0]];
+          issued <= 16'd0;
+          len <= 16'(m_ksize[arg1[$clog2(NMAPS)-1:0]]);
           op <= (id == HELPER_MAP_LOOKUP) ? 2'd1 : (id == HELPER_MAP_UPDATE) ? 2'd2
                 : (id == HELPER_MAP_DELETE) ? 2'd3 : 2'd0;
           if (id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE) begin
@@ -289,7 +320,11 @@ module ebpf_coproc #(
             wait_cycles <= 8'(LATENCY - 1);
           end
           bad <= !(id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE
-                   || id == HELPER_KTIME_GET_NS || id == HELPER_SMP_PROCESSOR_ID)
+                   || id == HELPER_KTIME_GET_NS || id == HELPER_SMP_PROCESSOR_ID
+                   || id == HELPER_REDIRECT || id == HELPER_SPIN_LOCK || id == HELPER_SPIN_UNLOCK)
+                 || ((id == HELPER_SPIN_LOCK || id == HELPER_SPIN_UNLOCK)
+                     && !(arg1[63:32] == REGION_VALUE && arg1[1:0] == 2'd0
+                          && {1'b0, arg1[31:0]} + 33'd4 <= 33'(VALUE_SPAN)))
                  || ((id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE)
                      && (arg1[63:32] != 32'd1 || arg1[31:0] >= 32'(NMAPS)
                          || m_type[arg1[$clog2(NMAPS)-1:0]] == 2'd0));
@@ -303,8 +338,13 @@ module ebpf_coproc #(
             unique case (hid)
               HELPER_KTIME_GET_NS:     result <= timestamp;
               HELPER_SMP_PROCESSOR_ID: result <= ENGINE_ID;
+              HELPER_REDIRECT:         result <= (src != 64'd0) ? XDP_ABORTED : XDP_REDIRECT;
               default:                 result <= 64'd0;
             endcase
+            if (hid == HELPER_REDIRECT && src == 64'd0) begin
+              out_port_v <= 1'b1;
+              out_port <= a_1[31:0];
+            end
           end else begin
             wait_cycles <= wait_cycles - 8'd1;
           end
@@ -351,10 +391,17 @@ module ebpf_coproc #(
           // An array's line is its index.
           if (t == T_ARRAY) begin
             h = q_index < {16'd0, n};
-            ln = LW'(base + q_index[15:0]);
+            ln = LW'(base + q_index[15:0] * stride);
           end
           line <= ln;
-          if (op == 2'd1) begin
+          if (trunc && !h && ((t == T_ARRAY && op != 2'd3)
+                              || (op == 2'd2 && !f && a_flags <= 64'd1
+                                  && !(t == T_LPM && q_plen_raw > {23'd0, data_bits})))) begin
+            // Beyond the lines the host gave a sized-down map: the VM's
+            // answer is unknown here, so the run stops.
+            bad <= 1'b1;
+            cap <= 1'b1;
+          end else if (op == 2'd1) begin
             result <= h ? {REGION_VALUE, 32'(ln) * 32'(VAL_BYTES)} : 64'd0;
           end else if (op == 2'd3) begin
             if (t == T_ARRAY) result <= EINVAL;
@@ -382,7 +429,7 @@ module ebpf_coproc #(
               end
               // Copy the value into the line's slot.
               src <= a_val;
-              issued <= 8'd0;
+              issued <= 16'd0;
               len <= vsize;
               st <= S_VAL;
             end

@@ -20,6 +20,12 @@
 //   EXE (the packet streams into the data memory while the program runs).
 // * MEM reads or writes the data memory (any width, any alignment); loads
 //   of xdp_md's packet pointers from the metadata get the packet region.
+//   Atomics (add/or/and/xor, their fetch forms, xchg, cmpxchg on 4 or 8
+//   aligned bytes) read like a load at the EXE -> MEM edge and write the
+//   new value in MEM (read-modify-write in one cycle, the data memory's
+//   bypass serving a following access); a fetch is a load for the hazard
+//   unit, and cmpxchg drains the pipeline like a call so EXE reads r0
+//   from the register file.
 // * WB writes the register file, retires (pc on `retire_pc`) and ends
 //   the run at `exit` or at a faulting instruction.
 module ebpf_core
@@ -67,6 +73,7 @@ module ebpf_core
     output logic [63:0]    cop_arg5,
     input  logic           cop_ack,
     input  logic           cop_bad,
+    input  logic           cop_cap,
     input  logic [63:0]    cop_result,
     // Per-cycle events for the performance counters and the trace.
     output logic           retire_valid,
@@ -109,6 +116,8 @@ module ebpf_core
   logic           idex_is_alu, idex_is_div, idex_is_ldx, idex_is_st, idex_is_stx;
   logic           idex_is_jcond, idex_is_ja, idex_is_gotol, idex_is_exit, idex_is_call;
   logic           idex_is_lddw, idex_illegal;
+  logic           idex_is_atomic, idex_loads;  // idex_loads: result from MEM
+  logic [3:0]     idex_rd;
 
   logic           exmem_v;
   logic [IAW-1:0] exmem_pc;
@@ -122,6 +131,9 @@ module ebpf_core
   logic [2:0]     exmem_fault;
   logic           exmem_exit;
   logic           exmem_ctx_ptr;
+  logic           exmem_atomic;
+  logic [3:0]     exmem_aop;   // the atomic's imm[7:4]
+  logic [63:0]    exmem_cmp;   // cmpxchg: r0
 
   logic           memwb_v;
   logic [IAW-1:0] memwb_pc;
@@ -145,6 +157,9 @@ module ebpf_core
   logic        id_is_alu, id_is_div, id_is_ldx, id_is_st, id_is_stx, id_is_jcond;
   logic        id_is_ja, id_is_gotol, id_is_exit, id_is_call, id_is_lddw, id_illegal;
   logic        id_reads_a, id_reads_b, id_we;
+  logic        id_is_atomic, id_is_cmpxchg, id_loads;
+  logic [3:0]  id_rd;
+  logic [31:0] id_imm;
 
   assign id_opc  = ifid_insn[7:0];
   assign id_cls  = id_opc[2:0];
@@ -153,6 +168,7 @@ module ebpf_core
   assign id_mode = id_opc[7:5];
   assign id_dst  = ifid_insn[11:8];
   assign id_src  = ifid_insn[15:12];
+  assign id_imm  = ifid_insn[63:32];
 
   always_comb begin
     id_alu_cls  = (id_cls == CLS_ALU) || (id_cls == CLS_ALU64);
@@ -163,6 +179,15 @@ module ebpf_core
     id_is_st    = (id_cls == CLS_ST) && (id_mode == MODE_MEM);
     id_is_stx   = (id_cls == CLS_STX) && (id_mode == MODE_MEM);
     id_is_lddw  = (id_opc == 8'h18);
+    id_is_atomic = (id_cls == CLS_STX) && (id_mode == MODE_ATOMIC)
+                   && (id_opc[4:3] == SZ_W || id_opc[4:3] == SZ_DW)
+                   && (id_imm == ATOMIC_ADD || id_imm == ATOMIC_OR || id_imm == ATOMIC_AND
+                       || id_imm == ATOMIC_XOR || id_imm == (ATOMIC_ADD | ATOMIC_FETCH)
+                       || id_imm == (ATOMIC_OR | ATOMIC_FETCH)
+                       || id_imm == (ATOMIC_AND | ATOMIC_FETCH)
+                       || id_imm == (ATOMIC_XOR | ATOMIC_FETCH)
+                       || id_imm == ATOMIC_XCHG || id_imm == ATOMIC_CMPXCHG);
+    id_is_cmpxchg = id_is_atomic && id_imm == ATOMIC_CMPXCHG;
     id_is_ja    = (id_cls == CLS_JMP) && (id_op == JMP_JA) && !id_x;
     id_is_gotol = (id_cls == CLS_JMP32) && (id_op == JMP_JA) && !id_x;
     id_is_exit  = (id_cls == CLS_JMP) && (id_op == JMP_EXIT);
@@ -170,14 +195,21 @@ module ebpf_core
     id_is_jcond = id_jmp_cls && id_op != JMP_JA && id_op != JMP_CALL && id_op != JMP_EXIT
                   && id_op <= JMP_JSLE;
     id_illegal  = !(id_is_alu || id_is_div || id_is_ldx || id_is_st || id_is_stx || id_is_lddw
-                    || id_is_ja || id_is_gotol || id_is_exit || id_is_call || id_is_jcond)
+                    || id_is_ja || id_is_gotol || id_is_exit || id_is_call || id_is_jcond
+                    || id_is_atomic)
                   || id_dst > 4'd10 || id_src > 4'd10
-                  || ((id_is_alu || id_is_div || id_is_ldx || id_is_lddw) && id_dst == 4'd10);
+                  || ((id_is_alu || id_is_div || id_is_ldx || id_is_lddw) && id_dst == 4'd10)
+                  || (id_is_atomic && id_imm[0] && !id_is_cmpxchg && id_src == 4'd10);
     // Which register values EXE uses (the hazard unit's inputs).
     id_reads_a  = ((id_is_alu || id_is_div) && id_op != ALU_MOV) || id_is_st || id_is_stx
-                  || id_is_jcond;
-    id_reads_b  = ((id_is_alu || id_is_div || id_is_jcond) && id_x) || id_is_ldx || id_is_stx;
-    id_we       = id_is_alu || id_is_div || id_is_ldx || id_is_lddw || id_is_call;
+                  || id_is_jcond || id_is_atomic;
+    id_reads_b  = ((id_is_alu || id_is_div || id_is_jcond) && id_x) || id_is_ldx || id_is_stx
+                  || id_is_atomic;
+    id_we       = id_is_alu || id_is_div || id_is_ldx || id_is_lddw || id_is_call
+                  || (id_is_atomic && id_imm[0]);
+    // The register written: an atomic fetch writes src, cmpxchg and call r0.
+    id_rd       = (id_is_call || id_is_cmpxchg) ? 4'd0 : (id_is_atomic ? id_src : id_dst);
+    id_loads    = id_is_ldx || (id_is_atomic && id_imm[0]);
   end
 
   // Register reads with write-through from WB.
@@ -193,9 +225,9 @@ module ebpf_core
 
   // Hazard unit.
   logic id_load_use, id_call_drain, id_stall;
-  assign id_load_use = ifid_v && idex_v && idex_is_ldx &&
-                       ((id_reads_a && idex_dst == id_dst) || (id_reads_b && idex_dst == id_src));
-  assign id_call_drain = ifid_v && id_is_call && (idex_v || exmem_v || memwb_v);
+  assign id_load_use = ifid_v && idex_v && idex_loads &&
+                       ((id_reads_a && idex_rd == id_dst) || (id_reads_b && idex_rd == id_src));
+  assign id_call_drain = ifid_v && (id_is_call || id_is_cmpxchg) && (idex_v || exmem_v || memwb_v);
   assign id_stall = id_load_use || id_call_drain;
 
   // ------------------------------------------------------------------
@@ -276,7 +308,7 @@ module ebpf_core
   logic           ex_mem_op, ex_in_pkt, ex_in_stack, ex_in_meta, ex_in_val;
   logic [DAW-1:0] ex_index;
   always_comb begin
-    ex_mem_op = idex_is_ldx || idex_is_st || idex_is_stx;
+    ex_mem_op = idex_is_ldx || idex_is_st || idex_is_stx || idex_is_atomic;
     ex_addr   = (idex_is_ldx ? ex_b : ex_a) + {{48{idex_off[15]}}, idex_off};
     ex_region = ex_addr[63:32];
     ex_aoff   = ex_addr[31:0];
@@ -310,7 +342,9 @@ module ebpf_core
     if (idex_illegal) ex_fault = FAULT_ILLEGAL;
     else if (ex_mem_op && !(ex_in_pkt || ex_in_stack || ex_in_meta || ex_in_val))
       ex_fault = FAULT_MEM;
-    else if (idex_is_call && cop_ack && cop_bad) ex_fault = FAULT_HELPER;
+    else if (idex_is_atomic && (ex_aoff[2:0] & (ex_bytes[2:0] - 3'd1)) != 3'd0)
+      ex_fault = FAULT_MEM;  // atomics: aligned only
+    else if (idex_is_call && cop_ack && cop_bad) ex_fault = cop_cap ? FAULT_CAPACITY : FAULT_HELPER;
   end
 
   // A packet access to bytes not yet received waits (the fault check
@@ -346,8 +380,6 @@ module ebpf_core
   // MEM.
   assign dmem_addr  = exmem_addr;
   assign dmem_size  = exmem_size;
-  assign dmem_we    = exmem_v && exmem_store && exmem_fault == FAULT_NONE;
-  assign dmem_wdata = exmem_wdata;
 
   logic [63:0] mem_load;
   always_comb begin
@@ -358,6 +390,28 @@ module ebpf_core
       default: mem_load = dmem_rdata;
     endcase
   end
+
+  // An atomic's new value from the old one (mem_load) and src; the write
+  // keeps the access's width. cmpxchg writes the old value back on a
+  // mismatch.
+  logic [63:0] mem_new;
+  logic        mem_cmp_eq;
+  assign mem_cmp_eq = exmem_size == SZ_W ? mem_load[31:0] == exmem_cmp[31:0]
+                                         : mem_load == exmem_cmp;
+  always_comb begin
+    unique case (exmem_aop)
+      ATOMIC_ADD[7:4]:     mem_new = mem_load + exmem_wdata;
+      ATOMIC_OR[7:4]:      mem_new = mem_load | exmem_wdata;
+      ATOMIC_AND[7:4]:     mem_new = mem_load & exmem_wdata;
+      ATOMIC_XOR[7:4]:     mem_new = mem_load ^ exmem_wdata;
+      ATOMIC_XCHG[7:4]:    mem_new = exmem_wdata;
+      ATOMIC_CMPXCHG[7:4]: mem_new = mem_cmp_eq ? exmem_wdata : mem_load;
+      default:             mem_new = mem_load;
+    endcase
+  end
+
+  assign dmem_we    = exmem_v && (exmem_store || exmem_atomic) && exmem_fault == FAULT_NONE;
+  assign dmem_wdata = exmem_atomic ? mem_new : exmem_wdata;
 
   // ------------------------------------------------------------------
   // WB and outputs.
@@ -430,10 +484,13 @@ module ebpf_core
       exmem_v      <= idex_v && !ex_busy;
       exmem_pc     <= idex_pc;
       exmem_we     <= idex_we && ex_fault == FAULT_NONE;
-      exmem_rd     <= idex_is_call ? 4'd0 : idex_dst;
+      exmem_rd     <= idex_rd;
       exmem_result <= ex_result;
-      exmem_load   <= idex_is_ldx;
+      exmem_load   <= idex_loads;
       exmem_store  <= idex_is_st || idex_is_stx;
+      exmem_atomic <= idex_is_atomic;
+      exmem_aop    <= idex_imm[7:4];
+      exmem_cmp    <= regs[0];
       exmem_sx     <= idex_opc[7:5] == MODE_MEMSX;
       exmem_size   <= ex_size;
       exmem_addr   <= ex_index;
@@ -469,6 +526,9 @@ module ebpf_core
         idex_is_call  <= id_is_call;
         idex_is_lddw  <= id_is_lddw;
         idex_illegal  <= id_illegal;
+        idex_is_atomic <= id_is_atomic;
+        idex_loads    <= id_loads;
+        idex_rd       <= id_rd;
       end
 
       // IF -> ID.

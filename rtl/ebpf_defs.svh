@@ -50,6 +50,16 @@
   localparam logic [2:0] MODE_IMM   = 3'h0;
   localparam logic [2:0] MODE_MEM   = 3'h3;
   localparam logic [2:0] MODE_MEMSX = 3'h4;
+  localparam logic [2:0] MODE_ATOMIC = 3'h6;
+
+  // Atomic operations (imm of a MODE_ATOMIC store).
+  localparam logic [31:0] ATOMIC_ADD     = 32'h00;
+  localparam logic [31:0] ATOMIC_OR      = 32'h40;
+  localparam logic [31:0] ATOMIC_AND     = 32'h50;
+  localparam logic [31:0] ATOMIC_XOR     = 32'ha0;
+  localparam logic [31:0] ATOMIC_FETCH   = 32'h01;
+  localparam logic [31:0] ATOMIC_XCHG    = 32'he1;
+  localparam logic [31:0] ATOMIC_CMPXCHG = 32'hf1;
   localparam logic [1:0] SZ_W  = 2'h0;
   localparam logic [1:0] SZ_H  = 2'h1;
   localparam logic [1:0] SZ_B  = 2'h2;
@@ -72,5 +82,6 @@
   localparam logic [2:0] FAULT_ILLEGAL = 3'd2;  // opcode the core lacks
   localparam logic [2:0] FAULT_HELPER  = 3'd3;  // call to a helper the coprocessor lacks
   localparam logic [2:0] FAULT_BUDGET  = 3'd4;  // cycle budget exhausted (set by the host)
+  localparam logic [2:0] FAULT_CAPACITY = 3'd5; // a map sized down by the host ran out of lines
 
   /* verilator lint_on UNUSEDPARAM */

@@ -68,14 +68,18 @@ module ebpf_top
     // from bit 0 up.
     output logic [191:0]   cnt_map_ops,
     output logic [191:0]   cnt_map_cycles,
+    // The output port bpf_redirect set (the action module's port).
+    output logic           out_port_valid,
+    output logic [31:0]    out_port,
     // Host: map configuration and lines (between runs).
     input  logic           cfg_we,
     input  logic [7:0]     cfg_map,
     input  logic [1:0]     cfg_type,
     input  logic [7:0]     cfg_key_size,
-    input  logic [7:0]     cfg_value_size,
+    input  logic [15:0]    cfg_value_size,
     input  logic [15:0]    cfg_base,
     input  logic [15:0]    cfg_n,
+    input  logic           cfg_trunc,
     input  logic           line_we,
     input  logic [15:0]    line_idx,
     input  logic           line_wvalid,
@@ -150,7 +154,7 @@ module ebpf_top
       .host_mask(dmem_mask), .host_wdata(dmem_wdata), .host_rdata(dmem_rdata)
   );
 
-  logic        c_req, c_ack, c_bad;
+  logic        c_req, c_ack, c_bad, c_cap;
   logic [31:0] c_id;
   logic [63:0] c_a1, c_a2, c_a3, c_a4, c_a5, c_res;
   logic [1:0]  c_op;
@@ -165,12 +169,13 @@ module ebpf_top
       .clk(clk), .rst(rst || stop || start), .req(c_req), .id(c_id),
       .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),
       .timestamp(timestamp), .pkt_lo(pkt_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
-      .ack(c_ack), .bad(c_bad), .result(c_res),
+      .ack(c_ack), .bad(c_bad), .cap(c_cap), .result(c_res),
       .busy(c_busy), .mem_raddr(c_raddr), .mem_rdata(d_rdata), .mem_we(c_we),
       .mem_waddr(c_waddr), .mem_wsize(c_wsize), .mem_wdata(c_wdata),
-      .op_kind(c_op), .op_cycles(c_cycles),
+      .op_kind(c_op), .op_cycles(c_cycles), .out_port_v(out_port_valid), .out_port(out_port),
       .cfg_we(cfg_we), .cfg_map(cfg_map), .cfg_type(cfg_type), .cfg_key_size(cfg_key_size),
       .cfg_value_size(cfg_value_size), .cfg_base(cfg_base), .cfg_n(cfg_n),
+      .cfg_trunc(cfg_trunc),
       .line_we(line_we), .line_idx(line_idx), .line_wvalid(line_wvalid), .line_wmap(line_wmap),
       .line_wplen(line_wplen), .line_wkey(line_wkey), .line_rvalid(line_rvalid),
       .line_rmap(line_rmap), .line_rplen(line_rplen), .line_rkey(line_rkey)
@@ -185,7 +190,8 @@ module ebpf_top
       .dmem_raddr(core_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
       .dmem_rdata(d_rdata),
       .cop_req(c_req), .cop_id(c_id), .cop_arg1(c_a1), .cop_arg2(c_a2), .cop_arg3(c_a3),
-      .cop_arg4(c_a4), .cop_arg5(c_a5), .cop_ack(c_ack), .cop_bad(c_bad), .cop_result(c_res),
+      .cop_arg4(c_a4), .cop_arg5(c_a5), .cop_ack(c_ack), .cop_bad(c_bad), .cop_cap(c_cap),
+      .cop_result(c_res),
       .retire_valid(retire_valid), .retire_pc(retire_pc),
       .ev_stall_load_use(ev_lu), .ev_stall_div(ev_div), .ev_stall_call(ev_call),
       .ev_stall_rx(ev_rx),

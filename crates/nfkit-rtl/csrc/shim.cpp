@@ -40,6 +40,7 @@ struct NfkitRtlOut {
     uint32_t fault, fault_pc;
     uint32_t version, pad;
     uint64_t map_ops[3], map_cycles[3];  // lookup, update, delete
+    uint64_t out_port;  // 1 << 32 | port when bpf_redirect set one
 };
 
 // One map line as the host sees it (key: 16 bytes, little-endian words).
@@ -62,7 +63,7 @@ static void tick(NfkitRtl *m) {
 extern "C" {
 
 void nfkit_rtl_map_config(NfkitRtl *m, uint32_t map, uint32_t type, uint32_t key_size,
-                          uint32_t value_size, uint32_t base, uint32_t n);
+                          uint32_t value_size, uint32_t base, uint32_t n, uint32_t trunc);
 void nfkit_rtl_line_write(NfkitRtl *m, uint32_t idx, const NfkitRtlLine *l);
 
 NfkitRtl *nfkit_rtl_new(void) {
@@ -80,7 +81,7 @@ NfkitRtl *nfkit_rtl_new(void) {
     m->top.rst = 0;
     // No maps, every line free.
     NfkitRtlLine empty = {};
-    for (uint32_t i = 0; i < 8; i++) nfkit_rtl_map_config(m, i, 0, 0, 0, 0, 0);
+    for (uint32_t i = 0; i < 8; i++) nfkit_rtl_map_config(m, i, 0, 0, 0, 0, 0, 0);
     for (uint32_t i = 0; i < 1024; i++) nfkit_rtl_line_write(m, i, &empty);
     tick(m);
     return m;
@@ -133,15 +134,16 @@ void nfkit_rtl_dmem_write(NfkitRtl *m, uint32_t row, uint64_t word, uint8_t mask
 }
 
 // Configures map `map` (type 0 none, 1 exact match, 2 LPM, 3 array) on
-// lines [base, base + n).
+// lines [base, base + n) (`trunc`: fewer than the map declares).
 void nfkit_rtl_map_config(NfkitRtl *m, uint32_t map, uint32_t type, uint32_t key_size,
-                          uint32_t value_size, uint32_t base, uint32_t n) {
+                          uint32_t value_size, uint32_t base, uint32_t n, uint32_t trunc) {
     m->top.cfg_map = map;
     m->top.cfg_type = type;
     m->top.cfg_key_size = key_size;
     m->top.cfg_value_size = value_size;
     m->top.cfg_base = base;
     m->top.cfg_n = n;
+    m->top.cfg_trunc = trunc;
     m->top.cfg_we = 1;
     tick(m);
     m->top.cfg_we = 0;
@@ -270,6 +272,7 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     }
     out->fault = m->top.fault;
     out->fault_pc = m->top.fault_pc;
+    out->out_port = m->top.out_port_valid ? ((1ull << 32) | m->top.out_port) : 0;
     if (rc == 1) {
         // Stop the core: it waits idle for the next run.
         m->top.stop = 1;

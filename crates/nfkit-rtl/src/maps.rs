@@ -33,15 +33,43 @@ impl MapKind {
     }
 }
 
-/// One map placed on the coprocessor's lines `[base, base + max_entries)`.
+/// One map placed on the coprocessor's lines `[base, base + lines())`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapDef {
     pub name: String,
     pub kind: MapKind,
     pub key_size: u32,
     pub value_size: u32,
+    /// Entries the coprocessor holds (at most `declared`).
     pub max_entries: u32,
+    /// Entries the object declares; more than `max_entries` when the
+    /// loader sized the map down ([`MapTable::from_image_sized`]): a run
+    /// that needs more faults with [`FaultKind::Capacity`](crate::FaultKind).
+    pub declared: u32,
     pub base: u32,
+}
+
+impl MapDef {
+    /// Lines one entry takes: an array's value wider than a line's slot
+    /// spans consecutive lines.
+    pub fn stride(&self) -> u32 {
+        self.value_size.div_ceil(VAL_BYTES as u32).max(1)
+    }
+
+    /// Lines the map takes.
+    pub fn lines(&self) -> u32 {
+        self.max_entries * self.stride()
+    }
+
+    /// The line of an array's entry `idx`.
+    fn array_line(&self, idx: u32) -> u32 {
+        self.base + idx * self.stride()
+    }
+
+    /// Whether the loader gave the map fewer entries than it declares.
+    pub fn sized_down(&self) -> bool {
+        self.max_entries < self.declared
+    }
 }
 
 /// The maps of a program, in the image's order (a program's map index).
@@ -52,6 +80,17 @@ pub struct MapTable {
 
 /// Why the coprocessor cannot hold a map of `map_type` with these sizes.
 fn refusal(map_type: MapType, key: u32, value: u32, entries: u32) -> Result<MapKind, String> {
+    refusal_sized(map_type, key, value, entries, LINES as u32)
+}
+
+/// As [`refusal`], entries up to `lines`.
+fn refusal_sized(
+    map_type: MapType,
+    key: u32,
+    value: u32,
+    entries: u32,
+    lines: u32,
+) -> Result<MapKind, String> {
     let kind = match map_type {
         MapType::Hash => MapKind::Exact,
         MapType::LpmTrie => MapKind::Lpm,
@@ -71,12 +110,18 @@ fn refusal(map_type: MapType, key: u32, value: u32, entries: u32) -> Result<MapK
             "key of {key} bytes (the coprocessor's keys: up to {key_max})"
         ));
     }
-    if value as usize > VAL_BYTES || value == 0 {
+    // Arrays' values may span lines; hash and LPM values fit one slot.
+    let value_max = match kind {
+        MapKind::Array => VAL_BYTES * 16,
+        _ => VAL_BYTES,
+    };
+    if value as usize > value_max || value == 0 {
         return Err(format!(
-            "value of {value} bytes (the coprocessor's values: up to {VAL_BYTES})"
+            "value of {value} bytes (the coprocessor's values: up to {value_max})"
         ));
     }
-    if entries as usize > LINES || entries == 0 {
+    let stride = value.div_ceil(VAL_BYTES as u32).max(1);
+    if entries.saturating_mul(stride) > lines || entries == 0 {
         return Err(format!(
             "{entries} entries (the coprocessor has {LINES} lines)"
         ));
@@ -87,9 +132,29 @@ fn refusal(map_type: MapType, key: u32, value: u32, entries: u32) -> Result<MapK
 impl MapTable {
     /// The image's maps, placed one after the other on the lines.
     pub fn from_image(image: &Image) -> Result<MapTable, RtlError> {
+        MapTable::from_image_sized(image, None)
+    }
+
+    /// As [`from_image`](Self::from_image); with `cap`, a map declaring
+    /// more than `cap` entries gets `cap` (the catalogue's tables declare
+    /// 16384-65536, a run on a capture uses a few): a run needing more
+    /// faults with [`FaultKind::Capacity`](crate::FaultKind) instead of
+    /// answering differently from the VM.
+    pub fn from_image_sized(image: &Image, cap: Option<u32>) -> Result<MapTable, RtlError> {
         let mut table = MapTable::default();
         for m in &image.maps {
-            table.push(&m.name, m.map_type, m.key_size, m.value_size, m.max_entries)?;
+            let entries = match cap {
+                Some(c) if m.max_entries > c => c,
+                _ => m.max_entries,
+            };
+            table.push_sized(
+                &m.name,
+                m.map_type,
+                m.key_size,
+                m.value_size,
+                entries,
+                m.max_entries,
+            )?;
         }
         Ok(table)
     }
@@ -103,6 +168,27 @@ impl MapTable {
         value_size: u32,
         max_entries: u32,
     ) -> Result<usize, RtlError> {
+        self.push_sized(
+            name,
+            map_type,
+            key_size,
+            value_size,
+            max_entries,
+            max_entries,
+        )
+    }
+
+    /// Places a map declaring `declared` entries on lines for `entries`.
+    pub fn push_sized(
+        &mut self,
+        name: &str,
+        map_type: MapType,
+        key_size: u32,
+        value_size: u32,
+        entries: u32,
+        declared: u32,
+    ) -> Result<usize, RtlError> {
+        let max_entries = entries.min(declared);
         let refuse = |why: String| RtlError::MapRefused {
             name: name.to_string(),
             why,
@@ -112,25 +198,27 @@ impl MapTable {
         }
         let kind = refusal(map_type, key_size, value_size, max_entries).map_err(refuse)?;
         let base = self.lines_used();
-        if base as usize + max_entries as usize > LINES {
-            return Err(refuse(format!(
-                "{max_entries} entries after {base} lines of other maps (the coprocessor has {LINES})"
-            )));
-        }
-        self.maps.push(MapDef {
+        let def = MapDef {
             name: name.to_string(),
             kind,
             key_size,
             value_size,
             max_entries,
+            declared,
             base,
-        });
+        };
+        if (base + def.lines()) as usize > LINES {
+            return Err(refuse(format!(
+                "{max_entries} entries after {base} lines of other maps (the coprocessor has {LINES})"
+            )));
+        }
+        self.maps.push(def);
         Ok(self.maps.len() - 1)
     }
 
     /// Lines the maps take.
     pub fn lines_used(&self) -> u32 {
-        self.maps.iter().map(|m| m.max_entries).sum()
+        self.maps.iter().map(MapDef::lines).sum()
     }
 
     /// The program with its map references (`lddw` of a map or of a map
@@ -277,8 +365,9 @@ impl Core {
                     m.value_size,
                     m.base,
                     m.max_entries,
+                    m.sized_down() as u32,
                 ],
-                None => [0; 5],
+                None => [0; 6],
             };
             self.model.map_config(i as u32, c);
         }
@@ -289,8 +378,13 @@ impl Core {
         }
         // Values start zeroed, as the VM's.
         for m in &table.maps {
+            let zero = vec![0u8; m.value_size as usize];
             for e in 0..m.max_entries {
-                self.write_value(m.base + e, &vec![0u8; m.value_size as usize]);
+                let line = match m.kind {
+                    MapKind::Array => m.array_line(e),
+                    _ => m.base + e,
+                };
+                self.write_value(line, &zero);
             }
         }
     }
@@ -325,7 +419,9 @@ impl Core {
         let m = self.map_def(map)?;
         if m.kind == MapKind::Array {
             let idx = array_index(key)?;
-            return Ok((idx < m.max_entries).then(|| self.read_value(m.base + idx, m.value_size)));
+            return Ok(
+                (idx < m.max_entries).then(|| self.read_value(m.array_line(idx), m.value_size))
+            );
         }
         let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
         Ok(self
@@ -353,7 +449,7 @@ impl Core {
             if flags == 1 {
                 return Err(op(&m, MapOpError::Exists));
             }
-            self.write_value(m.base + idx, value);
+            self.write_value(m.array_line(idx), value);
             return Ok(());
         }
         let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
@@ -407,7 +503,10 @@ impl Core {
         let m = self.map_def(map)?;
         let mut out = Vec::new();
         for e in 0..m.max_entries {
-            let line = m.base + e;
+            let line = match m.kind {
+                MapKind::Array => m.array_line(e),
+                _ => m.base + e,
+            };
             let key = match m.kind {
                 MapKind::Array => e.to_le_bytes().to_vec(),
                 _ => {

@@ -44,6 +44,8 @@ pub struct RunOut {
     /// Map operations (lookup, update, delete) and their cycles.
     pub map_ops: [u64; 3],
     pub map_cycles: [u64; 3],
+    /// `1 << 32 | port` when bpf_redirect set an output port, else 0.
+    pub out_port: u64,
 }
 
 /// One map line (the shim's `NfkitRtlLine`): key in 32-bit words.
@@ -84,6 +86,7 @@ mod ffi {
             value_size: u32,
             base: u32,
             n: u32,
+            trunc: u32,
         );
         pub fn nfkit_rtl_line_write(m: *mut NfkitRtl, idx: u32, l: *const Line);
         pub fn nfkit_rtl_line_read(m: *mut NfkitRtl, idx: u32, l: *mut Line);
@@ -158,10 +161,13 @@ impl Model {
         unsafe { ffi::nfkit_rtl_dmem_read(self.ptr.as_ptr(), row) }
     }
 
-    /// Configures map slot `map`: `[kind, key_size, value_size, base, n]`.
-    pub fn map_config(&mut self, map: u32, c: [u32; 5]) {
+    /// Configures map slot `map`: `[kind, key_size, value_size, base, n,
+    /// trunc]` (`trunc`: n is fewer entries than the map declares).
+    pub fn map_config(&mut self, map: u32, c: [u32; 6]) {
         // SAFETY: the model is live; plain integers.
-        unsafe { ffi::nfkit_rtl_map_config(self.ptr.as_ptr(), map, c[0], c[1], c[2], c[3], c[4]) }
+        unsafe {
+            ffi::nfkit_rtl_map_config(self.ptr.as_ptr(), map, c[0], c[1], c[2], c[3], c[4], c[5])
+        }
     }
 
     pub fn line_write(&mut self, idx: u32, line: &Line) {

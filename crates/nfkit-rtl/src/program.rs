@@ -52,6 +52,16 @@ impl Program {
     /// The entry `entry` (index into `image.entries`): its function's
     /// instructions (the core has no bpf-to-bpf calls, so no others).
     pub fn from_image(image: &Image, entry: usize) -> Result<Program, RtlError> {
+        Program::from_image_sized(image, entry, None)
+    }
+
+    /// As [`from_image`](Self::from_image), maps declaring more than
+    /// `map_cap` entries sized down to it ([`MapTable::from_image_sized`]).
+    pub fn from_image_sized(
+        image: &Image,
+        entry: usize,
+        map_cap: Option<u32>,
+    ) -> Result<Program, RtlError> {
         let e = image
             .entries
             .get(entry)
@@ -71,7 +81,7 @@ impl Program {
         // Slots are reported in the image's numbering.
         // Instructions and helpers the core lacks are named before maps
         // it cannot hold.
-        let loaded = match MapTable::from_image(image) {
+        let loaded = match MapTable::from_image_sized(image, map_cap) {
             Ok(maps) => Program::with_maps(&e.name, &insns, maps),
             Err(refused) => subset::check(&insns).and(Err(refused)),
         };

@@ -29,6 +29,9 @@ pub enum FaultKind {
     Helper,
     /// The cycle budget ran out.
     Budget,
+    /// A map the loader sized down below its declared entries ran out of
+    /// lines (the VM would have answered; the RTL cannot say how).
+    Capacity,
     /// A fault code this crate does not know.
     Other(u32),
 }
@@ -47,6 +50,9 @@ impl fmt::Display for Fault {
             FaultKind::Illegal => "illegal instruction".to_string(),
             FaultKind::Helper => "helper not served by the coprocessor".to_string(),
             FaultKind::Budget => "cycle budget exhausted".to_string(),
+            FaultKind::Capacity => {
+                "a map sized down by the loader needed more entries than its lines".to_string()
+            }
             FaultKind::Other(c) => format!("fault code {c}"),
         };
         write!(f, "{what} at slot {}", self.pc)
@@ -60,6 +66,7 @@ impl FaultKind {
             2 => FaultKind::Illegal,
             3 => FaultKind::Helper,
             4 => FaultKind::Budget,
+            5 => FaultKind::Capacity,
             c => FaultKind::Other(c),
         }
     }
@@ -85,6 +92,8 @@ pub struct RunResult {
     /// coprocessor's cycles for them, from request to answer.
     pub map_ops: [u64; 3],
     pub map_cycles: [u64; 3],
+    /// The output port `bpf_redirect` set (the action module's port).
+    pub out_port: Option<u32>,
 }
 
 impl RunResult {

@@ -4,12 +4,15 @@
 //! signed ones included, on the multi-cycle divider; `movsx`), byte
 //! swaps (`le`, `be`, `bswap`), loads of every width (sign-extending ones
 //! included), stores of every width (register and immediate), `lddw` of a
-//! constant, every JMP/JMP32 jump (and `gotol`), `exit`, and `call` of the
-//! helpers its coprocessor serves ([`HELPERS`]). Everything else is
+//! constant, every JMP/JMP32 jump (and `gotol`), `exit`, atomics on 4 or 8
+//! bytes (add/or/and/xor and their fetch forms, xchg, cmpxchg), and `call`
+//! of the helpers its coprocessor serves ([`HELPERS`]). Everything else is
 //! refused by name.
 
 use crate::error::RtlError;
-use nfkit_isa::{disasm::format_insn, helpers::helper_name, CallKind, Insn, LddwKind, Syntax};
+use nfkit_isa::{
+    disasm::format_insn, helpers::helper_name, CallKind, Insn, LddwKind, Size, Syntax,
+};
 
 /// Helpers the coprocessor serves: (id, what it answers).
 pub const HELPERS: &[(i32, &str)] = &[
@@ -21,6 +24,15 @@ pub const HELPERS: &[(i32, &str)] = &[
     (3, "bpf_map_delete_elem: 0 or a negative errno"),
     (5, "bpf_ktime_get_ns: the packet's timestamp"),
     (8, "bpf_get_smp_processor_id: the engine's number"),
+    (
+        23,
+        "bpf_redirect: XDP_REDIRECT with the output port set (XDP_ABORTED for flags)",
+    ),
+    (
+        93,
+        "bpf_spin_lock: a no-op on one engine (the lock must be an aligned word of a map value)",
+    ),
+    (94, "bpf_spin_unlock: as bpf_spin_lock"),
 ];
 
 /// Why `insn` is outside the subset, or `None` when the core runs it.
@@ -70,7 +82,11 @@ pub fn lacks(insn: &Insn) -> Option<String> {
             ..
         } => "a kfunc call".to_string(),
         Insn::Callx { .. } => "an indirect call (callx)".to_string(),
-        Insn::Atomic { .. } => "an atomic operation".to_string(),
+        Insn::Atomic {
+            size: Size::W | Size::DW,
+            ..
+        } => return None,
+        Insn::Atomic { .. } => "an atomic operation on 1 or 2 bytes".to_string(),
         Insn::AddrSpaceCast { .. } => "addr_space_cast".to_string(),
         Insn::LdAbs { .. } | Insn::LdInd { .. } => {
             "a legacy packet load (ld_abs/ld_ind)".to_string()
@@ -115,14 +131,14 @@ pub fn check(insns: &[Insn]) -> Result<(), RtlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nfkit_isa::{AtomicOp, Reg, Size};
+    use nfkit_isa::{AtomicOp, Reg};
 
     #[test]
     fn refuses_by_name() {
         let prog = [
             Insn::lddw(Reg::R0, 1),
             Insn::Atomic {
-                size: Size::DW,
+                size: Size::B,
                 op: AtomicOp::Add { fetch: false },
                 dst: Reg::FP,
                 src: Reg::R0,
@@ -133,7 +149,15 @@ mod tests {
         let err = check(&prog).expect_err("atomics are outside the subset");
         let text = err.to_string();
         assert!(text.starts_with("slot 2:"), "{text}");
-        assert!(text.contains("atomic operation"), "{text}");
+        assert!(text.contains("atomic operation on 1 or 2 bytes"), "{text}");
+        let ok = Insn::Atomic {
+            size: Size::W,
+            op: AtomicOp::CmpXchg,
+            dst: Reg::FP,
+            src: Reg::R1,
+            off: -8,
+        };
+        assert!(check(&[ok, Insn::Exit]).is_ok());
     }
 
     #[test]

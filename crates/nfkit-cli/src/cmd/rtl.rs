@@ -76,6 +76,12 @@ pub struct RunArgs {
     /// program runs, instead of writing it whole before it starts.
     #[arg(long)]
     pub stream: bool,
+    /// Give a map declaring more entries than N only N lines of the
+    /// coprocessor (the catalogue's tables declare 16384-65536); a packet
+    /// needing more stops with a capacity fault rather than differing
+    /// from the VM.
+    #[arg(long, value_name = "N")]
+    pub map_lines: Option<u32>,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -175,7 +181,7 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             prog_type.name()
         )
     })?;
-    let program = match Program::from_image(&image, entry) {
+    let program = match Program::from_image_sized(&image, entry, a.map_lines) {
         Ok(p) => p,
         Err(err) => {
             eprintln!("error: loading {name} on the RTL core: {err}");

@@ -83,3 +83,61 @@ pub fn compare(vm: &VmRun, rtl: &RunResult) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// An XDP image of `asm` (llvm syntax) with maps `(name, type, key size,
+/// value size, entries)`.
+pub fn image_with_maps(asm: &str, maps: &[(&str, nfkit_object::MapType, u32, u32, u32)]) -> Image {
+    use nfkit_object::{MapKind, MapSpec, MapType};
+    let insns =
+        nfkit_isa::asm::assemble(asm, Some(nfkit_isa::asm::Syntax::Llvm)).expect("assembles");
+    let mut image = Image::from_insns("prog", ProgType::Xdp, insns);
+    image.maps = maps
+        .iter()
+        .map(
+            |&(name, map_type, key_size, value_size, max_entries)| MapSpec {
+                name: name.to_string(),
+                kind: MapKind::Declared,
+                map_type,
+                key_size,
+                value_size,
+                max_entries,
+                flags: if map_type == MapType::LpmTrie { 1 } else { 0 },
+                key_type_id: None,
+                value_type_id: None,
+                data: None,
+                pin_by_name: false,
+                inner: None,
+            },
+        )
+        .collect();
+    image
+}
+
+/// Runs an XDP program in the VM on `frame`.
+pub fn vm_run_xdp(vm: &Vm, frame: &[u8]) -> (VmRun, Option<nfkit_vm::Redirect>) {
+    let res = vm.run(
+        0,
+        Context::Xdp(nfkit_vm::XdpMd::new(frame)),
+        &RunOptions::default(),
+    );
+    (
+        VmRun {
+            r0: res.result.ok(),
+            packet: res.packet.clone(),
+            insns: res.insns,
+            trace: Vec::new(),
+        },
+        res.redirect,
+    )
+}
+
+/// Runs the loaded XDP program on `frame` (ingress port 1).
+pub fn rtl_run_xdp(core: &mut Core, frame: &[u8]) -> RunResult {
+    let mut input = RunInput::new(frame);
+    input.ctx = nfkit_rtl::Ctx::Xdp {
+        ingress_ifindex: 1,
+        rx_queue_index: 0,
+    };
+    input.max_cycles = 100_000;
+    core.run(&input).expect("the RTL model runs")
+}
