@@ -857,7 +857,6 @@ fn posts(
 
 /// Version `number` of `script`: clock mode set, entry and fault action
 /// found, a runner made for each of `workers` workers.
-
 fn version(
     number: u64,
     script: ScriptVm,
