@@ -279,6 +279,7 @@ impl Stats {
             "reloads": self.reloads,
             "reload_failures": self.reload_failures,
             "versions": self.versions,
+            "post_versions": self.post_versions,
             "updates": self.updates,
         })
     }
