@@ -125,8 +125,11 @@ pub struct Stats {
     /// Reloads done, and refused (the script did not load).
     pub reloads: u64,
     pub reload_failures: u64,
-    /// Frames each version ran, in order.
+    /// Frames each version of the ingress program ran, in order.
     pub versions: Vec<crate::reload::VersionTotals>,
+    /// Frames each post program ran, in order (the script's own as
+    /// `post`, updated ones as `post:PORT`).
+    pub post_versions: Vec<crate::reload::VersionTotals>,
     /// Authenticated updates applied and refused.
     pub updates: crate::update::UpdateTotals,
 }
@@ -276,6 +279,7 @@ impl Stats {
             "reloads": self.reloads,
             "reload_failures": self.reload_failures,
             "versions": self.versions,
+            "post_versions": self.post_versions,
             "updates": self.updates,
         })
     }

@@ -26,7 +26,7 @@ use crate::flow::flow_hash;
 use crate::port::{
     Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM,
 };
-use crate::reload::{lock, ReloadReport, Slot, Version, VersionTotals};
+use crate::reload::{lock, ReloadReport, Slot, Version, VersionFrames, VersionTotals};
 use crate::update::{RefusalRecord, UpdateAuth, UpdateError, UpdateReport, UpdateState};
 use crate::SwitchError;
 use crossbeam_queue::ArrayQueue;
@@ -190,8 +190,8 @@ struct Worker {
     ver: Arc<Version>,
     runner: Runner,
     entry: usize,
-    /// The version's `post` runner (crate::pipeline).
-    post: Option<crate::pipeline::PostRunner>,
+    /// The version's `post` runner per output port (crate::pipeline).
+    post: Vec<Option<crate::pipeline::PostRunner>>,
     opts: RunOptions,
     clock: Arc<FrameClock>,
     /// Live ports (not a replay): frames are timed receive to transmit.
@@ -250,8 +250,17 @@ impl Switch {
                 .all(|p| p.rx.is_empty() || matches!(p.spec, PortSpec::Pcap { .. }));
         let script = ScriptVm::new_with(compiled, vm_config.clone())?;
         let mut first = version(1, script, replay, workers)?;
-        first.post =
-            crate::pipeline::Post::load(compiled, &first.script, vm_config.clone(), workers)?;
+        first.posts = posts(
+            crate::pipeline::Post::load(
+                compiled,
+                &first.script,
+                vm_config.clone(),
+                workers,
+                ports.len(),
+                1,
+            )?,
+            ports.len(),
+        );
         let first = Arc::new(first);
         let host = cfg.host_port.filter(|&h| h < ports.len()).or_else(|| {
             ports
@@ -332,7 +341,12 @@ impl Switch {
                 id,
                 workers,
                 runner: first.take_runner(id),
-                post: first.post.as_ref().map(|p| p.take(id)),
+                post: first
+                    .posts
+                    .iter()
+                    .enumerate()
+                    .map(|(port, p)| p.as_ref().map(|p| p.take(id, port)))
+                    .collect(),
                 entry: first.entry,
                 fault: first.fault,
                 ver: Arc::clone(&first),
@@ -392,6 +406,16 @@ impl Switch {
         &self.pinned
     }
 
+    /// The index of the port called `name`, or numbered `name` (from 1).
+    fn port_index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|(n, _)| n == name).or_else(|| {
+            name.parse::<usize>()
+                .ok()
+                .filter(|&i| i >= 1 && i <= self.names.len())
+                .map(|i| i - 1)
+        })
+    }
+
     /// Each port's (name, spec), in port order (port `i + 1`).
     pub fn names(&self) -> &[(String, String)] {
         &self.names
@@ -424,7 +448,7 @@ impl Switch {
     pub fn reload(&self, compiled: &Compiled) -> Result<ReloadReport, SwitchError> {
         let _one = lock(&self.reloading);
         let n = self.shared.slot.current().number + 1;
-        let (r, _) = self.reload_as(compiled, n).inspect_err(|_| {
+        let (r, _) = self.reload_as(compiled, n, "pre", n).inspect_err(|_| {
             self.reload_failures.fetch_add(1, Ordering::Relaxed);
         })?;
         Ok(r)
@@ -436,19 +460,14 @@ impl Switch {
         &self,
         compiled: &Compiled,
         n: u64,
+        position: &str,
+        label: u64,
     ) -> Result<(ReloadReport, Instant), SwitchError> {
         let t0 = Instant::now();
-        let next = self.load_next(compiled, n)?;
+        let next = self.load_next(compiled, n, position, label)?;
         let load = t0.elapsed();
-        let slot = &self.shared.slot;
-        let next = Arc::new(next);
-        let t1 = Instant::now();
-        let old = slot.publish(next);
-        let (parked, switch) = slot.wait(n, || self.is_done());
+        let (t1, parked, switch, previous) = self.publish(next);
         self.reloads.fetch_add(1, Ordering::Relaxed);
-        let previous = old.number;
-        drop(old);
-        slot.sweep();
         Ok((
             ReloadReport {
                 version: n,
@@ -462,16 +481,51 @@ impl Switch {
         ))
     }
 
-    /// Version `n` of the chain, loaded (not yet published).
-    fn load_next(&self, compiled: &Compiled, n: u64) -> Result<Version, SwitchError> {
+    /// Publishes `next` and waits until every worker runs it (the reload
+    /// lock held): when it was published, workers parked, the switch
+    /// time, the `pre` version it replaced.
+    fn publish(&self, next: Version) -> (Instant, usize, Duration, u64) {
+        let slot = &self.shared.slot;
+        let g = next.generation;
+        let next = Arc::new(next);
+        let t1 = Instant::now();
+        let old = slot.publish(next);
+        let (parked, switch) = slot.wait(g, || self.is_done());
+        let previous = old.number;
+        drop(old);
+        slot.sweep();
+        (t1, parked, switch, previous)
+    }
+
+    /// Version `n` of the chain, loaded (not yet published), its frames
+    /// counted as `position`'s version `label`.
+    fn load_next(
+        &self,
+        compiled: &Compiled,
+        n: u64,
+        position: &str,
+        label: u64,
+    ) -> Result<Version, SwitchError> {
         if compiled.hook != Hook::Switch {
             return Err(SwitchError::Hook(compiled.hook));
         }
         let cur = self.shared.slot.current();
         let script = ScriptVm::new_keeping(compiled, self.vm_config.clone(), &cur.script)?;
         let mut v = version(n, script, self.replay, self.workers)?;
-        v.post =
-            crate::pipeline::Post::load(compiled, &v.script, self.vm_config.clone(), self.workers)?;
+        v.generation = cur.generation + 1;
+        v.frames = VersionFrames::new(position, label, self.workers);
+        let ports = self.names.len();
+        v.posts = posts(
+            crate::pipeline::Post::load(
+                compiled,
+                &v.script,
+                self.vm_config.clone(),
+                self.workers,
+                ports,
+                n,
+            )?,
+            ports,
+        );
         Ok(v)
     }
 
@@ -540,6 +594,15 @@ impl Switch {
     ) -> Result<(Duration, Duration, usize, Instant), UpdateError> {
         match (&m.position, &m.body) {
             (Position::Pre, _) => {}
+            // The ingress code the table's actions call (crate::pipeline).
+            (Position::Table(_), Body::Code { .. }) => {}
+            (Position::Post(p), Body::Code { .. }) => {
+                if self.port_index(p).is_none() {
+                    return Err(UpdateError::Rejected(format!(
+                        "no port `{p}` in this switch"
+                    )));
+                }
+            }
             // Entries of a pipeline table (crate::pipeline).
             (Position::Table(t), Body::EntrySet { map, .. } | Body::EntryDelete { map, .. })
                 if crate::pipeline::is_table_map(t, map) => {}
@@ -550,7 +613,8 @@ impl Switch {
             }
             _ => {
                 return Err(UpdateError::Unsupported(format!(
-                    "position {}: this switch takes code at `pre` and entries at `table:NAME`",
+                    "position {}: this switch takes code and entries at `pre`, code and \
+                     entries at `table:NAME`, code at `post:PORT`",
                     m.position
                 )))
             }
@@ -566,11 +630,45 @@ impl Switch {
                     UpdateError::Rejected(format!("script {name} is not UTF-8: {e}"))
                 })?;
                 let compiled = compile(name, text).map_err(UpdateError::Rejected)?;
-                let (r, published) = self
-                    .reload_as(&compiled, m.version)
-                    .map_err(|e| UpdateError::Rejected(e.to_string()))?;
+                let rejected = |e: SwitchError| UpdateError::Rejected(e.to_string());
+                let cur = self.shared.slot.current();
+                let (published, switch, parked) = match &m.position {
+                    Position::Post(p) => {
+                        let port = self.port_index(p).unwrap_or(0);
+                        let post = crate::pipeline::Post::load_program(
+                            &compiled,
+                            &cur.script,
+                            self.vm_config.clone(),
+                            self.workers,
+                            self.names.len(),
+                            VersionFrames::new(&m.position.to_string(), m.version, self.workers),
+                        )
+                        .map_err(rejected)?;
+                        let next = cur.with_post(port, Arc::new(post), self.workers);
+                        drop(cur);
+                        let (t1, parked, switch, _) = self.publish(next);
+                        (t1, switch, parked)
+                    }
+                    Position::Table(t) => {
+                        let next = self
+                            .load_next(&compiled, cur.number, &m.position.to_string(), m.version)
+                            .map_err(rejected)?;
+                        crate::pipeline::keeps_table(t, &cur.script, &next.script)
+                            .map_err(UpdateError::Rejected)?;
+                        drop(cur);
+                        let (t1, parked, switch, _) = self.publish(next);
+                        (t1, switch, parked)
+                    }
+                    Position::Pre => {
+                        drop(cur);
+                        let (r, t1) = self
+                            .reload_as(&compiled, m.version, "pre", m.version)
+                            .map_err(rejected)?;
+                        (t1, r.switch, r.parked)
+                    }
+                };
                 let load = published.saturating_duration_since(t0);
-                Ok((load, r.switch, r.parked, published + r.switch))
+                Ok((load, switch, parked, published + switch))
             }
             Body::Code { format, .. } => Err(UpdateError::Unsupported(format!(
                 "code format {format:?}: this switch takes chain scripts"
@@ -668,12 +766,15 @@ impl Switch {
             s.updates = lock(u).totals(cur.number);
         }
         (s.reloads, s.reload_failures) = self.reload_counts();
-        s.versions = lock(&self.shared.slot.history)
+        let totals = |v: &Arc<VersionFrames>| VersionTotals {
+            position: v.position.clone(),
+            version: v.number,
+            frames: v.total(),
+        };
+        s.versions = lock(&self.shared.slot.history).iter().map(totals).collect();
+        s.post_versions = lock(&self.shared.slot.post_history)
             .iter()
-            .map(|v| VersionTotals {
-                version: v.number,
-                frames: v.total(),
-            })
+            .map(totals)
             .collect();
         s.chains = cur
             .stats()
@@ -745,6 +846,15 @@ impl Drop for Switch {
     }
 }
 
+/// Every port's post slot holding `post` (the script's own).
+fn posts(
+    post: Option<crate::pipeline::Post>,
+    ports: usize,
+) -> Vec<Option<Arc<crate::pipeline::Post>>> {
+    let post = post.map(Arc::new);
+    vec![post; ports]
+}
+
 /// Version `number` of `script`: clock mode set, entry and fault action
 /// found, a runner made for each of `workers` workers.
 fn version(
@@ -758,7 +868,13 @@ fn version(
         .entry_index(script.entry())
         .ok_or(nfkit_control::runner::RunError::NoClassifier)?;
     let fault = configure(&script, replay)?;
-    Ok(Version::new(number, script, entry, fault, workers))
+    Ok(Version::new(
+        number,
+        Arc::new(script),
+        entry,
+        fault,
+        workers,
+    ))
 }
 
 /// Sets the clock mode (replay: random pinned, time from each worker's
@@ -844,7 +960,7 @@ impl Worker {
         loop {
             // A new version? (Also read before every frame; here an idle
             // worker lets the old version go.)
-            if self.shared.slot.epoch() != self.ver.number {
+            if self.shared.slot.epoch() != self.ver.generation {
                 self.switch_version();
             }
             let mut work = self.drain_inbox();
@@ -925,10 +1041,21 @@ impl Worker {
         let slot = &self.shared.slot;
         let next = slot.current();
         let runner = next.take_runner(self.id);
-        self.post = next.post.as_ref().map(|p| p.take(self.id));
+        // A port whose post program did not change keeps its runner.
+        for (port, r) in self.post.iter_mut().enumerate() {
+            let (old, new) = (self.ver.posts.get(port), next.posts.get(port));
+            let same = match (old, new) {
+                (Some(Some(a)), Some(Some(b))) => Arc::ptr_eq(a, b),
+                (Some(None) | None, Some(None) | None) => true,
+                _ => false,
+            };
+            if !same {
+                *r = new.and_then(|p| p.as_ref()).map(|p| p.take(self.id, port));
+            }
+        }
         self.entry = next.entry;
         self.fault = next.fault;
-        let n = next.number;
+        let n = next.generation;
         let old_runner = std::mem::replace(&mut self.runner, runner);
         let old = std::mem::replace(&mut self.ver, next);
         lock(&slot.retired).push((old_runner, old));
@@ -1027,14 +1154,14 @@ impl Worker {
         // Busy only while the chain runs, on the version published now:
         // a worker preempted anywhere else holds no reload up.
         let slot = &self.shared.slot;
-        if slot.enter(self.id) != self.ver.number {
+        if slot.enter(self.id) != self.ver.generation {
             self.switch_version();
         }
         self.ver.frames.per_worker[self.id].add(1);
         let out = self
             .runner
             .run_packet(self.entry, frame, PacketCtx::XdpWith(&md), &self.opts);
-        self.shared.slot.leave(self.id, self.ver.number);
+        self.shared.slot.leave(self.id, self.ver.generation);
         let (act, arg, faulted) = action::resolve(out.result.ok(), self.fault);
         let c = &self.counters[self.id];
         if faulted {
@@ -1070,11 +1197,15 @@ impl Worker {
         let buf = &mut st.frames[st.len];
         buf.clear();
         buf.extend_from_slice(frame);
-        if let Some(post) = &mut self.post {
-            if !post.run(buf, ingress, p, &self.opts) {
-                if let Some(v) = &self.ver.post {
+        if let Some(Some(post)) = self.post.get_mut(p) {
+            let pass = post.run(buf, ingress, p, &self.opts);
+            if let Some(Some(v)) = self.ver.posts.get(p) {
+                v.frames.per_worker[self.id].add(1);
+                if !pass {
                     v.dropped[self.id].add(1);
                 }
+            }
+            if !pass {
                 return;
             }
         }

@@ -5,36 +5,47 @@
 //! maps (loaded keeping them): a verdict of DROP or ABORTED there drops
 //! the frame (counted per worker), anything else sends it.
 //!
-//! Authenticated updates at position `table:NAME` write entries of the
-//! maps of table NAME ([`is_table_map`]; docs/language.md, "Pipelines").
+//! Each output port has its own post program slot ([`crate::Version::posts`]),
+//! the script's post program unless an update at `post:PORT` replaced
+//! it. Authenticated updates at position `table:NAME` write entries of
+//! the maps of table NAME ([`is_table_map`]) or replace the ingress code
+//! (the chains the table's actions call) with code that keeps the
+//! table's maps ([`keeps_table`]); docs/update.md.
 
 use crate::counters::Counter;
-use crate::reload::lock;
+use crate::reload::{lock, VersionFrames};
 use crate::SwitchError;
 use nfkit_abi::verdict::{self, Action};
 use nfkit_control::runner::ScriptVm;
 use nfkit_lang::Compiled;
 use nfkit_vm::ctx::{XdpMd, XDP_HEADROOM};
 use nfkit_vm::{PacketCtx, RunOptions, Runner, VmConfig};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// A version's `post` program: loaded, one runner per worker.
+/// A `post` program: loaded, one runner per worker and output port.
 pub struct Post {
     pub script: ScriptVm,
     entry: usize,
+    /// Output ports (runners are per worker and port).
+    ports: usize,
     runners: Vec<Mutex<Option<Runner>>>,
     /// Frames the post program dropped, per worker.
     pub dropped: Vec<Counter>,
+    /// Frames it ran, per worker, under its position and version.
+    pub frames: Arc<VersionFrames>,
 }
 
 impl Post {
     /// The post program of `compiled` (none without a pipeline `post`),
-    /// loaded with the maps of `ingress` (the same version's program).
+    /// loaded with the maps of `ingress` (the same version's program),
+    /// counted as position `post`, version `number`.
     pub fn load(
         compiled: &Compiled,
         ingress: &ScriptVm,
         config: VmConfig,
         workers: usize,
+        ports: usize,
+        number: u64,
     ) -> Result<Option<Post>, SwitchError> {
         let opts = nfkit_lang::Options {
             hook: Some(compiled.hook),
@@ -45,27 +56,44 @@ impl Post {
         let Some(pc) = pc else {
             return Ok(None);
         };
-        let script = ScriptVm::new_keeping(&pc, config, ingress)?;
+        let frames = VersionFrames::new("post", number, workers);
+        Post::load_program(&pc, ingress, config, workers, ports, frames).map(Some)
+    }
+
+    /// `program` (a chain compiled for the switch: its entry is the post
+    /// program) loaded with the maps of `ingress`, counting into
+    /// `frames` (a `post:PORT` update).
+    pub fn load_program(
+        program: &Compiled,
+        ingress: &ScriptVm,
+        config: VmConfig,
+        workers: usize,
+        ports: usize,
+        frames: Arc<VersionFrames>,
+    ) -> Result<Post, SwitchError> {
+        let script = ScriptVm::new_keeping(program, config, ingress)?;
         let entry = script
             .vm
             .entry_index(script.entry())
             .ok_or(nfkit_control::runner::RunError::NoClassifier)?;
-        let runners = (0..workers)
+        let runners = (0..workers * ports)
             .map(|_| Mutex::new(Some(script.vm.runner())))
             .collect();
-        Ok(Some(Post {
+        Ok(Post {
             script,
             entry,
+            ports,
             runners,
             dropped: (0..workers).map(|_| Counter::default()).collect(),
-        }))
+            frames,
+        })
     }
 
-    /// Worker `id`'s runner and the entry.
-    pub(crate) fn take(&self, id: usize) -> PostRunner {
+    /// Worker `id`'s runner for output port `port`.
+    pub(crate) fn take(&self, id: usize, port: usize) -> PostRunner {
         let runner = self
             .runners
-            .get(id)
+            .get(id * self.ports + port)
             .and_then(|r| lock(r).take())
             .unwrap_or_else(|| self.script.vm.runner());
         PostRunner {
@@ -80,7 +108,7 @@ impl Post {
     }
 }
 
-/// A worker's runner of the post program.
+/// A worker's runner of a post program.
 pub(crate) struct PostRunner {
     runner: Runner,
     entry: usize,
@@ -114,6 +142,31 @@ impl PostRunner {
             r.result.ok().and_then(verdict::decode),
             Some((Action::Drop | Action::Aborted, _))
         )
+    }
+}
+
+/// Whether the ingress program `new` keeps every map of table `table`
+/// that `old` has (same definition, so the same entries); why not (the
+/// first map it does not keep, or no such table in `old`) otherwise.
+pub(crate) fn keeps_table(table: &str, old: &ScriptVm, new: &ScriptVm) -> Result<(), String> {
+    let mut any = false;
+    for m in old.vm.maps().iter() {
+        if !is_table_map(table, m.name()) {
+            continue;
+        }
+        any = true;
+        let kept = new.vm.map(m.name()).is_some_and(|n| n.same_store(m));
+        if !kept {
+            return Err(format!(
+                "the new code does not keep table `{table}`'s map `{}` (missing or defined otherwise)",
+                m.name()
+            ));
+        }
+    }
+    if any {
+        Ok(())
+    } else {
+        Err(format!("no table `{table}` in the running version"))
     }
 }
 

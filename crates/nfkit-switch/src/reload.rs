@@ -23,9 +23,14 @@ use std::time::{Duration, Instant};
 
 /// One version of the chain: the loaded script and what workers take.
 pub struct Version {
-    /// 1 for the script the switch started with, then +1 per reload.
+    /// 1 for the script the switch started with, then +1 per reload
+    /// (`pre`'s version).
     pub number: u64,
-    pub script: ScriptVm,
+    /// +1 per publish, whatever position changed (the slot's epoch).
+    pub generation: u64,
+    /// The ingress program (shared by versions that changed only a
+    /// `post` program).
+    pub script: Arc<ScriptVm>,
     /// The classifier's entry index.
     pub(crate) entry: usize,
     /// The fault action.
@@ -33,10 +38,11 @@ pub struct Version {
     /// One runner per worker, made at load; taken when the worker
     /// switches to this version.
     runners: Vec<Mutex<Option<Runner>>>,
-    /// Frames each worker ran on this version.
+    /// Frames each worker ran on this ingress program.
     pub(crate) frames: Arc<VersionFrames>,
-    /// The pipeline's `post` program, if the script has one.
-    pub post: Option<crate::pipeline::Post>,
+    /// Each output port's `post` program (by port index): the script's
+    /// own for every port, unless a `post:PORT` update replaced it.
+    pub posts: Vec<Option<Arc<crate::pipeline::Post>>>,
 }
 
 impl std::ops::Deref for Version {
@@ -49,11 +55,23 @@ impl std::ops::Deref for Version {
 /// Frames run on one version, per worker (each written by its worker).
 #[derive(Debug)]
 pub struct VersionFrames {
+    /// The position whose version this is (`pre`, `table:NAME`, `post`
+    /// for a script's own post program, `post:PORT`).
+    pub position: String,
     pub number: u64,
     pub per_worker: Vec<Counter>,
 }
 
 impl VersionFrames {
+    /// Zeroed counters of `position`'s version `number`.
+    pub fn new(position: &str, number: u64, workers: usize) -> Arc<VersionFrames> {
+        Arc::new(VersionFrames {
+            position: position.to_string(),
+            number,
+            per_worker: (0..workers).map(|_| Counter::default()).collect(),
+        })
+    }
+
     pub fn total(&self) -> u64 {
         self.per_worker.iter().map(Counter::get).sum()
     }
@@ -62,6 +80,8 @@ impl VersionFrames {
 /// Frames one version ran (a row of [`crate::Stats::versions`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct VersionTotals {
+    /// `pre`, `table:NAME` (ingress programs), `post`, `post:PORT`.
+    pub position: String,
     pub version: u64,
     pub frames: u64,
 }
@@ -71,7 +91,7 @@ impl Version {
     /// now).
     pub(crate) fn new(
         number: u64,
-        script: ScriptVm,
+        script: Arc<ScriptVm>,
         entry: usize,
         fault: u64,
         workers: usize,
@@ -81,16 +101,46 @@ impl Version {
             .collect();
         Version {
             number,
+            generation: number,
             script,
             entry,
             fault,
             runners,
-            frames: Arc::new(VersionFrames {
-                number,
-                per_worker: (0..workers).map(|_| Counter::default()).collect(),
-            }),
-            post: None,
+            frames: VersionFrames::new("pre", number, workers),
+            posts: Vec::new(),
         }
+    }
+
+    /// The next generation of this version with port `port`'s post
+    /// program replaced: the same ingress program and frame counters,
+    /// new runners (made now, off the packet path).
+    pub(crate) fn with_post(
+        &self,
+        port: usize,
+        post: Arc<crate::pipeline::Post>,
+        workers: usize,
+    ) -> Version {
+        let mut posts = self.posts.clone();
+        if let Some(p) = posts.get_mut(port) {
+            *p = Some(post);
+        }
+        Version {
+            number: self.number,
+            generation: self.generation + 1,
+            script: Arc::clone(&self.script),
+            entry: self.entry,
+            fault: self.fault,
+            runners: (0..workers)
+                .map(|_| Mutex::new(Some(self.script.vm.runner())))
+                .collect(),
+            frames: Arc::clone(&self.frames),
+            posts,
+        }
+    }
+
+    /// Port `port`'s post program (index from 0), if any.
+    pub fn post(&self, port: usize) -> Option<&crate::pipeline::Post> {
+        self.posts.get(port).and_then(|p| p.as_deref())
     }
 
     /// Worker `id`'s runner (made at load; a new one if already taken).
@@ -132,10 +182,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Where the running version is published and workers acknowledge it.
 pub(crate) struct Slot {
-    /// The number of the version in `current`.
+    /// The generation of the version in `current`.
     epoch: AtomicU64,
     current: Mutex<Arc<Version>>,
-    /// The version each worker runs.
+    /// The generation each worker runs.
     acked: Vec<AtomicU64>,
     /// When each worker last switched (ns since `base`).
     acked_at: Vec<AtomicU64>,
@@ -152,16 +202,19 @@ pub(crate) struct Slot {
     /// Runners of versions left behind, dropped by the reloading thread
     /// (off the packet path).
     pub(crate) retired: Mutex<Vec<(Runner, Arc<Version>)>>,
-    /// Every version's frame counters, in order.
+    /// Every ingress version's frame counters, in order.
     pub(crate) history: Mutex<Vec<Arc<VersionFrames>>>,
+    /// Every post program's frame counters, in order.
+    pub(crate) post_history: Mutex<Vec<Arc<VersionFrames>>>,
 }
 
 impl Slot {
     pub(crate) fn new(first: Arc<Version>, workers: usize) -> Slot {
-        let n = first.number;
-        Slot {
+        let n = first.generation;
+        let slot = Slot {
             epoch: AtomicU64::new(n),
             history: Mutex::new(vec![Arc::clone(&first.frames)]),
+            post_history: Mutex::new(Vec::new()),
             current: Mutex::new(first),
             acked: (0..workers).map(|_| AtomicU64::new(n)).collect(),
             acked_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
@@ -171,6 +224,18 @@ impl Slot {
             base: Instant::now(),
             parked: (0..workers).map(|_| AtomicBool::new(true)).collect(),
             retired: Mutex::new(Vec::new()),
+        };
+        slot.note_posts(&slot.current());
+        slot
+    }
+
+    /// Adds the post programs of `v` not seen before to the history.
+    fn note_posts(&self, v: &Version) {
+        let mut h = lock(&self.post_history);
+        for p in v.posts.iter().flatten() {
+            if !h.iter().rev().any(|f| Arc::ptr_eq(f, &p.frames)) {
+                h.push(Arc::clone(&p.frames));
+            }
         }
     }
 
@@ -247,8 +312,14 @@ impl Slot {
     /// it, off the packet path: workers still on it hold their own
     /// reference, which they retire to [`Slot::retired`]).
     pub(crate) fn publish(&self, v: Arc<Version>) -> Arc<Version> {
-        let n = v.number;
-        lock(&self.history).push(Arc::clone(&v.frames));
+        let n = v.generation;
+        {
+            let mut h = lock(&self.history);
+            if !h.last().is_some_and(|l| Arc::ptr_eq(l, &v.frames)) {
+                h.push(Arc::clone(&v.frames));
+            }
+        }
+        self.note_posts(&v);
         let old = std::mem::replace(&mut *lock(&self.current), v);
         self.published_at.store(self.now_ns(), Ordering::SeqCst);
         self.epoch.store(n, Ordering::SeqCst);

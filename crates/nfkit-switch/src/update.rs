@@ -3,11 +3,12 @@
 //! through [`crate::Switch::update`]. Each is verified first (signature,
 //! target, nonce, version: [`nfkit_update::Verifier`]); a refused one is
 //! counted per reason and logged, and the running version goes on
-//! untouched. A code update for `pre` is compiled and loaded off the
-//! packet path and published as the hitless reload does
-//! ([`crate::reload`]), the switch's version becoming the update's; an
-//! entry update writes or deletes one entry of a map of the running
-//! version.
+//! untouched. A code update for `pre` (or `table:NAME`: the ingress
+//! code its actions call, keeping the table's maps) is compiled and
+//! loaded off the packet path and published as the hitless reload does
+//! ([`crate::reload`]); one for `post:PORT` replaces that port's post
+//! program alone; each is counted per version. An entry update writes
+//! or deletes one entry of a map of the running version.
 
 use nfkit_update::verify::REASONS;
 use nfkit_update::{KeyRing, Refusal, Verifier};
@@ -113,7 +114,8 @@ pub struct UpdateTotals {
     pub refused: u64,
     /// Refusals per reason (those that happened).
     pub reasons: BTreeMap<String, u64>,
-    /// Each position's version (`pre`: the running code's).
+    /// Each position's version (`pre`: the running code's; `table:NAME`
+    /// and `post:PORT` once updated).
     pub positions: BTreeMap<String, u64>,
 }
 
@@ -168,7 +170,11 @@ impl UpdateState {
 
     pub(crate) fn totals(&self, pre: u64) -> UpdateTotals {
         let names = REASONS.iter().chain(MORE.iter());
-        let mut positions = BTreeMap::new();
+        let mut positions: BTreeMap<String, u64> = self
+            .verifier
+            .versions()
+            .map(|(p, v)| (p.to_string(), v))
+            .collect();
         positions.insert(
             "pre".to_string(),
             pre.max(self.verifier.current(&nfkit_update::Position::Pre)),

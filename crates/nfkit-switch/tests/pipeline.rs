@@ -71,7 +71,7 @@ fn post_runs_per_output_port_with_the_ingress_maps() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let ver = sw.script();
-    let post = ver.post.as_ref().expect("the script has a post program");
+    let post = ver.post(1).expect("the script has a post program");
     let seen = ver.vm.map("seen").expect("seen");
     let slot = |k: u32| {
         let v = seen
@@ -111,7 +111,7 @@ fn post_runs_per_output_port_with_the_ingress_maps() {
 
 /// Authenticated updates at position `table:ROUTES` write entries of the
 /// table's maps (a new route, then its deletion); an entry for a map of
-/// another table, and code at a table position, are refused.
+/// another table, and a replayed version, are refused.
 #[test]
 fn signed_updates_write_table_entries() {
     use nfkit_switch::UpdateAuth;

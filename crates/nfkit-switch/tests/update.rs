@@ -399,6 +399,20 @@ fn a_switch_without_keys_takes_no_updates_and_unsupported_ones_are_counted() {
 
     let (sw, traffic) = start(1, 1);
     let k = key(1, 1);
+    // Entries at a post position (post programs have no maps of their
+    // own): unsupported.
+    let post_entry = Message::new(
+        "sw0",
+        Position::Post("1".into()),
+        2,
+        Body::EntrySet {
+            map: "blocked".into(),
+            key: vec![0, 1],
+            value: vec![1],
+        },
+    )
+    .expect("message");
+    // Code for a table the running version does not have: rejected.
     let table = Message {
         position: Position::Table("acl".into()),
         ..code("sw0", 2, 'B')
@@ -437,7 +451,8 @@ fn a_switch_without_keys_takes_no_updates_and_unsupported_ones_are_counted() {
     )
     .expect("message");
     for (m, want) in [
-        (&table, "unsupported"),
+        (&post_entry, "unsupported"),
+        (&table, "rejected"),
         (&object, "unsupported"),
         (&bad_script, "rejected"),
         (&no_map, "rejected"),
@@ -456,12 +471,12 @@ fn a_switch_without_keys_takes_no_updates_and_unsupported_ones_are_counted() {
     assert_eq!(e.reason(), "unauthenticated");
     let s = sw.stats();
     assert_eq!(s.updates.applied, 1);
-    assert_eq!(s.updates.refused, 5);
+    assert_eq!(s.updates.refused, 6);
     assert_eq!(s.updates.reasons.get("unsupported"), Some(&2));
-    assert_eq!(s.updates.reasons.get("rejected"), Some(&2));
+    assert_eq!(s.updates.reasons.get("rejected"), Some(&3));
     assert_eq!(s.updates.reasons.get("unauthenticated"), Some(&1));
     assert!(
-        s.text().contains("updates: 1 applied, 5 refused"),
+        s.text().contains("updates: 1 applied, 6 refused"),
         "{}",
         s.text()
     );

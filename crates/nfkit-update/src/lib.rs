@@ -2,8 +2,8 @@
 //! switch to change a running program or a table entry, signed with a
 //! keyed BLAKE3 MAC, and what the switch does before trusting it.
 //!
-//! * [`position`]: where an update applies ([`Position`]: `pre` today;
-//!   `table:NAME` and `post:PORT` reserved for pipelines).
+//! * [`position`]: where an update applies ([`Position`]: `pre`,
+//!   `table:NAME`, `post:PORT`).
 //! * [`message`]: the versioned binary message ([`Message`], [`Body`]):
 //!   encoding and signing ([`Message::seal`]), parsing ([`parse`]).
 //! * [`key`]: keys and key files with key ids ([`KeyRing`]); a key file

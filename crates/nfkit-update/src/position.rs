@@ -3,10 +3,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A pipeline position. The switch has one program position today,
-/// `pre` (the chain run on arrival); tables and per-port `post`
-/// programs are named so that updates for them can be sent once the
-/// pipeline has them.
+/// A pipeline position: `pre` (the script run on arrival), a
+/// match-action table (its entries, or the code its actions call), a
+/// port's `post` program.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Position {
     /// The program run on every frame on arrival.

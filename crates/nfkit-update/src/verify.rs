@@ -126,6 +126,11 @@ impl Verifier {
         self.versions.get(p).copied().unwrap_or(0)
     }
 
+    /// Every position updated so far (or set) and its version.
+    pub fn versions(&self) -> impl Iterator<Item = (&Position, u64)> + '_ {
+        self.versions.iter().map(|(p, v)| (p, *v))
+    }
+
     /// Sets the version running at `p` (the switch's first version).
     pub fn set_current(&mut self, p: Position, version: u64) {
         self.versions.insert(p, version);

@@ -103,7 +103,8 @@ pub struct UpdateArgs {
     /// tcp:HOST:PORT (its --update-listen address).
     #[arg(long = "switch", value_name = "NAME|ADDR")]
     switch: String,
-    /// The position: pre (table:NAME and post:PORT are reserved).
+    /// The position: pre, table:NAME (entries, or the code its actions
+    /// call) or post:PORT (that port's post program).
     #[arg(long, default_value = "pre")]
     position: Position,
     /// The new code: a chain script (compiled here first to check it;
