@@ -7,7 +7,8 @@
 //! crashes the process, which fails `make soak`.
 //!
 //! `cargo run --release -p nfkit-vm --example soak -- --programs 1000000
-//! [--seed N] [--batch N] [--threads N]`
+//! [--seed N] [--batch N] [--threads N] [--engine jit|interp]`
+//! (`--engine interp`: the same soak through the interpreter alone).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -44,6 +45,15 @@ fn parse_args() -> Result<Args> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        if flag == "--engine" {
+            let interp = match value.as_str() {
+                "jit" => false,
+                "interp" => true,
+                _ => bail!("--engine {value}: expected jit or interp"),
+            };
+            INTERP.store(interp, std::sync::atomic::Ordering::Relaxed);
+            continue;
+        }
         let n: u64 = value
             .parse()
             .with_context(|| format!("{flag} {value}: not a number"))?;
@@ -52,7 +62,7 @@ fn parse_args() -> Result<Args> {
             "--seed" => a.seed = n,
             "--batch" => a.batch = n.max(1),
             "--threads" => a.threads = n.clamp(1, 64),
-            _ => bail!("unknown option {flag} (--programs, --seed, --batch, --threads)"),
+            _ => bail!("unknown option {flag} (--programs, --seed, --batch, --threads, --engine)"),
         }
     }
     Ok(a)
@@ -221,6 +231,9 @@ fn check_maps(vm: &Vm, img: &Image) -> Result<()> {
     Ok(())
 }
 
+/// `--engine interp`: every program runs on the interpreter alone.
+static INTERP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn config(conformance: bool) -> VmConfig {
     let base = if conformance {
         VmConfig::conformance()
@@ -231,10 +244,15 @@ fn config(conformance: bool) -> VmConfig {
         budget: BUDGET,
         ..base
     }
-    .with_engine(Engine::Jit)
+    .with_engine(if INTERP.load(std::sync::atomic::Ordering::Relaxed) {
+        Engine::Interp
+    } else {
+        Engine::Jit
+    })
 }
 
-/// Loads and runs one program in one profile, through the JIT.
+/// Loads and runs one program in one profile, through the JIT (or the
+/// interpreter, `--engine interp`).
 fn soak_one(img: &Image, conformance: bool, data: &[u8], cpu: u32, c: &mut Counts) -> Result<()> {
     let vm = match Vm::new(img, config(conformance)) {
         Ok(vm) => vm,

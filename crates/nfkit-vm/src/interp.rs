@@ -126,6 +126,26 @@ impl Machine {
         self.load_slow(addr, size, pc)
     }
 
+    /// A 4-byte load from the context region: the packet pointers of an
+    /// `xdp_md` (`data`, `data_end`, `data_meta`, what every XDP program
+    /// reads first) without the general context path; anything else as
+    /// [`Machine::load`] would.
+    #[inline(always)]
+    fn load_ctx_word(&self, addr: u64, pc: usize) -> Step<u64> {
+        if let CtxState::Xdp { .. } = self.ctx {
+            let at = match addr & 0xffff_ffff {
+                0 => Some(self.pkt.data),
+                4 => Some(self.pkt.data_end),
+                8 => Some(self.pkt.meta),
+                _ => None,
+            };
+            if let Some(o) = at {
+                return Ok(mem::addr(mem::PACKET, o as u64));
+            }
+        }
+        self.load_slow(addr, 4, pc)
+    }
+
     #[cold]
     fn load_slow(&self, addr: u64, size: usize, pc: usize) -> Step<u64> {
         if self.mem.is_ctx(addr) {
@@ -486,7 +506,11 @@ impl Machine {
                 }
                 LdxW => {
                     let a = r[s].wrapping_add(op.off as i64 as u64);
-                    self.regs[d] = self.load(a, 4, cur)?;
+                    self.regs[d] = if self.mem.is_ctx(a) {
+                        self.load_ctx_word(a, cur)?
+                    } else {
+                        self.load(a, 4, cur)?
+                    };
                 }
                 LdxDW => {
                     let a = r[s].wrapping_add(op.off as i64 as u64);
