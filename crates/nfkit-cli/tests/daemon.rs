@@ -6,6 +6,7 @@
 //! and the NF directory aside). Needs root.
 
 mod common;
+use common::daemon_cli::{self, Conn, GET_MISSING, SWAP, WATCH};
 use common::{is_root, script, Bed, Scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -14,123 +15,18 @@ use std::process::Command;
 const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
 
 /// `nfkit ARGS` with the scratch paths and `daemon` as NFKIT_DAEMON
-/// (empty: unset);
-/// (exit code, stdout, stderr).
+/// (empty: unset); (exit code, stdout, stderr).
 fn nfkit(s: &Scratch, run: &Path, daemon: &str, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new(NFKIT);
-    cmd.args(args)
-        .env("NFKIT_PIN_ROOT", s.bpf())
-        .env("NFKIT_STATE_DIR", s.state())
-        .env("NFKIT_RUN_DIR", run);
-    match daemon {
-        "" => cmd.env_remove("NFKIT_DAEMON"),
-        d => cmd.env("NFKIT_DAEMON", d),
-    };
-    let out = cmd.output().expect("run nfkit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    daemon_cli::nfkit(s, run, &Conn::daemon(daemon), args)
 }
 
-/// Ids, times and counters vary between runs: left out of JSON.
-fn scrub(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            for k in [
-                "link_id",
-                "prog_id",
-                "live_prog_id",
-                "deployed_at",
-                "load_us",
-                "switch_us",
-                "verdicts",
-            ] {
-                m.remove(k);
-            }
-            m.values_mut().for_each(scrub);
-        }
-        Value::Array(a) => a.iter_mut().for_each(scrub),
-        _ => {}
-    }
-}
-
-/// Text with the numbers after `link`, `prog` and the timings left out.
 fn scrub_text(t: &str) -> String {
-    t.lines()
-        .filter(|l| {
-            !l.trim_start().starts_with("load+attach") && !l.trim_start().starts_with("chain ")
-        })
-        .map(|l| {
-            let w: Vec<&str> = l.split(' ').collect();
-            w.iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    if i > 0 && matches!(w[i - 1], "link" | "prog") {
-                        "N"
-                    } else {
-                        x
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    daemon_cli::scrub_text(t, &[])
 }
 
-/// The scenario; every output, scrubbed.
+/// The shared scenario with `daemon` as NFKIT_DAEMON.
 fn scenario(s: &Scratch, run: &Path, daemon: &str, bed: &Bed) -> Vec<String> {
-    let v1 = script("daemon_count_v1.py");
-    let v2 = script("daemon_count_v2.py");
-    let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
-    let dev = bed.dev.as_str();
-    let at = [
-        "--dev",
-        dev,
-        "--netns",
-        bed.ns.as_str(),
-        "--hook",
-        "xdp-generic",
-    ];
-    let steps: Vec<Vec<&str>> = vec![
-        [&["deploy", v1][..], &at, &["--json"]].concat(),
-        vec!["status", "--json"],
-        vec!["map", "list", "--json"],
-        vec!["map", "set", "seen", "2", "42"],
-        vec!["map", "get", "seen", "2", "--json"],
-        vec!["map", "get", "seen", "2"],
-        [&["deploy", v2][..], &at].concat(),
-        vec!["map", "dump", "seen", "--json"],
-        vec!["map", "dump", "seen", "--dev", dev, "--hook", "xdp-generic"],
-        vec!["map", "get", "seen", "9"],
-        vec!["map", "watch", "seen", "--count", "1"],
-        vec!["map", "watch", "seen", "--count", "1", "--json"],
-        vec!["map", "set", "seen", "zero", "1"],
-        vec!["status"],
-        vec!["undeploy", "--dev", dev],
-        vec!["status"],
-        vec!["nf", "list"],
-        vec!["nf", "list", "--json"],
-        vec!["nf", "show", "tb_dst"],
-    ];
-    let mut out = Vec::new();
-    for args in steps {
-        let (code, o, e) = nfkit(s, run, daemon, &args);
-        let o = match serde_json::from_str::<Value>(&o) {
-            Ok(mut v) => {
-                scrub(&mut v);
-                serde_json::to_string_pretty(&v).unwrap()
-            }
-            Err(_) => scrub_text(&o),
-        };
-        out.push(format!(
-            "$ {args:?}\nexit {code}\n{o}\nstderr: {}",
-            scrub_text(&e)
-        ));
-    }
-    out
+    daemon_cli::scenario(s, run, &Conn::daemon(daemon), bed, &[])
 }
 
 #[test]
@@ -144,16 +40,16 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
     let run = s.dir.join("run");
     let direct = scenario(&s, &run, "off", &bed);
     assert!(direct[0].contains("exit 0"), "{}", direct[0]);
-    assert!(direct[6].contains("swapped"), "{}", direct[6]);
+    assert!(direct[SWAP].contains("swapped"), "{}", direct[SWAP]);
     assert!(
-        direct[9].contains("exit 1") && direct[9].contains("no such key"),
+        direct[GET_MISSING].contains("exit 1") && direct[GET_MISSING].contains("no such key"),
         "{}",
-        direct[9]
+        direct[GET_MISSING]
     );
     assert!(
-        direct[10].contains("exit 0\n0: 0\n1: 0\n2: 42\n3: 0\n--"),
+        direct[WATCH].contains("exit 0\n0: 0\n1: 0\n2: 42\n3: 0\n--"),
         "{}",
-        direct[10]
+        direct[WATCH]
     );
 
     // The daemon, on the default socket of the run directory.

@@ -7,13 +7,11 @@
 //! `graph --deployed` work over TLS. Needs root.
 
 mod common;
+use common::daemon_cli::{self, Conn, DEPLOY, MAP_GET_JSON, MAP_SET, SWAP, UNDEPLOY};
 use common::{is_root, script, Bed, Scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-const NFKIT: &str = env!("CARGO_BIN_EXE_nfkit");
 
 /// How a command reaches the daemon: NFKIT_DAEMON and the TLS files.
 struct Via {
@@ -21,119 +19,30 @@ struct Via {
     tls: Option<(PathBuf, PathBuf, PathBuf)>,
 }
 
-/// `nfkit ARGS` with the scratch paths; (exit code, stdout, stderr).
-fn nfkit(s: &Scratch, run: &Path, via: &Via, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new(NFKIT);
-    cmd.args(args)
-        .env("NFKIT_PIN_ROOT", s.bpf())
-        .env("NFKIT_STATE_DIR", s.state())
-        .env("NFKIT_RUN_DIR", run)
-        .env("NFKIT_DAEMON", &via.daemon);
-    match &via.tls {
-        Some((ca, cert, key)) => cmd
-            .env("NFKIT_DAEMON_CA", ca)
-            .env("NFKIT_DAEMON_CERT", cert)
-            .env("NFKIT_DAEMON_KEY", key),
-        None => cmd
-            .env_remove("NFKIT_DAEMON_CA")
-            .env_remove("NFKIT_DAEMON_CERT")
-            .env_remove("NFKIT_DAEMON_KEY"),
-    };
-    let out = cmd.output().expect("run nfkit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Ids and times vary between runs: left out.
-fn scrub(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            for k in [
-                "link_id",
-                "prog_id",
-                "live_prog_id",
-                "deployed_at",
-                "load_us",
-                "switch_us",
-                "verdicts",
-                "generation",
-            ] {
-                m.remove(k);
-            }
-            m.values_mut().for_each(scrub);
+impl Via {
+    fn conn(&self) -> Conn {
+        let mut c = Conn::daemon(&self.daemon);
+        if let Some((ca, cert, key)) = &self.tls {
+            let text = |p: &PathBuf| Some(p.to_string_lossy().into_owned());
+            c.0 = vec![
+                ("NFKIT_DAEMON", Some(self.daemon.clone())),
+                ("NFKIT_DAEMON_CA", text(ca)),
+                ("NFKIT_DAEMON_CERT", text(cert)),
+                ("NFKIT_DAEMON_KEY", text(key)),
+            ];
         }
-        Value::Array(a) => a.iter_mut().for_each(scrub),
-        _ => {}
+        c
     }
 }
 
-fn scrub_text(t: &str) -> String {
-    t.lines()
-        .filter(|l| {
-            !l.trim_start().starts_with("load+attach") && !l.trim_start().starts_with("chain ")
-        })
-        .map(|l| {
-            let w: Vec<&str> = l.split(' ').collect();
-            w.iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    if i > 0 && matches!(w[i - 1], "link" | "prog" | "generation") {
-                        "N"
-                    } else {
-                        x
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// `nfkit ARGS` with the scratch paths; (exit code, stdout, stderr).
+fn nfkit(s: &Scratch, run: &Path, via: &Via, args: &[&str]) -> (i32, String, String) {
+    daemon_cli::nfkit(s, run, &via.conn(), args)
 }
 
-/// The scenario, every output scrubbed.
+/// The shared scenario over `via`; the daemon's generation varies too.
 fn scenario(s: &Scratch, run: &Path, via: &Via, bed: &Bed) -> Vec<String> {
-    let v1 = script("daemon_count_v1.py");
-    let v2 = script("daemon_count_v2.py");
-    let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
-    let dev = bed.dev.as_str();
-    let at = [
-        "--dev",
-        dev,
-        "--netns",
-        bed.ns.as_str(),
-        "--hook",
-        "xdp-generic",
-    ];
-    let steps: Vec<Vec<&str>> = vec![
-        [&["deploy", v1][..], &at, &["--json"]].concat(),
-        vec!["status", "--json"],
-        vec!["map", "list", "--json"],
-        vec!["map", "set", "seen", "2", "42"],
-        vec!["map", "get", "seen", "2", "--json"],
-        [&["deploy", v2][..], &at].concat(),
-        vec!["map", "dump", "seen", "--json"],
-        vec!["map", "get", "seen", "9"],
-        vec!["status"],
-        vec!["undeploy", "--dev", dev],
-        vec!["status"],
-    ];
-    steps
-        .iter()
-        .map(|args| {
-            let (code, o, e) = nfkit(s, run, via, args);
-            let o = match serde_json::from_str::<Value>(&o) {
-                Ok(mut v) => {
-                    scrub(&mut v);
-                    serde_json::to_string_pretty(&v).unwrap()
-                }
-                Err(_) => scrub_text(&o),
-            };
-            format!("$ {args:?}\nexit {code}\n{o}\nstderr: {}", scrub_text(&e))
-        })
-        .collect()
+    daemon_cli::scenario(s, run, &via.conn(), bed, &["generation"])
 }
 
 /// Stops the test's daemon, also when an assertion fails.
@@ -255,11 +164,27 @@ fn the_cli_over_tls_prints_what_it_prints_over_the_socket() {
     };
 
     let over_unix = scenario(&s, &run, &unix, &bed);
-    assert!(over_unix[0].contains("exit 0"), "{}", over_unix[0]);
-    assert!(over_unix[3].contains("exit 0"), "{}", over_unix[3]);
-    assert!(over_unix[4].contains("42"), "{}", over_unix[4]);
-    assert!(over_unix[5].contains("swapped"), "{}", over_unix[5]);
-    assert!(over_unix[9].contains("exit 0"), "{}", over_unix[9]);
+    assert!(
+        over_unix[DEPLOY].contains("exit 0"),
+        "{}",
+        over_unix[DEPLOY]
+    );
+    assert!(
+        over_unix[MAP_SET].contains("exit 0"),
+        "{}",
+        over_unix[MAP_SET]
+    );
+    assert!(
+        over_unix[MAP_GET_JSON].contains("42"),
+        "{}",
+        over_unix[MAP_GET_JSON]
+    );
+    assert!(over_unix[SWAP].contains("swapped"), "{}", over_unix[SWAP]);
+    assert!(
+        over_unix[UNDEPLOY].contains("exit 0"),
+        "{}",
+        over_unix[UNDEPLOY]
+    );
     let over_tls = scenario(&s, &run, &ci, &bed);
     for (a, b) in over_unix.iter().zip(&over_tls) {
         assert_eq!(a, b, "Unix socket vs TLS");

@@ -183,5 +183,8 @@ pub mod rpc {
         REDEPLOY_SWITCH = "nfkit.v1.SwitchService/RedeploySwitch", Deploy, true;
         UNDEPLOY_SWITCH = "nfkit.v1.SwitchService/UndeploySwitch", Deploy, true;
         LIST_SWITCHES = "nfkit.v1.SwitchService/ListSwitches", ReadOnly, false;
+        QUERY_SWITCH = "nfkit.v1.SwitchService/QuerySwitch", ReadOnly, false;
+        CHANGE_SWITCH = "nfkit.v1.SwitchService/ChangeSwitch", Deploy, true;
+        REKEY_SWITCH = "nfkit.v1.SwitchService/RekeySwitch", Admin, true;
     }
 }

@@ -12,7 +12,6 @@
 //! refusal gives the command with the key and value as hex bytes.
 
 use super::{Command, MapArgs};
-use crate::cmd::switch_ctl;
 use anyhow::bail;
 use nfkit_control::maps::{text, Row};
 use nfkit_switch::Switch;
@@ -40,8 +39,16 @@ pub fn route(c: &Command) -> anyhow::Result<Option<ExitCode>> {
     let Some(name) = name else {
         return Ok(None);
     };
+    let daemon = match c {
+        Command::List(a) => &a.daemon,
+        Command::Dump(a) => &a.daemon,
+        Command::Get(a) | Command::Delete(a) => &a.map.daemon,
+        Command::Set(a) => &a.map.daemon,
+        Command::Watch(a) => &a.map.daemon,
+    }
+    .client()?;
     let ask = |req: Value| -> anyhow::Result<Value> {
-        let v = switch_ctl::request(name, &req)?;
+        let v = crate::cmd::switch_via::request(daemon.as_ref(), name, &req)?;
         if v["ok"] != true {
             bail!(
                 "switch {name}: {}",

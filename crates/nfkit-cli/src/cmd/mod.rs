@@ -24,6 +24,7 @@ pub mod send;
 pub mod switch;
 pub mod switch_ctl;
 pub mod switch_trace;
+pub mod switch_via;
 pub mod top;
 pub mod vm;
 

@@ -90,11 +90,15 @@ pub struct TraceArgs {
     /// One JSON object per frame and line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
 pub struct RekeyArgs {
     name: String,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
@@ -135,6 +139,13 @@ pub struct UpdateArgs {
     nf_path: Vec<String>,
     #[arg(long)]
     json: bool,
+    /// Go through the nfkitd listening on this socket, or at
+    /// https://HOST:PORT (also NFKIT_DAEMON; its TLS files from
+    /// NFKIT_DAEMON_CERT/KEY/CA, `--key` being the update key). A switch
+    /// given by NAME is reached through nfkitd when one runs; the
+    /// message is signed here, and nfkitd forwards it as it is.
+    #[arg(long = "daemon", value_name = "SOCKET|https://ADDR")]
+    daemon: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -156,6 +167,8 @@ pub struct MapArgs {
     map: String,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    daemon: super::daemon::DaemonArg,
 }
 
 #[derive(clap::Args)]
@@ -286,7 +299,9 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Update(a) => update(a),
         Command::Keygen(a) => keygen(a),
         Command::Rekey(a) => rekey(a),
-        Command::Trace(a) => super::switch_trace::trace(a.name, a.count, a.all, a.json),
+        Command::Trace(a) => {
+            super::switch_trace::trace(a.daemon.client()?.as_ref(), a.name, a.count, a.all, a.json)
+        }
     }
 }
 
@@ -828,7 +843,8 @@ fn reload(a: ReloadArgs) -> anyhow::Result<ExitCode> {
 
 /// `nfkit switch map NAME MAP`.
 fn map(a: MapArgs) -> anyhow::Result<ExitCode> {
-    let v = switch_ctl::request(
+    let v = super::switch_via::request(
+        a.daemon.client()?.as_ref(),
         &a.name,
         &serde_json::json!({"op": "map_dump", "map": a.map}),
     )?;
@@ -1067,6 +1083,15 @@ fn update(a: UpdateArgs) -> anyhow::Result<ExitCode> {
         } else {
             None
         };
+    // A switch by NAME is reached through nfkitd when one runs.
+    let daemon = match &remote {
+        Some(_) => None,
+        None => super::daemon::DaemonArg {
+            socket: a.daemon.clone(),
+            tls: Default::default(),
+        }
+        .client()?,
+    };
     let target = match (&a.target, &remote) {
         (Some(t), _) => t.clone(),
         (None, None) => a.switch.clone(),
@@ -1114,7 +1139,11 @@ fn update(a: UpdateArgs) -> anyhow::Result<ExitCode> {
             bail!("--switch {addr}: give the new version with --version N (above the running one)")
         }
         (None, None) => {
-            let v = switch_ctl::request(&a.switch, &serde_json::json!({"op": "status"}))?;
+            let v = super::switch_via::request(
+                daemon.as_ref(),
+                &a.switch,
+                &serde_json::json!({"op": "status"}),
+            )?;
             let st = &v["status"];
             let running = st["updates"]["positions"][a.position.to_string()]
                 .as_u64()
@@ -1126,7 +1155,8 @@ fn update(a: UpdateArgs) -> anyhow::Result<ExitCode> {
     let msg = Message::new(&target, a.position.clone(), version, body)?.seal(key)?;
     let v = match &remote {
         Some(addr) => switch_ctl::send_update(addr, &msg)?,
-        None => switch_ctl::request(
+        None => super::switch_via::request(
+            daemon.as_ref(),
             &a.switch,
             &serde_json::json!({"op": "update", "message": nfkit_update::hex::encode(&msg)}),
         )?,
@@ -1205,7 +1235,11 @@ fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
 
 /// `nfkit switch rekey NAME`: the switch reads its key file again.
 fn rekey(a: RekeyArgs) -> anyhow::Result<ExitCode> {
-    let v = switch_ctl::request(&a.name, &serde_json::json!({"op": "rekey"}))?;
+    let v = super::switch_via::request(
+        a.daemon.client()?.as_ref(),
+        &a.name,
+        &serde_json::json!({"op": "rekey"}),
+    )?;
     if v["ok"] != true {
         eprintln!(
             "switch {}: {}",

@@ -7,7 +7,6 @@
 //! while none come, and says on standard error how many it missed when
 //! more came between two asks than the switch keeps.
 
-use super::switch_ctl;
 use anyhow::bail;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -18,13 +17,14 @@ use std::time::Duration;
 const BATCH: u64 = 256;
 
 pub fn trace(
+    daemon: Option<&nfkit_daemon::Client>,
     name: String,
     count: Option<u64>,
     all: bool,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
     let ask = |req: Value| -> anyhow::Result<Value> {
-        let v = switch_ctl::request(&name, &req)?;
+        let v = super::switch_via::request(daemon, &name, &req)?;
         if v["ok"] != true {
             bail!(
                 "switch {name}: trace refused: {}",

@@ -6,6 +6,8 @@
 #[path = "../../../nfkit-kernel/tests/common/mod.rs"]
 mod kernel;
 
+pub mod daemon_cli;
+
 #[allow(unused_imports)]
 pub use kernel::{compile, is_root, tc, Scratch};
 use nfkit_kernel::testbed::{Netns, Veth};

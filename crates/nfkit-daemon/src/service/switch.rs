@@ -381,6 +381,65 @@ impl Daemon {
     }
 }
 
+/// The control-socket ops each forwarding RPC takes.
+const QUERY_OPS: &[&str] = &["status", "map_list", "map_dump", "map_get", "trace"];
+const CHANGE_OPS: &[&str] = &["map_set", "map_delete", "update"];
+
+/// A control-socket request for `ops`: a JSON object with one of them as
+/// its `op`; (request, op).
+fn control_request(json: &str, ops: &[&str]) -> Result<(Value, String), Status> {
+    let v: Value = serde_json::from_str(json)
+        .map_err(|e| Status::invalid_argument(format!("request_json: not JSON ({e})")))?;
+    let op = match v.get("op").and_then(Value::as_str) {
+        Some(op) if v.is_object() && ops.contains(&op) => op.to_string(),
+        _ => {
+            return Err(Status::invalid_argument(format!(
+                "request_json: a JSON object with `op` one of {} is needed",
+                ops.join(", ")
+            )))
+        }
+    };
+    Ok((v, op))
+}
+
+impl Daemon {
+    /// Sends `req` to switch `name`'s control socket; its answer.
+    async fn control(&self, name: &str, req: Value) -> Result<Value, Status> {
+        let sock = switches::socket(&self.cfg.switch_dir, name);
+        if !switches::answers(&sock) {
+            return Err(Status::not_found(format!(
+                "switch {name}: cannot reach its control socket {}; is it running?",
+                sock.display()
+            )));
+        }
+        let n = name.to_string();
+        blocking(move || switches::request(&sock, &req, Duration::from_secs(120)))
+            .await?
+            .map_err(|e| Status::unavailable(format!("switch {n}: {e}")))
+    }
+}
+
+/// The audited outcome of a forwarded change: a refusal by the switch
+/// (`ok` false) is a failure.
+fn outcome(res: &Result<Value, Status>) -> Result<(), Status> {
+    match res {
+        Ok(v) if v["ok"] == true => Ok(()),
+        Ok(v) => Err(Status::failed_precondition(
+            v["error"]
+                .as_str()
+                .unwrap_or("refused by the switch")
+                .to_string(),
+        )),
+        Err(s) => Err(s.clone()),
+    }
+}
+
+fn answer(v: Value) -> proto::SwitchControlResponse {
+    proto::SwitchControlResponse {
+        answer_json: v.to_string(),
+    }
+}
+
 fn save(r: &SwitchRecords, run_dir: &Path) -> Result<(), Status> {
     r.save(run_dir)
         .map_err(|e| Status::internal(format!("recording the switch: {e}")))
@@ -442,5 +501,68 @@ impl SwitchService for Switches {
         }
         .await;
         call.done("", "", res)
+    }
+
+    async fn query_switch(
+        &self,
+        req: Request<proto::SwitchControlRequest>,
+    ) -> Result<Response<proto::SwitchControlResponse>, Status> {
+        let call = self.0.begin(&req, rpc::QUERY_SWITCH)?;
+        let r = req.into_inner();
+        let res = async {
+            let n = name(&r.name)?;
+            let (v, _) = control_request(&r.request_json, QUERY_OPS)?;
+            self.0.control(&n, v).await.map(answer)
+        }
+        .await;
+        call.done("", "", res)
+    }
+
+    async fn change_switch(
+        &self,
+        req: Request<proto::SwitchControlRequest>,
+    ) -> Result<Response<proto::SwitchControlResponse>, Status> {
+        let call = self.0.begin(&req, rpc::CHANGE_SWITCH)?;
+        let r = req.into_inner();
+        let mut target = String::new();
+        let mut digest = String::new();
+        let res = async {
+            let n = name(&r.name)?;
+            let (v, op) = control_request(&r.request_json, CHANGE_OPS)?;
+            target = match v["map"].as_str() {
+                Some(m) => format!("switch {n} {op} {m}"),
+                None => format!("switch {n} {op}"),
+            };
+            // The signed message (update) or the request, as sent.
+            digest = match v["message"].as_str() {
+                Some(m) => crate::files::digest(m.as_bytes()),
+                None => crate::files::digest(r.request_json.as_bytes()),
+            };
+            let _one_change_at_a_time = self.0.switches.lock().await;
+            self.0.control(&n, v).await
+        }
+        .await;
+        let audited = outcome(&res);
+        let _ = call.done(&target, &digest, audited);
+        res.map(|v| Response::new(answer(v)))
+    }
+
+    async fn rekey_switch(
+        &self,
+        req: Request<proto::RekeySwitchRequest>,
+    ) -> Result<Response<proto::SwitchControlResponse>, Status> {
+        let call = self.0.begin(&req, rpc::REKEY_SWITCH)?;
+        let r = req.into_inner();
+        let mut target = String::new();
+        let res = async {
+            let n = name(&r.name)?;
+            target = format!("switch {n} rekey");
+            let _one_change_at_a_time = self.0.switches.lock().await;
+            self.0.control(&n, json!({"op": "rekey"})).await
+        }
+        .await;
+        let audited = outcome(&res);
+        let _ = call.done(&target, "", audited);
+        res.map(|v| Response::new(answer(v)))
     }
 }
