@@ -406,6 +406,23 @@ fn errors_and_empty_status() {
     std::fs::write(&bad, b"\x7fELF garbage").unwrap();
     let o = nfkit(&[bad.to_str().unwrap(), "--dev", "eth0", "--dry-run"], &dir);
     assert_eq!(o.status.code(), Some(1));
+    // The watch's bounds: an interval of 0 ms or over a minute, and
+    // data-path maps without the watch that keeps such rules true.
+    for args in [
+        &["--watch", "--interval", "0"][..],
+        &["--watch", "--interval", "60001"][..],
+        &["--data-path-maps"][..],
+    ] {
+        let mut all = vec![obj.to_str().unwrap(), "--dev", "eth0", "--dry-run"];
+        all.extend_from_slice(args);
+        let o = nfkit(&all, &dir);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--interval") || err.contains("--watch"),
+            "{args:?}: {err}"
+        );
+    }
     let o = nfkit(&["status"], &dir);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("nothing offloaded"));
@@ -612,6 +629,10 @@ fn watch_follows_map_changes() {
             .as_nanos() as u64
     };
     let mut latencies = Vec::new();
+    // The rules' priorities as installed: each change switches to a
+    // fresh band, adding the new rules in order before deleting the old
+    // ones last to first.
+    let mut prios: Vec<u64> = (1..=first["rules"].as_u64().unwrap()).collect();
     let mut change = |args: &[&str], want: &str| -> serde_json::Value {
         let t0 = now_ns();
         let o = run(args);
@@ -633,6 +654,37 @@ fn watch_follows_map_changes() {
             "{want} in {lines:?}"
         );
         latencies.push((ev["applied_unix_ns"].as_u64().unwrap() - t0) / 1000);
+        let now: Vec<u64> = ev["prios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_u64().unwrap())
+            .collect();
+        assert!(now.windows(2).all(|w| w[0] < w[1]), "{ev}");
+        assert!(now.iter().all(|p| !prios.contains(p)), "{ev}: {prios:?}");
+        let steps: Vec<&str> = ev["switch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        let adds: Vec<u64> = steps
+            .iter()
+            .take_while(|l| l.starts_with("tc filter add"))
+            .map(|l| num(l.split(" prio ").nth(1).unwrap().split(' ').next().unwrap()) as u64)
+            .collect();
+        let dels: Vec<u64> = steps[adds.len()..]
+            .iter()
+            .map(|l| {
+                assert!(l.starts_with("tc filter del"), "{l}");
+                num(l.rsplit(' ').next().unwrap()) as u64
+            })
+            .collect();
+        assert_eq!(adds, now, "{ev}");
+        let mut old_desc = prios.clone();
+        old_desc.reverse();
+        assert_eq!(dels, old_desc, "{ev}");
+        prios = now;
         ev
     };
     let dev = bed.dev.clone();

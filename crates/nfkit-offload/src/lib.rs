@@ -21,6 +21,8 @@
 //!   filters added, listed with their counts, deleted.
 //! * [`record`]: [`Installed`], what `nfkit offload` installed where
 //!   (the offload state file).
+//! * [`switch`]: replacing installed rules at fresh priorities so that
+//!   no frame meets a mix of old and new rules.
 //! * [`model`]: flower matching on a frame and the equivalence check
 //!   "rules, then the program" against "the program alone".
 //! * [`error`] holds [`OffloadError`].
@@ -37,6 +39,7 @@ pub mod pattern;
 pub mod record;
 pub mod rules;
 pub mod source;
+pub mod switch;
 pub mod symbolic;
 pub mod value;
 
@@ -48,4 +51,5 @@ pub use pattern::Pattern;
 pub use record::{Installed, OffloadState, RecordError};
 pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
 pub use source::MapSource;
+pub use switch::{SwitchError, SwitchPlan};
 pub use symbolic::{analyse, analyse_within, Analysis, Count, Limits, Outcome, Path, XdpAction};

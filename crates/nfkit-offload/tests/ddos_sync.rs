@@ -18,7 +18,9 @@ mod common;
 
 use common::{build_prog, random_frame, Rng};
 use nfkit_offload::model::{run_xdp, Decision};
-use nfkit_offload::{analyse, generate, hoist, Limits, Rule, RuleAction, RuleSet, RulesOptions};
+use nfkit_offload::{
+    analyse, generate, hoist, switch, Limits, Rule, RuleAction, RuleSet, RulesOptions,
+};
 use nfkit_traffic::{build, FrameSpec, Mac, Proto};
 use nfkit_vm::{Vm, VmConfig};
 use std::collections::{BTreeMap, BTreeSet};
@@ -140,6 +142,59 @@ fn frame(rng: &mut Rng, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
     f
 }
 
+/// A random frame aimed at the rules of `old` or `new`.
+fn switch_frame(rng: &mut Rng, old: &[Rule], new: &RuleSet) -> Vec<u8> {
+    let a = nfkit_offload::Analysis {
+        entry: ENTRY.into(),
+        paths: old
+            .iter()
+            .chain(&new.rules)
+            .map(|r| nfkit_offload::Path {
+                pattern: r.pattern.clone(),
+                outcome: nfkit_offload::Outcome::Software(String::new()),
+                steps: 0,
+                counts: Vec::new(),
+            })
+            .collect(),
+        truncated: false,
+        live_maps: Vec::new(),
+        uses_clock: false,
+    };
+    random_frame(rng, &a)
+}
+
+/// Replays the switch from `old` (installed) to `new` step by step:
+/// at every step each frame of `pool` must meet its old outcome or its
+/// new one. Returns the states checked and how many (step, frame)
+/// pairs already had the new outcome while it differed from the old.
+fn check_switch(old: &[Rule], new: &RuleSet, pool: &[Vec<u8>]) -> (usize, usize) {
+    let p = switch::plan(
+        &old.iter().map(|r| r.prio).collect::<Vec<_>>(),
+        new.rules.len(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let states = switch::replay(old, &new.rules, &p);
+    let mut moved = 0;
+    for f in pool {
+        let (was, will) = (switch::outcome(old, f), switch::outcome(&new.rules, f));
+        for (k, st) in states.iter().enumerate() {
+            let now = switch::outcome(st, f);
+            assert!(
+                now == was || now == will,
+                "switch step {k} of {}: frame {f:02x?} meets {now:?}, old {was:?}, new {will:?}",
+                states.len() - 1
+            );
+            moved += usize::from(was != will && now == will);
+        }
+        assert_eq!(
+            switch::outcome(&states[states.len() - 1], f),
+            will,
+            "after the switch"
+        );
+    }
+    (states.len(), moved)
+}
+
 #[test]
 fn blacklist_fill_and_expiry_drive_rules() {
     let img = build_prog(ENTRY);
@@ -208,6 +263,10 @@ fn blacklist_fill_and_expiry_drive_rules() {
     let mut checked_cover = 0;
     let mut frames = 0usize;
     let mut truncated = false;
+    // The rules as installed (the switch's priorities), and what the
+    // switch checks saw.
+    let mut installed: Vec<Rule> = Vec::new();
+    let (mut switch_states, mut switch_moved) = (0usize, 0usize);
     let mut last_blacklist = BTreeSet::new();
     for (i, (now, f)) in traffic.iter().enumerate() {
         // Some random frames in between (biased toward the rules).
@@ -248,6 +307,27 @@ fn blacklist_fill_and_expiry_drive_rules() {
                 let new: BTreeSet<String> = next.rules.iter().map(key).collect();
                 adds += new.difference(&old).count();
                 removes += old.difference(&new).count();
+                // The switch as `nfkit offload --watch` makes it: no
+                // frame of the traffic around it (nor random frames
+                // aimed at either rule set) meets a third decision.
+                let pool: Vec<Vec<u8>> = traffic
+                    [i.saturating_sub(200)..(i + 200).min(traffic.len())]
+                    .iter()
+                    .map(|(_, f)| f.clone())
+                    .chain((0..50).map(|_| switch_frame(&mut random, &installed, &next)))
+                    .collect();
+                let (states, moved) = check_switch(&installed, &next, &pool);
+                switch_states += states;
+                switch_moved += moved;
+                let p = switch::plan(
+                    &installed.iter().map(|r| r.prio).collect::<Vec<_>>(),
+                    next.rules.len(),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+                installed = next.rules.clone();
+                for (r, &prio) in installed.iter_mut().zip(&p.prios) {
+                    r.prio = prio;
+                }
                 rules = next;
             } else if frames.is_multiple_of(128) {
                 let (full, cut) = derive(&img, &software, *now);
@@ -328,6 +408,11 @@ fn blacklist_fill_and_expiry_drive_rules() {
     assert_eq!(disagreements, 0);
     assert!(by_rules > 1_000, "{by_rules}");
     assert!(adds >= 3 && removes >= 3, "{adds} {removes}");
+    println!("switches: {switch_states} intermediate rule states checked, {switch_moved} frame decisions changed by a switch");
+    assert!(
+        switch_moved > 0,
+        "no switch changed a decision: the check saw nothing"
+    );
     assert!(max_v4_rules >= 3, "{max_v4_rules}");
     assert!(checked_cover >= 2);
     assert_eq!(folded_drops, by_rules);

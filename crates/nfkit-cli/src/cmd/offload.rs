@@ -14,8 +14,8 @@ use nfkit_kernel::KMap;
 use nfkit_object::Image;
 use nfkit_offload::rules::Fallback;
 use nfkit_offload::{
-    analyse, flower, generate, Installed, Limits, MapSource, OffloadState, RuleSet, RulesOptions,
-    Tc,
+    analyse, flower, generate, hoist, switch, Installed, Limits, MapSource, OffloadState, RuleSet,
+    RulesOptions, Tc,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -72,9 +72,17 @@ pub struct InstallArgs {
     /// what changed (one line per change, with its latency).
     #[arg(long)]
     watch: bool,
-    /// Polling interval of `--watch`, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
+    /// Polling interval of `--watch`, in milliseconds (1 to 60000).
+    #[arg(long, value_name = "MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
     interval: u64,
+    /// Also expand lookups in maps the program writes itself (a
+    /// blacklist the data path fills), with the clock as of each
+    /// derivation: sound only while `--watch` keeps the rules in step,
+    /// so it requires `--watch` (rules lag a change by at most the
+    /// interval plus the switch).
+    #[arg(long, requires = "watch")]
+    data_path_maps: bool,
     /// Stop watching after this many seconds (default: until killed).
     #[arg(long, value_name = "S")]
     watch_for: Option<u64>,
@@ -365,17 +373,25 @@ fn derive(
     prog: &Program,
     dev: &str,
 ) -> anyhow::Result<(RuleSet, &'static str)> {
+    let limits = Limits {
+        data_path_maps: a.data_path_maps,
+        now_ns: a.data_path_maps.then(nfkit_kernel::monotonic_ns),
+        ..Limits::default()
+    };
+    // With data-path maps, uniform regions (a blacklisted source) are
+    // hoisted before all paths, as `nfkit_offload::hoist` says.
+    let run = |maps: &dyn MapSource| {
+        let a = analyse(&prog.image, &prog.entry, maps, &limits)?;
+        if limits.data_path_maps {
+            return Ok(hoist(&prog.image, maps, &limits, &a)?.0);
+        }
+        Ok::<_, nfkit_offload::OffloadError>(a)
+    };
     let (analysis, maps_from) = match deployed_maps(dev, a.netns.as_deref(), &prog.image)? {
-        Some(pinned) => (
-            analyse(&prog.image, &prog.entry, &pinned, &Limits::default()),
-            "pinned maps",
-        ),
+        Some(pinned) => (run(&pinned), "pinned maps"),
         None => {
             let vm = prog.initial_vm(shown)?;
-            (
-                analyse(&prog.image, &prog.entry, &vm, &Limits::default()),
-                "initial state",
-            )
+            (run(&vm), "initial state")
         }
     };
     let analysis = analysis.map_err(|e| anyhow!("{shown}: {e}"))?;
@@ -397,8 +413,10 @@ fn unix_ns() -> u64 {
 }
 
 /// `--watch`: polls the deployed program's maps, and when the rules
-/// they give differ, replaces the rules whose priority changed (in
-/// place: during the update a packet may meet old and new rules).
+/// they give differ, switches to the new rules without a window
+/// ([`switch::plan`]: the new set added at fresh priorities in
+/// first-match order, then the old one deleted last to first, so every
+/// packet meets either the old rules or the new ones).
 fn watch(
     a: &InstallArgs,
     shown: &str,
@@ -419,50 +437,56 @@ fn watch(
         .watch_for
         .map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s));
     let sp = state_path();
+    // The priorities installed now (as generated: 1..N, until a switch).
+    let mut prios: Vec<u32> = (1..=lines.len() as u32).collect();
+    if !a.dry_run {
+        let state = OffloadState::load(&sp).map_err(|e| anyhow!("{e}"))?;
+        if let Some(i) = state.find(dev, a.netns.as_deref()) {
+            prios = state.installs[i].prios.clone();
+        }
+    }
+    let key = |l: &str| {
+        l.split_once(" flower")
+            .map_or(l.to_string(), |x| x.1.to_string())
+    };
     loop {
         if end.is_some_and(|e| std::time::Instant::now() >= e) {
             return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_millis(a.interval.max(1)));
+        std::thread::sleep(std::time::Duration::from_millis(a.interval));
         let seen_ns = unix_ns();
         let t = std::time::Instant::now();
-        let (rules, _) = derive(a, shown, prog, dev)?;
+        let (mut rules, _) = derive(a, shown, prog, dev)?;
         let derive_us = t.elapsed().as_micros() as u64;
         let new = rules.to_tc_lines(dev, skip, &ifname_of);
         if new == lines {
             continue;
         }
-        let n = new.len().max(lines.len());
-        let changed: Vec<usize> = (0..n).filter(|&i| new.get(i) != lines.get(i)).collect();
-        let (removed, added) = (
-            changed.iter().filter(|&&i| i < lines.len()).count(),
-            changed.iter().filter(|&&i| i < new.len()).count(),
-        );
+        let plan = switch::plan(&prios, rules.rules.len()).map_err(|e| anyhow!("{dev}: {e}"))?;
+        for (r, &p) in rules.rules.iter_mut().zip(&plan.prios) {
+            r.prio = p;
+        }
+        let placed = rules.to_tc_lines(dev, skip, &ifname_of);
+        let old_keys: std::collections::BTreeSet<String> =
+            lines.iter().map(|l| key(l.as_str())).collect();
+        let new_keys: std::collections::BTreeSet<String> =
+            new.iter().map(|l| key(l.as_str())).collect();
+        let changed: Vec<&String> = placed
+            .iter()
+            .filter(|l| !old_keys.contains(&key(l.as_str())))
+            .collect();
+        let removed = old_keys.difference(&new_keys).count();
+        let added = new_keys.difference(&old_keys).count();
         if !a.dry_run {
             let dev_s = dev.to_string();
-            let old_len = lines.len();
             in_netns(a.netns.as_deref(), || {
-                Ok((|| -> Result<(), String> {
-                    let mut tc = Tc::open().map_err(|e| e.to_string())?;
-                    let idx = tc.ifindex(&dev_s).map_err(|e| e.to_string())?;
-                    for &i in &changed {
-                        if i < old_len {
-                            tc.delete_prio(idx, i as u32 + 1)
-                                .map_err(|e| e.to_string())?;
-                        }
-                        if let Some(r) = rules.rules.get(i) {
-                            let f = flower::encode(r, flags, idx).map_err(|e| e.to_string())?;
-                            tc.add_flower(idx, &f).map_err(|e| e.to_string())?;
-                        }
-                    }
-                    Ok(())
-                })())
+                Ok(run_switch(&dev_s, &rules, &plan, flags))
             })?
             .map_err(|e| anyhow!("offload on {dev}: {e}"))?;
             let mut state = OffloadState::load(&sp).map_err(|e| anyhow!("{e}"))?;
             if let Some(i) = state.find(dev, a.netns.as_deref()) {
-                state.installs[i].prios = rules.rules.iter().map(|r| r.prio).collect();
-                state.installs[i].tc_lines = new.clone();
+                state.installs[i].prios = plan.prios.clone();
+                state.installs[i].tc_lines = placed.clone();
                 state.installs[i].offloaded = rules.offloaded;
                 state.installs[i].paths = rules.paths;
                 state.installs[i].fallbacks = rules.fallbacks.len();
@@ -470,31 +494,84 @@ fn watch(
             }
         }
         let applied_ns = unix_ns();
+        let steps: Vec<String> = plan
+            .steps
+            .iter()
+            .map(|s| match *s {
+                switch::Step::Add { rule, .. } => placed.get(rule).cloned().unwrap_or_default(),
+                switch::Step::Delete { prio } => {
+                    format!("tc filter del dev {dev} ingress prio {prio}")
+                }
+            })
+            .collect();
         let ev = json!({
             "event": "rules changed", "seen_unix_ns": seen_ns, "applied_unix_ns": applied_ns,
             "derive_us": derive_us, "apply_us": (applied_ns - seen_ns) / 1000,
             "removed": removed, "added": added, "rules": new.len(),
-            "changed": changed.iter().filter_map(|&i| new.get(i)).collect::<Vec<_>>(),
+            "changed": changed,
+            "prios": plan.prios, "switch": steps,
             "dry_run": a.dry_run,
         });
         if a.json {
             println!("{ev}");
         } else {
             println!(
-                "# maps changed: {removed} rules out, {added} in ({} now), derived in {derive_us} µs, applied {} µs after the change was seen",
+                "# maps changed: {removed} rules out, {added} in ({} now), derived in {derive_us} µs, switched {} µs after the change was seen",
                 new.len(),
                 (applied_ns - seen_ns) / 1000
             );
-            for &i in &changed {
-                if let Some(l) = new.get(i) {
-                    println!("{l}");
-                }
+            for l in &steps {
+                println!("{l}");
             }
         }
         use std::io::Write;
         let _ = std::io::stdout().flush();
         lines = new;
+        prios = plan.prios;
     }
+}
+
+/// Carries out a switch on `dev`: adds the new rules (`rules`, at the
+/// plan's priorities), then deletes the old ones. When an add fails the
+/// added ones go again (the old set never left): nothing changed. Once
+/// the new set is complete, an old rule that cannot be deleted (gone
+/// already) is reported, not fatal.
+fn run_switch(
+    dev: &str,
+    rules: &RuleSet,
+    plan: &switch::SwitchPlan,
+    flags: u32,
+) -> Result<Vec<String>, String> {
+    let mut tc = Tc::open().map_err(|e| e.to_string())?;
+    let idx = tc.ifindex(dev).map_err(|e| e.to_string())?;
+    let mut added = Vec::new();
+    let mut warnings = Vec::new();
+    for s in &plan.steps {
+        let res = match *s {
+            switch::Step::Add { rule, prio } => rules
+                .rules
+                .get(rule)
+                .ok_or_else(|| format!("no rule {rule}"))
+                .and_then(|r| {
+                    flower::encode(r, flags, idx).map_err(|e| format!("rule prio {prio}: {e}"))
+                })
+                .and_then(|f| tc.add_flower(idx, &f).map_err(|e| e.to_string()))
+                .map(|()| added.push(prio)),
+            switch::Step::Delete { prio } => {
+                if let Err(e) = tc.delete_prio(idx, prio) {
+                    warnings.push(format!("deleting old rule prio {prio}: {e}"));
+                }
+                Ok(())
+            }
+        };
+        if let Err(e) = res {
+            for &p in &added {
+                let _ = tc.delete_prio(idx, p);
+            }
+            return Err(e);
+        }
+    }
+    Ok(warnings)
 }
 
 /// Installs the rules (replacing an earlier offload on the device);
@@ -519,9 +596,25 @@ fn apply(
         "skip_hw" => flower::SKIP_HW,
         _ => 0,
     };
+    // Over an earlier offload, the switch: new rules at fresh priorities
+    // before the old ones go, so no packet meets a mix.
+    let plan = switch::plan(
+        old.as_ref().map_or(&[][..], |o| &o.prios[..]),
+        rules.rules.len(),
+    )
+    .map_err(|e| anyhow!("offload on {dev}: {e}"))?;
+    let mut rules = rules.clone();
+    for (r, &p) in rules.rules.iter_mut().zip(&plan.prios) {
+        r.prio = p;
+    }
+    let lines = if old.is_some() {
+        rules.to_tc_lines(dev, skip, &ifname_of)
+    } else {
+        lines.to_vec()
+    };
     let dev_s = dev.to_string();
     let (ifindex, created) = in_netns(netns.as_deref(), || {
-        Ok(install_rules(&dev_s, rules, flags, old.as_ref()))
+        Ok(install_rules(&dev_s, &rules, &plan, flags))
     })?
     .map_err(|e| anyhow!("offload on {dev}: {e}"))?;
     state.installs.push(Installed {
@@ -543,7 +636,7 @@ fn apply(
         offloaded: rules.offloaded,
         fallbacks: rules.fallbacks.len(),
         maps_from: maps_from.to_string(),
-        tc_lines: lines.to_vec(),
+        tc_lines: lines,
     });
     state.save(&sp).map_err(|e| anyhow!("{e}"))
 }
@@ -551,34 +644,26 @@ fn apply(
 fn install_rules(
     dev: &str,
     rules: &RuleSet,
+    plan: &switch::SwitchPlan,
     flags: u32,
-    old: Option<&Installed>,
 ) -> Result<(u32, bool), String> {
     let mut tc = Tc::open().map_err(|e| e.to_string())?;
     let idx = tc.ifindex(dev).map_err(|e| e.to_string())?;
     let created = tc.ensure_clsact(idx).map_err(|e| e.to_string())?;
-    if let Some(o) = old {
-        for &p in &o.prios {
-            let _ = tc.delete_prio(idx, p);
-        }
-    }
-    let mut added = Vec::new();
-    for r in &rules.rules {
-        let res = flower::encode(r, flags, idx)
-            .map_err(|e| format!("rule prio {}: {e}", r.prio))
-            .and_then(|f| tc.add_flower(idx, &f).map_err(|e| e.to_string()));
-        if let Err(e) = res {
-            for &p in &added {
-                let _ = tc.delete_prio(idx, p);
+    match run_switch(dev, rules, plan, flags) {
+        Ok(warnings) => {
+            for w in warnings {
+                eprintln!("warning: {dev}: {w}");
             }
+            Ok((idx, created))
+        }
+        Err(e) => {
             if created {
                 let _ = tc.delete_clsact(idx);
             }
-            return Err(e);
+            Err(e)
         }
-        added.push(r.prio);
     }
-    Ok((idx, created))
 }
 
 fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
