@@ -11,8 +11,7 @@ mod common;
 
 use common::{compare, VmRun};
 use nfkit_corpus::Xorshift as Rng;
-use nfkit_isa::asm::{assemble, Syntax};
-use nfkit_object::{Image, MapKind as ObjMapKind, MapSpec, MapType, ProgType};
+use nfkit_object::{Image, MapType};
 use nfkit_rtl::maps::lpm_masked;
 use nfkit_rtl::{Core, Ctx, Program, RunInput, RunResult};
 use nfkit_vm::{Context, RunOptions, Vm, VmConfig, XdpMd};
@@ -28,28 +27,7 @@ const MAPS: &[(&str, MapType, u32, u32, u32)] = &[
 ];
 
 fn image() -> Image {
-    let insns = assemble(PROG, Some(Syntax::Llvm)).expect("assembles");
-    let mut image = Image::from_insns("maps", ProgType::Xdp, insns);
-    image.maps = MAPS
-        .iter()
-        .map(
-            |&(name, map_type, key_size, value_size, max_entries)| MapSpec {
-                name: name.to_string(),
-                kind: ObjMapKind::Declared,
-                map_type,
-                key_size,
-                value_size,
-                max_entries,
-                flags: if map_type == MapType::LpmTrie { 1 } else { 0 },
-                key_type_id: None,
-                value_type_id: None,
-                data: None,
-                pin_by_name: false,
-                inner: None,
-            },
-        )
-        .collect();
-    image
+    common::image_with_maps(PROG, MAPS)
 }
 
 fn load() -> (Vm, Core) {

@@ -8,7 +8,8 @@
 //! (`--nocapture`).
 
 mod common;
-use common::numbered::{percentile, Traffic};
+use common::numbered::{finish, percentile, Traffic};
+use common::try_compile_switch as compile;
 use nfkit_corpus::Xorshift as Rng;
 use nfkit_lang::Compiled;
 use nfkit_switch::{Switch, SwitchConfig, UpdateAuth, UpdateError};
@@ -32,14 +33,6 @@ fn script(mark: char) -> String {
          every_packet(main)\n",
         mark as u32
     )
-}
-
-fn compile(name: &str, source: &str) -> Result<Compiled, String> {
-    let opts = nfkit_lang::Options {
-        hook: Some(nfkit_abi::Hook::Switch),
-        ..nfkit_lang::Options::default()
-    };
-    nfkit_lang::compile(name, source, &opts).map_err(|e| e.to_string())
 }
 
 fn key(id: u32, b: u8) -> Key {
@@ -76,24 +69,6 @@ fn start(workers: usize, queues: usize) -> (Switch, Traffic) {
     };
     let sw = Switch::start(&first, vec![port], &cfg).expect("start");
     (sw, traffic)
-}
-
-/// Stops the traffic, waits until every frame given went out, stops
-/// the switch; gives the frames given, the final stats and the frames
-/// out (number, mark).
-fn finish(sw: Switch, traffic: &Traffic) -> (u64, nfkit_switch::Stats, Vec<(u32, u8)>) {
-    traffic.stop();
-    let t = Instant::now();
-    let given = loop {
-        let n = traffic.given();
-        if sw.stats().ports[0].tx == n || t.elapsed() > Duration::from_secs(30) {
-            break n;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    sw.stop();
-    let (stats, _) = sw.finish().expect("finish");
-    (given, stats, traffic.out())
 }
 
 #[test]

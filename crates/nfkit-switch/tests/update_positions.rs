@@ -7,8 +7,8 @@
 //! positions are refused with their reason and change nothing.
 
 mod common;
-use common::numbered::Traffic;
-use nfkit_lang::Compiled;
+use common::numbered::{finish, Traffic};
+use common::try_compile_switch as compile;
 use nfkit_switch::{Switch, SwitchConfig, UpdateAuth};
 use nfkit_update::message::CodeFormat;
 use nfkit_update::{Body, Key, KeyRing, Message, Position};
@@ -42,14 +42,6 @@ fn post(mark: char) -> String {
          every_packet(main)\n",
         mark as u32
     )
-}
-
-fn compile(name: &str, source: &str) -> Result<Compiled, String> {
-    let opts = nfkit_lang::Options {
-        hook: Some(nfkit_abi::Hook::Switch),
-        ..nfkit_lang::Options::default()
-    };
-    nfkit_lang::compile(name, source, &opts).map_err(|e| e.to_string())
 }
 
 fn key() -> Key {
@@ -86,23 +78,6 @@ fn start(workers: usize) -> (Switch, Traffic) {
     };
     let sw = Switch::start(&first, vec![port], &cfg).expect("start");
     (sw, traffic)
-}
-
-/// Stops the traffic once every frame given went out; the frames
-/// given, the stats and (number, mark) of every frame out.
-fn finish(sw: Switch, traffic: &Traffic) -> (u64, nfkit_switch::Stats, Vec<(u32, u8)>) {
-    traffic.stop();
-    let t = Instant::now();
-    let given = loop {
-        let n = traffic.given();
-        if sw.stats().ports[0].tx == n || t.elapsed() > Duration::from_secs(30) {
-            break n;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    sw.stop();
-    let (stats, _) = sw.finish().expect("finish");
-    (given, stats, traffic.out())
 }
 
 /// Every frame given went out once, in order of numbers.

@@ -43,13 +43,19 @@ pub fn example_scripts() -> Vec<(String, PathBuf)> {
 pub const PORTS: usize = 8;
 pub const HOST: usize = PORTS - 1;
 
-/// Compiles `source` for the switch hook (whatever its `attach` says).
-pub fn compile_switch(name: &str, source: &str) -> Compiled {
+/// Compiles `source` for the switch hook (whatever its `attach` says);
+/// the compiler's error as text.
+pub fn try_compile_switch(name: &str, source: &str) -> Result<Compiled, String> {
     let opts = Options {
         hook: Some(Hook::Switch),
         ..Options::default()
     };
-    match nfkit_lang::compile(name, source, &opts) {
+    nfkit_lang::compile(name, source, &opts).map_err(|e| e.to_string())
+}
+
+/// [`try_compile_switch`] for sources that must compile.
+pub fn compile_switch(name: &str, source: &str) -> Compiled {
+    match try_compile_switch(name, source) {
         Ok(c) => c,
         Err(e) => panic!("{name}: {e}\n{source}"),
     }

@@ -149,3 +149,24 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
+
+/// Stops the traffic, waits (at most 30 s) until every frame given went
+/// out of port 0, stops the switch; gives the frames given, the final
+/// stats and (number, mark) of every frame out.
+pub fn finish(
+    sw: nfkit_switch::Switch,
+    traffic: &Traffic,
+) -> (u64, nfkit_switch::Stats, Vec<(u32, u8)>) {
+    traffic.stop();
+    let t = Instant::now();
+    let given = loop {
+        let n = traffic.given();
+        if sw.stats().ports[0].tx == n || t.elapsed() > Duration::from_secs(30) {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    sw.stop();
+    let (stats, _) = sw.finish().expect("finish");
+    (given, stats, traffic.out())
+}
