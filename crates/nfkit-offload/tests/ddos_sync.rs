@@ -142,13 +142,11 @@ fn frame(rng: &mut Rng, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
     f
 }
 
-/// A random frame aimed at the rules of `old` or `new`.
-fn switch_frame(rng: &mut Rng, old: &[Rule], new: &RuleSet) -> Vec<u8> {
+/// A random frame aimed at one of `rules` (or any frame).
+fn frame_aimed_at<'a>(rng: &mut Rng, rules: impl Iterator<Item = &'a Rule>) -> Vec<u8> {
     let a = nfkit_offload::Analysis {
         entry: ENTRY.into(),
-        paths: old
-            .iter()
-            .chain(&new.rules)
+        paths: rules
             .map(|r| nfkit_offload::Path {
                 pattern: r.pattern.clone(),
                 outcome: nfkit_offload::Outcome::Software(String::new()),
@@ -270,25 +268,7 @@ fn blacklist_fill_and_expiry_drive_rules() {
     let mut last_blacklist = BTreeSet::new();
     for (i, (now, f)) in traffic.iter().enumerate() {
         // Some random frames in between (biased toward the rules).
-        let extra = (i % 4 == 0).then(|| {
-            let a = nfkit_offload::Analysis {
-                entry: ENTRY.into(),
-                paths: rules
-                    .rules
-                    .iter()
-                    .map(|r| nfkit_offload::Path {
-                        pattern: r.pattern.clone(),
-                        outcome: nfkit_offload::Outcome::Software(String::new()),
-                        steps: 0,
-                        counts: Vec::new(),
-                    })
-                    .collect(),
-                truncated: false,
-                live_maps: Vec::new(),
-                uses_clock: false,
-            };
-            random_frame(&mut random, &a)
-        });
+        let extra = (i % 4 == 0).then(|| frame_aimed_at(&mut random, rules.rules.iter()));
         for f in std::iter::once(f).chain(extra.as_ref()) {
             frames += 1;
             set_clock(&alone, *now);
@@ -310,12 +290,14 @@ fn blacklist_fill_and_expiry_drive_rules() {
                 // The switch as `nfkit offload --watch` makes it: no
                 // frame of the traffic around it (nor random frames
                 // aimed at either rule set) meets a third decision.
-                let pool: Vec<Vec<u8>> = traffic
-                    [i.saturating_sub(200)..(i + 200).min(traffic.len())]
-                    .iter()
-                    .map(|(_, f)| f.clone())
-                    .chain((0..50).map(|_| switch_frame(&mut random, &installed, &next)))
-                    .collect();
+                let pool: Vec<Vec<u8>> =
+                    traffic[i.saturating_sub(200)..(i + 200).min(traffic.len())]
+                        .iter()
+                        .map(|(_, f)| f.clone())
+                        .chain((0..50).map(|_| {
+                            frame_aimed_at(&mut random, installed.iter().chain(&next.rules))
+                        }))
+                        .collect();
                 let (states, moved) = check_switch(&installed, &next, &pool);
                 switch_states += states;
                 switch_moved += moved;
