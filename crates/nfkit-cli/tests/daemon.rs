@@ -97,14 +97,7 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
     // nfkit top --once: the same frame through the daemon and directly.
     let v1 = script("daemon_count_v1.py");
     let dev = bed.dev.as_str();
-    let at = [
-        "--dev",
-        dev,
-        "--netns",
-        bed.ns.as_str(),
-        "--hook",
-        "xdp-generic",
-    ];
+    let at = daemon_cli::xdp_at(&bed);
     let (code, o, e) = nfkit(
         &s,
         &run,

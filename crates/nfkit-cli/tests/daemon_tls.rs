@@ -198,14 +198,7 @@ fn the_cli_over_tls_prints_what_it_prints_over_the_socket() {
 
     // Read-only: reads, and is refused a change (exit 1, nothing changed).
     let v1 = script("daemon_count_v1.py");
-    let at = [
-        "--dev",
-        bed.dev.as_str(),
-        "--netns",
-        bed.ns.as_str(),
-        "--hook",
-        "xdp-generic",
-    ];
+    let at = daemon_cli::xdp_at(&bed);
     let (code, o, e) = nfkit(
         &s,
         &run,

@@ -109,6 +109,18 @@ pub const GET_MISSING: usize = 9;
 pub const WATCH: usize = 10;
 pub const UNDEPLOY: usize = 14;
 
+/// The arguments that name the test program's attachment on `bed`.
+pub fn xdp_at(bed: &Bed) -> [&str; 6] {
+    [
+        "--dev",
+        bed.dev.as_str(),
+        "--netns",
+        bed.ns.as_str(),
+        "--hook",
+        "xdp-generic",
+    ]
+}
+
 /// The scenario on `bed` over `conn`; every output, scrubbed (`extra`:
 /// more keys and words to leave out).
 pub fn scenario(s: &Scratch, run: &Path, conn: &Conn, bed: &Bed, extra: &[&str]) -> Vec<String> {
@@ -116,14 +128,7 @@ pub fn scenario(s: &Scratch, run: &Path, conn: &Conn, bed: &Bed, extra: &[&str])
     let v2 = script("daemon_count_v2.py");
     let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
     let dev = bed.dev.as_str();
-    let at = [
-        "--dev",
-        dev,
-        "--netns",
-        bed.ns.as_str(),
-        "--hook",
-        "xdp-generic",
-    ];
+    let at = xdp_at(bed);
     let steps: Vec<Vec<&str>> = vec![
         [&["deploy", v1][..], &at, &["--json"]].concat(),
         vec!["status", "--json"],
