@@ -4,7 +4,8 @@
 //! and TCP on loopback applied with their versions; a plain reload, a
 //! downgrade and a wrong key refused (exit 1), counted per reason in
 //! `switch status` and logged by the switch; a key added to the file is
-//! taken after `switch rekey`.
+//! taken after `switch rekey`; code sent as a chain object (`nfkit
+//! compile -o`) applies, one for another hook is refused.
 
 mod common;
 use common::{examples, json, stdout_ok, Dir};
@@ -216,13 +217,39 @@ fn signed_updates_over_the_socket_udp_and_tcp_and_refusals() {
         out.contains("now at version 7") && out.contains("key 3"),
         "{out}"
     );
+    // Code as a chain object: compiled here, only loaded by the switch;
+    // the stages of its load in the answer. One compiled for XDP is
+    // refused before sending.
+    let obj = d.path("ddos.o");
+    stdout_ok(&nfkit_in(
+        &run_dir,
+        &["compile", "--hook", "switch", &script, "-o", &obj],
+    ));
+    let r = json(&stdout_ok(&upd(&["--switch", "up0", "--json", &obj])));
+    assert_eq!((r["version"].as_u64(), r["previous"].as_u64()), (Some(8), Some(7)));
+    for stage in ["decode", "check", "jit", "prepare", "publish"] {
+        assert!(r["stages"][stage].as_f64().is_some(), "{stage}: {r}");
+    }
+    assert!(r["stages"]["check"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    let xdp = d.path("ddos-xdp.o");
+    stdout_ok(&nfkit_in(
+        &run_dir,
+        &["compile", "--hook", "xdp", &script, "-o", &xdp],
+    ));
+    let o = upd(&["--switch", "up0", &xdp]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("compiled for hook xdp"),
+        "{}",
+        stderr(&o)
+    );
     // Counted per reason.
     let st = json(&stdout_ok(&nfkit_in(
         &run_dir,
         &["switch", "status", "up0", "--json"],
     )));
     let u = &st["updates"];
-    assert_eq!(u["applied"], 4, "{st}");
+    assert_eq!(u["applied"], 5, "{st}");
     assert_eq!(u["refused"], 6, "{st}");
     for (reason, n) in [
         ("unknown_key", 1),
@@ -234,10 +261,10 @@ fn signed_updates_over_the_socket_udp_and_tcp_and_refusals() {
     ] {
         assert_eq!(u["reasons"][reason], n, "{reason}: {st}");
     }
-    assert_eq!(st["version"], 7);
+    assert_eq!(st["version"], 8);
     let text = stdout_ok(&nfkit_in(&run_dir, &["switch", "status", "up0"]));
     assert!(
-        text.contains("updates: 4 applied, 6 refused") && text.contains("pre at version 7"),
+        text.contains("updates: 5 applied, 6 refused") && text.contains("pre at version 8"),
         "{text}"
     );
     stdout_ok(&nfkit_in(&run_dir, &["switch", "stop", "up0"]));

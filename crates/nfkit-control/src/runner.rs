@@ -7,6 +7,7 @@
 use crate::maps::{self, DumpOptions, MapInfo, Row, VmMap};
 use nfkit_abi::{maps as abi_maps, stats as abi_stats, Hook, NfConfig};
 use nfkit_lang::ir::Program;
+use nfkit_lang::chain_object::ChainObject;
 use nfkit_lang::{Compiled, DynCompiled};
 use nfkit_vm::{Context, Engine, EngineUse, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
 
@@ -90,10 +91,12 @@ pub struct MapDump {
 /// The maps a report shows: the script's, then the NFs' own (the
 /// `nfkit_*` maps of the ABI, global data and maps with initial
 /// contents, such as the dpi tables, left out), typed.
-fn shown_maps(image: &nfkit_object::Image, program: &Program) -> Vec<(MapInfo, bool)> {
+/// A chain object has no program: its maps all show as NFs' (untyped).
+fn shown_maps(image: &nfkit_object::Image, program: Option<&Program>) -> Vec<(MapInfo, bool)> {
     use nfkit_object::{MapKind, MapType};
     let mut out = Vec::new();
-    for d in &program.maps {
+    let declared = program.map(|p| p.maps.as_slice()).unwrap_or_default();
+    for d in declared {
         if let Some(spec) = image.maps.iter().find(|s| s.name == d.name) {
             out.push((MapInfo::from_spec(spec, image.btf.as_ref(), Some(d)), false));
         }
@@ -113,7 +116,7 @@ fn shown_maps(image: &nfkit_object::Image, program: &Program) -> Vec<(MapInfo, b
             && spec.kind == MapKind::Declared
             && !spec.name.starts_with("nfkit_")
             && spec.data.is_none()
-            && !program.maps.iter().any(|d| d.name == spec.name)
+            && !declared.iter().any(|d| d.name == spec.name)
         {
             out.push((MapInfo::from_spec(spec, image.btf.as_ref(), None), true));
         }
@@ -207,23 +210,68 @@ impl ScriptVm {
         config: VmConfig,
         old: Option<&Vm>,
     ) -> Result<ScriptVm, RunError> {
+        ScriptVm::load_parts(
+            image,
+            entry,
+            hook,
+            &nfkit_lang::link::control_plane(program),
+            program.chain_names(),
+            shown_maps(image, Some(program)),
+            config,
+            old,
+        )
+    }
+
+    /// Loads a chain object (`nfkit compile -o`: no compiling) into a VM
+    /// configured by `config`, keeping `old`'s maps as
+    /// [`ScriptVm::new_keeping`] does when given, and applies its
+    /// control-plane writes.
+    pub fn from_object(
+        o: &ChainObject,
+        config: VmConfig,
+        old: Option<&ScriptVm>,
+    ) -> Result<ScriptVm, RunError> {
+        let entry = o.entry.as_deref().ok_or(RunError::NoClassifier)?;
+        let shown = shown_maps(&o.image, None);
+        ScriptVm::load_parts(
+            &o.image,
+            entry,
+            o.hook,
+            &o.writes,
+            o.chains.clone(),
+            shown,
+            config,
+            old.map(|s| &s.vm),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn load_parts(
+        image: &nfkit_object::Image,
+        entry: &str,
+        hook: Hook,
+        writes: &[nfkit_lang::link::MapWrite],
+        chains: Vec<String>,
+        shown: Vec<(MapInfo, bool)>,
+        config: VmConfig,
+        old: Option<&Vm>,
+    ) -> Result<ScriptVm, RunError> {
         let vm = match old {
             Some(old) => Vm::new_keeping(image, config, old, &|name| !name.starts_with("nfkit_")),
             None => Vm::new(image, config),
         }
         .map_err(|e| RunError::Load(Box::new(e)))?;
-        for (map, k, v) in nfkit_lang::link::control_plane(program) {
-            let m = vm.map(&map).ok_or_else(|| RunError::NoMap(map.clone()))?;
-            m.update(&k, &v, 0).map_err(|e| map_err(&map, e))?;
+        for (map, k, v) in writes {
+            let m = vm.map(map).ok_or_else(|| RunError::NoMap(map.clone()))?;
+            m.update(k, v, 0).map_err(|e| map_err(map, e))?;
         }
-        let chains = program.chain_names();
         let mut s = ScriptVm {
             vm,
             entry: entry.to_string(),
             hook,
             chains,
             last: Vec::new(),
-            shown: shown_maps(image, program),
+            shown,
             now: None,
         };
         s.last = s.raw_stats();

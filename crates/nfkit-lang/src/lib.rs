@@ -6,6 +6,7 @@
 //! * [`types`]: the value types and their wrapping rules.
 //! * [`ir`]: the typed IR, and [`ir::walk`], the one walk over it.
 //! * [`cache`]: parsed NF objects kept across compiles.
+//! * [`chain_object`]: compiled scripts as ELF objects with their manifest.
 //! * [`check`](mod@check): parsing (rustpython-parser), name resolution, type checking
 //!   (one file per section of docs/language.md).
 //! * [`eval`]: the reference arithmetic (constant folding, tests).
@@ -19,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod chain_object;
 pub mod check;
 pub mod codegen;
 pub mod diag;

@@ -46,6 +46,14 @@ pub fn read_object_as(
     read_with(data, origin, unknown_sections, &mut Notes::strict())
 }
 
+/// The contents of the section called `name` of ELF `data` (`None`
+/// when there is none): notes a writer added beside the code, such as
+/// the chain manifest of `nfkit compile`'s objects.
+pub fn section_bytes<'a>(data: &'a [u8], name: &str) -> Result<Option<&'a [u8]>, ReadError> {
+    let elf = elf::Elf::parse(data)?;
+    Ok(elf.section_by_name(name).map(|s| s.data))
+}
+
 /// An object read for showing: every part nfkit could read, and what it
 /// could not (each a [`ReadError`] whose location names the section,
 /// symbol and offset it touches).

@@ -50,6 +50,13 @@ fn unsupported(what: impl Into<String>, why: impl Into<String>) -> WriteError {
 
 /// Writes `image` as an eBPF ELF object (see the module doc).
 pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
+    write_object_with(image, &[])
+}
+
+/// [`write_object`] with `notes` added: (section name, contents), each
+/// a non-allocated section that loaders skip ([`crate::read::section_bytes`]
+/// reads one back).
+pub fn write_object_with(image: &Image, notes: &[(&str, &[u8])]) -> Result<Vec<u8>, WriteError> {
     let layout = CodeLayout::new(image)?;
     let mut out = OutElf::default();
     let syms = layout.add_sections_and_symbols(image, &mut out);
@@ -65,6 +72,17 @@ pub fn write_object(image: &Image) -> Result<Vec<u8>, WriteError> {
     }
     .write(&mut out)?;
     add_license(image, &btf, &mut out);
+    for (name, data) in notes {
+        out.add_section(OutSection {
+            name: (*name).to_string(),
+            sh_type: elf::SHT_PROGBITS,
+            flags: 0,
+            align: 8,
+            data: data.to_vec(),
+            nobits_size: 0,
+            rels: Vec::new(),
+        });
+    }
     btf_sec::write_btf(image, &mut btf, &mut out, &layout)?;
     out.finish()
 }

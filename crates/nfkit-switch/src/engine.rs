@@ -26,8 +26,11 @@ use crate::flow::flow_hash;
 use crate::port::{
     Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM,
 };
-use crate::reload::{lock, ReloadReport, Slot, Version, VersionFrames, VersionTotals};
-use crate::update::{RefusalRecord, UpdateAuth, UpdateError, UpdateReport, UpdateState};
+use crate::code::Code;
+use crate::reload::{lock, Published, ReloadReport, Slot, Version, VersionFrames, VersionTotals};
+use crate::update::{
+    Applied, RefusalRecord, Stages, UpdateAuth, UpdateError, UpdateReport, UpdateState,
+};
 use crate::SwitchError;
 use crossbeam_queue::ArrayQueue;
 use nfkit_abi::{maps as abi_maps, verdict, Hook, NfConfig};
@@ -252,7 +255,7 @@ impl Switch {
         let mut first = version(1, script, replay, workers)?;
         first.posts = posts(
             crate::pipeline::Post::load(
-                compiled,
+                Code::Script(compiled),
                 &first.script,
                 vm_config.clone(),
                 workers,
@@ -448,76 +451,82 @@ impl Switch {
     pub fn reload(&self, compiled: &Compiled) -> Result<ReloadReport, SwitchError> {
         let _one = lock(&self.reloading);
         let n = self.shared.slot.current().number + 1;
-        let (r, _) = self.reload_as(compiled, n, "pre", n).inspect_err(|_| {
+        let (r, _) = self.reload_as(Code::Script(compiled), n, "pre", n).inspect_err(|_| {
             self.reload_failures.fetch_add(1, Ordering::Relaxed);
         })?;
         Ok(r)
     }
 
-    /// Loads `compiled` as version `n` and publishes it (the reload lock
-    /// held); gives the report and when it was published.
+    /// Loads `code` as version `n` and publishes it (the reload lock
+    /// held); gives the report and how publishing went.
     fn reload_as(
         &self,
-        compiled: &Compiled,
+        code: Code<'_>,
         n: u64,
         position: &str,
         label: u64,
-    ) -> Result<(ReloadReport, Instant), SwitchError> {
+    ) -> Result<(ReloadReport, Published), SwitchError> {
         let t0 = Instant::now();
-        let next = self.load_next(compiled, n, position, label)?;
+        let next = self.load_next(code, n, position, label)?;
         let load = t0.elapsed();
-        let (t1, parked, switch, previous) = self.publish(next);
+        let p = self.publish(next);
         self.reloads.fetch_add(1, Ordering::Relaxed);
         Ok((
             ReloadReport {
                 version: n,
-                previous,
+                previous: p.previous,
                 load,
-                switch,
+                switch: p.switch,
                 workers: self.workers,
-                parked,
+                parked: p.parked,
             },
-            t1,
+            p,
         ))
     }
 
     /// Publishes `next` and waits until every worker runs it (the reload
-    /// lock held): when it was published, workers parked, the switch
-    /// time, the `pre` version it replaced.
-    fn publish(&self, next: Version) -> (Instant, usize, Duration, u64) {
+    /// lock held).
+    fn publish(&self, next: Version) -> Published {
         let slot = &self.shared.slot;
         let g = next.generation;
         let next = Arc::new(next);
         let t1 = Instant::now();
         let old = slot.publish(next);
+        let at = Instant::now();
         let (parked, switch) = slot.wait(g, || self.is_done());
         let previous = old.number;
         drop(old);
         slot.sweep();
-        (t1, parked, switch, previous)
+        Published {
+            at,
+            publish: at - t1,
+            parked,
+            switch,
+            previous,
+        }
     }
 
     /// Version `n` of the chain, loaded (not yet published), its frames
     /// counted as `position`'s version `label`.
     fn load_next(
         &self,
-        compiled: &Compiled,
+        code: Code<'_>,
         n: u64,
         position: &str,
         label: u64,
     ) -> Result<Version, SwitchError> {
-        if compiled.hook != Hook::Switch {
-            return Err(SwitchError::Hook(compiled.hook));
+        if code.hook() != Hook::Switch {
+            return Err(SwitchError::Hook(code.hook()));
         }
         let cur = self.shared.slot.current();
-        let script = ScriptVm::new_keeping(compiled, self.vm_config.clone(), &cur.script)?;
+        let script = code.load(self.vm_config.clone(), Some(&cur.script))?;
         let mut v = version(n, script, self.replay, self.workers)?;
         v.generation = cur.generation + 1;
         v.frames = VersionFrames::new(position, label, self.workers);
         let ports = self.names.len();
         v.posts = posts(
             crate::pipeline::Post::load(
-                compiled,
+                code,
                 &v.script,
                 self.vm_config.clone(),
                 self.workers,
@@ -560,9 +569,8 @@ impl Switch {
         let verify = t0.elapsed();
         let m = &checked.message;
         let previous = st.verifier.current(&m.position);
-        let applied = self.apply(m, compile);
-        let (load, switch, parked, done) = match applied {
-            Ok(r) => r,
+        let a = match self.apply(m, compile) {
+            Ok(a) => a,
             Err(e) => {
                 st.refuse(source, &e);
                 return Err(e);
@@ -577,21 +585,21 @@ impl Switch {
             previous,
             key_id: checked.key_id,
             verify,
-            load,
-            switch,
-            total: done.saturating_duration_since(received),
+            load: a.load,
+            switch: a.switch,
+            total: a.done.saturating_duration_since(received),
             workers: self.workers,
-            parked,
+            parked: a.parked,
+            stages: a.stages,
         })
     }
 
-    /// Applies a verified update: (load, switch, parked, when every
-    /// worker ran the new version or the entry was written).
+    /// Applies a verified update.
     fn apply(
         &self,
         m: &nfkit_update::Message,
         compile: &dyn Fn(&str, &str) -> Result<Compiled, String>,
-    ) -> Result<(Duration, Duration, usize, Instant), UpdateError> {
+    ) -> Result<Applied, UpdateError> {
         match (&m.position, &m.body) {
             (Position::Pre, _) => {}
             // The ingress code the table's actions call (crate::pipeline).
@@ -620,6 +628,13 @@ impl Switch {
             }
         }
         let t0 = Instant::now();
+        let entry = |done: Instant| Applied {
+            load: done - t0,
+            switch: Duration::ZERO,
+            parked: 0,
+            done,
+            stages: Stages::default(),
+        };
         match &m.body {
             Body::Code {
                 format: CodeFormat::ChainScript,
@@ -630,49 +645,17 @@ impl Switch {
                     UpdateError::Rejected(format!("script {name} is not UTF-8: {e}"))
                 })?;
                 let compiled = compile(name, text).map_err(UpdateError::Rejected)?;
-                let rejected = |e: SwitchError| UpdateError::Rejected(e.to_string());
-                let cur = self.shared.slot.current();
-                let (published, switch, parked) = match &m.position {
-                    Position::Post(p) => {
-                        let port = self.port_index(p).unwrap_or(0);
-                        let post = crate::pipeline::Post::load_program(
-                            &compiled,
-                            &cur.script,
-                            self.vm_config.clone(),
-                            self.workers,
-                            self.names.len(),
-                            VersionFrames::new(&m.position.to_string(), m.version, self.workers),
-                        )
-                        .map_err(rejected)?;
-                        let next = cur.with_post(port, Arc::new(post), self.workers);
-                        drop(cur);
-                        let (t1, parked, switch, _) = self.publish(next);
-                        (t1, switch, parked)
-                    }
-                    Position::Table(t) => {
-                        let next = self
-                            .load_next(&compiled, cur.number, &m.position.to_string(), m.version)
-                            .map_err(rejected)?;
-                        crate::pipeline::keeps_table(t, &cur.script, &next.script)
-                            .map_err(UpdateError::Rejected)?;
-                        drop(cur);
-                        let (t1, parked, switch, _) = self.publish(next);
-                        (t1, switch, parked)
-                    }
-                    Position::Pre => {
-                        drop(cur);
-                        let (r, t1) = self
-                            .reload_as(&compiled, m.version, "pre", m.version)
-                            .map_err(rejected)?;
-                        (t1, r.switch, r.parked)
-                    }
-                };
-                let load = published.saturating_duration_since(t0);
-                Ok((load, switch, parked, published + switch))
+                self.apply_code(m, Code::Script(&compiled), t0)
             }
-            Body::Code { format, .. } => Err(UpdateError::Unsupported(format!(
-                "code format {format:?}: this switch takes chain scripts"
-            ))),
+            Body::Code {
+                format: CodeFormat::Object,
+                name,
+                bytes,
+            } => {
+                let object = nfkit_lang::chain_object::read(bytes, name)
+                    .map_err(|e| UpdateError::Rejected(e.to_string()))?;
+                self.apply_code(m, Code::Object(&object), t0)
+            }
             Body::EntrySet { map, key, value } => {
                 let cur = self.shared.slot.current();
                 let mp = cur.vm.map(map).ok_or_else(|| {
@@ -680,8 +663,7 @@ impl Switch {
                 })?;
                 mp.update(key, value, 0)
                     .map_err(|e| UpdateError::Rejected(format!("map `{map}`: {e}")))?;
-                let done = Instant::now();
-                Ok((done - t0, Duration::ZERO, 0, done))
+                Ok(entry(Instant::now()))
             }
             Body::EntryDelete { map, key } => {
                 let cur = self.shared.slot.current();
@@ -690,10 +672,78 @@ impl Switch {
                 })?;
                 mp.delete(key)
                     .map_err(|e| UpdateError::Rejected(format!("map `{map}`: {e}")))?;
-                let done = Instant::now();
-                Ok((done - t0, Duration::ZERO, 0, done))
+                Ok(entry(Instant::now()))
             }
         }
+    }
+
+    /// Loads and publishes new code for `m`'s position (`t0`: when
+    /// applying began; reading the code took until now).
+    fn apply_code(
+        &self,
+        m: &nfkit_update::Message,
+        code: Code<'_>,
+        t0: Instant,
+    ) -> Result<Applied, UpdateError> {
+        let decode = t0.elapsed();
+        let rejected = |e: SwitchError| UpdateError::Rejected(e.to_string());
+        let cur = self.shared.slot.current();
+        let (p, times) = match &m.position {
+            Position::Post(p) => {
+                if code.hook() != Hook::Switch {
+                    return Err(rejected(SwitchError::Hook(code.hook())));
+                }
+                let port = self.port_index(p).unwrap_or(0);
+                let post = crate::pipeline::Post::load_program(
+                    code,
+                    &cur.script,
+                    self.vm_config.clone(),
+                    self.workers,
+                    self.names.len(),
+                    VersionFrames::new(&m.position.to_string(), m.version, self.workers),
+                )
+                .map_err(rejected)?;
+                let times = post.script.vm.load_times();
+                let next = cur.with_post(port, Arc::new(post), self.workers);
+                drop(cur);
+                (self.publish(next), times)
+            }
+            Position::Table(t) => {
+                let next = self
+                    .load_next(code, cur.number, &m.position.to_string(), m.version)
+                    .map_err(rejected)?;
+                crate::pipeline::keeps_table(t, &cur.script, &next.script)
+                    .map_err(UpdateError::Rejected)?;
+                let times = next.script.vm.load_times();
+                drop(cur);
+                (self.publish(next), times)
+            }
+            Position::Pre => {
+                drop(cur);
+                let (_, p) = self
+                    .reload_as(code, m.version, "pre", m.version)
+                    .map_err(rejected)?;
+                let times = self.shared.slot.current().script.vm.load_times();
+                (p, times)
+            }
+        };
+        // Loading: from the code read to the version stored.
+        let load = (p.at - p.publish).saturating_duration_since(t0);
+        let vm = times.check + times.maps + times.jit;
+        Ok(Applied {
+            load,
+            switch: p.switch,
+            parked: p.parked,
+            done: p.at + p.switch,
+            stages: Stages {
+                decode,
+                check: times.check,
+                maps: times.maps,
+                jit: times.jit,
+                prepare: load.saturating_sub(decode + vm),
+                publish: p.publish,
+            },
+        })
     }
 
     /// Counts and logs a refusal that did not come as an update message

@@ -8,6 +8,7 @@
 //!   queues than workers; [`SwitchConfig`].
 //! * [`action`]: what each verdict does in the switch (ports numbered
 //!   from 1; PASS/HOST to the host port; FLOOD; CONTROLLER).
+//! * [`code`]: new code to load: a compiled script or a chain object.
 //! * [`controller`]: the bounded controller channel.
 //! * [`counters`]: per-worker counters and their sum, [`Stats`].
 //! * [`flow`]: the flow hash of dispatch.
@@ -30,6 +31,7 @@
 //! * [`error`] holds [`SwitchError`].
 
 pub mod action;
+pub mod code;
 pub mod controller;
 pub mod counters;
 pub mod engine;
@@ -47,4 +49,4 @@ pub use counters::Stats;
 pub use engine::{Switch, SwitchConfig};
 pub use error::SwitchError;
 pub use reload::{ReloadReport, Version};
-pub use update::{UpdateAuth, UpdateError, UpdateReport};
+pub use update::{Stages, UpdateAuth, UpdateError, UpdateReport};

@@ -17,7 +17,7 @@ use crate::reload::{lock, VersionFrames};
 use crate::SwitchError;
 use nfkit_abi::verdict::{self, Action};
 use nfkit_control::runner::ScriptVm;
-use nfkit_lang::Compiled;
+use crate::code::Code;
 use nfkit_vm::ctx::{XdpMd, XDP_HEADROOM};
 use nfkit_vm::{PacketCtx, RunOptions, Runner, VmConfig};
 use std::sync::{Arc, Mutex};
@@ -36,42 +36,36 @@ pub struct Post {
 }
 
 impl Post {
-    /// The post program of `compiled` (none without a pipeline `post`),
+    /// The post program of `code` (none without a pipeline `post`),
     /// loaded with the maps of `ingress` (the same version's program),
     /// counted as position `post`, version `number`.
     pub fn load(
-        compiled: &Compiled,
+        code: Code<'_>,
         ingress: &ScriptVm,
         config: VmConfig,
         workers: usize,
         ports: usize,
         number: u64,
     ) -> Result<Option<Post>, SwitchError> {
-        let opts = nfkit_lang::Options {
-            hook: Some(compiled.hook),
-            ..nfkit_lang::Options::default()
-        };
-        let pc = nfkit_lang::pipeline::post_of(compiled, &opts)
-            .map_err(|e| SwitchError::Post(e.to_string()))?;
-        let Some(pc) = pc else {
+        let Some(pc) = code.post()? else {
             return Ok(None);
         };
         let frames = VersionFrames::new("post", number, workers);
-        Post::load_program(&pc, ingress, config, workers, ports, frames).map(Some)
+        Post::load_program(pc.code(), ingress, config, workers, ports, frames).map(Some)
     }
 
     /// `program` (a chain compiled for the switch: its entry is the post
     /// program) loaded with the maps of `ingress`, counting into
     /// `frames` (a `post:PORT` update).
     pub fn load_program(
-        program: &Compiled,
+        program: Code<'_>,
         ingress: &ScriptVm,
         config: VmConfig,
         workers: usize,
         ports: usize,
         frames: Arc<VersionFrames>,
     ) -> Result<Post, SwitchError> {
-        let script = ScriptVm::new_keeping(program, config, ingress)?;
+        let script = program.load(config, Some(ingress))?;
         let entry = script
             .vm
             .entry_index(script.entry())

@@ -175,6 +175,20 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64() * 1e6)
 }
 
+/// How publishing a version went (the reload lock held).
+pub(crate) struct Published {
+    /// When the new epoch was stored.
+    pub at: Instant,
+    /// Storing the version and its epoch.
+    pub publish: Duration,
+    /// Workers between frames at publication.
+    pub parked: usize,
+    /// From publication to no frame on the old version.
+    pub switch: Duration,
+    /// The `pre` version replaced.
+    pub previous: u64,
+}
+
 /// A mutex's guard, whether or not a holder panicked.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

@@ -88,6 +88,44 @@ pub struct UpdateReport {
     pub total: Duration,
     pub workers: usize,
     pub parked: usize,
+    /// Where `load` and `total` went, stage by stage (code updates).
+    pub stages: Stages,
+}
+
+/// The stages of a code update after verification (µs in JSON). With
+/// `verify` before them and `switch` after, they make up `total`.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Stages {
+    /// Reading the code: compiling a script, or parsing a chain object
+    /// (ELF and manifest) and linking its image.
+    #[serde(serialize_with = "micros")]
+    pub decode: Duration,
+    /// The VM's checks and translation of the new program.
+    #[serde(serialize_with = "micros")]
+    pub check: Duration,
+    /// Its maps: made, or shared with the running version.
+    #[serde(serialize_with = "micros")]
+    pub maps: Duration,
+    /// Its JIT compilation.
+    #[serde(serialize_with = "micros")]
+    pub jit: Duration,
+    /// The rest of loading: control-plane writes, clock configuration,
+    /// a runner per worker, the post program, the version built.
+    #[serde(serialize_with = "micros")]
+    pub prepare: Duration,
+    /// Storing the version and its epoch.
+    #[serde(serialize_with = "micros")]
+    pub publish: Duration,
+}
+
+/// What applying a verified update did.
+pub(crate) struct Applied {
+    pub load: Duration,
+    pub switch: Duration,
+    pub parked: usize,
+    /// When every worker ran the new version (or the entry was written).
+    pub done: Instant,
+    pub stages: Stages,
 }
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

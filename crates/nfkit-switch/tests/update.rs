@@ -5,7 +5,10 @@
 //! lost and every frame runs the current version; a valid update still
 //! applies afterwards. 1000 valid updates (code, and entries of a map)
 //! under traffic lose no frame; the update time distribution is printed
-//! (`--nocapture`).
+//! (`--nocapture`). Code updates as chain objects (`nfkit compile -o`)
+//! apply without compiling; hostile ones (truncated, garbled, without
+//! a manifest, refused by the VM's checks, for another hook) are
+//! refused with their reason and change nothing.
 
 mod common;
 use common::numbered::{finish, percentile, Traffic};
@@ -33,6 +36,26 @@ fn script(mark: char) -> String {
          every_packet(main)\n",
         mark as u32
     )
+}
+
+/// `compiled` as a chain object (what `nfkit compile -o` writes).
+fn object_of(compiled: &Compiled) -> Vec<u8> {
+    nfkit_lang::chain_object::write(compiled, &nfkit_lang::Options::default()).expect("object")
+}
+
+/// A code update carrying chain object `bytes`.
+fn object_update(target: &str, version: u64, bytes: Vec<u8>) -> Message {
+    Message::new(
+        target,
+        Position::Pre,
+        version,
+        Body::Code {
+            format: CodeFormat::Object,
+            name: format!("v{version}.o"),
+            bytes,
+        },
+    )
+    .expect("message")
 }
 
 fn key(id: u32, b: u8) -> Key {
@@ -428,7 +451,7 @@ fn a_switch_without_keys_takes_no_updates_and_unsupported_ones_are_counted() {
     for (m, want) in [
         (&post_entry, "unsupported"),
         (&table, "rejected"),
-        (&object, "unsupported"),
+        (&object, "rejected"),
         (&bad_script, "rejected"),
         (&no_map, "rejected"),
     ] {
@@ -447,8 +470,8 @@ fn a_switch_without_keys_takes_no_updates_and_unsupported_ones_are_counted() {
     let s = sw.stats();
     assert_eq!(s.updates.applied, 1);
     assert_eq!(s.updates.refused, 6);
-    assert_eq!(s.updates.reasons.get("unsupported"), Some(&2));
-    assert_eq!(s.updates.reasons.get("rejected"), Some(&3));
+    assert_eq!(s.updates.reasons.get("unsupported"), Some(&1));
+    assert_eq!(s.updates.reasons.get("rejected"), Some(&4));
     assert_eq!(s.updates.reasons.get("unauthenticated"), Some(&1));
     assert!(
         s.text().contains("updates: 1 applied, 6 refused"),
@@ -456,4 +479,154 @@ fn a_switch_without_keys_takes_no_updates_and_unsupported_ones_are_counted() {
         s.text()
     );
     drop(finish(sw, &traffic));
+}
+
+/// Compiling is not allowed: object updates must not need it.
+fn no_compile(_: &str, _: &str) -> Result<Compiled, String> {
+    Err("must not compile".into())
+}
+
+#[test]
+fn object_updates_apply_without_compiling_and_lose_no_frame() {
+    let (sw, traffic) = start(2, 1);
+    let k = key(1, 1);
+    // Even versions B, odd ones A.
+    let objects = [
+        object_of(&compile("B.py", &script('B')).expect("compile")),
+        object_of(&compile("A.py", &script('A')).expect("compile")),
+    ];
+    let updates = 60u64;
+    for v in 2..2 + updates {
+        let m = object_update("sw0", v, objects[(v % 2) as usize].clone());
+        let r = sw
+            .update(&m.seal(&k).expect("seal"), "test", Instant::now(), &no_compile)
+            .expect("object update");
+        assert_eq!((r.version, r.previous, r.kind), (v, v - 1, "code"));
+        // Every stage ran and they add up to the load.
+        let st = r.stages;
+        assert!(st.decode > Duration::ZERO && st.check > Duration::ZERO, "{st:?}");
+        assert!(st.decode + st.check + st.maps + st.jit + st.prepare <= r.load, "{r:?}");
+        assert!(r.total >= r.verify + r.load + r.switch, "{r:?}");
+        // The blocked map is kept across versions (a data map).
+        assert!(sw.script().vm.map("blocked").is_some());
+    }
+    let (given, stats, out) = finish(sw, &traffic);
+    assert_eq!(stats.updates.applied, updates);
+    assert_eq!(stats.version, 1 + updates);
+    assert_eq!(out.len() as u64, given);
+    for (i, (n, _)) in out.iter().enumerate() {
+        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
+    }
+    // Each frame marked by the version that ran it: odd versions (and
+    // the first) A, even ones B.
+    let per = |odd: bool| -> u64 {
+        stats
+            .versions
+            .iter()
+            .filter(|v| (v.version % 2 == 1) == odd)
+            .map(|v| v.frames)
+            .sum()
+    };
+    let marked = |m: u8| out.iter().filter(|(_, x)| *x == m).count() as u64;
+    assert_eq!(marked(b'A'), per(true));
+    assert_eq!(marked(b'B'), per(false));
+    assert!(marked(b'B') > 0, "frames ran on the objects");
+}
+
+#[test]
+fn hostile_object_updates_are_refused_and_change_nothing() {
+    let (sw, traffic) = start(2, 1);
+    let k = key(1, 1);
+    let b = compile("B.py", &script('B')).expect("compile");
+    let good = object_of(&b);
+    // Truncated (in the middle of the section headers' table, or of the
+    // code), garbled (the section header offset pointing past the end),
+    // not an ELF at all.
+    let mut garbled = good.clone();
+    garbled[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+    // A plain eBPF object: no manifest.
+    let plain = nfkit_object::write_object(&b.image).expect("plain object");
+    // The manifest garbled (its JSON opened with something else).
+    let mut manifest = good.clone();
+    let at = good
+        .windows(10)
+        .position(|w| w == b"{\"format\":")
+        .expect("manifest in the object");
+    manifest[at] = b'[';
+    // A program the VM's checks refuse: the entry returns at once, with
+    // r0 never set.
+    let mut unchecked = b.clone();
+    let entry = unchecked.entry().expect("entry").to_string();
+    let e = unchecked.image.entry(&entry).expect("entry function");
+    let start = unchecked.image.functions[e.function].start;
+    let mut slot = 0;
+    let i = unchecked
+        .image
+        .insns
+        .iter()
+        .position(|x| {
+            let here = slot == start;
+            slot += x.slots();
+            here
+        })
+        .expect("entry's first instruction");
+    unchecked.image.insns[i] = nfkit_isa::Insn::Exit;
+    let unchecked = object_of(&unchecked);
+    // Compiled for XDP, not the switch.
+    let xdp = nfkit_lang::compile(
+        "B.py",
+        &script('B'),
+        &nfkit_lang::Options {
+            hook: Some(nfkit_abi::Hook::Xdp),
+            ..nfkit_lang::Options::default()
+        },
+    )
+    .expect("compile for xdp");
+    let xdp = object_of(&xdp);
+    let cases: [(&str, Vec<u8>, &str); 8] = [
+        ("truncated headers", good[..good.len() - 10].to_vec(), "malformed"),
+        ("truncated code", good[..200].to_vec(), "malformed"),
+        ("garbled", garbled, "malformed"),
+        ("not an ELF", b"def main(): pass".to_vec(), "not an ELF"),
+        ("no manifest", plain, "not a chain object"),
+        ("bad manifest", manifest, "bad chain manifest"),
+        ("refused by the VM", unchecked, "r0"),
+        ("another hook", xdp, "hook xdp"),
+    ];
+    for (what, bytes, why) in cases {
+        let m = object_update("sw0", 2, bytes).seal(&k).expect("seal");
+        let e = sw
+            .update(&m, "hostile", Instant::now(), &no_compile)
+            .expect_err(what);
+        assert_eq!(e.reason(), "rejected", "{what}: {e}");
+        let text = e.to_string();
+        println!("{what}: {text}");
+        assert!(
+            text.to_lowercase().contains(&why.to_lowercase()),
+            "{what}: `{text}` should say `{why}`"
+        );
+        assert_eq!(sw.stats().version, 1, "{what}: nothing changed");
+    }
+    let s = sw.stats();
+    assert_eq!(s.updates.refused, 8);
+    assert_eq!(s.updates.reasons.get("rejected"), Some(&8));
+    assert_eq!(sw.refusals().len(), 8);
+    // Version 2 was not spent: the good object applies as version 2.
+    let m = object_update("sw0", 2, good).seal(&k).expect("seal");
+    let r = sw
+        .update(&m, "test", Instant::now(), &no_compile)
+        .expect("the good object");
+    assert_eq!((r.version, r.previous), (2, 1));
+    while sw.stats().versions.last().map(|v| v.frames).unwrap_or(0) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (given, stats, out) = finish(sw, &traffic);
+    assert_eq!(out.len() as u64, given);
+    for (i, (n, _)) in out.iter().enumerate() {
+        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
+    }
+    // Until version 2, every frame ran version 1 (A).
+    let v1 = stats.versions.iter().find(|v| v.version == 1).map(|v| v.frames);
+    let a = out.iter().filter(|(_, m)| *m == b'A').count() as u64;
+    assert_eq!(Some(a), v1);
 }

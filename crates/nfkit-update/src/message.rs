@@ -45,7 +45,9 @@ pub const MAX_NAME: usize = 255;
 pub enum CodeFormat {
     /// A chain script's source (the switch compiles it for its hook).
     ChainScript = 1,
-    /// A compiled eBPF ELF object (reserved: not taken by the switch yet).
+    /// A chain object: the eBPF ELF object `nfkit compile -o` writes,
+    /// with the script's manifest (the switch loads it without
+    /// compiling).
     Object = 2,
 }
 

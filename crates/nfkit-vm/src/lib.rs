@@ -89,7 +89,7 @@ pub use result::{
     AccessKind, CloneRedirect, HelperCall, MemAccess, MemRegion, PerfEvent, Redirect, RegChange,
     RunOutcome, RunResult, TraceStep, TunnelKey,
 };
-pub use vm::{EntryRef, Runner, Vm};
+pub use vm::{EntryRef, LoadTimes, Runner, Vm};
 
 #[cfg(test)]
 mod send_sync {

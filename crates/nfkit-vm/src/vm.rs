@@ -147,6 +147,19 @@ pub struct Inner {
     pool: Mutex<Vec<Box<Buffers>>>,
     /// What the program can do to a run's memory.
     facts: Facts,
+    /// How long loading took, by stage.
+    times: LoadTimes,
+}
+
+/// How long [`Vm::new`] took, by stage (the switch's swap-time bench).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadTimes {
+    /// Checking the program (the VM's verifier) and translating it.
+    pub check: std::time::Duration,
+    /// Creating (or sharing) the maps and the region table.
+    pub maps: std::time::Duration,
+    /// Compiling to native code (zero on the interpreter).
+    pub jit: std::time::Duration,
 }
 
 /// A loaded program with its maps. Cheap to clone (shared), `Send + Sync`:
@@ -204,7 +217,9 @@ impl Vm {
                 config.max_frames
             )));
         }
+        let t0 = std::time::Instant::now();
         let checked = check(image, &config)?;
+        let t1 = std::time::Instant::now();
         let maps = Maps::new_keeping(&image.maps, config.ncpus, checked.entries.len(), |s| {
             let old = old?;
             keep(&s.name)
@@ -248,14 +263,21 @@ impl Vm {
             )
             .map_err(|e| bad(format!("slot {}: {e}", init.slot)))?;
         }
+        let t2 = std::time::Instant::now();
         let (jit, engines) = match config.engine {
             Engine::Jit => crate::jit::compile(&checked.program, &checked.entries, &config),
             Engine::Interp => (None, vec![EngineUse::Interp; checked.entries.len()]),
+        };
+        let times = LoadTimes {
+            check: t1 - t0,
+            maps: t2 - t1,
+            jit: t2.elapsed(),
         };
         let facts = Facts::of(&checked.program.insns);
         Ok(Vm {
             inner: Arc::new(Inner {
                 facts,
+                times,
                 jit,
                 engines,
                 program: checked.program,
@@ -289,6 +311,11 @@ impl Vm {
             detail: e.kind.to_string(),
         })?;
         Vm::new(&Image::from_insns("prog", prog_type, insns), config)
+    }
+
+    /// How long loading took, by stage.
+    pub fn load_times(&self) -> LoadTimes {
+        self.inner.times
     }
 
     /// The VM's maps, in the Image's order.

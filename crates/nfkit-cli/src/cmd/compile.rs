@@ -1,6 +1,7 @@
 //! `nfkit compile SCRIPT -o OUT.o [--emit asm] [--hook H] [--nf-path DIR]`:
 //! a chain script into an eBPF ELF object (chains, NFs and classifier
-//! linked, with BTF), or with `--emit asm` the generated code with the
+//! linked, with BTF, and the script's manifest: a chain object,
+//! [`nfkit_lang::chain_object`], which a switch takes as an update), or with `--emit asm` the generated code with the
 //! script lines as comments. Errors and warnings go to stderr.
 
 use anyhow::{anyhow, bail, Context};
@@ -78,7 +79,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Some(other) => bail!("--emit {other}: only `asm` is supported"),
     }
     if let Some(out) = &a.output {
-        let bytes = nfkit_object::write_object(&c.image)
+        let opts = Options {
+            search: SearchPath::from_env(&a.nf_path),
+            hook: Some(c.hook),
+        };
+        let bytes = nfkit_lang::chain_object::write(&c, &opts)
             .map_err(|e| anyhow!("writing {}: {e}", out.display()))?;
         std::fs::write(out, bytes).with_context(|| format!("writing {}", out.display()))?;
     } else if a.emit.is_none() {

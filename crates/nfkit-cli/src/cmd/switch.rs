@@ -112,7 +112,9 @@ pub struct UpdateArgs {
     #[arg(long, default_value = "pre")]
     position: Position,
     /// The new code: a chain script (compiled here first to check it;
-    /// the switch compiles it again for its hook).
+    /// the switch compiles it again for its hook), or a chain object
+    /// FILE.o (`nfkit compile --hook switch -o`: the switch only checks,
+    /// loads and publishes it).
     script: Option<PathBuf>,
     /// Set an entry instead: MAP KEY VALUE (key and value as hex bytes).
     #[arg(long = "set", num_args = 3, value_names = ["MAP", "KEY", "VALUE"])]
@@ -1103,6 +1105,29 @@ fn update(a: UpdateArgs) -> anyhow::Result<ExitCode> {
         nfkit_update::hex::decode(t).ok_or_else(|| anyhow!("{what} `{t}`: expected hex bytes"))
     };
     let body = match (&a.script, &a.set, &a.delete) {
+        (Some(path), None, None) if path.extension().is_some_and(|e| e == "o") => {
+            let shown = path.display().to_string();
+            let bytes = std::fs::read(path).with_context(|| format!("reading {shown}"))?;
+            // Checked here as the switch will read it (it loads it for
+            // its hook without compiling).
+            let o = nfkit_lang::chain_object::read(&bytes, &shown)?;
+            if o.hook != Hook::Switch {
+                bail!(
+                    "{shown}: compiled for hook {}, the switch runs hook `switch` \
+                     (nfkit compile --hook switch)",
+                    o.hook
+                );
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or(shown);
+            Body::Code {
+                format: CodeFormat::Object,
+                name,
+                bytes,
+            }
+        }
         (Some(path), None, None) => {
             let shown = path.display().to_string();
             let source =
