@@ -2,11 +2,13 @@
 //! signed code updates alternating two chain scripts sent to a switch
 //! while numbered frames flow, with one worker, two workers on two
 //! queues and two workers dispatching from one queue, workers at the
-//! default nice value and at nice -10. Per configuration: the time from
-//! publishing the new version to every worker on it (`switch`; the goal
-//! is p99 ≤ 20 µs), from the message received to every worker on it
-//! (`total`: verify + compile + load + switch), the verification alone,
-//! and frames lost (must be 0). The table goes to standard output and
+//! default nice value and at nice -10, the code sent as source (the
+//! switch compiles it) and as a chain object (it only loads it). Per
+//! row: the time from publishing the new version to every worker on it
+//! (`switch`), from the message received to every worker on it
+//! (`total`, the goal: p99 ≤ 20 µs), frames lost (must be 0), and for
+//! object updates each stage (verify, decode, check, maps, JIT,
+//! prepare, publish, switch). The table goes to standard output and
 //! `target/nfkit-bench/switch-swap.md`. NFKIT_BENCH_QUICK=1: fewer
 //! updates.
 
@@ -100,13 +102,43 @@ impl TxQueue for Count {
     }
 }
 
+/// Stage names, in the order they happen (µs series in [`Row::stages`]).
+const STAGES: [&str; 9] = [
+    "verify", "decode", "check", "maps", "jit", "prepare", "publish", "switch", "total",
+];
+
 struct Row {
     label: String,
-    switch: Vec<f64>,
-    total: Vec<f64>,
-    verify: Vec<f64>,
+    /// `source` or `object`.
+    code: &'static str,
+    /// One sorted series per [`STAGES`] entry.
+    stages: Vec<Vec<f64>>,
     frames: u64,
     lost: u64,
+}
+
+impl Row {
+    fn stage(&self, name: &str) -> &[f64] {
+        STAGES
+            .iter()
+            .position(|s| *s == name)
+            .map(|i| self.stages[i].as_slice())
+            .unwrap_or(&[])
+    }
+}
+
+/// How code updates carry the code.
+#[derive(Clone, Copy, PartialEq)]
+enum Carry {
+    /// The script's source (the switch compiles it).
+    Source,
+    /// A chain object (`nfkit compile -o`; the switch only loads it).
+    Object,
+}
+
+fn object(mark: char) -> Vec<u8> {
+    let c = compile(&format!("{mark}.py"), &script(mark)).expect("compile");
+    nfkit_lang::chain_object::write(&c, &nfkit_lang::Options::default()).expect("object")
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
@@ -116,7 +148,14 @@ fn pct(v: &[f64], p: f64) -> f64 {
     v[(((v.len() - 1) as f64) * p).round() as usize]
 }
 
-fn run(workers: usize, queues: usize, nice: Option<i32>, rate: u64, updates: usize) -> Row {
+fn run(
+    carry: Carry,
+    workers: usize,
+    queues: usize,
+    nice: Option<i32>,
+    rate: u64,
+    updates: usize,
+) -> Row {
     let next = Arc::new(AtomicU32::new(0));
     let on = Arc::new(AtomicBool::new(true));
     let sent = Arc::new(AtomicU64::new(0));
@@ -152,28 +191,37 @@ fn run(workers: usize, queues: usize, nice: Option<i32>, rate: u64, updates: usi
     };
     let first = compile("A.py", &script('A')).expect("compile");
     let sw = Switch::start(&first, vec![port], &cfg).expect("start");
-    let (mut switch, mut total, mut verify) = (vec![], vec![], vec![]);
+    let objects = [object('B'), object('A')];
+    let mut stages: Vec<Vec<f64>> = vec![Vec::with_capacity(updates); STAGES.len()];
     for i in 0..updates {
         let mark = if i % 2 == 0 { 'B' } else { 'A' };
-        let m = Message::new(
-            "sw0",
-            Position::Pre,
-            i as u64 + 2,
-            Body::Code {
+        let body = match carry {
+            Carry::Source => Body::Code {
                 format: CodeFormat::ChainScript,
                 name: format!("{mark}.py"),
                 bytes: script(mark).into_bytes(),
             },
-        )
-        .expect("message")
-        .seal(&key)
-        .expect("seal");
+            Carry::Object => Body::Code {
+                format: CodeFormat::Object,
+                name: format!("{mark}.o"),
+                bytes: objects[i % 2].clone(),
+            },
+        };
+        let m = Message::new("sw0", Position::Pre, i as u64 + 2, body)
+            .expect("message")
+            .seal(&key)
+            .expect("seal");
         let r = sw
             .update(&m, "bench", Instant::now(), &compile)
             .expect("update");
-        switch.push(r.switch.as_secs_f64() * 1e6);
-        total.push(r.total.as_secs_f64() * 1e6);
-        verify.push(r.verify.as_secs_f64() * 1e6);
+        let st = r.stages;
+        let times = [
+            r.verify, st.decode, st.check, st.maps, st.jit, st.prepare, st.publish, r.switch,
+            r.total,
+        ];
+        for (series, t) in stages.iter_mut().zip(times) {
+            series.push(t.as_secs_f64() * 1e6);
+        }
     }
     on.store(false, Ordering::SeqCst);
     let given = u64::from(next.load(Ordering::SeqCst));
@@ -183,10 +231,14 @@ fn run(workers: usize, queues: usize, nice: Option<i32>, rate: u64, updates: usi
     }
     sw.stop();
     drop(sw.finish());
-    for v in [&mut switch, &mut total, &mut verify] {
+    for v in &mut stages {
         v.sort_by(f64::total_cmp);
     }
     Row {
+        code: match carry {
+            Carry::Source => "source",
+            Carry::Object => "object",
+        },
         label: format!(
             "{workers} worker{}, {queues} rx queue{}{}, nice {}",
             if workers > 1 { "s" } else { "" },
@@ -194,9 +246,7 @@ fn run(workers: usize, queues: usize, nice: Option<i32>, rate: u64, updates: usi
             if queues < workers { " (dispatch)" } else { "" },
             nice.map(|n| n.to_string()).unwrap_or_else(|| "0".into())
         ),
-        switch,
-        total,
-        verify,
+        stages,
         frames: given,
         lost: given.saturating_sub(sent.load(Ordering::Relaxed)),
     }
@@ -213,7 +263,9 @@ fn main() {
     let mut rows = Vec::new();
     for nice in [None, Some(-10)] {
         for (w, q) in [(1, 1), (2, 2), (2, 1)] {
-            rows.push(run(w, q, nice, rate, updates));
+            for carry in [Carry::Source, Carry::Object] {
+                rows.push(run(carry, w, q, nice, rate, updates));
+            }
         }
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -221,32 +273,55 @@ fn main() {
     let _ = writeln!(
         md,
         "# Switch: authenticated update swap time\n\n{updates} signed code updates per row \
-         under {rate} numbered frames per ms; µs (goal: switch p99 ≤ 20 µs). Load average \
-         at the end: {}\n\n| configuration | switch p50 | switch p99 | switch max | \
-         total p50 | total p99 | verify p50 | frames | lost |\n|---|---|---|---|---|---|---|---|---|",
+         under {rate} numbered frames per ms, code sent as source (compiled by the switch) or \
+         as a chain object (only loaded); µs. `total` is message received → every worker on \
+         the new version (goal: p99 ≤ 20 µs); `switch` is publish → no frame on the old \
+         version. Load average at the end: {}\n\n| configuration | code | switch p50 | \
+         switch p99 | switch max | total p50 | total p99 | total max | frames | lost |\n\
+         |---|---|---|---|---|---|---|---|---|---|",
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     for r in &rows {
+        let (sw, tot) = (r.stage("switch"), r.stage("total"));
         let _ = writeln!(
             md,
-            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {} |",
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {} |",
             r.label,
-            pct(&r.switch, 0.5),
-            pct(&r.switch, 0.99),
-            pct(&r.switch, 1.0),
-            pct(&r.total, 0.5),
-            pct(&r.total, 0.99),
-            pct(&r.verify, 0.5),
+            r.code,
+            pct(sw, 0.5),
+            pct(sw, 0.99),
+            pct(sw, 1.0),
+            pct(tot, 0.5),
+            pct(tot, 0.99),
+            pct(tot, 1.0),
             r.frames,
             r.lost
         );
     }
-    let base = pct(&rows[0].switch, 0.99).max(0.1);
     let _ = writeln!(
         md,
-        "\nswitch p99 relative to 1 worker (nice 0): {}",
-        rows.iter()
-            .map(|r| format!("{}: {:.1}x", r.label, pct(&r.switch, 0.99).max(0.1) / base))
+        "\nStages of the object rows, p50 / p99 (µs; `decode` is the ELF and manifest read \
+         and the image linked, `check` the VM's checks, `maps` its maps, `jit` native code, \
+         `prepare` control-plane writes, runners and the version built, `publish` the store \
+         of the version and its epoch):\n\n| configuration | {} |\n|---|{}",
+        STAGES.join(" | "),
+        "---|".repeat(STAGES.len())
+    );
+    for r in rows.iter().filter(|r| r.code == "object") {
+        let cells: Vec<String> = r
+            .stages
+            .iter()
+            .map(|v| format!("{:.1} / {:.1}", pct(v, 0.5), pct(v, 0.99)))
+            .collect();
+        let _ = writeln!(md, "| {} | {} |", r.label, cells.join(" | "));
+    }
+    let source_p50 = |r: &Row| pct(r.stage("total"), 0.5).max(0.1);
+    let _ = writeln!(
+        md,
+        "\ntotal p50, object relative to source: {}",
+        rows.chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| format!("{}: {:.2}x", c[0].label, source_p50(&c[1]) / source_p50(&c[0])))
             .collect::<Vec<_>>()
             .join("; ")
     );

@@ -486,21 +486,30 @@ fn no_compile(_: &str, _: &str) -> Result<Compiled, String> {
     Err("must not compile".into())
 }
 
+/// Object updates under numbered traffic, each version marking frames
+/// with its own number: no frame lost, each counted on the version that
+/// marked it, and every frame taken in after an update returned ran
+/// that version or a later one: a worker idle (parked in its receive)
+/// when the update was published does not run an old version after it.
 #[test]
 fn object_updates_apply_without_compiling_and_lose_no_frame() {
     let (sw, traffic) = start(2, 1);
     let k = key(1, 1);
-    // Even versions B, odd ones A.
-    let objects = [
-        object_of(&compile("B.py", &script('B')).expect("compile")),
-        object_of(&compile("A.py", &script('A')).expect("compile")),
-    ];
-    let updates = 60u64;
-    for v in 2..2 + updates {
-        let m = object_update("sw0", v, objects[(v % 2) as usize].clone());
+    let updates = 40u64;
+    // Version v marks its frames v (version 1: 'A' = 65, above all).
+    let objects: Vec<Vec<u8>> = (2..2 + updates)
+        .map(|v| {
+            let mark = char::from(v as u8);
+            object_of(&compile("V.py", &script(mark)).expect("compile"))
+        })
+        .collect();
+    let mut returned = Vec::new();
+    for (v, bytes) in (2..).zip(objects) {
+        let m = object_update("sw0", v, bytes);
         let r = sw
             .update(&m.seal(&k).expect("seal"), "test", Instant::now(), &no_compile)
             .expect("object update");
+        returned.push((traffic.given(), v as u8));
         assert_eq!((r.version, r.previous, r.kind), (v, v - 1, "code"));
         // Every stage ran and they add up to the load.
         let st = r.stages;
@@ -509,6 +518,9 @@ fn object_updates_apply_without_compiling_and_lose_no_frame() {
         assert!(r.total >= r.verify + r.load + r.switch, "{r:?}");
         // The blocked map is kept across versions (a data map).
         assert!(sw.script().vm.map("blocked").is_some());
+        // Let some traffic through (and the workers go idle) between
+        // updates.
+        std::thread::sleep(Duration::from_micros(300));
     }
     let (given, stats, out) = finish(sw, &traffic);
     assert_eq!(stats.updates.applied, updates);
@@ -517,20 +529,21 @@ fn object_updates_apply_without_compiling_and_lose_no_frame() {
     for (i, (n, _)) in out.iter().enumerate() {
         assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
     }
-    // Each frame marked by the version that ran it: odd versions (and
-    // the first) A, even ones B.
-    let per = |odd: bool| -> u64 {
-        stats
-            .versions
+    let version_of = |mark: u8| if mark == b'A' { 1 } else { u64::from(mark) };
+    for v in &stats.versions {
+        let marked = out.iter().filter(|(_, m)| version_of(*m) == v.version).count();
+        assert_eq!(marked as u64, v.frames, "frames of version {}", v.version);
+    }
+    for (from, v) in returned {
+        if let Some((n, m)) = out
             .iter()
-            .filter(|v| (v.version % 2 == 1) == odd)
-            .map(|v| v.frames)
-            .sum()
-    };
-    let marked = |m: u8| out.iter().filter(|(_, x)| *x == m).count() as u64;
-    assert_eq!(marked(b'A'), per(true));
-    assert_eq!(marked(b'B'), per(false));
-    assert!(marked(b'B') > 0, "frames ran on the objects");
+            .skip(from as usize)
+            .find(|(_, m)| version_of(*m) < u64::from(v))
+        {
+            panic!("frame {n}, taken in after version {v} applied, ran version {m}");
+        }
+    }
+    assert!(stats.versions.iter().filter(|v| v.frames > 0).count() > 2);
 }
 
 #[test]
