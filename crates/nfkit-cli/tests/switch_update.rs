@@ -226,7 +226,10 @@ fn signed_updates_over_the_socket_udp_and_tcp_and_refusals() {
         &["compile", "--hook", "switch", &script, "-o", &obj],
     ));
     let r = json(&stdout_ok(&upd(&["--switch", "up0", "--json", &obj])));
-    assert_eq!((r["version"].as_u64(), r["previous"].as_u64()), (Some(8), Some(7)));
+    assert_eq!(
+        (r["version"].as_u64(), r["previous"].as_u64()),
+        (Some(8), Some(7))
+    );
     for stage in ["decode", "check", "jit", "prepare", "publish"] {
         assert!(r["stages"][stage].as_f64().is_some(), "{stage}: {r}");
     }

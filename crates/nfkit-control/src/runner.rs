@@ -6,8 +6,8 @@
 
 use crate::maps::{self, DumpOptions, MapInfo, Row, VmMap};
 use nfkit_abi::{maps as abi_maps, stats as abi_stats, Hook, NfConfig};
-use nfkit_lang::ir::Program;
 use nfkit_lang::chain_object::ChainObject;
+use nfkit_lang::ir::Program;
 use nfkit_lang::{Compiled, DynCompiled};
 use nfkit_vm::{Context, Engine, EngineUse, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
 

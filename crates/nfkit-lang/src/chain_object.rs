@@ -100,9 +100,9 @@ pub fn read(bytes: &[u8], origin: &str) -> Result<ChainObject, ChainObjectError>
         origin: origin.to_string(),
         cause: Box::new(e),
     };
-    let manifest = nfkit_object::section_bytes(bytes, MANIFEST)
-        .map_err(read_err)?
-        .ok_or_else(|| ChainObjectError::NoManifest(origin.to_string()))?;
+    let notes = nfkit_object::section_bytes(bytes, &[MANIFEST, POST]).map_err(read_err)?;
+    let (manifest, post) = (notes[0], notes[1]);
+    let manifest = manifest.ok_or_else(|| ChainObjectError::NoManifest(origin.to_string()))?;
     let bad = |why: String| ChainObjectError::Manifest(origin.to_string(), why);
     let m: Manifest = serde_json::from_slice(manifest).map_err(|e| bad(e.to_string()))?;
     if m.format != FORMAT {
@@ -115,7 +115,7 @@ pub fn read(bytes: &[u8], origin: &str) -> Result<ChainObject, ChainObjectError>
         .hook
         .parse::<Hook>()
         .map_err(|_| bad(format!("unknown hook `{}`", m.hook)))?;
-    let post = match nfkit_object::section_bytes(bytes, POST).map_err(read_err)? {
+    let post = match post {
         Some(p) => Some(Box::new(read(p, &format!("{origin} (post program)"))?)),
         None => None,
     };

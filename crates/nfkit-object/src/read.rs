@@ -46,12 +46,19 @@ pub fn read_object_as(
     read_with(data, origin, unknown_sections, &mut Notes::strict())
 }
 
-/// The contents of the section called `name` of ELF `data` (`None`
-/// when there is none): notes a writer added beside the code, such as
-/// the chain manifest of `nfkit compile`'s objects.
-pub fn section_bytes<'a>(data: &'a [u8], name: &str) -> Result<Option<&'a [u8]>, ReadError> {
+/// The contents of the sections called `names` of ELF `data`, in that
+/// order (`None` where there is none): notes a writer added beside the
+/// code, such as the chain manifest of `nfkit compile`'s objects. The
+/// file is parsed once for all of them.
+pub fn section_bytes<'a>(
+    data: &'a [u8],
+    names: &[&str],
+) -> Result<Vec<Option<&'a [u8]>>, ReadError> {
     let elf = elf::Elf::parse(data)?;
-    Ok(elf.section_by_name(name).map(|s| s.data))
+    Ok(names
+        .iter()
+        .map(|n| elf.section_by_name(n).map(|s| s.data))
+        .collect())
 }
 
 /// An object read for showing: every part nfkit could read, and what it

@@ -279,7 +279,10 @@ fn main() {
          version. Load average at the end: {}\n\n| configuration | code | switch p50 | \
          switch p99 | switch max | total p50 | total p99 | total max | frames | lost |\n\
          |---|---|---|---|---|---|---|---|---|---|",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     for r in &rows {
         let (sw, tot) = (r.stage("switch"), r.stage("total"));
@@ -321,7 +324,11 @@ fn main() {
         "\ntotal p50, object relative to source: {}",
         rows.chunks(2)
             .filter(|c| c.len() == 2)
-            .map(|c| format!("{}: {:.2}x", c[0].label, source_p50(&c[1]) / source_p50(&c[0])))
+            .map(|c| format!(
+                "{}: {:.2}x",
+                c[0].label,
+                source_p50(&c[1]) / source_p50(&c[0])
+            ))
             .collect::<Vec<_>>()
             .join("; ")
     );

@@ -20,13 +20,13 @@
 //! run` gives. Live, the real clock. Per-CPU maps: worker `i` is CPU `i`.
 
 use crate::action::{self, Decision};
+use crate::code::Code;
 use crate::controller::Controller;
 use crate::counters::{ChainTotals, Stats, WorkerCounters};
 use crate::flow::flow_hash;
 use crate::port::{
     Batch, OpenPort, OutFrame, PortSpec, PortStats, RxQueue, TxQueue, BATCH, FRAME_ROOM,
 };
-use crate::code::Code;
 use crate::reload::{lock, Published, ReloadReport, Slot, Version, VersionFrames, VersionTotals};
 use crate::update::{
     Applied, RefusalRecord, Stages, UpdateAuth, UpdateError, UpdateReport, UpdateState,
@@ -451,9 +451,11 @@ impl Switch {
     pub fn reload(&self, compiled: &Compiled) -> Result<ReloadReport, SwitchError> {
         let _one = lock(&self.reloading);
         let n = self.shared.slot.current().number + 1;
-        let (r, _) = self.reload_as(Code::Script(compiled), n, "pre", n).inspect_err(|_| {
-            self.reload_failures.fetch_add(1, Ordering::Relaxed);
-        })?;
+        let (r, _) = self
+            .reload_as(Code::Script(compiled), n, "pre", n)
+            .inspect_err(|_| {
+                self.reload_failures.fetch_add(1, Ordering::Relaxed);
+            })?;
         Ok(r)
     }
 

@@ -12,12 +12,12 @@
 //! (the chains the table's actions call) with code that keeps the
 //! table's maps ([`keeps_table`]); docs/update.md.
 
+use crate::code::Code;
 use crate::counters::Counter;
 use crate::reload::{lock, VersionFrames};
 use crate::SwitchError;
 use nfkit_abi::verdict::{self, Action};
 use nfkit_control::runner::ScriptVm;
-use crate::code::Code;
 use nfkit_vm::ctx::{XdpMd, XDP_HEADROOM};
 use nfkit_vm::{PacketCtx, RunOptions, Runner, VmConfig};
 use std::sync::{Arc, Mutex};

@@ -507,14 +507,25 @@ fn object_updates_apply_without_compiling_and_lose_no_frame() {
     for (v, bytes) in (2..).zip(objects) {
         let m = object_update("sw0", v, bytes);
         let r = sw
-            .update(&m.seal(&k).expect("seal"), "test", Instant::now(), &no_compile)
+            .update(
+                &m.seal(&k).expect("seal"),
+                "test",
+                Instant::now(),
+                &no_compile,
+            )
             .expect("object update");
         returned.push((traffic.given(), v as u8));
         assert_eq!((r.version, r.previous, r.kind), (v, v - 1, "code"));
         // Every stage ran and they add up to the load.
         let st = r.stages;
-        assert!(st.decode > Duration::ZERO && st.check > Duration::ZERO, "{st:?}");
-        assert!(st.decode + st.check + st.maps + st.jit + st.prepare <= r.load, "{r:?}");
+        assert!(
+            st.decode > Duration::ZERO && st.check > Duration::ZERO,
+            "{st:?}"
+        );
+        assert!(
+            st.decode + st.check + st.maps + st.jit + st.prepare <= r.load,
+            "{r:?}"
+        );
         assert!(r.total >= r.verify + r.load + r.switch, "{r:?}");
         // The blocked map is kept across versions (a data map).
         assert!(sw.script().vm.map("blocked").is_some());
@@ -531,7 +542,10 @@ fn object_updates_apply_without_compiling_and_lose_no_frame() {
     }
     let version_of = |mark: u8| if mark == b'A' { 1 } else { u64::from(mark) };
     for v in &stats.versions {
-        let marked = out.iter().filter(|(_, m)| version_of(*m) == v.version).count();
+        let marked = out
+            .iter()
+            .filter(|(_, m)| version_of(*m) == v.version)
+            .count();
         assert_eq!(marked as u64, v.frames, "frames of version {}", v.version);
     }
     for (from, v) in returned {
@@ -597,7 +611,11 @@ fn hostile_object_updates_are_refused_and_change_nothing() {
     .expect("compile for xdp");
     let xdp = object_of(&xdp);
     let cases: [(&str, Vec<u8>, &str); 8] = [
-        ("truncated headers", good[..good.len() - 10].to_vec(), "malformed"),
+        (
+            "truncated headers",
+            good[..good.len() - 10].to_vec(),
+            "malformed",
+        ),
         ("truncated code", good[..200].to_vec(), "malformed"),
         ("garbled", garbled, "malformed"),
         ("not an ELF", b"def main(): pass".to_vec(), "not an ELF"),
@@ -639,7 +657,11 @@ fn hostile_object_updates_are_refused_and_change_nothing() {
         assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
     }
     // Until version 2, every frame ran version 1 (A).
-    let v1 = stats.versions.iter().find(|v| v.version == 1).map(|v| v.frames);
+    let v1 = stats
+        .versions
+        .iter()
+        .find(|v| v.version == 1)
+        .map(|v| v.frames);
     let a = out.iter().filter(|(_, m)| *m == b'A').count() as u64;
     assert_eq!(Some(a), v1);
 }

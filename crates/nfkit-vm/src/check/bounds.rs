@@ -241,23 +241,25 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
         if steps > give_up {
             return (None, calls_unknown(cx, f), None, None, None);
         }
-        let Some(regs) = state[i - start] else {
+        // Registers are large: borrowed, not copied, on the way.
+        let Some(regs) = &state[i - start] else {
             continue;
         };
-        for (t, out) in successors(cx, i, &regs).into_iter().flatten() {
+        let next = successors(cx, i, regs);
+        for (t, out) in next.iter().flatten() {
             let Some(k) = t.checked_sub(start).filter(|&k| k < n) else {
                 continue;
             };
             match &mut state[k] {
                 Some(old) => {
                     joins[k] += 1;
-                    if join_into(old, &out, joins[k] > WIDEN_AFTER) {
-                        work.insert(t);
+                    if join_into(old, out, joins[k] > WIDEN_AFTER) {
+                        work.insert(*t);
                     }
                 }
                 slot => {
-                    *slot = Some(out);
-                    work.insert(t);
+                    *slot = Some(*out);
+                    work.insert(*t);
                 }
             }
         }
