@@ -324,3 +324,77 @@ fn hostile_position_updates_are_refused() {
     );
     assert!(marked.contains_key(&b'P'), "the valid post update ran");
 }
+
+/// A pipeline sent as a chain object at `pre` (no compiling in the
+/// switch) brings its table entries (the manifest's control-plane
+/// writes: without them T misses and drops) and its post program (the
+/// nested object), which marks every frame it sends.
+#[test]
+fn a_pipeline_object_carries_its_entries_and_post_program() {
+    let (sw, traffic) = start(2);
+    let text = pipeline('B', "exact").replace(
+        "pipeline(tables=[T])",
+        &format!(
+            "def out() -> u64:\n\x20   Packet.write_u8(46, u8({}))\n\x20   return PASS\n\
+             pipeline(tables=[T], post=out)",
+            'P' as u32
+        ),
+    );
+    let c = compile("P.py", &text).expect("compile");
+    let object =
+        nfkit_lang::chain_object::write(&c, &nfkit_lang::Options::default()).expect("chain object");
+    let m = Message::new(
+        "sw0",
+        Position::Pre,
+        2,
+        Body::Code {
+            format: CodeFormat::Object,
+            name: "P.o".into(),
+            bytes: object,
+        },
+    )
+    .expect("message")
+    .seal(&key())
+    .expect("seal");
+    let none = |_: &str, _: &str| -> Result<nfkit_lang::Compiled, String> {
+        Err("must not compile".into())
+    };
+    let r = sw
+        .update(&m, "test", Instant::now(), &none)
+        .expect("the pipeline object applies");
+    assert_eq!((r.version, r.previous), (2, 1));
+    let t = Instant::now();
+    while sw
+        .stats()
+        .post_versions
+        .iter()
+        .map(|v| v.frames)
+        .sum::<u64>()
+        < 100
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the post program ran"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (given, stats, out) = finish(sw, &traffic);
+    assert_eq!(out.len() as u64, given, "no frame lost (T has its entries)");
+    for (i, (n, _)) in out.iter().enumerate() {
+        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
+    }
+    let per: BTreeMap<u64, u64> = stats
+        .versions
+        .iter()
+        .map(|v| (v.version, v.frames))
+        .collect();
+    let marked = |m: u8| out.iter().filter(|(_, x)| *x == m).count() as u64;
+    assert_eq!(marked(b'A'), per[&1]);
+    assert_eq!(
+        marked(b'P'),
+        per[&2],
+        "version 2's frames went through its post"
+    );
+    let posted: u64 = stats.post_versions.iter().map(|v| v.frames).sum();
+    assert_eq!(posted, per[&2]);
+}
