@@ -11,6 +11,9 @@
 //!   in use.
 //!
 //! An action word (u64) is `action index << 56 | argument` (56 bits).
+//! Every layout also has `T_default`, a one-slot array holding the
+//! action word of a miss (the declared `default=` to begin with), so the
+//! control plane changes the default at runtime like an entry.
 
 use crate::ir::key_layout;
 use crate::types::Ty;
@@ -213,10 +216,10 @@ impl Table {
         o
     }
 
-    /// Names of the maps that hold the table.
+    /// Names of the maps that hold the table (the default's last).
     pub fn maps(&self) -> Vec<String> {
         let n = &self.name;
-        match self.layout() {
+        let mut v = match self.layout() {
             Layout::Hash => vec![format!("{n}_exact")],
             Layout::Lpm => vec![format!("{n}_lpm")],
             Layout::Ternary => {
@@ -228,7 +231,23 @@ impl Table {
                 v.extend([format!("{n}_prio"), format!("{n}_act"), format!("{n}_n")]);
                 v
             }
-        }
+        };
+        v.push(self.default_map());
+        v
+    }
+
+    /// The one-slot array (`u64` at index 0) holding the miss's action word.
+    pub fn default_map(&self) -> String {
+        format!("{}_default", self.name)
+    }
+
+    /// The map write that sets the miss's action word to `word`.
+    pub fn default_write(&self, word: u64) -> Write3 {
+        (
+            self.default_map(),
+            0u32.to_le_bytes().to_vec(),
+            word.to_le_bytes().to_vec(),
+        )
     }
 
     /// The maps and chains of the table, as chain-language source:
@@ -251,6 +270,9 @@ impl Table {
             }
         };
         let _ = writeln!(s, "\n# table {n} (line {})", self.line);
+        let _ = writeln!(s, "{n}_default = ArrayMap(u64, 1)");
+        // The miss's action word, read before the lookup.
+        let dflt = format!("    _d: u64 = {n}_default[0]");
         match self.layout() {
             Layout::Hash => {
                 let tys: Vec<Ty> = self.keys.iter().map(|(f, _)| f.ty).collect();
@@ -262,7 +284,8 @@ impl Table {
                 } else {
                     format!("({})", ks.join(", "))
                 };
-                let _ = writeln!(s, "    _w: u64 = {n}_exact.get({key}, {})", self.default);
+                let _ = writeln!(s, "{dflt}");
+                let _ = writeln!(s, "    _w: u64 = {n}_exact.get({key}, _d)");
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
             Layout::Lpm => {
@@ -282,12 +305,8 @@ impl Table {
                         parts.push(format!("_k{i}"));
                     }
                 }
-                let _ = writeln!(
-                    s,
-                    "    _w: u64 = {n}_lpm.get(({}), {})",
-                    parts.join(", "),
-                    self.default
-                );
+                let _ = writeln!(s, "{dflt}");
+                let _ = writeln!(s, "    _w: u64 = {n}_lpm.get(({}), _d)", parts.join(", "));
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
             Layout::Ternary => {
@@ -304,7 +323,7 @@ impl Table {
                 }
                 let _ = writeln!(s, "    _n: u32 = {n}_n[0]");
                 let _ = writeln!(s, "    _best: u32 = 0");
-                let _ = writeln!(s, "    _w: u64 = {}", self.default);
+                let _ = writeln!(s, "    _w: u64 = {n}_default[0]");
                 // Through bpf_loop (a cap above 1024): the verifier checks
                 // the body once, whatever the number of rules.
                 let _ = writeln!(s, "    if _n > {size}:");
@@ -340,9 +359,9 @@ impl Table {
         s
     }
 
-    /// The map writes that install the declared entries.
+    /// The map writes that install the declared default and entries.
     pub fn writes(&self) -> Vec<Write3> {
-        let mut out = Vec::new();
+        let mut out = vec![self.default_write(self.default)];
         let n = &self.name;
         match self.layout() {
             Layout::Hash => {
