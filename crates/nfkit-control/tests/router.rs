@@ -430,3 +430,78 @@ fn default_actions_change_at_runtime_in_the_vm_and_the_kernel() {
         );
     }
 }
+
+/// A table declared in a library script (`tests/scripts/lib/routes.chain`)
+/// and imported (`from lib.routes import ROUTES as R`): the importing
+/// script's pipeline applies it as a stage, and `R.apply()` in its own
+/// chains; its maps are in the compiled object under the library's
+/// names, its declared entries and default are installed, an entry
+/// written at runtime takes effect; the kernel gives the VM's results.
+#[test]
+fn tables_of_imported_library_scripts_apply_in_the_importing_pipeline() {
+    use nfkit_control::maps::access;
+    use nfkit_control::runner::ScriptVm;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../nfkit-lang/tests/scripts");
+    let path = dir.join("pipeline_lib.py");
+    let src = std::fs::read_to_string(&path).expect("script");
+    let as_stage = compile(&path.display().to_string(), &src, &Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The same table applied from a chain of the importing script.
+    let applied = src.replace(
+        "def routed() -> u64:\n    seen[1] += 1\n    return 0",
+        "def routed() -> u64:\n    seen[1] += 1\n    return R.apply()",
+    );
+    let applied = applied.replace("tables=[R, routed]", "tables=[routed]");
+    assert_ne!(applied, src);
+    let in_chain = compile(
+        &dir.join("apply_lib.py").display().to_string(),
+        &applied,
+        &Options::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let udp = |dst: [u8; 4]| udp4(ip(0, 1), dst, 1000, 2000, 0, 64, b"l");
+    let packets = [udp(ip(1, 5)), udp(ip(2, 5)), udp(ip(3, 5)), udp(ip(4, 5))];
+    for c in [&as_stage, &in_chain] {
+        let names: Vec<&str> = c.image.maps.iter().map(|m| m.name.as_str()).collect();
+        for m in ["ROUTES_lpm", "ROUTES_default", "seen"] {
+            assert!(
+                names.contains(&m),
+                "{}: map {m} in {names:?}",
+                c.program.file
+            );
+        }
+        for engine in [Engine::Interp, Engine::Jit] {
+            let mut vm = ScriptVm::new_on(c, engine).expect("load");
+            // 198.18.4.0/24 -> port 4, written at runtime as `nfkit map
+            // set` does (the LPM key as hex bytes: prefix length, address).
+            let lpm = vm.map_access("ROUTES_lpm").expect("the library's map");
+            access::set(&lpm, "18000000c6120400", "4").expect("map set");
+            let got: Vec<(u64, u32, u8)> = packets
+                .iter()
+                .map(|p| {
+                    let o = common::run(&mut vm, p);
+                    (o.code, o.redirect.unwrap_or(0), o.packet[22])
+                })
+                .collect();
+            assert_eq!(
+                got,
+                [(4, 2, 63), (4, 3, 63), (1, 0, 64), (4, 4, 63)],
+                "{} {engine:?}: routed by the library's entries (TTL - 1 by its action), \
+                 a miss dropped by its default",
+                c.program.file
+            );
+            let seen = common::map(c, &vm, "seen");
+            assert_eq!(seen.first(), Some(&(0, 4)), "pre ran on every packet");
+        }
+        if nfkit_kernel::is_root() {
+            let input: Vec<(u64, Vec<u8>)> = packets
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (S + i as u64 * MS, p.clone()))
+                .collect();
+            let vm = run_capture_on(c, &input, false, Engine::Interp).expect("run");
+            let k = kernel_run(c, &input).expect("kernel run");
+            assert_kernel_matches("pipeline_lib", "kernel XDP", &vm, &k);
+        }
+    }
+}
