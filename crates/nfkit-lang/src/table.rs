@@ -25,6 +25,9 @@ pub const MAX_SIZE: u32 = 65536;
 pub const MAX_TERNARY: u32 = 4096;
 /// Largest action argument (56 bits).
 pub const MAX_ARG: u64 = (1 << 56) - 1;
+/// What an exact or LPM lookup gives on a miss: action 255, which no
+/// table has (at most 255 actions), so never an entry's word.
+const MISS: u64 = u64::MAX;
 
 /// How a key field matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,8 +274,9 @@ impl Table {
         };
         let _ = writeln!(s, "\n# table {n} (line {})", self.line);
         let _ = writeln!(s, "{n}_default = ArrayMap(u64, 1)");
-        // The miss's action word, read before the lookup.
-        let dflt = format!("    _d: u64 = {n}_default[0]");
+        // A hit gives the entry's word; a miss (MISS, never a word: at most
+        // 255 actions) reads the default's.
+        let miss = format!("    if _w == {MISS:#x}:\n        _w = {n}_default[0]");
         match self.layout() {
             Layout::Hash => {
                 let tys: Vec<Ty> = self.keys.iter().map(|(f, _)| f.ty).collect();
@@ -284,8 +288,8 @@ impl Table {
                 } else {
                     format!("({})", ks.join(", "))
                 };
-                let _ = writeln!(s, "{dflt}");
-                let _ = writeln!(s, "    _w: u64 = {n}_exact.get({key}, _d)");
+                let _ = writeln!(s, "    _w: u64 = {n}_exact.get({key}, {MISS:#x})");
+                let _ = writeln!(s, "{miss}");
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
             Layout::Lpm => {
@@ -305,8 +309,12 @@ impl Table {
                         parts.push(format!("_k{i}"));
                     }
                 }
-                let _ = writeln!(s, "{dflt}");
-                let _ = writeln!(s, "    _w: u64 = {n}_lpm.get(({}), _d)", parts.join(", "));
+                let _ = writeln!(
+                    s,
+                    "    _w: u64 = {n}_lpm.get(({}), {MISS:#x})",
+                    parts.join(", ")
+                );
+                let _ = writeln!(s, "{miss}");
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
             Layout::Ternary => {
@@ -330,13 +338,16 @@ impl Table {
                 let _ = writeln!(s, "        _n = {size}");
                 let cap = size.max(crate::check::BPF_LOOP_ABOVE + 1);
                 let _ = writeln!(s, "    for _i in range(_n, cap={cap}):");
-                let _ = writeln!(s, "        _p: u32 = {n}_prio[_i]");
+                // The keys first: a rule that does not match costs one
+                // lookup per key up to the first mismatch.
                 let conds: Vec<String> = (0..self.keys.len())
                     .map(|j| format!("(_k{j} & {n}_m{j}[_i]) == {n}_v{j}[_i]"))
                     .collect();
-                let _ = writeln!(s, "        if _p > _best and {}:", conds.join(" and "));
-                let _ = writeln!(s, "            _best = _p");
-                let _ = writeln!(s, "            _w = {n}_act[_i]");
+                let _ = writeln!(s, "        if {}:", conds.join(" and "));
+                let _ = writeln!(s, "            _p: u32 = {n}_prio[_i]");
+                let _ = writeln!(s, "            if _p > _best:");
+                let _ = writeln!(s, "                _best = _p");
+                let _ = writeln!(s, "                _w = {n}_act[_i]");
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
         }
