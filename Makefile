@@ -32,14 +32,17 @@ test: deps lint
 # rbpf and native C on the same programs, against issue 14's goals), whose
 # table is printed again at the end (NFKIT_BENCH_QUICK=1: a few seconds),
 # and nfkit-traffic's `traffic` (send/recv engines, rate accuracy, kernel
-# forwarding measured with the live sender; root, about 30 s), and
-# nfkit-switch's `swap` (signed updates' swap time, 1 and 2 workers).
+# forwarding measured with the live sender; root, about 30 s),
+# nfkit-switch's `swap` (signed updates' swap time, 1 and 2 workers), and
+# nfkit-bench's `tables` (exact/LPM/ternary tables of 16 to 64k entries
+# against no table: VM interp and JIT, kernel test runs).
 bench: deps
 	@bash scripts/install-deps.sh --bench
 	$(CARGO) bench --workspace
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/vm-engines.md"
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/traffic.md" 2>/dev/null || true
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/switch-swap.md" 2>/dev/null || true
+	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/tables.md" 2>/dev/null || true
 	@cat "$${CARGO_TARGET_DIR:-target}/nfkit-bench/daemon-load.md" 2>/dev/null || true
 
 # The RTL core (docs/rtl.md): cycles per packet, CPI and stalls on the

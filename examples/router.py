@@ -4,7 +4,9 @@ Ethernet header and decrementing the TTL), a ternary ACL drops, permits or
 rate-limits per entry through an eBPF extern (nf.meter's token bucket),
 and `post` runs per output port before transmission (a per-port counter).
 Ports are the software switch's port numbers, ifindexes in the kernel
-(2 and 3; `nfkit map update ROUTES_lpm ...` re-points routes at runtime)."""
+(2 and 3; `nfkit map set ROUTES_lpm ...` re-points routes at runtime, and
+`nfkit map set ACL_default 0 0x0100000000000000` makes the ACL drop what
+no rule matches: action 1 of its actions, docs/language.md "Pipelines")."""
 from nf.meter import tb_src
 
 IP = 14                    # the IPv4 header in an untagged Ethernet frame

@@ -4,8 +4,9 @@
 //! output device; the
 //! router's packets sent through veths give, per output port, the frames
 //! (bytes) the VM and the software switch give, and `post` ran on each
-//! (its counter). A redeploy with fewer output devices detaches `post`
-//! from the others; undeploy removes them all.
+//! (its counter). `nfkit map set ROUTES_default` changes what packets
+//! without a route do. A redeploy with fewer output devices detaches
+//! `post` from the others; undeploy removes them all.
 
 mod common;
 use common::*;
@@ -281,6 +282,52 @@ fn router_deployed_runs_post_at_egress_and_matches_the_vm_and_the_switch() {
         "post ran at egress on every routed frame"
     );
     assert_eq!(stat("2"), 7, "the rate-limited source's drops (pre's map)");
+
+    // The routes' default (DROP, action 1) is a map: `nfkit map set`
+    // makes misses take route(port 3, next hop 3) instead, from the next
+    // packet on (198.18.3.1 has no route).
+    let get_default = || {
+        output_ok(
+            nfkit_cmd(None, &s),
+            &["map", "get", "ROUTES_default", "0", "--dev", IN],
+        )
+        .trim()
+        .to_string()
+    };
+    assert_eq!(get_default(), (1u64 << 56).to_string(), "declared DROP");
+    let word = (3u64 << 48) | 0x0200_0000_0301; // action 0 (route)
+    output_ok(
+        nfkit_cmd(None, &s),
+        &[
+            "map",
+            "set",
+            "ROUTES_default",
+            "0",
+            &format!("{word:#x}"),
+            "--dev",
+            IN,
+        ],
+    );
+    assert_eq!(get_default(), word.to_string());
+    let unrouted = &packets[3].1;
+    assert_eq!(
+        &unrouted[30..34],
+        &[198, 18, 3, 1],
+        "the packet without a route"
+    );
+    let cap = Capture::start(PEER[1], Some(bed.host.name()), 64).expect("capture");
+    send_frames(&bed.host, PEER_IN, unrouted.clone(), 1);
+    std::thread::sleep(Duration::from_millis(300));
+    let out: Vec<Vec<u8>> = cap
+        .finish()
+        .expect("capture")
+        .into_iter()
+        .filter(|f| f.get(12..14) == Some(&[0x08, 0x00]))
+        .collect();
+    assert_eq!(out.len(), 1, "the miss went out of port 3");
+    assert_eq!(&out[0][..6], &[2, 0, 0, 0, 3, 1], "next hop 3's MAC");
+    assert_eq!(out[0][22], 63, "TTL decremented by route");
+    assert_eq!(stat("3"), vm_routed + 1, "post ran on it too");
 
     // A redeploy with two output devices detaches post from the third.
     let d = nfkit_json(

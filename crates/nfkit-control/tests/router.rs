@@ -324,3 +324,184 @@ fn run_passes_frames_leaving_on_a_port_through_post() {
         assert_eq!(out, [S], "{engine:?}: only the frame post passes goes out");
     }
 }
+
+/// Default actions are map state (`T_default[0]`, the action word of a
+/// miss): set with the text-level `nfkit map set` operation (key `0`,
+/// value `action index << 56 | argument`), the next packets that match
+/// nothing take the new action, in the VM on both engines and in the
+/// kernel (the same writes after the control plane, the same results).
+#[test]
+fn default_actions_change_at_runtime_in_the_vm_and_the_kernel() {
+    use nfkit_control::maps::access;
+    use nfkit_control::runner::ScriptVm;
+    let c = compile("layouts.py", LAYOUTS, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let udp = |dst: [u8; 4], dport: u16| udp4(ip(0, 1), dst, 1000, dport, 0, 64, b"x");
+    let packets = [
+        udp(ip(1, 5), 53),                       // BY_PROTO hit: TX
+        udp(ip(1, 5), 80),                       // BY_PROTO miss, BY_NET hit: REDIRECT 3
+        udp(ip(2, 1), 80),                       // both miss
+        tcp4(ip(0, 1), ip(1, 5), 1, 80, 2, &[]), // both miss (BY_NET keys proto 17)
+    ];
+    let declared = [("TX", 0), ("REDIRECT", 3), ("PASS", 0), ("PASS", 0)];
+    // BY_NET's misses REDIRECT to 9 (action 0, argument 9); then
+    // BY_PROTO's misses DROP (action 1).
+    let net_redirect = [("TX", 0), ("REDIRECT", 3), ("REDIRECT", 9), ("REDIRECT", 9)];
+    let proto_drop = [("TX", 0), ("DROP", 0), ("DROP", 0), ("DROP", 0)];
+    // (map, value as `nfkit map set` takes it, the verdicts afterwards)
+    type Change<'a> = (&'a str, &'a str, &'a [(&'a str, u32)]);
+    let changes: [Change; 2] = [
+        ("BY_NET_default", "9", &net_redirect),
+        ("BY_PROTO_default", "0x0100000000000000", &proto_drop),
+    ];
+    // XDP return codes and redirect targets.
+    let xdp = |w: &[(&str, u32)]| -> Vec<(u64, u32)> {
+        w.iter()
+            .map(|&(v, port)| {
+                let code = match v {
+                    "DROP" => 1,
+                    "PASS" => 2,
+                    "TX" => 3,
+                    _ => 4, // XDP_REDIRECT
+                };
+                (code, port)
+            })
+            .collect()
+    };
+    let verdicts = |vm: &mut ScriptVm| -> Vec<(u64, u32)> {
+        packets
+            .iter()
+            .map(|p| {
+                let o = common::run(vm, p);
+                (o.code, o.redirect.unwrap_or(0))
+            })
+            .collect()
+    };
+    for engine in [Engine::Interp, Engine::Jit] {
+        let mut vm = ScriptVm::new_on(&c, engine).expect("load");
+        assert_eq!(verdicts(&mut vm), xdp(&declared), "{engine:?}: declared");
+        for (map, value, want) in changes {
+            let m = vm.map_access(map).expect("the default map is a script map");
+            access::set(&m, "0", value).expect("map set");
+            let row = access::get(&m, "0").expect("map get");
+            let word = (if map == "BY_NET_default" {
+                9u64
+            } else {
+                1 << 56
+            })
+            .to_string();
+            assert!(row.text().contains(&word), "map get {map}: {}", row.text());
+            assert_eq!(verdicts(&mut vm), xdp(want), "{engine:?}: after {map}");
+        }
+    }
+    if !nfkit_kernel::is_root() {
+        return;
+    }
+    let input: Vec<(u64, Vec<u8>)> = packets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (S + i as u64 * MS, p.clone()))
+        .collect();
+    let entry = c.entry().expect("entry");
+    let mut writes = c.control_plane();
+    let codes_of = |w: &[(&str, u32)]| -> Vec<u64> { xdp(w).into_iter().map(|(c, _)| c).collect() };
+    let codes = |writes: &[(String, Vec<u8>, Vec<u8>)]| -> Vec<u64> {
+        kernel_run_image(&c.image, entry, writes, &input)
+            .expect("kernel run")
+            .into_iter()
+            .map(|(code, _)| code)
+            .collect()
+    };
+    assert_eq!(codes(&writes), codes_of(&declared), "kernel: declared");
+    for (word, want) in [(9u64, &net_redirect), (1 << 56, &proto_drop)] {
+        let map = if word == 9 {
+            "BY_NET_default"
+        } else {
+            "BY_PROTO_default"
+        };
+        writes.push((
+            map.to_string(),
+            0u32.to_le_bytes().to_vec(),
+            word.to_le_bytes().to_vec(),
+        ));
+        assert_eq!(
+            codes(&writes),
+            codes_of(want.as_slice()),
+            "kernel: after {map}"
+        );
+    }
+}
+
+/// A table declared in a library script (`tests/scripts/lib/routes.chain`)
+/// and imported (`from lib.routes import ROUTES as R`): the importing
+/// script's pipeline applies it as a stage, and `R.apply()` in its own
+/// chains; its maps are in the compiled object under the library's
+/// names, its declared entries and default are installed, an entry
+/// written at runtime takes effect; the kernel gives the VM's results.
+#[test]
+fn tables_of_imported_library_scripts_apply_in_the_importing_pipeline() {
+    use nfkit_control::maps::access;
+    use nfkit_control::runner::ScriptVm;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../nfkit-lang/tests/scripts");
+    let path = dir.join("pipeline_lib.py");
+    let src = std::fs::read_to_string(&path).expect("script");
+    let as_stage = compile(&path.display().to_string(), &src, &Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The same table applied from a chain of the importing script.
+    let applied = src.replace(
+        "def routed() -> u64:\n    seen[1] += 1\n    return 0",
+        "def routed() -> u64:\n    seen[1] += 1\n    return R.apply()",
+    );
+    let applied = applied.replace("tables=[R, routed]", "tables=[routed]");
+    assert_ne!(applied, src);
+    let in_chain = compile(
+        &dir.join("apply_lib.py").display().to_string(),
+        &applied,
+        &Options::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let udp = |dst: [u8; 4]| udp4(ip(0, 1), dst, 1000, 2000, 0, 64, b"l");
+    let packets = [udp(ip(1, 5)), udp(ip(2, 5)), udp(ip(3, 5)), udp(ip(4, 5))];
+    for c in [&as_stage, &in_chain] {
+        let names: Vec<&str> = c.image.maps.iter().map(|m| m.name.as_str()).collect();
+        for m in ["ROUTES_lpm", "ROUTES_default", "seen"] {
+            assert!(
+                names.contains(&m),
+                "{}: map {m} in {names:?}",
+                c.program.file
+            );
+        }
+        for engine in [Engine::Interp, Engine::Jit] {
+            let mut vm = ScriptVm::new_on(c, engine).expect("load");
+            // 198.18.4.0/24 -> port 4, written at runtime as `nfkit map
+            // set` does (the LPM key as hex bytes: prefix length, address).
+            let lpm = vm.map_access("ROUTES_lpm").expect("the library's map");
+            access::set(&lpm, "18000000c6120400", "4").expect("map set");
+            let got: Vec<(u64, u32, u8)> = packets
+                .iter()
+                .map(|p| {
+                    let o = common::run(&mut vm, p);
+                    (o.code, o.redirect.unwrap_or(0), o.packet[22])
+                })
+                .collect();
+            assert_eq!(
+                got,
+                [(4, 2, 63), (4, 3, 63), (1, 0, 64), (4, 4, 63)],
+                "{} {engine:?}: routed by the library's entries (TTL - 1 by its action), \
+                 a miss dropped by its default",
+                c.program.file
+            );
+            let seen = common::map(c, &vm, "seen");
+            assert_eq!(seen.first(), Some(&(0, 4)), "pre ran on every packet");
+        }
+        if nfkit_kernel::is_root() {
+            let input: Vec<(u64, Vec<u8>)> = packets
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (S + i as u64 * MS, p.clone()))
+                .collect();
+            let vm = run_capture_on(c, &input, false, Engine::Interp).expect("run");
+            let k = kernel_run(c, &input).expect("kernel run");
+            assert_kernel_matches("pipeline_lib", "kernel XDP", &vm, &k);
+        }
+    }
+}

@@ -71,6 +71,49 @@ pub enum Stage {
 pub struct Declared {
     pub tables: Vec<Table>,
     pub pipeline: Option<Pipeline>,
+    /// Local names of tables imported from library scripts (`from
+    /// lib.NAME import T`): the library declares them (its maps, entries
+    /// and `T_apply` chain come with the import, `check::imports`).
+    pub imported: Vec<String>,
+}
+
+/// The library script `from lib.REST import ...` reads, next to `file`:
+/// `lib/REST.chain` or `lib/REST.py` (path, source).
+pub fn lib_script(file: &str, rest: &str) -> Option<(std::path::PathBuf, String)> {
+    let base = std::path::Path::new(file)
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default();
+    let rel: std::path::PathBuf = std::iter::once("lib").chain(rest.split('.')).collect();
+    ["chain", "py"].iter().find_map(|ext| {
+        let p = base.join(&rel).with_extension(ext);
+        std::fs::read_to_string(&p).ok().map(|src| (p, src))
+    })
+}
+
+/// Names of the tables a library script declares (`T = Table(...)` at
+/// module level); none when it does not parse (its import reports it).
+fn lib_tables(path: &std::path::Path, source: &str) -> Vec<String> {
+    let file = path.display().to_string();
+    let Ok(ast::Mod::Module(m)) =
+        rustpython_parser::parse(source, rustpython_parser::Mode::Module, &file)
+    else {
+        return Vec::new();
+    };
+    m.body
+        .iter()
+        .filter_map(|s| match s {
+            ast::Stmt::Assign(a) => match (a.targets.as_slice(), a.value.as_ref()) {
+                ([ast::Expr::Name(t)], ast::Expr::Call(c))
+                    if matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "Table") =>
+                {
+                    Some(t.id.to_string())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 type R<T> = Result<T, Box<Diagnostic>>;
@@ -80,6 +123,8 @@ struct Reader<'s> {
     consts: HashMap<String, i128>,
     chains: HashMap<String, usize>,
     tables: Vec<Table>,
+    /// Tables imported from library scripts (local names).
+    imported: Vec<String>,
     src: &'s str,
 }
 
@@ -624,7 +669,9 @@ impl Reader<'_> {
                     };
                     for e in &l.elts {
                         let n = self.name(e, "a stage", "a table or a chain")?;
-                        if self.tables.iter().any(|t| t.name == n) {
+                        if self.tables.iter().any(|t| t.name == n)
+                            || self.imported.iter().any(|t| t == n)
+                        {
                             p.stages.push(Stage::Table(n.to_string()));
                         } else if !self.chains.contains_key(n) {
                             return self.err(
@@ -692,11 +739,31 @@ pub fn declared(file: &str, source: &str) -> R<(Declared, Vec<(usize, usize)>)> 
         consts: HashMap::new(),
         chains: HashMap::new(),
         tables: Vec::new(),
+        imported: Vec::new(),
         src: source,
     };
     for s in &body {
-        if let ast::Stmt::FunctionDef(f) = s {
-            r.chains.insert(f.name.to_string(), f.args.args.len());
+        match s {
+            ast::Stmt::FunctionDef(f) => {
+                r.chains.insert(f.name.to_string(), f.args.args.len());
+            }
+            ast::Stmt::ImportFrom(i) => {
+                let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+                let Some((path, src)) = module
+                    .strip_prefix("lib.")
+                    .and_then(|m| lib_script(file, m))
+                else {
+                    continue;
+                };
+                let tables = lib_tables(&path, &src);
+                for alias in &i.names {
+                    if tables.iter().any(|t| t == alias.name.as_str()) {
+                        let local = alias.asname.as_ref().unwrap_or(&alias.name);
+                        r.imported.push(local.to_string());
+                    }
+                }
+            }
+            _ => {}
         }
     }
     let mut blank = Vec::new();
@@ -758,6 +825,7 @@ pub fn declared(file: &str, source: &str) -> R<(Declared, Vec<(usize, usize)>)> 
         Declared {
             tables: r.tables,
             pipeline,
+            imported: r.imported,
         },
         blank,
     ))
@@ -767,7 +835,7 @@ pub fn declared(file: &str, source: &str) -> R<(Declared, Vec<(usize, usize)>)> 
 /// source unchanged when it declares neither), and what it declared.
 pub fn expand(file: &str, source: &str, pos: Position) -> R<(String, Declared)> {
     let (decl, blank) = declared(file, source)?;
-    if decl.tables.is_empty() && decl.pipeline.is_none() {
+    if decl.tables.is_empty() && decl.pipeline.is_none() && decl.imported.is_empty() {
         return Ok((source.to_string(), decl));
     }
     let mut out: Vec<u8> = source.as_bytes().to_vec();
@@ -779,8 +847,8 @@ pub fn expand(file: &str, source: &str, pos: Position) -> R<(String, Declared)> 
         }
     }
     let mut out = String::from_utf8_lossy(&out).into_owned();
-    for t in &decl.tables {
-        out = rename_apply(&out, &t.name);
+    for t in decl.tables.iter().map(|t| &t.name).chain(&decl.imported) {
+        out = rename_apply(&out, t);
     }
     let mut gen = String::new();
     for t in &decl.tables {

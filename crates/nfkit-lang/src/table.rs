@@ -11,6 +11,9 @@
 //!   in use.
 //!
 //! An action word (u64) is `action index << 56 | argument` (56 bits).
+//! Every layout also has `T_default`, a one-slot array holding the
+//! action word of a miss (the declared `default=` to begin with), so the
+//! control plane changes the default at runtime like an entry.
 
 use crate::ir::key_layout;
 use crate::types::Ty;
@@ -22,6 +25,9 @@ pub const MAX_SIZE: u32 = 65536;
 pub const MAX_TERNARY: u32 = 4096;
 /// Largest action argument (56 bits).
 pub const MAX_ARG: u64 = (1 << 56) - 1;
+/// What an exact or LPM lookup gives on a miss: action 255, which no
+/// table has (at most 255 actions), so never an entry's word.
+const MISS: u64 = u64::MAX;
 
 /// How a key field matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,10 +219,10 @@ impl Table {
         o
     }
 
-    /// Names of the maps that hold the table.
+    /// Names of the maps that hold the table (the default's last).
     pub fn maps(&self) -> Vec<String> {
         let n = &self.name;
-        match self.layout() {
+        let mut v = match self.layout() {
             Layout::Hash => vec![format!("{n}_exact")],
             Layout::Lpm => vec![format!("{n}_lpm")],
             Layout::Ternary => {
@@ -228,7 +234,23 @@ impl Table {
                 v.extend([format!("{n}_prio"), format!("{n}_act"), format!("{n}_n")]);
                 v
             }
-        }
+        };
+        v.push(self.default_map());
+        v
+    }
+
+    /// The one-slot array (`u64` at index 0) holding the miss's action word.
+    pub fn default_map(&self) -> String {
+        format!("{}_default", self.name)
+    }
+
+    /// The map write that sets the miss's action word to `word`.
+    pub fn default_write(&self, word: u64) -> Write3 {
+        (
+            self.default_map(),
+            0u32.to_le_bytes().to_vec(),
+            word.to_le_bytes().to_vec(),
+        )
     }
 
     /// The maps and chains of the table, as chain-language source:
@@ -251,6 +273,10 @@ impl Table {
             }
         };
         let _ = writeln!(s, "\n# table {n} (line {})", self.line);
+        let _ = writeln!(s, "{n}_default = ArrayMap(u64, 1)");
+        // A hit gives the entry's word; a miss (MISS, never a word: at most
+        // 255 actions) reads the default's.
+        let miss = format!("    if _w == {MISS:#x}:\n        _w = {n}_default[0]");
         match self.layout() {
             Layout::Hash => {
                 let tys: Vec<Ty> = self.keys.iter().map(|(f, _)| f.ty).collect();
@@ -262,7 +288,8 @@ impl Table {
                 } else {
                     format!("({})", ks.join(", "))
                 };
-                let _ = writeln!(s, "    _w: u64 = {n}_exact.get({key}, {})", self.default);
+                let _ = writeln!(s, "    _w: u64 = {n}_exact.get({key}, {MISS:#x})");
+                let _ = writeln!(s, "{miss}");
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
             Layout::Lpm => {
@@ -284,10 +311,10 @@ impl Table {
                 }
                 let _ = writeln!(
                     s,
-                    "    _w: u64 = {n}_lpm.get(({}), {})",
-                    parts.join(", "),
-                    self.default
+                    "    _w: u64 = {n}_lpm.get(({}), {MISS:#x})",
+                    parts.join(", ")
                 );
+                let _ = writeln!(s, "{miss}");
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
             Layout::Ternary => {
@@ -304,20 +331,23 @@ impl Table {
                 }
                 let _ = writeln!(s, "    _n: u32 = {n}_n[0]");
                 let _ = writeln!(s, "    _best: u32 = 0");
-                let _ = writeln!(s, "    _w: u64 = {}", self.default);
+                let _ = writeln!(s, "    _w: u64 = {n}_default[0]");
                 // Through bpf_loop (a cap above 1024): the verifier checks
                 // the body once, whatever the number of rules.
                 let _ = writeln!(s, "    if _n > {size}:");
                 let _ = writeln!(s, "        _n = {size}");
                 let cap = size.max(crate::check::BPF_LOOP_ABOVE + 1);
                 let _ = writeln!(s, "    for _i in range(_n, cap={cap}):");
-                let _ = writeln!(s, "        _p: u32 = {n}_prio[_i]");
+                // The keys first: a rule that does not match costs one
+                // lookup per key up to the first mismatch.
                 let conds: Vec<String> = (0..self.keys.len())
                     .map(|j| format!("(_k{j} & {n}_m{j}[_i]) == {n}_v{j}[_i]"))
                     .collect();
-                let _ = writeln!(s, "        if _p > _best and {}:", conds.join(" and "));
-                let _ = writeln!(s, "            _best = _p");
-                let _ = writeln!(s, "            _w = {n}_act[_i]");
+                let _ = writeln!(s, "        if {}:", conds.join(" and "));
+                let _ = writeln!(s, "            _p: u32 = {n}_prio[_i]");
+                let _ = writeln!(s, "            if _p > _best:");
+                let _ = writeln!(s, "                _best = _p");
+                let _ = writeln!(s, "                _w = {n}_act[_i]");
                 let _ = writeln!(s, "    return {n}_run(_w)");
             }
         }
@@ -340,9 +370,9 @@ impl Table {
         s
     }
 
-    /// The map writes that install the declared entries.
+    /// The map writes that install the declared default and entries.
     pub fn writes(&self) -> Vec<Write3> {
-        let mut out = Vec::new();
+        let mut out = vec![self.default_write(self.default)];
         let n = &self.name;
         match self.layout() {
             Layout::Hash => {

@@ -166,7 +166,8 @@ pub(crate) fn keeps_table(table: &str, old: &ScriptVm, new: &ScriptVm) -> Result
 
 /// Whether `map` holds entries of table `table` (the maps
 /// [`nfkit_lang::table::Table::maps`] names: `T_exact`, `T_lpm`, or the
-/// rule arrays `T_v<j>`, `T_m<j>`, `T_prio`, `T_act`, `T_n`).
+/// rule arrays `T_v<j>`, `T_m<j>`, `T_prio`, `T_act`, `T_n`; and
+/// `T_default`, the action word of a miss).
 pub fn is_table_map(table: &str, map: &str) -> bool {
     let Some(rest) = map.strip_prefix(table).and_then(|r| r.strip_prefix('_')) else {
         return false;
@@ -175,7 +176,9 @@ pub fn is_table_map(table: &str, map: &str) -> bool {
         rest.strip_prefix(p)
             .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
     };
-    matches!(rest, "exact" | "lpm" | "prio" | "act" | "n") || indexed('v') || indexed('m')
+    matches!(rest, "exact" | "lpm" | "prio" | "act" | "n" | "default")
+        || indexed('v')
+        || indexed('m')
 }
 
 #[cfg(test)]
@@ -187,6 +190,7 @@ mod tests {
         assert!(is_table_map("ACL", "ACL_v0"));
         assert!(is_table_map("ACL", "ACL_m12"));
         assert!(is_table_map("ROUTES", "ROUTES_lpm"));
+        assert!(is_table_map("ROUTES", "ROUTES_default"));
         assert!(!is_table_map("ACL", "ACL_v"));
         assert!(!is_table_map("ACL", "ROUTES_lpm"));
         assert!(!is_table_map("ACL", "ACLx_n"));

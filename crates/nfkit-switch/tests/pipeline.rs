@@ -201,3 +201,106 @@ fn signed_updates_write_table_entries() {
     assert_eq!((s.updates.applied, s.updates.refused), (2, 2));
     sw.finish().expect("finish");
 }
+
+/// A table's default action is map state (`T_default[0]`): a signed
+/// update at `table:T` setting it changes what frames that match no
+/// entry do, from the next frame on, under numbered traffic (one worker,
+/// one queue: frames run in number order). Every frame to 10.2.0.1
+/// misses T; declared default DROP, then `(act, 1)` (out of port 1,
+/// marked `D`), then DROP again.
+#[test]
+fn signed_updates_change_the_default_action() {
+    use common::numbered::Traffic;
+    use nfkit_switch::UpdateAuth;
+    use nfkit_update::{Body, Key, KeyRing, Message, Position};
+    use std::time::Instant;
+    const MISSES: &str = r#"
+def act(port: u64) -> u64:
+    Packet.write_u8(46, u8(68))
+    return port
+
+T = Table(keys={"ip.dst": "exact"}, actions=[act, DROP], size=16, default=DROP,
+          entries=[("10.9.9.9", act, 1)])
+pipeline(tables=[T])
+attach("sw0", "switch")
+"#;
+    let c = compile_switch("misses.py", MISSES);
+    let key = Key::new(1, [5; 32]).expect("key");
+    let (traffic, port) = Traffic::port(1, 1, 100, 2_000_000);
+    let cfg = SwitchConfig {
+        workers: 1,
+        pin: false,
+        auth: Some(UpdateAuth {
+            switch_id: "sw0".into(),
+            keys: KeyRing::new([key.clone()]),
+        }),
+        ..SwitchConfig::default()
+    };
+    let sw = Switch::start(&c, vec![port], &cfg).expect("start");
+    let compile = |n: &str, s: &str| {
+        nfkit_lang::compile(n, s, &nfkit_lang::Options::default()).map_err(|e| e.to_string())
+    };
+    let set_default = |version: u64, word: u64| {
+        let m = Message::new(
+            "sw0",
+            Position::Table("T".into()),
+            version,
+            Body::EntrySet {
+                map: "T_default".into(),
+                key: 0u32.to_le_bytes().to_vec(),
+                value: word.to_le_bytes().to_vec(),
+            },
+        )
+        .expect("message");
+        sw.update(
+            &m.seal(&key).expect("seal"),
+            "test",
+            Instant::now(),
+            &compile,
+        )
+        .expect("default set");
+    };
+    // Frames that ran (every verdict counted), in number order.
+    let ran = || -> u64 { sw.stats().actions.iter().map(|(_, n)| n).sum() };
+    let wait_ran = |n: u64| {
+        let t = Instant::now();
+        while ran() < n {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "frames stopped running"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    wait_ran(200);
+    let dropped_before = ran();
+    set_default(1, 1); // action 0 (act), argument 1
+    let first_after = traffic.given();
+    wait_ran(first_after + 300);
+    let ran_redirected = ran();
+    set_default(2, 1 << 56); // action 1 (DROP)
+    let first_dropped = traffic.given();
+    wait_ran(first_dropped + 300);
+    traffic.stop();
+    sw.stop();
+    let (stats, _) = sw.finish().expect("finish");
+    let out = traffic.out();
+    let nums: Vec<u32> = out.iter().map(|(n, _)| *n).collect();
+    assert!(
+        out.iter().all(|(_, m)| *m == b'D'),
+        "every frame out ran the default action"
+    );
+    assert!(
+        nums.iter().all(|&n| u64::from(n) >= dropped_before && u64::from(n) < first_dropped),
+        "frames that ran under a DROP default stayed in: out {}..{}, DROP before {dropped_before}, from {first_dropped}",
+        nums.first().copied().unwrap_or(0),
+        nums.last().copied().unwrap_or(0)
+    );
+    for n in first_after..ran_redirected {
+        assert!(
+            nums.binary_search(&(n as u32)).is_ok(),
+            "frame {n} ran after the default became (act, 1) but did not go out"
+        );
+    }
+    assert_eq!((stats.updates.applied, stats.updates.refused), (2, 0));
+}

@@ -108,20 +108,8 @@ impl Checker<'_> {
                 "import library chains without cycles",
             );
         }
-        let base = std::path::Path::new(&self.prog.file)
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default();
         let rel: std::path::PathBuf = std::iter::once("lib").chain(rest.split('.')).collect();
-        let mut found = None;
-        for ext in ["chain", "py"] {
-            let p = base.join(&rel).with_extension(ext);
-            if let Ok(src) = std::fs::read_to_string(&p) {
-                found = Some((p, src));
-                break;
-            }
-        }
-        let Some((path, src)) = found else {
+        let Some((path, src)) = crate::pipeline::lib_script(&self.prog.file, rest) else {
             return self.err(
                 at,
                 format!(
@@ -156,6 +144,7 @@ impl Checker<'_> {
             nf_map.push(k);
         }
         let map_map = self.merge_lib_maps(&lib.maps, &path, at)?;
+        self.merge_lib_tables(&lib.tables, &path, at)?;
         let set_base = self.merge_lib_patterns(&lib.patterns, &path, at)?;
         let is_match: Vec<bool> = lib
             .nfs
@@ -192,11 +181,22 @@ impl Checker<'_> {
         for alias in &i.names {
             let name = alias.name.as_str();
             let local = alias.asname.as_ref().map(|a| a.as_str()).unwrap_or(name);
+            if lib.tables.iter().any(|t| t.name == name) {
+                // A table: its apply chain, called as `LOCAL_apply` (the
+                // expansion renames `LOCAL.apply(` and pipeline stages).
+                let apply = format!("{name}_apply");
+                if let Some(k) = lib.chains.iter().position(|c| c.name == apply) {
+                    let local_apply = format!("{local}_apply");
+                    self.prog.chains[first + k].name = local_apply.clone();
+                    self.define(&local_apply, Sym::Chain(first + k), off(alias))?;
+                    continue;
+                }
+            }
             let Some(k) = lib.chains.iter().position(|c| c.name == name) else {
                 return self.err(
                     off(alias),
-                    format!("{} has no chain '{name}'", path.display()),
-                    "import chains defined with 'def' in the library script",
+                    format!("{} has no chain or table '{name}'", path.display()),
+                    "import chains defined with 'def' and tables (T = Table(...)) of the library script",
                 );
             };
             self.prog.chains[first + k].name = name.to_string();
@@ -245,6 +245,35 @@ impl Checker<'_> {
         }
         self.prog.patterns.extend(sets.iter().cloned());
         Ok(base as u64)
+    }
+
+    /// Adds the tables of library `path` (their declared entries and
+    /// defaults are control-plane writes; a table of the same name must
+    /// be the same table).
+    fn merge_lib_tables(
+        &mut self,
+        tables: &[crate::table::Table],
+        path: &std::path::Path,
+        at: usize,
+    ) -> R<()> {
+        for t in tables {
+            match self.prog.tables.iter().find(|x| x.name == t.name) {
+                Some(x) if x.keys == t.keys && x.actions == t.actions && x.size == t.size => {}
+                Some(_) => {
+                    return self.err(
+                        at,
+                        format!(
+                            "table '{}' of {} clashes with a table of the same name",
+                            t.name,
+                            path.display()
+                        ),
+                        "rename one of the tables",
+                    )
+                }
+                None => self.prog.tables.push(t.clone()),
+            }
+        }
+        Ok(())
     }
 
     /// Adds the maps of library `path` (a map of the same name must be
