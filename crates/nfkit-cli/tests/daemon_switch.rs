@@ -429,3 +429,88 @@ fn daemon_switch_commands_print_what_they_print_directly() {
     assert_eq!(code, 0, "{o}{e}");
     assert!(keyed.0.wait().expect("wait").success());
 }
+
+#[test]
+fn daemon_switch_a_keyed_switch_started_through_nfkitd_takes_signed_updates() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    const NAME: &str = "dmnq";
+    let d = Dir::new("daemon-swkey");
+    let run = d.path("run");
+    let keys = d.path("keys");
+    let (code, o, e) = nfkit(&run, "off", None, &["switch", "keygen", &keys]);
+    assert_eq!(code, 0, "{o}{e}");
+    let open_keys = d.path("open-keys");
+    std::fs::copy(&keys, &open_keys).expect("copy keys");
+    std::fs::set_permissions(
+        &open_keys,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .expect("chmod");
+    let script = examples().join("port_stats.py").display().to_string();
+    let cfg = d.path("nfkitd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "run_dir = {run:?}\ndata_dir = {:?}\nswitch_dir = {run:?}\nnfkit = {NFKIT:?}\n",
+            d.path("data")
+        ),
+    )
+    .expect("config");
+    let (code, o, e) = nfkit(&run, "", None, &["daemon", "start", "--config", &cfg]);
+    assert_eq!(code, 0, "{o}{e}");
+    let sock = format!("{run}/nfkitd.sock");
+    let (_, o, _) = nfkit(&run, &sock, None, &["daemon", "status", "--json"]);
+    let _daemon = Daemon(json(&o)["pid"].as_u64().expect("pid") as u32);
+    let tap = format!("{NAME}0:tap");
+    let start = |key: &str| {
+        nfkit(
+            &run,
+            &sock,
+            None,
+            &[
+                "switch", "start", "--name", NAME, "--port", &tap, "--no-pin", "--key", key,
+                &script,
+            ],
+        )
+    };
+    // A key file others may read: refused by nfkitd, nothing started.
+    let (code, o, e) = start(&open_keys);
+    assert_eq!(code, 1, "{o}{e}");
+    assert!(e.contains("readable or writable by group or others"), "{e}");
+    let (code, o, e) = nfkit(&run, &sock, None, &["switch", "status", NAME]);
+    assert_ne!(code, 0, "nothing started: {o}{e}");
+    let (code, o, e) = start(&keys);
+    assert_eq!(code, 0, "{o}{e}");
+    let rec = std::fs::read_to_string(format!("{run}/switches.json")).expect("records");
+    assert!(rec.contains(&keys), "{rec}");
+    // Plain writes refused; a signed update taken, through nfkitd.
+    let (code, _, e) = nfkit(
+        &run,
+        &sock,
+        None,
+        &["map", "set", "blocked", "8080", "3", "--switch", NAME],
+    );
+    assert_eq!(code, 1);
+    assert!(e.contains("authenticated writes only"), "{e}");
+    let (code, o, e) = nfkit(
+        &run,
+        &sock,
+        None,
+        &[
+            "switch", "update", "--switch", NAME, "--set", "blocked", "901f", "03", "--key", &keys,
+        ],
+    );
+    assert_eq!(code, 0, "{o}{e}");
+    let (code, o, e) = nfkit(
+        &run,
+        &sock,
+        None,
+        &["map", "get", "blocked", "8080", "--switch", NAME],
+    );
+    assert_eq!((code, o.trim()), (0, "3"), "{e}");
+    let (code, o, e) = nfkit(&run, &sock, None, &["switch", "stop", NAME]);
+    assert_eq!(code, 0, "{o}{e}");
+}

@@ -9,52 +9,10 @@
 //! `post` from the others; undeploy removes them all.
 
 mod common;
+use common::router_bed::*;
 use common::*;
-use nfkit_kernel::testbed::Netns;
-use nfkit_traffic::recv::Capture;
-use nfkit_vm::Engine;
 use serde_json::Value;
 use std::time::Duration;
-
-/// The router's packets, (timestamp, bytes), from examples/router.pcap.
-fn router_packets() -> Vec<(u64, Vec<u8>)> {
-    nfkit_pcap::read_file(examples().join("router.pcap"))
-        .expect("read examples/router.pcap")
-        .into_iter()
-        .map(|p| (p.ts_ns, p.data))
-        .collect()
-}
-
-/// Per output port (2 and 3), the frames a run sent there, in order.
-type PerPort = [Vec<Vec<u8>>; 2];
-
-/// The VM: the frames of each REDIRECT verdict, by port.
-fn vm_per_port(packets: &[(u64, Vec<u8>)]) -> (PerPort, u64) {
-    let src = std::fs::read_to_string(examples().join("router.py")).expect("router.py");
-    let opts = nfkit_lang::Options {
-        hook: Some(nfkit_nf::Hook::Tc),
-        ..nfkit_lang::Options::default()
-    };
-    let c =
-        nfkit_lang::compile("examples/router.py", &src, &opts).unwrap_or_else(|e| panic!("{e}"));
-    let r = nfkit_control::runner::run_capture_on(&c, packets, false, Engine::Interp).expect("run");
-    let mut out: PerPort = [Vec::new(), Vec::new()];
-    for (line, (ts, _)) in r.lines.iter().zip(packets) {
-        if line.verdict != "REDIRECT" {
-            continue;
-        }
-        let port = line.redirect.expect("a port") as usize;
-        let bytes = r
-            .out
-            .iter()
-            .find(|(t, _)| t == ts)
-            .map(|(_, b)| b.clone())
-            .expect("the redirected frame");
-        out[port - 2].push(bytes);
-    }
-    let routed = (out[0].len() + out[1].len()) as u64;
-    (out, routed)
-}
 
 /// The software switch (pcap ports p1..p4, the packets in on p1): the
 /// frames out of p2 and p3, and what `post` counted.
@@ -115,67 +73,8 @@ fn switch_per_port(packets: &[(u64, Vec<u8>)]) -> (PerPort, u64) {
     ([out(2), out(3)], counted)
 }
 
-/// The router's namespace: output devices with ifindexes 2 and 3 (the
-/// ports of examples/router.py) and the input device, each a veth to a
-/// second namespace that sends and captures.
-struct Bed {
-    // Namespaces go last (fields drop in order; their veths go with them).
-    router: Netns,
-    host: Netns,
-}
-
-const IN: &str = "ppin";
-const OUT: [&str; 2] = ["ppo2", "ppo3"];
-const PEER_IN: &str = "pphin";
-const PEER: [&str; 2] = ["pph2", "pph3"];
-
-impl Bed {
-    fn new() -> Bed {
-        let router = Netns::new("pipe-rt").expect("netns");
-        let host = Netns::new("pipe-rh").expect("netns");
-        for ns in [&router, &host] {
-            for k in ["all", "default"] {
-                ns.exec(&[
-                    "sysctl",
-                    "-qw",
-                    &format!("net.ipv6.conf.{k}.disable_ipv6=1"),
-                ])
-                .expect("sysctl");
-            }
-        }
-        let pairs = [
-            (OUT[0], "2", PEER[0]),
-            (OUT[1], "3", PEER[1]),
-            (IN, "4", PEER_IN),
-        ];
-        for (dev, index, peer) in pairs {
-            router
-                .ip(&[
-                    "link",
-                    "add",
-                    dev,
-                    "index",
-                    index,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    peer,
-                    "netns",
-                    host.name(),
-                ])
-                .expect("veth");
-            router.ip(&["link", "set", dev, "up"]).expect("up");
-            host.ip(&["link", "set", peer, "up"]).expect("up");
-        }
-        assert_eq!(router.ifindex(OUT[0]).expect("ifindex"), 2);
-        assert_eq!(router.ifindex(OUT[1]).expect("ifindex"), 3);
-        Bed { router, host }
-    }
-}
-
 /// `nfkit ARGS --netns ROUTER` with the scratch paths; its JSON.
-fn nfkit_json(bed: &Bed, s: &Scratch, args: &[&str]) -> Value {
+fn nfkit_json(bed: &RouterBed, s: &Scratch, args: &[&str]) -> Value {
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--netns", bed.router.name(), "--json"]);
     json(&output_ok(nfkit_cmd(None, s), &all))
@@ -215,7 +114,7 @@ fn router_deployed_runs_post_at_egress_and_matches_the_vm_and_the_switch() {
     );
     assert_eq!(vm_routed, 10, "5 routed + 5 of the rate-limited source");
 
-    let bed = Bed::new();
+    let bed = RouterBed::new();
     let s = Scratch::new("pipe-router");
     let script = examples().join("router.py").display().to_string();
     let d = nfkit_json(
@@ -246,25 +145,7 @@ fn router_deployed_runs_post_at_egress_and_matches_the_vm_and_the_switch() {
     assert_eq!(post_devs, [IN, OUT[0], OUT[1]], "every device: {d}");
     assert_eq!(posts(&s), [IN, OUT[0], OUT[1]]);
 
-    let caps: Vec<Capture> = PEER
-        .iter()
-        .map(|p| Capture::start(p, Some(bed.host.name()), 64).expect("capture"))
-        .collect();
-    for (_, frame) in &packets {
-        send_frames(&bed.host, PEER_IN, frame.clone(), 1);
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let got: Vec<Vec<Vec<u8>>> = caps
-        .into_iter()
-        .map(|c| {
-            c.finish()
-                .expect("capture")
-                .into_iter()
-                .filter(|f| f.get(12..14) == Some(&[0x08, 0x00]))
-                .collect()
-        })
-        .collect();
+    let got = bed.send_and_capture(&packets);
     assert_eq!(got[0], vm[0], "port 2: the kernel's frames are the VM's");
     assert_eq!(got[1], vm[1], "port 3: the kernel's frames are the VM's");
     let stat = |k: &str| -> u64 {

@@ -88,6 +88,7 @@ fn main() {
                 netns: bed.sut.clone(),
                 attach: AttachPoint::XdpGeneric as i32,
                 mode: 0,
+                post_devs: Vec::new(),
             })
             .await
             .expect("deploy");

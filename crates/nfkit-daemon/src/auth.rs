@@ -179,6 +179,7 @@ pub mod rpc {
         WATCH_STATS = "nfkit.v1.StatsService/WatchStats", ReadOnly, false;
         GET_INFO = "nfkit.v1.DaemonService/GetInfo", ReadOnly, false;
         SHUTDOWN = "nfkit.v1.DaemonService/Shutdown", Admin, true;
+        RELOAD = "nfkit.v1.DaemonService/Reload", Admin, true;
         DEPLOY_SWITCH = "nfkit.v1.SwitchService/DeploySwitch", Deploy, true;
         REDEPLOY_SWITCH = "nfkit.v1.SwitchService/RedeploySwitch", Deploy, true;
         UNDEPLOY_SWITCH = "nfkit.v1.SwitchService/UndeploySwitch", Deploy, true;

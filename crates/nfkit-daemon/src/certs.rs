@@ -2,11 +2,14 @@
 //! a CA, a server certificate for given names and addresses, client
 //! certificates whose subject CN is the name `[roles] names` maps to a
 //! role. ECDSA P-256 keys, made with rcgen. Private keys are written
-//! mode 0600 and files are never overwritten.
+//! mode 0600 and files are never overwritten, except the CA's CRL
+//! (`ca.crl`, nfkitd's `[tls] crl`), which [`revoke`] replaces
+//! atomically with one listing one more client.
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertificateRevocationListParams, CertifiedIssuer,
+    DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair,
+    KeyUsagePurpose, RevokedCertParams, SerialNumber, SigningKey,
 };
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -27,6 +30,15 @@ pub enum CertError {
     Exists(PathBuf),
     #[error("client name {0:?}: use 1 to 64 of [A-Za-z0-9_.-] (it names the files)")]
     BadName(String),
+    #[error("{path}: {msg}")]
+    Bad { path: PathBuf, msg: String },
+}
+
+fn bad(path: &Path, msg: impl std::fmt::Display) -> CertError {
+    CertError::Bad {
+        path: path.to_path_buf(),
+        msg: msg.to_string(),
+    }
 }
 
 /// A certificate and its private key, PEM.
@@ -139,6 +151,165 @@ impl Ca {
     }
 }
 
+/// One certificate a CRL lists.
+struct Listed {
+    serial: Vec<u8>,
+    at: time::OffsetDateTime,
+}
+
+/// A CRL signed by `issuer` listing `revoked`, number `number`, valid
+/// `days` days; PEM.
+fn crl_pem(
+    issuer: &Issuer<'_, impl SigningKey>,
+    revoked: &[Listed],
+    number: u64,
+    days: u32,
+) -> Result<String, CertError> {
+    let valid = valid_for(days);
+    let p = CertificateRevocationListParams {
+        this_update: time::OffsetDateTime::from(valid.start),
+        next_update: time::OffsetDateTime::from(valid.end),
+        crl_number: SerialNumber::from(number),
+        issuing_distribution_point: None,
+        revoked_certs: revoked
+            .iter()
+            .map(|r| RevokedCertParams {
+                serial_number: SerialNumber::from_slice(&r.serial),
+                revocation_time: r.at,
+                reason_code: None,
+                invalidity_date: None,
+            })
+            .collect(),
+        key_identifier_method: KeyIdMethod::Sha256,
+    };
+    Ok(p.signed_by(issuer)?.pem()?)
+}
+
+/// What [`revoke`] did.
+#[derive(Debug, serde::Serialize)]
+pub struct Revoked {
+    pub crl: PathBuf,
+    pub name: String,
+    /// The certificate's serial number, hex.
+    pub serial: String,
+    /// It was listed already (the CRL is unchanged).
+    pub already: bool,
+    /// How many certificates the CRL lists now.
+    pub listed: usize,
+}
+
+fn read(path: &Path) -> Result<String, CertError> {
+    std::fs::read_to_string(path).map_err(|cause| CertError::Io {
+        path: path.to_path_buf(),
+        cause,
+    })
+}
+
+fn der_of(path: &Path, text: &str, label: &str) -> Result<Vec<u8>, CertError> {
+    let p = rustls_pki_types::pem::PemObject::from_pem_slice(text.as_bytes())
+        .map(|c: rustls_pki_types::CertificateDer<'static>| c.to_vec());
+    match label {
+        "CERTIFICATE" => p.map_err(|e| bad(path, format!("no PEM certificate: {e}"))),
+        _ => rustls_pki_types::pem::PemObject::from_pem_slice(text.as_bytes())
+            .map(|c: rustls_pki_types::CertificateRevocationListDer<'static>| c.to_vec())
+            .map_err(|e| bad(path, format!("no PEM X509 CRL: {e}"))),
+    }
+}
+
+/// Revokes client `name` of the CA in `out` (`ca.crt`, `ca.key`,
+/// `NAME.crt`): `out/ca.crl` is replaced (atomically) by a CRL signed
+/// by the CA that lists what it listed and `NAME.crt`'s serial, with
+/// the next CRL number, valid `days` days. nfkitd refuses the
+/// certificate once it reloads (`nfkit daemon reload`, SIGHUP).
+pub fn revoke(out: &Path, name: &str, days: u32) -> Result<Revoked, CertError> {
+    check_name(name)?;
+    let (ca_crt, ca_key, crt, crl) = (
+        out.join("ca.crt"),
+        out.join("ca.key"),
+        out.join(format!("{name}.crt")),
+        out.join("ca.crl"),
+    );
+    let ca_pem = read(&ca_crt)?;
+    let key = KeyPair::from_pem(&read(&ca_key)?)
+        .map_err(|e| bad(&ca_key, format!("not a private key: {e}")))?;
+    let issuer = Issuer::from_ca_cert_pem(&ca_pem, key)
+        .map_err(|e| bad(&ca_crt, format!("not a CA certificate: {e}")))?;
+    let ca_der = der_of(&ca_crt, &ca_pem, "CERTIFICATE")?;
+    let (_, ca) = x509_parser::parse_x509_certificate(&ca_der)
+        .map_err(|e| bad(&ca_crt, format!("not a certificate: {e}")))?;
+    let der = der_of(&crt, &read(&crt)?, "CERTIFICATE")?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| bad(&crt, format!("not a certificate: {e}")))?;
+    if cert.issuer().as_raw() != ca.subject().as_raw() {
+        return Err(bad(
+            &crt,
+            format!(
+                "issued by {}, not by this CA ({})",
+                cert.issuer(),
+                ca.subject()
+            ),
+        ));
+    }
+    let serial = cert.raw_serial().to_vec();
+    let (mut listed, number) = if crl.exists() {
+        let der = der_of(&crl, &read(&crl)?, "X509 CRL")?;
+        let (_, old) =
+            x509_parser::parse_x509_crl(&der).map_err(|e| bad(&crl, format!("not a CRL: {e}")))?;
+        if old.issuer().as_raw() != ca.subject().as_raw() {
+            return Err(bad(
+                &crl,
+                format!("issued by {}, not by this CA", old.issuer()),
+            ));
+        }
+        let listed = old
+            .iter_revoked_certificates()
+            .map(|r| {
+                Ok(Listed {
+                    serial: r.raw_serial().to_vec(),
+                    at: time::OffsetDateTime::from_unix_timestamp(r.revocation_date.timestamp())
+                        .map_err(|e| bad(&crl, format!("a revocation date: {e}")))?,
+                })
+            })
+            .collect::<Result<Vec<_>, CertError>>()?;
+        let number = old
+            .crl_number()
+            .and_then(|n| n.to_u64_digits().first().copied())
+            .unwrap_or(0);
+        (listed, number)
+    } else {
+        (Vec::new(), 0)
+    };
+    let hex: String = serial.iter().map(|b| format!("{b:02x}")).collect();
+    if listed.iter().any(|l| l.serial == serial) {
+        return Ok(Revoked {
+            crl,
+            name: name.to_string(),
+            serial: hex,
+            already: true,
+            listed: listed.len(),
+        });
+    }
+    listed.push(Listed {
+        serial,
+        at: time::OffsetDateTime::now_utc(),
+    });
+    let pem = crl_pem(&issuer, &listed, number + 1, days)?;
+    let tmp = out.join(format!(".ca.crl.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    write_new(&tmp, &pem, 0o644)?;
+    std::fs::rename(&tmp, &crl).map_err(|cause| CertError::Io {
+        path: crl.clone(),
+        cause,
+    })?;
+    Ok(Revoked {
+        crl,
+        name: name.to_string(),
+        serial: hex,
+        already: false,
+        listed: listed.len(),
+    })
+}
+
 fn check_name(name: &str) -> Result<(), CertError> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -179,6 +350,8 @@ fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), CertError> {
 #[derive(Debug, serde::Serialize)]
 pub struct Written {
     pub ca: PathBuf,
+    /// The CA's CRL, listing none yet ([`revoke`]).
+    pub crl: PathBuf,
     pub server_cert: PathBuf,
     pub server_key: PathBuf,
     /// (name, certificate, key) of each client.
@@ -187,7 +360,8 @@ pub struct Written {
 
 /// Makes a CA, a server certificate (`server_names` beside localhost)
 /// and a certificate per client, valid `days` days, into `out`:
-/// `ca.crt`, `ca.key`, `server.crt`, `server.key`, `NAME.crt`, `NAME.key`.
+/// `ca.crt`, `ca.key`, `ca.crl` (listing none), `server.crt`,
+/// `server.key`, `NAME.crt`, `NAME.key`.
 /// Names are checked and files checked absent before anything is written.
 pub fn write_set(
     out: &Path,
@@ -201,7 +375,7 @@ pub fn write_set(
             return Err(CertError::BadName(c.clone()));
         }
     }
-    let mut files = vec!["ca.crt", "ca.key", "server.crt", "server.key"]
+    let mut files = vec!["ca.crt", "ca.key", "server.crt", "server.key", "ca.crl"]
         .into_iter()
         .map(|f| out.join(f))
         .collect::<Vec<_>>();
@@ -209,6 +383,7 @@ pub fn write_set(
         files.push(out.join(format!("{c}.crt")));
         files.push(out.join(format!("{c}.key")));
     }
+    let first_client = 5;
     if let Some(f) = files.iter().find(|f| f.exists()) {
         return Err(CertError::Exists(f.clone()));
     }
@@ -223,15 +398,20 @@ pub fn write_set(
     write_new(&files[1], &cai.key_pem, 0o600)?;
     write_new(&files[2], &server.cert_pem, 0o644)?;
     write_new(&files[3], &server.key_pem, 0o600)?;
+    write_new(&files[4], &crl_pem(&ca.issuer, &[], 1, days)?, 0o644)?;
     let mut written = Written {
         ca: files[0].clone(),
+        crl: files[4].clone(),
         server_cert: files[2].clone(),
         server_key: files[3].clone(),
         clients: Vec::new(),
     };
     for (i, c) in clients.iter().enumerate() {
         let is = ca.client(c, valid_for(days))?;
-        let (crt, key) = (&files[4 + 2 * i], &files[5 + 2 * i]);
+        let (crt, key) = (
+            &files[first_client + 2 * i],
+            &files[first_client + 1 + 2 * i],
+        );
         write_new(crt, &is.cert_pem, 0o644)?;
         write_new(key, &is.key_pem, 0o600)?;
         written.clients.push((c.clone(), crt.clone(), key.clone()));
@@ -281,6 +461,55 @@ mod tests {
             Err(CertError::BadName(_))
         ));
         assert!(!dir.join("x").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn revoking_adds_to_the_crl_that_nfkitd_loads_and_a_bad_crl_is_named() {
+        let dir = std::env::temp_dir().join(format!("nfkit-revoke-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let w = write_set(&dir, &[], &["ci".into(), "ops".into()], 3).unwrap();
+        let tls = |crl: &Path| crate::config::TlsConfig {
+            listen: None,
+            cert: Some(w.server_cert.clone()),
+            key: Some(w.server_key.clone()),
+            client_ca: Some(w.ca.clone()),
+            crl: Some(crl.to_path_buf()),
+        };
+        let st = crate::tls::ServerTls::new(&tls(&w.crl)).unwrap();
+        assert_eq!(st.revoked, 0);
+        let r = revoke(&dir, "ops", 3).unwrap();
+        assert!(!r.already && r.listed == 1, "{r:?}");
+        let r = revoke(&dir, "ops", 3).unwrap();
+        assert!(r.already && r.listed == 1, "{r:?}");
+        assert_eq!(revoke(&dir, "ci", 3).unwrap().listed, 2);
+        assert_eq!(crate::tls::ServerTls::new(&tls(&w.crl)).unwrap().revoked, 2);
+        assert!(matches!(
+            revoke(&dir, "nobody", 3),
+            Err(CertError::Io { .. })
+        ));
+        // Garbage, and a CRL of another CA: refused, the file named.
+        let junk = dir.join("junk.crl");
+        std::fs::write(
+            &junk,
+            "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
+        )
+        .unwrap();
+        let e = crate::tls::ServerTls::new(&tls(&junk))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("junk.crl"), "{e}");
+        let other = dir.join("other");
+        write_set(&other, &[], &[], 3).unwrap();
+        let e = crate::tls::ServerTls::new(&tls(&other.join("ca.crl")))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("other/ca.crl") && e.contains("not signed by the client CA"),
+            "{e}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

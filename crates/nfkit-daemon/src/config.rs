@@ -20,6 +20,7 @@
 //! cert = "/etc/nfkit/tls/server.crt"   # the server's chain (PEM)
 //! key = "/etc/nfkit/tls/server.key"    # its private key (PEM)
 //! client_ca = "/etc/nfkit/tls/ca.crt"  # clients' certificates must chain to it
+//! crl = "/etc/nfkit/tls/ca.crl"        # revoked client certificates (optional, PEM)
 //!
 //! [roles]                              # by peer uid or gid, or TLS name; highest wins
 //! admin = { uids = [0] }               # the default; everyone else is refused
@@ -29,6 +30,11 @@
 //!
 //! A TLS client's names are its certificate's subject CN and its
 //! subject alternative names (DNS, email, URI).
+//!
+//! SIGHUP or the Reload RPC (`nfkit daemon reload`) read the file again
+//! and take its `[roles]` and its `[tls]` files (certificate, key,
+//! client CA, CRL); the rest is read at start only
+//! ([`crate::reload`]).
 
 use crate::auth::Role;
 use crate::error::DaemonError;
@@ -146,6 +152,7 @@ struct TlsFile {
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
+    crl: Option<PathBuf>,
 }
 
 /// TCP with mutual TLS (see [`crate::tls`]).
@@ -159,6 +166,9 @@ pub struct TlsConfig {
     pub key: Option<PathBuf>,
     /// The CA the clients' certificates must chain to, PEM.
     pub client_ca: Option<PathBuf>,
+    /// Revoked client certificates: a CRL from the client CA, PEM
+    /// (`nfkit daemon certs --revoke`); `None`: none revoked.
+    pub crl: Option<PathBuf>,
 }
 
 /// The file as written (every field optional).
@@ -205,6 +215,9 @@ pub struct Config {
     pub switch_dir: PathBuf,
     /// The program that runs switches (`nfkit switch run`).
     pub nfkit: PathBuf,
+    /// The file this was read from (read again on reload); `None`: the
+    /// defaults.
+    pub origin: Option<PathBuf>,
 }
 
 impl Config {
@@ -220,7 +233,9 @@ impl Config {
             path: path.to_path_buf(),
             cause: e,
         })?;
-        Config::parse(&text, path)
+        let mut cfg = Config::parse(&text, path)?;
+        cfg.origin = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
+        Ok(cfg)
     }
 
     /// What `nfkitd` and `nfkit daemon run` serve with: the file at
@@ -334,6 +349,7 @@ impl Config {
                 cert: t.cert,
                 key: t.key,
                 client_ca: t.client_ca,
+                crl: t.crl,
             }),
             roles: f.roles.unwrap_or_default(),
             switch_dir: f.switch_dir.unwrap_or_else(|| {
@@ -342,6 +358,7 @@ impl Config {
                     .unwrap_or_else(|| PathBuf::from(RUN_DIR).join("switch"))
             }),
             nfkit: f.nfkit.unwrap_or_else(crate::switches::program),
+            origin: None,
         }
     }
 }

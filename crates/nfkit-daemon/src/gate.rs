@@ -76,7 +76,7 @@ where
         let who = crate::auth::identify_from(
             req.extensions().get::<crate::tls::TlsPeer>(),
             req.extensions().get::<UdsConnectInfo>(),
-            &self.d.cfg.roles,
+            &self.d.live.roles(),
         );
         let path = req.uri().path().to_string();
         let d = self.d.clone();

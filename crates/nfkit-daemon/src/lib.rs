@@ -22,6 +22,7 @@
 //! * [`nf_text`]: the text of `nf show` (also used by the CLI).
 //! * [`server`]: bind, adopt, serve, stop.
 //! * [`tls`]: TCP with mutual TLS (handshakes, client certificates → names).
+//! * [`reload`]: roles and TLS material read again (SIGHUP, Reload RPC).
 //! * [`certs`]: a test CA and its server and client certificates.
 //! * [`client`]: the CLI's blocking client.
 //! * [`error`](mod@error): [`DaemonError`].
@@ -42,6 +43,7 @@ pub mod metrics;
 pub mod nf_store;
 pub mod nf_text;
 pub mod records;
+pub mod reload;
 pub mod server;
 pub mod service;
 pub mod stats_hub;

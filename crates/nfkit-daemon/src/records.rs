@@ -48,6 +48,9 @@ pub struct Intent {
     /// An eBPF object deployed as it is, instead of a script.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<ObjectIntent>,
+    /// A pipeline's output devices (`post` at their TC egress).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_devs: Vec<String>,
 }
 
 /// The object of an [`Intent`]: kept in the run directory until done.

@@ -151,6 +151,7 @@ pub async fn serve(
     }
     let d = Arc::new(Daemon {
         stats: crate::stats_hub::StatsHub::new(metrics.stats_reads.clone()),
+        live: crate::reload::Live::new(cfg.roles.clone(), tls),
         metrics,
         maps: Default::default(),
         chains: Store::new(&cfg.data_dir),
@@ -162,10 +163,11 @@ pub async fn serve(
         started: Instant::now(),
         shutdown: tx,
     });
-    let tcp = match (tls, d.cfg.tls.listen) {
-        (Some(tls), Some(addr)) => Some(crate::tls::listen(addr, tls, d.clone()).await?),
+    let tcp = match (d.live.tls(), d.cfg.tls.listen) {
+        (Some(_), Some(addr)) => Some(crate::tls::listen(addr, d.clone()).await?),
         _ => None,
     };
+    spawn_reload_on_sighup(d.clone());
     ready(&d.adopted, tcp.as_ref().map(|t| t.0));
     // SIGTERM, SIGINT or the Shutdown RPC stop accepting; connections
     // still open (a stats stream) get GRACE to finish.
@@ -223,6 +225,28 @@ pub async fn serve(
     let _ = tokio::time::timeout(CHANGE_WAIT, d.records.lock()).await;
     let _ = tokio::time::timeout(CHANGE_WAIT, d.switches.lock()).await;
     res.map_err(|e| DaemonError::Serve(e.to_string()))
+}
+
+/// Reloads roles and TLS material on each SIGHUP ([`crate::reload`]),
+/// saying on stderr and in the audit log what was read or why nothing
+/// was.
+fn spawn_reload_on_sighup(d: Arc<Daemon>) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        eprintln!("nfkitd: SIGHUP cannot be caught here: reload with `nfkit daemon reload`");
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let res = d.live.reload(&d.cfg);
+            match &res {
+                Ok(r) => eprintln!("nfkitd: SIGHUP: reloaded {}", r.describe()),
+                Err(e) => eprintln!(
+                    "nfkitd: SIGHUP: reload refused, the previous roles and TLS stay in force: {e}"
+                ),
+            }
+            d.audit_reload(None, "SIGHUP", &res);
+        }
+    });
 }
 
 /// Runs the daemon on a runtime of its own until it stops, telling on

@@ -39,6 +39,9 @@ pub struct SwitchRecord {
     pub host: Vec<String>,
     #[serde(default)]
     pub no_pin: bool,
+    /// The update key file (`switch run --key`); `None`: plain reloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
     /// The script as the client named it.
     pub source: String,
     /// The copy the switch runs (in the switch's directory).
@@ -228,6 +231,9 @@ pub fn start(r: &SwitchRecord, s: &Start<'_>) -> Result<(u32, Duration), String>
     }
     if r.no_pin {
         cmd.arg("--no-pin");
+    }
+    if let Some(k) = &r.key {
+        cmd.arg("--key").arg(k);
     }
     for d in s.nf_path {
         cmd.arg("--nf-path").arg(d);

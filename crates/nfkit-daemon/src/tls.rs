@@ -13,6 +13,9 @@
 //!   record — never a result.
 //! * A verified certificate's names (subject CN, SANs) are mapped to a
 //!   role by `[roles] names` ([`crate::config::Roles::role_of_names`]).
+//! * A certificate the `[tls] crl` lists is refused as revoked.
+//! * Each handshake takes the material in force ([`crate::reload`]): a
+//!   reload changes what new connections get, not the open ones.
 //!
 //! Plain TCP is never served: the listener only hands TLS connections on.
 
@@ -22,7 +25,7 @@ use crate::config::TlsConfig;
 use crate::error::DaemonError;
 use crate::service::Daemon;
 use rustls_pki_types::pem::PemObject as _;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer, UnixTime};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -60,6 +63,10 @@ pub struct TlsPeer {
 pub struct ServerTls {
     acceptor: tokio_rustls::TlsAcceptor,
     verifier: Arc<dyn ClientCertVerifier>,
+    /// The files it was read from.
+    pub files: Vec<PathBuf>,
+    /// Certificates the CRL lists.
+    pub revoked: usize,
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -85,6 +92,18 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, DaemonErr
     Ok(certs)
 }
 
+/// The PEM CRLs in `path` (at least one).
+pub fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, DaemonError> {
+    let crls: Vec<_> = CertificateRevocationListDer::pem_file_iter(path)
+        .map_err(|e| file_error(path, format!("reading the CRL: {e}")))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| file_error(path, format!("reading the CRL: {e}")))?;
+    if crls.is_empty() {
+        return Err(file_error(path, "no PEM X509 CRL in it"));
+    }
+    Ok(crls)
+}
+
 /// The PEM private key in `path`.
 pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, DaemonError> {
     PrivateKeyDer::from_pem_file(path)
@@ -99,7 +118,8 @@ fn need<'a>(v: &'a Option<PathBuf>, key: &str) -> Result<&'a Path, DaemonError> 
 }
 
 impl ServerTls {
-    /// Reads the server's certificate and key and the client CA.
+    /// Reads the server's certificate and key, the client CA and the
+    /// CRL; an error names the file and says why.
     pub fn new(cfg: &TlsConfig) -> Result<ServerTls, DaemonError> {
         let (cert, key, ca) = (
             need(&cfg.cert, "cert")?,
@@ -107,14 +127,28 @@ impl ServerTls {
             need(&cfg.client_ca, "client_ca")?,
         );
         let mut roots = rustls::RootCertStore::empty();
-        for c in load_certs(ca)? {
+        let ca_certs = load_certs(ca)?;
+        for c in ca_certs.iter().cloned() {
             roots
                 .add(c)
                 .map_err(|e| file_error(ca, format!("not a CA certificate: {e}")))?;
         }
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .map_err(|e| file_error(ca, e))?;
+        let mut builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+        let mut revoked = 0;
+        if let Some(crl) = &cfg.crl {
+            let crls = load_crls(crl)?;
+            for c in &crls {
+                revoked += crl_entries(crl, c, &ca_certs, ca)?;
+            }
+            builder = builder.with_crls(crls);
+        }
+        let verifier = builder.build().map_err(|e| {
+            let at = match (&e, &cfg.crl) {
+                (rustls::server::VerifierBuilderError::InvalidCrl(_), Some(crl)) => crl,
+                _ => ca,
+            };
+            file_error(at, e)
+        })?;
         let mut sc = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| file_error(cert, e))?
@@ -122,9 +156,13 @@ impl ServerTls {
             .with_single_cert(load_certs(cert)?, load_key(key)?)
             .map_err(|e| file_error(key, format!("with {}: {e}", cert.display())))?;
         sc.alpn_protocols = vec![b"h2".to_vec()];
+        let mut files = vec![cert.to_path_buf(), key.to_path_buf(), ca.to_path_buf()];
+        files.extend(cfg.crl.clone());
         Ok(ServerTls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(sc)),
             verifier,
+            files,
+            revoked,
         })
     }
 
@@ -140,9 +178,44 @@ impl ServerTls {
         };
         self.verifier
             .verify_client_cert(ee, rest, UnixTime::now())
-            .map_err(|e| format!("client certificate refused: {e}"))?;
+            .map_err(|e| match e {
+                rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked) => {
+                    "client certificate refused: it is revoked (listed in nfkitd's [tls] crl)"
+                        .to_string()
+                }
+                e => format!("client certificate refused: {e}"),
+            })?;
         cert_names(ee)
     }
+}
+
+/// How many certificates a CRL lists; an error when it does not parse
+/// or was not issued by the client CA (its revocations would not apply,
+/// and every client would be refused for want of a revocation status).
+fn crl_entries(
+    path: &Path,
+    der: &[u8],
+    cas: &[CertificateDer<'_>],
+    ca_path: &Path,
+) -> Result<usize, DaemonError> {
+    let (_, crl) = x509_parser::parse_x509_crl(der)
+        .map_err(|e| file_error(path, format!("not a CRL: {e}")))?;
+    let issuer = crl.issuer();
+    let from_ca = cas.iter().any(|c| {
+        x509_parser::parse_x509_certificate(c).is_ok_and(|(_, c)| {
+            c.subject().as_raw() == issuer.as_raw() && crl.verify_signature(c.public_key()).is_ok()
+        })
+    });
+    if !from_ca {
+        return Err(file_error(
+            path,
+            format!(
+                "the CRL (issuer {issuer}) is not signed by the client CA of {}",
+                ca_path.display()
+            ),
+        ));
+    }
+    Ok(crl.iter_revoked_certificates().count())
 }
 
 /// A certificate's subject CN, then its DNS, email and URI SANs.
@@ -278,11 +351,11 @@ impl AsyncWrite for TlsConn {
 pub type Incoming = tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsConn>>;
 
 /// Binds `addr` (the port is chosen when it is 0: see the returned
-/// address) and accepts TLS clients in the background; handshake
-/// failures are audited on `d`.
+/// address) and accepts TLS clients in the background with the TLS
+/// material in force ([`crate::reload::Live::tls`]); handshake failures
+/// are audited on `d`.
 pub async fn listen(
     addr: SocketAddr,
-    tls: ServerTls,
     d: Arc<Daemon>,
 ) -> Result<(SocketAddr, Incoming), DaemonError> {
     let io = |what: &'static str| {
@@ -297,7 +370,6 @@ pub async fn listen(
         .map_err(io("bind"))?;
     let local = listener.local_addr().map_err(io("bind"))?;
     let (tx, rx) = tokio::sync::mpsc::channel(BACKLOG);
-    let tls = Arc::new(tls);
     tokio::spawn(async move {
         loop {
             let (tcp, peer) = match listener.accept().await {
@@ -312,7 +384,10 @@ pub async fn listen(
             if tx.is_closed() {
                 return;
             }
-            let (tls, d, tx) = (tls.clone(), d.clone(), tx.clone());
+            let Some(tls) = d.live.tls() else {
+                return;
+            };
+            let (d, tx) = (d.clone(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&tls, tcp, peer)).await {
                     Ok(Ok(Some(conn))) => {

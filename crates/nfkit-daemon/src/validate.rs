@@ -42,6 +42,31 @@ pub fn dev(s: &str, optional: bool) -> Result<Option<String>, Status> {
     Ok(Some(s.to_string()))
 }
 
+/// Most output devices a pipeline deploy names.
+pub const MAX_POST_DEVS: usize = 64;
+
+/// A pipeline's output devices (`post_devs`): interface names, no
+/// repeats, at most [`MAX_POST_DEVS`].
+pub fn post_devs(v: &[String]) -> Result<Vec<String>, Status> {
+    if v.len() > MAX_POST_DEVS {
+        return Err(bad(
+            "post_devs",
+            format!("{} devices: at most {MAX_POST_DEVS}", v.len()),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(v.len());
+    for d in v {
+        let d = dev(d, false)
+            .map_err(|s| bad("post_devs", s.message().trim_start_matches("dev: ")))?
+            .unwrap_or_default();
+        if out.contains(&d) {
+            return Err(bad("post_devs", format!("{d:?} is named twice")));
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
 /// A named network namespace (empty: none).
 pub fn netns(s: &str) -> Result<Option<String>, Status> {
     if s.is_empty() {

@@ -29,6 +29,7 @@ fn deploy_req(bed: &Bed, file: &str) -> proto::DeployRequest {
         netns: bed.sut.clone(),
         attach: AttachPoint::XdpGeneric as i32,
         mode: 0,
+        post_devs: Vec::new(),
     }
 }
 

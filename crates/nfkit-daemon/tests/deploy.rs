@@ -56,6 +56,7 @@ fn deploy_swap_map_edit_kill_restart_undeploy_through_the_daemon() {
         netns: bed.sut.clone(),
         attach: AttachPoint::XdpGeneric as i32,
         mode: 0,
+        post_devs: Vec::new(),
     };
     let r = rt.block_on(dep.deploy(req.clone())).unwrap().into_inner();
     let dd = r.deployment.unwrap();
@@ -282,6 +283,7 @@ fn an_interrupted_deploy_is_finished_or_rolled_back_at_the_next_start() {
             netns: bed.sut.clone(),
             attach: AttachPoint::XdpGeneric as i32,
             mode: 0,
+            post_devs: Vec::new(),
         }))
         .unwrap()
         .into_inner();

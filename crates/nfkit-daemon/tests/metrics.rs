@@ -87,6 +87,7 @@ fn deploy_request(bed: &Bed, file: &str) -> proto::DeployRequest {
         netns: bed.sut.clone(),
         attach: AttachPoint::XdpGeneric as i32,
         mode: 0,
+        post_devs: Vec::new(),
     }
 }
 

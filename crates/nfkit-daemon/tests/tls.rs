@@ -251,3 +251,72 @@ fn tcp_without_the_tls_files_is_refused_at_start() {
     .unwrap_err();
     assert!(e.to_string().contains("mutual TLS"), "{e}");
 }
+
+#[test]
+fn daemon_tls_open_connections_keep_their_service_across_a_reload() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("dmn-tlsre");
+    let dir = s.dir.join("certs");
+    let w = nfkit_daemon::certs::write_set(&dir, &[], &["ops".into()], 2).unwrap();
+    let (uid, _) = my_ids();
+    let d = Daemon::start(
+        &s,
+        &format!("admin = {{ uids = [{uid}] }}\nread_only = {{ names = [\"ops\"] }}"),
+        &format!(
+            "[tls]\nlisten = \"127.0.0.1:0\"\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\ncrl = {:?}\n",
+            w.server_cert, w.server_key, w.ca, w.crl
+        ),
+    );
+    let addr = tcp_addr(&d);
+    let rt = rt();
+    let files = TlsFiles {
+        ca: Some(w.ca.clone()),
+        cert: Some(w.clients[0].1.clone()),
+        key: Some(w.clients[0].2.clone()),
+    };
+    let info = |ch: &tonic::transport::Channel| {
+        rt.block_on(DaemonServiceClient::new(ch.clone()).get_info(proto::GetInfoRequest {}))
+    };
+    let open = rt.block_on(tls_channel(&addr, &files)).expect("connect");
+    assert_eq!(
+        info(&open)
+            .expect("served")
+            .into_inner()
+            .caller
+            .unwrap()
+            .role,
+        "read-only"
+    );
+
+    // Revoked and reloaded: the open connection is still served, a new
+    // handshake is refused with the reason.
+    nfkit_daemon::certs::revoke(&dir, "ops", 2).unwrap();
+    let r = rt
+        .block_on(DaemonServiceClient::new(d.channel(&rt)).reload(proto::ReloadRequest {}))
+        .expect("reload")
+        .into_inner();
+    assert_eq!(r.revoked, 1);
+    assert!(r.tls_files.iter().any(|f| f.ends_with("ca.crl")), "{r:?}");
+    for _ in 0..3 {
+        assert!(info(&open).is_ok(), "the open connection is served on");
+    }
+    let fresh = rt.block_on(tls_channel(&addr, &files)).expect("connect");
+    let st = info(&fresh).expect_err("revoked");
+    assert_eq!(st.code(), Code::Unauthenticated);
+    assert!(st.message().contains("revoked"), "{st:?}");
+    // Reload is for admins: a read-only caller is refused and audited.
+    let st = rt
+        .block_on(DaemonServiceClient::new(open.clone()).reload(proto::ReloadRequest {}))
+        .expect_err("read-only");
+    assert_eq!(st.code(), Code::PermissionDenied, "{st:?}");
+    let audit = d.audit_lines();
+    let reloads: Vec<_> = audit
+        .iter()
+        .filter(|l| l["rpc"] == "nfkit.v1.DaemonService/Reload")
+        .map(|l| l["code"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(reloads, ["OK", "PERMISSION_DENIED"], "{audit:?}");
+}

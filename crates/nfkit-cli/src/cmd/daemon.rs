@@ -1,4 +1,4 @@
-//! `nfkit daemon start|stop|status`: nfkitd in the background; and how
+//! `nfkit daemon start|stop|status|reload|certs`: nfkitd in the background; and how
 //! the other commands find it. `deploy` (scripts and objects), `status`,
 //! `undeploy`, `map`, `nf list|show|add` and `top` go through nfkitd when `--daemon PATH` or
 //! `NFKIT_DAEMON=PATH` names its socket, or when the default socket
@@ -125,8 +125,11 @@ pub enum Command {
     /// Run the daemon in the foreground (what nfkitd runs).
     Run(RunArgs),
     /// Make a test CA, a server certificate and client certificates for
-    /// nfkitd's TCP listener (mutual TLS).
+    /// nfkitd's TCP listener (mutual TLS); or revoke a client's (--revoke).
     Certs(CertsArgs),
+    /// Make nfkitd read its config's roles and TLS files (certificates,
+    /// CRL) again, as on SIGHUP; open connections and deployments stay.
+    Reload(StatusArgs),
 }
 
 #[derive(clap::Args)]
@@ -142,7 +145,12 @@ pub struct CertsArgs {
     /// localhost, 127.0.0.1 and ::1).
     #[arg(long = "server-name", value_delimiter = ',', value_name = "NAME,...")]
     server_names: Vec<String>,
-    /// Days the certificates are valid.
+    /// Revoke client NAME's certificate (NAME.crt in --out): ca.crl
+    /// then lists it, signed by ca.key; nfkitd refuses it once reloaded
+    /// (`nfkit daemon reload`).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["clients", "server_names"])]
+    revoke: Option<String>,
+    /// Days the certificates (or the CRL) are valid.
     #[arg(long, default_value_t = 365)]
     days: u32,
     #[arg(long)]
@@ -224,6 +232,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::Stop(a) => stop(a),
         Command::Status(a) => status(a),
         Command::Certs(a) => certs(a),
+        Command::Reload(a) => reload(a),
         Command::Run(a) => {
             let mut cfg = Config::resolve(a.config.as_deref(), a.socket, a.metrics)?;
             if let Some(l) = &a.listen {
@@ -400,13 +409,64 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn reload(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    let socket = a.socket.path();
+    let c = Client::connect_to(&target(&socket, &a.tls))?;
+    let r = c
+        .block_on(
+            DaemonServiceClient::new(c.channel()).reload(nfkit_daemon::proto::ReloadRequest {}),
+        )
+        .map_err(status_error)?
+        .into_inner();
+    if a.json {
+        let v = json!({"config": r.config, "tls_files": r.tls_files, "revoked": r.revoked});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else if r.tls_files.is_empty() {
+        println!("nfkitd reloaded roles from {}", r.config);
+    } else {
+        println!(
+            "nfkitd reloaded roles and TLS from {} ({}; {} revoked)",
+            r.config,
+            r.tls_files.join(", "),
+            r.revoked
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn certs(a: CertsArgs) -> anyhow::Result<ExitCode> {
+    if let Some(name) = &a.revoke {
+        let r = nfkit_daemon::certs::revoke(&a.out, name, a.days)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else if r.already {
+            println!(
+                "client {name} (serial {}) is already revoked in {} ({} listed)",
+                r.serial,
+                r.crl.display(),
+                r.listed
+            );
+        } else {
+            println!(
+                "client {name} (serial {}) revoked: {} lists {} (nfkitd's [tls] crl; \
+                 then `nfkit daemon reload`)",
+                r.serial,
+                r.crl.display(),
+                r.listed
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let w = nfkit_daemon::certs::write_set(&a.out, &a.server_names, &a.clients, a.days)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&w)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("CA:     {} (its key: ca.key, mode 0600)", w.ca.display());
+    println!(
+        "CRL:    {} (none revoked; nfkitd's [tls] crl)",
+        w.crl.display()
+    );
     println!(
         "server: {} {} (for nfkitd's [tls] cert, key; client_ca = ca.crt)",
         w.server_cert.display(),

@@ -320,9 +320,6 @@ fn deploy_via(
     source_path: String,
 ) -> anyhow::Result<ExitCode> {
     use nfkit_daemon::proto;
-    if !a.post_dev.is_empty() {
-        anyhow::bail!("--post-dev is not sent to nfkitd; NFKIT_DAEMON=off to deploy directly");
-    }
     if !a.nf_path.is_empty() {
         anyhow::bail!(
             "--nf-path is not sent to nfkitd (it reads NFs from its own nf_path); \
@@ -358,6 +355,7 @@ fn send_deploy(
             ModeArg::Static => proto::DeployMode::Static,
             ModeArg::Dynamic => proto::DeployMode::Dynamic,
         } as i32,
+        post_devs: a.post_dev.clone(),
     };
     let r = match c.block_on(DeploymentServiceClient::new(c.channel()).deploy(req)) {
         Ok(r) => r.into_inner(),
@@ -375,6 +373,19 @@ fn send_deploy(
         .as_ref()
         .ok_or_else(|| anyhow::anyhow!("nfkitd's reply has no deployment"))?;
     let d = nfkit_daemon::client::record(pd)?;
+    let posts = r
+        .posts
+        .iter()
+        .map(|p| {
+            Ok(nfkit_kernel::deploy::DeployOutcome {
+                deployment: nfkit_daemon::client::record(p)?,
+                swapped: false,
+                reused_maps: Vec::new(),
+                load_time: Default::default(),
+                switch_time: Default::default(),
+            })
+        })
+        .collect::<Result<Vec<_>, nfkit_daemon::client::ClientError>>()?;
     print_deployed(
         a.json,
         shown,
@@ -387,7 +398,7 @@ fn send_deploy(
             load_us: r.load_us,
             switch_us: r.switch_us,
             load_ms: r.load_us as f64 / 1e3,
-            posts: &[],
+            posts: &posts,
             switch_ms: r.switch_us as f64 / 1e3,
         },
     )

@@ -229,10 +229,19 @@ pub struct StartArgs {
     /// Directories with users' NF objects (also NFKIT_NF_PATH).
     #[arg(long = "nf-path", value_name = "DIR")]
     nf_path: Vec<String>,
+    /// Take authenticated updates only (`nfkit switch update`), signed
+    /// with a key of this file, which must not be readable by group or
+    /// others (as `switch run --key`; through nfkitd, a file on its host).
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
     #[arg(long)]
     json: bool,
-    #[command(flatten)]
-    daemon: super::daemon::DaemonArg,
+    /// Go through the nfkitd listening on this socket, or at
+    /// https://HOST:PORT (also NFKIT_DAEMON; its TLS files from
+    /// NFKIT_DAEMON_CERT/KEY/CA, `--key` being the update key, as in
+    /// `switch update`).
+    #[arg(long = "daemon", value_name = "SOCKET|https://ADDR")]
+    daemon: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -952,7 +961,18 @@ fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
     let script = std::fs::canonicalize(&a.script)
         .with_context(|| format!("switch {}: script {}", a.name, a.script.display()))?;
     let shown = script.display().to_string();
-    let (pid, socket) = match a.daemon.client()? {
+    let key = match &a.key {
+        Some(k) => Some(
+            std::fs::canonicalize(k)
+                .with_context(|| format!("switch {}: key file {}", a.name, k.display()))?,
+        ),
+        None => None,
+    };
+    let daemon = super::daemon::DaemonArg {
+        socket: a.daemon.clone(),
+        tls: Default::default(),
+    };
+    let (pid, socket) = match daemon.client()? {
         Some(c) => {
             use nfkit_daemon::proto::{
                 switch_service_client::SwitchServiceClient, DeploySwitchRequest,
@@ -960,8 +980,8 @@ fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
             let source =
                 std::fs::read_to_string(&script).with_context(|| format!("reading {shown}"))?;
             let r = c
-                .block_on(SwitchServiceClient::new(c.channel()).deploy_switch(
-                    DeploySwitchRequest {
+                .block_on(
+                    SwitchServiceClient::new(c.channel()).deploy_switch(DeploySwitchRequest {
                         name: a.name.clone(),
                         ports: a.ports.clone(),
                         script: Some(inline(&shown, source)),
@@ -970,8 +990,12 @@ fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
                         host: a.host.clone(),
                         no_pin: a.no_pin,
                         netns: a.netns.clone().unwrap_or_default(),
-                    },
-                ))
+                        key_file: key
+                            .as_ref()
+                            .map(|k| k.display().to_string())
+                            .unwrap_or_default(),
+                    }),
+                )
                 .map_err(super::daemon::status_error)?
                 .into_inner();
             let d = r.deployment.unwrap_or_default();
@@ -989,6 +1013,7 @@ fn start(a: StartArgs) -> anyhow::Result<ExitCode> {
                 host: a.host.clone(),
                 no_pin: a.no_pin,
                 script: script.clone(),
+                key: key.clone(),
                 ..Default::default()
             };
             let me = std::env::current_exe().context("finding this program")?;

@@ -7,6 +7,7 @@
 mod kernel;
 
 pub mod daemon_cli;
+pub mod router_bed;
 
 #[allow(unused_imports)]
 pub use kernel::{compile, is_root, tc, Scratch};

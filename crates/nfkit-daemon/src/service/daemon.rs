@@ -1,4 +1,5 @@
-//! DaemonService: who the daemon is and what it found; stopping it.
+//! DaemonService: who the daemon is and what it found; stopping it;
+//! reloading its roles and TLS material.
 
 use super::Daemon;
 use crate::auth::rpc;
@@ -63,5 +64,30 @@ impl DaemonService for DaemonInfo {
             let _ = tx.send(true);
         });
         call.done("nfkitd", "", Ok(proto::ShutdownResponse {}))
+    }
+
+    async fn reload(
+        &self,
+        req: Request<proto::ReloadRequest>,
+    ) -> Result<Response<proto::ReloadResponse>, Status> {
+        let call = self.0.begin(&req, rpc::RELOAD)?;
+        let d = self.0.clone();
+        let res = super::blocking(move || d.live.reload(&d.cfg)).await?;
+        // Audited here (not by `done`): the message says what was read.
+        self.0.audit_reload(Some(&call.who), "rpc", &res);
+        match res {
+            Ok(r) => Ok(Response::new(proto::ReloadResponse {
+                config: r.config.display().to_string(),
+                tls_files: r
+                    .tls_files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect(),
+                revoked: u32::try_from(r.revoked).unwrap_or(u32::MAX),
+            })),
+            Err(e) => Err(Status::failed_precondition(format!(
+                "reload refused, the previous roles and TLS stay in force: {e}"
+            ))),
+        }
     }
 }

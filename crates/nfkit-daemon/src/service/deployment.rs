@@ -142,7 +142,7 @@ impl Daemon {
                 Mode::Static
             },
             search: nfkit_nf::SearchPath::from_env(nf_path),
-            post_devs: &[],
+            post_devs: &i.post_devs,
         };
         deploy_script(paths, &spec)
     }
@@ -165,7 +165,13 @@ impl Daemon {
         let netns = validate::netns(&r.netns)?;
         let attach = validate::attach("attach", r.attach)?;
         let mode = validate::mode(r.mode)?;
+        let post_devs = validate::post_devs(&r.post_devs)?;
         let script = self.script(r.script)?;
+        if script.object.is_some() && !post_devs.is_empty() {
+            return Err(Status::invalid_argument(
+                "post_devs: only a script's pipeline has a post stage, not an eBPF object",
+            ));
+        }
         *target = format!(
             "{} {}",
             dev.as_deref().unwrap_or("(script's attach)"),
@@ -200,6 +206,7 @@ impl Daemon {
             chain_version: script.chain_version,
             digest: script.digest.clone(),
             object: None,
+            post_devs,
             before: st
                 .iter()
                 .map(|s| {
@@ -264,6 +271,11 @@ impl Daemon {
             warnings: convert::diagnostics(&done.warnings),
             warnings_rendered: nfkit_lang::diag::render(&done.warnings),
             notes: done.notes.clone(),
+            posts: done
+                .posts
+                .iter()
+                .map(|p| convert::deployment(&p.deployment, true, None))
+                .collect(),
         })
     }
 

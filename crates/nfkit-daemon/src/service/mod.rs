@@ -39,6 +39,8 @@ pub struct Daemon {
     pub maps: std::sync::Arc<crate::map_cache::MapCache>,
     /// Counter snapshots shared by every stats stream.
     pub stats: crate::stats_hub::StatsHub,
+    /// The roles and TLS material in force (a reload replaces them).
+    pub live: crate::reload::Live,
 }
 
 /// One request being served.
@@ -55,7 +57,7 @@ impl Daemon {
         if let Some(r) = req.extensions().get::<crate::gate::Reached>() {
             r.mark();
         }
-        let who = identify(req, &self.cfg.roles);
+        let who = identify(req, &self.live.roles());
         let refuse = |st: Status| {
             self.record(rpc, who.as_ref(), "", "", &Err::<(), _>(st.clone()));
             st
@@ -127,6 +129,37 @@ impl Daemon {
             result,
             code: code_name(code),
             message,
+        });
+    }
+}
+
+impl Daemon {
+    /// Audits a reload (`by`: the Reload RPC's caller; `None`: SIGHUP).
+    pub fn audit_reload(
+        &self,
+        by: Option<&Identity>,
+        via: &str,
+        res: &Result<crate::reload::Reloaded, crate::error::DaemonError>,
+    ) {
+        let (result, code, message) = match res {
+            Ok(r) => ("ok", Code::Ok, r.describe()),
+            Err(e) => (
+                "failed",
+                Code::FailedPrecondition,
+                format!("reload refused, the previous roles and TLS stay in force: {e}"),
+            ),
+        };
+        self.metrics
+            .request(crate::auth::rpc::RELOAD.name, code_name(code));
+        self.audit.write(&Record {
+            ts_ms: now_ms(),
+            who: by.cloned(),
+            rpc: crate::auth::rpc::RELOAD.name,
+            target: via,
+            digest: "",
+            result,
+            code: code_name(code),
+            message: &message,
         });
     }
 }

@@ -64,6 +64,28 @@ fn list(field: &str, v: &[String], needed: bool) -> Result<Vec<String>, Status> 
         .collect()
 }
 
+/// A switch's update key file, checked as the switch checks it
+/// (`nfkit_update::KeyRing::load`): an absolute path to a regular file
+/// that group and others may not access, holding keys. A file that is
+/// not a key file is refused without quoting it (it may be anyone's).
+fn key_file(k: &str) -> Result<PathBuf, Status> {
+    let p = PathBuf::from(k);
+    if !p.is_absolute() {
+        return Err(Status::invalid_argument(format!(
+            "key_file: {k:?} is not an absolute path (a file on nfkitd's host)"
+        )));
+    }
+    match nfkit_update::KeyRing::load(&p) {
+        Ok(_) => Ok(p),
+        Err(nfkit_update::KeyError::Syntax { .. } | nfkit_update::KeyError::Duplicate { .. }) => {
+            Err(Status::invalid_argument(format!(
+                "key_file: {k} is not a key file (`nfkit switch keygen FILE` makes one)"
+            )))
+        }
+        Err(e) => Err(Status::invalid_argument(format!("key_file: {e}"))),
+    }
+}
+
 fn now_s() -> u64 {
     crate::audit::now_ms() / 1000
 }
@@ -194,6 +216,10 @@ impl Daemon {
                 )))
             }
         };
+        let key = match r.key_file.as_str() {
+            "" => None,
+            k => Some(key_file(k)?),
+        };
         let mut recs = self.switches.lock().await;
         let dir = self.cfg.switch_dir.clone();
         if switches::answers(&switches::socket(&dir, &name)) {
@@ -212,6 +238,7 @@ impl Daemon {
             engine,
             host,
             no_pin: r.no_pin,
+            key,
             source: script.source_path.clone(),
             script: path,
             chain: script.chain.clone(),
