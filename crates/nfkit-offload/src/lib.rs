@@ -10,7 +10,10 @@
 //!   [`Image`](nfkit_object::Image) into [`Path`]s, each a pattern and a
 //!   verdict or "software", with the counter additions along it.
 //! * [`hoist`]: uniform regions (a source whose every packet is
-//!   dropped) as rules before all paths.
+//!   dropped) as rules before all paths, and [`RegionCache`], their
+//!   analyses kept across map syncs.
+//! * [`derive`]: [`Deriver`], map sync's timed derivation (analysis,
+//!   regions from the cache, rules).
 //! * [`fields`]: the header field model: which pattern bits name flower
 //!   keys.
 //! * [`rules`]: paths to prioritised flower [`Rule`]s (first-match order,
@@ -29,6 +32,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod derive;
 pub mod error;
 pub mod fields;
 pub mod flower;
@@ -43,8 +47,9 @@ pub mod switch;
 pub mod symbolic;
 pub mod value;
 
+pub use derive::{Derivation, Deriver};
 pub use error::OffloadError;
-pub use hoist::hoist;
+pub use hoist::{hoist, hoist_cached, RegionCache};
 pub use model::{Decision, Equivalence};
 pub use netlink::{NetlinkError, Tc};
 pub use pattern::Pattern;

@@ -157,6 +157,7 @@ fn frame_aimed_at<'a>(rng: &mut Rng, rules: impl Iterator<Item = &'a Rule>) -> V
         truncated: false,
         live_maps: Vec::new(),
         uses_clock: false,
+        clock_window: None,
     };
     random_frame(rng, &a)
 }
