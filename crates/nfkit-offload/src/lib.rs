@@ -16,6 +16,8 @@
 //!   regions from the cache, rules).
 //! * [`fields`]: the header field model: which pattern bits name flower
 //!   keys.
+//! * [`guard`]: `u32` guard rules keeping frames outside the field
+//!   model (IP version, IPv4 options) from the flower rules.
 //! * [`rules`]: paths to prioritised flower [`Rule`]s (first-match order,
 //!   merging, rule budget) and their `tc filter add` text.
 //! * [`flower`]: a rule as the kernel's flower classifier takes it
@@ -36,6 +38,7 @@ pub mod derive;
 pub mod error;
 pub mod fields;
 pub mod flower;
+pub mod guard;
 pub mod hoist;
 pub mod model;
 pub mod netlink;
