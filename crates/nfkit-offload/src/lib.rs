@@ -16,6 +16,8 @@
 //!   regions from the cache, rules).
 //! * [`fields`]: the header field model: which pattern bits name flower
 //!   keys.
+//! * [`fold`]: rule hit counts folded into the program's verdict
+//!   counters.
 //! * [`guard`]: `u32` guard rules keeping frames outside the field
 //!   model (IP version, IPv4 options) from the flower rules.
 //! * [`rules`]: paths to prioritised flower [`Rule`]s (first-match order,
@@ -38,6 +40,7 @@ pub mod derive;
 pub mod error;
 pub mod fields;
 pub mod flower;
+pub mod fold;
 pub mod guard;
 pub mod hoist;
 pub mod model;

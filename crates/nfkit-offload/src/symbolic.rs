@@ -70,7 +70,9 @@ pub struct Path {
 
 /// `add` added atomically to the `size`-byte counter at `off` in the
 /// value of `key` in map `map`, which no decision of the program reads.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Count {
     pub map: String,
     pub key: Vec<u8>,

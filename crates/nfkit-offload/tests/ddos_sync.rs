@@ -23,7 +23,7 @@ use nfkit_offload::{
 };
 use nfkit_traffic::{build, FrameSpec, Mac, Proto};
 use nfkit_vm::{Vm, VmConfig};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -267,7 +267,8 @@ fn blacklist_fill_and_expiry_drive_rules() {
     let mut derive_times: Vec<Duration> = Vec::new();
     let (mut adds, mut removes) = (0usize, 0usize);
     let mut by_rules = 0u64;
-    let mut folded: BTreeMap<(String, Vec<u8>, usize), u64> = BTreeMap::new();
+    // The counts of the rule each frame flower decided met.
+    let mut hits: Vec<Vec<nfkit_offload::Count>> = Vec::new();
     let mut disagreements = 0;
     let mut max_v4_rules = 0;
     let mut checked_cover = 0;
@@ -373,11 +374,7 @@ fn blacklist_fill_and_expiry_drive_rules() {
             };
             if let Some(r) = rule.filter(|r| r.action != RuleAction::Pass) {
                 by_rules += 1;
-                for c in &r.counts {
-                    *folded
-                        .entry((c.map.clone(), c.key.clone(), c.off))
-                        .or_default() += c.add;
-                }
+                hits.push(r.counts.clone());
             }
             if got != want {
                 disagreements += 1;
@@ -396,10 +393,11 @@ fn blacklist_fill_and_expiry_drive_rules() {
     }
     // The folded counters: what the rules dropped counts as the program's
     // DROPPED.
+    let folded = nfkit_offload::fold::fold(hits.iter().map(|c| (&c[..], 1)));
     let folded_drops = folded
-        .get(&("counters".into(), DROPPED.to_le_bytes().to_vec(), 0))
-        .copied()
-        .unwrap_or(0);
+        .iter()
+        .find(|(k, _)| k.map == "counters" && k.key == DROPPED.to_le_bytes() && k.off == 0)
+        .map_or(0, |(_, v)| *v);
     let (alone_drops, software_drops) = (counter(&alone, DROPPED), counter(&software, DROPPED));
     derive_times.sort();
     let median = derive_times[derive_times.len() / 2];

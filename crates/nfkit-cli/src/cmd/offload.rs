@@ -480,6 +480,7 @@ fn watch(
             if let Some(i) = state.find(dev, a.netns.as_deref()) {
                 state.installs[i].prios = plan.prios.clone();
                 state.installs[i].tc_lines = placed.clone();
+                state.installs[i].counts = rules.rules.iter().map(|r| r.counts.clone()).collect();
                 state.installs[i].offloaded = rules.offloaded;
                 state.installs[i].paths = rules.paths;
                 state.installs[i].fallbacks = rules.fallbacks.len();
@@ -621,6 +622,7 @@ fn apply(
         entry: prog.entry.clone(),
         skip: skip.to_string(),
         prios: rules.rules.iter().map(|r| r.prio).collect(),
+        counts: rules.rules.iter().map(|r| r.counts.clone()).collect(),
         qdisc_created: created || old.as_ref().is_some_and(|o| o.qdisc_created),
         installed_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -691,6 +693,9 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             ),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
+        // Each rule's packets times its counts, as the program would
+        // have counted them.
+        let folded = fold_counts(i, &rules);
         if !a.json {
             println!(
                 "{dev}{}: {} ({}), {} rules{}, {} paths, {} offloaded, {} to software, maps from {}",
@@ -717,6 +722,14 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     r["packets"]
                 );
             }
+            for (c, n) in &folded {
+                println!(
+                    "  folded into {} key {} offset {}: +{n} (rule packets times the program's addend)",
+                    c.map,
+                    hex(&c.key),
+                    c.off
+                );
+            }
             if err.is_none() && rules.len() != i.prios.len() {
                 println!(
                     "  {} of {} rules are missing from the device",
@@ -731,6 +744,9 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             "fallbacks": i.fallbacks, "maps_from": i.maps_from,
             "installed_at": i.installed_at, "rules": rules, "error": err,
             "expected_rules": i.prios.len(),
+            "folded": folded.iter().map(|(c, n)| json!({
+                "map": c.map, "key": hex(&c.key), "off": c.off, "size": c.size, "add": n,
+            })).collect::<Vec<_>>(),
         }));
     }
     if a.json {
@@ -739,6 +755,31 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         println!("nothing offloaded");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The program's counters the rules of `i` add to, from the packet
+/// counts read back (`rules`: prio and packets per rule).
+fn fold_counts(
+    i: &Installed,
+    rules: &[serde_json::Value],
+) -> std::collections::BTreeMap<nfkit_offload::fold::Counter, u64> {
+    let packets = |prio: u32| {
+        rules
+            .iter()
+            .find(|r| r["prio"].as_u64() == Some(u64::from(prio)))
+            .and_then(|r| r["packets"].as_u64())
+            .unwrap_or(0)
+    };
+    nfkit_offload::fold::fold(
+        i.prios
+            .iter()
+            .zip(&i.counts)
+            .map(|(&p, c)| (&c[..], packets(p))),
+    )
 }
 
 fn remove(a: RemoveArgs) -> anyhow::Result<ExitCode> {
