@@ -298,6 +298,11 @@ impl Tc {
                 .flatten()
                 .filter_map(|o| match o {
                     TcOption::Flower(x) => Some(x.clone()),
+                    // A u32 guard's actions, read like a flower rule's
+                    // (their packet counts).
+                    TcOption::U32(TcFilterU32Option::Action(a)) => {
+                        Some(TcFilterFlowerOption::Actions(a.clone()))
+                    }
                     _ => None,
                 })
                 .collect();
