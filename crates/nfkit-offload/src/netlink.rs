@@ -311,6 +311,14 @@ impl Tc {
                 // The chain/priority header entry, not a filter.
                 continue;
             }
+            let u32_key = f.attributes.iter().any(|a| {
+                matches!(a, TcAttribute::Options(o)
+                    if o.iter().any(|x| matches!(x, TcOption::U32(TcFilterU32Option::Selector(_)))))
+            });
+            if kind == "u32" && !u32_key {
+                // A u32 filter's hash table node, not a key.
+                continue;
+            }
             out.push(Filter {
                 prio: f.header.info >> 16,
                 protocol: u16::from_be((f.header.info & 0xffff) as u16),
