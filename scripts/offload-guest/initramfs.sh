@@ -52,7 +52,7 @@ add_mod() {
     esac
     echo "/lib/modules/$KVER/$rel" >>"$R/modules.order"
 }
-for m in veth sch_ingress cls_flower act_gact act_mirred; do
+for m in veth sch_ingress cls_flower cls_u32 act_gact act_mirred; do
     rel=$(grep -oE "^[^:]*/$m\.ko(\.xz|\.zst)?:" "$M/modules.dep" | tr -d :)
     add_mod "$rel"
 done

@@ -106,7 +106,7 @@ for (_, t0, what), e in zip(changes, events):
 for s in status:
     rules = s[0]["rules"] if s else []
     print(f"status: {len(rules)} rules in the kernel: " + "; ".join(f"prio {r['prio']} {r['pattern']} {r['action']}" for r in rules))
-    ok = ok and s and len(rules) == s[0]["expected_rules"] and all(r["kind"] == "flower" for r in rules)
+    ok = ok and s and len(rules) == s[0]["expected_rules"] and all(r["kind"] in ("flower", "u32") for r in rules)
 sys.exit(0 if ok else 1)
 PY
 # Cost per packet: the send rate with nothing, flower drop, XDP drop.

@@ -51,13 +51,15 @@ fn build_obj(name: &str, dir: &std::path::Path) -> PathBuf {
     out
 }
 
-/// One `tc filter add ... flower` line, parsed.
+/// One `tc filter add ... flower` line, parsed (or a `u32` guard:
+/// `match u8 V M at 0`, the network header's first byte).
 #[derive(Debug)]
 struct Filter {
     prio: u32,
     protocol: Option<u16>,
     keys: Vec<(String, String)>,
     action: Act,
+    u8_at_0: Option<(u8, u8)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -80,6 +82,18 @@ fn parse_line(l: &str) -> Filter {
         "ipv6" => Some(0x86dd),
         x => Some(u16::from_str_radix(x.trim_start_matches("0x"), 16).unwrap()),
     };
+    if w[10] == "u32" {
+        let j = if w[11].starts_with("skip_") { 12 } else { 11 };
+        assert_eq!(&w[j..j + 2], &["match", "u8"], "{l}");
+        assert_eq!(&w[j + 4..], &["at", "0", "action", "pass"], "{l}");
+        return Filter {
+            prio,
+            protocol,
+            keys: Vec::new(),
+            action: Act::Pass,
+            u8_at_0: Some((num(w[j + 2]) as u8, num(w[j + 3]) as u8)),
+        };
+    }
     assert_eq!(w[10], "flower", "{l}");
     let mut i = 11;
     let mut keys = Vec::new();
@@ -102,6 +116,7 @@ fn parse_line(l: &str) -> Filter {
         protocol,
         keys,
         action,
+        u8_at_0: None,
     }
 }
 
@@ -243,6 +258,13 @@ fn key_matches(x: &Fields, k: &str, v: &str) -> bool {
 }
 
 fn filter_matches(fl: &Filter, frame: &[u8]) -> bool {
+    if let Some((v, m)) = fl.u8_at_0 {
+        // u32 reads the whole 32-bit word at the network header.
+        let eth = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        return frame.len() >= 18
+            && fl.protocol.is_none_or(|p| Some(p) == eth)
+            && frame[14] & m == v;
+    }
     let Some(x) = fields(frame) else { return false };
     if fl.protocol.is_some_and(|p| p != x.eth) {
         return false;
@@ -359,7 +381,8 @@ fn dry_run_lines_decide_like_the_program() {
 fn max_rules_falls_back_and_stays_equivalent() {
     let (n_all, by_all) = check_dry_run("acl", &[]);
     let (n, by) = check_dry_run("acl", &["--max-rules", "2"]);
-    assert!(n <= 2, "{n} rules with --max-rules 2");
+    // The budget counts flower rules; the 8 u32 guards come on top.
+    assert!(n <= 2 + 8, "{n} rules with --max-rules 2");
     assert!(n < n_all && by < by_all, "fewer rules decide fewer frames");
     let dir = tmpdir("acl-json");
     let obj = build_obj("acl", &dir);
@@ -516,7 +539,12 @@ fn host_kernel_installs_or_says_flower_is_missing() {
             inst["expected_rules"].as_u64().unwrap(),
             "{v}"
         );
-        assert!(rules.iter().all(|r| r["kind"] == "flower"), "{v}");
+        assert!(
+            rules
+                .iter()
+                .all(|r| r["kind"] == "flower" || r["kind"] == "u32"),
+            "{v}"
+        );
         let r = nfkit(&["remove", "--dev", &bed.dev, "--netns", &bed.ns], &dir);
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
         assert!(
@@ -529,7 +557,8 @@ fn host_kernel_installs_or_says_flower_is_missing() {
         );
     } else {
         assert_eq!(o.status.code(), Some(1), "{err}");
-        assert!(err.contains("kernel lacks cls_flower"), "{err}");
+        // cls_flower, or (first, for the u32 guards) the gact action.
+        assert!(err.contains("kernel lacks"), "{err}");
         assert_eq!(
             bed.qdiscs(),
             before,
@@ -706,7 +735,8 @@ fn watch_follows_map_changes() {
         &["map", "set", "dst_block", "cb007109", "1", "--dev", &dev],
         "dst_ip 203.0.113.9/32 action drop",
     );
-    assert_eq!(ev["rules"], 2, "{ev}");
+    // Plus the 8 u32 guards of rule sets that decide IPv4 frames.
+    assert_eq!(ev["rules"], 2 + 8, "{ev}");
     let ev = change(
         &[
             "map",
@@ -718,7 +748,7 @@ fn watch_follows_map_changes() {
         ],
         "",
     );
-    assert_eq!(ev["rules"], 1, "{ev}");
+    assert_eq!(ev["rules"], 1 + 8, "{ev}");
     assert!(ev["removed"].as_u64().unwrap() >= 1, "{ev}");
     println!("map change to rule (dry run, 10 ms polling), µs: {latencies:?}");
     let _ = child.kill();

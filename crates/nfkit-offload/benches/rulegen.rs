@@ -2,12 +2,14 @@
 //! and its hand C version, the firewall NF's standalone ACL and the
 //! hand-written ACL, TCP-flags and blacklist programs (the blacklist
 //! with 32 source prefixes 10.0.i.0/24 that merge into 10.0.0.0/19),
-//! with rule counts before and after merging.
+//! with rule counts before and after merging; and the drop-only
+//! blacklist DDoS variant as map sync derives it, the first derivation
+//! and a re-derivation after a map change apart.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use nfkit_object::Image;
 use nfkit_offload::source::MapSource;
-use nfkit_offload::{analyse, generate, hoist, Limits, RulesOptions};
+use nfkit_offload::{analyse, generate, Deriver, Limits, RulesOptions};
 use nfkit_vm::{Vm, VmConfig};
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -55,7 +57,10 @@ fn case(c: &mut Criterion, label: &str, image: &Image, entry: &str, maps: &dyn M
 /// The DDoS logic with a drop-only blacklist (`tests/progs/ddos_blacklist.c`)
 /// as map sync derives it: data-path maps expanded, the clock as now,
 /// uniform regions hoisted; 16 blacklisted sources (one /28) and 16
-/// destination buckets.
+/// destination buckets. `first`: a derivation from scratch (a fresh
+/// [`Deriver`]); `sync`: map sync's re-derivation after one more source
+/// was blacklisted (each iteration a new one), the unchanged regions'
+/// analyses taken from the cache.
 fn ddos_sync(c: &mut Criterion) {
     let Some(img) = prog("ddos_blacklist") else {
         return;
@@ -69,11 +74,12 @@ fn ddos_sync(c: &mut Criterion) {
         k.extend_from_slice(&a);
         k
     };
-    if let (Some(bl), Some(db)) = (vm.map("blacklist"), vm.map("dst_buckets")) {
-        for i in 0..16u8 {
-            let _ = bl.update(&addr([198, 19, 1, i]), &u64::MAX.to_le_bytes(), 0);
-            let _ = db.update(&addr([198, 18, 0, i]), &[0u8; 24], 0);
-        }
+    let (Some(bl), Some(db)) = (vm.map("blacklist"), vm.map("dst_buckets")) else {
+        return;
+    };
+    for i in 0..16u8 {
+        let _ = bl.update(&addr([198, 19, 1, i]), &u64::MAX.to_le_bytes(), 0);
+        let _ = db.update(&addr([198, 18, 0, i]), &[0u8; 24], 0);
     }
     let limits = Limits {
         data_path_maps: true,
@@ -81,22 +87,56 @@ fn ddos_sync(c: &mut Criterion) {
         max_map_entries: 32,
         ..Limits::default()
     };
-    let run = || {
-        let a = analyse(&img, "ddos_blacklist", &vm, &limits).ok()?;
-        let (h, n) = hoist(&img, &vm, &limits, &a).ok()?;
-        Some((a.paths.len(), n, generate(&h, &RulesOptions::default())))
-    };
-    if let Some((paths, hoisted, r)) = run() {
+    let opts = RulesOptions::default();
+    let first = || Deriver::new().derive(&img, "ddos_blacklist", &vm, &limits, &opts);
+    if let Ok(d) = first() {
         println!(
-            "rulegen ddos_blacklist (sync): {paths} paths, {hoisted} uniform regions, {} offloaded, rules {} before merging, {} after ({} dropping)",
-            r.offloaded,
-            r.before_merge,
-            r.after_merge,
-            r.offloading_rules()
+            "rulegen ddos_blacklist (first): {} paths, {} uniform regions, {} offloaded, rules {} before merging, {} after ({} dropping); analysis {:?}, regions {:?}, rules {:?}",
+            d.analysis.paths.len() - d.hoisted,
+            d.hoisted,
+            d.rules.offloaded,
+            d.rules.before_merge,
+            d.rules.after_merge,
+            d.rules.offloading_rules(),
+            d.analyse_time,
+            d.hoist_time,
+            d.generate_time
+        );
+    }
+    c.bench_function("rulegen/ddos_blacklist_first", |b| {
+        b.iter(|| first().map(|d| d.rules.rules.len()))
+    });
+    // One more blacklisted source per sync, removed again at the next
+    // (16 entries plus one, never more than `max_map_entries`).
+    let mut deriver = Deriver::new();
+    let _ = deriver.derive(&img, "ddos_blacklist", &vm, &limits, &opts);
+    let mut n = 0u32;
+    let mut sync = |deriver: &mut Deriver| {
+        let prev = addr([198, 19, 2, (n % 250) as u8]);
+        n += 1;
+        let _ = bl.delete(&prev);
+        let _ = bl.update(
+            &addr([198, 19, 2, (n % 250) as u8]),
+            &u64::MAX.to_le_bytes(),
+            0,
+        );
+        deriver.derive(&img, "ddos_blacklist", &vm, &limits, &opts)
+    };
+    if let Ok(d) = sync(&mut deriver) {
+        println!(
+            "rulegen ddos_blacklist (sync, one source added): {} regions, {} from the cache, {} analysed, rules {} before merging, {} after; analysis {:?}, regions {:?}, rules {:?}",
+            d.hoisted,
+            d.regions_cached,
+            d.regions_analysed,
+            d.rules.before_merge,
+            d.rules.after_merge,
+            d.analyse_time,
+            d.hoist_time,
+            d.generate_time
         );
     }
     c.bench_function("rulegen/ddos_blacklist_sync", |b| {
-        b.iter(|| run().map(|x| x.2.rules.len()))
+        b.iter(|| sync(&mut deriver).map(|d| d.rules.rules.len()))
     });
 }
 

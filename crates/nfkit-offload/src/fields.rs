@@ -454,6 +454,28 @@ pub fn absent_view(p: &Pattern, frame: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(view)
 }
 
+/// The frame as flower's keys see it: an IPv4 header with options is
+/// read past them (the L4 header moved to offset 34, as if IHL were 5),
+/// and one whose IHL is below 5 or that the frame does not hold gives
+/// no IP keys at all (the frame cut after the Ethernet header).
+pub fn flower_frame(frame: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    use std::borrow::Cow;
+    if frame.get(12..14) != Some(&[8, 0]) || frame.len() < 15 {
+        return Cow::Borrowed(frame);
+    }
+    let ihl = usize::from(frame[14] & 0x0f);
+    if ihl == 5 {
+        return Cow::Borrowed(frame);
+    }
+    let end = 14 + ihl * 4;
+    if ihl < 5 || frame.len() < end {
+        return Cow::Owned(frame[..14].to_vec());
+    }
+    let mut v = frame[..34].to_vec();
+    v.extend_from_slice(&frame[end..]);
+    Cow::Owned(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,6 +51,9 @@ pub struct FlowerRule {
     pub prio: u32,
     pub protocol: u16,
     pub options: Vec<F>,
+    /// A `u32` guard instead ([`crate::guard`]): byte 0 of the network
+    /// header as `(value, mask)`, the skip flags, and its `pass` action.
+    pub u32_guard: Option<(u8, u8, u32, TcAction)>,
 }
 
 fn val_mask(p: &Pattern, r: std::ops::Range<usize>) -> Option<(Vec<u8>, Vec<u8>)> {
@@ -84,6 +87,15 @@ fn be16(b: &[u8]) -> u16 {
 /// take (the rule generator only makes rules it can).
 pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerError> {
     let p = &rule.pattern;
+    if rule.u32_guard {
+        let (t, v, m) = crate::guard::key(rule);
+        return Ok(FlowerRule {
+            prio: rule.prio,
+            protocol: t,
+            options: Vec::new(),
+            u32_guard: Some((v, m, flags, action(RuleAction::Pass, dev))),
+        });
+    }
     fields::express(p)?;
     let mut o = Vec::new();
     if let Some((v, m)) = val_mask(p, 0..6) {
@@ -197,6 +209,7 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerErr
         prio: rule.prio,
         protocol,
         options: o,
+        u32_guard: None,
     })
 }
 

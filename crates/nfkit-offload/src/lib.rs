@@ -10,9 +10,16 @@
 //!   [`Image`](nfkit_object::Image) into [`Path`]s, each a pattern and a
 //!   verdict or "software", with the counter additions along it.
 //! * [`hoist`]: uniform regions (a source whose every packet is
-//!   dropped) as rules before all paths.
+//!   dropped) as rules before all paths, and [`RegionCache`], their
+//!   analyses kept across map syncs.
+//! * [`derive`]: [`Deriver`], map sync's timed derivation (analysis,
+//!   regions from the cache, rules).
 //! * [`fields`]: the header field model: which pattern bits name flower
 //!   keys.
+//! * [`fold`]: rule hit counts folded into the program's verdict
+//!   counters.
+//! * [`guard`]: `u32` guard rules keeping frames outside the field
+//!   model (IP version, IPv4 options) from the flower rules.
 //! * [`rules`]: paths to prioritised flower [`Rule`]s (first-match order,
 //!   merging, rule budget) and their `tc filter add` text.
 //! * [`flower`]: a rule as the kernel's flower classifier takes it
@@ -29,9 +36,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod derive;
 pub mod error;
 pub mod fields;
 pub mod flower;
+pub mod fold;
+pub mod guard;
 pub mod hoist;
 pub mod model;
 pub mod netlink;
@@ -43,8 +53,9 @@ pub mod switch;
 pub mod symbolic;
 pub mod value;
 
+pub use derive::{Derivation, Deriver};
 pub use error::OffloadError;
-pub use hoist::hoist;
+pub use hoist::{hoist, hoist_cached, RegionCache};
 pub use model::{Decision, Equivalence};
 pub use netlink::{NetlinkError, Tc};
 pub use pattern::Pattern;

@@ -7,7 +7,10 @@ use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
     NLM_F_REQUEST,
 };
-use netlink_packet_route::tc::{TcAttribute, TcFilterFlowerOption, TcHandle, TcMessage, TcOption};
+use netlink_packet_route::tc::{
+    TcAttribute, TcFilterFlowerOption, TcFilterU32Option, TcHandle, TcMessage, TcOption, TcU32Key,
+    TcU32OptionFlags, TcU32Selector, TcU32SelectorFlags,
+};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -25,6 +28,8 @@ pub enum NetlinkError {
     },
     #[error("{what}: kernel lacks cls_flower (`tc ... flower` is not available: CONFIG_NET_CLS_FLOWER unset or the module missing){}", ext.as_ref().map(|m| format!("; kernel says: {m}")).unwrap_or_default())]
     NoFlower { what: String, ext: Option<String> },
+    #[error("{what}: kernel lacks the tc action the rules need (act_gact or act_mirred){}", ext.as_ref().map(|m| format!("; kernel says: {m}")).unwrap_or_default())]
+    NoAction { what: String, ext: Option<String> },
     #[error("{what}: bad netlink reply: {cause}")]
     Decode { what: String, cause: String },
 }
@@ -188,11 +193,39 @@ impl Tc {
         let mut m = TcMessage::with_index(ifindex as i32);
         m.header.parent = INGRESS_PARENT;
         m.header.info = (rule.prio << 16) | u32::from(rule.protocol.to_be());
-        m.attributes.push(TcAttribute::Kind("flower".into()));
-        m.attributes.push(TcAttribute::Options(
-            rule.options.iter().cloned().map(TcOption::Flower).collect(),
-        ));
-        let what = format!("add flower rule prio {}", rule.prio);
+        if let Some((v, mask, flags, act)) = &rule.u32_guard {
+            // One key on the 32-bit word at the network header's start
+            // (`match u8 V M at 0`), terminal, then `pass`.
+            let mut sel = TcU32Selector::default();
+            sel.flags = TcU32SelectorFlags::Terminal;
+            sel.nkeys = 1;
+            let mut key = TcU32Key::default();
+            key.val = u32::from(*v) << 24;
+            key.mask = u32::from(*mask) << 24;
+            sel.keys = vec![key];
+            let mut o = vec![TcFilterU32Option::Selector(sel)];
+            if *flags != 0 {
+                o.push(TcFilterU32Option::Flags(
+                    TcU32OptionFlags::from_bits_retain(*flags),
+                ));
+            }
+            o.push(TcFilterU32Option::Action(vec![act.clone()]));
+            m.attributes.push(TcAttribute::Kind("u32".into()));
+            m.attributes.push(TcAttribute::Options(
+                o.into_iter().map(TcOption::U32).collect(),
+            ));
+        } else {
+            m.attributes.push(TcAttribute::Kind("flower".into()));
+            m.attributes.push(TcAttribute::Options(
+                rule.options.iter().cloned().map(TcOption::Flower).collect(),
+            ));
+        }
+        let kind = if rule.u32_guard.is_some() {
+            "u32 guard"
+        } else {
+            "flower rule"
+        };
+        let what = format!("add {kind} prio {}", rule.prio);
         match self.request(
             &what,
             RouteNetlinkMessage::NewTrafficFilter(m),
@@ -205,6 +238,11 @@ impl Tc {
                 if errno == 2 && ext.as_deref().is_none_or(|m| m.contains("classifier")) =>
             {
                 Err(NetlinkError::NoFlower { what, ext })
+            }
+            Err(NetlinkError::Kernel { errno, ext, .. })
+                if errno == 2 && ext.as_deref().is_some_and(|m| m.contains("action module")) =>
+            {
+                Err(NetlinkError::NoAction { what, ext })
             }
             Err(e) => Err(e),
         }
@@ -260,12 +298,25 @@ impl Tc {
                 .flatten()
                 .filter_map(|o| match o {
                     TcOption::Flower(x) => Some(x.clone()),
+                    // A u32 guard's actions, read like a flower rule's
+                    // (their packet counts).
+                    TcOption::U32(TcFilterU32Option::Action(a)) => {
+                        Some(TcFilterFlowerOption::Actions(a.clone()))
+                    }
                     _ => None,
                 })
                 .collect();
             let handle = u32::from(f.header.handle.major) << 16 | u32::from(f.header.handle.minor);
             if handle == 0 {
                 // The chain/priority header entry, not a filter.
+                continue;
+            }
+            let u32_key = f.attributes.iter().any(|a| {
+                matches!(a, TcAttribute::Options(o)
+                    if o.iter().any(|x| matches!(x, TcOption::U32(TcFilterU32Option::Selector(_)))))
+            });
+            if kind == "u32" && !u32_key {
+                // A u32 filter's hash table node, not a key.
                 continue;
             }
             out.push(Filter {

@@ -46,6 +46,11 @@ pub struct Installed {
     pub maps_from: String,
     /// The rules as `tc` lines.
     pub tc_lines: Vec<String>,
+    /// Per rule (as `prios`), the program's counter additions it stands
+    /// for: its packets times these are folded into the program's
+    /// counters ([`crate::fold`]).
+    #[serde(default)]
+    pub counts: Vec<Vec<crate::Count>>,
 }
 
 /// The offload state file.

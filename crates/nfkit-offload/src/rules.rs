@@ -54,6 +54,9 @@ pub struct Rule {
     /// these times the rule's packets (empty for `pass`: the program
     /// counts those itself).
     pub counts: Vec<Count>,
+    /// A `u32` guard ([`crate::guard`]) rather than a flower rule: its
+    /// pattern is matched on the frame's bytes where they are.
+    pub u32_guard: bool,
 }
 
 /// A big-endian 16-bit field at `at` (34: source port, 36: destination
@@ -91,17 +94,28 @@ impl Rule {
     /// Whether `frame` matches the rule, as flower matches it: a header
     /// the frame lacks reads as zeros ([`fields::absent_view`]).
     pub fn matches(&self, frame: &[u8]) -> bool {
-        if let Some(view) = fields::absent_view(&self.pattern, frame) {
-            // Flower has no key for the IP version (nor the IPv4 IHL).
-            let mut p = self.pattern.clone();
-            p.min_len = 0;
-            let v4 = p.value.get(12..14) == Some(&[8, 0]);
+        if self.u32_guard {
+            return self.pattern.matches(frame);
+        }
+        // Flower finds the L4 header after any IPv4 options and has no
+        // key for the IP version nor the IHL.
+        let frame = &fields::flower_frame(frame)[..];
+        let v4 = self.pattern.value.get(12..14) == Some(&[8, 0])
+            && self.pattern.mask.get(12..14) == Some(&[0xff; 2]);
+        let v6 = self.pattern.value.get(12..14) == Some(&[0x86, 0xdd])
+            && self.pattern.mask.get(12..14) == Some(&[0xff; 2]);
+        let mut p = self.pattern.clone();
+        if v4 || v6 {
             for b in if v4 { 0 } else { 4 }..8 {
                 p.clear_bit(14 * 8 + b);
             }
+            p.min_len = self.pattern.min_len;
+        }
+        if let Some(view) = fields::absent_view(&self.pattern, frame) {
+            p.min_len = 0;
             return p.matches(&view) && self.ranges.iter().all(|r| r.matches(&view));
         }
-        self.pattern.matches(frame) && self.ranges.iter().all(|r| r.matches(frame))
+        p.matches(frame) && self.ranges.iter().all(|r| r.matches(frame))
     }
 }
 
@@ -245,10 +259,13 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             } else {
                 c.counts
             },
+            u32_guard: false,
         })
         .collect();
+    let after_merge = rules.len();
+    let rules = crate::guard::guarded(rules);
     RuleSet {
-        after_merge: rules.len(),
+        after_merge,
         rules,
         paths: a.paths.len(),
         offloaded,
@@ -469,6 +486,9 @@ impl RuleSet {
         self.rules
             .iter()
             .map(|r| {
+                if r.u32_guard {
+                    return crate::guard::tc_line(r, dev, skip);
+                }
                 let FlowerMatch { protocol, keys } =
                     fields::express(&r.pattern).unwrap_or_else(|_| FlowerMatch {
                         protocol: "all".into(),

@@ -70,7 +70,9 @@ pub struct Path {
 
 /// `add` added atomically to the `size`-byte counter at `off` in the
 /// value of `key` in map `map`, which no decision of the program reads.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Count {
     pub map: String,
     pub key: Vec<u8>,
@@ -93,6 +95,12 @@ pub struct Analysis {
     /// Whether a decision compared the clock ([`Limits::now_ns`]): the
     /// rules hold at that time only.
     pub uses_clock: bool,
+    /// With [`uses_clock`](Analysis::uses_clock): the clock values
+    /// (inclusive) for which every comparison of the clock goes the way
+    /// it went, so the analysis is the same at any of them (see
+    /// [`Limits::now_ns`]); `(now, now)` once the clock entered any
+    /// arithmetic.
+    pub clock_window: Option<(u64, u64)>,
 }
 
 impl Analysis {
@@ -123,7 +131,11 @@ pub struct Limits {
     pub data_path_maps: bool,
     /// The clock (`bpf_ktime_get_ns`) as this constant instead of
     /// unknown, so decisions comparing it (expiry times) are decided as
-    /// of now; [`Analysis::uses_clock`] says whether any did.
+    /// of now; [`Analysis::uses_clock`] says whether any did. The clock
+    /// is followed while it stays whole (moved, spilled and reloaded,
+    /// compared): each comparison narrows
+    /// [`Analysis::clock_window`]; arithmetic on it, a 32-bit view of it
+    /// or a byte swap pins the window to `now`.
     pub now_ns: Option<u64>,
 }
 
@@ -246,6 +258,7 @@ pub fn analyse_within(
         written: RefCell::new(BTreeSet::new()),
         loaded: RefCell::new(Vec::new()),
         clock: std::cell::Cell::new(false),
+        window: std::cell::Cell::new((0, u64::MAX)),
     };
     let mut regs: [Val; 11] = std::array::from_fn(|_| Val::Unknown);
     regs[1] = Val::Ctx;
@@ -373,6 +386,7 @@ pub fn analyse_within(
         truncated,
         live_maps,
         uses_clock: ex.clock.get(),
+        clock_window: ex.clock.get().then(|| ex.window.get()),
     })
 }
 
@@ -424,6 +438,8 @@ struct Exec<'a> {
     loaded: RefCell<Vec<Loaded>>,
     /// Whether a path took the clock as [`Limits::now_ns`].
     clock: std::cell::Cell<bool>,
+    /// [`Analysis::clock_window`] so far.
+    window: std::cell::Cell<(u64, u64)>,
 }
 
 fn sw(ex: &Exec, slot: usize, what: impl fmt::Display) -> Step {
@@ -503,10 +519,19 @@ impl Exec<'_> {
                     Operand::Imm(i) => Val::konst(i as i64 as u64),
                 };
                 let a = reg(st, dst);
+                // A move copies the clock whole (a 32-bit one does not);
+                // anything else is arithmetic on it.
+                if op != AluOp::Mov {
+                    self.clock_arithmetic(&a);
+                    self.clock_arithmetic(&b);
+                } else if width == Width::W32 {
+                    self.clock_arithmetic(&b);
+                }
                 st.regs[dst.num() as usize] = alu(width, op, a, b);
                 st.pc = next;
             }
             Insn::Endian { order, bits, dst } => {
+                self.clock_arithmetic(&reg(st, dst));
                 let v = match reg(st, dst) {
                     Val::Scalar(b) => {
                         let b = match order {
@@ -786,6 +811,9 @@ impl Exec<'_> {
         match (&a, &b) {
             (Val::Scalar(x), Val::Scalar(y)) => {
                 let w = if width == Width::W32 { 32 } else { 64 };
+                if let (Some(p), Some(q)) = (x.as_const(), y.as_const()) {
+                    self.clock_compare(cond, w as u32, p, q);
+                }
                 let (x, y, cond) = match (x.as_const(), y.as_const()) {
                     (_, Some(c)) => (x.truncate(w), c, cond),
                     (Some(c), None) => (y.truncate(w), c, swap(cond)),
@@ -977,6 +1005,43 @@ impl Exec<'_> {
         Step::Fork(out)
     }
 
+    /// The clock's window after `v` entered arithmetic: pinned to now
+    /// if `v` is the clock (or equal to it: pinning is always safe).
+    fn clock_arithmetic(&self, v: &Val) {
+        let Some(now) = self.limits.now_ns.filter(|_| self.clock.get()) else {
+            return;
+        };
+        if v.as_const() == Some(now) {
+            self.narrow((now, now));
+        }
+    }
+
+    /// The window after comparing constants `p cond q` on `w` bits:
+    /// when one of them is the clock, the clock values giving the same
+    /// outcome (an interval around now; now alone when it is not one).
+    fn clock_compare(&self, cond: Cond, w: u32, p: u64, q: u64) {
+        let Some(now) = self.limits.now_ns.filter(|_| self.clock.get()) else {
+            return;
+        };
+        let low = |v: u64| v & 0xffff_ffff;
+        let is_now = |v: u64| v == now || (w == 32 && low(v) == low(now));
+        let (cond, c) = match (is_now(p), is_now(q)) {
+            (true, false) => (cond, q),
+            (false, true) => (swap(cond), p),
+            (false, false) => return,
+            (true, true) => {
+                self.narrow((now, now));
+                return;
+            }
+        };
+        self.narrow(same_outcome(cond, w, c, now));
+    }
+
+    fn narrow(&self, (lo, hi): (u64, u64)) {
+        let (a, b) = self.window.get();
+        self.window.set((a.max(lo), b.min(hi)));
+    }
+
     fn helper(&self, st: &mut State, id: i32, next: usize) -> Step {
         let pc = st.pc;
         match id {
@@ -1040,7 +1105,14 @@ impl Exec<'_> {
         let mut key = Vec::with_capacity(spec.key_size as usize);
         for i in 0..spec.key_size as i64 {
             match st.stack.get(&k.wrapping_add(i)) {
-                Some(Cell::Bits(b)) => key.push(*b),
+                // Packet bits the path already fixed are constants: a
+                // key the pattern determines is looked up directly.
+                Some(Cell::Bits(b)) => {
+                    key.push(b.map(|x| match bit_pos(x).and_then(|p| st.pat.bit(p)) {
+                        Some(v) => v as Bit,
+                        None => x,
+                    }))
+                }
                 _ => {
                     return sw(
                         self,
@@ -1375,6 +1447,46 @@ fn konst_alu(op: AluOp, p: u64, q: u64, w32: bool) -> Option<u64> {
         AluOp::Neg => p.wrapping_neg(),
         _ => return None,
     })
+}
+
+/// The clock values `t` (an interval containing `now`) for which
+/// `t cond c` on `w` bits is what it is for `now`; `(now, now)` when
+/// that is not an interval or the comparison is not a plain unsigned
+/// one on the whole clock.
+fn same_outcome(cond: Cond, w: u32, c: u64, now: u64) -> (u64, u64) {
+    let signed_ok = now <= i64::MAX as u64 && c <= i64::MAX as u64;
+    let cond = match cond {
+        Cond::Sgt if signed_ok => Cond::Gt,
+        Cond::Sge if signed_ok => Cond::Ge,
+        Cond::Slt if signed_ok => Cond::Lt,
+        Cond::Sle if signed_ok => Cond::Le,
+        c => c,
+    };
+    let max = if signed_ok && cond != Cond::Eq && cond != Cond::Ne {
+        i64::MAX as u64
+    } else {
+        u64::MAX
+    };
+    if w != 64 {
+        return (now, now);
+    }
+    let split = |first_end: u64| {
+        // [0, first_end] and [first_end + 1, max]: the one holding now.
+        if now <= first_end {
+            (0, first_end)
+        } else {
+            (first_end.saturating_add(1), max)
+        }
+    };
+    match cond {
+        Cond::Eq | Cond::Ne if c == now => (now, now),
+        Cond::Eq | Cond::Ne if c > now => (0, c - 1),
+        Cond::Eq | Cond::Ne => (c + 1, u64::MAX),
+        Cond::Gt | Cond::Le => split(c),
+        Cond::Ge | Cond::Lt if c == 0 => (0, max),
+        Cond::Ge | Cond::Lt => split(c - 1),
+        _ => (now, now),
+    }
 }
 
 fn swap(c: Cond) -> Cond {

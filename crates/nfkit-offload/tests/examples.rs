@@ -10,7 +10,7 @@ use common::{check_program, image_of, random_frame, report, root, Rng};
 use nfkit_control::runner::ScriptVm;
 use nfkit_object::ProgType;
 use nfkit_offload::model::Decision;
-use nfkit_offload::{analyse, generate, Equivalence, Limits, RulesOptions};
+use nfkit_offload::{analyse, generate, Equivalence, Limits, Outcome, RulesOptions};
 
 fn decision(o: &nfkit_control::runner::Outcome) -> Decision {
     if let Some(e) = &o.error {
@@ -84,6 +84,40 @@ fn ddos_example_chain() {
     report("ddos.py", &a, &rules, &eq);
     assert!(eq.frames >= pcap.len() + 10_000);
     assert!(eq.disagreements.is_empty());
+    // What the analysis says about ddos.py today (docs/offload.md,
+    // "The DDoS example"): nothing offloaded, also with the data-path
+    // maps expanded and the clock as now, and every path to software
+    // for state, named at its slot: the chain's first function writes
+    // the parse-once block (a map value) before any decision.
+    for limits in [
+        Limits::default(),
+        Limits {
+            data_path_maps: true,
+            now_ns: Some(now),
+            ..Limits::default()
+        },
+    ] {
+        let a = analyse(&c.image, &entry, &alone.vm, &limits).unwrap_or_else(|e| panic!("{e}"));
+        let rules = generate(&a, &RulesOptions::default());
+        assert_eq!(rules.offloaded, 0, "{limits:?}");
+        assert_eq!(rules.offloading_rules(), 0, "{limits:?}");
+        assert!(!a.paths.is_empty());
+        for p in &a.paths {
+            let Outcome::Software(why) = &p.outcome else {
+                panic!("ddos.py path decided: {p:?}");
+            };
+            println!(
+                "ddos.py ({}): software: {why}",
+                if limits.data_path_maps {
+                    "data-path maps"
+                } else {
+                    "default"
+                }
+            );
+            assert!(why.contains("(slot "), "{why}");
+            assert!(why.contains("(state)"), "{why}");
+        }
+    }
 }
 
 /// Every packet of every example pcap.

@@ -88,7 +88,8 @@ fn protocol_and_port_acl() {
         2000,
         &RulesOptions { max_rules: Some(3) },
     );
-    assert!(small.rules.len() <= 3);
+    // The budget counts flower rules; the u32 guards come on top.
+    assert!(small.rules.iter().filter(|r| !r.u32_guard).count() <= 3);
     assert!(small.fallbacks.iter().any(|f| f.1 == Fallback::OverBudget));
     assert!(eq2.disagreements.is_empty());
 }
@@ -249,5 +250,8 @@ fn adjacent_prefixes_merge() {
     }
     assert_eq!(r.before_merge, 8);
     assert_eq!(r.after_merge, 1);
-    assert!(lines[0].contains("src_ip 10.0.0.0/21 action drop"));
+    assert!(lines
+        .iter()
+        .find(|l| l.contains(" flower "))
+        .is_some_and(|l| l.contains("src_ip 10.0.0.0/21 action drop")));
 }

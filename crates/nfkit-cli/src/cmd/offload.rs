@@ -14,8 +14,7 @@ use nfkit_kernel::KMap;
 use nfkit_object::Image;
 use nfkit_offload::rules::Fallback;
 use nfkit_offload::{
-    analyse, flower, generate, hoist, switch, Installed, Limits, MapSource, OffloadState, RuleSet,
-    RulesOptions, Tc,
+    flower, switch, Deriver, Installed, Limits, MapSource, OffloadState, RuleSet, RulesOptions, Tc,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -293,7 +292,8 @@ fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
     };
     let netns = a.netns.as_deref();
     let t0 = std::time::Instant::now();
-    let (rules, maps_from) = derive(&a, &shown, &prog, &dev)?;
+    let mut deriver = Deriver::new();
+    let (rules, maps_from) = derive(&a, &shown, &prog, &dev, &mut deriver)?;
     let took = t0.elapsed();
     let skip = if a.skip_sw {
         "skip_sw"
@@ -331,7 +331,7 @@ fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
             println!("{summary}");
             use std::io::Write;
             let _ = std::io::stdout().flush();
-            watch(&a, &shown, &prog, &dev, skip, lines)?;
+            watch(&a, &shown, &prog, &dev, skip, lines, deriver)?;
         } else {
             println!("{}", serde_json::to_string_pretty(&summary)?);
         }
@@ -360,50 +360,42 @@ fn install(a: InstallArgs) -> anyhow::Result<ExitCode> {
         eprintln!("installed {} rules at ingress of {dev}", rules.rules.len());
     }
     if a.watch {
-        watch(&a, &shown, &prog, &dev, skip, lines)?;
+        watch(&a, &shown, &prog, &dev, skip, lines, deriver)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// The rules for the program now: its analysis over the deployed
 /// program's pinned maps when there is one, else its initial state.
+/// With data-path maps, uniform regions (a blacklisted source) are
+/// hoisted before all paths, their analyses kept in `deriver` from one
+/// derivation to the next (`--watch`).
 fn derive(
     a: &InstallArgs,
     shown: &str,
     prog: &Program,
     dev: &str,
+    deriver: &mut Deriver,
 ) -> anyhow::Result<(RuleSet, &'static str)> {
     let limits = Limits {
         data_path_maps: a.data_path_maps,
         now_ns: a.data_path_maps.then(nfkit_kernel::monotonic_ns),
         ..Limits::default()
     };
-    // With data-path maps, uniform regions (a blacklisted source) are
-    // hoisted before all paths, as `nfkit_offload::hoist` says.
-    let run = |maps: &dyn MapSource| {
-        let a = analyse(&prog.image, &prog.entry, maps, &limits)?;
-        if limits.data_path_maps {
-            return Ok(hoist(&prog.image, maps, &limits, &a)?.0);
-        }
-        Ok::<_, nfkit_offload::OffloadError>(a)
+    let options = RulesOptions {
+        max_rules: a.max_rules,
     };
-    let (analysis, maps_from) = match deployed_maps(dev, a.netns.as_deref(), &prog.image)? {
+    let mut run =
+        |maps: &dyn MapSource| deriver.derive(&prog.image, &prog.entry, maps, &limits, &options);
+    let (derivation, maps_from) = match deployed_maps(dev, a.netns.as_deref(), &prog.image)? {
         Some(pinned) => (run(&pinned), "pinned maps"),
         None => {
             let vm = prog.initial_vm(shown)?;
             (run(&vm), "initial state")
         }
     };
-    let analysis = analysis.map_err(|e| anyhow!("{shown}: {e}"))?;
-    Ok((
-        generate(
-            &analysis,
-            &RulesOptions {
-                max_rules: a.max_rules,
-            },
-        ),
-        maps_from,
-    ))
+    let derivation = derivation.map_err(|e| anyhow!("{shown}: {e}"))?;
+    Ok((derivation.rules, maps_from))
 }
 
 fn unix_ns() -> u64 {
@@ -424,6 +416,7 @@ fn watch(
     dev: &str,
     skip: &str,
     mut lines: Vec<String>,
+    mut deriver: Deriver,
 ) -> anyhow::Result<()> {
     if deployed_maps(dev, a.netns.as_deref(), &prog.image)?.is_none() {
         bail!("--watch: no XDP program deployed on {dev} (`nfkit deploy`): its pinned maps are what is watched");
@@ -456,7 +449,7 @@ fn watch(
         std::thread::sleep(std::time::Duration::from_millis(a.interval));
         let seen_ns = unix_ns();
         let t = std::time::Instant::now();
-        let (mut rules, _) = derive(a, shown, prog, dev)?;
+        let (mut rules, _) = derive(a, shown, prog, dev, &mut deriver)?;
         let derive_us = t.elapsed().as_micros() as u64;
         let new = rules.to_tc_lines(dev, skip, &ifname_of);
         if new == lines {
@@ -487,6 +480,7 @@ fn watch(
             if let Some(i) = state.find(dev, a.netns.as_deref()) {
                 state.installs[i].prios = plan.prios.clone();
                 state.installs[i].tc_lines = placed.clone();
+                state.installs[i].counts = rules.rules.iter().map(|r| r.counts.clone()).collect();
                 state.installs[i].offloaded = rules.offloaded;
                 state.installs[i].paths = rules.paths;
                 state.installs[i].fallbacks = rules.fallbacks.len();
@@ -628,6 +622,7 @@ fn apply(
         entry: prog.entry.clone(),
         skip: skip.to_string(),
         prios: rules.rules.iter().map(|r| r.prio).collect(),
+        counts: rules.rules.iter().map(|r| r.counts.clone()).collect(),
         qdisc_created: created || old.as_ref().is_some_and(|o| o.qdisc_created),
         installed_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -698,6 +693,9 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             ),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
+        // Each rule's packets times its counts, as the program would
+        // have counted them.
+        let folded = fold_counts(i, &rules);
         if !a.json {
             println!(
                 "{dev}{}: {} ({}), {} rules{}, {} paths, {} offloaded, {} to software, maps from {}",
@@ -724,6 +722,14 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     r["packets"]
                 );
             }
+            for (c, n) in &folded {
+                println!(
+                    "  folded into {} key {} offset {}: +{n} (rule packets times the program's addend)",
+                    c.map,
+                    hex(&c.key),
+                    c.off
+                );
+            }
             if err.is_none() && rules.len() != i.prios.len() {
                 println!(
                     "  {} of {} rules are missing from the device",
@@ -738,6 +744,9 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             "fallbacks": i.fallbacks, "maps_from": i.maps_from,
             "installed_at": i.installed_at, "rules": rules, "error": err,
             "expected_rules": i.prios.len(),
+            "folded": folded.iter().map(|(c, n)| json!({
+                "map": c.map, "key": hex(&c.key), "off": c.off, "size": c.size, "add": n,
+            })).collect::<Vec<_>>(),
         }));
     }
     if a.json {
@@ -746,6 +755,31 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         println!("nothing offloaded");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The program's counters the rules of `i` add to, from the packet
+/// counts read back (`rules`: prio and packets per rule).
+fn fold_counts(
+    i: &Installed,
+    rules: &[serde_json::Value],
+) -> std::collections::BTreeMap<nfkit_offload::fold::Counter, u64> {
+    let packets = |prio: u32| {
+        rules
+            .iter()
+            .find(|r| r["prio"].as_u64() == Some(u64::from(prio)))
+            .and_then(|r| r["packets"].as_u64())
+            .unwrap_or(0)
+    };
+    nfkit_offload::fold::fold(
+        i.prios
+            .iter()
+            .zip(&i.counts)
+            .map(|(&p, c)| (&c[..], packets(p))),
+    )
 }
 
 fn remove(a: RemoveArgs) -> anyhow::Result<ExitCode> {

@@ -247,6 +247,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         paths: Vec::new(),
         ranges: Vec::new(),
         counts: Vec::new(),
+        u32_guard: false,
     };
     let cleanup = |tc: &mut Tc| {
         for p in 1..=last {
