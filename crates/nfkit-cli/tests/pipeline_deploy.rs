@@ -196,15 +196,8 @@ fn router_deployed_runs_post_at_egress_and_matches_the_vm_and_the_switch() {
         &[198, 18, 3, 1],
         "the packet without a route"
     );
-    let cap = Capture::start(PEER[1], Some(bed.host.name()), 64).expect("capture");
-    send_frames(&bed.host, PEER_IN, unrouted.clone(), 1);
-    std::thread::sleep(Duration::from_millis(300));
-    let out: Vec<Vec<u8>> = cap
-        .finish()
-        .expect("capture")
-        .into_iter()
-        .filter(|f| f.get(12..14) == Some(&[0x08, 0x00]))
-        .collect();
+    let [by2, out] = bed.send_and_capture(&[(0, unrouted.clone())]);
+    assert!(by2.is_empty(), "nothing out of port 2");
     assert_eq!(out.len(), 1, "the miss went out of port 3");
     assert_eq!(&out[0][..6], &[2, 0, 0, 0, 3, 1], "next hop 3's MAC");
     assert_eq!(out[0][22], 63, "TTL decremented by route");
