@@ -53,21 +53,11 @@ fn commands_through_the_daemon_print_what_they_print_directly() {
     );
 
     // The daemon, on the default socket of the run directory.
-    let cfg = s.dir.join("nfkitd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "run_dir = {run:?}\ndata_dir = {:?}\npin_root = {:?}\nstate_dir = {:?}\n",
-            s.dir.join("data"),
-            s.bpf(),
-            s.state()
-        ),
-    )
-    .unwrap();
+    let cfg = daemon_cli::write_config(&s, &run, "");
     let cfgs = cfg.to_str().unwrap();
     let (code, o, e) = nfkit(&s, &run, "", &["daemon", "start", "--config", cfgs]);
     assert_eq!(code, 0, "{o}{e}");
-    let stop = Stopper { s: &s, run: &run };
+    let stop = daemon_cli::Stopper::new(&s, &run, "");
     let (code, o, _) = nfkit(&s, &run, "", &["daemon", "status", "--json"]);
     assert_eq!(code, 0);
     let st: Value = serde_json::from_str(&o).unwrap();
@@ -328,19 +318,4 @@ NF_EXPORT(my_filter);
     )
     .unwrap();
     dir
-}
-
-/// Stops the test's daemon, also when an assertion fails.
-struct Stopper<'a> {
-    s: &'a Scratch,
-    run: &'a Path,
-}
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let (code, o, e) = nfkit(self.s, self.run, "", &["daemon", "stop"]);
-        if code != 0 {
-            eprintln!("daemon stop: {o}{e}");
-        }
-    }
 }

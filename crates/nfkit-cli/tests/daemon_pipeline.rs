@@ -20,24 +20,31 @@ fn nfkit(s: &Scratch, run: &Path, daemon: &str, args: &[&str]) -> (i32, String, 
     daemon_cli::nfkit(s, run, &Conn::daemon(daemon), args)
 }
 
-/// Deploys the router on `bed` with `posts` as output devices; the
-/// JSON, ids and times left out.
-fn deploy(s: &Scratch, run: &Path, daemon: &str, bed: &RouterBed, posts: &[&str]) -> Value {
-    let script = examples().join("router.py").display().to_string();
+/// `nfkit deploy SCRIPT` of the router on `bed` at TC ingress with
+/// `posts` as output devices.
+fn deploy_args<'a>(script: &'a str, bed: &'a RouterBed, posts: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "deploy",
-        script.as_str(),
+        script,
         "--dev",
         IN,
         "--netns",
         bed.router.name(),
         "--hook",
         "tc-ingress",
-        "--json",
     ];
     for p in posts {
-        args.extend(["--post-dev", p]);
+        args.extend(["--post-dev", *p]);
     }
+    args
+}
+
+/// Deploys the router on `bed` with `posts` as output devices; the
+/// JSON, ids and times left out.
+fn deploy(s: &Scratch, run: &Path, daemon: &str, bed: &RouterBed, posts: &[&str]) -> Value {
+    let script = examples().join("router.py").display().to_string();
+    let mut args = deploy_args(&script, bed, posts);
+    args.push("--json");
     let (code, o, e) = nfkit(s, run, daemon, &args);
     assert_eq!(code, 0, "deploy ({daemon}): {o}{e}");
     let mut v: Value = serde_json::from_str(&o).unwrap_or_else(|e| panic!("{e}: {o}"));
@@ -50,35 +57,7 @@ fn deploy(s: &Scratch, run: &Path, daemon: &str, bed: &RouterBed, posts: &[&str]
 fn posts(s: &Scratch, run: &Path, daemon: &str) -> Vec<String> {
     let (code, o, e) = nfkit(s, run, daemon, &["status", "--json"]);
     assert_eq!(code, 0, "{o}{e}");
-    let st: Value = serde_json::from_str(&o).unwrap();
-    let mut devs: Vec<String> = st["deployments"]
-        .as_array()
-        .expect("status list")
-        .iter()
-        .filter(|d| d["post_of"].is_string())
-        .map(|d| {
-            assert_eq!(d["hook"], "tc-egress", "{d}");
-            assert_eq!(d["attached"], true, "{d}");
-            d["dev"].as_str().unwrap_or("").to_string()
-        })
-        .collect();
-    devs.sort();
-    devs
-}
-
-/// Stops the test's daemon, also when an assertion fails.
-struct Stopper<'a> {
-    s: &'a Scratch,
-    run: &'a Path,
-}
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let (code, o, e) = nfkit(self.s, self.run, "", &["daemon", "stop"]);
-        if code != 0 {
-            eprintln!("daemon stop: {o}{e}");
-        }
-    }
+    post_devs(&serde_json::from_str(&o).unwrap_or_else(|e| panic!("{e}: {o}")))
 }
 
 #[test]
@@ -101,17 +80,7 @@ fn daemon_pipeline_deploys_take_post_devs_as_direct_ones_do() {
     assert_eq!(code, 0, "{o}{e}");
     assert!(posts(&s, &run, "off").is_empty());
 
-    let cfg = s.dir.join("nfkitd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "run_dir = {run:?}\ndata_dir = {:?}\npin_root = {:?}\nstate_dir = {:?}\n",
-            s.dir.join("data"),
-            s.bpf(),
-            s.state()
-        ),
-    )
-    .unwrap();
+    let cfg = daemon_cli::write_config(&s, &run, "");
     let (code, o, e) = nfkit(
         &s,
         &run,
@@ -119,7 +88,7 @@ fn daemon_pipeline_deploys_take_post_devs_as_direct_ones_do() {
         &["daemon", "start", "--config", cfg.to_str().unwrap()],
     );
     assert_eq!(code, 0, "{o}{e}");
-    let _stop = Stopper { s: &s, run: &run };
+    let _stop = daemon_cli::Stopper::new(&s, &run, "");
     let sock = run.join("nfkitd.sock").display().to_string();
 
     let via = deploy(&s, &run, &sock, &bed, &all);
@@ -167,20 +136,7 @@ fn daemon_pipeline_deploys_take_post_devs_as_direct_ones_do() {
         &s,
         &run,
         &sock,
-        &[
-            "deploy",
-            &script,
-            "--dev",
-            IN,
-            "--netns",
-            bed.router.name(),
-            "--hook",
-            "tc-ingress",
-            "--post-dev",
-            OUT[0],
-            "--post-dev",
-            OUT[0],
-        ],
+        &deploy_args(&script, &bed, &[OUT[0], OUT[0]]),
     );
     assert_eq!(code, 1);
     assert!(e.contains("post_devs") && e.contains("named twice"), "{e}");

@@ -48,26 +48,6 @@ fn scenario(s: &Scratch, run: &Path, via: &Via, bed: &Bed) -> Vec<String> {
     daemon_cli::scenario(s, run, &via.conn(), bed, &["generation"])
 }
 
-/// Stops the test's daemon, also when an assertion fails.
-struct Stopper<'a> {
-    s: &'a Scratch,
-    run: &'a Path,
-    socket: String,
-}
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let via = Via {
-            daemon: self.socket.clone(),
-            tls: None,
-        };
-        let (code, o, e) = nfkit(self.s, self.run, &via, &["daemon", "stop"]);
-        if code != 0 {
-            eprintln!("daemon stop: {o}{e}");
-        }
-    }
-}
-
 /// Directly, never through a daemon.
 fn off() -> Via {
     Via {
@@ -104,22 +84,17 @@ fn make_certs(s: &Scratch, run: &Path, clients: &str) -> PathBuf {
 /// more `[tls]` keys, `roles`: the `[roles]` table); its socket, its
 /// TCP address, and its config file.
 fn start_tls(s: &Scratch, run: &Path, certs: &Path, tls: &str, roles: &str) -> (String, String) {
-    let cfg = s.dir.join("nfkitd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "run_dir = {run:?}\ndata_dir = {:?}\npin_root = {:?}\nstate_dir = {:?}\n\
-             [tls]\nlisten = \"127.0.0.1:0\"\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\n{tls}\n\
+    let cfg = daemon_cli::write_config(
+        s,
+        run,
+        &format!(
+            "[tls]\nlisten = \"127.0.0.1:0\"\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\n{tls}\n\
              [roles]\n{roles}\n",
-            s.dir.join("data"),
-            s.bpf(),
-            s.state(),
             certs.join("server.crt"),
             certs.join("server.key"),
             certs.join("ca.crt"),
         ),
-    )
-    .unwrap();
+    );
     let (code, o, e) = nfkit(
         s,
         run,
@@ -173,11 +148,7 @@ fn the_cli_over_tls_prints_what_it_prints_over_the_socket() {
         "",
         "admin = { uids = [0] }\ndeploy = { names = [\"ci\"] }\nread_only = { names = [\"grafana\"] }",
     );
-    let _stop = Stopper {
-        s: &s,
-        run: &run,
-        socket: socket.clone(),
-    };
+    let _stop = daemon_cli::Stopper::new(&s, &run, &socket);
     let files = |name: &str| files(&certs, name);
     let unix = Via {
         daemon: socket.clone(),
@@ -370,11 +341,7 @@ fn daemon_tls_a_revoked_certificate_is_refused_after_a_reload_and_a_broken_crl_c
         &format!("crl = {crl:?}"),
         "admin = { uids = [0] }\ndeploy = { names = [\"ci\", \"ops\"] }",
     );
-    let _stop = Stopper {
-        s: &s,
-        run: &run,
-        socket: socket.clone(),
-    };
+    let _stop = daemon_cli::Stopper::new(&s, &run, &socket);
     let unix = Via {
         daemon: socket.clone(),
         tls: None,

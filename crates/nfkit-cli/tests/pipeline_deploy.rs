@@ -83,19 +83,7 @@ fn nfkit_json(bed: &RouterBed, s: &Scratch, args: &[&str]) -> Value {
 /// The post deployments `status` lists, by device.
 fn posts(s: &Scratch) -> Vec<String> {
     let st = json(&output_ok(nfkit_cmd(None, s), &["status", "--json"]));
-    let mut devs: Vec<String> = st["deployments"]
-        .as_array()
-        .expect("status list")
-        .iter()
-        .filter(|d| d["post_of"].is_string())
-        .map(|d| {
-            assert_eq!(d["hook"], "tc-egress", "{d}");
-            assert_eq!(d["attached"], true, "{d}");
-            d["dev"].as_str().unwrap_or("").to_string()
-        })
-        .collect();
-    devs.sort();
-    devs
+    post_devs(&st)
 }
 
 #[test]

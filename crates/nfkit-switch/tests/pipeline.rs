@@ -114,8 +114,7 @@ fn post_runs_per_output_port_with_the_ingress_maps() {
 /// another table, and a replayed version, are refused.
 #[test]
 fn signed_updates_write_table_entries() {
-    use nfkit_switch::UpdateAuth;
-    use nfkit_update::{Body, Key, KeyRing, Message, Position};
+    use nfkit_update::{Body, Key, Message, Position};
     use std::time::Instant;
     let c = compile_switch("pipeline.py", SCRIPT);
     let dir = scratch("pipeline-update");
@@ -124,15 +123,7 @@ fn signed_updates_write_table_entries() {
     nfkit_pcap::write_file(&input, &[one]).expect("write input");
     let specs = pcap_ports(&dir, &input);
     let key = Key::new(1, [7; 32]).expect("key");
-    let cfg = SwitchConfig {
-        workers: 1,
-        pin: false,
-        auth: Some(UpdateAuth {
-            switch_id: "sw0".into(),
-            keys: KeyRing::new([key.clone()]),
-        }),
-        ..SwitchConfig::default()
-    };
+    let cfg = one_worker_keyed(&key);
     let sw = Switch::start(&c, any::open_all(&specs, 1).expect("ports"), &cfg).expect("start");
     let compile = |n: &str, s: &str| {
         nfkit_lang::compile(n, s, &nfkit_lang::Options::default()).map_err(|e| e.to_string())
@@ -211,8 +202,7 @@ fn signed_updates_write_table_entries() {
 #[test]
 fn signed_updates_change_the_default_action() {
     use common::numbered::Traffic;
-    use nfkit_switch::UpdateAuth;
-    use nfkit_update::{Body, Key, KeyRing, Message, Position};
+    use nfkit_update::{Body, Key, Message, Position};
     use std::time::Instant;
     const MISSES: &str = r#"
 def act(port: u64) -> u64:
@@ -227,15 +217,7 @@ attach("sw0", "switch")
     let c = compile_switch("misses.py", MISSES);
     let key = Key::new(1, [5; 32]).expect("key");
     let (traffic, port) = Traffic::port(1, 1, 100, 2_000_000);
-    let cfg = SwitchConfig {
-        workers: 1,
-        pin: false,
-        auth: Some(UpdateAuth {
-            switch_id: "sw0".into(),
-            keys: KeyRing::new([key.clone()]),
-        }),
-        ..SwitchConfig::default()
-    };
+    let cfg = one_worker_keyed(&key);
     let sw = Switch::start(&c, vec![port], &cfg).expect("start");
     let compile = |n: &str, s: &str| {
         nfkit_lang::compile(n, s, &nfkit_lang::Options::default()).map_err(|e| e.to_string())
@@ -303,4 +285,17 @@ attach("sw0", "switch")
         );
     }
     assert_eq!((stats.updates.applied, stats.updates.refused), (2, 0));
+}
+
+/// One worker, not pinned, switch "sw0" taking updates signed with `key`.
+fn one_worker_keyed(key: &nfkit_update::Key) -> SwitchConfig {
+    SwitchConfig {
+        workers: 1,
+        pin: false,
+        auth: Some(nfkit_switch::UpdateAuth {
+            switch_id: "sw0".into(),
+            keys: nfkit_update::KeyRing::new([key.clone()]),
+        }),
+        ..SwitchConfig::default()
+    }
 }

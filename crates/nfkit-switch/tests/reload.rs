@@ -8,7 +8,7 @@
 //! reload time distribution (`--nocapture`).
 
 mod common;
-use common::numbered::{percentile, Traffic};
+use common::numbered::{assert_each_once, percentile, Traffic};
 use common::*;
 use nfkit_switch::{Switch, SwitchConfig};
 use std::sync::Arc;
@@ -99,10 +99,7 @@ fn reloads_under_traffic(workers: usize, queues: usize, reloads: usize) {
     assert!(given > reloads as u64, "traffic flowed: {given} frames");
     // Each frame out exactly once.
     let out = traffic.out();
-    assert_eq!(out.len() as u64, given);
-    for (i, (n, _)) in out.iter().enumerate() {
-        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
-    }
+    assert_each_once(&out, given);
     // Counted in exactly one version; marks match the versions' counts
     // (odd versions are A, even ones B).
     assert_eq!(stats.versions.len(), reloads + 2);

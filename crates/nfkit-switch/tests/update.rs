@@ -11,7 +11,7 @@
 //! refused with their reason and change nothing.
 
 mod common;
-use common::numbered::{finish, percentile, Traffic};
+use common::numbered::{assert_each_once, finish, percentile, Traffic};
 use common::try_compile_switch as compile;
 use nfkit_corpus::Xorshift as Rng;
 use nfkit_lang::Compiled;
@@ -233,10 +233,7 @@ fn ten_thousand_hostile_updates_are_refused_while_traffic_flows() {
     let (given, stats, out) = finish(sw, &traffic);
     // No frame lost, none twice; each frame marked by the version that
     // ran it (A: 1, B: 2, C: 9), and the counts agree.
-    assert_eq!(out.len() as u64, given);
-    for (i, (n, _)) in out.iter().enumerate() {
-        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
-    }
+    assert_each_once(&out, given);
     let per: BTreeMap<u64, u64> = stats
         .versions
         .iter()
@@ -331,10 +328,7 @@ fn valid_updates_under_traffic(workers: usize, queues: usize, updates: usize) {
     assert_eq!(stats.updates.refused, 0);
     assert_eq!(stats.updates.positions.get("pre"), Some(&version));
     assert!(given > updates as u64, "traffic flowed: {given} frames");
-    assert_eq!(out.len() as u64, given);
-    for (i, (n, _)) in out.iter().enumerate() {
-        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
-    }
+    assert_each_once(&out, given);
     let total_frames: u64 = stats.versions.iter().map(|v| v.frames).sum();
     assert_eq!(total_frames, given);
     let a_versions: u64 = stats
@@ -536,10 +530,7 @@ fn object_updates_apply_without_compiling_and_lose_no_frame() {
     let (given, stats, out) = finish(sw, &traffic);
     assert_eq!(stats.updates.applied, updates);
     assert_eq!(stats.version, 1 + updates);
-    assert_eq!(out.len() as u64, given);
-    for (i, (n, _)) in out.iter().enumerate() {
-        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
-    }
+    assert_each_once(&out, given);
     let version_of = |mark: u8| if mark == b'A' { 1 } else { u64::from(mark) };
     for v in &stats.versions {
         let marked = out
@@ -652,10 +643,7 @@ fn hostile_object_updates_are_refused_and_change_nothing() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let (given, stats, out) = finish(sw, &traffic);
-    assert_eq!(out.len() as u64, given);
-    for (i, (n, _)) in out.iter().enumerate() {
-        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
-    }
+    assert_each_once(&out, given);
     // Until version 2, every frame ran version 1 (A).
     let v1 = stats
         .versions

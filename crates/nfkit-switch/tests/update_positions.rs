@@ -7,7 +7,7 @@
 //! positions are refused with their reason and change nothing.
 
 mod common;
-use common::numbered::{finish, Traffic};
+use common::numbered::{assert_each_once, finish, Traffic};
 use common::try_compile_switch as compile;
 use nfkit_switch::{Switch, SwitchConfig, UpdateAuth};
 use nfkit_update::message::CodeFormat;
@@ -83,10 +83,7 @@ fn start(workers: usize) -> (Switch, Traffic) {
 /// Every frame given went out once, in order of numbers.
 fn none_lost(given: u64, out: &[(u32, u8)]) {
     assert!(given > 200, "traffic flowed: {given} frames");
-    assert_eq!(out.len() as u64, given, "frames out = frames given");
-    for (i, (n, _)) in out.iter().enumerate() {
-        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
-    }
+    assert_each_once(out, given);
 }
 
 /// Frames out with each mark.
@@ -379,10 +376,7 @@ fn a_pipeline_object_carries_its_entries_and_post_program() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let (given, stats, out) = finish(sw, &traffic);
-    assert_eq!(out.len() as u64, given, "no frame lost (T has its entries)");
-    for (i, (n, _)) in out.iter().enumerate() {
-        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
-    }
+    assert_each_once(&out, given);
     let per: BTreeMap<u64, u64> = stats
         .versions
         .iter()

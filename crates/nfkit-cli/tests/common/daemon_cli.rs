@@ -5,7 +5,7 @@
 
 use super::{script, Bed, Scratch, NFKIT};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// How the commands reach nfkitd: environment variables set (`Some`)
@@ -167,4 +167,54 @@ pub fn scenario(s: &Scratch, run: &Path, conn: &Conn, bed: &Bed, extra: &[&str])
             )
         })
         .collect()
+}
+
+/// Writes `nfkitd.toml` in the scratch directory: nfkitd's run, data,
+/// pin and state directories over the scratch paths, then `extra`
+/// (more sections); returns its path.
+pub fn write_config(s: &Scratch, run: &Path, extra: &str) -> PathBuf {
+    let cfg = s.dir.join("nfkitd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "run_dir = {run:?}\ndata_dir = {:?}\npin_root = {:?}\nstate_dir = {:?}\n{extra}",
+            s.dir.join("data"),
+            s.bpf(),
+            s.state()
+        ),
+    )
+    .expect("write nfkitd.toml");
+    cfg
+}
+
+/// Stops the test's daemon (reached at `daemon`, empty: the run
+/// directory's socket), also when an assertion fails.
+pub struct Stopper<'a> {
+    s: &'a Scratch,
+    run: &'a Path,
+    daemon: String,
+}
+
+impl<'a> Stopper<'a> {
+    pub fn new(s: &'a Scratch, run: &'a Path, daemon: &str) -> Stopper<'a> {
+        Stopper {
+            s,
+            run,
+            daemon: daemon.to_string(),
+        }
+    }
+}
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        let (code, o, e) = nfkit(
+            self.s,
+            self.run,
+            &Conn::daemon(&self.daemon),
+            &["daemon", "stop"],
+        );
+        if code != 0 {
+            eprintln!("daemon stop: {o}{e}");
+        }
+    }
 }

@@ -133,3 +133,21 @@ impl RouterBed {
         [a, b]
     }
 }
+
+/// The devices of the post deployments in `nfkit status --json`'s
+/// answer `st`, sorted; each must be attached at TC egress.
+pub fn post_devs(st: &serde_json::Value) -> Vec<String> {
+    let mut devs: Vec<String> = st["deployments"]
+        .as_array()
+        .expect("status list")
+        .iter()
+        .filter(|d| d["post_of"].is_string())
+        .map(|d| {
+            assert_eq!(d["hook"], "tc-egress", "{d}");
+            assert_eq!(d["attached"], true, "{d}");
+            d["dev"].as_str().unwrap_or("").to_string()
+        })
+        .collect();
+    devs.sort();
+    devs
+}

@@ -170,3 +170,12 @@ pub fn finish(
     let (stats, _) = sw.finish().expect("finish");
     (given, stats, traffic.out())
 }
+
+/// Asserts that the frames out are exactly those given, each once and in
+/// order (numbers 0, 1, ... `given - 1`).
+pub fn assert_each_once(out: &[(u32, u8)], given: u64) {
+    assert_eq!(out.len() as u64, given, "frames out vs frames given");
+    for (i, (n, _)) in out.iter().enumerate() {
+        assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
+    }
+}
