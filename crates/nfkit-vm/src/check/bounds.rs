@@ -30,7 +30,6 @@ use crate::config::FRAME_SIZE;
 use crate::error::{LoadError, Rule};
 use nfkit_isa::{AluOp, AtomicOp, CallKind, Insn, LddwKind, Operand, Width};
 use nfkit_object::{MapKind, MapType};
-use std::collections::BTreeSet;
 
 /// Joins at one instruction before bounds that move are widened.
 const WIDEN_AFTER: u32 = 3;
@@ -226,40 +225,123 @@ type Found = (
     Option<Vec<bool>>,
 );
 
+/// The registers before each op of one function, for the ops reached:
+/// an index per op into one arena of registers, filled as ops are
+/// reached (registers are large, about 1 kB: a slot per op, written
+/// up front, cost more than the analysis of a straight-line op).
+struct States {
+    slot: Vec<u32>,
+    regs: Vec<Regs>,
+}
+
+const UNREACHED: u32 = u32::MAX;
+
+thread_local! {
+    /// The arena of the last analysis on this thread, kept for the next
+    /// one (only its memory: it is cleared before use).
+    static ARENA: std::cell::Cell<Vec<Regs>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl States {
+    fn new(n: usize, init: Regs) -> States {
+        let mut regs = ARENA.with(std::cell::Cell::take);
+        regs.clear();
+        regs.push(init);
+        let mut slot = vec![UNREACHED; n];
+        slot[0] = 0;
+        States { slot, regs }
+    }
+
+    fn get(&self, k: usize) -> Option<&Regs> {
+        match self.slot[k] {
+            UNREACHED => None,
+            x => Some(&self.regs[x as usize]),
+        }
+    }
+
+    fn get_mut(&mut self, k: usize) -> Option<&mut Regs> {
+        match self.slot[k] {
+            UNREACHED => None,
+            x => Some(&mut self.regs[x as usize]),
+        }
+    }
+
+    fn is_some(&self, k: usize) -> bool {
+        self.slot[k] != UNREACHED
+    }
+
+    /// Op `k` reached for the first time, with `regs`.
+    fn set(&mut self, k: usize, regs: Regs) {
+        self.slot[k] = self.regs.len() as u32;
+        self.regs.push(regs);
+    }
+
+    /// Op `k` reached for the first time with a copy of op `from`'s
+    /// registers (copied once, in place); the copy, to change.
+    fn copy(&mut self, from: usize, k: usize) -> &mut Regs {
+        let x = self.slot[from] as usize;
+        self.slot[k] = self.regs.len() as u32;
+        self.regs.extend_from_within(x..x + 1);
+        let last = self.regs.len() - 1;
+        &mut self.regs[last]
+    }
+
+    fn iter(&self) -> impl Iterator<Item = Option<&Regs>> + '_ {
+        (0..self.slot.len()).map(|k| self.get(k))
+    }
+}
+
+impl Drop for States {
+    fn drop(&mut self) {
+        let regs = std::mem::take(&mut self.regs);
+        ARENA.with(|a| a.set(regs));
+    }
+}
+
 /// The fixpoint over function `f` from `init`.
 fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
     let func = &cx.funcs[f];
     let (start, n) = (func.start_op, func.end_op - func.start_op);
-    let mut state: Vec<Option<Regs>> = vec![None; n];
+    let mut state = States::new(n, init);
     let mut joins = vec![0u32; n];
-    state[0] = Some(init);
-    let mut work = BTreeSet::from([start]);
+    // The ops to visit, smallest first, each once at a time.
+    let mut work = Worklist::new(start, n);
     let mut steps = 0usize;
     let give_up = STEPS_PER_INSN * n + 1024;
-    while let Some(i) = work.pop_first() {
+    while let Some(i) = work.pop() {
         steps += 1;
         if steps > give_up {
             return (None, calls_unknown(cx, f), None, None, None);
         }
-        // Registers are large: borrowed, not copied, on the way.
-        let Some(regs) = &state[i - start] else {
+        // Registers are large: borrowed, not copied, on the way. A
+        // straight-line op whose next op has no state yet writes that
+        // state in place (one copy; the general path below copies the
+        // registers into the successor, out of it and into the slot).
+        let insn = &cx.image.insns[i];
+        let (here, k) = (i - start, i + 1 - start);
+        if straight_line(insn) && k < n && state.is_some(here) && !state.is_some(k) {
+            transfer(cx, i, insn, state.copy(here, k));
+            work.insert(i + 1);
+            continue;
+        }
+        let Some(regs) = state.get(here) else {
             continue;
         };
         let next = successors(cx, i, regs);
-        for (t, out) in next.iter().flatten() {
+        for (t, out) in next.into_iter().flatten() {
             let Some(k) = t.checked_sub(start).filter(|&k| k < n) else {
                 continue;
             };
-            match &mut state[k] {
+            match state.get_mut(k) {
                 Some(old) => {
                     joins[k] += 1;
-                    if join_into(old, out, joins[k] > WIDEN_AFTER) {
-                        work.insert(*t);
+                    if join_into(old, &out, joins[k] > WIDEN_AFTER) {
+                        work.insert(t);
                     }
                 }
-                slot => {
-                    *slot = Some(*out);
-                    work.insert(*t);
+                None => {
+                    state.set(k, out);
+                    work.insert(t);
                 }
             }
         }
@@ -280,19 +362,16 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
             }
         }
     }
-    let reached = state.iter().map(Option::is_some).collect();
+    let reached = state.iter().map(|r| r.is_some()).collect();
     let proven = state
         .iter()
         .enumerate()
-        .map(|(k, r)| {
-            r.as_ref()
-                .is_some_and(|r| packet_in_bounds(cx, start + k, r))
-        })
+        .map(|(k, r)| r.is_some_and(|r| packet_in_bounds(cx, start + k, r)))
         .collect();
     let fields = state
         .iter()
         .enumerate()
-        .map(|(k, r)| r.as_ref().is_some_and(|r| xdp_ctx_field(cx, start + k, r)))
+        .map(|(k, r)| r.is_some_and(|r| xdp_ctx_field(cx, start + k, r)))
         .collect();
     (err, calls, Some(reached), Some(proven), Some(fields))
 }
@@ -360,6 +439,52 @@ fn calls_unknown(cx: &Ctx, f: usize) -> Vec<(usize, Regs)> {
         .collect()
 }
 
+/// The ops of one function still to visit: a set popped smallest first
+/// (as a `BTreeSet` would be), kept in a heap and a bitmap that are
+/// allocated once per function, not per node.
+struct Worklist {
+    start: usize,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<usize>>,
+    queued: Vec<bool>,
+}
+
+impl Worklist {
+    fn new(start: usize, n: usize) -> Worklist {
+        let mut w = Worklist {
+            start,
+            heap: std::collections::BinaryHeap::with_capacity(n.min(1024)),
+            queued: vec![false; n],
+        };
+        w.insert(start);
+        w
+    }
+
+    /// Queues op `i` (of the function) unless it is queued already.
+    fn insert(&mut self, i: usize) {
+        if let Some(q) = self.queued.get_mut(i - self.start) {
+            if !*q {
+                *q = true;
+                self.heap.push(std::cmp::Reverse(i));
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        let std::cmp::Reverse(i) = self.heap.pop()?;
+        self.queued[i - self.start] = false;
+        Some(i)
+    }
+}
+
+/// Whether `insn` only falls through (what [`successors`] runs
+/// [`transfer`] for).
+fn straight_line(insn: &Insn) -> bool {
+    !matches!(
+        insn,
+        Insn::Exit | Insn::Ja { .. } | Insn::Gotol { .. } | Insn::MayGoto { .. } | Insn::Jmp { .. }
+    )
+}
+
 /// The (up to two) successors of op `i` with their registers.
 fn successors(cx: &Ctx, i: usize, regs: &Regs) -> [Option<(usize, Regs)>; 2] {
     let insn = &cx.image.insns[i];
@@ -416,27 +541,26 @@ fn transfer(cx: &Ctx, i: usize, insn: &Insn, r: &mut Regs) {
     }
 }
 
-/// The registers `insn` writes.
-fn written(insn: &Insn) -> Vec<usize> {
+/// The registers `insn` writes (a range: no allocation per step).
+fn written(insn: &Insn) -> std::ops::Range<usize> {
+    let one = |r: usize| r..r + 1;
     match *insn {
         Insn::Alu { dst, .. }
         | Insn::Endian { dst, .. }
         | Insn::AddrSpaceCast { dst, .. }
         | Insn::Ldx { dst, .. }
-        | Insn::Lddw { dst, .. } => vec![dst.num() as usize],
+        | Insn::Lddw { dst, .. } => one(dst.num() as usize),
         Insn::Atomic { op, src, .. } => match op {
-            AtomicOp::CmpXchg => vec![0],
+            AtomicOp::CmpXchg => one(0),
             AtomicOp::Xchg
             | AtomicOp::Add { fetch: true }
             | AtomicOp::Or { fetch: true }
             | AtomicOp::And { fetch: true }
-            | AtomicOp::Xor { fetch: true } => vec![src.num() as usize],
-            _ => Vec::new(),
+            | AtomicOp::Xor { fetch: true } => one(src.num() as usize),
+            _ => 0..0,
         },
-        Insn::LdAbs { .. } | Insn::LdInd { .. } | Insn::Call { .. } | Insn::Callx { .. } => {
-            (0..6).collect()
-        }
-        _ => Vec::new(),
+        Insn::LdAbs { .. } | Insn::LdInd { .. } | Insn::Call { .. } | Insn::Callx { .. } => 0..6,
+        _ => 0..0,
     }
 }
 
