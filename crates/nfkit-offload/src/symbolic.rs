@@ -190,7 +190,17 @@ struct State {
     /// Maps whose contents the path's decisions used.
     reads: Vec<usize>,
     counts: Vec<Count>,
+    /// Run-local scratch bytes this run wrote (see [`SCRATCH_MAPS`]):
+    /// `(map, key, offset)`.
+    scratch: BTreeMap<(usize, Rc<[u8]>, i64), Cell>,
 }
+
+/// nfkit's own per-CPU scratch maps (the parse-once block and the NF
+/// frames): the classifier writes a slot before anything reads it in
+/// the same run, so they are run-local memory, followed like the stack.
+/// A read of a byte the run has not written is state an earlier packet
+/// left: software.
+pub const SCRATCH_MAPS: [&str; 2] = [nfkit_abi::maps::PKTINFO, nfkit_abi::maps::FRAME];
 
 /// A required value for some bits: `(bit, wanted)`.
 type Constraint = Vec<(Bit, bool)>;
@@ -259,6 +269,11 @@ pub fn analyse_within(
         loaded: RefCell::new(Vec::new()),
         clock: std::cell::Cell::new(false),
         window: std::cell::Cell::new((0, u64::MAX)),
+        scratch: image
+            .maps
+            .iter()
+            .map(|m| m.map_type == MapType::PercpuArray && SCRATCH_MAPS.contains(&m.name.as_str()))
+            .collect(),
     };
     let mut regs: [Val; 11] = std::array::from_fn(|_| Val::Unknown);
     regs[1] = Val::Ctx;
@@ -274,6 +289,7 @@ pub fn analyse_within(
         redirect: None,
         reads: Vec::new(),
         counts: Vec::new(),
+        scratch: BTreeMap::new(),
     };
     let mut work = vec![start];
     let mut paths = Vec::new();
@@ -359,7 +375,13 @@ pub fn analyse_within(
                         }
                     )
             });
-            !ro && (all_written || written.contains(m))
+            // nfkit's configuration is the control plane's (docs/abi.md
+            // 4): only a write some explored path made counts.
+            let control = image
+                .maps
+                .get(**m)
+                .is_some_and(|s| s.name == nfkit_abi::maps::CONFIG);
+            !ro && ((all_written && !control) || written.contains(m))
         });
         if let Some(m) = hit {
             let name = image.maps.get(*m).map_or("?", |s| s.name.as_str());
@@ -440,6 +462,8 @@ struct Exec<'a> {
     clock: std::cell::Cell<bool>,
     /// [`Analysis::clock_window`] so far.
     window: std::cell::Cell<(u64, u64)>,
+    /// Per map index: whether it is a run-local scratch map.
+    scratch: Vec<bool>,
 }
 
 fn sw(ex: &Exec, slot: usize, what: impl fmt::Display) -> Step {
@@ -556,11 +580,15 @@ impl Exec<'_> {
                     map, key, off: o, ..
                 } = reg(st, src)
                 {
-                    if !st.reads.contains(&map) {
+                    if self.is_scratch(map) {
+                        // Run-local: `load` reads what this run wrote.
+                    } else if !st.reads.contains(&map) {
                         st.reads.push(map);
                     }
                     let at = o.wrapping_add(off as i64).max(0) as usize;
-                    self.loaded.borrow_mut().push((map, key, at, size.bytes()));
+                    if !self.is_scratch(map) {
+                        self.loaded.borrow_mut().push((map, key, at, size.bytes()));
+                    }
                 }
                 let v = match self.load(st, reg(st, src), off as i64, size) {
                     Ok(v) => v,
@@ -581,7 +609,7 @@ impl Exec<'_> {
             } => {
                 let v = Val::konst(imm as i64 as u64);
                 self.note_write(&reg(st, dst));
-                if let Err(why) = store(st, reg(st, dst), off as i64, size, v) {
+                if let Err(why) = self.store(st, reg(st, dst), off as i64, size, v) {
                     return Ok(sw(self, pc, why));
                 }
                 st.pc = next;
@@ -593,7 +621,7 @@ impl Exec<'_> {
                 off,
             } => {
                 self.note_write(&reg(st, dst));
-                if let Err(why) = store(st, reg(st, dst), off as i64, size, reg(st, src)) {
+                if let Err(why) = self.store(st, reg(st, dst), off as i64, size, reg(st, src)) {
                     return Ok(sw(self, pc, why));
                 }
                 st.pc = next;
@@ -714,8 +742,48 @@ impl Exec<'_> {
 
     fn note_write(&self, base: &Val) {
         if let Val::MapValue { map, .. } = base {
-            self.written.borrow_mut().insert(*map);
+            if !self.is_scratch(*map) {
+                self.written.borrow_mut().insert(*map);
+            }
         }
+    }
+
+    /// Whether map index `m` is one of [`SCRATCH_MAPS`].
+    fn is_scratch(&self, m: usize) -> bool {
+        self.scratch.get(m).copied().unwrap_or(false)
+    }
+
+    /// A store: stack and scratch bytes are followed, anything else
+    /// ends the path (the reason).
+    fn store(&self, st: &mut State, base: Val, off: i64, size: Size, v: Val) -> Result<(), String> {
+        let n = size.bytes();
+        match base {
+            Val::MapValue {
+                map, key, off: o, ..
+            } if self.is_scratch(map) => {
+                let at = o.wrapping_add(off);
+                self.scratch_range(map, &key, at, n)?;
+                for (i, cell) in cells(&v, n).into_iter().enumerate() {
+                    st.scratch
+                        .insert((map, key.clone(), at.wrapping_add(i as i64)), cell);
+                }
+                Ok(())
+            }
+            base => store(st, base, off, size, v),
+        }
+    }
+
+    /// An error unless `at..at + n` lies in a value of scratch map `m`.
+    fn scratch_range(&self, m: usize, key: &[u8], at: i64, n: usize) -> Result<(), String> {
+        let size = self.image.maps.get(m).map_or(0, |s| s.value_size as i64);
+        if at < 0 || at + n as i64 > size {
+            let name = self.image.maps.get(m).map_or("?", |s| s.name.as_str());
+            return Err(format!(
+                "scratch map {name} (key {key:02x?}) bytes {at}..{} out of its {size}-byte value",
+                at + n as i64
+            ));
+        }
+        Ok(())
     }
 
     fn finish(&self, st: &State) -> Step {
@@ -771,6 +839,23 @@ impl Exec<'_> {
                 Ok(Val::Scalar(Box::new(Bits::packet(at as u32, n))))
             }
             Val::Stack(a) => Ok(load_stack(st, a.wrapping_add(off), n)),
+            Val::MapValue {
+                map, key, off: o, ..
+            } if self.is_scratch(map) => {
+                let at = o.wrapping_add(off);
+                self.scratch_range(map, &key, at, n)?;
+                let cs: Vec<Option<&Cell>> = (0..n as i64)
+                    .map(|i| st.scratch.get(&(map, key.clone(), at.wrapping_add(i))))
+                    .collect();
+                if let Some(i) = cs.iter().position(|c| c.is_none()) {
+                    let name = self.image.maps.get(map).map_or("?", |s| s.name.as_str());
+                    return Err(format!(
+                        "reads byte {} of scratch map {name} (key {key:02x?}), which this run did not write (state an earlier packet left)",
+                        at + i as i64
+                    ));
+                }
+                Ok(val_of_cells(&cs))
+            }
             Val::MapValue { map, .. }
                 if self
                     .image
@@ -1099,12 +1184,27 @@ impl Exec<'_> {
         let Some(spec) = self.image.maps.get(m) else {
             return sw(self, pc, format!("map index {m} out of range"));
         };
-        let Val::Stack(k) = st.regs[2] else {
-            return sw(self, pc, "map key not on the stack");
+        // The key's bytes: on the stack, or in a scratch map slot this
+        // run wrote (the parse-once block's flow key).
+        let key_cell = |i: i64| -> Option<&Cell> {
+            match &st.regs[2] {
+                Val::Stack(k) => st.stack.get(&k.wrapping_add(i)),
+                Val::MapValue {
+                    map, key, off: o, ..
+                } if self.is_scratch(*map) => {
+                    st.scratch.get(&(*map, key.clone(), o.wrapping_add(i)))
+                }
+                _ => None,
+            }
         };
+        if !matches!(st.regs[2], Val::Stack(_))
+            && !matches!(st.regs[2], Val::MapValue { map, .. } if self.is_scratch(map))
+        {
+            return sw(self, pc, "map key not on the stack");
+        }
         let mut key = Vec::with_capacity(spec.key_size as usize);
         for i in 0..spec.key_size as i64 {
-            match st.stack.get(&k.wrapping_add(i)) {
+            match key_cell(i) {
                 // Packet bits the path already fixed are constants: a
                 // key the pattern determines is looked up directly.
                 Some(Cell::Bits(b)) => {
@@ -1275,6 +1375,13 @@ const IPV4_HEADER: u64 = 20;
 fn header_offset(a: &Val, b: &Val) -> Option<(i64, Bits)> {
     let (p, x) = match (a, b) {
         (Val::Pkt(p), Val::Scalar(x)) | (Val::Scalar(x), Val::Pkt(p)) => (*p, x),
+        // `data + (l3 + ihl * 4)`: the constant joins the pointer.
+        (Val::Pkt(p), Val::Affine { bits, add, w })
+        | (Val::Affine { bits, add, w }, Val::Pkt(p))
+            if *add < 1 << 16 && bits.as_const().is_none() =>
+        {
+            return Some((p.wrapping_add(*add as i64), bits.truncate(*w as usize)));
+        }
         _ => return None,
     };
     (x.as_const().is_none()).then(|| (p, (**x).clone()))
@@ -1316,7 +1423,12 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
         return Val::Scalar(Box::new(if w32 { x.truncate(32) } else { (**x).clone() }));
     }
     if op == AluOp::Mov {
-        return if w32 { Val::Unknown } else { b };
+        return match b {
+            // A 32-bit move of a 32-bit (or narrower) affine value keeps it.
+            Val::Affine { w, .. } if w32 && w <= 32 => b,
+            _ if w32 => Val::Unknown,
+            _ => b,
+        };
     }
     if let (AluOp::MovSx(n), Val::Scalar(x)) = (op, &b) {
         let v = sign_extend(x, n as u32);
@@ -1405,6 +1517,17 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
                     w: bits as u32,
                 };
             }
+        }
+    }
+    if op == AluOp::Add && y.as_const().is_none() && x.add(&y).is_none() {
+        // `constant + field` (an offset plus a header length).
+        if let Some(c) = x.as_const() {
+            let m = if w32 { 0xffff_ffff } else { u64::MAX };
+            return Val::Affine {
+                bits: Box::new(y),
+                add: c & m,
+                w: bits as u32,
+            };
         }
     }
     let shift = y.as_const().map(|s| (s % bits) as u32);
@@ -1620,6 +1743,13 @@ fn load_stack(st: &State, at: i64, n: usize) -> Val {
     let cells: Vec<Option<&Cell>> = (0..n as i64)
         .map(|i| st.stack.get(&at.wrapping_add(i)))
         .collect();
+    val_of_cells(&cells)
+}
+
+/// The value `cells` (one per byte, little-endian) hold: a pointer
+/// spilled whole, bits, or unknown.
+fn val_of_cells(cells: &[Option<&Cell>]) -> Val {
+    let n = cells.len();
     if let Some(Some(Cell::Ptr(v, 0))) = cells.first() {
         let same = n == 8
             && cells
@@ -1638,18 +1768,24 @@ fn load_stack(st: &State, at: i64, n: usize) -> Val {
     Val::Scalar(Box::new(Bits(b)))
 }
 
+/// The `n` byte cells storing `v` leaves.
+fn cells(v: &Val, n: usize) -> Vec<Cell> {
+    (0..n)
+        .map(|i| match v {
+            Val::Scalar(b) => Cell::Bits(b.byte(i)),
+            Val::Unknown => Cell::Unknown,
+            p if n == 8 => Cell::Ptr(p.clone(), i as u8),
+            _ => Cell::Unknown,
+        })
+        .collect()
+}
+
 fn store(st: &mut State, base: Val, off: i64, size: Size, v: Val) -> Result<(), String> {
     let n = size.bytes();
     match base {
         Val::Stack(a) => {
             let at = a.wrapping_add(off);
-            for i in 0..n {
-                let cell = match &v {
-                    Val::Scalar(b) => Cell::Bits(b.byte(i)),
-                    Val::Unknown => Cell::Unknown,
-                    p if n == 8 => Cell::Ptr(p.clone(), i as u8),
-                    _ => Cell::Unknown,
-                };
+            for (i, cell) in cells(&v, n).into_iter().enumerate() {
                 st.stack.insert(at.wrapping_add(i as i64), cell);
             }
             Ok(())

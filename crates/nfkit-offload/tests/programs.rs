@@ -255,3 +255,52 @@ fn adjacent_prefixes_merge() {
         .find(|l| l.contains(" flower "))
         .is_some_and(|l| l.contains("src_ip 10.0.0.0/21 action drop")));
 }
+
+#[test]
+fn scratch_block_written_then_read_offloads() {
+    let img = build_prog("scratch");
+    let (a, r, eq) = check_program(
+        &img,
+        "scratch_parse",
+        &no_maps,
+        &[],
+        RANDOM,
+        &RulesOptions::default(),
+    );
+    assert!(eq.disagreements.is_empty());
+    // The protocol went through the per-CPU block and came back: TCP
+    // is dropped by a rule.
+    assert!(r.offloaded >= 1, "{:#?}", a.paths);
+    assert!(r.rules.iter().any(|x| x.action == RuleAction::Drop));
+    assert!(eq.by_rules > 0);
+}
+
+#[test]
+fn scratch_byte_from_an_earlier_packet_stays_software() {
+    let img = build_prog("scratch");
+    let (a, r, eq) = check_program(
+        &img,
+        "scratch_stale",
+        &no_maps,
+        &[],
+        RANDOM,
+        &RulesOptions::default(),
+    );
+    assert!(eq.disagreements.is_empty());
+    assert_eq!(r.offloaded, 0, "{:#?}", r.rules);
+    let why: Vec<&String> = a
+        .paths
+        .iter()
+        .filter_map(|p| match &p.outcome {
+            Outcome::Software(w) => Some(w),
+            _ => None,
+        })
+        .collect();
+    assert!(!why.is_empty());
+    for w in why {
+        assert!(
+            w.contains("scratch map nfkit_pktinfo") && w.contains("did not write"),
+            "{w}"
+        );
+    }
+}
