@@ -150,8 +150,18 @@ pub fn check_program(
     random: usize,
     opts: &RulesOptions,
 ) -> (Analysis, RuleSet, Equivalence) {
+    // Both VMs see one frozen clock and the same random sequence: the
+    // program alone and the one behind the rules run the same frames at
+    // different moments, and a token bucket or a sample must not decide
+    // differently for that alone.
+    let clock = std::sync::Arc::new(nfkit_vm::FixedClock::new(1_000_000_000_000));
     let vm = |_: ()| {
-        let vm = Vm::new(image, VmConfig::kernel()).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = VmConfig {
+            clock: clock.clone(),
+            rng: std::sync::Arc::new(nfkit_vm::SeqRng::new(0x5eed)),
+            ..VmConfig::kernel()
+        };
+        let vm = Vm::new(image, cfg).unwrap_or_else(|e| panic!("{e}"));
         setup(&vm);
         vm
     };
