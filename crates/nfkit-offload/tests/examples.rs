@@ -28,6 +28,28 @@ fn decision(o: &nfkit_control::runner::Outcome) -> Decision {
     }
 }
 
+/// Checks frame `f` at time `t` (ns): "rules, then `software`" against
+/// `alone`, both the chain's VMs.
+fn check_at(
+    eq: &mut Equivalence,
+    rules: &nfkit_offload::RuleSet,
+    vms: (&mut ScriptVm, &mut ScriptVm),
+    f: &[u8],
+    t: u64,
+) {
+    let (alone, software) = vms;
+    let mut ra = |f: &[u8]| decision(&alone.run(f, t, false).unwrap_or_else(|e| panic!("{e}")).0);
+    let mut rs = |f: &[u8]| {
+        decision(
+            &software
+                .run(f, t, false)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .0,
+        )
+    };
+    eq.check(rules, f, &mut ra, &mut rs);
+}
+
 #[test]
 fn ddos_example_chain() {
     let path = root().join("examples/ddos.py");
@@ -52,34 +74,14 @@ fn ddos_example_chain() {
     for p in &pcap {
         now = p.ts_ns;
         let t = now;
-        let mut ra =
-            |f: &[u8]| decision(&alone.run(f, t, false).unwrap_or_else(|e| panic!("{e}")).0);
-        let mut rs = |f: &[u8]| {
-            decision(
-                &software
-                    .run(f, t, false)
-                    .unwrap_or_else(|e| panic!("{e}"))
-                    .0,
-            )
-        };
-        eq.check(&rules, &p.data, &mut ra, &mut rs);
+        check_at(&mut eq, &rules, (&mut alone, &mut software), &p.data, t);
     }
     let mut rng = Rng(7);
     for _ in 0..10_000 {
         now += 1_000_000;
         let t = now;
         let f = random_frame(&mut rng, &a);
-        let mut ra =
-            |f: &[u8]| decision(&alone.run(f, t, false).unwrap_or_else(|e| panic!("{e}")).0);
-        let mut rs = |f: &[u8]| {
-            decision(
-                &software
-                    .run(f, t, false)
-                    .unwrap_or_else(|e| panic!("{e}"))
-                    .0,
-            )
-        };
-        eq.check(&rules, &f, &mut ra, &mut rs);
+        check_at(&mut eq, &rules, (&mut alone, &mut software), &f, t);
     }
     report("ddos.py", &a, &rules, &eq);
     assert!(eq.frames >= pcap.len() + 10_000);
@@ -250,17 +252,7 @@ fn example_chains() {
         let randoms: Vec<Vec<u8>> = (0..10_000).map(|_| random_frame(&mut rng, &a)).collect();
         for (i, f) in frames.iter().chain(&randoms).enumerate() {
             let t = 1_000_000 * i as u64;
-            let mut ra =
-                |f: &[u8]| decision(&alone.run(f, t, false).unwrap_or_else(|e| panic!("{e}")).0);
-            let mut rs = |f: &[u8]| {
-                decision(
-                    &software
-                        .run(f, t, false)
-                        .unwrap_or_else(|e| panic!("{e}"))
-                        .0,
-                )
-            };
-            eq.check(&rules, f, &mut ra, &mut rs);
+            check_at(&mut eq, &rules, (&mut alone, &mut software), f, t);
         }
         report(name, &a, &rules, &eq);
         let mut reasons = std::collections::BTreeMap::new();
