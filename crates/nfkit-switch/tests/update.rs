@@ -11,7 +11,7 @@
 //! refused with their reason and change nothing.
 
 mod common;
-use common::numbered::{assert_each_once, finish, percentile, Traffic};
+use common::numbered::{assert_each_once, finish, frames_per_version, percentile, Traffic};
 use common::try_compile_switch as compile;
 use nfkit_corpus::Xorshift as Rng;
 use nfkit_lang::Compiled;
@@ -234,11 +234,7 @@ fn ten_thousand_hostile_updates_are_refused_while_traffic_flows() {
     // No frame lost, none twice; each frame marked by the version that
     // ran it (A: 1, B: 2, C: 9), and the counts agree.
     assert_each_once(&out, given);
-    let per: BTreeMap<u64, u64> = stats
-        .versions
-        .iter()
-        .map(|v| (v.version, v.frames))
-        .collect();
+    let per = frames_per_version(&stats);
     assert_eq!(per.keys().copied().collect::<Vec<_>>(), vec![1, 2, 9]);
     for (mark, v) in [(b'A', 1), (b'B', 2), (b'C', 9)] {
         let marked = out.iter().filter(|(_, m)| *m == mark).count() as u64;

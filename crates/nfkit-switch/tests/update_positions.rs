@@ -7,7 +7,7 @@
 //! positions are refused with their reason and change nothing.
 
 mod common;
-use common::numbered::{assert_each_once, finish, Traffic};
+use common::numbered::{assert_each_once, finish, frames_per_version, Traffic};
 use common::try_compile_switch as compile;
 use nfkit_switch::{Switch, SwitchConfig, UpdateAuth};
 use nfkit_update::message::CodeFormat;
@@ -377,11 +377,7 @@ fn a_pipeline_object_carries_its_entries_and_post_program() {
     }
     let (given, stats, out) = finish(sw, &traffic);
     assert_each_once(&out, given);
-    let per: BTreeMap<u64, u64> = stats
-        .versions
-        .iter()
-        .map(|v| (v.version, v.frames))
-        .collect();
+    let per = frames_per_version(&stats);
     let marked = |m: u8| out.iter().filter(|(_, x)| *x == m).count() as u64;
     assert_eq!(marked(b'A'), per[&1]);
     assert_eq!(

@@ -179,3 +179,12 @@ pub fn assert_each_once(out: &[(u32, u8)], given: u64) {
         assert_eq!(*n as usize, i, "frame {i} lost or duplicated");
     }
 }
+
+/// Frames each version ran, by version number.
+pub fn frames_per_version(stats: &nfkit_switch::Stats) -> std::collections::BTreeMap<u64, u64> {
+    stats
+        .versions
+        .iter()
+        .map(|v| (v.version, v.frames))
+        .collect()
+}
