@@ -70,6 +70,8 @@ pub(crate) struct Buffers {
     /// Buffers given back to the VM's pool leave it behind (it holds
     /// the VM).
     pub(crate) machine: Option<Box<Machine>>,
+    /// The native code's run context the XDP fast path keeps.
+    pub(crate) jit: Option<Box<crate::jit::Kept>>,
 }
 
 /// The region table runs use: the machine's once it exists (it keeps
@@ -434,6 +436,11 @@ impl Vm {
             last_shape: Shape::default(),
             placed: None,
             machine: None,
+            jit: self
+                .inner
+                .jit
+                .as_ref()
+                .map(|_| crate::jit::Kept::new(&self.inner.config)),
         })
     }
 
@@ -673,7 +680,6 @@ impl Vm {
         l: &mut Layout,
         opts: &RunOptions,
     ) -> Box<Machine> {
-        let inner = &*self.inner;
         let mut m = match bufs.machine.take() {
             Some(m) => m,
             None => Box::new(Machine {
@@ -704,6 +710,15 @@ impl Vm {
                 trace_pending: None,
             }),
         };
+        self.reset_machine(&mut m, e, l, opts);
+        m
+    }
+
+    /// Resets machine `m` for a run of entry `e` on layout `l` (what any
+    /// earlier run may have left, and the run's own settings).
+    #[inline(always)]
+    fn reset_machine(&self, m: &mut Machine, e: &EntryInfo, l: &mut Layout, opts: &RunOptions) {
+        let inner = &*self.inner;
         m.frames.clear();
         m.regs = [0; 16];
         m.regs[1] = l.args[0];
@@ -713,11 +728,19 @@ impl Vm {
         m.regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
         // The last run's side effects go (they stay in the machine, not
         // swapped in and out: that cost a sixth of a short run).
-        m.printk.clear();
-        m.trace.clear();
+        if !m.printk.is_empty() {
+            m.printk.clear();
+        }
+        if !m.trace.is_empty() {
+            m.trace.clear();
+        }
         let net = &mut m.net;
-        net.perf.clear();
-        net.clones.clear();
+        if !net.perf.is_empty() {
+            net.perf.clear();
+        }
+        if !net.clones.is_empty() {
+            net.clones.clear();
+        }
         if net.fib.is_some() || opts.fib.is_some() {
             net.fib = opts.fib.clone();
         }
@@ -752,7 +775,6 @@ impl Vm {
         m.lock_held = None;
         m.reservations.clear();
         m.trace_pending = None;
-        m
     }
 
     /// The run's outcome from the machine after `exec`; gives the
@@ -769,35 +791,7 @@ impl Vm {
         (engine, all_frames): (Engine, bool),
         back: Option<&mut Vec<u8>>,
     ) -> RunOutcome {
-        let program = &self.inner.program;
-        // XDP_ABORTED is 0, as is a socket filter's "drop".
-        let fault_code = match e.prog_type {
-            ProgType::SchedCls | ProgType::SchedAct => hook::TC_ACT_SHOT as u64,
-            _ => hook::XDP_ABORTED as u64,
-        };
-        let mut result = match outcome {
-            Ok(v) | Err(Stop::Exit(v)) => Ok(v),
-            Err(Stop::Fault { pc, kind }) => Err(RunError {
-                slot: program.slot(pc),
-                location: program.location(pc),
-                kind,
-                fault_code,
-            }),
-        };
-        if let Some(lock) = m.lock_held.take() {
-            m.unlock(lock);
-        }
-        if m.drop_reservations() && result.is_ok() {
-            result = Err(RunError {
-                slot: 0,
-                location: e.name.clone(),
-                kind: RunErrorKind::Helper {
-                    helper: "bpf_ringbuf_reserve".into(),
-                    why: "the program ended with an unreleased reservation".into(),
-                },
-                fault_code,
-            });
-        }
+        let result = self.result_of(m, outcome, e);
         let skb = match std::mem::replace(&mut m.ctx, CtxState::None) {
             CtxState::Skb(s) => {
                 let out = s.out.clone();
@@ -836,6 +830,56 @@ impl Vm {
             skb,
             insns: m.count,
             engine,
+        }
+    }
+}
+
+impl Vm {
+    /// The result of entry `e`'s run from `outcome`, once the lock a
+    /// faulting run held is released and reservations it left are
+    /// dropped (a fault of their own if the run had ended well).
+    #[inline(always)]
+    pub(crate) fn result_of(
+        &self,
+        m: &mut Machine,
+        outcome: Step<u64>,
+        e: &EntryInfo,
+    ) -> Result<u64, RunError> {
+        // XDP_ABORTED is 0, as is a socket filter's "drop".
+        let fault_code = match e.prog_type {
+            ProgType::SchedCls | ProgType::SchedAct => hook::TC_ACT_SHOT as u64,
+            _ => hook::XDP_ABORTED as u64,
+        };
+        let mut result = match outcome {
+            Ok(v) | Err(Stop::Exit(v)) => Ok(v),
+            Err(Stop::Fault { pc, kind }) => Err(self.fault(pc, kind, fault_code)),
+        };
+        if let Some(lock) = m.lock_held.take() {
+            m.unlock(lock);
+        }
+        if m.drop_reservations() && result.is_ok() {
+            result = Err(RunError {
+                slot: 0,
+                location: e.name.clone(),
+                kind: RunErrorKind::Helper {
+                    helper: "bpf_ringbuf_reserve".into(),
+                    why: "the program ended with an unreleased reservation".into(),
+                },
+                fault_code,
+            });
+        }
+        result
+    }
+
+    /// The error of a fault at op `pc`.
+    #[cold]
+    fn fault(&self, pc: usize, kind: RunErrorKind, fault_code: u64) -> RunError {
+        let program = &self.inner.program;
+        RunError {
+            slot: program.slot(pc),
+            location: program.location(pc),
+            kind,
+            fault_code,
         }
     }
 }

@@ -418,3 +418,123 @@ fn fast_runs_give_what_fresh_runs_give() {
         }
     }
 }
+
+/// Clock, random numbers, CPU, map update/lookup/delete (hash, array)
+/// and a map-value access that faults when a random offset takes it past
+/// the value: what the JIT calls directly on the fast path.
+fn helper_program() -> Vec<Insn> {
+    use nfkit_isa::{AluOp, Cond};
+    use nfkit_vm::helpers::table::id;
+    let key = |b: u8| vec![movr(b, 10), alu64(AluOp::Add, b, -4)];
+    let mut p = vec![
+        call(id::KTIME_GET_NS),
+        movr(7, 0),
+        call(id::GET_PRANDOM_U32),
+        movr(8, 0),
+        call(id::GET_SMP_PROCESSOR_ID),
+        alu64r(AluOp::Add, 7, 0),
+        movr(1, 8),
+        alu64(AluOp::And, 1, 3),
+        stx(Size::W, 10, 1, -4),
+        stx(Size::DW, 10, 7, -24),
+        stx(Size::DW, 10, 8, -16),
+        map_ptr(1, 0),
+    ];
+    p.extend(key(2));
+    p.extend([movr(3, 10), alu64(AluOp::Add, 3, -24), mov(4, 0)]);
+    p.extend([call(id::MAP_UPDATE_ELEM), movr(9, 0), map_ptr(1, 0)]);
+    p.extend(key(2));
+    p.extend([
+        call(id::MAP_LOOKUP_ELEM),
+        jmp(Cond::Eq, 0, 0, 2),
+        ldx(Size::DW, 1, 0, 8),
+        alu64r(AluOp::Add, 9, 1),
+        movr(1, 8),
+        alu64(AluOp::And, 1, 4),
+        // Over the delete: lddw takes two slots.
+        jmp(Cond::Eq, 1, 0, 6),
+        map_ptr(1, 0),
+    ]);
+    p.extend(key(2));
+    p.extend([call(id::MAP_DELETE_ELEM), alu64r(AluOp::Add, 9, 0)]);
+    p.extend([
+        movr(1, 8),
+        alu64(AluOp::Rsh, 1, 3),
+        alu64(AluOp::And, 1, 7),
+        stx(Size::W, 10, 1, -4),
+        map_ptr(1, 1),
+    ]);
+    p.extend(key(2));
+    p.extend([
+        call(id::MAP_LOOKUP_ELEM),
+        jmp(Cond::Eq, 0, 0, 6),
+        movr(1, 8),
+        alu64(AluOp::Rsh, 1, 6),
+        alu64(AluOp::And, 1, 15),
+        alu64r(AluOp::Add, 0, 1),
+        ldx(Size::DW, 1, 0, 0),
+        alu64r(AluOp::Add, 9, 1),
+        movr(0, 9),
+        exit(),
+    ]);
+    p
+}
+
+/// The helper program through the fast path of one runner, run after
+/// run (the maps carry over), on both engines: each run gives what the
+/// same run on a fresh interpreter VM gives (r0 or the fault and where,
+/// instructions, the maps afterwards), with the same clock and random
+/// numbers.
+#[test]
+fn fast_runs_with_helpers_give_what_fresh_runs_give() {
+    use std::sync::Arc;
+    let mut image = Image::from_insns("p", ProgType::Xdp, helper_program());
+    image.maps = common::gen::maps();
+    for engine in [nfkit_vm::Engine::Jit, nfkit_vm::Engine::Interp] {
+        let vm = Vm::new(&image, VmConfig::kernel().with_engine(engine)).expect("loads");
+        let interp = VmConfig::kernel().with_engine(nfkit_vm::Engine::Interp);
+        let reference = Vm::new(&image, interp).expect("loads");
+        if engine == nfkit_vm::Engine::Jit && cfg!(target_arch = "x86_64") {
+            assert_eq!(vm.engine(0usize), Some(&nfkit_vm::EngineUse::Jit));
+        }
+        let mut run = vm.runner();
+        let input = frame(80);
+        let (mut faults, mut oks) = (0, 0);
+        for i in 0..200u64 {
+            let opts = |seed: u64| RunOptions {
+                clock: Some(Arc::new(nfkit_vm::FixedClock::new(1_000 + 77 * seed))),
+                rng: Some(Arc::new(nfkit_vm::SeqRng::new(seed * 0x9e37_79b9 + 1))),
+                ..RunOptions::default()
+            };
+            let fresh = reference.run(0usize, Context::Xdp(XdpMd::new(&input)), &opts(i));
+            let mut buf = input.clone();
+            let out = run.run_packet(0usize, &mut buf, PacketCtx::Xdp, &opts(i));
+            assert_eq!(out.r0(), fresh.r0(), "{engine:?} run {i}");
+            assert_eq!(
+                format!("{:?}", out.result),
+                format!("{:?}", fresh.result),
+                "{engine:?} run {i}"
+            );
+            assert_eq!(out.insns, fresh.insns, "{engine:?} run {i}");
+            for name in ["h", "a"] {
+                let (a, b) = (
+                    vm.map(name).expect("map"),
+                    reference.map(name).expect("map"),
+                );
+                let (mut x, mut y) = (a.entries(), b.entries());
+                x.sort();
+                y.sort();
+                assert_eq!(x, y, "{engine:?} run {i}: map {name}");
+            }
+            match out.result {
+                Ok(_) => oks += 1,
+                Err(_) => faults += 1,
+            }
+        }
+        // Both endings happen (the comparison covers faults too).
+        assert!(
+            oks > 0 && faults > 0,
+            "{engine:?}: {oks} ok, {faults} faults"
+        );
+    }
+}

@@ -28,6 +28,72 @@ use crate::interp::{Machine, Step, Stop};
 use crate::mem;
 use crate::prog::Program;
 
+/// A [`JitCtx`](state::JitCtx) a runner keeps across runs of entry
+/// `entry`, whose native code starts at `target`.
+pub(crate) struct Kept {
+    jc: state::JitCtx,
+    entry: usize,
+    target: usize,
+}
+
+impl Kept {
+    /// A context for runs of the VM configured by `config`, its per-run
+    /// fields (pointers included) written by each run.
+    pub(crate) fn new(config: &VmConfig) -> Box<Kept> {
+        Box::new(Kept {
+            jc: state::JitCtx {
+                win: std::ptr::null_mut(),
+                nwin: 0,
+                count: 0,
+                budget: 0,
+                saved_rsp: 0,
+                depth: 0,
+                max_frames: config.max_frames as u64,
+                deepest: 0,
+                may_goto: 0,
+                may_goto_budget: config.may_goto_budget as u64,
+                native_fault: state::FAULT_NONE,
+                fault_pc: 0,
+                exit_pc: 0,
+                packet_base: 0,
+                frame_base: 0,
+                scratch: [0; 2],
+                regs: std::ptr::null_mut(),
+                jump: 0,
+                ctx_ok: 0,
+                ctx_len: 0,
+                ctx_vals: [0; state::XDP_CTX_FIELDS],
+                loop_n: 0,
+                loop_cb: 0,
+                loop_ctx: 0,
+                loop_pc: 0,
+                machine: std::ptr::null_mut(),
+                code: std::ptr::null(),
+                stop: None,
+                handed_off: false,
+            },
+            entry: usize::MAX,
+            target: 0,
+        })
+    }
+}
+
+// SAFETY: the context's pointers (machine, registers, windows, code) are
+// written from the run's own exclusive borrows before native code runs
+// and are not dereferenced between runs; the runner that keeps it is
+// borrowed mutably for a run.
+unsafe impl Send for Kept {}
+unsafe impl Sync for Kept {}
+
+/// The fault of a run whose entry has no native code.
+#[cold]
+fn no_code(start: usize) -> Stop {
+    Stop::Fault {
+        pc: start,
+        kind: RunErrorKind::Setup(format!("the JIT has no code at op {start}")),
+    }
+}
+
 /// A program compiled to native code.
 pub(crate) struct Code {
     /// The code (kept alive: `enter` and `funcs` point into it).
@@ -128,11 +194,22 @@ impl Code {
 
     fn exec_native(&self, m: &mut Machine, start: usize) -> Step<u64> {
         let Some(target) = self.func_addr(start) else {
-            return Err(Stop::Fault {
-                pc: start,
-                kind: RunErrorKind::Setup(format!("the JIT has no code at op {start}")),
-            });
+            return Err(no_code(start));
         };
+        let budget = m.budget;
+        let machine: *mut Machine = m;
+        // SAFETY: `machine` is the exclusive borrow `m`, not used again
+        // until native code returns (`conclude` takes it back).
+        let mut jc = self.fresh_ctx(unsafe { &mut *machine });
+        glue::fill_ctx(&mut jc);
+        let r0 = self.enter(&mut jc, target);
+        // SAFETY: native code has returned; the borrow is ours again.
+        self.conclude(unsafe { &mut *machine }, &mut jc, r0, budget)
+    }
+
+    /// A run's context for machine `m` (its registers, windows, count and
+    /// `may_goto` budget as they are now).
+    fn fresh_ctx(&self, m: &mut Machine) -> state::JitCtx {
         let budget = m.budget;
         let stack_base = m
             .mem
@@ -143,22 +220,20 @@ impl Code {
             m.vm.config.max_frames as u64,
             m.vm.config.may_goto_budget as u64,
         );
-        let machine: *mut Machine = m;
-        // SAFETY: `machine` is the exclusive borrow `m`, not used again
-        // until native code returns; the window table pointer is derived
-        // from it.
-        let win = unsafe { (*machine).mem.windows_mut() };
-        let regs = unsafe { (*machine).regs.as_mut_ptr() };
-        let mut jc = state::JitCtx {
+        let count = budget.saturating_sub(m.count);
+        let may_goto = m.may_goto as u64;
+        let regs = m.regs.as_mut_ptr();
+        let win = m.mem.windows_mut();
+        state::JitCtx {
             win: win.as_mut_ptr(),
             nwin: win.len() as u64,
-            count: budget.saturating_sub(unsafe { (*machine).count }),
+            count,
             budget,
             saved_rsp: 0,
             depth: 0,
             max_frames,
             deepest: 0,
-            may_goto: unsafe { (*machine).may_goto } as u64,
+            may_goto,
             may_goto_budget,
             native_fault: state::FAULT_NONE,
             fault_pc: 0,
@@ -175,17 +250,77 @@ impl Code {
             loop_cb: 0,
             loop_ctx: 0,
             loop_pc: 0,
-            machine: machine.cast(),
+            machine: m,
             code: self,
             stop: None,
             handed_off: false,
-        };
-        glue::fill_ctx(&mut jc);
-        let r0 = self.enter(&mut jc, target);
+        }
+    }
+
+    /// The lean entry of the XDP fast path: machine `m` is reset for a
+    /// run of the entry at op `start` (index `ei`) on its own XDP context
+    /// (`r1` the context, the packet window at `pkt`), so none of
+    /// [`Code::exec`]'s checks apply. The context `kept` is built once
+    /// per runner (made with the buffers, so a run allocates nothing);
+    /// a run writes only its per-run fields.
+    #[inline(always)]
+    pub(crate) fn run_xdp(
+        &self,
+        kept: &mut Option<Box<Kept>>,
+        m: &mut Machine,
+        (ei, start): (usize, usize),
+        xdp: [u64; state::XDP_CTX_FIELDS],
+    ) -> Step<u64> {
+        let k = kept.get_or_insert_with(|| Kept::new(&m.vm.config));
+        if k.entry != ei {
+            let Some(target) = self.func_addr(start) else {
+                return Err(no_code(start));
+            };
+            k.entry = ei;
+            k.target = target;
+        }
+        let budget = m.budget;
+        let stack_base = m
+            .mem
+            .region(mem::STACK)
+            .map_or(0, |r| r.buf.host_addr() as u64);
+        let packet_base = m.mem.window(mem::PACKET).map_or(0, |w| w.base as u64);
+        let jc = &mut k.jc;
+        jc.count = budget.saturating_sub(m.count);
+        jc.budget = budget;
+        jc.depth = 0;
+        jc.deepest = 0;
+        jc.may_goto = m.may_goto as u64;
+        jc.native_fault = state::FAULT_NONE;
+        jc.fault_pc = 0;
+        jc.exit_pc = 0;
+        jc.packet_base = packet_base.wrapping_sub((mem::PACKET as u64) << 32);
+        jc.frame_base = stack_base.wrapping_sub((mem::STACK as u64) << 32);
+        jc.jump = 0;
+        jc.loop_n = 0;
+        jc.ctx_vals = xdp;
+        jc.ctx_len = 4 * 5;
+        jc.ctx_ok = 1;
+        jc.stop = None;
+        jc.handed_off = false;
+        jc.regs = m.regs.as_mut_ptr();
+        let win = m.mem.windows_mut();
+        jc.win = win.as_mut_ptr();
+        jc.nwin = win.len() as u64;
+        let machine: *mut Machine = m;
+        jc.machine = machine;
+        jc.code = self;
+        let r0 = self.enter(jc, k.target);
+        // SAFETY: native code has returned; `m` was not used meanwhile.
+        self.conclude(unsafe { &mut *machine }, jc, r0, budget)
+    }
+
+    /// After native code returned `r0`: the machine's count, depth and
+    /// `may_goto` budget from `jc`, and how the run ended.
+    #[inline(always)]
+    fn conclude(&self, m: &mut Machine, jc: &mut state::JitCtx, r0: u64, budget: u64) -> Step<u64> {
         // (The spill area is the machine's registers: r1..r10 are as the
         // last glue call saw them, r0 is set below.)
-        // SAFETY: native code has returned; the borrow is ours again.
-        let m = unsafe { &mut *machine };
         m.deepest = m.deepest.max(jc.deepest as usize);
         m.may_goto = jc.may_goto as u32;
         if !jc.handed_off {

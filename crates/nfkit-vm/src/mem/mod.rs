@@ -347,8 +347,15 @@ impl Memory {
     }
 
     /// Drops the dynamic regions: back to the first `base` ones.
-    #[inline]
+    #[inline(always)]
     pub fn reset(&mut self, base: usize) {
+        if self.regions.len() > base || self.base != base || self.index.is_some() {
+            self.reset_slow(base);
+        }
+    }
+
+    #[cold]
+    fn reset_slow(&mut self, base: usize) {
         if self.regions.len() > base {
             // Map values go to the spare list (moved, no reference
             // counting); the rest are dropped.

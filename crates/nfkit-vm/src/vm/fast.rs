@@ -11,7 +11,7 @@
 //! same result.
 
 use super::{clear_stack, Buffers, Layout, Placed, Shape, Vm};
-use crate::config::RunOptions;
+use crate::config::{Engine, EngineUse, RunOptions};
 use crate::ctx::{CtxState, PacketPtrs, XdpMd};
 use crate::mem::{self, GuardedBuf, RegionKind};
 use crate::result::RunOutcome;
@@ -107,18 +107,19 @@ impl Vm {
             data_end,
             skb_len: len,
         };
-        let m = super::mem_of(&mut bufs.machine, &mut bufs.mem);
-        m.reset(inner.base_mem.len());
-        m.set_window(mem::CTX, 0, 0);
-        m.set_window(mem::PACKET, headroom, data_end);
-        let layout = Layout {
-            shape: Shape {
-                pkt,
-                headroom,
-                len,
-                has_pkt: true,
-                socket: false,
-            },
+        let m = bufs.machine.as_deref_mut()?;
+        m.mem.reset(inner.base_mem.len());
+        m.mem.set_window(mem::CTX, 0, 0);
+        m.mem.set_window(mem::PACKET, headroom, data_end);
+        let shape = Shape {
+            pkt,
+            headroom,
+            len,
+            has_pkt: true,
+            socket: false,
+        };
+        let mut layout = Layout {
+            shape,
             tailroom: md.tailroom,
             ctx: CtxState::Xdp {
                 ingress_ifindex: md.ingress_ifindex,
@@ -128,7 +129,55 @@ impl Vm {
             args: [mem::addr(mem::CTX, 0), 0],
             raw: false,
         };
-        Some(self.execute(bufs, e, layout, opts, Some(packet)))
+        self.reset_machine(m, e, &mut layout, opts);
+        let jit = match (&inner.jit, inner.engines.get(ei)) {
+            (Some(code), Some(EngineUse::Jit)) if !opts.interp => Some(code),
+            _ => None,
+        };
+        let (outcome, engine) = match jit {
+            Some(code) => {
+                let at = |o: usize| mem::addr(mem::PACKET, o as u64);
+                let xdp = [
+                    at(headroom),
+                    at(data_end),
+                    at(headroom),
+                    md.ingress_ifindex as u64,
+                    md.rx_queue_index as u64,
+                    md.egress_ifindex as u64,
+                ];
+                let step = code.run_xdp(&mut bufs.jit, m, (ei, e.start_op), xdp);
+                (step, Engine::Jit)
+            }
+            None => (
+                m.exec(&inner.program.ops, e.start_op, false),
+                Engine::Interp,
+            ),
+        };
+        // What `finish` does, for an XDP run (no socket buffer to give
+        // back; the entry's frame stays open).
+        let result = self.result_of(m, outcome, e);
+        let mut shape = shape;
+        shape.pkt = m.pkt;
+        for d in 1..=m.deepest {
+            m.mem.close_frame(d);
+        }
+        let head_delta = m.pkt.data as i64 - headroom as i64;
+        let redirect = m.redirect.take();
+        let insns = m.count;
+        bufs.stack_dirty = m.deepest + 1;
+        m.ctx = CtxState::None;
+        bufs.last_shape = shape;
+        let packet_written =
+            super::write_back(&bufs.packet, &shape, inner.facts.writes_packet, packet);
+        Some(RunOutcome {
+            result,
+            head_delta,
+            packet_written,
+            redirect,
+            skb: None,
+            insns,
+            engine,
+        })
     }
 }
 
