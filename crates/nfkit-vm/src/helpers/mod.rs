@@ -223,12 +223,13 @@ impl Machine {
             }
             id::MAP_UPDATE_ELEM => self.map_update(a1, a2, a3, a4, cur)?,
             id::MAP_DELETE_ELEM => self.map_delete(a1, a2, cur)?,
-            id::KTIME_GET_NS | id::KTIME_GET_COARSE_NS => self.clock().now_ns(),
-            id::KTIME_GET_BOOT_NS => self.clock().boot_ns(),
-            id::JIFFIES64 => self.clock().now_ns() / 4_000_000,
-            id::GET_PRANDOM_U32 => self.rng().next_u32() as u64,
-            id::GET_SMP_PROCESSOR_ID => self.cpu as u64,
-            id::GET_NUMA_NODE_ID => 0,
+            id::KTIME_GET_NS
+            | id::KTIME_GET_COARSE_NS
+            | id::KTIME_GET_BOOT_NS
+            | id::JIFFIES64
+            | id::GET_PRANDOM_U32
+            | id::GET_SMP_PROCESSOR_ID
+            | id::GET_NUMA_NODE_ID => self.pure_helper(hid as i32).unwrap_or(0),
             id::TRACE_PRINTK => self.trace_printk(a1, a2, [a3, a4, a5], cur)?,
             id::TAIL_CALL => return self.tail_call(a1, a2, a3, cur, next),
             id::REDIRECT => self.redirect(a1, a2),
@@ -336,6 +337,34 @@ impl Machine {
 
     /// `bpf_map_lookup_elem(map, key)` and
     /// `bpf_map_lookup_percpu_elem(map, key, cpu)`: the value's address, or 0.
+    /// r0 of helper `hid` when it is one that only reads the clock, the
+    /// random numbers or the CPU (no arguments, no memory, no fault):
+    /// what the JIT calls without the generic helper path.
+    #[inline(always)]
+    pub(crate) fn pure_helper(&self, hid: i32) -> Option<u64> {
+        Some(match hid {
+            id::KTIME_GET_NS | id::KTIME_GET_COARSE_NS => self.clock().now_ns(),
+            id::KTIME_GET_BOOT_NS => self.clock().boot_ns(),
+            id::JIFFIES64 => self.clock().now_ns() / 4_000_000,
+            id::GET_PRANDOM_U32 => self.rng().next_u32() as u64,
+            id::GET_SMP_PROCESSOR_ID => self.cpu as u64,
+            id::GET_NUMA_NODE_ID => 0,
+            _ => return None,
+        })
+    }
+
+    /// r0 of map helper `hid` (lookup, per-CPU lookup, update, delete)
+    /// with the arguments in r1..r4, as [`Machine::helper`] gives it.
+    #[inline(always)]
+    pub(crate) fn map_helper(&mut self, hid: i32, cur: usize) -> Step<u64> {
+        let [a1, a2, a3, a4] = [self.regs[1], self.regs[2], self.regs[3], self.regs[4]];
+        match hid {
+            id::MAP_UPDATE_ELEM => self.map_update(a1, a2, a3, a4, cur),
+            id::MAP_DELETE_ELEM => self.map_delete(a1, a2, cur),
+            _ => self.map_lookup(hid as i64, a1, a2, a3, cur),
+        }
+    }
+
     fn map_lookup(&mut self, hid: i64, a1: u64, a2: u64, a3: u64, cur: usize) -> Step<u64> {
         let name = "map_lookup_elem";
         // The map borrowed from the VM (no reference count per call).

@@ -90,13 +90,20 @@ pub(super) struct Emitter<'p> {
     /// Op index one past the end of each op's basic block, for leaders.
     block_len: Vec<u32>,
     may_goto_budget: u32,
+    /// The kernel profile's helpers: the common ones are called directly
+    /// (the conformance profile has other helpers under those numbers).
+    kernel_helpers: bool,
 }
 
 /// Why the JIT cannot compile a program.
 pub(super) type Refusal = String;
 
 impl<'p> Emitter<'p> {
-    pub(super) fn new(prog: &'p Program, may_goto_budget: u32) -> Result<Emitter<'p>, Refusal> {
+    pub(super) fn new(
+        prog: &'p Program,
+        may_goto_budget: u32,
+        kernel_helpers: bool,
+    ) -> Result<Emitter<'p>, Refusal> {
         let mut a = Assembler::new().map_err(|e| format!("cannot map code memory: {e}"))?;
         let labels = (0..prog.ops.len()).map(|_| a.new_dynamic_label()).collect();
         let fault_exit = a.new_dynamic_label();
@@ -108,6 +115,7 @@ impl<'p> Emitter<'p> {
             fault_exit,
             block_len: blocks(prog),
             may_goto_budget,
+            kernel_helpers,
         })
     }
 
@@ -766,7 +774,51 @@ impl<'p> Emitter<'p> {
     }
 
     fn helper_call(&mut self, pc: usize, id: u64, dynamic: bool) {
-        use crate::helpers::table::id::{LOOP, TAIL_CALL};
+        use crate::helpers::table::id::{self as hid, LOOP, TAIL_CALL};
+        let direct = !dynamic && self.kernel_helpers && id <= i32::MAX as u64;
+        let pure = matches!(
+            id as i32,
+            hid::KTIME_GET_NS
+                | hid::KTIME_GET_COARSE_NS
+                | hid::KTIME_GET_BOOT_NS
+                | hid::JIFFIES64
+                | hid::GET_PRANDOM_U32
+                | hid::GET_SMP_PROCESSOR_ID
+                | hid::GET_NUMA_NODE_ID
+        );
+        if direct && pure {
+            // No argument, no memory, no fault: r0 comes back in rax;
+            // r1-r5 stay as they were (as on the interpreter).
+            self.spill_volatile();
+            dynasm!(self.a ; .arch x64 ; mov rsi, QWORD id as i64);
+            self.call_glue(glue::helper_pure as *const () as usize);
+            dynasm!(self.a
+                ; .arch x64
+                ; mov r10, [r12 + st::REGS]
+                ; mov rdi, [r10 + st::reg(1)]
+                ; mov rsi, [r10 + st::reg(2)]
+                ; mov rdx, [r10 + st::reg(3)]
+                ; mov rcx, [r10 + st::reg(4)]
+                ; mov r8, [r10 + st::reg(5)]
+                ; mov r9, [r12 + st::COUNT]
+            );
+            return;
+        }
+        let map = matches!(
+            id as i32,
+            hid::MAP_LOOKUP_ELEM
+                | hid::MAP_LOOKUP_PERCPU_ELEM
+                | hid::MAP_UPDATE_ELEM
+                | hid::MAP_DELETE_ELEM
+        );
+        if direct && map {
+            self.spill_volatile();
+            let p = pc as i64;
+            dynasm!(self.a ; .arch x64 ; mov rsi, QWORD id as i64 ; mov rdx, QWORD p);
+            self.call_glue(glue::helper_map as *const () as usize);
+            self.reload_volatile();
+            return;
+        }
         if !dynamic && id != TAIL_CALL as u64 && id != LOOP as u64 {
             // Returns to the next op: no tail-call or loop checks after.
             self.spill_volatile();

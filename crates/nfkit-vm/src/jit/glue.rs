@@ -198,6 +198,34 @@ pub(crate) extern "sysv64" fn helper_plain(jc: *mut JitCtx, id: u64, pc: u64) ->
     0
 }
 
+/// A helper [`Machine::pure_helper`] serves (clock, random numbers,
+/// CPU): its r0, without the generic helper path (it reads no argument,
+/// touches no memory and cannot fault).
+pub(crate) extern "sysv64" fn helper_pure(jc: *mut JitCtx, id: u64) -> u64 {
+    // SAFETY: called by native code with its live context; the machine
+    // is only read, and nothing else touches it meanwhile.
+    let m = unsafe { &*(*jc).machine };
+    m.pure_helper(id as i32).unwrap_or(0)
+}
+
+/// Map helper `id` (lookup, per-CPU lookup, update, delete) at op `pc`,
+/// arguments in `regs[1..=4]`, r0 to `regs[0]`: straight into the map
+/// code. A map helper cannot move the packet, so the context table
+/// stays valid.
+pub(crate) extern "sysv64" fn helper_map(jc: *mut JitCtx, id: u64, pc: u64) -> u64 {
+    // SAFETY: called by native code with its live context.
+    let ctx_ok = unsafe { (*jc).ctx_ok };
+    let _ = unsafe {
+        with_machine(jc, |m| {
+            m.regs[0] = m.map_helper(id as i32, pc as usize)?;
+            Ok(())
+        })
+    };
+    // SAFETY: as above; the machine is not borrowed any more.
+    unsafe { (*jc).ctx_ok = ctx_ok };
+    0
+}
+
 /// An atomic operation at op `pc` (all registers in `regs`).
 pub(crate) extern "sysv64" fn atomic(jc: *mut JitCtx, info: u64, off: u64) -> u64 {
     // info = pc << 24 | size << 16 | aux << 8 | dst << 4 | src

@@ -145,7 +145,8 @@ pub(crate) fn compile(
 
 #[cfg(target_arch = "x86_64")]
 fn build(program: &Program, config: &VmConfig) -> Result<Code, String> {
-    let generated = emit::Emitter::new(program, config.may_goto_budget)?.generate()?;
+    let kernel = config.profile == crate::config::Profile::Kernel;
+    let generated = emit::Emitter::new(program, config.may_goto_budget, kernel)?.generate()?;
     let base = generated.buf.ptr(dynasmrt::AssemblyOffset(0)) as usize;
     Ok(Code {
         enter: base + generated.enter.0,
