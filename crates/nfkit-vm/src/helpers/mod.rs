@@ -365,6 +365,7 @@ impl Machine {
         }
     }
 
+    #[inline(always)]
     fn map_lookup(&mut self, hid: i64, a1: u64, a2: u64, a3: u64, cur: usize) -> Step<u64> {
         let name = "map_lookup_elem";
         // The map borrowed from the VM (no reference count per call).
