@@ -122,6 +122,39 @@ fn run() -> Res<String> {
         }
         t.push_str(&format!(" {:.2} |\n", last / 1460.0));
     }
+    // The NF object `dpi compile sqli -o` writes (tables in .rodata),
+    // loaded by plain libbpf: classifier, chain and counters included.
+    let pats: Vec<String> = SQLI.patterns.iter().map(|p| p.to_string()).collect();
+    let image = nfkit_lang::patterns::filter_image(
+        &pats,
+        nfkit_nf::Hook::Xdp,
+        0,
+        &nfkit_nf::SearchPath::embedded(),
+    )
+    .map_err(|e| e.to_string())?;
+    let bytes = nfkit_object::write_object(&image).map_err(|e| e.to_string())?;
+    let path = std::env::temp_dir().join(format!("nfkit-dpi-bench-{}.o", std::process::id()));
+    std::fs::write(&path, &bytes).map_err(|e| e.to_string())?;
+    let obj = nfkit_kernel::load_object_file(&path);
+    let _ = std::fs::remove_file(&path);
+    let obj = obj.map_err(|e| format!("libbpf: {e}"))?;
+    let entry = image
+        .entries
+        .first()
+        .map(|e| e.name.clone())
+        .ok_or("the object has no program")?;
+    let states = compile(SQLI.patterns, &Options::default())
+        .map_err(|e| e.to_string())?
+        .states();
+    t.push_str(&format!(
+        "| NF object (`dpi compile sqli -o`, libbpf) | 6 (`sqli`) | {states} |"
+    ));
+    let mut last = 0.0;
+    for f in &frames {
+        last = time(&obj, &entry, f)?;
+        t.push_str(&format!(" {last:.0} |"));
+    }
+    t.push_str(&format!(" {:.2} |\n", last / 1460.0));
     let hand = load("crates/nfkit-dpi/tests/progs/dpi_hand.c")?;
     t.push_str("| hand-written C | 1 (`(?i)union\\s+select`) | - |");
     let mut last = 0.0;

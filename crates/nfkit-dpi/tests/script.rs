@@ -295,11 +295,23 @@ fn the_nf_object_alone_equals_the_regex_crate_in_the_vm_and_the_kernel() {
         let img = filter_object(hook);
         let e = &img.entries[0];
         let (entry, t) = (e.name.clone(), e.prog_type);
-        assert!(
-            img.map("nf_dpi_next")
-                .is_some_and(|(_, m)| m.data.is_some()),
-            "the object carries the tables"
-        );
+        for name in [
+            ".rodata.nf_dpi_next",
+            ".rodata.nf_dpi_accept",
+            ".rodata.nf_dpi_sets",
+        ] {
+            assert!(
+                img.map(name).is_some_and(|(_, m)| m.data.is_some()
+                    && matches!(
+                        m.kind,
+                        nfkit_object::MapKind::Global {
+                            read_only: true,
+                            ..
+                        }
+                    )),
+                "the object carries the tables as read-only global data ({name})"
+            );
+        }
         // The VM, nothing written by the test.
         let vm = Vm::new(&img, VmConfig::kernel()).expect("VM load");
         let last = vm.map("dpi_last").expect("dpi_last");

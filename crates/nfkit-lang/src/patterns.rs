@@ -88,10 +88,13 @@ pub fn filter_script(patterns: &[String], limit: u64, hook: Hook) -> String {
     )
 }
 
-/// A self-contained pattern filter ([`filter_script`]) for `hook`: its
-/// DFA tables and the classifier's configuration are the initial
-/// contents of its maps, so the Image (or the object written from it)
-/// alone is the NF (`nfkit dpi compile -o NF.o`).
+/// A self-contained pattern filter ([`filter_script`]) for `hook`, the
+/// Image (or the object written from it) alone being the NF (`nfkit dpi
+/// compile -o NF.o`): its DFA tables are read-only global data
+/// (`.rodata.nf_dpi_next`, `.rodata.nf_dpi_accept`, `.rodata.nf_dpi_sets`,
+/// [`nfkit_object::arrays_to_rodata`]), which libbpf loaders fill too;
+/// the classifier's configuration is the initial contents of
+/// `nfkit_config`.
 pub fn filter_image(
     patterns: &[String],
     hook: Hook,
@@ -105,12 +108,27 @@ pub fn filter_image(
     };
     let mut c = crate::compile("<dpi filter>", &script, &opts)?;
     let writes = c.control_plane();
-    preset(&mut c.image, &writes).map_err(|why| crate::CompileError::Patterns {
+    let fail = |why: String| crate::CompileError::Patterns {
         file: "<dpi filter>".into(),
         why,
-    })?;
-    Ok(c.image)
+    };
+    preset(&mut c.image, &writes).map_err(fail)?;
+    // The tables (read-only to programs) as `.rodata.NAME`, which any
+    // libbpf loader fills; the rest (nfkit_config) stays as it is.
+    let (image, report) = nfkit_object::arrays_to_rodata(&c.image, |m| {
+        m.kind == nfkit_object::MapKind::Declared && m.flags & RDONLY_PROG != 0 && m.data.is_some()
+    })
+    .map_err(|e| fail(e.to_string()))?;
+    if let Some((m, why)) = report.kept.first() {
+        return Err(fail(format!(
+            "map {m} cannot be read-only global data: {why}"
+        )));
+    }
+    Ok(image)
 }
+
+/// `BPF_F_RDONLY_PROG`.
+const RDONLY_PROG: u32 = 1 << 7;
 
 /// Makes control-plane writes to array maps initial contents of `image`.
 pub fn preset(image: &mut Image, writes: &[crate::link::MapWrite]) -> Result<(), String> {

@@ -35,7 +35,7 @@ pub use image::{
     CoreSite, Entry, Function, Image, InnerMaps, InnerSlot, LineInfo, MapInit, MapKind, MapSpec,
     MapType, ProgType,
 };
-pub use inline::{inline_calls, InlineError, InlineReport};
+pub use inline::{arrays_to_rodata, inline_calls, InlineError, InlineReport, RodataReport};
 pub use link::{link, link_files, link_with_target};
 pub use object::Object;
 pub use read::{inspect_object, read_object, read_object_as, section_bytes, Inspection};

@@ -26,7 +26,7 @@ struct Known {
 }
 
 /// Lookups in `b` of (map, key) with a constant key: (instruction, map, key).
-fn sites(b: &Body, maps: &[MapSpec]) -> Vec<(usize, usize, u32)> {
+pub(super) fn sites(b: &Body, maps: &[MapSpec]) -> Vec<(usize, usize, u32)> {
     let mut targets = vec![false; b.insns.len() + 1];
     for t in b.jump.iter().flatten() {
         targets[*t] = true;

@@ -27,11 +27,13 @@
 mod body;
 mod frame;
 mod lookups;
+mod rodata;
 
 use crate::image::Image;
 use body::{assemble, decode, inline_into, Body};
 use frame::{check_paths, frame_size};
 use lookups::cache_lookups;
+pub use rodata::RodataReport;
 use serde::Serialize;
 
 /// Kernel stack limit summed over one call path.
@@ -163,6 +165,26 @@ pub fn inline_calls(
     let out = assemble(image, &bodies, &roots)?;
     report.slots_after = out.slot_count();
     report.calls_after = count_calls(&decode(&out)?);
+    Ok((out, report))
+}
+
+/// `image` with the declared arrays `pick` chooses that have initial
+/// contents and are only looked up made `.rodata.NAME` global data
+/// (`rodata.rs`): what libbpf loaders fill and freeze themselves. The
+/// verifier then refuses any write to them.
+pub fn arrays_to_rodata(
+    image: &Image,
+    pick: impl Fn(&crate::image::MapSpec) -> bool,
+) -> Result<(Image, RodataReport), InlineError> {
+    let mut bodies = decode(image)?;
+    let mut maps = image.maps.clone();
+    let report = rodata::to_rodata(&mut bodies, &mut maps, &pick);
+    if report.converted.is_empty() {
+        return Ok((image.clone(), report));
+    }
+    let roots: Vec<usize> = image.entries.iter().map(|e| e.function).collect();
+    let mut out = assemble(image, &bodies, &roots)?;
+    out.maps = maps;
     Ok((out, report))
 }
 
