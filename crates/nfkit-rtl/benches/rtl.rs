@@ -121,6 +121,76 @@ fn reflector_rows(out: &mut String) {
     );
 }
 
+/// The DDoS chain (`examples/ddos.py`, static XDP build) on each example
+/// capture, a fresh engine per capture (tables sized to 128 lines).
+fn chain_rows(out: &mut String) {
+    let src = match std::fs::read_to_string(format!("{EXAMPLES}/ddos.py")) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(out, "| ddos.py | {e} | | | | | | | | |");
+            return;
+        }
+    };
+    let compiled =
+        match nfkit_lang::compile("examples/ddos.py", &src, &nfkit_lang::Options::default()) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = writeln!(out, "| ddos.py | {e} | | | | | | | | |");
+                return;
+            }
+        };
+    let name = compiled.entry().unwrap_or_default().to_string();
+    let image = compiled.image;
+    let Some(entry) = image.entries.iter().position(|e| e.name == name) else {
+        return;
+    };
+    let prog = match Program::from_image_sized(&image, entry, Some(128)) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(out, "| ddos.py | {e} | | | | | | | | |");
+            return;
+        }
+    };
+    let mut names: Vec<_> = std::fs::read_dir(EXAMPLES)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    names.retain(|p: &std::path::PathBuf| {
+        let s = p.to_string_lossy();
+        s.ends_with(".pcap") && !s.ends_with(".out.pcap")
+    });
+    names.sort();
+    let mut all = Sum::default();
+    for path in names {
+        let Ok(packets) = nfkit_pcap::read_file(&path) else {
+            continue;
+        };
+        let Ok(mut core) = Core::new(prog.clone()) else {
+            return;
+        };
+        let mut sum = Sum::default();
+        for p in &packets {
+            let mut input = RunInput::new(&p.data);
+            input.ctx = Ctx::Xdp {
+                ingress_ifindex: 1,
+                rx_queue_index: 0,
+            };
+            input.timestamp = p.ts_ns;
+            if let Ok(r) = core.run(&input) {
+                if r.result.is_ok() {
+                    sum.add(&r);
+                    all.add(&r);
+                }
+            }
+        }
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let _ = writeln!(out, "{}", sum.row(&format!("ddos.py chain on {stem}.pcap")));
+    }
+    let _ = writeln!(out, "{}", all.row("ddos.py chain, all captures"));
+}
+
 fn conformance_rows(out: &mut String) {
     let Ok(dir) = std::fs::read_dir(SUITE) else {
         return;
@@ -355,6 +425,7 @@ fn main() {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     reflector_rows(&mut out);
+    chain_rows(&mut out);
     conformance_rows(&mut out);
     let mut map_table = String::new();
     map_rows(&mut map_table, &mut out);
