@@ -202,7 +202,11 @@ impl MapTable {
         MapTable::place(image, cap, Some(&referenced(insns)))
     }
 
-    fn place(image: &Image, cap: Option<u32>, used: Option<&[usize]>) -> Result<MapTable, RtlError> {
+    fn place(
+        image: &Image,
+        cap: Option<u32>,
+        used: Option<&[usize]>,
+    ) -> Result<MapTable, RtlError> {
         let mut table = MapTable::default();
         for (i, m) in image.maps.iter().enumerate() {
             if used.is_some_and(|u| !u.contains(&i)) {

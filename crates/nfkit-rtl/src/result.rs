@@ -117,10 +117,7 @@ impl Redirect {
         let map = ((v >> 32) & 0xff) as usize;
         match v >> 48 {
             1 => Some(Redirect::Port(v as u32)),
-            2 => Some(Redirect::Map {
-                map,
-                key: v as u32,
-            }),
+            2 => Some(Redirect::Map { map, key: v as u32 }),
             3 => Some(Redirect::Broadcast {
                 map,
                 exclude_ingress: v >> 47 & 1 == 1,
