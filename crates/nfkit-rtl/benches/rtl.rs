@@ -9,6 +9,9 @@
 //! beside eBPFlow's (lookup 13, update 19-33). The tables are printed and
 //! written to `target/nfkit-bench/rtl.md`.
 
+#[path = "../tests/common/catalogue.rs"]
+mod catalogue;
+
 use nfkit_isa::asm::{assemble, Syntax};
 use nfkit_isa::{CallKind, Insn};
 use nfkit_object::{Image, MapKind, MapSpec, MapType, ProgType};
@@ -122,7 +125,8 @@ fn reflector_rows(out: &mut String) {
 }
 
 /// The DDoS chain (`examples/ddos.py`, static XDP build) on each example
-/// capture, a fresh engine per capture (tables sized to 128 lines).
+/// capture, a fresh engine per capture (tables sized to 128 lines); then
+/// each catalogue NF in a one-NF static chain on all captures.
 fn chain_rows(out: &mut String) {
     let src = match std::fs::read_to_string(format!("{EXAMPLES}/ddos.py")) {
         Ok(s) => s,
@@ -131,24 +135,49 @@ fn chain_rows(out: &mut String) {
             return;
         }
     };
-    let compiled =
-        match nfkit_lang::compile("examples/ddos.py", &src, &nfkit_lang::Options::default()) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = writeln!(out, "| ddos.py | {e} | | | | | | | | |");
-                return;
-            }
-        };
+    script_rows(out, "ddos.py chain", &src, true);
+    let mut nfs = Sum::default();
+    for &(module, func, args, verdict) in catalogue::NFS {
+        let src = catalogue::nf_script(module, func, args, verdict);
+        if let Some(sum) = script_rows(out, &format!("NF {module}.{func}"), &src, false) {
+            nfs.cycles += sum.cycles;
+            nfs.retired += sum.retired;
+            nfs.runs += sum.runs;
+            nfs.load_use += sum.load_use;
+            nfs.div += sum.div;
+            nfs.call += sum.call;
+            nfs.rx += sum.rx;
+            nfs.flushes += sum.flushes;
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        nfs.row(&format!(
+            "the {} catalogue NFs, all captures",
+            catalogue::NFS.len()
+        ))
+    );
+}
+
+/// Rows of one script on the example captures (`per_capture`: a row
+/// each, else only the total); the total's sums.
+fn script_rows(out: &mut String, label: &str, src: &str, per_capture: bool) -> Option<Sum> {
+    let compiled = match nfkit_lang::compile("chain.py", src, &nfkit_lang::Options::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(out, "| {label} | {e} | | | | | | | | |");
+            return None;
+        }
+    };
     let name = compiled.entry().unwrap_or_default().to_string();
     let image = compiled.image;
-    let Some(entry) = image.entries.iter().position(|e| e.name == name) else {
-        return;
-    };
+    let entry = image.entries.iter().position(|e| e.name == name)?;
     let prog = match Program::from_image_sized(&image, entry, Some(128)) {
         Ok(p) => p,
         Err(e) => {
-            let _ = writeln!(out, "| ddos.py | {e} | | | | | | | | |");
-            return;
+            let _ = writeln!(out, "| {label} | {e} | | | | | | | | |");
+            return None;
         }
     };
     let mut names: Vec<_> = std::fs::read_dir(EXAMPLES)
@@ -164,9 +193,7 @@ fn chain_rows(out: &mut String) {
         let Ok(packets) = nfkit_pcap::read_file(&path) else {
             continue;
         };
-        let Ok(mut core) = Core::new(prog.clone()) else {
-            return;
-        };
+        let mut core = Core::new(prog.clone()).ok()?;
         let mut sum = Sum::default();
         for p in &packets {
             let mut input = RunInput::new(&p.data);
@@ -186,9 +213,12 @@ fn chain_rows(out: &mut String) {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let _ = writeln!(out, "{}", sum.row(&format!("ddos.py chain on {stem}.pcap")));
+        if per_capture {
+            let _ = writeln!(out, "{}", sum.row(&format!("{label} on {stem}.pcap")));
+        }
     }
-    let _ = writeln!(out, "{}", all.row("ddos.py chain, all captures"));
+    let _ = writeln!(out, "{}", all.row(&format!("{label}, all captures")));
+    Some(all)
 }
 
 fn conformance_rows(out: &mut String) {

@@ -4,6 +4,10 @@
 //! of every packet, and every map used afterwards, on each example
 //! capture and on 10,000 generated frames.
 
+#[path = "common/catalogue.rs"]
+mod catalogue;
+
+use catalogue::{nf_script, NFS};
 use nfkit_object::Image;
 use nfkit_rtl::{Core, Ctx, MapKind, Program, Redirect, RunInput};
 use nfkit_vm::{Context, FixedClock, RunOptions, SeqRng, Vm, VmConfig, XdpMd};
@@ -347,56 +351,6 @@ fn ddos_chain_matches_the_vm_on_random_frames() {
     );
 }
 
-/// The catalogue's XDP NFs: module, function, arguments, and whether it
-/// is a verdict (returned as is) or a value (PASS when 0, else DROP).
-const NFS: &[(&str, &str, &str, bool)] = &[
-    ("base", "drop", "", true),
-    ("base", "allow", "", true),
-    ("base", "abort", "", true),
-    ("base", "tx", "", true),
-    ("base", "redirect", "3", true),
-    ("firewall", "conntrack", "", false),
-    ("firewall", "acl", "", false),
-    ("l2", "xconnect", "", false),
-    ("mark", "set_dscp", "10", false),
-    ("mark", "set_ecn", "1", false),
-    ("mark", "set_ttl", "32", false),
-    ("meter", "tb_dst", "100, 20", false),
-    ("meter", "tb_src", "100, 20", false),
-    ("meter", "tb_srcdst", "20, 5", false),
-    ("monitor", "count", "1", false),
-    ("monitor", "flow_rate", "", false),
-    ("monitor", "last_seen", "", false),
-    ("parse", "ip_version", "", false),
-    ("parse", "src_port", "", false),
-    ("parse", "dst_port", "", false),
-    ("parse", "dscp", "", false),
-    ("parse", "pkt_len", "", false),
-    ("route", "lpm_lookup", "", false),
-    ("route", "forward", "", false),
-    ("sample", "one_in", "10", false),
-    ("sets", "src_set", "SET_ADD, 1000000000", false),
-    ("sets", "dst_set", "SET_ADD, 1000000000", false),
-    ("sets", "srcdst_set", "SET_ADD, 1000000000", false),
-];
-
-/// A one-NF chain running `func` on every packet.
-fn nf_script(module: &str, func: &str, args: &str, verdict: bool) -> String {
-    let import = if module == "sets" {
-        format!("{func}, SET_ADD")
-    } else {
-        func.to_string()
-    };
-    let body = if verdict {
-        format!("    return {func}({args})")
-    } else {
-        format!("    if {func}({args}) == 0:\n        return PASS\n    return DROP")
-    };
-    format!(
-        "from nf.{module} import {import}\nfrom nf.classify import every_packet\n\ndef chain() -> u64:\n{body}\n\nevery_packet(chain)\nattach(\"eth0\", \"xdp\")\n"
-    )
-}
-
 /// Generated frames per NF (`NFKIT_RTL_NF_FRAMES`, default 2,000: 56,000
 /// over the catalogue; 10,000 each takes about 9 minutes).
 fn nf_frames() -> usize {
@@ -468,4 +422,30 @@ fn the_dpi_nf_is_refused_by_name() {
     ] {
         assert!(e.contains(lack), "{e}");
     }
+}
+
+#[test]
+fn the_other_example_chains_match_the_vm_or_are_refused_by_name() {
+    for name in ["dscp_dispatch", "flow_limiter", "port_stats", "tcp_options"] {
+        let src = std::fs::read_to_string(format!("{EXAMPLES}/{name}.py")).expect("script");
+        let (image, entry) = compile(&format!("examples/{name}.py"), &src);
+        let mut pair = Pair::new(&image, entry);
+        let packets = nfkit_pcap::read_file(format!("{EXAMPLES}/{name}.pcap")).expect("pcap");
+        assert!(!packets.is_empty());
+        for (i, p) in packets.iter().enumerate() {
+            pair.run(&p.data, p.ts_ns)
+                .unwrap_or_else(|e| panic!("{name} packet {}: {e}", i + 1));
+        }
+        pair.same_maps();
+    }
+    // The router's bpf_loop callback needs bpf-to-bpf calls.
+    let src = std::fs::read_to_string(format!("{EXAMPLES}/router.py")).expect("router.py");
+    let (image, entry) = compile("examples/router.py", &src);
+    let e = Program::from_image_sized(&image, entry, Some(CAP))
+        .expect_err("bpf_loop")
+        .to_string();
+    assert!(
+        e.contains("a function address") && e.contains("bpf_loop"),
+        "{e}"
+    );
 }
