@@ -14,7 +14,11 @@
 //   XDP_REDIRECT with the output port kept for the action module, or
 //   XDP_ABORTED for flags), bpf_spin_lock / bpf_spin_unlock (93, 94: one
 //   engine runs a program at a time, so no-ops that check the lock is an
-//   aligned word of a map value).
+//   aligned word of a map value), bpf_redirect_map (51: on a devmap,
+//   whose lines hold its present indices; BPF_F_BROADCAST without a
+//   lookup; the low flag bits when the index is absent) and
+//   bpf_xdp_adjust_meta (54: moves the packet window's low end and the
+//   metadata's data_meta word, with the kernel's checks).
 //
 // A map operation reads its key (and, for an update, copies the value)
 // through the data memory's ports, which the core leaves idle while a call
@@ -62,13 +66,19 @@ module ebpf_coproc #(
     // 2 update, 3 delete) and its cycles from request to acknowledge.
     output logic [1:0]     op_kind,
     output logic [15:0]    op_cycles,
-    // The output port bpf_redirect set during this run.
-    output logic           out_port_v,
-    output logic [31:0]    out_port,
+    // The redirect this run set: kind 0 none, 1 bpf_redirect (arg: the
+    // port), 2 a devmap entry (map, arg: its index), 3 a devmap broadcast
+    // (map, excl: BPF_F_EXCLUDE_INGRESS).
+    output logic [1:0]     redir_kind,
+    output logic           redir_excl,
+    output logic [7:0]     redir_map,
+    output logic [31:0]    redir_arg,
+    // The packet window's low end (data_meta; pkt_lo until adjust_meta).
+    output logic [31:0]    win_lo,
     // Host side (between runs): map configuration and lines.
     input  logic           cfg_we,
     input  logic [7:0]     cfg_map,
-    input  logic [1:0]     cfg_type,      // 0 none, 1 exact match, 2 LPM, 3 array
+    input  logic [2:0]     cfg_type,      // 0 none, 1 exact match, 2 LPM, 3 array, 4 devmap
     input  logic [7:0]     cfg_key_size,  // bytes of the key (LPM: 4 + data)
     input  logic [15:0]    cfg_value_size,
     input  logic [15:0]    cfg_base,
@@ -103,13 +113,17 @@ module ebpf_coproc #(
   localparam logic [31:0] HELPER_REDIRECT = 32'd23;
   localparam logic [31:0] HELPER_SPIN_LOCK = 32'd93;
   localparam logic [31:0] HELPER_SPIN_UNLOCK = 32'd94;
+  localparam logic [31:0] HELPER_REDIRECT_MAP = 32'd51;
+  localparam logic [31:0] HELPER_XDP_ADJUST_META = 32'd54;
+  // The kernel's xdp_frame in front of the headroom (the VM's floor).
+  localparam logic [31:0] XDP_FRAME_SIZE = 32'd40;
   localparam logic [63:0] XDP_ABORTED = 64'd0, XDP_REDIRECT = 64'd4;
-  localparam logic [1:0] T_LPM = 2'd2, T_ARRAY = 2'd3;  // 1: exact match
+  localparam logic [2:0] T_LPM = 3'd2, T_ARRAY = 3'd3, T_DEV = 3'd4;  // 1: exact match
   localparam logic [63:0] ENOENT = -64'd2, E2BIG = -64'd7, EEXIST = -64'd17,
-                          EINVAL = -64'd22, ENOSPC = -64'd28;
+                          EINVAL = -64'd22, ENOSPC = -64'd28, EACCES = -64'd13;
 
   // Map configuration.
-  logic [1:0]  m_type [NMAPS];
+  logic [2:0]  m_type [NMAPS];
   logic [7:0]  m_ksize [NMAPS];
   logic [15:0] m_vsize [NMAPS];
   logic        m_trunc [NMAPS];
@@ -126,7 +140,7 @@ module ebpf_coproc #(
   assign line_rplen  = l_plen[line_idx[LW-1:0]];
   assign line_rkey   = l_key[line_idx[LW-1:0]];
 
-  typedef enum logic [2:0] {S_IDLE, S_WAIT, S_KEY, S_SEARCH, S_PICK, S_VAL, S_DONE} state_t;
+  typedef enum logic [2:0] {S_IDLE, S_WAIT, S_KEY, S_SEARCH, S_PICK, S_VAL, S_META, S_DONE} state_t;
   state_t st;
 
   logic [1:0]  op;          // 1 lookup, 2 update, 3 delete
@@ -135,7 +149,9 @@ module ebpf_coproc #(
   logic [15:0] cycles;
   logic [63:0] a_val, a_flags, a_1;
   logic [$clog2(NMAPS)-1:0] mi;
-  logic [1:0]  t;
+  logic [2:0]  t;
+  logic        rmap;        // bpf_redirect_map
+  logic [31:0] meta_new;    // adjust_meta's new data_meta
   logic [7:0]  ksize;
   logic [15:0] vsize;
   logic [15:0] base, n;
@@ -186,7 +202,7 @@ module ebpf_coproc #(
     nx_bad   = 1'b0;
     nx_wait  = 1'b0;
     nx_index = '0;
-    if (nx_addr[63:32] == REGION_PACKET && nx_addr[31:0] >= pkt_lo && nx_end <= {1'b0, pkt_hi}) begin
+    if (nx_addr[63:32] == REGION_PACKET && nx_addr[31:0] >= win_lo && nx_end <= {1'b0, pkt_hi}) begin
       nx_index = DAW'(PKT_BASE) + nx_addr[DAW-1:0];
       nx_wait  = nx_end > {1'b0, pkt_avail};
     end else if (nx_addr[63:32] == REGION_STACK && nx_end <= 33'(STACK_BYTES)) begin
@@ -204,10 +220,11 @@ module ebpf_coproc #(
   logic [DAW-1:0] slot_index;
   assign slot_index = DAW'(VALUE_BASE) + DAW'(line) * DAW'(VAL_BYTES);
   assign busy      = st != S_IDLE && st != S_WAIT;
-  assign mem_we    = st == S_VAL && pend_v;
-  assign mem_waddr = slot_index + DAW'(pend_off);
-  assign mem_wsize = pend_sz;
-  assign mem_wdata = mem_rdata;
+  // adjust_meta writes data_meta (metadata offset 8) in S_META.
+  assign mem_we    = (st == S_VAL && pend_v) || st == S_META;
+  assign mem_waddr = st == S_META ? DAW'(8) : slot_index + DAW'(pend_off);
+  assign mem_wsize = st == S_META ? SZ_W : pend_sz;
+  assign mem_wdata = st == S_META ? {32'd0, meta_new} : mem_rdata;
 
   // The search key: an exact match's key, an LPM key's prefix length and
   // data, an array's index.
@@ -234,6 +251,23 @@ module ebpf_coproc #(
   assign q_plen   = ({1'b0, q_plen_raw} > {24'd0, data_bits}) ? 8'(data_bits) : q_plen_raw[7:0];
 
   logic [LINES-1:0] match, free;
+
+  // bpf_xdp_adjust_meta(ctx, delta): the VM's and kernel's checks (data
+  // is pkt_lo: the core has no adjust_head).
+  logic [63:0] am_meta, am_len;
+  logic [31:0] am_floor;
+  logic [63:0] am_result;
+  always_comb begin
+    am_meta  = {32'd0, win_lo} + {{32{src[31]}}, src[31:0]};
+    am_floor = pkt_lo < XDP_FRAME_SIZE ? pkt_lo : XDP_FRAME_SIZE;
+    am_len   = {32'd0, pkt_lo} - am_meta;
+    if ($signed(am_meta) < $signed({32'd0, am_floor}) || $signed(am_meta) > $signed({32'd0, pkt_lo}))
+      am_result = EINVAL;
+    else if (am_len[1:0] != 2'd0 || am_len > 64'd32)
+      am_result = EACCES;
+    else
+      am_result = 64'd0;
+  end
 
   // Working variables of the search and pick (blocking, within a cycle).
   /* verilator lint_off BLKSEQ */
@@ -265,8 +299,11 @@ module ebpf_coproc #(
       bad <= 1'b0;
       cap <= 1'b0;
       result <= 64'd0;
-      out_port_v <= 1'b0;
-      out_port <= 32'd0;
+      redir_kind <= 2'd0;
+      redir_excl <= 1'b0;
+      redir_map <= 8'd0;
+      redir_arg <= 32'd0;
+      win_lo <= pkt_lo;
       op_kind <= 2'd0;
       op_cycles <= 16'd0;
       pend_v <= 1'b0;
@@ -295,6 +332,7 @@ module ebpf_coproc #(
           a_flags <= arg4;
           a_1 <= arg1;
           mi <= arg1[$clog2(NMAPS)-1:0];
+          rmap <= id == HELPER_REDIRECT_MAP;
           t <= m_type[arg1[$clog2(NMAPS)-1:0]];
           ksize <= m_ksize[arg1[$clog2(NMAPS)-1:0]];
           vsize <= m_vsize[arg1[$clog2(NMAPS)-1:0]];
@@ -302,7 +340,8 @@ module ebpf_coproc #(
           cap <= 1'b0;
           base <= m_base[arg1[$clog2(NMAPS)-1:0]];
           n <= m_n[arg1[$clog2(NMAPS)-1:0]];
-          kbuf <= '0;
+          // bpf_redirect_map's key is the index itself, not a pointer.
+          kbuf <= (id == HELPER_REDIRECT_MAP) ? (KB*8)'(arg2[31:0]) : '0;
           src <= arg2;
           issued <= 16'd0;
           len <= 16'(m_ksize[arg1[$clog2(NMAPS)-1:0]]);
@@ -311,26 +350,50 @@ module ebpf_coproc #(
           if (id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE) begin
             // A map handle is MAP_HANDLES << 32 | index.
             if (arg1[63:32] != 32'd1 || arg1[31:0] >= 32'(NMAPS)
-                || m_type[arg1[$clog2(NMAPS)-1:0]] == 2'd0)
+                || m_type[arg1[$clog2(NMAPS)-1:0]] == 3'd0
+                || m_type[arg1[$clog2(NMAPS)-1:0]] == T_DEV)
               st <= S_DONE;  // `bad`, set below
             else
               st <= S_KEY;
+          end else if (id == HELPER_REDIRECT_MAP) begin
+            if (arg1[63:32] != 32'd1 || arg1[31:0] >= 32'(NMAPS)
+                || m_type[arg1[$clog2(NMAPS)-1:0]] != T_DEV)
+              st <= S_DONE;  // `bad`: not a devmap
+            else
+              st <= S_SEARCH;
+            a_flags <= arg3;
           end else begin
             st <= S_WAIT;
             wait_cycles <= 8'(LATENCY - 1);
           end
           bad <= !(id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE
                    || id == HELPER_KTIME_GET_NS || id == HELPER_SMP_PROCESSOR_ID
-                   || id == HELPER_REDIRECT || id == HELPER_SPIN_LOCK || id == HELPER_SPIN_UNLOCK)
+                   || id == HELPER_REDIRECT || id == HELPER_SPIN_LOCK || id == HELPER_SPIN_UNLOCK
+                   || id == HELPER_REDIRECT_MAP || id == HELPER_XDP_ADJUST_META)
+                 || (id == HELPER_REDIRECT_MAP
+                     && (arg1[63:32] != 32'd1 || arg1[31:0] >= 32'(NMAPS)
+                         || m_type[arg1[$clog2(NMAPS)-1:0]] != T_DEV))
                  || ((id == HELPER_SPIN_LOCK || id == HELPER_SPIN_UNLOCK)
                      && !(arg1[63:32] == REGION_VALUE && arg1[1:0] == 2'd0
                           && {1'b0, arg1[31:0]} + 33'd4 <= 33'(VALUE_SPAN)))
                  || ((id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE)
                      && (arg1[63:32] != 32'd1 || arg1[31:0] >= 32'(NMAPS)
-                         || m_type[arg1[$clog2(NMAPS)-1:0]] == 2'd0));
+                         || m_type[arg1[$clog2(NMAPS)-1:0]] == 3'd0
+                         || m_type[arg1[$clog2(NMAPS)-1:0]] == T_DEV));
         end
         S_WAIT: begin
-          if (wait_cycles == 8'd0) begin
+          if (wait_cycles == 8'd0 && hid == HELPER_XDP_ADJUST_META) begin
+            // Checked; a move writes data_meta next (S_META).
+            result <= am_result;
+            if (am_result == 64'd0) begin
+              win_lo <= am_meta[31:0];
+              meta_new <= am_meta[31:0];
+              st <= S_META;
+            end else begin
+              st <= S_DONE;
+            end
+            op <= 2'd0;
+          end else if (wait_cycles == 8'd0) begin
             st <= S_IDLE;
             ack <= 1'b1;
             op_kind <= 2'd0;
@@ -342,8 +405,8 @@ module ebpf_coproc #(
               default:                 result <= 64'd0;
             endcase
             if (hid == HELPER_REDIRECT && src == 64'd0) begin
-              out_port_v <= 1'b1;
-              out_port <= a_1[31:0];
+              redir_kind <= 2'd1;
+              redir_arg <= a_1[31:0];
             end
           end else begin
             wait_cycles <= wait_cycles - 8'd1;
@@ -394,7 +457,25 @@ module ebpf_coproc #(
             ln = LW'(base + q_index[15:0] * stride);
           end
           line <= ln;
-          if (trunc && !h && ((t == T_ARRAY && op != 2'd3)
+          if (rmap) begin
+            // bpf_redirect_map: flags beyond the action bits, broadcast
+            // and exclude-ingress abort; broadcast needs no entry.
+            if ((a_flags & ~64'd27) != 64'd0) result <= XDP_ABORTED;
+            else if (a_flags[3]) begin
+              result <= XDP_REDIRECT;
+              redir_kind <= 2'd3;
+              redir_excl <= a_flags[4];
+              redir_map <= 8'(mi);
+            end else if (h) begin
+              result <= XDP_REDIRECT;
+              redir_kind <= 2'd2;
+              redir_map <= 8'(mi);
+              redir_arg <= q_key[31:0];
+            end else if (trunc) begin
+              bad <= 1'b1;
+              cap <= 1'b1;
+            end else result <= a_flags & 64'd3;
+          end else if (trunc && !h && ((t == T_ARRAY && op != 2'd3)
                               || (op == 2'd2 && !f && a_flags <= 64'd1
                                   && !(t == T_LPM && q_plen_raw > {23'd0, data_bits})))) begin
             // Beyond the lines the host gave a sized-down map: the VM's
@@ -443,6 +524,7 @@ module ebpf_coproc #(
             st <= S_DONE;
           end
         end
+        S_META: st <= S_DONE;
         S_DONE: begin
           st <= S_IDLE;
           ack <= 1'b1;

@@ -68,13 +68,16 @@ module ebpf_top
     // from bit 0 up.
     output logic [191:0]   cnt_map_ops,
     output logic [191:0]   cnt_map_cycles,
-    // The output port bpf_redirect set (the action module's port).
-    output logic           out_port_valid,
-    output logic [31:0]    out_port,
+    // The redirect the run set (the action module's input): kind 0 none,
+    // 1 bpf_redirect's port, 2 a devmap entry, 3 a devmap broadcast.
+    output logic [1:0]     redir_kind,
+    output logic           redir_excl,
+    output logic [7:0]     redir_map,
+    output logic [31:0]    redir_arg,
     // Host: map configuration and lines (between runs).
     input  logic           cfg_we,
     input  logic [7:0]     cfg_map,
-    input  logic [1:0]     cfg_type,
+    input  logic [2:0]     cfg_type,
     input  logic [7:0]     cfg_key_size,
     input  logic [15:0]    cfg_value_size,
     input  logic [15:0]    cfg_base,
@@ -161,7 +164,7 @@ module ebpf_top
   logic [15:0] c_cycles;
   logic [1:0]  c_op_i;
   assign c_op_i = c_op - 2'd1;
-  logic [31:0] pkt_avail;
+  logic [31:0] pkt_avail, win_lo;
   assign pkt_avail = streaming ? pkt_lo + rx_bytes : pkt_hi;
   ebpf_coproc #(
       .DAW(DAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES)
@@ -172,7 +175,8 @@ module ebpf_top
       .ack(c_ack), .bad(c_bad), .cap(c_cap), .result(c_res),
       .busy(c_busy), .mem_raddr(c_raddr), .mem_rdata(d_rdata), .mem_we(c_we),
       .mem_waddr(c_waddr), .mem_wsize(c_wsize), .mem_wdata(c_wdata),
-      .op_kind(c_op), .op_cycles(c_cycles), .out_port_v(out_port_valid), .out_port(out_port),
+      .op_kind(c_op), .op_cycles(c_cycles), .redir_kind(redir_kind), .redir_excl(redir_excl),
+      .redir_map(redir_map), .redir_arg(redir_arg), .win_lo(win_lo),
       .cfg_we(cfg_we), .cfg_map(cfg_map), .cfg_type(cfg_type), .cfg_key_size(cfg_key_size),
       .cfg_value_size(cfg_value_size), .cfg_base(cfg_base), .cfg_n(cfg_n),
       .cfg_trunc(cfg_trunc),
@@ -184,7 +188,7 @@ module ebpf_top
   logic ev_lu, ev_div, ev_call, ev_rx, ev_flush;
   ebpf_core #(.IAW(IAW), .DAW(DAW), .VALUE_SPAN(LINES * VAL_BYTES)) u_core (
       .clk(clk), .rst(rst || stop), .start(start), .arg1(arg1), .arg2(arg2),
-      .pkt_lo(pkt_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
+      .pkt_lo(win_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
       .imem_raddr(i_addr), .imem_data0(i_data0), .imem_data1(i_data1),
       .dmem_raddr(core_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),

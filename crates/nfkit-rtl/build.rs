@@ -10,6 +10,11 @@ use std::process::Command;
 const TOP: &str = "ebpf_top";
 /// Map lines of the simulated model (`layout::LINES`).
 const LINES: usize = 1024;
+/// Maps and key bytes of the simulated model (`layout::NMAPS`,
+/// `layout::KEY_BYTES`: the chains declare up to 20 maps, keys up to 48
+/// bytes).
+const NMAPS: usize = 32;
+const KEY_BYTES: usize = 48;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(nfkit_rtl_model)");
@@ -48,6 +53,8 @@ fn main() {
         // The coprocessor's map lines (the sources default to eBPFlow's
         // 32, what `nfkit rtl synth` synthesises).
         .arg(format!("-GLINES={LINES}"))
+        .arg(format!("-GNMAPS={NMAPS}"))
+        .arg(format!("-GKEY_BYTES={KEY_BYTES}"))
         .args(["-MAKEFLAGS", "OPT_FAST=-O2"])
         .arg(format!("-I{}", rtl.display()))
         .arg("--Mdir")
@@ -67,6 +74,8 @@ fn main() {
         .opt_level(2)
         .warnings(false)
         .define("VM_TRACE", "1")
+        .define("NFKIT_NMAPS", NMAPS.to_string().as_str())
+        .define("NFKIT_KEY_WORDS", (KEY_BYTES / 4).to_string().as_str())
         .include(&mdir)
         .include(root.join("include"))
         .include(root.join("include/vltstd"))

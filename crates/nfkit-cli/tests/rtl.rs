@@ -1,7 +1,8 @@
 //! `nfkit rtl run`: an XDP object on the RTL core gives `nfkit run`'s
 //! verdict counts and output packets on an example capture, with the
-//! hardware's figures (cycles, CPI, stalls, engines); a chain script
-//! whose programs need what the core lacks is refused by name.
+//! hardware's figures (cycles, CPI, stalls, engines); the DDoS chain runs
+//! equal to the VM with its tables sized down, and a chain script whose
+//! programs need what the core lacks is refused by name.
 
 use nfkit_isa::asm::{assemble, Syntax};
 use nfkit_object::{Image, ProgType};
@@ -118,16 +119,51 @@ fn rtl_run_equals_vm_run_on_an_xdp_object() {
 }
 
 #[test]
-fn rtl_run_refuses_what_the_core_lacks_by_name() {
+fn rtl_run_runs_the_ddos_chain_and_refuses_what_the_core_lacks_by_name() {
+    let (script, pcap) = (
+        format!("{EXAMPLES}/ddos.py"),
+        format!("{EXAMPLES}/ddos.pcap"),
+    );
+    // Its 65536-entry tables exceed the lines: refused, naming the map.
+    let o = nfkit(&["rtl", "run", &script, "--pcap", &pcap]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("map `") && err.contains(" entries"), "{err}");
+    // Sized down, it runs equal to the VM (examples/ddos.expected).
     let o = nfkit(&[
         "rtl",
         "run",
-        &format!("{EXAMPLES}/ddos.py"),
+        &script,
         "--pcap",
-        &format!("{EXAMPLES}/ddos.pcap"),
+        &pcap,
+        "--map-lines",
+        "128",
+        "--check",
     ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("330 packets identical"), "{out}");
+    for (verdict, n) in [("XDP_DROP", 248), ("XDP_PASS", 54), ("XDP_REDIRECT", 28)] {
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == [verdict, &n.to_string()]),
+            "{verdict} {n}: {out}"
+        );
+    }
+    // The DPI NF needs helpers the core lacks: refused by name.
+    let dir = Scratch::new("dpi");
+    let dpi = dir.path("dpi.py");
+    std::fs::write(
+        &dpi,
+        "from nf.dpi import match\nfrom nf.classify import every_packet\n\ndef c() -> u64:\n    if match(0, 0) == 0:\n        return PASS\n    return DROP\n\nevery_packet(c)\nattach(\"eth0\", \"xdp\")\n",
+    )
+    .expect("script written");
+    let o = nfkit(&["rtl", "run", &dpi, "--pcap", &pcap, "--map-lines", "128"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("is not in the RTL core's subset"), "{err}");
-    assert!(err.contains("slot "), "{err}");
+    assert!(
+        err.contains("bpf_xdp_load_bytes") && err.contains("slot "),
+        "{err}"
+    );
 }

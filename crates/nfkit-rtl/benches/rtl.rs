@@ -9,6 +9,9 @@
 //! beside eBPFlow's (lookup 13, update 19-33). The tables are printed and
 //! written to `target/nfkit-bench/rtl.md`.
 
+#[path = "../tests/common/catalogue.rs"]
+mod catalogue;
+
 use nfkit_isa::asm::{assemble, Syntax};
 use nfkit_isa::{CallKind, Insn};
 use nfkit_object::{Image, MapKind, MapSpec, MapType, ProgType};
@@ -119,6 +122,103 @@ fn reflector_rows(out: &mut String) {
         "{}",
         streamed.row("xdp_reflect, all captures, packets streamed in")
     );
+}
+
+/// The DDoS chain (`examples/ddos.py`, static XDP build) on each example
+/// capture, a fresh engine per capture (tables sized to 128 lines); then
+/// each catalogue NF in a one-NF static chain on all captures.
+fn chain_rows(out: &mut String) {
+    let src = match std::fs::read_to_string(format!("{EXAMPLES}/ddos.py")) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(out, "| ddos.py | {e} | | | | | | | | |");
+            return;
+        }
+    };
+    script_rows(out, "ddos.py chain", &src, true);
+    let mut nfs = Sum::default();
+    for &(module, func, args, verdict) in catalogue::NFS {
+        let src = catalogue::nf_script(module, func, args, verdict);
+        if let Some(sum) = script_rows(out, &format!("NF {module}.{func}"), &src, false) {
+            nfs.cycles += sum.cycles;
+            nfs.retired += sum.retired;
+            nfs.runs += sum.runs;
+            nfs.load_use += sum.load_use;
+            nfs.div += sum.div;
+            nfs.call += sum.call;
+            nfs.rx += sum.rx;
+            nfs.flushes += sum.flushes;
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        nfs.row(&format!(
+            "the {} catalogue NFs, all captures",
+            catalogue::NFS.len()
+        ))
+    );
+}
+
+/// Rows of one script on the example captures (`per_capture`: a row
+/// each, else only the total); the total's sums.
+fn script_rows(out: &mut String, label: &str, src: &str, per_capture: bool) -> Option<Sum> {
+    let compiled = match nfkit_lang::compile("chain.py", src, &nfkit_lang::Options::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(out, "| {label} | {e} | | | | | | | | |");
+            return None;
+        }
+    };
+    let name = compiled.entry().unwrap_or_default().to_string();
+    let image = compiled.image;
+    let entry = image.entries.iter().position(|e| e.name == name)?;
+    let prog = match Program::from_image_sized(&image, entry, Some(128)) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(out, "| {label} | {e} | | | | | | | | |");
+            return None;
+        }
+    };
+    let mut names: Vec<_> = std::fs::read_dir(EXAMPLES)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    names.retain(|p: &std::path::PathBuf| {
+        let s = p.to_string_lossy();
+        s.ends_with(".pcap") && !s.ends_with(".out.pcap")
+    });
+    names.sort();
+    let mut all = Sum::default();
+    for path in names {
+        let Ok(packets) = nfkit_pcap::read_file(&path) else {
+            continue;
+        };
+        let mut core = Core::new(prog.clone()).ok()?;
+        let mut sum = Sum::default();
+        for p in &packets {
+            let mut input = RunInput::new(&p.data);
+            input.ctx = Ctx::Xdp {
+                ingress_ifindex: 1,
+                rx_queue_index: 0,
+            };
+            input.timestamp = p.ts_ns;
+            if let Ok(r) = core.run(&input) {
+                if r.result.is_ok() {
+                    sum.add(&r);
+                    all.add(&r);
+                }
+            }
+        }
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if per_capture {
+            let _ = writeln!(out, "{}", sum.row(&format!("{label} on {stem}.pcap")));
+        }
+    }
+    let _ = writeln!(out, "{}", all.row(&format!("{label}, all captures")));
+    Some(all)
 }
 
 fn conformance_rows(out: &mut String) {
@@ -355,6 +455,7 @@ fn main() {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     reflector_rows(&mut out);
+    chain_rows(&mut out);
     conformance_rows(&mut out);
     let mut map_table = String::new();
     map_rows(&mut map_table, &mut out);

@@ -41,12 +41,24 @@ struct NfkitRtlOut {
     uint32_t version, pad;
     uint64_t map_ops[3], map_cycles[3];  // lookup, update, delete
     uint64_t out_port;  // 1 << 32 | port when bpf_redirect set one
+    // The redirect: kind << 48 | exclude-ingress << 47 | map << 32 | arg
+    // (kind 1 port, 2 devmap entry, 3 devmap broadcast; 0 none).
+    uint64_t redirect;
 };
 
-// One map line as the host sees it (key: 16 bytes, little-endian words).
+// The model's coprocessor parameters (build.rs passes them to Verilator
+// and here).
+#ifndef NFKIT_NMAPS
+#define NFKIT_NMAPS 32
+#endif
+#ifndef NFKIT_KEY_WORDS
+#define NFKIT_KEY_WORDS 12
+#endif
+
+// One map line as the host sees it (key: little-endian words).
 struct NfkitRtlLine {
     uint32_t valid, map, plen, pad;
-    uint32_t key[4];
+    uint32_t key[NFKIT_KEY_WORDS];
 };
 
 static void tick(NfkitRtl *m) {
@@ -81,7 +93,7 @@ NfkitRtl *nfkit_rtl_new(void) {
     m->top.rst = 0;
     // No maps, every line free.
     NfkitRtlLine empty = {};
-    for (uint32_t i = 0; i < 8; i++) nfkit_rtl_map_config(m, i, 0, 0, 0, 0, 0, 0);
+    for (uint32_t i = 0; i < NFKIT_NMAPS; i++) nfkit_rtl_map_config(m, i, 0, 0, 0, 0, 0, 0);
     for (uint32_t i = 0; i < 1024; i++) nfkit_rtl_line_write(m, i, &empty);
     tick(m);
     return m;
@@ -154,7 +166,7 @@ void nfkit_rtl_line_write(NfkitRtl *m, uint32_t idx, const NfkitRtlLine *l) {
     m->top.line_wvalid = l->valid ? 1 : 0;
     m->top.line_wmap = l->map;
     m->top.line_wplen = l->plen;
-    for (int w = 0; w < 4; w++) m->top.line_wkey[w] = l->key[w];
+    for (int w = 0; w < NFKIT_KEY_WORDS; w++) m->top.line_wkey[w] = l->key[w];
     m->top.line_we = 1;
     tick(m);
     m->top.line_we = 0;
@@ -167,7 +179,7 @@ void nfkit_rtl_line_read(NfkitRtl *m, uint32_t idx, NfkitRtlLine *l) {
     l->valid = m->top.line_rvalid;
     l->map = m->top.line_rmap;
     l->plen = m->top.line_rplen;
-    for (int w = 0; w < 4; w++) l->key[w] = m->top.line_rkey[w];
+    for (int w = 0; w < NFKIT_KEY_WORDS; w++) l->key[w] = m->top.line_rkey[w];
 }
 
 // The data memory reads synchronously: present the row, clock, read.
@@ -272,7 +284,9 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     }
     out->fault = m->top.fault;
     out->fault_pc = m->top.fault_pc;
-    out->out_port = m->top.out_port_valid ? ((1ull << 32) | m->top.out_port) : 0;
+    out->out_port = m->top.redir_kind == 1 ? ((1ull << 32) | m->top.redir_arg) : 0;
+    out->redirect = ((uint64_t)m->top.redir_kind << 48) | ((uint64_t)m->top.redir_excl << 47) |
+                    ((uint64_t)m->top.redir_map << 32) | m->top.redir_arg;
     if (rc == 1) {
         // Stop the core: it waits idle for the next run.
         m->top.stop = 1;

@@ -240,6 +240,7 @@ impl Core {
             map_ops: out.map_ops,
             map_cycles: out.map_cycles,
             out_port: (out.out_port >> 32 != 0).then_some(out.out_port as u32),
+            redirect: crate::result::Redirect::decode(out.redirect),
         })
     }
 

@@ -36,13 +36,17 @@ pub const REGION_VALUE: u64 = 69;
 /// Address region of map handles (`lddw rX, map`: `1 << 32 | index`).
 pub const REGION_MAP_HANDLES: u64 = 1;
 
-/// The coprocessor's parameters (`rtl/ebpf_top.sv`): maps, lines shared
-/// by them, key bytes (an LPM key's data, after its 4-byte prefix length)
-/// and value bytes of a line.
-pub const NMAPS: usize = 8;
+/// The simulated coprocessor's parameters (`build.rs`; `rtl/ebpf_top.sv`
+/// defaults smaller for synthesis): maps, lines shared by them, key bytes
+/// of a line, LPM data bytes (after the 4-byte prefix length: prefix
+/// lengths are 8 bits) and value bytes of a line.
+pub const NMAPS: usize = 32;
 pub const LINES: usize = 1024;
-pub const KEY_BYTES: usize = 16;
+pub const KEY_BYTES: usize = 48;
+pub const LPM_DATA_BYTES: usize = 16;
 pub const VAL_BYTES: usize = 64;
+/// 32-bit words of a line's key.
+pub const KEY_WORDS: usize = KEY_BYTES / 4;
 
 /// The address a program sees for `off` in `region`.
 pub const fn addr(region: u64, off: u64) -> u64 {

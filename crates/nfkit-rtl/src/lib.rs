@@ -41,7 +41,7 @@ pub use crate::core::{Core, Ctx, RunInput};
 pub use error::RtlError;
 pub use maps::{MapDef, MapKind, MapOpError, MapTable};
 pub use program::Program;
-pub use result::{Fault, FaultKind, RunResult, Stalls};
+pub use result::{Fault, FaultKind, Redirect, RunResult, Stalls};
 
 /// Whether this build holds the Verilated model (Verilator was installed
 /// when the crate was built).

@@ -6,7 +6,8 @@
 use crate::core::Core;
 use crate::error::RtlError;
 use crate::layout::{
-    addr, KEY_BYTES, LINES, NMAPS, REGION_MAP_HANDLES, REGION_VALUE, VALUE_BASE, VAL_BYTES,
+    addr, KEY_BYTES, KEY_WORDS, LINES, LPM_DATA_BYTES, NMAPS, REGION_MAP_HANDLES, REGION_VALUE,
+    VALUE_BASE, VAL_BYTES,
 };
 use crate::model::Line;
 use nfkit_isa::{Insn, LddwKind};
@@ -21,15 +22,27 @@ pub enum MapKind {
     Lpm,
     /// Indexed lines (arrays; a per-CPU array is the engine's own copy).
     Array,
+    /// A devmap: lines keyed by the indices present, for
+    /// `bpf_redirect_map` (map calls on it fault).
+    Devmap,
+    /// A map the program never references: no lines, never refused.
+    Unused,
 }
 
 impl MapKind {
     fn code(self) -> u32 {
         match self {
+            MapKind::Unused => 0,
             MapKind::Exact => 1,
             MapKind::Lpm => 2,
             MapKind::Array => 3,
+            MapKind::Devmap => 4,
         }
+    }
+
+    /// Whether its lines hold keys (rather than indices).
+    fn keyed(self) -> bool {
+        matches!(self, MapKind::Exact | MapKind::Lpm | MapKind::Devmap)
     }
 }
 
@@ -47,6 +60,12 @@ pub struct MapDef {
     /// that needs more faults with [`FaultKind::Capacity`](crate::FaultKind).
     pub declared: u32,
     pub base: u32,
+    /// An LRU hash: the coprocessor keeps no use order, so an insert into
+    /// its full lines is a capacity fault where the VM would evict.
+    pub lru: bool,
+    /// Initial values of an array (a global section's data; a declared
+    /// array's entries back to back).
+    pub init: Option<Vec<u8>>,
 }
 
 impl MapDef {
@@ -58,6 +77,9 @@ impl MapDef {
 
     /// Lines the map takes.
     pub fn lines(&self) -> u32 {
+        if self.kind == MapKind::Unused {
+            return 0;
+        }
         self.max_entries * self.stride()
     }
 
@@ -69,6 +91,12 @@ impl MapDef {
     /// Whether the loader gave the map fewer entries than it declares.
     pub fn sized_down(&self) -> bool {
         self.max_entries < self.declared
+    }
+
+    /// Whether running out of lines is a capacity fault (not the map's
+    /// own "full" answer): sized down, or LRU.
+    fn trunc(&self) -> bool {
+        self.sized_down() || self.lru
     }
 }
 
@@ -83,6 +111,24 @@ fn refusal(map_type: MapType, key: u32, value: u32, entries: u32) -> Result<MapK
     refusal_sized(map_type, key, value, entries, LINES as u32)
 }
 
+/// The maps `insns` reference (`lddw` of a map or of a map value).
+fn referenced(insns: &[Insn]) -> Vec<usize> {
+    let mut out: Vec<usize> = insns
+        .iter()
+        .filter_map(|i| match *i {
+            Insn::Lddw {
+                kind: LddwKind::MapIdx | LddwKind::MapIdxValue,
+                imm,
+                ..
+            } if imm >= 0 => Some(imm as usize),
+            _ => None,
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// As [`refusal`], entries up to `lines`.
 fn refusal_sized(
     map_type: MapType,
@@ -95,14 +141,14 @@ fn refusal_sized(
         MapType::Hash => MapKind::Exact,
         MapType::LpmTrie => MapKind::Lpm,
         MapType::Array | MapType::PercpuArray => MapKind::Array,
-        MapType::LruHash | MapType::LruPercpuHash => {
-            return Err("LRU eviction is not in the coprocessor".into())
-        }
+        // Exact match without eviction (a full map faults: see MapDef::lru).
+        MapType::LruHash | MapType::LruPercpuHash => MapKind::Exact,
+        MapType::Devmap => MapKind::Devmap,
         other => return Err(format!("map type {other:?} is not in the coprocessor")),
     };
     let key_max = match kind {
-        MapKind::Lpm => KEY_BYTES + 4,
-        MapKind::Array => 4,
+        MapKind::Lpm => LPM_DATA_BYTES + 4,
+        MapKind::Array | MapKind::Devmap | MapKind::Unused => 4,
         MapKind::Exact => KEY_BYTES,
     };
     if key as usize > key_max || key == 0 || (kind == MapKind::Lpm && key <= 4) {
@@ -141,8 +187,48 @@ impl MapTable {
     /// faults with [`FaultKind::Capacity`](crate::FaultKind) instead of
     /// answering differently from the VM.
     pub fn from_image_sized(image: &Image, cap: Option<u32>) -> Result<MapTable, RtlError> {
+        MapTable::place(image, cap, None)
+    }
+
+    /// As [`from_image_sized`](Self::from_image_sized), placing only the
+    /// maps `insns` reference: the others keep their index but take no
+    /// lines and are not refused (an NF wrapper's objects declare 13-20
+    /// maps, a program uses some).
+    pub fn for_program(
+        image: &Image,
+        cap: Option<u32>,
+        insns: &[Insn],
+    ) -> Result<MapTable, RtlError> {
+        MapTable::place(image, cap, Some(&referenced(insns)))
+    }
+
+    fn place(
+        image: &Image,
+        cap: Option<u32>,
+        used: Option<&[usize]>,
+    ) -> Result<MapTable, RtlError> {
         let mut table = MapTable::default();
-        for m in &image.maps {
+        for (i, m) in image.maps.iter().enumerate() {
+            if used.is_some_and(|u| !u.contains(&i)) {
+                if table.maps.len() >= NMAPS {
+                    return Err(RtlError::MapRefused {
+                        name: m.name.clone(),
+                        why: format!("the coprocessor holds {NMAPS} maps"),
+                    });
+                }
+                table.maps.push(MapDef {
+                    name: m.name.clone(),
+                    kind: MapKind::Unused,
+                    key_size: m.key_size,
+                    value_size: m.value_size,
+                    max_entries: 0,
+                    declared: m.max_entries,
+                    base: table.lines_used(),
+                    lru: false,
+                    init: None,
+                });
+                continue;
+            }
             let entries = match cap {
                 Some(c) if m.max_entries > c => c,
                 _ => m.max_entries,
@@ -155,6 +241,9 @@ impl MapTable {
                 entries,
                 m.max_entries,
             )?;
+            if let (Some(def), Some(data)) = (table.maps.last_mut(), m.data.as_ref()) {
+                def.init = Some(data.clone());
+            }
         }
         Ok(table)
     }
@@ -206,6 +295,8 @@ impl MapTable {
             max_entries,
             declared,
             base,
+            lru: matches!(map_type, MapType::LruHash | MapType::LruPercpuHash),
+            init: None,
         };
         if (base + def.lines()) as usize > LINES {
             return Err(refuse(format!(
@@ -295,18 +386,18 @@ pub enum MapOpError {
 }
 
 /// Key bytes into a line's words (zero-padded).
-fn key_words(bytes: &[u8]) -> [u32; 4] {
+fn key_words(bytes: &[u8]) -> [u32; KEY_WORDS] {
     let mut b = [0u8; KEY_BYTES];
     let n = bytes.len().min(KEY_BYTES);
     b[..n].copy_from_slice(&bytes[..n]);
-    let mut w = [0u32; 4];
+    let mut w = [0u32; KEY_WORDS];
     for (i, c) in b.chunks(4).enumerate() {
         w[i] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
     }
     w
 }
 
-fn word_bytes(w: &[u32; 4]) -> Vec<u8> {
+fn word_bytes(w: &[u32; KEY_WORDS]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
@@ -326,7 +417,7 @@ fn masked(data: &[u8], plen: u32) -> Vec<u8> {
 }
 
 /// A host-side key: the line's `(plen, key words)`.
-fn line_key(m: &MapDef, key: &[u8]) -> Result<(u32, [u32; 4]), MapOpError> {
+fn line_key(m: &MapDef, key: &[u8]) -> Result<(u32, [u32; KEY_WORDS]), MapOpError> {
     if key.len() != m.key_size as usize {
         return Err(MapOpError::Invalid);
     }
@@ -365,7 +456,7 @@ impl Core {
                     m.value_size,
                     m.base,
                     m.max_entries,
-                    m.sized_down() as u32,
+                    m.trunc() as u32,
                 ],
                 None => [0; 6],
             };
@@ -386,6 +477,15 @@ impl Core {
                 };
                 self.write_value(line, &zero);
             }
+            // Initial values (a global section; a declared array's
+            // entries 0, 1, ... back to back).
+            if let (MapKind::Array, Some(data)) = (m.kind, m.init.as_ref()) {
+                for (e, chunk) in data.chunks(m.value_size as usize).enumerate() {
+                    if (e as u32) < m.max_entries {
+                        self.write_value(m.array_line(e as u32), chunk);
+                    }
+                }
+            }
         }
     }
 
@@ -398,7 +498,7 @@ impl Core {
     }
 
     /// The line of `key` in map `m` (exact: the LPM entry of that prefix).
-    fn find(&mut self, m: &MapDef, plen: u32, words: &[u32; 4]) -> Option<u32> {
+    fn find(&mut self, m: &MapDef, plen: u32, words: &[u32; KEY_WORDS]) -> Option<u32> {
         (m.base..m.base + m.max_entries).find(|&i| {
             let l = self.model.line_read(i);
             l.valid != 0 && l.map as usize == self.index_of(m) && l.plen == plen && l.key == *words
@@ -452,6 +552,19 @@ impl Core {
             self.write_value(m.array_line(idx), value);
             return Ok(());
         }
+        if m.kind == MapKind::Unused {
+            return Err(op(&m, MapOpError::Invalid));
+        }
+        // A devmap's keys are indices below its size (the VM's check);
+        // the kernel refuses BPF_NOEXIST on it.
+        if m.kind == MapKind::Devmap {
+            if array_index(key)? >= m.max_entries {
+                return Err(op(&m, MapOpError::Full));
+            }
+            if flags == 1 {
+                return Err(op(&m, MapOpError::Exists));
+            }
+        }
         let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
         let line = match self.find(&m, plen, &words) {
             Some(_) if flags == 1 => return Err(op(&m, MapOpError::Exists)),
@@ -486,7 +599,7 @@ impl Core {
     /// Deletes `key` from map `map`.
     pub fn map_delete(&mut self, map: usize, key: &[u8]) -> Result<(), RtlError> {
         let m = self.map_def(map)?;
-        if m.kind == MapKind::Array {
+        if !m.kind.keyed() {
             return Err(op(&m, MapOpError::Invalid));
         }
         let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
@@ -567,16 +680,63 @@ mod tests {
             .to_string();
         assert!(e.contains("`big`") && e.contains("1000 lines"), "{e}");
         let e = t
-            .push("wide", MapType::Hash, 17, 8, 1)
+            .push("wide", MapType::Hash, 49, 8, 1)
             .expect_err("key too wide")
             .to_string();
-        assert!(e.contains("`wide`") && e.contains("key of 17 bytes"), "{e}");
+        assert!(e.contains("`wide`") && e.contains("key of 49 bytes"), "{e}");
         let e = t
-            .push("lru", MapType::LruHash, 4, 8, 1)
-            .expect_err("no LRU")
+            .push("wide_lpm", MapType::LpmTrie, 21, 8, 1)
+            .expect_err("LPM data too wide")
             .to_string();
-        assert!(e.contains("LRU"), "{e}");
-        assert!(t.push("lpm", MapType::LpmTrie, 20, 8, 24).is_ok());
+        assert!(e.contains("key of 21 bytes"), "{e}");
+        let e = t
+            .push("progs", MapType::ProgArray, 4, 4, 1)
+            .expect_err("no prog-array")
+            .to_string();
+        assert!(e.contains("`progs`") && e.contains("ProgArray"), "{e}");
+        let lru = t.push("lru", MapType::LruHash, 48, 8, 1).expect("LRU fits");
+        assert!(t.maps[lru].lru && t.maps[lru].trunc());
+        assert!(t.push("lpm", MapType::LpmTrie, 20, 8, 2).is_ok());
+    }
+
+    #[test]
+    fn places_only_the_referenced_maps() {
+        use nfkit_isa::Reg;
+        let spec = |name: &str, map_type, entries| nfkit_object::MapSpec {
+            name: name.to_string(),
+            kind: nfkit_object::MapKind::Declared,
+            map_type,
+            key_size: 4,
+            value_size: 8,
+            max_entries: entries,
+            flags: 0,
+            key_type_id: None,
+            value_type_id: None,
+            data: None,
+            pin_by_name: false,
+            inner: None,
+        };
+        let mut image = Image::from_insns("p", nfkit_object::ProgType::Xdp, Vec::new());
+        image.maps = vec![
+            spec("progs", MapType::ProgArray, 8),
+            spec("used", MapType::Array, 4),
+            spec("big", MapType::Hash, 100_000),
+        ];
+        let insns = [
+            Insn::Lddw {
+                kind: LddwKind::MapIdx,
+                dst: Reg::R1,
+                imm: 1,
+                next_imm: 0,
+            },
+            Insn::Exit,
+        ];
+        let t = MapTable::for_program(&image, None, &insns).expect("only `used` placed");
+        let kinds: Vec<MapKind> = t.maps.iter().map(|m| m.kind).collect();
+        assert_eq!(kinds, [MapKind::Unused, MapKind::Array, MapKind::Unused]);
+        assert_eq!(t.lines_used(), 4);
+        let e = MapTable::from_image(&image).expect_err("every map placed");
+        assert!(e.to_string().contains("`progs`"), "{e}");
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct RunOut {
     pub map_cycles: [u64; 3],
     /// `1 << 32 | port` when bpf_redirect set an output port, else 0.
     pub out_port: u64,
+    /// `kind << 48 | exclude_ingress << 47 | map << 32 | arg` (kind 1 a
+    /// port, 2 a devmap entry, 3 a devmap broadcast; 0 none).
+    pub redirect: u64,
 }
 
 /// One map line (the shim's `NfkitRtlLine`): key in 32-bit words.
@@ -56,7 +59,7 @@ pub struct Line {
     pub map: u32,
     pub plen: u32,
     pub pad: u32,
-    pub key: [u32; 4],
+    pub key: [u32; crate::layout::KEY_WORDS],
 }
 
 #[cfg(nfkit_rtl_model)]
@@ -230,7 +233,7 @@ impl Model {
     pub fn dmem_read(&mut self, _row: u32) -> u64 {
         0
     }
-    pub fn map_config(&mut self, _map: u32, _c: [u32; 5]) {}
+    pub fn map_config(&mut self, _map: u32, _c: [u32; 6]) {}
     pub fn line_write(&mut self, _idx: u32, _line: &Line) {}
     pub fn line_read(&mut self, _idx: u32) -> Line {
         Line::default()

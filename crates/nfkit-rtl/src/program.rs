@@ -56,7 +56,9 @@ impl Program {
     }
 
     /// As [`from_image`](Self::from_image), maps declaring more than
-    /// `map_cap` entries sized down to it ([`MapTable::from_image_sized`]).
+    /// `map_cap` entries sized down to it ([`MapTable::from_image_sized`]);
+    /// only the maps the entry references take lines
+    /// ([`MapTable::for_program`]).
     pub fn from_image_sized(
         image: &Image,
         entry: usize,
@@ -81,7 +83,7 @@ impl Program {
         // Slots are reported in the image's numbering.
         // Instructions and helpers the core lacks are named before maps
         // it cannot hold.
-        let loaded = match MapTable::from_image_sized(image, map_cap) {
+        let loaded = match MapTable::for_program(image, map_cap, &insns) {
             Ok(maps) => Program::with_maps(&e.name, &insns, maps),
             Err(refused) => subset::check(&insns).and(Err(refused)),
         };

@@ -29,8 +29,9 @@ pub enum FaultKind {
     Helper,
     /// The cycle budget ran out.
     Budget,
-    /// A map the loader sized down below its declared entries ran out of
-    /// lines (the VM would have answered; the RTL cannot say how).
+    /// A map ran out of lines where the VM would still have answered: one
+    /// the loader sized down below its declared entries, or an LRU hash
+    /// that would have to evict (the coprocessor keeps no use order).
     Capacity,
     /// A fault code this crate does not know.
     Other(u32),
@@ -51,7 +52,7 @@ impl fmt::Display for Fault {
             FaultKind::Helper => "helper not served by the coprocessor".to_string(),
             FaultKind::Budget => "cycle budget exhausted".to_string(),
             FaultKind::Capacity => {
-                "a map sized down by the loader needed more entries than its lines".to_string()
+                "a map sized down by the loader, or an LRU map that would evict, needed more entries than its lines".to_string()
             }
             FaultKind::Other(c) => format!("fault code {c}"),
         };
@@ -94,6 +95,36 @@ pub struct RunResult {
     pub map_cycles: [u64; 3],
     /// The output port `bpf_redirect` set (the action module's port).
     pub out_port: Option<u32>,
+    /// The last redirect the run set (`bpf_redirect` or `bpf_redirect_map`).
+    pub redirect: Option<Redirect>,
+}
+
+/// Where a run redirected the packet (the action module's input).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redirect {
+    /// `bpf_redirect`: this port.
+    Port(u32),
+    /// `bpf_redirect_map` to an entry of a devmap (the program's map
+    /// index, the entry's index).
+    Map { map: usize, key: u32 },
+    /// `bpf_redirect_map` with `BPF_F_BROADCAST`: every port of the devmap.
+    Broadcast { map: usize, exclude_ingress: bool },
+}
+
+impl Redirect {
+    /// From the shim's encoding (`model::RunOut::redirect`).
+    pub(crate) fn decode(v: u64) -> Option<Redirect> {
+        let map = ((v >> 32) & 0xff) as usize;
+        match v >> 48 {
+            1 => Some(Redirect::Port(v as u32)),
+            2 => Some(Redirect::Map { map, key: v as u32 }),
+            3 => Some(Redirect::Broadcast {
+                map,
+                exclude_ingress: v >> 47 & 1 == 1,
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl RunResult {

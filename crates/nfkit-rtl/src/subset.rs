@@ -33,6 +33,14 @@ pub const HELPERS: &[(i32, &str)] = &[
         "bpf_spin_lock: a no-op on one engine (the lock must be an aligned word of a map value)",
     ),
     (94, "bpf_spin_unlock: as bpf_spin_lock"),
+    (
+        51,
+        "bpf_redirect_map: on a devmap, XDP_REDIRECT to its entry or every port (BPF_F_BROADCAST), the low flag bits when absent",
+    ),
+    (
+        54,
+        "bpf_xdp_adjust_meta: moves data_meta within the headroom (the kernel's checks)",
+    ),
 ];
 
 /// Why `insn` is outside the subset, or `None` when the core runs it.

@@ -237,3 +237,176 @@ fn spin_locks_are_no_ops_on_map_values_only() {
     let fault = got.result.expect_err("not a map value");
     assert_eq!((fault.kind, fault.pc), (FaultKind::Helper, 2));
 }
+
+#[test]
+fn lru_maps_fault_where_the_vm_would_evict() {
+    let maps = [("lru", MapType::LruHash, 8, 8, 4)];
+    let (vm, mut core) = load(INSERT, &maps, None);
+    assert!(core.program().maps.maps[0].lru);
+    for k in 0..4u8 {
+        let mut f = frame(0, 64);
+        f[8] = k;
+        let (want, _) = vm_run_xdp(&vm, &f);
+        let got = rtl_run_xdp(&mut core, &f);
+        compare(&want, &got).unwrap_or_else(|e| panic!("key {k}: {e}"));
+        assert_eq!(got.result, Ok(0));
+    }
+    // Full: an existing key is still updated in place.
+    let mut f = frame(0, 64);
+    f[8] = 2;
+    let (want, _) = vm_run_xdp(&vm, &f);
+    let got = rtl_run_xdp(&mut core, &f);
+    compare(&want, &got).expect("an update in place");
+    let vm_keys = |vm: &Vm| vm.map("lru").expect("map").keys();
+    let rtl_keys = |core: &mut Core| -> Vec<Vec<u8>> {
+        core.map_entries(0)
+            .expect("entries")
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    };
+    assert_eq!(rtl_keys(&mut core), vm_keys(&vm));
+    // A new key: the VM evicts its least recently used entry, the core
+    // (no use order) stops with a capacity fault rather than differ.
+    f[8] = 9;
+    let (want, _) = vm_run_xdp(&vm, &f);
+    assert_eq!(want.r0, Some(0), "the VM evicts and inserts");
+    assert_eq!(vm_keys(&vm).len(), 4);
+    let got = rtl_run_xdp(&mut core, &f);
+    let fault = got.result.expect_err("an eviction would be needed");
+    assert_eq!(fault.kind, FaultKind::Capacity);
+    assert_eq!(rtl_keys(&mut core).len(), 4);
+}
+
+/// `bpf_redirect_map(map 0, packet byte 0, packet byte 1)`.
+const REDIRECT_MAP: &str = "
+    r6 = *(u32 *)(r1 + 0)
+    r2 = *(u8 *)(r6 + 0)
+    r3 = *(u8 *)(r6 + 1)
+    r1 = map_idx(0) ll
+    call 51
+    exit
+";
+
+#[test]
+fn redirect_map_on_a_devmap_matches_the_vm() {
+    let maps = [("ports", MapType::Devmap, 4, 4, 8)];
+    let (vm, mut core) = load(REDIRECT_MAP, &maps, None);
+    for (k, port) in [(2u32, 7u32), (5, 3)] {
+        vm.map("ports")
+            .expect("map")
+            .update(&k.to_le_bytes(), &port.to_le_bytes(), 0)
+            .expect("VM update");
+        core.map_update(0, &k.to_le_bytes(), &port.to_le_bytes(), 0)
+            .expect("RTL update");
+    }
+    // Past the devmap's size, and BPF_NOEXIST: refused as by the VM.
+    assert!(core
+        .map_update(0, &8u32.to_le_bytes(), &[1, 0, 0, 0], 0)
+        .is_err());
+    assert!(core
+        .map_update(0, &1u32.to_le_bytes(), &[1, 0, 0, 0], 1)
+        .is_err());
+    let cases = [
+        (2u8, 0u8, 4u64), // present: XDP_REDIRECT to entry 2
+        (5, 0, 4),
+        (3, 0, 0),      // absent: the low flag bits (XDP_ABORTED)
+        (3, 2, 2),      // absent, XDP_PASS as the fallback
+        (0, 8, 4),      // broadcast
+        (0, 8 | 16, 4), // broadcast excluding the ingress port
+        (2, 32, 0),     // an unknown flag aborts
+    ];
+    for (key, flags, code) in cases {
+        let mut f = frame(key, 64);
+        f[1] = flags;
+        let (want, redirect) = vm_run_xdp(&vm, &f);
+        let got = rtl_run_xdp(&mut core, &f);
+        compare(&want, &got).unwrap_or_else(|e| panic!("key {key} flags {flags}: {e}"));
+        assert_eq!(got.result, Ok(code), "key {key} flags {flags}");
+        assert_eq!(
+            got.redirect,
+            redirect.and_then(common::vm_redirect),
+            "key {key} flags {flags}"
+        );
+    }
+    let f = frame(0, 64);
+    let got = rtl_run_xdp(&mut core, &{
+        let mut g = f.clone();
+        g[1] = 8 | 16;
+        g
+    });
+    assert_eq!(
+        got.redirect,
+        Some(nfkit_rtl::Redirect::Broadcast {
+            map: 0,
+            exclude_ingress: true
+        })
+    );
+    // A map call on a devmap is not served: the core faults.
+    let lookup = "r1 = 0\n*(u32 *)(r10 - 4) = r1\nr2 = r10\nr2 += -4\nr1 = map_idx(0) ll\ncall 1\nr0 = 0\nexit";
+    let (_, mut core) = load(lookup, &maps, None);
+    let got = rtl_run_xdp(&mut core, &f);
+    assert_eq!(got.result.expect_err("not served").kind, FaultKind::Helper);
+}
+
+/// `bpf_xdp_adjust_meta(ctx, byte 1 - byte 0)`; on success writes a
+/// word at the new data_meta, reads it back and answers
+/// `(data - data_meta) << 32 | the word`, else the helper's errno.
+const ADJUST_META: &str = "
+    r6 = r1
+    r7 = *(u32 *)(r1 + 0)
+    r2 = *(u8 *)(r7 + 1)
+    r3 = *(u8 *)(r7 + 0)
+    r2 -= r3
+    call 54
+    if r0 != 0 goto out
+    r7 = *(u32 *)(r6 + 0)
+    r8 = *(u32 *)(r6 + 8)
+    r3 = r7
+    r3 -= r8
+    r4 = r8
+    r4 += 4
+    if r4 > r7 goto nometa
+    r5 = 0x5a5a1234
+    *(u32 *)(r8 + 0) = r5
+    r4 = *(u32 *)(r8 + 0)
+    r0 = r3
+    r0 <<= 32
+    r0 |= r4
+    exit
+nometa:
+    r0 = r3
+out:
+    exit
+";
+
+#[test]
+fn adjust_meta_moves_data_meta_as_the_vm() {
+    let (vm, mut core) = load(ADJUST_META, &[], None);
+    // (byte 0, byte 1): grow by 4, 8, 32; 0 (no metadata); 36 and 6
+    // (EACCES: over 32 or not a multiple of 4); 250 (below the frame's
+    // floor) and a move past data (EINVAL).
+    for (grow, shrink) in [
+        (4u8, 0u8),
+        (8, 0),
+        (32, 0),
+        (0, 0),
+        (36, 0),
+        (6, 0),
+        (250, 0),
+        (0, 4),
+    ] {
+        let mut f = frame(grow, 64);
+        f[1] = shrink;
+        let (want, _) = vm_run_xdp(&vm, &f);
+        let got = rtl_run_xdp(&mut core, &f);
+        compare(&want, &got).unwrap_or_else(|e| panic!("delta -{grow} +{shrink}: {e}"));
+        let r0 = got.result.expect("runs");
+        match (grow, shrink) {
+            (0, 0) => assert_eq!(r0, 0),
+            (36 | 6, 0) => assert_eq!(r0 as i64, -13),
+            (250, _) | (_, 4) => assert_eq!(r0 as i64, -22),
+            (g, _) => assert_eq!(r0, (u64::from(g) << 32) | 0x5a5a_1234),
+        }
+    }
+}

@@ -141,3 +141,21 @@ pub fn rtl_run_xdp(core: &mut Core, frame: &[u8]) -> RunResult {
     input.max_cycles = 100_000;
     core.run(&input).expect("the RTL model runs")
 }
+
+/// The VM's redirect as the core reports it (cpumap and xskmap ones have
+/// no counterpart: the coprocessor serves devmaps only).
+pub fn vm_redirect(r: nfkit_vm::Redirect) -> Option<nfkit_rtl::Redirect> {
+    use nfkit_rtl::Redirect;
+    match r {
+        nfkit_vm::Redirect::Ifindex { ifindex, .. } => Some(Redirect::Port(ifindex)),
+        nfkit_vm::Redirect::Map { map, key, .. } => Some(Redirect::Map { map, key }),
+        nfkit_vm::Redirect::Broadcast {
+            map,
+            exclude_ingress,
+        } => Some(Redirect::Broadcast {
+            map,
+            exclude_ingress,
+        }),
+        _ => None,
+    }
+}
