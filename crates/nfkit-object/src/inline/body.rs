@@ -594,7 +594,7 @@ pub(super) fn assemble(
 }
 
 /// Registers an instruction reads and writes (bit masks of r0..r10).
-fn use_def(i: &Insn) -> (u16, u16) {
+pub(super) fn use_def(i: &Insn) -> (u16, u16) {
     let b = |r: Reg| 1u16 << r.num();
     let args = 0b11_1110u16; // r1..r5
     let scratch = 0b11_1111u16; // r0..r5
