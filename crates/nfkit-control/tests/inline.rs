@@ -3,7 +3,8 @@
 //! every example gives the same report (verdicts, per-chain counters,
 //! every map, script's and NFs') and the same output packets on both VM
 //! engines, and in the kernel the same return codes, packets and final
-//! contents of every map. The property test (prop.rs) compares the two
+//! contents of every map but the info block (per-packet scratch, of which
+//! the inlined build stores only the bytes its chain reads). The property test (prop.rs) compares the two
 //! builds on its random scripts too.
 
 mod common;
@@ -135,6 +136,12 @@ fn examples_inlined_and_with_calls_agree_in_the_kernel() {
             "{name}: maps"
         );
         for ((n, a), (_, b)) in maps_on.iter().zip(&maps_off) {
+            // The info block is per-packet scratch (docs/abi.md 3): the
+            // inlined build stores only the bytes its chain reads
+            // (docs/cost.md), so what is left in it after the run differs.
+            if n == "nfkit_pktinfo" {
+                continue;
+            }
             assert_eq!(a, b, "{name}: contents of map {n}");
         }
         // The run did something: some map holds entries.

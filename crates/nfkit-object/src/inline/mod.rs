@@ -22,15 +22,19 @@
 //! callee uses `r10` other than as a base address. Functions no entry
 //! reaches any more are dropped. Last, in each entry program, an array
 //! element looked up several times with a constant key (the info block,
-//! the configuration) is looked up once (`lookups.rs`).
+//! the configuration) is looked up once (`lookups.rs`), and dead code
+//! is removed: stores of info-block bytes no one reads, instructions
+//! whose result no one reads (`dead.rs`).
 
 mod body;
+mod dead;
 mod frame;
 mod lookups;
 mod rodata;
 
 use crate::image::Image;
 use body::{assemble, decode, inline_into, Body};
+use dead::remove_dead;
 use frame::{check_paths, frame_size};
 use lookups::cache_lookups;
 pub use rodata::RodataReport;
@@ -59,6 +63,11 @@ pub struct InlineReport {
     /// Lookups of array elements replaced by a load of the pointer the
     /// entry looked up once (`lookups.rs`).
     pub lookups_removed: usize,
+    /// Stores of info-block bytes the program never reads, removed
+    /// (`dead.rs`).
+    pub dead_info_stores: usize,
+    /// Instructions removed as dead in all (those stores included).
+    pub dead_removed: usize,
 }
 
 /// Calls of `callee` inlined into `caller`.
@@ -88,7 +97,8 @@ pub enum InlineError {
 /// functions for which `may_inline(name)` is false are kept. With
 /// `lookups_once`, repeated constant-key array lookups of each entry
 /// program are done once (for kernel programs: one program run stays on
-/// one CPU).
+/// one CPU) and its dead code is removed, info-block stores no one reads
+/// included (each entry's run is the packet's whole run: static builds).
 pub fn inline_calls(
     image: &Image,
     may_inline: impl Fn(&str) -> bool,
@@ -161,6 +171,17 @@ pub fn inline_calls(
             bodies[r] = before;
             frames[r] = old;
         }
+    }
+    // Entry programs: dead code out. Not an entry another function
+    // calls (its body serves that call too).
+    let called: Vec<usize> = bodies.iter().flat_map(Body::targets).collect();
+    for &r in entries.iter().filter(|_| lookups_once) {
+        if called.contains(&r) || r >= bodies.len() {
+            continue;
+        }
+        let d = remove_dead(&mut bodies[r], &image.maps);
+        report.dead_info_stores += d.pi_stores;
+        report.dead_removed += d.insns;
     }
     let out = assemble(image, &bodies, &roots)?;
     report.slots_after = out.slot_count();
