@@ -648,10 +648,16 @@ pub(super) fn use_def(i: &Insn) -> (u16, u16) {
 /// Registers live after each instruction of `f` (r6..r9 are not live at
 /// its exits: whoever calls `f` keeps its own).
 fn live_out(f: &Body) -> Vec<u16> {
+    live_out_by(f, use_def)
+}
+
+/// Registers live after each instruction of `f`, with `ud` giving each
+/// instruction's (used, defined) register masks.
+pub(super) fn live_out_by(f: &Body, ud: impl Fn(&Insn) -> (u16, u16)) -> Vec<u16> {
     let n = f.insns.len();
     let mut live_in = vec![0u16; n + 1];
     let mut out = vec![0u16; n];
-    let ud: Vec<(u16, u16)> = f.insns.iter().map(use_def).collect();
+    let ud: Vec<(u16, u16)> = f.insns.iter().map(ud).collect();
     loop {
         let mut changed = false;
         for k in (0..n).rev() {

@@ -16,7 +16,7 @@
 //! program is the packet's whole run, so a byte it does not read after
 //! storing it is read by no one.
 
-use super::body::{use_def, Body};
+use super::body::{live_out_by, use_def, Body};
 use crate::image::MapSpec;
 use nfkit_isa::{AluOp, AtomicOp, CallKind, Insn, LddwKind, Operand, Reg, Width};
 use std::collections::BTreeMap;
@@ -368,34 +368,7 @@ fn use_def_exact(i: &Insn) -> (u16, u16) {
 
 /// Registers live after each instruction; at an exit only r0.
 fn live_out(b: &Body) -> Vec<u16> {
-    let n = b.insns.len();
-    let ud: Vec<(u16, u16)> = b.insns.iter().map(use_def_exact).collect();
-    let mut live_in = vec![0u16; n + 1];
-    let mut out = vec![0u16; n];
-    loop {
-        let mut changed = false;
-        for k in (0..n).rev() {
-            let insn = &b.insns[k];
-            let mut o = 0u16;
-            let falls = !insn.ends_block() || matches!(insn, Insn::MayGoto { .. });
-            if falls && k + 1 < n {
-                o |= live_in[k + 1];
-            }
-            if let Some(t) = b.jump[k] {
-                o |= live_in[t];
-            }
-            let (u, d) = ud[k];
-            let i = u | (o & !d);
-            if o != out[k] || i != live_in[k] {
-                out[k] = o;
-                live_in[k] = i;
-                changed = true;
-            }
-        }
-        if !changed {
-            return out;
-        }
-    }
+    live_out_by(b, use_def_exact)
 }
 
 /// The register an instruction without side effects defines.
