@@ -425,6 +425,10 @@ fn run_switch(a: RunArgs) -> anyhow::Result<ExitCode> {
             last_t = Instant::now();
         }
     }
+    // Requests that come now are told the switch is stopping (no wait
+    // for an answer), and the control thread ends once the answers it
+    // is writing are out.
+    drop(requests);
     drop(server);
     drop(listeners);
     let (stats, port_stats) = sw.finish().map_err(|e| anyhow!("switch {}: {e}", a.name))?;

@@ -54,6 +54,9 @@ pub struct Pending {
 pub struct Server {
     path: PathBuf,
     quit: Arc<AtomicBool>,
+    /// The accept thread, joined on drop so that an answer being written
+    /// (the `stop` request's) reaches its client before the process exits.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -101,11 +104,15 @@ impl Server {
             .with_context(|| format!("switch {name}: {}", path.display()))?;
         let quit = Arc::new(AtomicBool::new(false));
         let q = Arc::clone(&quit);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("nfkit-sw-ctl".into())
             .spawn(move || accept(listener, tx, &q))
             .with_context(|| format!("switch {name}: starting the control thread"))?;
-        Ok(Server { path, quit })
+        Ok(Server {
+            path,
+            quit,
+            thread: Some(thread),
+        })
     }
 }
 
@@ -113,6 +120,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.quit.store(true, Ordering::Relaxed);
         let _ = std::fs::remove_file(&self.path);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
