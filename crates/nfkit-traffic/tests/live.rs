@@ -16,7 +16,16 @@ use nfkit_traffic::xdp::attach_pass;
 use nfkit_traffic::{
     parse_flows, send, Capture, Engine, Receiver, RecvEngine, RecvOptions, RecvReport, SendOptions,
 };
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// The tests that push the most frames take turns: run side by side on
+/// two loaded cores, a packet-socket capture fell 30 % behind (CI saw
+/// 49,902 of 70,536 frames captured).
+fn heavy() -> MutexGuard<'static, ()> {
+    static HEAVY: Mutex<()> = Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn ip_of(cidr: &Option<String>) -> String {
     let c = cidr.as_deref().expect("address");
@@ -127,6 +136,7 @@ fn a_million_numbered_frames_through_each_engine_pair() {
         return;
     }
     const N: u64 = 1_000_000;
+    let _turn = heavy();
     let tb = Testbed::pair().expect("testbed");
     let (a, b) = (ip_of(&tb.veth.a.addr), ip_of(&tb.veth.b.addr));
     let flows = parse_flows(&format!("src={a},dst={b},len=18")).expect("flows");
@@ -393,6 +403,7 @@ fn a_pcap_longer_than_a_window_replays_in_order() {
         eprintln!("skipped: needs root");
         return;
     }
+    let _turn = heavy();
     let tb = Testbed::pair().expect("testbed");
     let (a, b) = (ip_of(&tb.veth.a.addr), ip_of(&tb.veth.b.addr));
     let total = nfkit_traffic::xdp::MAX_TEMPLATES + 4000;
@@ -422,7 +433,7 @@ fn a_pcap_longer_than_a_window_replays_in_order() {
         dev: tb.veth.a.dev.clone(),
         netns: Some(tb.ns_a.name().to_string()),
         count: Some(count),
-        rate: Some(200_000.0),
+        rate: Some(100_000.0),
         seq: true,
         stream: Some(12),
         ..SendOptions::default()
