@@ -9,8 +9,10 @@
 #![forbid(unsafe_code)]
 
 pub mod clang;
+pub mod report;
 pub mod rng;
 pub use clang::{vmlinux_h, BpfBuild, BuildError};
+pub use report::{bench_dir, write_bench_report};
 pub use rng::Xorshift;
 
 /// One compiled corpus program.

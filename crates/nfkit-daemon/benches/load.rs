@@ -179,12 +179,7 @@ fn main() {
         p99 as f64 / d99 as f64,
     );
     print!("{report}");
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-        .join("nfkit-bench");
-    let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join("daemon-load.md"), &report);
+    nfkit_corpus::write_bench_report("daemon-load.md", &report);
     drop(d);
     if errs > 0 {
         eprintln!(

@@ -177,9 +177,7 @@ fn main() {
     }
     match run() {
         Ok(t) => {
-            let dir = root().join("target/nfkit-bench");
-            let _ = std::fs::create_dir_all(&dir);
-            let _ = std::fs::write(dir.join("dpi.md"), &t);
+            nfkit_corpus::write_bench_report("dpi.md", &t);
             println!("{t}");
         }
         Err(e) => eprintln!("dpi bench failed: {e}"),

@@ -39,20 +39,12 @@ use nfkit_traffic::{
     parse_flows, send, Engine, Receiver, RecvEngine, RecvOptions, RecvReport, SendOptions,
     SendReport,
 };
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 type Res<T> = Result<T, String>;
 
 fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
     move |e| format!("{what}: {e}")
-}
-
-fn out_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("nfkit-bench")
 }
 
 fn addr(cidr: &Option<String>) -> String {
@@ -881,12 +873,7 @@ fn main() {
     }
     match run() {
         Ok(table) => {
-            let dir = out_dir();
-            let _ = std::fs::create_dir_all(&dir);
-            let path = dir.join("traffic.md");
-            if let Err(e) = std::fs::write(&path, &table) {
-                eprintln!("traffic bench: writing {}: {e}", path.display());
-            }
+            nfkit_corpus::write_bench_report("traffic.md", &table);
             println!("{table}");
         }
         Err(e) => eprintln!("traffic bench failed: {e}"),
