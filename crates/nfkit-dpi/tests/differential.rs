@@ -9,12 +9,11 @@
 //! `NFKIT_DPI_CASES` sets another count.
 
 mod common;
-use common::{expected, filler, payload, payload_upto, reference, samples};
+use common::{expected, filler, frame, payload, payload_upto, reference, samples};
 use nfkit_corpus::clang::BpfBuild;
 use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::{catalogue, compile, Dfa, Match, Options, Tables};
 use nfkit_object::Image;
-use nfkit_traffic::{build, FrameSpec, Mac, Proto};
 use nfkit_vm::{Context, RunOptions, Vm, VmConfig, XdpMd};
 use std::path::PathBuf;
 
@@ -42,22 +41,6 @@ fn probe_with(defines: &[&str]) -> Image {
     Image::from_elf(&obj, "dpi_probe.o").expect("image")
 }
 
-fn frame(payload: Vec<u8>) -> Vec<u8> {
-    build(&FrameSpec {
-        src_mac: Mac([2, 0, 0, 0, 0, 1]),
-        dst_mac: Mac([2, 0, 0, 0, 0, 2]),
-        src: "198.18.0.1".parse().expect("ip"),
-        dst: "198.18.0.2".parse().expect("ip"),
-        proto: Proto::Udp,
-        sport: 40000,
-        dport: 80,
-        ttl: 64,
-        tos: 0,
-        payload,
-    })
-    .expect("frame")
-}
-
 struct Case {
     frame: Vec<u8>,
     want: u64,
@@ -79,7 +62,7 @@ fn cases(set: &catalogue::Set, n: usize, seed: u64) -> (Vec<Case>, Vec<usize>) {
                 per[m.pattern] += 1;
             }
             Case {
-                frame: frame(p),
+                frame: frame(p, false),
                 want,
             }
         })
@@ -261,7 +244,7 @@ fn jumbo_cases(set: &catalogue::Set, n: usize, seed: u64) -> (Vec<Case>, usize) 
                 deep += 1;
             }
             Case {
-                frame: frame(p),
+                frame: frame(p, false),
                 want,
             }
         })
@@ -411,7 +394,7 @@ fn the_hand_written_baseline_equals_the_regex_crate() {
         let p = payload(&mut g, &samples, alphabet);
         let want = expected(&res, &p);
         matched += usize::from(want != 0);
-        prog.test_run(&nfkit_kernel::TestRun::packet(&frame(p)))
+        prog.test_run(&nfkit_kernel::TestRun::packet(&frame(p, false)))
             .expect("test run");
         let got = k
             .map("probe_out")

@@ -10,12 +10,11 @@
 //! `regex` crate's first match in all three.
 
 mod common;
-use common::{expected, payload, reference, samples};
+use common::{expected, frame, payload, reference, samples};
 use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::{catalogue, Match};
 use nfkit_nf::{Hook, SearchPath};
 use nfkit_object::{Image, MapKind, ProgType};
-use nfkit_traffic::{build, FrameSpec, Mac, Proto};
 use nfkit_vm::{Context, RunOptions, SkBuff, Vm, VmConfig, XdpMd};
 
 /// Payloads per set (each through three hooks and three loaders).
@@ -55,26 +54,6 @@ fn cases(set: &catalogue::Set, seed: u64) -> Vec<Case> {
         );
     }
     out
-}
-
-fn frame(payload: Vec<u8>, tcp: bool) -> Vec<u8> {
-    build(&FrameSpec {
-        src_mac: Mac([2, 0, 0, 0, 0, 1]),
-        dst_mac: Mac([2, 0, 0, 0, 0, 2]),
-        src: "198.18.0.1".parse().expect("ip"),
-        dst: "198.18.0.2".parse().expect("ip"),
-        proto: if tcp {
-            Proto::Tcp { flags: 0x18 }
-        } else {
-            Proto::Udp
-        },
-        sport: 40000,
-        dport: 80,
-        ttl: 64,
-        tos: 0,
-        payload,
-    })
-    .expect("frame")
 }
 
 /// Whether a return value of a `t` program is the filter's drop.
@@ -119,6 +98,28 @@ fn check(
         }
     }
     wrong
+}
+
+/// [`check`] on `entry` of a program loaded into the kernel: its test
+/// run's return value and `dpi_last[0]` after it.
+fn check_kernel(
+    what: &str,
+    loaded: &nfkit_kernel::Loaded,
+    entry: &str,
+    t: ProgType,
+    cases: &[Case],
+) -> Vec<String> {
+    let prog = loaded.prog(entry).expect("the entry program");
+    let last = loaded.map("dpi_last").expect("dpi_last");
+    check(what, t, cases, |f| {
+        let o = prog
+            .test_run(&nfkit_kernel::TestRun::packet(f))
+            .map_err(|e| e.to_string())?;
+        let got = last
+            .lookup(&0u32.to_ne_bytes())
+            .map_err(|e| e.to_string())?;
+        Ok((u64::from(o.retval), u64_of(got)))
+    })
 }
 
 #[test]
@@ -181,32 +182,14 @@ fn objects_loaded_by_libbpf_equal_the_regex_crate_and_nfkits_loaders() {
             let what = format!("{} {hook:?}", set.name);
 
             // libbpf: nothing written by the test.
-            let prog = loaded.prog(&entry).expect("the entry program");
-            let last = loaded.map("dpi_last").expect("dpi_last");
-            wrong.extend(check(&format!("libbpf {what}"), t, &cases, |f| {
-                let o = prog
-                    .test_run(&nfkit_kernel::TestRun::packet(f))
-                    .map_err(|e| e.to_string())?;
-                let got = last
-                    .lookup(&0u32.to_ne_bytes())
-                    .map_err(|e| e.to_string())?;
-                Ok((u64::from(o.retval), u64_of(got)))
-            }));
+            let label = format!("libbpf {what}");
+            wrong.extend(check_kernel(&label, &loaded, &entry, t, &cases));
 
             // nfkit's kernel loader.
             let k = nfkit_kernel::load_image(&img, &nfkit_kernel::LoadOptions::default())
                 .unwrap_or_else(|e| panic!("nfkit loads the {what} object: {e}"));
-            let prog = k.prog(&entry).expect("the entry program");
-            let last = k.map("dpi_last").expect("dpi_last");
-            wrong.extend(check(&format!("nfkit kernel {what}"), t, &cases, |f| {
-                let o = prog
-                    .test_run(&nfkit_kernel::TestRun::packet(f))
-                    .map_err(|e| e.to_string())?;
-                let got = last
-                    .lookup(&0u32.to_ne_bytes())
-                    .map_err(|e| e.to_string())?;
-                Ok((u64::from(o.retval), u64_of(got)))
-            }));
+            let label = format!("nfkit kernel {what}");
+            wrong.extend(check_kernel(&label, &k, &entry, t, &cases));
 
             // The VM.
             let vm = Vm::new(&img, VmConfig::kernel()).expect("VM load");

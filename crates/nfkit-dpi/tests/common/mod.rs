@@ -5,6 +5,7 @@
 
 use nfkit_corpus::Xorshift as Gen;
 use nfkit_dpi::Match;
+use nfkit_traffic::{build, FrameSpec, Mac, Proto};
 use regex::bytes::{Regex, RegexBuilder};
 
 /// The patterns as byte regexes (no Unicode, as the DFA compiles them).
@@ -128,4 +129,26 @@ pub fn payload_upto(g: &mut Gen, samples: &[&[u8]], alphabet: &[u8], max: usize)
         }
     }
     p
+}
+
+/// An IPv4 frame from 198.18.0.1:40000 to 198.18.0.2:80 carrying
+/// `payload` over TCP (PSH|ACK) or UDP.
+pub fn frame(payload: Vec<u8>, tcp: bool) -> Vec<u8> {
+    build(&FrameSpec {
+        src_mac: Mac([2, 0, 0, 0, 0, 1]),
+        dst_mac: Mac([2, 0, 0, 0, 0, 2]),
+        src: "198.18.0.1".parse().expect("ip"),
+        dst: "198.18.0.2".parse().expect("ip"),
+        proto: if tcp {
+            Proto::Tcp { flags: 0x18 }
+        } else {
+            Proto::Udp
+        },
+        sport: 40000,
+        dport: 80,
+        ttl: 64,
+        tos: 0,
+        payload,
+    })
+    .expect("frame")
 }

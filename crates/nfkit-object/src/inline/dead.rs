@@ -470,25 +470,9 @@ pub(super) fn remove_dead(b: &mut Body, maps: &[MapSpec]) -> Removed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::{MapKind, MapType};
+    use crate::image::MapType;
+    use crate::inline::testkit::{declared_map, ldx, lookup_at, mov, stx};
     use nfkit_isa::Size;
-
-    fn map(name: &str, map_type: MapType, key: u32, value: u32) -> MapSpec {
-        MapSpec {
-            name: name.into(),
-            kind: MapKind::Declared,
-            map_type,
-            key_size: key,
-            value_size: value,
-            max_entries: 16,
-            flags: 0,
-            key_type_id: None,
-            value_type_id: None,
-            data: None,
-            pin_by_name: false,
-            inner: None,
-        }
-    }
 
     fn body(insns: Vec<Insn>, jump: Vec<Option<usize>>) -> Body {
         let n = insns.len();
@@ -501,63 +485,19 @@ mod tests {
         }
     }
 
-    fn mov(dst: Reg, src: Operand) -> Insn {
-        Insn::Alu {
-            width: Width::W64,
-            op: AluOp::Mov,
-            dst,
-            src,
-        }
-    }
-
-    fn stx(size: Size, dst: Reg, src: Reg, off: i16) -> Insn {
-        Insn::Stx {
-            size,
-            dst,
-            src,
-            off,
-        }
-    }
-
-    fn ldx(size: Size, dst: Reg, src: Reg, off: i16) -> Insn {
-        Insn::Ldx {
-            size,
-            signed: false,
-            dst,
-            src,
-            off,
-        }
-    }
-
     /// Looks the info block (map 0) up into r6 (spilled to fp-16 and
     /// filled back), stores a field at +48 and one at +0, reads +0 back
     /// through the filled pointer into a key of map 1 at +0 (16 bytes),
     /// then calls `helper` with r1 = the block's pointer.
     fn program(helper: i32) -> Vec<Insn> {
-        vec![
-            Insn::St {
-                size: Size::W,
-                dst: Reg::FP,
-                off: -4,
-                imm: 0,
-            },
-            mov(Reg::R2, Operand::Reg(Reg::FP)),
-            Insn::Alu {
-                width: Width::W64,
-                op: AluOp::Add,
-                dst: Reg::R2,
-                src: Operand::Imm(-4),
-            },
-            Insn::Lddw {
-                kind: LddwKind::MapIdx,
-                dst: Reg::R1,
-                imm: 0,
-                next_imm: 0,
-            },
-            Insn::Call {
-                kind: CallKind::Helper,
-                imm: LOOKUP,
-            },
+        let mut p = vec![Insn::St {
+            size: Size::W,
+            dst: Reg::FP,
+            off: -4,
+            imm: 0,
+        }];
+        p.extend(lookup_at(0, -4));
+        p.extend([
             stx(Size::DW, Reg::FP, Reg::R0, -16),
             mov(Reg::R1, Operand::Imm(7)),
             // 7: the info block's pointer, filled from the stack
@@ -583,13 +523,14 @@ mod tests {
             },
             mov(Reg::R0, Operand::Imm(0)),
             Insn::Exit,
-        ]
+        ]);
+        p
     }
 
     fn maps() -> Vec<MapSpec> {
         vec![
-            map("nfkit_pktinfo", MapType::PercpuArray, 4, 80),
-            map("m", MapType::Hash, 16, 8),
+            declared_map("nfkit_pktinfo", MapType::PercpuArray, 4, 80),
+            declared_map("m", MapType::Hash, 16, 8),
         ]
     }
 

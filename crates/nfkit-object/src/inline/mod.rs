@@ -31,6 +31,8 @@ mod dead;
 mod frame;
 mod lookups;
 mod rodata;
+#[cfg(test)]
+mod testkit;
 
 use crate::image::Image;
 use body::{assemble, decode, inline_into, Body};

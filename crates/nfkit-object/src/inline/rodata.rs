@@ -258,56 +258,22 @@ pub(super) fn to_rodata(
 #[cfg(test)]
 mod tests {
     use crate::image::{Image, MapKind, MapSpec, MapType, ProgType};
-    use nfkit_isa::{AluOp, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width};
+    use crate::inline::testkit::{declared_map, lookup_at, mov};
+    use nfkit_isa::{AluOp, Cond, Insn, LddwKind, Operand, Reg, Size, Width};
 
     fn table() -> MapSpec {
         MapSpec {
-            name: "t".into(),
-            kind: MapKind::Declared,
-            map_type: MapType::Array,
-            key_size: 4,
-            value_size: 4,
             max_entries: 3,
             flags: super::RDONLY_PROG,
-            key_type_id: None,
-            value_type_id: None,
             data: Some(vec![1, 0, 0, 0, 2]),
-            pin_by_name: false,
-            inner: None,
-        }
-    }
-
-    fn mov(dst: Reg, src: Operand) -> Insn {
-        Insn::Alu {
-            width: Width::W64,
-            op: AluOp::Mov,
-            dst,
-            src,
+            ..declared_map("t", MapType::Array, 4, 4)
         }
     }
 
     /// `key` stored at r10-4 (before), the lookup of map 0, `after`.
     fn image(key: Insn, after: Vec<Insn>) -> Image {
-        let mut insns = vec![
-            key,
-            mov(Reg::R2, Operand::Reg(Reg::FP)),
-            Insn::Alu {
-                width: Width::W64,
-                op: AluOp::Add,
-                dst: Reg::R2,
-                src: Operand::Imm(-4),
-            },
-            Insn::Lddw {
-                kind: LddwKind::MapIdx,
-                dst: Reg::R1,
-                imm: 0,
-                next_imm: 0,
-            },
-            Insn::Call {
-                kind: CallKind::Helper,
-                imm: super::LOOKUP,
-            },
-        ];
+        let mut insns = vec![key];
+        insns.extend(lookup_at(0, -4));
         insns.extend(after);
         let mut img = Image::from_insns("f", ProgType::Xdp, insns);
         img.maps.push(table());
