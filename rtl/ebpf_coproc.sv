@@ -22,9 +22,10 @@
 //
 // A map operation reads its key (and, for an update, copies the value)
 // through the data memory's ports, which the core leaves idle while a call
-// is in EXE (the call drained the pipeline first); it then searches every
-// line of the map at once (one cycle), picks the line (one cycle) and
-// answers. Anything else (an unknown id or map, a key or value outside the
+// waits in EXE (the older instructions have left MEM by the second cycle,
+// when the first read goes out; the arguments were latched in the first);
+// it then searches every line of the map at once (one cycle), picks the
+// line and answers in the next (the answer is registered). Anything else (an unknown id or map, a key or value outside the
 // packet, stack and value windows) is acknowledged with `bad`: the core
 // faults.
 module ebpf_coproc #(
@@ -413,10 +414,12 @@ module ebpf_coproc #(
           end
         end
         S_KEY: begin
+          // The last piece lands in the key buffer at this edge, so the
+          // search can start next cycle.
           if ((st == S_KEY) && issued < len && nx_bad) begin
             bad <= 1'b1;
             st <= S_DONE;
-          end else if (issued >= len && !pend_v) begin
+          end else if (issued >= len) begin
             st <= S_SEARCH;
           end
         end
@@ -450,7 +453,12 @@ module ebpf_coproc #(
               fl = LW'(i);
             end
           end
-          st <= S_DONE;
+          // Answered now (ack is registered: the core has it next cycle),
+          // unless an update goes on to copy its value.
+          st <= S_IDLE;
+          ack <= 1'b1;
+          op_kind <= op;
+          op_cycles <= cycles;
           // An array's line is its index.
           if (t == T_ARRAY) begin
             h = q_index < {16'd0, n};
@@ -513,15 +521,20 @@ module ebpf_coproc #(
               issued <= 16'd0;
               len <= vsize;
               st <= S_VAL;
+              ack <= 1'b0;
             end
           end
         end
         S_VAL: begin
+          // The last piece is written this cycle: answered.
           if (issued < len && nx_bad) begin
             bad <= 1'b1;
             st <= S_DONE;
-          end else if (issued >= len && !pend_v) begin
-            st <= S_DONE;
+          end else if (issued >= len) begin
+            st <= S_IDLE;
+            ack <= 1'b1;
+            op_kind <= op;
+            op_cycles <= cycles;
           end
         end
         S_META: st <= S_DONE;
