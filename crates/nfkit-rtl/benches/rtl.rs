@@ -343,7 +343,7 @@ fn map_rows(out: &mut String, workloads: &mut String) {
     };
     let _ = writeln!(
         out,
-        "\nCoprocessor cycles per map operation (request to answer; the call's pipeline drain adds up to 3), beside eBPFlow (8-byte keys, 32 lines):\n"
+        "\nCoprocessor cycles per map operation (request to answer; the call waits one cycle more in EXE, for the registered answer), beside eBPFlow (8-byte keys, 32 lines):\n"
     );
     let _ = writeln!(
         out,
