@@ -29,7 +29,7 @@
 // packet, stack and value windows) is acknowledged with `bad`: the core
 // faults.
 module ebpf_coproc #(
-    parameter int LATENCY = 2,
+    parameter int LATENCY = 1,  // cycles of the fixed-latency helpers before the answer
     parameter logic [63:0] ENGINE_ID = 64'd0,
     parameter int DAW = 17,
     parameter int NMAPS = 8,

@@ -13,9 +13,10 @@
 //   "MEM->EX"), the ALU, the multi-cycle divider and the coprocessor
 //   handshake (both stall IF/ID/EXE while busy), computes and checks data
 //   addresses (the data memory takes a load's address at the EXE -> MEM
-//   edge), and resolves branches: a taken jump redirects IF in the same
-//   cycle and flushes the instruction in ID (one bubble). `exit` and
-//   faults flush the same way and stop fetching.
+//   edge), and resolves conditional branches: a taken one redirects IF in
+//   the same cycle and flushes the instruction in ID (one bubble). `exit`
+//   and faults flush the same way and stop fetching. `ja` and `gotol`
+//   redirect IF from ID instead (no bubble).
 // * A load or store of packet bytes that have not arrived yet waits in
 //   EXE (the packet streams into the data memory while the program runs).
 // * MEM reads or writes the data memory (any width, any alignment); loads
@@ -302,9 +303,20 @@ module ebpf_core
   logic           ex_taken;
   logic [IAW-1:0] ex_target;
   logic [31:0]    ex_rel;
-  assign ex_taken  = idex_is_ja || idex_is_gotol || (idex_is_jcond && taken_cond);
-  assign ex_rel    = idex_is_gotol ? idex_imm : {{16{idex_off[15]}}, idex_off};
+  // `ja` and `gotol` were taken in ID (below); here only conditions.
+  assign ex_taken  = idex_is_jcond && taken_cond;
+  assign ex_rel    = {{16{idex_off[15]}}, idex_off};
   assign ex_target = idex_pc + IAW'(1) + ex_rel[IAW-1:0];
+
+  // Unconditional jumps redirect IF from ID: the target is fetched at
+  // the edge that would have fetched the next slot, so they cost no
+  // bubble (they still pass down the pipeline and retire).
+  logic           id_jump;
+  logic [31:0]    id_rel;
+  logic [IAW-1:0] id_target;
+  assign id_jump   = ifid_v && (id_is_ja || id_is_gotol);
+  assign id_rel    = id_is_gotol ? id_imm : {{16{ifid_insn[31]}}, ifid_insn[31:16]};
+  assign id_target = ifid_pc + IAW'(1) + id_rel[IAW-1:0];
 
   // Data address: base + off, checked against the region's window.
   logic [63:0]    ex_addr;
@@ -440,6 +452,7 @@ module ebpf_core
     else if (!running) npc = ifid_pc;
     else if (ex_flush && !ex_stop) npc = ex_target;
     else if (ex_flush || ex_busy || id_stall) npc = ifid_pc;
+    else if (id_jump) npc = id_target;
     else npc = ifid_pc + ((ifid_insn[7:0] == 8'h18) ? IAW'(2) : IAW'(1));
   end
   assign imem_raddr = npc;
@@ -558,5 +571,6 @@ module ebpf_core
 
   // Fields some instructions leave unused.
   logic unused;
-  assign unused = ^{idex_is_alu, ex_addr[63:32], imem_data1[31:0], ex_rel[31:IAW]};
+  assign unused = ^{idex_is_alu, idex_is_ja, idex_is_gotol, ex_addr[63:32],
+                   imem_data1[31:0], ex_rel[31:IAW], id_rel[31:IAW]};
 endmodule

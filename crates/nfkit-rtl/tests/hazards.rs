@@ -100,6 +100,18 @@ fn taken_branch_flushes_one_slot_not_taken_none() {
     let back = both("r0 = 0\nr1 = 4\nr0 += r1\nr1 += -1\nif r1 != 0 goto -3\nexit");
     assert_eq!(back.result, Ok(10));
     assert_eq!(back.stalls.flushes, 3);
+    // Unconditional jumps (`ja`, `gotol`) are taken in ID: no bubble, and
+    // they still retire.
+    let ja = both("r0 = 1\ngoto +1\nr0 = 7\nr0 += 2\nexit");
+    assert_eq!(ja.result, Ok(3));
+    assert_eq!((ja.stalls.flushes, ja.retired), (0, 4));
+    assert_eq!(ja.cycles, 4 + 3);
+    let back = both("r0 = 0\nr1 = 3\ngoto +2\nr0 += r1\nr1 += -1\nif r1 != 0 goto -3\nexit");
+    assert_eq!(back.result, Ok(6));
+    assert_eq!(
+        back.stalls.flushes, 3,
+        "the three taken conditional jumps only"
+    );
 }
 
 #[test]
@@ -166,7 +178,7 @@ fn call_stalls_and_forwards_r0() {
 /// Cycles a call of helper 5 or 23 waits in EXE for the coprocessor (it
 /// latches the call, takes its fixed latency and answers through a
 /// register).
-const CALL_5: u64 = 3;
+const CALL_5: u64 = 2;
 
 #[test]
 fn call_takes_its_arguments_from_the_forwarding_network() {
