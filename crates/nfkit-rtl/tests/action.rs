@@ -85,7 +85,7 @@ fn verdicts_decide_as_the_switch_does() {
                 1 => v |= 1 << (40 + (r >> 56) % 23), // a malformed verdict
                 _ => {}
             }
-            let fault = (r >> 60) % 13 == 0;
+            let fault = (r >> 60).is_multiple_of(13);
             let mut frame = vec![0u8; 64];
             frame[..8].copy_from_slice(&v.to_le_bytes());
             frame[8] = u8::from(fault);
