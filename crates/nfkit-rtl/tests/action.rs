@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::image_with_maps;
+use common::{image_with_maps, Rng};
 use nfkit_abi::verdict::Action;
 use nfkit_rtl::{ActionConfig, Core, Ctx, Decision, Program, RunInput};
 use nfkit_switch::action::{decide, resolve, Decision as SwDecision};
@@ -17,17 +17,6 @@ use nfkit_vm::{Context, RunOptions, Vm, VmConfig, XdpMd};
 /// r0 is the packet's first 8 bytes; byte 8 set makes the run fault (a
 /// load past the packet).
 const VERDICT: &str = "r2 = *(u32 *)(r1 + 0)\nr0 = *(u64 *)(r2 + 0)\nr3 = *(u8 *)(r2 + 8)\nif r3 == 0 goto +1\nr0 = *(u8 *)(r2 + 4000)\nexit";
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// The switch's decision in the action module's terms (a flood is the
 /// mask of every port but the ingress one).

@@ -9,6 +9,7 @@ mod catalogue;
 mod common;
 
 use catalogue::{nf_script, NFS};
+use common::Rng;
 use nfkit_object::Image;
 use nfkit_rtl::{Core, Ctx, MapKind, Program, Redirect, RunInput};
 use nfkit_vm::{Context, FixedClock, RunOptions, SeqRng, Vm, VmConfig, XdpMd};
@@ -205,18 +206,6 @@ fn ddos_chain_matches_the_vm_on_the_example_captures() {
         }
     }
     assert!(total > 300, "{total} packets");
-}
-
-/// xorshift64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// The Internet checksum of `b`.

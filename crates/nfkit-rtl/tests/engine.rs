@@ -106,12 +106,12 @@ fn the_fsm_writes_the_metadata_the_port_gave() {
     // A port the engine cannot number, or a raw context, is refused.
     let mut input = RunInput::new(&[0u8; 64]);
     input.via_port = true;
-    let e = core.run(&input).err().expect("refused");
+    let e = core.run(&input).expect_err("refused");
     assert!(e.to_string().contains("XDP context"), "{e}");
     input.ctx = Ctx::Xdp {
         ingress_ifindex: 0,
         rx_queue_index: 0,
     };
-    let e = core.run(&input).err().expect("refused");
+    let e = core.run(&input).expect_err("refused");
     assert!(e.to_string().contains("ingress_ifindex 0"), "{e}");
 }

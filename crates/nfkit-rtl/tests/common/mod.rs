@@ -181,3 +181,15 @@ pub fn compare_xdp(want: &nfkit_vm::RunResult, got: &RunResult) -> Result<(), St
     }
     Ok(())
 }
+
+/// A small deterministic generator (xorshift64) for generated inputs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
