@@ -22,13 +22,14 @@
 //
 // A map operation reads its key (and, for an update, copies the value)
 // through the data memory's ports, which the core leaves idle while a call
-// is in EXE (the call drained the pipeline first); it then searches every
-// line of the map at once (one cycle), picks the line (one cycle) and
-// answers. Anything else (an unknown id or map, a key or value outside the
+// waits in EXE (the older instructions have left MEM by the second cycle,
+// when the first read goes out; the arguments were latched in the first);
+// it then searches every line of the map at once (one cycle), picks the
+// line and answers in the next (the answer is registered). Anything else (an unknown id or map, a key or value outside the
 // packet, stack and value windows) is acknowledged with `bad`: the core
 // faults.
 module ebpf_coproc #(
-    parameter int LATENCY = 2,
+    parameter int LATENCY = 1,  // cycles of the fixed-latency helpers before the answer
     parameter logic [63:0] ENGINE_ID = 64'd0,
     parameter int DAW = 17,
     parameter int NMAPS = 8,
@@ -186,40 +187,60 @@ module ebpf_coproc #(
     endcase
   endfunction
 
-  // The next piece's address, checked against the packet, stack and
-  // value windows; `wait_rx` when its packet bytes have not arrived yet.
+  // A piece's address checked against the packet, stack and value
+  // windows: {bad, wait (its packet bytes have not arrived yet), its
+  // data memory index}.
+  function automatic logic [DAW+1:0] place(input logic [63:0] a, input logic [7:0] nb);
+    logic [32:0] e;
+    e = {1'b0, a[31:0]} + {25'd0, nb};
+    if (a[63:32] == REGION_PACKET && a[31:0] >= win_lo && e <= {1'b0, pkt_hi})
+      place = {1'b0, e > {1'b0, pkt_avail}, DAW'(PKT_BASE) + a[DAW-1:0]};
+    else if (a[63:32] == REGION_STACK && e <= 33'(STACK_BYTES))
+      place = {2'b00, DAW'(STACK_BASE) + a[DAW-1:0]};
+    else if (a[63:32] == REGION_VALUE && e <= 33'(VALUE_SPAN))
+      place = {2'b00, DAW'(VALUE_BASE) + a[DAW-1:0]};
+    else
+      place = {2'b10, {DAW{1'b0}}};
+  endfunction
+
+  // The next piece's address.
   logic [1:0]     nx_sz;
   logic [7:0]     nx_bytes;
   logic [63:0]    nx_addr;
-  logic [32:0]    nx_end;
   logic           nx_bad, nx_wait, nx_go;
   logic [DAW-1:0] nx_index;
   always_comb begin
     nx_sz    = piece((len - issued) > 16'd8 ? 8'd8 : 8'(len - issued));
     nx_bytes = piece_bytes(nx_sz);
     nx_addr  = src + {48'd0, issued};
-    nx_end   = {1'b0, nx_addr[31:0]} + {25'd0, nx_bytes};
-    nx_bad   = 1'b0;
-    nx_wait  = 1'b0;
-    nx_index = '0;
-    if (nx_addr[63:32] == REGION_PACKET && nx_addr[31:0] >= win_lo && nx_end <= {1'b0, pkt_hi}) begin
-      nx_index = DAW'(PKT_BASE) + nx_addr[DAW-1:0];
-      nx_wait  = nx_end > {1'b0, pkt_avail};
-    end else if (nx_addr[63:32] == REGION_STACK && nx_end <= 33'(STACK_BYTES)) begin
-      nx_index = DAW'(STACK_BASE) + nx_addr[DAW-1:0];
-    end else if (nx_addr[63:32] == REGION_VALUE && nx_end <= 33'(VALUE_SPAN)) begin
-      nx_index = DAW'(VALUE_BASE) + nx_addr[DAW-1:0];
-    end else begin
-      nx_bad = 1'b1;
-    end
+    {nx_bad, nx_wait, nx_index} = place(nx_addr, nx_bytes);
     nx_go = (st == S_KEY || st == S_VAL) && issued < len && !nx_wait && !nx_bad;
   end
-  assign mem_raddr = nx_index;
+
+  // A map call's first key piece goes out in the call's first cycle
+  // (S_IDLE), straight from the arguments (a store in MEM the same cycle
+  // reaches it through the data memory's bypass).
+  logic [$clog2(NMAPS)-1:0] i_m;
+  logic           i_map, i_go, i_bad, i_wait;
+  logic [1:0]     i_sz;
+  logic [7:0]     i_bytes;
+  logic [DAW-1:0] i_index;
+  always_comb begin
+    i_m = arg1[$clog2(NMAPS)-1:0];
+    i_map = (id == HELPER_MAP_LOOKUP || id == HELPER_MAP_UPDATE || id == HELPER_MAP_DELETE)
+            && arg1[63:32] == 32'd1 && arg1[31:0] < 32'(NMAPS)
+            && m_type[i_m] != 3'd0 && m_type[i_m] != T_DEV && m_ksize[i_m] != 8'd0;
+    i_sz = piece(m_ksize[i_m] > 8'd8 ? 8'd8 : m_ksize[i_m]);
+    i_bytes = piece_bytes(i_sz);
+    {i_bad, i_wait, i_index} = place(arg2, i_bytes);
+    i_go = st == S_IDLE && req && !ack && i_map && !i_bad && !i_wait;
+  end
+  assign mem_raddr = i_go ? i_index : nx_index;
 
   // An update's value lands in its line's slot.
   logic [DAW-1:0] slot_index;
   assign slot_index = DAW'(VALUE_BASE) + DAW'(line) * DAW'(VAL_BYTES);
-  assign busy      = st != S_IDLE && st != S_WAIT;
+  assign busy      = (st != S_IDLE && st != S_WAIT) || i_go;
   // adjust_meta writes data_meta (metadata offset 8) in S_META.
   assign mem_we    = (st == S_VAL && pend_v) || st == S_META;
   assign mem_waddr = st == S_META ? DAW'(8) : slot_index + DAW'(pend_off);
@@ -318,11 +339,14 @@ module ebpf_coproc #(
             kbuf[j*8 +: 8] <= mem_rdata[3'(16'(j) - pend_off)*8 +: 8];
         end
       end
-      pend_v <= nx_go;
+      pend_v <= nx_go || i_go;
       if (nx_go) begin
         pend_off <= issued;
         pend_sz  <= nx_sz;
         issued   <= issued + 16'(nx_bytes);
+      end else if (i_go) begin
+        pend_off <= 16'd0;
+        pend_sz  <= i_sz;
       end
       unique case (st)
         S_IDLE: if (req && !ack) begin
@@ -343,7 +367,7 @@ module ebpf_coproc #(
           // bpf_redirect_map's key is the index itself, not a pointer.
           kbuf <= (id == HELPER_REDIRECT_MAP) ? (KB*8)'(arg2[31:0]) : '0;
           src <= arg2;
-          issued <= 16'd0;
+          issued <= i_go ? 16'(i_bytes) : 16'd0;
           len <= 16'(m_ksize[arg1[$clog2(NMAPS)-1:0]]);
           op <= (id == HELPER_MAP_LOOKUP) ? 2'd1 : (id == HELPER_MAP_UPDATE) ? 2'd2
                 : (id == HELPER_MAP_DELETE) ? 2'd3 : 2'd0;
@@ -413,10 +437,12 @@ module ebpf_coproc #(
           end
         end
         S_KEY: begin
+          // The last piece lands in the key buffer at this edge, so the
+          // search can start next cycle.
           if ((st == S_KEY) && issued < len && nx_bad) begin
             bad <= 1'b1;
             st <= S_DONE;
-          end else if (issued >= len && !pend_v) begin
+          end else if (issued >= len) begin
             st <= S_SEARCH;
           end
         end
@@ -450,7 +476,12 @@ module ebpf_coproc #(
               fl = LW'(i);
             end
           end
-          st <= S_DONE;
+          // Answered now (ack is registered: the core has it next cycle),
+          // unless an update goes on to copy its value.
+          st <= S_IDLE;
+          ack <= 1'b1;
+          op_kind <= op;
+          op_cycles <= cycles;
           // An array's line is its index.
           if (t == T_ARRAY) begin
             h = q_index < {16'd0, n};
@@ -513,15 +544,20 @@ module ebpf_coproc #(
               issued <= 16'd0;
               len <= vsize;
               st <= S_VAL;
+              ack <= 1'b0;
             end
           end
         end
         S_VAL: begin
+          // The last piece is written this cycle: answered.
           if (issued < len && nx_bad) begin
             bad <= 1'b1;
             st <= S_DONE;
-          end else if (issued >= len && !pend_v) begin
-            st <= S_DONE;
+          end else if (issued >= len) begin
+            st <= S_IDLE;
+            ack <= 1'b1;
+            op_kind <= op;
+            op_cycles <= cycles;
           end
         end
         S_META: st <= S_DONE;

@@ -6,16 +6,17 @@
 //   register; each access gives two slots, so `lddw` is fetched at once.
 // * ID decodes, reads the register file (written by WB in the same cycle:
 //   write-through), and holds the hazard unit: a load followed by a user
-//   of its destination stalls one cycle (load-use); a `call` waits until
-//   the older instructions have written back (call drain) so the
-//   coprocessor reads r1-r5 straight from the register file.
+//   of its destination stalls one cycle (load-use), and so does a `call`
+//   right after a load of one of r1-r5 (a call takes its arguments in
+//   EXE through the forwarding network, without draining).
 // * EXE has the forwarding muxes (EX/MEM -> EXE, "EX->EX"; MEM/WB -> EXE,
 //   "MEM->EX"), the ALU, the multi-cycle divider and the coprocessor
 //   handshake (both stall IF/ID/EXE while busy), computes and checks data
 //   addresses (the data memory takes a load's address at the EXE -> MEM
-//   edge), and resolves branches: a taken jump redirects IF in the same
-//   cycle and flushes the instruction in ID (one bubble). `exit` and
-//   faults flush the same way and stop fetching.
+//   edge), and resolves conditional branches: a taken one redirects IF in
+//   the same cycle and flushes the instruction in ID (one bubble). `exit`
+//   and faults flush the same way and stop fetching. `ja` and `gotol`
+//   redirect IF from ID instead (no bubble).
 // * A load or store of packet bytes that have not arrived yet waits in
 //   EXE (the packet streams into the data memory while the program runs).
 // * MEM reads or writes the data memory (any width, any alignment); loads
@@ -24,8 +25,7 @@
 //   aligned bytes) read like a load at the EXE -> MEM edge and write the
 //   new value in MEM (read-modify-write in one cycle, the data memory's
 //   bypass serving a following access); a fetch is a load for the hazard
-//   unit, and cmpxchg drains the pipeline like a call so EXE reads r0
-//   from the register file.
+//   unit, and cmpxchg takes r0 through the forwarding network.
 // * WB writes the register file, retires (pc on `retire_pc`) and ends
 //   the run at `exit` or at a faulting instruction.
 module ebpf_core
@@ -224,11 +224,17 @@ module ebpf_core
   end
 
   // Hazard unit.
-  logic id_load_use, id_call_drain, id_stall;
+  logic id_load_use, id_stall;
+  // A call reads r1-r5 and cmpxchg r0 in EXE through the forwarding
+  // network, so only a load still in EXE that writes one of them holds
+  // them back (a load-use stall like any other).
+  logic id_call_use;
+  assign id_call_use = (id_is_call && idex_rd >= 4'd1 && idex_rd <= 4'd5)
+                       || (id_is_cmpxchg && idex_rd == 4'd0);
   assign id_load_use = ifid_v && idex_v && idex_loads &&
-                       ((id_reads_a && idex_rd == id_dst) || (id_reads_b && idex_rd == id_src));
-  assign id_call_drain = ifid_v && (id_is_call || id_is_cmpxchg) && (idex_v || exmem_v || memwb_v);
-  assign id_stall = id_load_use || id_call_drain;
+                       ((id_reads_a && idex_rd == id_dst) || (id_reads_b && idex_rd == id_src)
+                        || id_call_use);
+  assign id_stall = id_load_use;
 
   // ------------------------------------------------------------------
   // EXE.
@@ -245,14 +251,15 @@ module ebpf_core
   assign ex_imm_sx = {{32{idex_imm[31]}}, idex_imm};
 
   // Forwarding: EX/MEM first (the younger), then MEM/WB, else ID's read.
-  always_comb begin
-    ex_a = idex_a;
-    if (memwb_v && memwb_we && memwb_rd == idex_dst) ex_a = memwb_result;
-    if (exmem_v && exmem_we && exmem_rd == idex_dst) ex_a = exmem_result;
-    ex_b = idex_b;
-    if (memwb_v && memwb_we && memwb_rd == idex_src) ex_b = memwb_result;
-    if (exmem_v && exmem_we && exmem_rd == idex_src) ex_b = exmem_result;
-  end
+  // WB writes the register file at the end of the cycle, so MEM/WB also
+  // forwards to the call's arguments, which EXE takes from the file.
+  function automatic logic [63:0] fwd(input logic [3:0] r, input logic [63:0] v);
+    fwd = v;
+    if (memwb_v && memwb_we && memwb_rd == r) fwd = memwb_result;
+    if (exmem_v && exmem_we && exmem_rd == r) fwd = exmem_result;
+  endfunction
+  assign ex_a = fwd(idex_dst, idex_a);
+  assign ex_b = fwd(idex_src, idex_b);
   assign ex_opnd_b = ex_x ? ex_b : ex_imm_sx;
 
   logic [63:0] alu_y;
@@ -296,9 +303,20 @@ module ebpf_core
   logic           ex_taken;
   logic [IAW-1:0] ex_target;
   logic [31:0]    ex_rel;
-  assign ex_taken  = idex_is_ja || idex_is_gotol || (idex_is_jcond && taken_cond);
-  assign ex_rel    = idex_is_gotol ? idex_imm : {{16{idex_off[15]}}, idex_off};
+  // `ja` and `gotol` were taken in ID (below); here only conditions.
+  assign ex_taken  = idex_is_jcond && taken_cond;
+  assign ex_rel    = {{16{idex_off[15]}}, idex_off};
   assign ex_target = idex_pc + IAW'(1) + ex_rel[IAW-1:0];
+
+  // Unconditional jumps redirect IF from ID: the target is fetched at
+  // the edge that would have fetched the next slot, so they cost no
+  // bubble (they still pass down the pipeline and retire).
+  logic           id_jump;
+  logic [31:0]    id_rel;
+  logic [IAW-1:0] id_target;
+  assign id_jump   = ifid_v && (id_is_ja || id_is_gotol);
+  assign id_rel    = id_is_gotol ? id_imm : {{16{ifid_insn[31]}}, ifid_insn[31:16]};
+  assign id_target = ifid_pc + IAW'(1) + id_rel[IAW-1:0];
 
   // Data address: base + off, checked against the region's window.
   logic [63:0]    ex_addr;
@@ -362,11 +380,13 @@ module ebpf_core
 
   assign cop_req  = idex_v && idex_is_call;
   assign cop_id   = idex_imm;
-  assign cop_arg1 = regs[1];
-  assign cop_arg2 = regs[2];
-  assign cop_arg3 = regs[3];
-  assign cop_arg4 = regs[4];
-  assign cop_arg5 = regs[5];
+  // The arguments from the forwarding network: a call does not wait for
+  // the older instructions to write back.
+  assign cop_arg1 = fwd(4'd1, regs[1]);
+  assign cop_arg2 = fwd(4'd2, regs[2]);
+  assign cop_arg3 = fwd(4'd3, regs[3]);
+  assign cop_arg4 = fwd(4'd4, regs[4]);
+  assign cop_arg5 = fwd(4'd5, regs[5]);
 
   logic [63:0] ex_result;
   always_comb begin
@@ -422,7 +442,7 @@ module ebpf_core
   assign ev_flush          = running && ex_flush && ex_taken;
   assign ev_stall_div      = running && ex_busy && idex_is_div;
   assign ev_stall_rx       = running && ex_busy && ex_wait_rx;
-  assign ev_stall_call     = running && ((ex_busy && idex_is_call) || (!ex_busy && !ex_flush && id_call_drain));
+  assign ev_stall_call     = running && ex_busy && idex_is_call;
   assign ev_stall_load_use = running && !ex_busy && !ex_flush && id_load_use;
 
   // IF: the next pc, presented to the instruction memory at the edge.
@@ -432,6 +452,7 @@ module ebpf_core
     else if (!running) npc = ifid_pc;
     else if (ex_flush && !ex_stop) npc = ex_target;
     else if (ex_flush || ex_busy || id_stall) npc = ifid_pc;
+    else if (id_jump) npc = id_target;
     else npc = ifid_pc + ((ifid_insn[7:0] == 8'h18) ? IAW'(2) : IAW'(1));
   end
   assign imem_raddr = npc;
@@ -490,7 +511,7 @@ module ebpf_core
       exmem_store  <= idex_is_st || idex_is_stx;
       exmem_atomic <= idex_is_atomic;
       exmem_aop    <= idex_imm[7:4];
-      exmem_cmp    <= regs[0];
+      exmem_cmp    <= fwd(4'd0, regs[0]);
       exmem_sx     <= idex_opc[7:5] == MODE_MEMSX;
       exmem_size   <= ex_size;
       exmem_addr   <= ex_index;
@@ -529,6 +550,11 @@ module ebpf_core
         idex_is_atomic <= id_is_atomic;
         idex_loads    <= id_loads;
         idex_rd       <= id_rd;
+      end else begin
+        // Waiting in EXE: keep the forwarded operands, as their producers
+        // move on and out of the forwarding network meanwhile.
+        idex_a <= ex_a;
+        idex_b <= ex_b;
       end
 
       // IF -> ID.
@@ -545,5 +571,6 @@ module ebpf_core
 
   // Fields some instructions leave unused.
   logic unused;
-  assign unused = ^{idex_is_alu, ex_addr[63:32], imem_data1[31:0], ex_rel[31:IAW]};
+  assign unused = ^{idex_is_alu, idex_is_ja, idex_is_gotol, ex_addr[63:32],
+                   imem_data1[31:0], ex_rel[31:IAW], id_rel[31:IAW]};
 endmodule

@@ -1,9 +1,13 @@
 // Multi-cycle divider of the EXE stage: unsigned and signed (ISA v4
-// sdiv/smod) division and modulo, 64- or 32-bit, one quotient bit per
-// cycle (restoring division on magnitudes). Division by zero gives 0,
-// modulo by zero the dividend (zero-extended for 32-bit), as eBPF defines.
-// `start` latches the operands; `done` rises when `y` holds the result and
-// stays until the next `start`.
+// sdiv/smod) division and modulo, 64- or 32-bit, on magnitudes, two
+// restoring steps (two quotient bits) per cycle. It skips the quotient's
+// leading zeros: with an n-bit dividend magnitude and an m-bit divisor
+// magnitude only the n - m + 1 low quotient bits can be set, so the
+// partial remainder starts as the dividend's top m - 1 bits and those
+// n - m + 1 steps run (a dividend smaller than the divisor needs none).
+// Division by zero gives 0, modulo by zero the dividend (zero-extended
+// for 32-bit), as eBPF defines. `start` latches the operands; `done`
+// rises when `y` holds the result and stays until `ack`.
 module ebpf_div (
     input  logic        clk,
     input  logic        rst,
@@ -35,19 +39,61 @@ module ebpf_div (
     b_mag = b_neg ? (is64 ? -b_w : {32'd0, -b_w[31:0]}) : b_w;
   end
 
-  // One restoring step.
-  logic [64:0] rem_shift, rem_sub;
-  assign rem_shift = {rem, dividend[63]};
-  assign rem_sub   = rem_shift - {1'b0, divisor};
+  // Significant bits of a value (0 for 0): a priority encoder.
+  function automatic logic [6:0] width_of(input logic [63:0] v);
+    width_of = 7'd0;
+    for (int i = 0; i < 64; i++) if (v[i]) width_of = 7'(i + 1);
+  endfunction
+
+  // The steps a division takes and its starting state.
+  logic [6:0]  a_bits, b_bits, steps;
+  logic [63:0] rem0, dividend0;
+  always_comb begin
+    a_bits = width_of(a_mag);
+    b_bits = width_of(b_mag);
+    steps = (a_bits >= b_bits) ? a_bits - b_bits + 7'd1 : 7'd0;
+    // The bits above the steps' form the first partial remainder; the
+    // rest move to the top of `dividend`, consumed one per step.
+    rem0 = (steps == 7'd64) ? 64'd0 : a_mag >> steps;
+    dividend0 = (steps == 7'd0) ? 64'd0 : a_mag << (7'd64 - steps);
+  end
+
+  // One restoring step: shift in the dividend's next bit, subtract if it
+  // fits.
+  function automatic logic [127:0] step(input logic [63:0] r, input logic d,
+                                         input logic [62:0] q, input logic [63:0] dv);
+    logic [64:0] sh, sub;
+    sh = {r, d};
+    sub = sh - {1'b0, dv};
+    if (!sub[64]) step = {sub[63:0], q, 1'b1};
+    else step = {sh[63:0], q, 1'b0};
+  endfunction
+
+  // This cycle's one or two steps.
+  logic [127:0] s1, s2;
+  logic [63:0]  rem_n, quot_n, dividend_n;
+  logic         two;
+  always_comb begin
+    two = count >= 7'd2;
+    s1 = step(rem, dividend[63], quot[62:0], divisor);
+    s2 = step(s1[127:64], dividend[62], s1[62:0], divisor);
+    rem_n = two ? s2[127:64] : s1[127:64];
+    quot_n = two ? s2[63:0] : s1[63:0];
+    dividend_n = two ? {dividend[61:0], 2'b0} : {dividend[62:0], 1'b0};
+  end
+
+  // A step shifts the quotient's top bit out.
+  logic unused;
+  assign unused = quot[63];
 
   // The signed result in the operation's width.
-  logic [63:0] q_out, r_out, res;
-  always_comb begin
-    q_out = neg_q ? -quot : quot;
-    r_out = neg_r ? -rem : rem;
-    res   = mod_q ? r_out : q_out;
-    if (!w64) res = {32'd0, res[31:0]};
-  end
+  function automatic logic [63:0] result(input logic [63:0] q, input logic [63:0] r,
+                                          input logic nq, input logic nr, input logic m,
+                                          input logic wide);
+    logic [63:0] v;
+    v = m ? (nr ? -r : r) : (nq ? -q : q);
+    result = wide ? v : {32'd0, v[31:0]};
+  endfunction
 
   always_ff @(posedge clk) begin
     if (rst) begin
@@ -68,37 +114,37 @@ module ebpf_div (
     end else if (start) begin
       done <= 1'b0;
       if (b_w == 64'd0) begin
-        // No iterations: div by zero is 0, mod by zero the dividend.
+        // No steps: div by zero is 0, mod by zero the dividend.
         y <= is_mod ? a_w : 64'd0;
+        done <= 1'b1;
+        busy <= 1'b0;
+      end else if (steps == 7'd0) begin
+        // The dividend is smaller than the divisor: quotient 0.
+        y <= result(64'd0, a_mag, a_neg ^ b_neg, a_neg, is_mod, is64);
         done <= 1'b1;
         busy <= 1'b0;
       end else begin
         busy <= 1'b1;
-        dividend <= is64 ? a_mag : {a_mag[31:0], 32'd0};
+        dividend <= dividend0;
         divisor <= b_mag;
         quot <= 64'd0;
-        rem <= 64'd0;
-        count <= is64 ? 7'd64 : 7'd32;
+        rem <= rem0;
+        count <= steps;
         neg_q <= a_neg ^ b_neg;
         neg_r <= a_neg;
         mod_q <= is_mod;
         w64 <= is64;
       end
     end else if (busy) begin
-      if (count == 7'd0) begin
+      dividend <= dividend_n;
+      rem <= rem_n;
+      quot <= quot_n;
+      count <= two ? count - 7'd2 : count - 7'd1;
+      if (count <= 7'd2) begin
+        // The last steps: the result now.
         busy <= 1'b0;
         done <= 1'b1;
-        y <= res;
-      end else begin
-        dividend <= {dividend[62:0], 1'b0};
-        if (!rem_sub[64]) begin
-          rem <= rem_sub[63:0];
-          quot <= {quot[62:0], 1'b1};
-        end else begin
-          rem <= rem_shift[63:0];
-          quot <= {quot[62:0], 1'b0};
-        end
-        count <= count - 7'd1;
+        y <= result(quot_n, rem_n, neg_q, neg_r, mod_q, w64);
       end
     end
   end

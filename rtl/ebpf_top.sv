@@ -32,7 +32,22 @@ module ebpf_top
     input  logic [7:0]     dmem_mask,
     input  logic [63:0]    dmem_wdata,
     output logic [63:0]    dmem_rdata,
-    // Run control.
+    // The port side (the engine FSM): `pin_valid` offers a packet of
+    // `pin_len` bytes from port index `pin_port` (receive queue
+    // `pin_queue`) captured at `pin_ts`. While idle (`pin_ready`) the FSM
+    // takes it, writes the metadata (xdp_md: data, data_end, data_meta,
+    // ingress_ifindex = port + 1, rx_queue_index; then the timestamp and
+    // the length) into the data memory one row a cycle, and starts the
+    // core on it (XDP context, the kernel's headroom) with the packet
+    // streaming in through rx_*; the action module answers for it once
+    // `done`.
+    input  logic           pin_valid,
+    output logic           pin_ready,
+    input  logic [15:0]    pin_len,
+    input  logic [7:0]     pin_port,
+    input  logic [31:0]    pin_queue,
+    input  logic [63:0]    pin_ts,
+    // Run control (the host's way in: the FSM's inputs are unused then).
     input  logic           start,
     input  logic [63:0]    arg1,
     input  logic [63:0]    arg2,
@@ -74,6 +89,22 @@ module ebpf_top
     output logic           redir_excl,
     output logic [7:0]     redir_map,
     output logic [31:0]    redir_arg,
+    // The action module (ebpf_action): its settings (the software
+    // switch's: r0 a verdict or an XDP code, the ingress port index, the
+    // ports, the fault action, up to four host queues' ports, a byte
+    // each) and its answer for the finished run.
+    input  logic           act_verdicts,
+    input  logic [7:0]     act_in_port,
+    input  logic [7:0]     act_nports,
+    input  logic [63:0]    act_fault_verdict,
+    input  logic [31:0]    act_hosts,
+    input  logic [7:0]     act_host_n,
+    output logic [2:0]     act_action,
+    output logic [31:0]    act_arg,
+    output logic           act_fault,
+    output logic [2:0]     act_decision,
+    output logic [7:0]     act_out_port,
+    output logic [7:0]     act_out_mask,
     // Host: map configuration and lines (between runs).
     input  logic           cfg_we,
     input  logic [7:0]     cfg_map,
@@ -95,16 +126,97 @@ module ebpf_top
     output logic [KEY_BYTES*8-1:0] line_rkey
 );
   `include "ebpf_defs.svh"
+  localparam int HEADROOM = 256;  // the kernel's XDP headroom, as the VM's
+  // ------------------------------------------------------------------
+  // The engine FSM: idle -> metadata rows -> run -> done (idle again).
+  typedef enum logic [1:0] {F_IDLE, F_META, F_RUN} fsm_t;
+  fsm_t           f_st;
+  logic [2:0]     f_row;
+  logic           f_mode;  // the run was started by the FSM
+  logic [31:0]    f_lo, f_hi, f_queue;
+  logic [7:0]     f_port;
+  logic [15:0]    f_len;
+  logic [63:0]    f_ts;
+  logic           f_go;    // start the core this cycle
+  logic           f_we;
+  logic [63:0]    f_row_data;
+  assign pin_ready = f_st == F_IDLE && !running;
+  assign f_go      = f_st == F_META && f_row == 3'd7;
+  assign f_we      = f_st == F_META;
+  always_comb begin
+    unique case (f_row)
+      3'd0:    f_row_data = {f_hi, f_lo};                        // data, data_end
+      3'd1:    f_row_data = {24'd0, f_port + 8'd1, f_lo};        // data_meta, ingress_ifindex
+      3'd2:    f_row_data = {32'd0, f_queue};                    // rx_queue_index, egress 0
+      3'd4:    f_row_data = f_ts;                                // timestamp
+      3'd5:    f_row_data = {48'd0, f_len};                      // length
+      default: f_row_data = 64'd0;
+    endcase
+  end
+  always_ff @(posedge clk) begin
+    if (rst || stop) begin
+      f_st <= F_IDLE;
+      f_mode <= 1'b0;
+      f_row <= 3'd0;
+    end else begin
+      if (start) f_mode <= 1'b0;  // the host's run
+      unique case (f_st)
+        F_IDLE: if (pin_valid && !running && !start) begin
+          f_st <= F_META;
+          f_row <= 3'd0;
+          f_lo <= 32'(HEADROOM);
+          f_hi <= 32'(HEADROOM) + {16'd0, pin_len};
+          f_len <= pin_len;
+          f_port <= pin_port;
+          f_queue <= pin_queue;
+          f_ts <= pin_ts;
+        end
+        F_META: begin
+          f_row <= f_row + 3'd1;
+          if (f_row == 3'd7) begin
+            f_st <= F_RUN;
+            f_mode <= 1'b1;
+          end
+        end
+        F_RUN: if (done) f_st <= F_IDLE;
+        default: f_st <= F_IDLE;
+      endcase
+    end
+  end
+  // The run's inputs: the host's, or the FSM's for its packet.
+  logic           start_i, stream_i;
+  logic [63:0]    arg1_i, arg2_i, timestamp_i;
+  logic [31:0]    pkt_lo_i, pkt_hi_i;
+  logic [DAW-4:0] rx_row0_i;
+  logic           f_cur;  // the FSM's values apply (its start edge or its run)
+  assign f_cur       = f_go || (f_mode && !start);
+  assign start_i     = start || f_go;
+  assign stream_i    = f_go ? 1'b1 : stream;
+  assign arg1_i      = f_cur ? {REGION_META, 32'd0} : arg1;
+  assign arg2_i      = f_cur ? 64'd0 : arg2;
+  assign pkt_lo_i    = f_cur ? f_lo : pkt_lo;
+  assign pkt_hi_i    = f_cur ? f_hi : pkt_hi;
+  assign timestamp_i = f_cur ? f_ts : timestamp;
+  assign rx_row0_i   = f_go ? (DAW-3)'((META_BYTES + HEADROOM) / 8) : rx_row0;
+  // The metadata rows go in through the data memory's host port.
+  logic [DAW-4:0] h_row;
+  logic           h_we;
+  logic [7:0]     h_mask;
+  logic [63:0]    h_wdata;
+  assign h_row   = f_we ? (DAW-3)'(f_row) : dmem_row;
+  assign h_we    = f_we || dmem_we;
+  assign h_mask  = f_we ? 8'hff : dmem_mask;
+  assign h_wdata = f_we ? f_row_data : dmem_wdata;
   logic [IAW-1:0] i_addr;
   logic [63:0]    i_data0, i_data1;
-  // The active version flips at a `start` with `imem_swap`; the fetch of
+  // The active version flips at a start (the host's or the FSM's) with `imem_swap`; the fetch of
   // slot 0 at that same edge already reads the new version.
   logic act, fetch_ver;
-  assign fetch_ver    = (start && imem_swap) ? !act : act;
+  assign fetch_ver    = (start_i && imem_swap) ? !act : act;
   assign imem_version = act;
   always_ff @(posedge clk) begin
     if (rst) act <= 1'b0;
-    else if (start && imem_swap) act <= !act;
+    else if (start_i && imem_swap) act <= !act;
   end
 
   ebpf_imem #(.IAW(IAW + 1)) u_imem (
@@ -117,7 +229,7 @@ module ebpf_top
   logic           d_we;
   logic [63:0]    d_wdata, d_rdata;
   // The stream shares the data memory's write port with MEM's stores,
-  // which go first; rows land from rx_row0 on.
+  // which go first; rows land from rx_row0_i on (the host's rx_row0 or the FSM's).
   logic           streaming, rx_take;
   logic [DAW-4:0] rx_row;
   logic [31:0]    rx_bytes;
@@ -132,9 +244,9 @@ module ebpf_top
   assign rx_ready = running && streaming && !d_we && !c_we;
   assign rx_take  = rx_valid && rx_ready;
   always_ff @(posedge clk) begin
-    if (rst || start) begin
-      streaming <= start && stream;
-      rx_row <= rx_row0;
+    if (rst || start_i) begin
+      streaming <= start_i && stream_i;
+      rx_row <= rx_row0_i;
       rx_bytes <= 32'd0;
     end else if (rx_take) begin
       rx_row <= rx_row + (DAW-3)'(1);
@@ -153,8 +265,8 @@ module ebpf_top
 
   ebpf_dmem #(.DAW(DAW)) u_dmem (
       .clk(clk), .raddr(d_raddr), .rdata(d_rdata), .waddr(m_waddr), .wsize(m_size), .we(m_we),
-      .wdata(m_wdata), .host_sel(!running), .host_row(dmem_row), .host_we(dmem_we),
-      .host_mask(dmem_mask), .host_wdata(dmem_wdata), .host_rdata(dmem_rdata)
+      .wdata(m_wdata), .host_sel(!running), .host_row(h_row), .host_we(h_we),
+      .host_mask(h_mask), .host_wdata(h_wdata), .host_rdata(dmem_rdata)
   );
 
   logic        c_req, c_ack, c_bad, c_cap;
@@ -165,13 +277,13 @@ module ebpf_top
   logic [1:0]  c_op_i;
   assign c_op_i = c_op - 2'd1;
   logic [31:0] pkt_avail, win_lo;
-  assign pkt_avail = streaming ? pkt_lo + rx_bytes : pkt_hi;
+  assign pkt_avail = streaming ? pkt_lo_i + rx_bytes : pkt_hi_i;
   ebpf_coproc #(
       .DAW(DAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES)
   ) u_cop (
-      .clk(clk), .rst(rst || stop || start), .req(c_req), .id(c_id),
+      .clk(clk), .rst(rst || stop || start_i), .req(c_req), .id(c_id),
       .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),
-      .timestamp(timestamp), .pkt_lo(pkt_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
+      .timestamp(timestamp_i), .pkt_lo(pkt_lo_i), .pkt_hi(pkt_hi_i), .pkt_avail(pkt_avail),
       .ack(c_ack), .bad(c_bad), .cap(c_cap), .result(c_res),
       .busy(c_busy), .mem_raddr(c_raddr), .mem_rdata(d_rdata), .mem_we(c_we),
       .mem_waddr(c_waddr), .mem_wsize(c_wsize), .mem_wdata(c_wdata),
@@ -187,8 +299,8 @@ module ebpf_top
 
   logic ev_lu, ev_div, ev_call, ev_rx, ev_flush;
   ebpf_core #(.IAW(IAW), .DAW(DAW), .VALUE_SPAN(LINES * VAL_BYTES)) u_core (
-      .clk(clk), .rst(rst || stop), .start(start), .arg1(arg1), .arg2(arg2),
-      .pkt_lo(win_lo), .pkt_hi(pkt_hi), .pkt_avail(pkt_avail),
+      .clk(clk), .rst(rst || stop), .start(start_i), .arg1(arg1_i), .arg2(arg2_i),
+      .pkt_lo(win_lo), .pkt_hi(pkt_hi_i), .pkt_avail(pkt_avail),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
       .imem_raddr(i_addr), .imem_data0(i_data0), .imem_data1(i_data1),
       .dmem_raddr(core_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
@@ -203,7 +315,7 @@ module ebpf_top
   );
 
   always_ff @(posedge clk) begin
-    if (rst || start) begin
+    if (rst || start_i) begin
       cnt_cycles <= 64'd0;
       cnt_retired <= 64'd0;
       cnt_stall_load_use <= 64'd0;
@@ -229,4 +341,12 @@ module ebpf_top
       end
     end
   end
+  ebpf_action #(.PORTS(8), .HOSTS(4)) u_action (
+      .verdict_mode(act_verdicts), .r0(r0), .faulted(fault != FAULT_NONE),
+      .redir_kind(redir_kind), .redir_excl(redir_excl), .redir_arg(redir_arg),
+      .in_port(f_mode ? f_port : act_in_port), .nports(act_nports), .fault_verdict(act_fault_verdict),
+      .hosts(act_hosts), .host_n(act_host_n), .action(act_action), .arg(act_arg),
+      .counted(act_fault), .decision(act_decision), .out_port(act_out_port),
+      .out_mask(act_out_mask)
+  );
 endmodule

@@ -52,6 +52,16 @@ impl Sum {
         self.rx += r.stalls.rx;
         self.flushes += r.stalls.flushes;
     }
+    fn merge(&mut self, o: &Sum) {
+        self.runs += o.runs;
+        self.cycles += o.cycles;
+        self.retired += o.retired;
+        self.load_use += o.load_use;
+        self.div += o.div;
+        self.call += o.call;
+        self.rx += o.rx;
+        self.flushes += o.flushes;
+    }
     fn row(&self, name: &str) -> String {
         let per = self.cycles as f64 / self.runs.max(1) as f64;
         format!(
@@ -73,13 +83,18 @@ fn reflector_rows(out: &mut String) {
     let insns = assemble(REFLECT, Some(Syntax::Llvm)).expect("reflector assembles");
     let image = Image::from_insns("xdp_reflect", ProgType::Xdp, insns);
     let prog = Program::from_image(&image, 0).expect("reflector within the subset");
-    let mut core = match Core::new(prog) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = writeln!(out, "| xdp_reflect | {e} | | | | | | | | |");
-            return;
-        }
-    };
+    for stream in [false, true] {
+        let label = if stream {
+            "xdp_reflect, all captures, packets streamed in"
+        } else {
+            "xdp_reflect"
+        };
+        capture_rows(out, label, &prog, !stream, stream);
+    }
+}
+
+/// The example captures (not the `.out.pcap` files), sorted.
+fn captures() -> Vec<std::path::PathBuf> {
     let mut names: Vec<_> = std::fs::read_dir(EXAMPLES)
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
@@ -88,10 +103,32 @@ fn reflector_rows(out: &mut String) {
         s.ends_with(".pcap") && !s.ends_with(".out.pcap")
     });
     names.sort();
-    let (mut all, mut streamed) = (Sum::default(), Sum::default());
-    for path in names {
+    names
+}
+
+/// Rows of one program on the example captures, a fresh engine per
+/// capture and the packets streamed in when `stream`: a row per capture
+/// when `per_capture`, then the total (`{label}, all captures`, or
+/// `label` itself when streamed); the total's sums. Runs that fault are
+/// left out.
+fn capture_rows(
+    out: &mut String,
+    label: &str,
+    prog: &Program,
+    per_capture: bool,
+    stream: bool,
+) -> Option<Sum> {
+    let mut all = Sum::default();
+    for path in captures() {
         let Ok(packets) = nfkit_pcap::read_file(&path) else {
             continue;
+        };
+        let mut core = match Core::new(prog.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = writeln!(out, "| {label} | {e} | | | | | | | | |");
+                return None;
+            }
         };
         let mut sum = Sum::default();
         for p in &packets {
@@ -101,27 +138,29 @@ fn reflector_rows(out: &mut String) {
                 rx_queue_index: 0,
             };
             input.timestamp = p.ts_ns;
+            input.stream = stream;
             if let Ok(r) = core.run(&input) {
-                sum.add(&r);
-                all.add(&r);
-            }
-            input.stream = true;
-            if let Ok(r) = core.run(&input) {
-                streamed.add(&r);
+                if r.result.is_ok() {
+                    sum.add(&r);
+                    all.add(&r);
+                }
             }
         }
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let _ = writeln!(out, "{}", sum.row(&format!("xdp_reflect on {stem}.pcap")));
+        if per_capture {
+            let _ = writeln!(out, "{}", sum.row(&format!("{label} on {stem}.pcap")));
+        }
     }
-    let _ = writeln!(out, "{}", all.row("xdp_reflect, all captures"));
-    let _ = writeln!(
-        out,
-        "{}",
-        streamed.row("xdp_reflect, all captures, packets streamed in")
-    );
+    let total = if stream {
+        label.to_string()
+    } else {
+        format!("{label}, all captures")
+    };
+    let _ = writeln!(out, "{}", all.row(&total));
+    Some(all)
 }
 
 /// The DDoS chain (`examples/ddos.py`, static XDP build) on each example
@@ -140,14 +179,7 @@ fn chain_rows(out: &mut String) {
     for &(module, func, args, verdict) in catalogue::NFS {
         let src = catalogue::nf_script(module, func, args, verdict);
         if let Some(sum) = script_rows(out, &format!("NF {module}.{func}"), &src, false) {
-            nfs.cycles += sum.cycles;
-            nfs.retired += sum.retired;
-            nfs.runs += sum.runs;
-            nfs.load_use += sum.load_use;
-            nfs.div += sum.div;
-            nfs.call += sum.call;
-            nfs.rx += sum.rx;
-            nfs.flushes += sum.flushes;
+            nfs.merge(&sum);
         }
     }
     let _ = writeln!(
@@ -180,45 +212,7 @@ fn script_rows(out: &mut String, label: &str, src: &str, per_capture: bool) -> O
             return None;
         }
     };
-    let mut names: Vec<_> = std::fs::read_dir(EXAMPLES)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    names.retain(|p: &std::path::PathBuf| {
-        let s = p.to_string_lossy();
-        s.ends_with(".pcap") && !s.ends_with(".out.pcap")
-    });
-    names.sort();
-    let mut all = Sum::default();
-    for path in names {
-        let Ok(packets) = nfkit_pcap::read_file(&path) else {
-            continue;
-        };
-        let mut core = Core::new(prog.clone()).ok()?;
-        let mut sum = Sum::default();
-        for p in &packets {
-            let mut input = RunInput::new(&p.data);
-            input.ctx = Ctx::Xdp {
-                ingress_ifindex: 1,
-                rx_queue_index: 0,
-            };
-            input.timestamp = p.ts_ns;
-            if let Ok(r) = core.run(&input) {
-                if r.result.is_ok() {
-                    sum.add(&r);
-                    all.add(&r);
-                }
-            }
-        }
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if per_capture {
-            let _ = writeln!(out, "{}", sum.row(&format!("{label} on {stem}.pcap")));
-        }
-    }
-    let _ = writeln!(out, "{}", all.row(&format!("{label}, all captures")));
-    Some(all)
+    capture_rows(out, label, &prog, per_capture, false)
 }
 
 fn conformance_rows(out: &mut String) {
@@ -349,7 +343,7 @@ fn map_rows(out: &mut String, workloads: &mut String) {
     };
     let _ = writeln!(
         out,
-        "\nCoprocessor cycles per map operation (request to answer; the call's pipeline drain adds up to 3), beside eBPFlow (8-byte keys, 32 lines):\n"
+        "\nCoprocessor cycles per map operation (request to answer; the call waits one cycle more in EXE, for the registered answer), beside eBPFlow (8-byte keys, 32 lines):\n"
     );
     let _ = writeln!(
         out,

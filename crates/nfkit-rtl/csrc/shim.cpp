@@ -32,6 +32,16 @@ struct NfkitRtlIn {
     uint32_t stream;  // the packet arrives during the run (nfkit_rtl_stream)
     uint32_t rx_row0;  // its first data memory row
     uint32_t pad;
+    // The action module's settings: r0 a verdict (1) or an XDP code (0),
+    // the ingress port index, the ports, the host queues (their port
+    // indices a byte each, from the low byte) and how many, the fault
+    // action.
+    uint32_t act_verdicts, act_in_port, act_nports, act_hosts, act_host_n, pad2;
+    uint64_t act_fault_verdict;
+    // The packet comes in through the engine's port FSM (which writes the
+    // metadata and starts the core, the packet streaming in): its length,
+    // port index and receive queue; the timestamp is `timestamp`.
+    uint32_t via_port, pin_len, pin_port, pin_queue;
 };
 
 struct NfkitRtlOut {
@@ -44,6 +54,10 @@ struct NfkitRtlOut {
     // The redirect: kind << 48 | exclude-ingress << 47 | map << 32 | arg
     // (kind 1 port, 2 devmap entry, 3 devmap broadcast; 0 none).
     uint64_t redirect;
+    // The action module: action | decision << 8 | fault << 16 | port << 24,
+    // the argument, the mask of ports a copy leaves by.
+    uint32_t action, action_arg, action_mask, pad3;
+    uint64_t fsm_cycles;  // via the port: cycles from the offer to the core's start
 };
 
 // The model's coprocessor parameters (build.rs passes them to Verilator
@@ -203,11 +217,19 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     m->top.stream = in->stream ? 1 : 0;
     m->top.rx_row0 = in->rx_row0;
     m->top.rx_valid = 0;
-    m->top.start = 1;
+    m->top.act_verdicts = in->act_verdicts ? 1 : 0;
+    m->top.act_in_port = in->act_in_port;
+    m->top.act_nports = in->act_nports;
+    m->top.act_hosts = in->act_hosts;
+    m->top.act_host_n = in->act_host_n;
+    m->top.act_fault_verdict = in->act_fault_verdict;
+    const bool stream = in->stream || in->via_port;
+    m->top.start = 0;
+    m->top.pin_valid = 0;
     size_t rx = 0;
     // One packet row offered per cycle; taken when the engine is ready.
     auto offer = [&]() {
-        bool valid = in->stream && rx < m->rx.size();
+        bool valid = stream && rx < m->rx.size();
         m->top.rx_valid = valid ? 1 : 0;
         if (valid) m->top.rx_data = m->rx[rx];
         return valid && m->top.rx_ready;
@@ -224,8 +246,26 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
             m->top.imem_we = 0;
         }
     };
-    stage_one();
-    tick(m);
+    out->fsm_cycles = 0;
+    if (in->via_port) {
+        // Offered once; the FSM takes it while idle, writes the metadata
+        // rows and starts the core.
+        m->top.pin_len = in->pin_len;
+        m->top.pin_port = in->pin_port;
+        m->top.pin_queue = in->pin_queue;
+        m->top.pin_ts = in->timestamp;
+        m->top.pin_valid = 1;
+        m->top.imem_we = 0;
+        do {
+            tick(m);
+            m->top.pin_valid = 0;
+            out->fsm_cycles++;
+        } while (!m->top.running && out->fsm_cycles < 64);
+    } else {
+        m->top.start = 1;
+        stage_one();
+        tick(m);
+    }
     m->top.start = 0;
     m->top.imem_swap = 0;
     uint64_t n = 0, cycles = 0;
@@ -256,7 +296,7 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     m->top.imem_we = 0;
     m->staged.clear();
     // The rest of the packet arrives after the program is done.
-    if (in->stream) {
+    if (stream) {
         for (; rx < m->rx.size(); rx++) {
             m->top.dmem_row = in->rx_row0 + (uint32_t)rx;
             m->top.dmem_wdata = m->rx[rx];
@@ -287,6 +327,11 @@ int nfkit_rtl_run(NfkitRtl *m, const NfkitRtlIn *in, NfkitRtlOut *out, uint32_t 
     out->out_port = m->top.redir_kind == 1 ? ((1ull << 32) | m->top.redir_arg) : 0;
     out->redirect = ((uint64_t)m->top.redir_kind << 48) | ((uint64_t)m->top.redir_excl << 47) |
                     ((uint64_t)m->top.redir_map << 32) | m->top.redir_arg;
+    m->top.eval();
+    out->action = (uint32_t)m->top.act_action | ((uint32_t)m->top.act_decision << 8) |
+                  ((uint32_t)m->top.act_fault << 16) | ((uint32_t)m->top.act_out_port << 24);
+    out->action_arg = m->top.act_arg;
+    out->action_mask = m->top.act_out_mask;
     if (rc == 1) {
         // Stop the core: it waits idle for the next run.
         m->top.stop = 1;

@@ -1,6 +1,7 @@
 //! [`Core`]: one engine's model with a program loaded, run packet by
 //! packet.
 
+use crate::action::{ActionConfig, ActionOut, MAX_HOSTS, MAX_PORTS};
 use crate::error::RtlError;
 use crate::layout::{
     addr, meta, META_BYTES, PKT_BASE, PKT_MAX, REGION_META, REGION_PACKET, XDP_HEADROOM,
@@ -45,6 +46,11 @@ pub struct RunInput<'a> {
     pub stream: bool,
     /// Cycle budget; the run faults with [`FaultKind::Budget`] past it.
     pub max_cycles: u64,
+    /// Offer the packet to the engine's port FSM instead (XDP context
+    /// only): the FSM writes the metadata (the context's ingress port and
+    /// receive queue, the timestamp, the length) and starts the core, the
+    /// packet streaming in ([`RunResult::fsm_cycles`]).
+    pub via_port: bool,
 }
 
 impl<'a> RunInput<'a> {
@@ -57,6 +63,7 @@ impl<'a> RunInput<'a> {
             trace: false,
             stream: false,
             max_cycles: DEFAULT_MAX_CYCLES,
+            via_port: false,
         }
     }
 }
@@ -78,6 +85,8 @@ pub struct Core {
     staged: Option<Program>,
     /// Where traced runs' pcs land.
     trace_buf: Vec<u32>,
+    /// The action module's settings.
+    action: ActionConfig,
 }
 
 impl Core {
@@ -94,6 +103,7 @@ impl Core {
             pending: None,
             staged: None,
             trace_buf: Vec::new(),
+            action: ActionConfig::default(),
         };
         core.load(program);
         Ok(core)
@@ -116,6 +126,27 @@ impl Core {
     pub fn stage(&mut self, program: Program) {
         self.model.stage(&program.words);
         self.staged = Some(program);
+    }
+
+    /// Sets how the action module reads the following runs and where its
+    /// ports are; refused when it has more ports or host queues than the
+    /// module holds ([`MAX_PORTS`], [`MAX_HOSTS`]) or a host queue names a
+    /// port beyond them.
+    pub fn set_action(&mut self, cfg: ActionConfig) -> Result<(), RtlError> {
+        if usize::from(cfg.nports) > MAX_PORTS || cfg.hosts.len() > MAX_HOSTS {
+            return Err(RtlError::Action(format!(
+                "{} ports and {} host queues (the action module has {MAX_PORTS} and {MAX_HOSTS})",
+                cfg.nports,
+                cfg.hosts.len()
+            )));
+        }
+        if let Some(h) = cfg.hosts.iter().find(|&&h| usize::from(h) >= MAX_PORTS) {
+            return Err(RtlError::Action(format!(
+                "host queue on port index {h} (the action module has {MAX_PORTS} ports)"
+            )));
+        }
+        self.action = cfg;
+        Ok(())
     }
 
     /// The program the next run runs.
@@ -141,10 +172,32 @@ impl Core {
                 max: PKT_MAX - start,
             });
         }
-        if let Ctx::Xdp {
-            ingress_ifindex,
-            rx_queue_index,
-        } = input.ctx
+        let via_port = match input.ctx {
+            Ctx::Xdp {
+                ingress_ifindex,
+                rx_queue_index,
+            } if input.via_port => {
+                if ingress_ifindex == 0 || ingress_ifindex > 255 {
+                    return Err(RtlError::Port(format!(
+                        "ingress_ifindex {ingress_ifindex}: the engine's ports are 1..=255"
+                    )));
+                }
+                Some((ingress_ifindex - 1, rx_queue_index))
+            }
+            _ if input.via_port => {
+                return Err(RtlError::Port(
+                    "only an XDP context comes in through the port".into(),
+                ))
+            }
+            _ => None,
+        };
+        if let (
+            Ctx::Xdp {
+                ingress_ifindex,
+                rx_queue_index,
+            },
+            None,
+        ) = (input.ctx, via_port)
         {
             let mut m = [0u8; META_BYTES];
             let mut put32 = |at: usize, v: u32| m[at..at + 4].copy_from_slice(&v.to_le_bytes());
@@ -159,7 +212,7 @@ impl Core {
             self.write_bytes(0, &m);
         }
         let rx_row0 = ((PKT_BASE + start) / 8) as u32;
-        if input.stream {
+        if input.stream || via_port.is_some() {
             let rows: Vec<u64> = input
                 .packet
                 .chunks(8)
@@ -184,6 +237,28 @@ impl Core {
             stream: u32::from(input.stream),
             rx_row0,
             pad: 0,
+            act_verdicts: u32::from(self.action.verdicts),
+            // The switch numbers ports from 1 in `ingress_ifindex`.
+            act_in_port: match input.ctx {
+                Ctx::Xdp {
+                    ingress_ifindex, ..
+                } => ingress_ifindex.saturating_sub(1) & 0xff,
+                _ => 0,
+            },
+            act_nports: u32::from(self.action.nports),
+            act_hosts: self
+                .action
+                .hosts
+                .iter()
+                .enumerate()
+                .fold(0, |w, (i, &p)| w | u32::from(p) << (8 * i)),
+            act_host_n: self.action.hosts.len() as u32,
+            pad2: 0,
+            act_fault_verdict: self.action.fault_verdict,
+            via_port: u32::from(via_port.is_some()),
+            pin_len: len as u32,
+            pin_port: via_port.map_or(0, |p| p.0),
+            pin_queue: via_port.map_or(0, |p| p.1),
         };
         if let Some(p) = self.pending.take() {
             self.program = p;
@@ -241,6 +316,8 @@ impl Core {
             map_cycles: out.map_cycles,
             out_port: (out.out_port >> 32 != 0).then_some(out.out_port as u32),
             redirect: crate::result::Redirect::decode(out.redirect),
+            action: ActionOut::decode(out.action, out.action_arg, out.action_mask),
+            fsm_cycles: out.fsm_cycles,
         })
     }
 

@@ -45,6 +45,12 @@ pub enum RtlError {
         name: String,
         err: crate::maps::MapOpError,
     },
+    /// Action module settings it cannot hold.
+    #[error("action module: {0}")]
+    Action(String),
+    /// A packet the engine's port cannot take.
+    #[error("port: {0}")]
+    Port(String),
     /// The model failed to open the VCD file.
     #[error("cannot write the VCD trace to {0}")]
     Vcd(String),

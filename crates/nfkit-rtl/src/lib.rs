@@ -19,6 +19,8 @@
 //!   exceeds its parameters), and their contents from the host side
 //!   ([`Core::map_lookup`], [`Core::map_update`], [`Core::map_delete`],
 //!   [`Core::map_entries`]).
+//! * [`action`]: the action module's settings and answer
+//!   ([`ActionConfig`], [`ActionOut`], [`Decision`]).
 //! * [`result`]: [`RunResult`], [`Stalls`], [`Fault`].
 //! * [`synth`]: Yosys `synth_xilinx` of one engine ([`sources`]: the RTL,
 //!   embedded): LUTs, flip-flops, block RAM, DSPs.
@@ -26,6 +28,7 @@
 //!   crate was built without Verilator.
 //! * `model`: the C ABI of the Verilated model (`csrc/shim.cpp`).
 
+pub mod action;
 pub mod core;
 pub mod error;
 pub mod layout;
@@ -37,6 +40,7 @@ pub mod sources;
 pub mod subset;
 pub mod synth;
 
+pub use crate::action::{ActionConfig, ActionOut, Decision};
 pub use crate::core::{Core, Ctx, RunInput};
 pub use error::RtlError;
 pub use maps::{MapDef, MapKind, MapOpError, MapTable};

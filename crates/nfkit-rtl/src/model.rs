@@ -21,6 +21,22 @@ pub struct RunIn {
     /// Its first data memory row.
     pub rx_row0: u32,
     pub pad: u32,
+    /// The action module's settings ([`crate::ActionConfig`]): verdict
+    /// mode, ingress port index, ports, host queues' ports (a byte each)
+    /// and their number, the fault action.
+    pub act_verdicts: u32,
+    pub act_in_port: u32,
+    pub act_nports: u32,
+    pub act_hosts: u32,
+    pub act_host_n: u32,
+    pub pad2: u32,
+    pub act_fault_verdict: u64,
+    /// The packet comes in through the engine's port FSM: its length,
+    /// port index and receive queue.
+    pub via_port: u32,
+    pub pin_len: u32,
+    pub pin_port: u32,
+    pub pin_queue: u32,
 }
 
 /// Outputs of one run (the shim's `NfkitRtlOut`).
@@ -49,6 +65,14 @@ pub struct RunOut {
     /// `kind << 48 | exclude_ingress << 47 | map << 32 | arg` (kind 1 a
     /// port, 2 a devmap entry, 3 a devmap broadcast; 0 none).
     pub redirect: u64,
+    /// The action module: `action | decision << 8 | fault << 16 | port
+    /// << 24`, the argument, the mask of ports a copy leaves by.
+    pub action: u32,
+    pub action_arg: u32,
+    pub action_mask: u32,
+    pub pad3: u32,
+    /// Through the port FSM: cycles from the offer to the core's start.
+    pub fsm_cycles: u64,
 }
 
 /// One map line (the shim's `NfkitRtlLine`): key in 32-bit words.

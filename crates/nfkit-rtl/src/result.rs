@@ -97,6 +97,13 @@ pub struct RunResult {
     pub out_port: Option<u32>,
     /// The last redirect the run set (`bpf_redirect` or `bpf_redirect_map`).
     pub redirect: Option<Redirect>,
+    /// The action module's answer: nfkit's action and where the packet
+    /// goes ([`crate::Core::set_action`] sets how it reads r0).
+    pub action: crate::action::ActionOut,
+    /// Through the engine's port FSM ([`crate::RunInput::via_port`]):
+    /// cycles from the offer to the core's start (the metadata rows);
+    /// else 0. Not in `cycles`.
+    pub fsm_cycles: u64,
 }
 
 /// Where a run redirected the packet (the action module's input).

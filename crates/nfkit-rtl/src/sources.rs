@@ -12,6 +12,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../rtl/ebpf_coproc.sv"),
     ),
     ("ebpf_core.sv", include_str!("../../../rtl/ebpf_core.sv")),
+    (
+        "ebpf_action.sv",
+        include_str!("../../../rtl/ebpf_action.sv"),
+    ),
     ("ebpf_top.sv", include_str!("../../../rtl/ebpf_top.sv")),
 ];
 

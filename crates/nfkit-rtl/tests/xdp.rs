@@ -7,6 +7,8 @@
 //! (packet accesses wait for their bytes: results equal, cycles grow by
 //! exactly the waits).
 
+mod common;
+
 use nfkit_isa::asm::{assemble, Syntax};
 use nfkit_object::{Image, ProgType};
 use nfkit_rtl::{Core, Ctx, Program, RunInput};
@@ -56,29 +58,14 @@ fn check_mode(
     if !stream && s.rx != 0 {
         return Err("waits for packet bytes without streaming".into());
     }
-    let r0 = want
-        .result
-        .as_ref()
-        .map_err(|e| format!("VM faulted: {e}"))?;
-    if got.result != Ok(*r0) {
-        return Err(format!("r0: VM {r0}, RTL {:?}", got.result));
-    }
-    if want.packet != got.packet {
-        return Err("packet differs".into());
-    }
-    if want.insns != got.retired {
-        return Err(format!(
-            "VM executed {}, RTL retired {}",
-            want.insns, got.retired
-        ));
-    }
+    common::compare_xdp(&want, &got)?;
     if trace {
         let slots: Vec<usize> = want.trace.iter().map(|s| s.slot).collect();
         if slots != got.trace {
             return Err("trace differs".into());
         }
     }
-    Ok(*r0)
+    got.result.map_err(|f| format!("RTL faulted: {f:?}"))
 }
 
 #[test]

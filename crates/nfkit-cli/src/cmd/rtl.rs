@@ -221,6 +221,7 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             trace: a.trace,
             stream: a.stream,
             max_cycles: nfkit_rtl::core::DEFAULT_MAX_CYCLES,
+            via_port: false,
         };
         let res = engines[k]
             .run(&input)

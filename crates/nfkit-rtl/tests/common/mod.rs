@@ -159,3 +159,37 @@ pub fn vm_redirect(r: nfkit_vm::Redirect) -> Option<nfkit_rtl::Redirect> {
         _ => None,
     }
 }
+
+/// An XDP run of the VM against the core's: the same r0 (the VM must not
+/// fault), packet bytes and instruction count; `Err` says how they differ.
+pub fn compare_xdp(want: &nfkit_vm::RunResult, got: &RunResult) -> Result<(), String> {
+    let r0 = want
+        .result
+        .as_ref()
+        .map_err(|e| format!("VM faulted: {e}"))?;
+    if got.result != Ok(*r0) {
+        return Err(format!("r0: VM {r0:#x}, RTL {:?}", got.result));
+    }
+    if want.packet != got.packet {
+        return Err("packet differs".into());
+    }
+    if want.insns != got.retired {
+        return Err(format!(
+            "VM executed {}, RTL retired {}",
+            want.insns, got.retired
+        ));
+    }
+    Ok(())
+}
+
+/// A small deterministic generator (xorshift64) for generated inputs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
