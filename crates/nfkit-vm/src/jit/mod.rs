@@ -48,10 +48,10 @@ impl Kept {
     }
 }
 
-// SAFETY: the context's pointers (machine, registers, windows, code) are
-// written from the run's own exclusive borrows before native code runs
-// and are not dereferenced between runs; the runner that keeps it is
-// borrowed mutably for a run.
+// SAFETY: the context's pointers (machine, registers, windows, code, the
+// caller's buffer of an in-place run) are written from the run's own
+// exclusive borrows before native code runs and are not dereferenced
+// between runs; the runner that keeps it is borrowed mutably for a run.
 unsafe impl Send for Kept {}
 unsafe impl Sync for Kept {}
 

@@ -333,7 +333,7 @@ impl Vm {
                     md.rx_queue_index as u64,
                     md.egress_ifindex as u64,
                 ];
-                let place = in_place.then(|| (packet.as_mut_ptr(), headroom, len));
+                let place = in_place.then_some((packet.as_mut_ptr(), headroom, len));
                 let step = code.run_xdp(&mut bufs.jit, m, (ei, e.start_op), xdp, place);
                 (step, Engine::Jit)
             }
