@@ -18,7 +18,9 @@ use common::gen::{generated_programs, helper_free, maps, mutated_programs, packe
 use nfkit_isa::RawInsn;
 use nfkit_object::{Image, MapType, ProgType};
 use nfkit_vm::mem::GuardedBuf;
-use nfkit_vm::{Context, Engine, EngineUse, RunErrorKind, RunOptions, Vm, VmConfig, XdpMd};
+use nfkit_vm::{
+    Context, Engine, EngineUse, PacketCtx, RunErrorKind, RunOptions, Vm, VmConfig, XdpMd,
+};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -304,7 +306,42 @@ fn soak_one(img: &Image, conformance: bool, data: &[u8], cpu: u32, c: &mut Count
             res.packet.len()
         );
     }
+    if !conformance {
+        run_packet_twice(&vm, data, cpu)?;
+    }
     check_maps(&vm, img)
+}
+
+/// The program through a runner's `run_packet`, twice (the second run
+/// takes the fast path; one that calls nothing runs on the caller's
+/// buffer in place on the JIT): within the budget, and no byte of the
+/// caller's allocation past the frame changed.
+fn run_packet_twice(vm: &Vm, data: &[u8], cpu: u32) -> Result<()> {
+    const SPARE: usize = 512;
+    let opts = RunOptions {
+        cpu,
+        ..RunOptions::default()
+    };
+    let mut runner = vm.runner();
+    for _ in 0..2 {
+        let mut buf = Vec::with_capacity(data.len() + SPARE);
+        buf.extend_from_slice(data);
+        buf.resize(data.len() + SPARE, 0x5a);
+        buf.truncate(data.len());
+        let out = runner.run_packet(0usize, &mut buf, PacketCtx::Xdp, &opts);
+        if out.insns > BUDGET + 1 {
+            bail!("run_packet ran {} instructions, past the budget", out.insns);
+        }
+        if buf.capacity() >= data.len() + SPARE && buf.len() == data.len() {
+            let spare = &buf.spare_capacity_mut()[..SPARE];
+            // SAFETY: these bytes were written (0x5a) before the
+            // truncation; nothing may have written them since.
+            if spare.iter().any(|b| unsafe { b.assume_init() } != 0x5a) {
+                bail!("run_packet wrote past the caller's frame");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One thread's share: `n` programs (that decode) from its own seed.

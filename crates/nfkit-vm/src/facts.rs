@@ -29,6 +29,17 @@ pub(crate) struct Facts {
     /// The program may open frames past the entry's (bpf-to-bpf calls,
     /// `bpf_loop` callbacks, indirect calls).
     pub calls: bool,
+    /// No instruction calls anything (helpers, kfuncs, functions, indirect
+    /// calls) or loads through `LD_ABS`/`LD_IND`: a run touches nothing
+    /// of the machine but its registers, its memory and the context, so
+    /// the helpers' state (network, clock/random overrides, locks,
+    /// reservations, side-effect lists) needs no reset between runs.
+    pub calls_nothing: bool,
+    /// Some instruction is an atomic operation (native code runs those
+    /// through the interpreter's memory access code, which reaches the
+    /// packet in the runner's buffer only: such a run cannot use the
+    /// caller's buffer in place).
+    pub atomics: bool,
 }
 
 /// Helpers that never write program memory through a pointer argument
@@ -77,6 +88,8 @@ impl Facts {
         let mut moves_head = false;
         let mut writes_packet = false;
         let mut calls = false;
+        let mut calls_any = false;
+        let mut atomics = false;
         let mut base = |r: Reg, off: i16| {
             if r == fp {
                 reach = reach.max(-(off as i64));
@@ -89,17 +102,27 @@ impl Facts {
                     base(dst, off);
                     writes_packet |= dst != fp;
                 }
-                Insn::Stx { dst, src, off, .. } | Insn::Atomic { dst, src, off, .. } => {
+                Insn::Stx { dst, src, off, .. } => {
                     base(dst, off);
                     writes_packet |= dst != fp;
                     escapes |= src == fp;
+                }
+                Insn::Atomic { dst, src, off, .. } => {
+                    base(dst, off);
+                    writes_packet |= dst != fp;
+                    escapes |= src == fp;
+                    atomics = true;
                 }
                 Insn::Alu { dst, src, .. } => {
                     escapes |= dst == fp || src == Operand::Reg(fp);
                 }
                 Insn::Endian { dst, .. } => escapes |= dst == fp,
                 Insn::AddrSpaceCast { dst, src, .. } => escapes |= dst == fp || src == fp,
-                Insn::LdInd { src, .. } => escapes |= src == fp,
+                Insn::LdInd { src, .. } => {
+                    escapes |= src == fp;
+                    calls_any = true;
+                }
+                Insn::LdAbs { .. } => calls_any = true,
                 Insn::Callx { .. }
                 | Insn::Call {
                     kind: CallKind::Kfunc,
@@ -108,6 +131,7 @@ impl Facts {
                     moves_head = true;
                     writes_packet = true;
                     calls = true;
+                    calls_any = true;
                 }
                 Insn::Call {
                     kind: CallKind::Helper,
@@ -116,19 +140,22 @@ impl Facts {
                     moves_head |= HEAD_MOVERS.contains(&imm);
                     writes_packet |= !PURE_HELPERS.contains(&imm);
                     calls |= imm == id::LOOP;
+                    calls_any = true;
                 }
                 Insn::Call {
                     kind: CallKind::Local,
                     ..
-                } => calls = true,
+                } => {
+                    calls = true;
+                    calls_any = true;
+                }
                 // Comparisons read the frame pointer's value but keep no
                 // copy of it; the rest touch no memory.
                 Insn::Jmp { .. }
-                | Insn::Lddw { .. }
-                | Insn::LdAbs { .. }
                 | Insn::Ja { .. }
                 | Insn::Gotol { .. }
                 | Insn::MayGoto { .. }
+                | Insn::Lddw { .. }
                 | Insn::Exit => {}
             }
         }
@@ -143,6 +170,8 @@ impl Facts {
             moves_head,
             writes_packet,
             calls,
+            calls_nothing: !calls_any,
+            atomics,
         }
     }
 }
@@ -162,6 +191,33 @@ mod tests {
         let f = facts("r0 = 2\nexit");
         assert_eq!(f.stack_reach, 0);
         assert!(!f.moves_head && !f.writes_packet && !f.calls);
+    }
+
+    #[test]
+    fn calls_and_atomics_are_seen() {
+        let f = facts("r2 = *(u32 *)(r1 + 0)\nif r2 > 5 goto +1\nr0 = 1\nexit");
+        assert!(f.calls_nothing && !f.atomics);
+        let f = facts("call 5\nr0 = 0\nexit");
+        assert!(!f.calls_nothing);
+        let f = facts("r0 = 0\nr0 += 1\nif r0 < 5 goto -2\nexit");
+        assert!(f.calls_nothing && !f.atomics);
+        let mut insns = assemble("r1 = 1\nr0 = 0\nexit", Some(Syntax::Llvm)).expect("assembles");
+        let atomic = Insn::Atomic {
+            size: nfkit_isa::Size::DW,
+            op: nfkit_isa::AtomicOp::Add { fetch: false },
+            dst: Reg::FP,
+            src: Reg::R1,
+            off: -8,
+        };
+        insns.insert(1, atomic);
+        let f = Facts::of(&insns);
+        assert!(f.calls_nothing && f.atomics);
+        insns[1] = Insn::Call {
+            kind: CallKind::Local,
+            imm: 1,
+        };
+        let f = Facts::of(&insns);
+        assert!(!f.calls_nothing && !f.atomics);
     }
 
     #[test]

@@ -536,8 +536,8 @@ impl Vm {
             _ => None,
         };
         if let (Some(f), Some(ei)) = (fields, entry.entry_index(self)) {
-            if let Some(out) = self.run_xdp_fast(bufs, ei, packet, f, opts) {
-                return out;
+            if self.fast_ok(bufs, ei, packet.len(), &f, opts) {
+                return self.run_xdp_fast(bufs, ei, packet, f, opts);
             }
         }
         match self.prepare(bufs, entry, &ctx.context(packet), opts) {

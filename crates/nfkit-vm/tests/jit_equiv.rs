@@ -19,8 +19,8 @@ use nfkit_isa::{AluOp, AtomicOp, ByteOrder, CallKind, Insn, LddwKind, RawInsn, S
 use nfkit_object::{Image, ProgType};
 use nfkit_vm::helpers::table::id;
 use nfkit_vm::{
-    Context, Engine, EngineUse, FixedClock, LoadError, RunErrorKind, RunOptions, RunResult, SeqRng,
-    Vm, VmConfig, XdpMd,
+    Context, Engine, EngineUse, FixedClock, LoadError, PacketCtx, RunErrorKind, RunOptions,
+    RunResult, SeqRng, Vm, VmConfig, XdpMd,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -183,6 +183,9 @@ struct Stats {
     fallbacks: BTreeMap<String, u64>,
     verdicts: BTreeMap<&'static str, u64>,
     features: BTreeMap<&'static str, u64>,
+    /// Kernel-profile programs that call nothing, also run through
+    /// `Runner::run_packet`'s lean run on both engines.
+    lean: u64,
 }
 
 /// The profiles a case is loaded in.
@@ -280,10 +283,32 @@ fn check_setup(
         let res = vm.run(0, ctx, &opts);
         let out = outcome(&vm, &res);
         restore_maps(&vm, &initial);
-        (res.engine, out)
+        (res.engine, out, res.insns, opts)
     };
-    let (jit_engine, jit) = run(false);
-    let (interp_engine, interp) = run(true);
+    let (jit_engine, jit, _, _) = run(false);
+    let (interp_engine, interp, insns, interp_opts) = run(true);
+    if matches!(setup, Setup::KernelXdp) && calls_nothing(img) {
+        stats.lean += 1;
+        for on_interp in [false, true] {
+            let opts = RunOptions {
+                interp: on_interp,
+                ..interp_opts.clone()
+            };
+            let (out, fast_insns) = run_packet_twice(&vm, data, &opts, &initial);
+            if out != interp {
+                return Err(format!(
+                    "{setup:?}: the fast path (lean: the program calls nothing; interp {on_interp}) \
+                     disagrees with a fresh interpreter run\n  fast:   {out:?}\n  interp: {interp:?}"
+                ));
+            }
+            if out.verdict != Verdict::Budget && fast_insns != insns {
+                return Err(format!(
+                    "{setup:?}: the fast path (interp {on_interp}) ran {fast_insns} instructions, \
+                     a fresh interpreter run {insns}"
+                ));
+            }
+        }
+    }
     let expected = use_.map_or(Engine::Interp, |u| u.engine());
     if jit_engine != expected || interp_engine != Engine::Interp {
         return Err(format!(
@@ -302,6 +327,55 @@ fn check_setup(
         ));
     }
     Ok(())
+}
+
+/// True if no instruction of `img` calls anything or loads through
+/// `LD_ABS`/`LD_IND` (the VM's lean run on `Runner::run_packet`).
+fn calls_nothing(img: &Image) -> bool {
+    img.insns.iter().all(|i| {
+        !matches!(
+            i,
+            Insn::Call { .. } | Insn::Callx { .. } | Insn::LdAbs { .. } | Insn::LdInd { .. }
+        )
+    })
+}
+
+/// The outcome of `Runner::run_packet` on a copy of `data` the second
+/// time on one runner (the first run sets the runner up on the general
+/// path, the second takes the fast one), maps put back to `initial`
+/// after each; and its instruction count.
+fn run_packet_twice(
+    vm: &Vm,
+    data: &[u8],
+    opts: &RunOptions,
+    initial: &[MapState],
+) -> (Outcome, u64) {
+    let mut runner = vm.runner();
+    let mut warm = data.to_vec();
+    let _ = runner.run_packet(0usize, &mut warm, PacketCtx::Xdp, opts);
+    restore_maps(vm, initial);
+    let mut packet = data.to_vec();
+    let out = runner.run_packet(0usize, &mut packet, PacketCtx::Xdp, opts);
+    let verdict = match &out.result {
+        Ok(v) => Verdict::Ok(*v),
+        Err(e) if matches!(e.kind, RunErrorKind::Budget { .. }) => Verdict::Budget,
+        Err(e) => Verdict::Fault {
+            kind: kind_name(&e.kind),
+            slot: e.slot,
+        },
+    };
+    let mut meta = Vec::new();
+    runner.meta(&mut meta);
+    let after = (verdict != Verdict::Budget).then(|| After {
+        packet,
+        meta,
+        head_delta: out.head_delta,
+        redirect: out.redirect.clone(),
+        printk: runner.printk().to_vec(),
+        maps: map_states(vm),
+    });
+    restore_maps(vm, initial);
+    (Outcome { verdict, after }, out.insns)
 }
 
 /// Runs one case in both setups.
@@ -488,14 +562,16 @@ fn run_property(
     }
     eprintln!(
         "{name} (seed {seed}): {PROGRAMS} programs, and {} that do not decode; loads: {} refused, {} accepted; \
-         engines: {} jit, {} interp, fallbacks {:?}; verdicts {:?}",
+         engines: {} jit, {} interp, fallbacks {:?}; verdicts {:?}; {} calling nothing also run \
+         through run_packet's lean run",
         stats.undecodable,
         stats.refused,
         stats.accepted,
         stats.jit,
         stats.interp,
         stats.fallbacks,
-        stats.verdicts
+        stats.verdicts,
+        stats.lean
     );
     eprintln!("{name}: features of accepted programs {:?}", stats.features);
     eprintln!("{name}: refusals {:?}", stats.refusals);

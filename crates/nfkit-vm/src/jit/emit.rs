@@ -736,8 +736,17 @@ impl<'p> Emitter<'p> {
             ; .arch x64
             ; cmp QWORD [r12 + st::NATIVE_FAULT], 0
             ; jne =>fe
+        );
+        self.reload_args();
+        dynasm!(self.a ; .arch x64 ; mov rax, [r10 + st::reg(0)]);
+    }
+
+    /// r1–r5 and the budget (not r0: a pure helper's comes back in rax),
+    /// leaving the spill area's address in r10.
+    fn reload_args(&mut self) {
+        dynasm!(self.a
+            ; .arch x64
             ; mov r10, [r12 + st::REGS]
-            ; mov rax, [r10 + st::reg(0)]
             ; mov rdi, [r10 + st::reg(1)]
             ; mov rsi, [r10 + st::reg(2)]
             ; mov rdx, [r10 + st::reg(3)]
@@ -773,6 +782,16 @@ impl<'p> Emitter<'p> {
         );
     }
 
+    /// Helper `id` at op `pc` through glue function `f(jc, id, pc)`
+    /// that returns to the next op: spill, call, reload.
+    fn helper_to(&mut self, f: usize, id: u64, pc: usize) {
+        self.spill_volatile();
+        let p = pc as i64;
+        dynasm!(self.a ; .arch x64 ; mov rsi, QWORD id as i64 ; mov rdx, QWORD p);
+        self.call_glue(f);
+        self.reload_volatile();
+    }
+
     fn helper_call(&mut self, pc: usize, id: u64, dynamic: bool) {
         use crate::helpers::table::id::{self as hid, LOOP, TAIL_CALL};
         let direct = !dynamic && self.kernel_helpers && id <= i32::MAX as u64;
@@ -792,16 +811,7 @@ impl<'p> Emitter<'p> {
             self.spill_volatile();
             dynasm!(self.a ; .arch x64 ; mov rsi, QWORD id as i64);
             self.call_glue(glue::helper_pure as *const () as usize);
-            dynasm!(self.a
-                ; .arch x64
-                ; mov r10, [r12 + st::REGS]
-                ; mov rdi, [r10 + st::reg(1)]
-                ; mov rsi, [r10 + st::reg(2)]
-                ; mov rdx, [r10 + st::reg(3)]
-                ; mov rcx, [r10 + st::reg(4)]
-                ; mov r8, [r10 + st::reg(5)]
-                ; mov r9, [r12 + st::COUNT]
-            );
+            self.reload_args();
             return;
         }
         let map = matches!(
@@ -812,20 +822,12 @@ impl<'p> Emitter<'p> {
                 | hid::MAP_DELETE_ELEM
         );
         if direct && map {
-            self.spill_volatile();
-            let p = pc as i64;
-            dynasm!(self.a ; .arch x64 ; mov rsi, QWORD id as i64 ; mov rdx, QWORD p);
-            self.call_glue(glue::helper_map as *const () as usize);
-            self.reload_volatile();
+            self.helper_to(glue::helper_map as *const () as usize, id, pc);
             return;
         }
         if !dynamic && id != TAIL_CALL as u64 && id != LOOP as u64 {
             // Returns to the next op: no tail-call or loop checks after.
-            self.spill_volatile();
-            let p = pc as i64;
-            dynasm!(self.a ; .arch x64 ; mov rsi, QWORD id as i64 ; mov rdx, QWORD p);
-            self.call_glue(glue::helper_plain as *const () as usize);
-            self.reload_volatile();
+            self.helper_to(glue::helper_plain as *const () as usize, id, pc);
             return;
         }
         self.spill_volatile();

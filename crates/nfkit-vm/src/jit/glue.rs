@@ -251,6 +251,8 @@ pub(crate) extern "sysv64" fn ld_abs(jc: *mut JitCtx, info: u64, k: u64) -> u64 
 /// ends, with the interpreter's exact count, fault and side effects.
 pub(crate) extern "sysv64" fn budget_out(jc: *mut JitCtx, pc: u64) -> u64 {
     // SAFETY: called by native code with its live context.
+    unsafe { move_home(&mut *jc) };
+    // SAFETY: called by native code with its live context.
     let _ = unsafe {
         with_machine(jc, |m| {
             match m.exec(&m.vm.clone().program.ops, pc as usize, false) {
@@ -262,4 +264,32 @@ pub(crate) extern "sysv64" fn budget_out(jc: *mut JitCtx, pc: u64) -> u64 {
     // SAFETY: as above.
     unsafe { (*jc).handed_off = true };
     0
+}
+
+/// A run on the caller's buffer in place that the interpreter takes
+/// over: the packet moves into the runner's buffer (where the
+/// interpreter's memory code reaches it) and the packet window points
+/// there again; the run ends there and is copied back by the caller.
+///
+/// # Safety
+/// `jc` is the live context of a run; `in_place`, when not null, is the
+/// caller's buffer of `in_place_len` bytes, borrowed mutably for the run.
+unsafe fn move_home(jc: &mut JitCtx) {
+    if jc.in_place.is_null() {
+        return;
+    }
+    // SAFETY: see the function's contract; native code is suspended.
+    let m = unsafe { &mut *jc.machine };
+    let bytes = unsafe { std::slice::from_raw_parts(jc.in_place, jc.in_place_len as usize) };
+    let (off, pkt) = (jc.in_place_off as usize, crate::mem::PACKET);
+    let home = m.mem.region(pkt).map(|r| {
+        // SAFETY: the packet region's buffer is the runner's own, reached
+        // only through the runner borrowed mutably for this run.
+        let _ = unsafe { r.buf.write_unshared(off, bytes) };
+        r.buf.host_addr()
+    });
+    if let (Some(base), Some(w)) = (home, m.mem.windows_mut().get_mut(pkt as usize)) {
+        w.base = base;
+    }
+    jc.in_place = std::ptr::null_mut();
 }

@@ -41,47 +41,17 @@ impl Kept {
     /// fields (pointers included) written by each run.
     pub(crate) fn new(config: &VmConfig) -> Box<Kept> {
         Box::new(Kept {
-            jc: state::JitCtx {
-                win: std::ptr::null_mut(),
-                nwin: 0,
-                count: 0,
-                budget: 0,
-                saved_rsp: 0,
-                depth: 0,
-                max_frames: config.max_frames as u64,
-                deepest: 0,
-                may_goto: 0,
-                may_goto_budget: config.may_goto_budget as u64,
-                native_fault: state::FAULT_NONE,
-                fault_pc: 0,
-                exit_pc: 0,
-                packet_base: 0,
-                frame_base: 0,
-                scratch: [0; 2],
-                regs: std::ptr::null_mut(),
-                jump: 0,
-                ctx_ok: 0,
-                ctx_len: 0,
-                ctx_vals: [0; state::XDP_CTX_FIELDS],
-                loop_n: 0,
-                loop_cb: 0,
-                loop_ctx: 0,
-                loop_pc: 0,
-                machine: std::ptr::null_mut(),
-                code: std::ptr::null(),
-                stop: None,
-                handed_off: false,
-            },
+            jc: state::JitCtx::new(config.max_frames as u64, config.may_goto_budget as u64),
             entry: usize::MAX,
             target: 0,
         })
     }
 }
 
-// SAFETY: the context's pointers (machine, registers, windows, code) are
-// written from the run's own exclusive borrows before native code runs
-// and are not dereferenced between runs; the runner that keeps it is
-// borrowed mutably for a run.
+// SAFETY: the context's pointers (machine, registers, windows, code, the
+// caller's buffer of an in-place run) are written from the run's own
+// exclusive borrows before native code runs and are not dereferenced
+// between runs; the runner that keeps it is borrowed mutably for a run.
 unsafe impl Send for Kept {}
 unsafe impl Sync for Kept {}
 
@@ -221,41 +191,19 @@ impl Code {
             m.vm.config.max_frames as u64,
             m.vm.config.may_goto_budget as u64,
         );
-        let count = budget.saturating_sub(m.count);
-        let may_goto = m.may_goto as u64;
-        let regs = m.regs.as_mut_ptr();
+        let mut jc = state::JitCtx::new(max_frames, may_goto_budget);
+        jc.count = budget.saturating_sub(m.count);
+        jc.budget = budget;
+        jc.may_goto = m.may_goto as u64;
+        jc.packet_base = packet_base.wrapping_sub((mem::PACKET as u64) << 32);
+        jc.frame_base = stack_base.wrapping_sub((mem::STACK as u64) << 32);
+        jc.regs = m.regs.as_mut_ptr();
         let win = m.mem.windows_mut();
-        state::JitCtx {
-            win: win.as_mut_ptr(),
-            nwin: win.len() as u64,
-            count,
-            budget,
-            saved_rsp: 0,
-            depth: 0,
-            max_frames,
-            deepest: 0,
-            may_goto,
-            may_goto_budget,
-            native_fault: state::FAULT_NONE,
-            fault_pc: 0,
-            exit_pc: 0,
-            packet_base: packet_base.wrapping_sub((mem::PACKET as u64) << 32),
-            frame_base: stack_base.wrapping_sub((mem::STACK as u64) << 32),
-            scratch: [0; 2],
-            regs,
-            jump: 0,
-            ctx_ok: 0,
-            ctx_len: 0,
-            ctx_vals: [0; state::XDP_CTX_FIELDS],
-            loop_n: 0,
-            loop_cb: 0,
-            loop_ctx: 0,
-            loop_pc: 0,
-            machine: m,
-            code: self,
-            stop: None,
-            handed_off: false,
-        }
+        jc.win = win.as_mut_ptr();
+        jc.nwin = win.len() as u64;
+        jc.machine = m;
+        jc.code = self;
+        jc
     }
 
     /// The lean entry of the XDP fast path: machine `m` is reset for a
@@ -263,7 +211,10 @@ impl Code {
     /// (`r1` the context, the packet window at `pkt`), so none of
     /// [`Code::exec`]'s checks apply. The context `kept` is built once
     /// per runner (made with the buffers, so a run allocates nothing);
-    /// a run writes only its per-run fields.
+    /// a run writes only its per-run fields. `in_place`: the packet
+    /// window is the caller's buffer (first byte, offset in the packet
+    /// region, length) for this run; after it, [`Code::still_in_place`]
+    /// says whether it stayed there.
     #[inline(always)]
     pub(crate) fn run_xdp(
         &self,
@@ -271,6 +222,7 @@ impl Code {
         m: &mut Machine,
         (ei, start): (usize, usize),
         xdp: [u64; state::XDP_CTX_FIELDS],
+        in_place: Option<(*mut u8, usize, usize)>,
     ) -> Step<u64> {
         let k = kept.get_or_insert_with(|| Kept::new(&m.vm.config));
         if k.entry != ei {
@@ -304,6 +256,10 @@ impl Code {
         jc.ctx_ok = 1;
         jc.stop = None;
         jc.handed_off = false;
+        (jc.in_place, jc.in_place_off, jc.in_place_len) = match in_place {
+            Some((p, off, len)) => (p, off as u64, len as u64),
+            None => (std::ptr::null_mut(), 0, 0),
+        };
         jc.regs = m.regs.as_mut_ptr();
         let win = m.mem.windows_mut();
         jc.win = win.as_mut_ptr();
@@ -314,6 +270,14 @@ impl Code {
         let r0 = self.enter(jc, k.target);
         // SAFETY: native code has returned; `m` was not used meanwhile.
         self.conclude(unsafe { &mut *machine }, jc, r0, budget)
+    }
+
+    /// Whether the last run of `kept` ended with its packet still in the
+    /// caller's buffer (no hand-off to the interpreter moved it into the
+    /// runner's own).
+    #[inline(always)]
+    pub(crate) fn still_in_place(kept: &Option<Box<Kept>>) -> bool {
+        kept.as_ref().is_some_and(|k| !k.jc.in_place.is_null())
     }
 
     /// After native code returned `r0`: the machine's count, depth and

@@ -80,6 +80,54 @@ pub(crate) struct JitCtx {
     /// The interpreter finished the run (the budget ran out mid-block):
     /// the machine's count is exact.
     pub handed_off: bool,
+    /// A run on the caller's buffer in place (the lean run, see
+    /// `vm::fast`): its first byte, its offset in the packet region and
+    /// its length; null when the packet is in the runner's buffer, or
+    /// was moved there when the interpreter took over (`glue::budget_out`).
+    pub in_place: *mut u8,
+    pub in_place_off: u64,
+    pub in_place_len: u64,
+}
+
+impl JitCtx {
+    /// A context with no run: null pointers, zero counts, the VM's frame
+    /// limit and `may_goto` budget (what every run starts from).
+    pub(crate) fn new(max_frames: u64, may_goto_budget: u64) -> JitCtx {
+        JitCtx {
+            win: std::ptr::null_mut(),
+            nwin: 0,
+            count: 0,
+            budget: 0,
+            saved_rsp: 0,
+            depth: 0,
+            max_frames,
+            deepest: 0,
+            may_goto: 0,
+            may_goto_budget,
+            native_fault: FAULT_NONE,
+            fault_pc: 0,
+            exit_pc: 0,
+            packet_base: 0,
+            frame_base: 0,
+            scratch: [0; 2],
+            regs: std::ptr::null_mut(),
+            jump: 0,
+            ctx_ok: 0,
+            ctx_len: 0,
+            ctx_vals: [0; XDP_CTX_FIELDS],
+            loop_n: 0,
+            loop_cb: 0,
+            loop_ctx: 0,
+            loop_pc: 0,
+            machine: std::ptr::null_mut(),
+            code: std::ptr::null(),
+            stop: None,
+            handed_off: false,
+            in_place: std::ptr::null_mut(),
+            in_place_off: 0,
+            in_place_len: 0,
+        }
+    }
 }
 
 /// Fields of `struct xdp_md`.

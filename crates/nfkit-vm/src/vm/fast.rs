@@ -13,6 +13,7 @@
 use super::{clear_stack, Buffers, Layout, Placed, Shape, Vm};
 use crate::config::{Engine, EngineUse, RunOptions};
 use crate::ctx::{CtxState, PacketPtrs, XdpMd};
+use crate::interp::Stop;
 use crate::mem::{self, GuardedBuf, RegionKind};
 use crate::result::RunOutcome;
 use nfkit_object::ProgType;
@@ -59,8 +60,49 @@ impl XdpFields {
 }
 
 impl Vm {
-    /// Runs XDP entry `ei` on `packet` the fast way, or `None` (having
-    /// touched nothing) when the run needs the general path.
+    /// Whether XDP entry `ei` can run on a packet of `len` bytes with
+    /// `md` the fast way ([`Vm::run_xdp_fast`]); when not, the run takes
+    /// the general path. (A separate check, so the fast run builds its
+    /// outcome in place instead of moving it through an `Option`.)
+    #[inline(always)]
+    pub(crate) fn fast_ok(
+        &self,
+        bufs: &Buffers,
+        ei: usize,
+        len: usize,
+        md: &XdpFields,
+        opts: &RunOptions,
+    ) -> bool {
+        let inner = &*self.inner;
+        let Some(e) = inner.entries.get(ei) else {
+            return false;
+        };
+        let Some(need) = md
+            .headroom
+            .checked_add(len)
+            .and_then(|n| n.checked_add(md.tailroom))
+        else {
+            return false;
+        };
+        let placed = Placed {
+            ctx: RegionKind::Ctx,
+            has_pkt: true,
+            raw: false,
+            socket: false,
+            buf: Arc::as_ptr(&bufs.packet) as usize,
+        };
+        e.prog_type == ProgType::Xdp
+            && e.refused.is_none()
+            && !opts.trace
+            && opts.cpu < inner.config.ncpus
+            && bufs.placed == Some(placed)
+            && bufs.packet.len() >= need
+            && bufs.machine.is_some()
+            && bufs.stack.len() == inner.config.max_frames * crate::config::FRAME_SIZE
+    }
+
+    /// Runs XDP entry `ei` on `packet` the fast way; [`Vm::fast_ok`]
+    /// said it can.
     #[inline(always)]
     pub(crate) fn run_xdp_fast(
         &self,
@@ -69,33 +111,19 @@ impl Vm {
         packet: &mut Vec<u8>,
         md: XdpFields,
         opts: &RunOptions,
-    ) -> Option<RunOutcome> {
+    ) -> RunOutcome {
         let inner = &*self.inner;
-        let e = inner.entries.get(ei)?;
+        let (Some(e), Some(_)) = (inner.entries.get(ei), bufs.machine.as_deref()) else {
+            return not_fast();
+        };
         let len = packet.len();
         let headroom = md.headroom;
-        let data_end = headroom.checked_add(len)?;
-        let need = data_end.checked_add(md.tailroom)?;
-        let placed = Placed {
-            ctx: RegionKind::Ctx,
-            has_pkt: true,
-            raw: false,
-            socket: false,
-            buf: Arc::as_ptr(&bufs.packet) as usize,
-        };
-        if e.prog_type != ProgType::Xdp
-            || e.refused.is_some()
-            || opts.trace
-            || opts.cpu >= inner.config.ncpus
-            || bufs.placed != Some(placed)
-            || bufs.packet.len() < need
-            || bufs.machine.is_none()
-            || bufs.stack.len() != inner.config.max_frames * crate::config::FRAME_SIZE
-        {
-            return None;
-        }
+        let data_end = headroom + len;
         clear_stack(&bufs.stack, bufs.stack_dirty, inner.facts.stack_reach);
         bufs.stack_dirty = 0;
+        if inner.facts.calls_nothing {
+            return self.run_xdp_lean(bufs, (ei, e), packet, md, opts);
+        }
         let pb = &bufs.packet;
         if inner.facts.moves_head {
             let _ = pb.fill(0, headroom, 0);
@@ -107,7 +135,9 @@ impl Vm {
             data_end,
             skb_len: len,
         };
-        let m = bufs.machine.as_deref_mut()?;
+        let Some(m) = bufs.machine.as_deref_mut() else {
+            return not_fast();
+        };
         m.mem.reset(inner.base_mem.len());
         m.mem.set_window(mem::CTX, 0, 0);
         m.mem.set_window(mem::PACKET, headroom, data_end);
@@ -145,7 +175,7 @@ impl Vm {
                     md.rx_queue_index as u64,
                     md.egress_ifindex as u64,
                 ];
-                let step = code.run_xdp(&mut bufs.jit, m, (ei, e.start_op), xdp);
+                let step = code.run_xdp(&mut bufs.jit, m, (ei, e.start_op), xdp, None);
                 (step, Engine::Jit)
             }
             None => (
@@ -169,7 +199,7 @@ impl Vm {
         bufs.last_shape = shape;
         let packet_written =
             super::write_back(&bufs.packet, &shape, inner.facts.writes_packet, packet);
-        Some(RunOutcome {
+        RunOutcome {
             result,
             head_delta,
             packet_written,
@@ -177,7 +207,183 @@ impl Vm {
             skb: None,
             insns,
             engine,
-        })
+        }
+    }
+}
+
+// The lean run sets the context's and the packet's windows as a pair.
+const _: () = assert!(mem::CTX + 1 == mem::PACKET);
+
+/// The outcome of a fast run whose conditions [`Vm::fast_ok`] checked
+/// but that found them broken (not reached).
+#[cold]
+fn not_fast() -> RunOutcome {
+    RunOutcome::setup_failed(crate::error::RunErrorKind::Setup(
+        "the fast path's conditions do not hold".into(),
+    ))
+}
+
+impl Vm {
+    /// The fast run of a program that calls nothing (`Facts::calls_nothing`):
+    /// no helper can have changed the machine's helper state (network
+    /// state, clock/random overrides, locks, reservations, side effects,
+    /// dynamic regions) in any run of this program, so only what a run
+    /// reads is set: registers, count and budget, the context and the
+    /// packet's pointers. On the JIT a program without atomics runs on
+    /// the caller's buffer in place: the packet window's base is the
+    /// caller's bytes for the run (the same offsets, headroom and bounds
+    /// as in the runner's buffer), so nothing is copied in or out. Native
+    /// code reaches the packet only through its inline window checks and
+    /// the checker's proofs, both bounded by that window; an access the
+    /// window refuses goes to the interpreter's code, which refuses it
+    /// the same way; when the budget runs out mid-block and the
+    /// interpreter takes the run over, the packet first moves into the
+    /// runner's buffer (`glue::move_home`) and is copied back at the end
+    /// as on any other run. The window points back at the runner's buffer
+    /// before this returns.
+    #[inline(always)]
+    fn run_xdp_lean(
+        &self,
+        bufs: &mut Buffers,
+        (ei, e): (usize, &crate::check::EntryInfo),
+        packet: &mut Vec<u8>,
+        md: XdpFields,
+        opts: &RunOptions,
+    ) -> RunOutcome {
+        let inner = &*self.inner;
+        let len = packet.len();
+        let headroom = md.headroom;
+        let data_end = headroom + len;
+        let jit = match (&inner.jit, inner.engines.get(ei)) {
+            (Some(code), Some(EngineUse::Jit)) if !opts.interp => Some(code),
+            _ => None,
+        };
+        let budget = opts.budget.unwrap_or(inner.config.budget);
+        let in_place = jit.is_some() && !inner.facts.atomics;
+        let own = bufs.packet.host_addr();
+        if !in_place {
+            copy_in(&bufs.packet, headroom, packet);
+        }
+        let Some(m) = bufs.machine.as_deref_mut() else {
+            return not_fast();
+        };
+        m.mem.reset(inner.base_mem.len());
+        let base = if in_place {
+            (packet.as_mut_ptr() as usize).wrapping_sub(headroom)
+        } else {
+            own
+        };
+        if let Some([.., ctx, pkt]) = m.mem.windows_mut().get_mut(..=mem::PACKET as usize) {
+            ctx.lo = 0;
+            ctx.hi = 0;
+            ctx.whi = 0;
+            // XDP's packet region is writable (placed so by the general
+            // path, `Placed` checked by `fast_ok`).
+            *pkt = mem::Window {
+                base,
+                lo: headroom as u64,
+                hi: data_end as u64,
+                whi: data_end as u64,
+            };
+        }
+        let pkt = PacketPtrs {
+            meta: headroom,
+            data: headroom,
+            data_end,
+            skb_len: len,
+        };
+        m.frames.clear();
+        m.regs = [0; 16];
+        m.regs[1] = mem::addr(mem::CTX, 0);
+        m.regs[10] = mem::addr(
+            mem::STACK,
+            (inner.config.max_frames * crate::config::FRAME_SIZE) as u64,
+        );
+        m.count = 0;
+        m.budget = budget;
+        m.cpu = opts.cpu;
+        m.prog_type = e.prog_type;
+        m.may_goto = inner.config.may_goto_budget;
+        m.ctx = CtxState::Xdp {
+            ingress_ifindex: md.ingress_ifindex,
+            rx_queue_index: md.rx_queue_index,
+            egress_ifindex: md.egress_ifindex,
+        };
+        m.pkt = pkt;
+        m.pkt_min = crate::ctx::XDP_FRAME_SIZE.min(headroom);
+        m.pkt_max = data_end + md.tailroom;
+        m.mac = headroom;
+        m.deepest = 0;
+        // What the runner shows of the run (`Runner::tunnel_key`) is the
+        // options' tunnel key, as after any other run.
+        if m.net.tunnel.is_some() || opts.tunnel_key.is_some() {
+            m.net.tunnel = opts.tunnel_key.clone();
+        }
+        if !m.trace.is_empty() {
+            m.trace.clear();
+        }
+        let (outcome, engine) = match jit {
+            Some(code) => {
+                let at = |o: usize| mem::addr(mem::PACKET, o as u64);
+                let xdp = [
+                    at(headroom),
+                    at(data_end),
+                    at(headroom),
+                    md.ingress_ifindex as u64,
+                    md.rx_queue_index as u64,
+                    md.egress_ifindex as u64,
+                ];
+                let place = in_place.then_some((packet.as_mut_ptr(), headroom, len));
+                let step = code.run_xdp(&mut bufs.jit, m, (ei, e.start_op), xdp, place);
+                (step, Engine::Jit)
+            }
+            None => (
+                m.exec(&inner.program.ops, e.start_op, false),
+                Engine::Interp,
+            ),
+        };
+        // Still on the caller's buffer, unless the interpreter took the
+        // run over (then the packet is in the runner's buffer).
+        let stayed = in_place && crate::jit::Code::still_in_place(&bufs.jit);
+        if in_place {
+            // The caller's buffer is the packet no longer.
+            if let Some(w) = m.mem.windows_mut().get_mut(mem::PACKET as usize) {
+                w.base = own;
+            }
+        }
+        let result = match outcome {
+            Ok(v) | Err(Stop::Exit(v)) => Ok(v),
+            Err(Stop::Fault { pc, kind }) => {
+                Err(self.fault(pc, kind, nfkit_abi::hook::XDP_ABORTED as u64))
+            }
+        };
+        for d in 1..=m.deepest {
+            m.mem.close_frame(d);
+        }
+        let insns = m.count;
+        bufs.stack_dirty = m.deepest + 1;
+        let shape = Shape {
+            pkt,
+            headroom,
+            len,
+            has_pkt: true,
+            socket: false,
+        };
+        bufs.last_shape = shape;
+        let packet_written = if stayed {
+            inner.facts.writes_packet
+        } else {
+            super::write_back(&bufs.packet, &shape, inner.facts.writes_packet, packet)
+        };
+        RunOutcome {
+            result,
+            head_delta: 0,
+            packet_written,
+            redirect: None,
+            skb: None,
+            insns,
+            engine,
+        }
     }
 }
 
