@@ -86,6 +86,9 @@ pub fn inspect_object(data: &[u8], origin: &str) -> Result<Inspection, ReadError
     })
 }
 
+/// The contents of named sections, in the order asked (`None`: absent).
+pub type SectionNotes<'a> = Vec<Option<&'a [u8]>>;
+
 /// An object read for loading only, from ELF `data` (`origin` names it),
 /// with the contents of the sections called `sections` (as
 /// [`section_bytes`] gives them), the file parsed once for both: what
@@ -97,7 +100,7 @@ pub fn read_object_for_load<'a>(
     data: &'a [u8],
     origin: &str,
     sections: &[&str],
-) -> Result<(Object, Vec<Option<&'a [u8]>>), ReadError> {
+) -> Result<(Object, SectionNotes<'a>), ReadError> {
     let elf = Elf::parse(data)?;
     let notes = sections
         .iter()
