@@ -96,11 +96,31 @@ fn write_one(c: &Compiled, post: Option<&[u8]>) -> Result<Vec<u8>, ChainObjectEr
 
 /// Reads a chain object (`origin` names it in errors).
 pub fn read(bytes: &[u8], origin: &str) -> Result<ChainObject, ChainObjectError> {
+    read_as(bytes, origin, true)
+}
+
+/// [`read`] for loading only: the ELF parsed once for the code and the
+/// notes, and no line info read (an update's load path: the VM does not
+/// use source lines; docs/update.md, "Swap time").
+pub fn read_for_load(bytes: &[u8], origin: &str) -> Result<ChainObject, ChainObjectError> {
+    read_as(bytes, origin, false)
+}
+
+fn read_as(bytes: &[u8], origin: &str, lines: bool) -> Result<ChainObject, ChainObjectError> {
     let read_err = |e: nfkit_object::ReadError| ChainObjectError::Read {
         origin: origin.to_string(),
         cause: Box::new(e),
     };
-    let notes = nfkit_object::section_bytes(bytes, &[MANIFEST, POST]).map_err(read_err)?;
+    let (object, notes) = if lines {
+        (
+            None,
+            nfkit_object::section_bytes(bytes, &[MANIFEST, POST]).map_err(read_err)?,
+        )
+    } else {
+        let (o, notes) = nfkit_object::read_object_for_load(bytes, origin, &[MANIFEST, POST])
+            .map_err(read_err)?;
+        (Some(o), notes)
+    };
     let (manifest, post) = (notes[0], notes[1]);
     let manifest = manifest.ok_or_else(|| ChainObjectError::NoManifest(origin.to_string()))?;
     let bad = |why: String| ChainObjectError::Manifest(origin.to_string(), why);
@@ -116,10 +136,17 @@ pub fn read(bytes: &[u8], origin: &str) -> Result<ChainObject, ChainObjectError>
         .parse::<Hook>()
         .map_err(|_| bad(format!("unknown hook `{}`", m.hook)))?;
     let post = match post {
-        Some(p) => Some(Box::new(read(p, &format!("{origin} (post program)"))?)),
+        Some(p) => Some(Box::new(read_as(
+            p,
+            &format!("{origin} (post program)"),
+            lines,
+        )?)),
         None => None,
     };
-    let image = Image::from_elf(bytes, origin)?;
+    let image = match object {
+        Some(o) => Image::from_object(&o).map_err(nfkit_object::Error::from)?,
+        None => Image::from_elf(bytes, origin)?,
+    };
     Ok(ChainObject {
         image,
         hook,

@@ -38,7 +38,9 @@ pub use image::{
 pub use inline::{arrays_to_rodata, inline_calls, InlineError, InlineReport, RodataReport};
 pub use link::{link, link_files, link_with_target};
 pub use object::Object;
-pub use read::{inspect_object, read_object, read_object_as, section_bytes, Inspection};
+pub use read::{
+    inspect_object, read_object, read_object_as, read_object_for_load, section_bytes, Inspection,
+};
 pub use summary::ObjectSummary;
 pub use write::{write_object, write_object_with};
 

@@ -86,6 +86,30 @@ pub fn inspect_object(data: &[u8], origin: &str) -> Result<Inspection, ReadError
     })
 }
 
+/// The contents of named sections, in the order asked (`None`: absent).
+pub type SectionNotes<'a> = Vec<Option<&'a [u8]>>;
+
+/// An object read for loading only, from ELF `data` (`origin` names it),
+/// with the contents of the sections called `sections` (as
+/// [`section_bytes`] gives them), the file parsed once for both: what
+/// [`read_object`] reads but the line info, which running does not need
+/// (the `.BTF.ext` line records' layout is still checked, their file
+/// names and source texts are not read; `line_info` stays empty). An
+/// update's load path (docs/update.md, "Swap time").
+pub fn read_object_for_load<'a>(
+    data: &'a [u8],
+    origin: &str,
+    sections: &[&str],
+) -> Result<(Object, SectionNotes<'a>), ReadError> {
+    let elf = Elf::parse(data)?;
+    let notes = sections
+        .iter()
+        .map(|n| elf.section_by_name(n).map(|s| s.data))
+        .collect();
+    let o = read_elf(&elf, origin, None, false, &mut Notes::strict())?;
+    Ok((o, notes))
+}
+
 fn read_with(
     data: &[u8],
     origin: &str,
@@ -93,7 +117,20 @@ fn read_with(
     notes: &mut Notes,
 ) -> Result<Object, ReadError> {
     let elf = Elf::parse(data)?;
-    let (btf, ext) = notes.tolerate(btf_sec::read(&elf))?.unwrap_or((None, None));
+    read_elf(&elf, origin, unknown_sections, true, notes)
+}
+
+/// [`read_with`] of a parsed file, its line info only when `lines`.
+fn read_elf(
+    elf: &Elf<'_>,
+    origin: &str,
+    unknown_sections: Option<crate::ProgType>,
+    lines: bool,
+    notes: &mut Notes,
+) -> Result<Object, ReadError> {
+    let (btf, ext) = notes
+        .tolerate(btf_sec::read(elf, lines))?
+        .unwrap_or((None, None));
     let license = match elf.section_by_name("license") {
         Some(s) => {
             let bytes = s.data;
@@ -102,18 +139,18 @@ fn read_with(
         }
         None => String::new(),
     };
-    let mut maps = maps::read_maps(&elf, btf.as_ref(), notes)?;
+    let mut maps = maps::read_maps(elf, btf.as_ref(), notes)?;
     let functions = code::read_functions(
-        &elf,
+        elf,
         &maps,
         (btf.as_ref(), ext.as_ref()),
         unknown_sections,
         notes,
     )?;
     let map_inits = notes
-        .tolerate(maps::read_map_inits(&elf, &mut maps, &functions))?
+        .tolerate(maps::read_map_inits(elf, &mut maps, &functions))?
         .unwrap_or_default();
-    note_unread_sections(&elf, notes);
+    note_unread_sections(elf, notes);
     Ok(Object {
         origin: origin.to_string(),
         functions,

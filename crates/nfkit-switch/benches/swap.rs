@@ -10,7 +10,8 @@
 //! object updates each stage (verify, decode, check, maps, JIT,
 //! prepare, publish, switch). The table goes to standard output and
 //! `target/nfkit-bench/switch-swap.md`. NFKIT_BENCH_QUICK=1: fewer
-//! updates.
+//! updates; NFKIT_SWAP_PRIORITY=N: updates applied at SCHED_FIFO N (0:
+//! at the bench thread's own priority; default 1).
 
 use nfkit_lang::Compiled;
 use nfkit_switch::port::{Batch, OpenPort, OutFrame, PortError, PortStats, RxQueue, TxQueue};
@@ -191,6 +192,14 @@ fn run(
     };
     let first = compile("A.py", &script('A')).expect("compile");
     let sw = Switch::start(&first, vec![port], &cfg).expect("start");
+    // NFKIT_SWAP_PRIORITY=0: updates applied at the bench thread's own
+    // priority (default: SCHED_FIFO 1 where allowed).
+    if let Some(p) = std::env::var("NFKIT_SWAP_PRIORITY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        sw.set_update_priority(p);
+    }
     let objects = [object('B'), object('A')];
     let mut stages: Vec<Vec<f64>> = vec![Vec::with_capacity(updates); STAGES.len()];
     for i in 0..updates {

@@ -157,6 +157,11 @@ pub struct Switch {
     pinned: Vec<Option<usize>>,
     /// Authenticated updates: the verifier, counters and log.
     updates: Option<Mutex<UpdateState>>,
+    /// The `SCHED_FIFO` priority verified updates are applied at (0:
+    /// the caller's own; [`Switch::set_update_priority`]).
+    update_priority: std::sync::atomic::AtomicI32,
+    /// The system refused the real-time priority (said once on stderr).
+    realtime_refused: std::sync::Once,
 }
 
 /// One receive queue a worker polls.
@@ -396,6 +401,8 @@ impl Switch {
                 .auth
                 .as_ref()
                 .map(|a| Mutex::new(UpdateState::new(a, 1))),
+            update_priority: std::sync::atomic::AtomicI32::new(crate::pin::UPDATE_PRIORITY),
+            realtime_refused: std::sync::Once::new(),
         })
     }
 
@@ -495,6 +502,9 @@ impl Switch {
         let t1 = Instant::now();
         let old = slot.publish(next);
         let at = Instant::now();
+        // Published: an update's real-time priority ends here, so that
+        // waiting for the workers never holds up one on this CPU.
+        crate::pin::Realtime::lower();
         let (parked, switch) = slot.wait(g, || self.is_done());
         let previous = old.number;
         drop(old);
@@ -571,7 +581,25 @@ impl Switch {
         let verify = t0.elapsed();
         let m = &checked.message;
         let previous = st.verifier.current(&m.position);
-        let a = match self.apply(m, compile) {
+        // Verified: applied at a real-time priority where allowed, so
+        // that no normal thread preempts it in the middle (refused
+        // messages stay at the caller's priority).
+        let prio = self.update_priority.load(Ordering::Relaxed);
+        let rt = (prio > 0).then(|| {
+            let (rt, err) = crate::pin::Realtime::raise(prio);
+            if let Some(e) = err {
+                self.realtime_refused.call_once(|| {
+                    eprintln!(
+                        "switch: updates are applied at normal priority (SCHED_FIFO {prio} refused: {e})"
+                    )
+                });
+            }
+            rt
+        });
+        let realtime = rt.as_ref().is_some_and(|r| r.raised());
+        let applied = self.apply(m, compile);
+        drop(rt);
+        let a = match applied {
             Ok(a) => a,
             Err(e) => {
                 st.refuse(source, &e);
@@ -593,7 +621,18 @@ impl Switch {
             workers: self.workers,
             parked: a.parked,
             stages: a.stages,
+            realtime,
         })
+    }
+
+    /// The `SCHED_FIFO` priority verified updates are applied at (1-99;
+    /// 0: at the calling thread's own; default
+    /// [`crate::pin::UPDATE_PRIORITY`]). Where the system refuses it
+    /// the update is applied at the caller's priority, said once on
+    /// standard error and in [`UpdateReport::realtime`].
+    pub fn set_update_priority(&self, prio: i32) {
+        self.update_priority
+            .store(prio.clamp(0, 99), Ordering::Relaxed);
     }
 
     /// Applies a verified update.
@@ -654,7 +693,7 @@ impl Switch {
                 name,
                 bytes,
             } => {
-                let object = nfkit_lang::chain_object::read(bytes, name)
+                let object = nfkit_lang::chain_object::read_for_load(bytes, name)
                     .map_err(|e| UpdateError::Rejected(e.to_string()))?;
                 self.apply_code(m, Code::Object(&object), t0)
             }

@@ -90,6 +90,9 @@ pub struct UpdateReport {
     pub parked: usize,
     /// Where `load` and `total` went, stage by stage (code updates).
     pub stages: Stages,
+    /// It was applied at a real-time priority
+    /// ([`crate::Switch::set_update_priority`]).
+    pub realtime: bool,
 }
 
 /// The stages of a code update after verification (µs in JSON). With

@@ -70,6 +70,16 @@ fn ext_err(msg: String) -> BtfError {
 impl BtfExt {
     /// Parses `.BTF.ext` bytes; strings are looked up in the `.BTF` blob `btf`.
     pub fn parse(data: &[u8], btf: &[u8]) -> Result<BtfExt, BtfError> {
+        BtfExt::parse_with(data, btf, true)
+    }
+
+    /// [`BtfExt::parse`], with the line info read only when `lines`
+    /// (without it: its layout is checked — bounds, record size and
+    /// counts — but no record's strings are looked up and `line_info`
+    /// is empty). Loading an update does
+    /// without source lines: two `String`s per line were a fifth of
+    /// reading the object (docs/update.md, "Swap time").
+    pub fn parse_with(data: &[u8], btf: &[u8], lines: bool) -> Result<BtfExt, BtfError> {
         let strings = layout(btf)?.strings;
         let mut c = Cursor::new(data, 0);
         let magic = c.u16("BTF.ext header")?;
@@ -122,11 +132,12 @@ impl BtfExt {
                 .collect();
             ext.func_info.push(SectionInfo { section, records });
         }
-        for (sec, recs) in info_sections(
+        let line_sections = info_sections(
             part(line_off, line_len, "line_info")?,
             LINE_REC,
             "line_info",
-        )? {
+        )?;
+        for (sec, recs) in line_sections.into_iter().filter(|_| lines) {
             let section = strings.get(sec, 0)?.to_string();
             let mut records = Vec::with_capacity(recs.len());
             for r in recs {

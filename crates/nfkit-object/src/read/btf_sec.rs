@@ -52,8 +52,9 @@ fn relocated(elf: &Elf<'_>, sec: &Section<'_>) -> Result<Vec<u8>, ReadError> {
     Ok(data)
 }
 
-/// Reads `.BTF` (fixed up) and `.BTF.ext`, if present.
-pub(crate) fn read(elf: &Elf<'_>) -> Result<(Option<Btf>, Option<BtfExt>), ReadError> {
+/// Reads `.BTF` (fixed up) and `.BTF.ext`, if present (its line info
+/// only when `lines`).
+pub(crate) fn read(elf: &Elf<'_>, lines: bool) -> Result<(Option<Btf>, Option<BtfExt>), ReadError> {
     let Some(sec) = elf.section_by_name(".BTF") else {
         if elf.section_by_name(".BTF.ext").is_some() {
             return Err(err(
@@ -70,7 +71,7 @@ pub(crate) fn read(elf: &Elf<'_>) -> Result<(Option<Btf>, Option<BtfExt>), ReadE
     let ext = match elf.section_by_name(".BTF.ext") {
         Some(xs) => {
             let xbytes = relocated(elf, xs)?;
-            let ext = BtfExt::parse(&xbytes, &bytes)
+            let ext = BtfExt::parse_with(&xbytes, &bytes, lines)
                 .map_err(|e| err(Location::section(".BTF.ext"), ReadErrorKind::Btf(e)))?;
             Some(ext)
         }

@@ -300,6 +300,14 @@ impl Drop for States {
 
 /// The fixpoint over function `f` from `init`.
 fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
+    if forward_only(cx, f) {
+        return analyse_forward(cx, f, init);
+    }
+    analyse_worklist(cx, f, init)
+}
+
+/// [`analyse`] by a worklist of ops, smallest first (any function).
+fn analyse_worklist(cx: &Ctx, f: usize, init: Regs) -> Found {
     let func = &cx.funcs[f];
     let (start, n) = (func.start_op, func.end_op - func.start_op);
     let mut state = States::new(n, init);
@@ -327,22 +335,21 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
         let Some(regs) = state.get(here) else {
             continue;
         };
+        // A straight-line op into a reached op: its registers made in a
+        // scratch file (one copy) and joined from there. (Past the
+        // function's end there is nothing to give.)
+        if straight_line(insn) {
+            if k < n {
+                let mut scratch = *regs;
+                transfer(cx, i, insn, &mut scratch);
+                arrive(&mut state, &mut joins, &mut work, start, k, &scratch);
+            }
+            continue;
+        }
         let next = successors(cx, i, regs);
-        for (t, out) in next.into_iter().flatten() {
-            let Some(k) = t.checked_sub(start).filter(|&k| k < n) else {
-                continue;
-            };
-            match state.get_mut(k) {
-                Some(old) => {
-                    joins[k] += 1;
-                    if join_into(old, &out, joins[k] > WIDEN_AFTER) {
-                        work.insert(t);
-                    }
-                }
-                None => {
-                    state.set(k, out);
-                    work.insert(t);
-                }
+        for (t, out) in next.iter().flatten() {
+            if let Some(k) = t.checked_sub(start).filter(|&k| k < n) {
+                arrive(&mut state, &mut joins, &mut work, start, k, out);
             }
         }
     }
@@ -354,13 +361,7 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
         if err.is_none() {
             err = access_error(cx, i, regs);
         }
-        if let Some(rel) = cx.image.insns[i].call_offset() {
-            if let (Ok(t), Insn::Call { .. }) = (cx.target(i, rel), &cx.image.insns[i]) {
-                let mut args = unknown_regs();
-                args[1..6].copy_from_slice(&regs[1..6]);
-                calls.push((cx.op_func[t] as usize, args));
-            }
-        }
+        calls.extend(call_args(cx, i, regs));
     }
     let reached = state.iter().map(|r| r.is_some()).collect();
     let proven = state
@@ -373,6 +374,154 @@ fn analyse(cx: &Ctx, f: usize, init: Regs) -> Found {
         .enumerate()
         .map(|(k, r)| r.is_some_and(|r| xdp_ctx_field(cx, start + k, r)))
         .collect();
+    (err, calls, Some(reached), Some(proven), Some(fields))
+}
+
+/// An edge of the worklist's analysis into op `k` (of the function
+/// starting at op `start`) with registers `out`: they become the op's
+/// (first edge) or are joined into them (counted; widened after
+/// [`WIDEN_AFTER`]); the op is queued if that changed anything.
+fn arrive(
+    state: &mut States,
+    joins: &mut [u32],
+    work: &mut Worklist,
+    start: usize,
+    k: usize,
+    out: &Regs,
+) {
+    match state.get_mut(k) {
+        Some(old) => {
+            joins[k] += 1;
+            if join_into(old, out, joins[k] > WIDEN_AFTER) {
+                work.insert(start + k);
+            }
+        }
+        None => {
+            state.set(k, *out);
+            work.insert(start + k);
+        }
+    }
+}
+
+/// The callee of op `i` if it is a call of a function here, with the
+/// arguments `regs` (before it) pass (the rest unknown).
+fn call_args(cx: &Ctx, i: usize, regs: &Regs) -> Option<(usize, Regs)> {
+    let rel = cx.image.insns[i].call_offset()?;
+    match (cx.target(i, rel), &cx.image.insns[i]) {
+        (Ok(t), Insn::Call { .. }) => {
+            let mut args = unknown_regs();
+            args[1..6].copy_from_slice(&regs[1..6]);
+            Some((cx.op_func[t] as usize, args))
+        }
+        _ => None,
+    }
+}
+
+/// Whether every jump of function `f` that lands in it goes forward
+/// (no loop): then [`analyse_forward`] gives what [`analyse`]'s worklist
+/// would.
+fn forward_only(cx: &Ctx, f: usize) -> bool {
+    let func = &cx.funcs[f];
+    (func.start_op..func.end_op).all(|i| {
+        let Some(rel) = cx.image.insns[i].jump_offset() else {
+            return true;
+        };
+        match cx.target(i, rel) {
+            Ok(t) => t > i || t < func.start_op || t >= func.end_op,
+            Err(_) => true,
+        }
+    })
+}
+
+/// [`analyse`] of a function without loops ([`forward_only`]), in one
+/// pass in op order, keeping registers only for the ops a jump lands on
+/// (and the first): a straight-line op transforms the registers of the
+/// op before it in place, where the worklist keeps a 1 kB copy per op.
+///
+/// It finds exactly what the worklist does. That pops the smallest op
+/// first and every edge goes forward, so each op is visited once, after
+/// every op before it that reaches it: its registers are final when it
+/// is visited, the first edge to reach it sets them and each later one
+/// joins into them (counted, widened after [`WIDEN_AFTER`]) in the order
+/// of the ops they leave — jumps from ops before it, then the edges of
+/// the op before it (its jump, then its fall-through). This pass joins
+/// the same values in the same order with the same counts.
+fn analyse_forward(cx: &Ctx, f: usize, init: Regs) -> Found {
+    let func = &cx.funcs[f];
+    let (start, n) = (func.start_op, func.end_op - func.start_op);
+    // Registers of jump targets (and op 0), joined as edges arrive.
+    let mut state = States::new(n, init);
+    let mut joins = vec![0u32; n];
+    // The fall-through edge into the next op.
+    let mut fall: Option<Regs> = None;
+    let mut err = None;
+    let mut calls = Vec::new();
+    let mut reached = vec![false; n];
+    let mut proven = vec![false; n];
+    let mut fields = vec![false; n];
+    let arrive =
+        |state: &mut States, joins: &mut [u32], k: usize, regs: Regs| match state.get_mut(k) {
+            Some(old) => {
+                joins[k] += 1;
+                join_into(old, &regs, joins[k] > WIDEN_AFTER);
+            }
+            None => state.set(k, regs),
+        };
+    for k in 0..n {
+        let i = start + k;
+        // The registers before op i: the fall-through's, or (where
+        // jumps land too) joined into the target's.
+        let mut cur = match (fall.take(), state.is_some(k)) {
+            (Some(r), true) => {
+                arrive(&mut state, &mut joins, k, r);
+                state.get(k).copied()
+            }
+            (None, true) => state.get(k).copied(),
+            (r, false) => r,
+        };
+        let Some(regs) = cur.as_mut() else {
+            continue;
+        };
+        reached[k] = true;
+        if err.is_none() {
+            err = access_error(cx, i, regs);
+        }
+        calls.extend(call_args(cx, i, regs));
+        proven[k] = packet_in_bounds(cx, i, regs);
+        fields[k] = xdp_ctx_field(cx, i, regs);
+        let insn = &cx.image.insns[i];
+        let target = || {
+            insn.jump_offset()
+                .and_then(|rel| cx.target(i, rel).ok())
+                .and_then(|t| t.checked_sub(start))
+                .filter(|&t| t < n)
+        };
+        match *insn {
+            Insn::Exit => {}
+            Insn::Ja { .. } | Insn::Gotol { .. } => {
+                if let Some(t) = target() {
+                    arrive(&mut state, &mut joins, t, *regs);
+                }
+            }
+            Insn::MayGoto { .. } => {
+                if let Some(t) = target() {
+                    arrive(&mut state, &mut joins, t, *regs);
+                }
+                fall = cur;
+            }
+            Insn::Jmp { .. } => {
+                let [taken, next] = successors(cx, i, regs);
+                if let (Some((_, r)), Some(t)) = (taken, target()) {
+                    arrive(&mut state, &mut joins, t, r);
+                }
+                fall = next.map(|(_, r)| r);
+            }
+            _ => {
+                transfer(cx, i, insn, regs);
+                fall = cur;
+            }
+        }
+    }
     (err, calls, Some(reached), Some(proven), Some(fields))
 }
 
@@ -929,4 +1078,69 @@ fn out_of_bounds(
         Region::Packet => return None,
     };
     Some(cx.err(i, rule, detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain script compiled for the switch (classifier linked): the
+    /// swap bench's update program.
+    fn chain_image() -> nfkit_object::Image {
+        let source = "from nf.classify import every_packet\n\
+                      def main() -> u64:\n\
+                      \x20   Packet.write_u8(46, u8(66))\n\
+                      \x20   return TX\n\
+                      every_packet(main)\n";
+        let opts = nfkit_lang::Options {
+            hook: Some(nfkit_abi::Hook::Switch),
+            ..nfkit_lang::Options::default()
+        };
+        match nfkit_lang::compile("b.py", source, &opts) {
+            Ok(c) => c.image,
+            Err(e) => panic!("compiling the chain script: {e}"),
+        }
+    }
+
+    /// The one-pass analysis of loop-free functions finds what the
+    /// worklist finds, on every function of the corpus objects, the C
+    /// examples and a chain script, from unknown registers and from
+    /// each context.
+    #[test]
+    fn forward_pass_matches_the_worklist() {
+        let mut compared = 0;
+        let objects = nfkit_corpus::objects()
+            .into_iter()
+            .chain(nfkit_corpus::EXAMPLES_C.iter().map(|e| (e.name, e.object)));
+        let images = objects
+            .filter_map(|(name, bytes)| {
+                Some((name, nfkit_object::Image::from_elf(bytes, name).ok()?))
+            })
+            .chain([("chain script", chain_image())]);
+        for (name, image) in images {
+            let Ok(mut cx) = super::super::decode(&image) else {
+                continue;
+            };
+            let Ok(fstarts) = super::super::function_starts(&cx) else {
+                continue;
+            };
+            cx.set_functions(&fstarts);
+            for f in 0..cx.funcs.len() {
+                if !forward_only(&cx, f) {
+                    continue;
+                }
+                for r1 in [None, Some(CtxKind::Xdp), Some(CtxKind::Skb)] {
+                    let mut init = unknown_regs();
+                    if let Some(k) = r1 {
+                        init[1] = Val::Ctx(k);
+                    }
+                    let a = format!("{:?}", analyse_worklist(&cx, f, init));
+                    let b = format!("{:?}", analyse_forward(&cx, f, init));
+                    assert_eq!(a, b, "{name}: function {}", cx.funcs[f].name);
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared >= 60, "only {compared} analyses compared");
+    }
 }

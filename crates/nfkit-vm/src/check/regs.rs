@@ -181,6 +181,11 @@ impl Val {
 pub(super) fn join_into(old: &mut Regs, new: &Regs, widen: bool) -> bool {
     let mut changed = false;
     for (o, n) in old.iter_mut().zip(new) {
+        // Most registers are the same on both edges: their join is
+        // themselves (compared once, not joined and compared again).
+        if *o == *n {
+            continue;
+        }
         let j = o.join(*n, widen);
         if j != *o {
             *o = j;

@@ -27,7 +27,7 @@ impl ArrayMap {
             .and_then(|n| n.checked_mul(stride))
             .filter(|&b| b <= 1 << 31)
             .ok_or_else(|| format!("{max} entries of {} bytes are too large", spec.value_size))?;
-        let buf = GuardedBuf::new(bytes).map_err(|e| e.to_string())?;
+        let buf = GuardedBuf::pooled(bytes).map_err(|e| e.to_string())?;
         Ok(ArrayMap {
             buf: Arc::new(buf),
             stride,

@@ -53,7 +53,7 @@ impl HashMap {
             .ok_or_else(|| format!("{max} entries of {} bytes are too large", spec.value_size))?;
         let lru = matches!(spec.map_type, MapType::LruHash | MapType::LruPercpuHash);
         Ok(HashMap {
-            buf: Arc::new(GuardedBuf::new(bytes).map_err(|e| e.to_string())?),
+            buf: Arc::new(GuardedBuf::pooled(bytes).map_err(|e| e.to_string())?),
             stride,
             value_size: spec.value_size as usize,
             key_size: spec.key_size as usize,

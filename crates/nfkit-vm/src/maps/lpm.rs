@@ -60,7 +60,7 @@ impl LpmTrie {
             .filter(|&b| b <= 1 << 31)
             .ok_or("map too large")?;
         Ok(LpmTrie {
-            buf: Arc::new(GuardedBuf::new(bytes).map_err(|e| e.to_string())?),
+            buf: Arc::new(GuardedBuf::pooled(bytes).map_err(|e| e.to_string())?),
             stride,
             value_size: spec.value_size as usize,
             data_size: spec.key_size as usize - 4,

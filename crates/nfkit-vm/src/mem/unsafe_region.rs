@@ -19,6 +19,12 @@
 //!   bytes are what eBPF programs do; they are the same hardware
 //!   operations every eBPF runtime performs.
 //! * The mapping is released in `Drop`; `&self` borrows keep it alive.
+//!   A buffer made by [`GuardedBuf::pooled`] (map values) goes back to a
+//!   bounded pool instead, its mapping and guard pages unchanged, and is
+//!   zeroed in full when the pool hands it out again: loading a new
+//!   version's maps then costs no `mmap`/`mprotect`/`munmap` and no page
+//!   faults (docs/update.md, "Swap time"). A buffer is in the pool only
+//!   once nothing holds it (its `Drop` ran), so no two owners share one.
 
 use std::io;
 use std::ptr::NonNull;
@@ -52,7 +58,23 @@ pub struct GuardedBuf {
     /// Start and length of the whole mapping, guard pages included.
     map: NonNull<libc::c_void>,
     map_len: usize,
+    /// Goes back to [`POOL`] when dropped.
+    pooled: bool,
 }
+
+/// A mapping kept for reuse: start and length (guard pages included).
+struct Spare {
+    map: usize,
+    map_len: usize,
+}
+
+/// Mappings of dropped pooled buffers, most recent last.
+static POOL: std::sync::Mutex<Vec<Spare>> = std::sync::Mutex::new(Vec::new());
+/// Buffers larger than this are not pooled (zeroing them on reuse would
+/// cost more than a fresh mapping's page faults save).
+const POOL_MAX_BODY: usize = 256 << 10;
+/// At most this many bytes (bodies) are kept in the pool.
+const POOL_MAX_BYTES: usize = 16 << 20;
 
 // SAFETY: the buffer is plain memory owned by this value; all access goes
 // through atomic operations on `&self`, so sharing between threads cannot
@@ -117,6 +139,50 @@ impl GuardedBuf {
             len,
             map: NonNull::new(map).ok_or_else(|| io::Error::other("mmap returned null"))?,
             map_len,
+            pooled: false,
+        })
+    }
+
+    /// [`GuardedBuf::new`] from the pool of dropped pooled buffers where
+    /// one of the same page count is there (zeroed now), else mapped;
+    /// either way it returns to the pool when dropped.
+    pub fn pooled(len: usize) -> io::Result<GuardedBuf> {
+        let page = page_size();
+        let body = len
+            .max(1)
+            .checked_add(page - 1)
+            .map(|v| v / page * page)
+            .ok_or_else(|| io::Error::other("buffer size overflows"))?;
+        if body > POOL_MAX_BODY {
+            return GuardedBuf::new(len);
+        }
+        let map_len = body + 2 * page;
+        let spare = {
+            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            let at = pool.iter().rposition(|s| s.map_len == map_len);
+            at.map(|i| pool.swap_remove(i))
+        };
+        let Some(spare) = spare else {
+            let mut b = GuardedBuf::new(len)?;
+            b.pooled = true;
+            return Ok(b);
+        };
+        let map = spare.map as *mut libc::c_void;
+        // SAFETY: `spare` is a mapping of `map_len` bytes made by `new`
+        // (guard page, body read+write, guard page) whose owner was
+        // dropped; taken out of the pool above, nothing else refers to
+        // it, so writing its whole body is exclusive.
+        let data = unsafe {
+            let data = (map as *mut u8).add(page);
+            std::ptr::write_bytes(data, 0, body);
+            data
+        };
+        Ok(GuardedBuf {
+            data: NonNull::new(data).ok_or_else(|| io::Error::other("pooled mapping is null"))?,
+            len,
+            map: NonNull::new(map).ok_or_else(|| io::Error::other("pooled mapping is null"))?,
+            map_len,
+            pooled: true,
         })
     }
 
@@ -412,6 +478,18 @@ impl GuardedBuf {
 
 impl Drop for GuardedBuf {
     fn drop(&mut self) {
+        if self.pooled {
+            let page = page_size();
+            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            let kept: usize = pool.iter().map(|s| s.map_len - 2 * page).sum();
+            if kept + (self.map_len - 2 * page) <= POOL_MAX_BYTES {
+                pool.push(Spare {
+                    map: self.map.as_ptr() as usize,
+                    map_len: self.map_len,
+                });
+                return;
+            }
+        }
         // SAFETY: `map`/`map_len` describe the mapping created in `new`,
         // which nothing references any more (we have `&mut self`).
         unsafe {
@@ -468,6 +546,22 @@ mod tests {
         assert!(b.read(60, &mut [0u8; 5]).is_none());
         assert!(b.write(57, &[0u8; 8]).is_none());
         assert!(b.fill(64, 1, 0).is_none());
+    }
+
+    #[test]
+    fn pooled_buffers_come_back_zeroed() {
+        let a = GuardedBuf::pooled(100).expect("mmap");
+        a.fill(0, 100, 0xab).expect("in range");
+        let addr = a.host_addr();
+        drop(a);
+        // Another thread's test may take the same mapping first: what
+        // must hold is that whatever comes out is zeroed and bounded.
+        let b = GuardedBuf::pooled(4000).expect("mmap");
+        assert!(b.to_vec().iter().all(|&x| x == 0), "reused at {addr:#x}");
+        assert_eq!(b.len(), 4000);
+        assert!(b.load(3996, 8).is_none());
+        let big = GuardedBuf::pooled(POOL_MAX_BODY + 1).expect("mmap");
+        assert!(!big.pooled, "too large to pool");
     }
 
     #[test]
