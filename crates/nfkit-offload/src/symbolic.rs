@@ -1097,8 +1097,8 @@ impl Exec<'_> {
         let mut free: Vec<Bit> = Vec::new();
         let mut fixed = 0u64;
         let mut which = [None; 8];
-        for i in 0..used {
-            match amount.0[i] {
+        for (i, (slot, &bit)) in which.iter_mut().zip(amount.0.iter()).enumerate() {
+            match bit {
                 ZERO => {}
                 ONE => fixed |= 1 << i,
                 b => match literal(b).map(|(p, n)| (st.pat.bit(p).map(|v| v != n), n)) {
@@ -1112,7 +1112,7 @@ impl Exec<'_> {
                             free.push(b);
                             free.len() - 1
                         });
-                        which[i] = Some(k);
+                        *slot = Some(k);
                     }
                 },
             }
