@@ -107,6 +107,8 @@ for s in status:
     rules = s[0]["rules"] if s else []
     print(f"status: {len(rules)} rules in the kernel: " + "; ".join(f"prio {r['prio']} {r['pattern']} {r['action']}" for r in rules))
     ok = ok and s and len(rules) == s[0]["expected_rules"] and all(r["kind"] in ("flower", "u32") for r in rules)
+    # A u32 guard's match is decoded (value/mask at its byte).
+    ok = ok and all(r.get("u32_match", "").startswith("u8 ") for r in rules if r["kind"] == "u32")
 sys.exit(0 if ok else 1)
 PY
 # Cost per packet: the send rate with nothing, flower drop, XDP drop.

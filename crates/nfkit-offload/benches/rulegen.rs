@@ -158,6 +158,30 @@ fn benches(c: &mut Criterion) {
     {
         if let Ok(vm) = Vm::new(&img, VmConfig::kernel()) {
             case(c, "firewall.xdp_acl", &img, "xdp_acl", &vm);
+            // With three port rules in its table (tests/examples.rs's).
+            if let Some(m) = vm.map("nf_firewall_acl") {
+                let drop = nfkit_abi::verdict::Action::Drop.verdict(0);
+                let pass = nfkit_abi::verdict::Action::Pass.verdict(0);
+                for (i, (proto, sport, dport, act)) in [
+                    (6u8, (0u16, 65535u16), (23u16, 23u16), drop),
+                    (17, (0, 65535), (53, 53), drop),
+                    (6, (1000, 1999), (0, 65535), pass),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let mut v = vec![0u8; 88];
+                    v[64..66].copy_from_slice(&sport.0.to_le_bytes());
+                    v[66..68].copy_from_slice(&sport.1.to_le_bytes());
+                    v[68..70].copy_from_slice(&dport.0.to_le_bytes());
+                    v[70..72].copy_from_slice(&dport.1.to_le_bytes());
+                    v[72] = proto;
+                    v[73] = 1;
+                    v[80..88].copy_from_slice(&act.to_le_bytes());
+                    let _ = m.update(&(i as u32).to_le_bytes(), &v, 0);
+                }
+                case(c, "firewall.xdp_acl_3_rules", &img, "xdp_acl", &vm);
+            }
         }
     }
     for name in ["acl", "tcpflags", "blacklist"] {

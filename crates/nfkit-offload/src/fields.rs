@@ -109,6 +109,40 @@ pub fn header_len(p: &Pattern) -> usize {
     }
 }
 
+/// IPv6 next-header values of extension headers (hop-by-hop, routing,
+/// fragment, AH, destination options): the field model's IPv6 has none
+/// (flower's dissector skips some of them, so its `ip_proto` is then not
+/// byte 20), and a program walking them computes offsets from them.
+pub const IPV6_EXT_HEADERS: [u8; 5] = [0, 43, 44, 51, 60];
+
+/// Why no rule can ever stand for a path whose pattern is `p`, whatever
+/// bits it requires later: a VLAN-tagged frame, or an IPv6 frame whose
+/// next header is an extension header. `None` when there is no such
+/// reason. The executor ends such paths in software at once (their
+/// rule is a widened `pass` either way), which keeps the classifier's
+/// VLAN and extension-header loops from multiplying the paths.
+pub fn outside_model(p: &Pattern) -> Option<String> {
+    let et = exact(p, 12..14)?;
+    if (et == [0x81, 0x00] || et == [0x88, 0xa8]) && p.bytes_used() > 14 {
+        // No field of the model follows a VLAN tag (the EtherType
+        // alone is a flower key).
+        return Some(format!(
+            "VLAN tag (EtherType 0x{:02x}{:02x}): not in the field model",
+            et[0], et[1]
+        ));
+    }
+    if et != ETH_IPV6 {
+        return None;
+    }
+    let nh = exact(p, 20..21)?;
+    IPV6_EXT_HEADERS.contains(&nh[0]).then(|| {
+        format!(
+            "IPv6 extension header (next header {}): not in the field model",
+            nh[0]
+        )
+    })
+}
+
 type Refusal = (String, std::ops::Range<usize>);
 
 fn refuse<T>(what: impl Into<String>, r: std::ops::Range<usize>) -> Result<T, Refusal> {

@@ -15,6 +15,38 @@
 use crate::pattern::Pattern;
 use crate::rules::{Rule, RuleAction};
 
+/// A `u32` filter's keys (`(value, mask, offset)` from the network
+/// header, as [`crate::netlink::Filter::u32_keys`] reads them back) as
+/// `tc`'s byte matches, `u8 0x40 0xf0 at 0`, one per byte the mask
+/// covers, with what nfkit's guards test there: `(text, meaning)`.
+pub fn describe_u32(keys: &[(u32, u32, i32)], protocol: u16) -> (String, String) {
+    let mut text = Vec::new();
+    let mut meaning = Vec::new();
+    for &(val, mask, off) in keys {
+        for i in 0..4i32 {
+            let shift = 24 - 8 * i;
+            let (v, m) = ((val >> shift) as u8, (mask >> shift) as u8);
+            if m == 0 {
+                continue;
+            }
+            let at = off + i;
+            text.push(format!("u8 {v:#04x} {m:#04x} at {at}"));
+            if at == 0 {
+                let (hv, hm) = (v >> 4, m >> 4);
+                let (lv, lm) = (v & 0xf, m & 0xf);
+                if hm != 0 {
+                    let want = if protocol == 0x86dd { 6 } else { 4 };
+                    meaning.push(format!("IP version {hv:#x}/{hm:#x} (not {want})"));
+                }
+                if lm != 0 {
+                    meaning.push(format!("IHL {lv:#x}/{lm:#x} (not 5)"));
+                }
+            }
+        }
+    }
+    (text.join(" "), meaning.join(", "))
+}
+
 /// Byte 14 (value, mask) pairs: the nibble values other than `v`.
 fn other_than(v: u8, high: bool) -> Vec<(u8, u8)> {
     let mut out = Vec::new();
@@ -58,8 +90,36 @@ fn guard(ethertype: [u8; 2], val: u8, mask: u8) -> Rule {
     }
 }
 
+/// Whether every frame `p` matches is one a guard takes: an IPv4
+/// EtherType with a version/IHL byte the pattern requires to differ from
+/// 0x45, or an IPv6 one with a version other than 6. Returns the
+/// EtherType. Such a path needs no flower rule of its own once the
+/// guards are in (the classifier's `ihl < 5` test would otherwise put a
+/// `protocol ip ... pass` widened to all of IPv4 before every rule).
+pub fn taken_by_guards(p: &Pattern) -> Option<[u8; 2]> {
+    let et = crate::fields::exact(p, 12..14)?;
+    let (want, nibble_only) = match et.as_slice() {
+        [8, 0] => (0x45u8, false),
+        [0x86, 0xdd] => (0x60u8, true),
+        _ => return None,
+    };
+    let conflict = (0..8u32).any(|b| {
+        if nibble_only && b < 4 {
+            return false;
+        }
+        p.bit(14 * 8 + b).is_some_and(|v| v != (want >> b & 1 == 1))
+    });
+    conflict.then(|| [et[0], et[1]])
+}
+
 /// The guards for `rules` (empty when no rule decides IP frames).
 pub fn guards(rules: &[Rule]) -> Vec<Rule> {
+    guards_forced(rules, false, false)
+}
+
+/// [`guards`], with the IPv4 (`v4`) or IPv6 (`v6`) guards also when no
+/// rule decides such frames on more than their EtherType.
+pub fn guards_forced(rules: &[Rule], v4: bool, v6: bool) -> Vec<Rule> {
     // A rule deciding on the EtherType alone decides like the program
     // whatever the IP header says.
     let decides = |t: [u8; 2]| {
@@ -71,12 +131,12 @@ pub fn guards(rules: &[Rule]) -> Vec<Rule> {
         })
     };
     let mut out = Vec::new();
-    if decides([8, 0]) {
+    if v4 || decides([8, 0]) {
         for (v, m) in other_than(4, true).into_iter().chain(other_than(5, false)) {
             out.push(guard([8, 0], v, m));
         }
     }
-    if decides([0x86, 0xdd]) {
+    if v6 || decides([0x86, 0xdd]) {
         for (v, m) in other_than(6, true) {
             out.push(guard([0x86, 0xdd], v, m));
         }
@@ -86,7 +146,12 @@ pub fn guards(rules: &[Rule]) -> Vec<Rule> {
 
 /// `rules` with their guards first, priorities renumbered from 1.
 pub fn guarded(rules: Vec<Rule>) -> Vec<Rule> {
-    let mut out = guards(&rules);
+    guarded_forced(rules, false, false)
+}
+
+/// [`guarded`] with [`guards_forced`].
+pub fn guarded_forced(rules: Vec<Rule>, v4: bool, v6: bool) -> Vec<Rule> {
+    let mut out = guards_forced(&rules, v4, v6);
     out.extend(rules);
     for (i, r) in out.iter_mut().enumerate() {
         r.prio = i as u32 + 1;
@@ -120,6 +185,19 @@ pub fn tc_line(r: &Rule, dev: &str, skip: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn u32_keys_described() {
+        // IPv4, IHL 6/7 (low nibble 0110 under mask 1110).
+        let (t, m) = describe_u32(&[(0x06 << 24, 0x0e << 24, 0)], 0x0800);
+        assert_eq!(t, "u8 0x06 0x0e at 0");
+        assert_eq!(m, "IHL 0x6/0xe (not 5)");
+        let (t, m) = describe_u32(&[(0x80 << 24, 0xc0 << 24, 0)], 0x86dd);
+        assert_eq!(t, "u8 0x80 0xc0 at 0");
+        assert_eq!(m, "IP version 0x8/0xc (not 6)");
+        let (t, _) = describe_u32(&[(0x0000_1100, 0x0000_ff00, 4)], 0x0800);
+        assert_eq!(t, "u8 0x11 0xff at 6");
+    }
 
     #[test]
     fn nibble_complements_cover_exactly_the_other_values() {

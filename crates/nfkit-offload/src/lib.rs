@@ -32,6 +32,8 @@
 //!   no frame meets a mix of old and new rules.
 //! * [`model`]: flower matching on a frame and the equivalence check
 //!   "rules, then the program" against "the program alone".
+//! * [`writes`]: which maps a program may write, by a pointer-provenance
+//!   scan over its bytecode.
 //! * [`error`] holds [`OffloadError`].
 
 #![forbid(unsafe_code)]
@@ -52,6 +54,7 @@ pub mod source;
 pub mod switch;
 pub mod symbolic;
 pub mod value;
+pub mod writes;
 
 pub use derive::{Derivation, Deriver};
 pub use error::OffloadError;

@@ -49,6 +49,10 @@ pub struct Filter {
     pub kind: String,
     /// Flower options (empty for other kinds).
     pub options: Vec<TcFilterFlowerOption>,
+    /// A `u32` filter's keys: `(value, mask, offset)`, the 32-bit word
+    /// at `offset` from the network header (host order, first byte
+    /// most significant).
+    pub u32_keys: Vec<(u32, u32, i32)>,
 }
 
 /// A route netlink socket.
@@ -319,7 +323,27 @@ impl Tc {
                 // A u32 filter's hash table node, not a key.
                 continue;
             }
+            let u32_keys = f
+                .attributes
+                .iter()
+                .filter_map(|a| match a {
+                    TcAttribute::Options(o) => Some(o),
+                    _ => None,
+                })
+                .flatten()
+                .filter_map(|o| match o {
+                    TcOption::U32(TcFilterU32Option::Selector(sel)) => Some(
+                        sel.keys
+                            .iter()
+                            .map(|k| (k.val, k.mask, k.off))
+                            .collect::<Vec<_>>(),
+                    ),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
             out.push(Filter {
+                u32_keys,
                 prio: f.header.info >> 16,
                 protocol: u16::from_be((f.header.info & 0xffff) as u16),
                 handle,

@@ -53,6 +53,15 @@ pub struct Installed {
     pub counts: Vec<Vec<crate::Count>>,
 }
 
+/// The offload state file beside nfkit's state file `state_file`
+/// (`offload.json` in its directory).
+pub fn state_file_beside(state_file: &Path) -> std::path::PathBuf {
+    state_file
+        .parent()
+        .map(|d| d.join("offload.json"))
+        .unwrap_or_else(|| std::path::PathBuf::from("/run/nfkit/offload.json"))
+}
+
 /// The offload state file.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct OffloadState {

@@ -174,7 +174,28 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
     let mut fallbacks = Vec::new();
     let mut passed = 0;
     let mut cands: Vec<Cand> = Vec::with_capacity(a.paths.len());
+    // EtherTypes of paths left to the u32 guards (IP version/IHL other
+    // than the field model's).
+    let mut guarded_et: Vec<[u8; 2]> = Vec::new();
     for (i, p) in a.paths.iter().enumerate() {
+        if let Some(et) = crate::guard::taken_by_guards(&p.pattern) {
+            // Its frames meet a guard first (forced below when a rule
+            // could decide them), which hands them to the program.
+            match &p.outcome {
+                Outcome::Software(why) => fallbacks.push((i, Fallback::Software(why.clone()))),
+                Outcome::Action(XdpAction::Pass) => passed += 1,
+                Outcome::Action(_) => fallbacks.push((
+                    i,
+                    Fallback::Inexpressible(
+                        "IP version or header length other than the field model's (a u32 guard passes its frames to the program)".into(),
+                    ),
+                )),
+            }
+            if !guarded_et.contains(&et) {
+                guarded_et.push(et);
+            }
+            continue;
+        }
         let pass = |pat: &Pattern| Cand {
             pattern: fields::widen(pat),
             action: RuleAction::Pass,
@@ -263,7 +284,22 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
         })
         .collect();
     let after_merge = rules.len();
-    let rules = crate::guard::guarded(rules);
+    // A guard is needed for a skipped path's frames only if some rule
+    // could decide them: one on that EtherType or on none.
+    let force = |et: [u8; 2]| {
+        guarded_et.contains(&et)
+            && rules.iter().any(|r| {
+                r.action != RuleAction::Pass
+                    && (r
+                        .pattern
+                        .mask
+                        .get(12..14)
+                        .is_none_or(|m| m.iter().all(|&x| x == 0))
+                        || r.pattern.value.get(12..14) == Some(&et[..]))
+            })
+    };
+    let (v4, v6) = (force([8, 0]), force([0x86, 0xdd]));
+    let rules = crate::guard::guarded_forced(rules, v4, v6);
     RuleSet {
         after_merge,
         rules,

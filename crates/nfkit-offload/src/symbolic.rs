@@ -13,7 +13,7 @@
 use crate::error::OffloadError;
 use crate::pattern::Pattern;
 use crate::source::MapSource;
-use crate::value::{bit_pos, Bit, Bits, Val, ONE, ZERO};
+use crate::value::{literal, Bit, Bits, Val, ONE, ZERO};
 use nfkit_isa::{
     AluOp, AtomicOp, ByteOrder, CallKind, Cond, Insn, LddwKind, Operand, Reg, Size, Width,
 };
@@ -193,6 +193,10 @@ struct State {
     /// Run-local scratch bytes this run wrote (see [`SCRATCH_MAPS`]):
     /// `(map, key, offset)`.
     scratch: BTreeMap<(usize, Rc<[u8]>, i64), Cell>,
+    /// Set when the pattern left the field model for good
+    /// ([`crate::fields::outside_model`]): the path ends in software at
+    /// its next step.
+    outside: Option<String>,
 }
 
 /// nfkit's own per-CPU scratch maps (the parse-once block and the NF
@@ -290,6 +294,7 @@ pub fn analyse_within(
         reads: Vec::new(),
         counts: Vec::new(),
         scratch: BTreeMap::new(),
+        outside: None,
     };
     let mut work = vec![start];
     let mut paths = Vec::new();
@@ -357,8 +362,13 @@ pub fn analyse_within(
         }
     }
     drop(loaded);
-    // A decision that read a map the program may write depends on state.
-    let all_written = early_software && may_write(image, e.function);
+    // A decision that read a map the program may write depends on state:
+    // a write some explored path made, or, when some path stopped early,
+    // one the pointer-provenance scan cannot rule out in the code those
+    // paths did not reach.
+    let statics = early_software.then(|| crate::writes::written_maps(image, e.function));
+    let scan_lost = matches!(statics, Some(crate::writes::Writes::All(_)));
+    let may_write = |m: usize| statics.as_ref().is_some_and(|w| w.may_write(m));
     let mut live_maps: Vec<String> = Vec::new();
     for (p, r) in paths.iter_mut().zip(reads) {
         if !matches!(p.outcome, Outcome::Action(_)) {
@@ -376,19 +386,21 @@ pub fn analyse_within(
                     )
             });
             // nfkit's configuration is the control plane's (docs/abi.md
-            // 4): only a write some explored path made counts.
-            let control = image
-                .maps
-                .get(**m)
-                .is_some_and(|s| s.name == nfkit_abi::maps::CONFIG);
-            !ro && ((all_written && !control) || written.contains(m))
+            // 4): when the scan lost track of a pointer, only a write
+            // some explored path made counts for it.
+            let control = scan_lost
+                && image
+                    .maps
+                    .get(**m)
+                    .is_some_and(|s| s.name == nfkit_abi::maps::CONFIG);
+            !ro && ((may_write(**m) && !control) || written.contains(m))
         });
         if let Some(m) = hit {
             let name = image.maps.get(*m).map_or("?", |s| s.name.as_str());
             if limits.data_path_maps {
                 for m in r.iter() {
                     let name = image.maps.get(*m).map_or("?", |s| s.name.as_str());
-                    let live = written.contains(m) || all_written;
+                    let live = written.contains(m) || may_write(*m);
                     if live && !live_maps.iter().any(|l| l == name) {
                         live_maps.push(name.to_string());
                     }
@@ -413,38 +425,6 @@ pub fn analyse_within(
 }
 
 const BPF_F_RDONLY_PROG: u32 = 1 << 7;
-
-/// Helpers that write no map.
-const PURE_HELPERS: [i32; 8] = [1, 5, 6, 7, 8, 23, 51, 125];
-
-/// Whether code reachable from function `f` can write any map: a store
-/// or atomic through a register other than r10, or a helper not known
-/// to leave maps alone.
-fn may_write(image: &Image, f: usize) -> bool {
-    let starts = nfkit_isa::slot_offsets(&image.insns);
-    let funcs: Vec<(usize, usize)> = image
-        .reachable_functions(f)
-        .into_iter()
-        .filter_map(|i| image.functions.get(i).map(|g| (g.start, g.start + g.len)))
-        .collect();
-    image.insns.iter().zip(starts).any(|(insn, slot)| {
-        funcs.iter().any(|(a, b)| (*a..*b).contains(&slot))
-            && match *insn {
-                Insn::Atomic { .. } => true,
-                Insn::St { dst, .. } | Insn::Stx { dst, .. } => dst != Reg::FP,
-                Insn::Call {
-                    kind: CallKind::Helper,
-                    imm,
-                } => !PURE_HELPERS.contains(&imm),
-                Insn::Callx { .. }
-                | Insn::Call {
-                    kind: CallKind::Kfunc,
-                    ..
-                } => true,
-                _ => false,
-            }
-    })
-}
 
 /// Map value bytes a path loaded: `(map, key, offset, length)`.
 type Loaded = (usize, Rc<[u8]>, usize, usize);
@@ -499,6 +479,9 @@ impl Exec<'_> {
             });
         };
         let insn = self.image.insns[*idx];
+        if let Some(why) = st.outside.take() {
+            return Ok(sw(self, pc, why));
+        }
         st.steps += 1;
         if st.steps > self.limits.max_steps {
             return Ok(sw(
@@ -992,6 +975,34 @@ impl Exec<'_> {
                     .collect();
                 self.fork(st, alts, Effect::Goto(if taken_in { fall } else { jump }))
             }
+            (Val::AnyOf { lits, one }, Val::Scalar(y))
+            | (Val::Scalar(y), Val::AnyOf { lits, one })
+                if y.as_const() == Some(0)
+                    && width == Width::W64
+                    && matches!(cond, Cond::Eq | Cond::Ne) =>
+            {
+                // Zero exactly when every literal is 0.
+                let zero_to = if cond == Cond::Eq { jump } else { fall };
+                let other = if cond == Cond::Eq { fall } else { jump };
+                if *one {
+                    let mut s = st.clone();
+                    s.pc = other;
+                    return Step::Fork(vec![s]);
+                }
+                let c: Constraint = lits.iter().map(|b| (*b, false)).collect();
+                self.fork(st, vec![(c, Effect::Goto(zero_to))], Effect::Goto(other))
+            }
+            (Val::Shifted { .. }, Val::Scalar(y)) | (Val::Scalar(y), Val::Shifted { .. }) => {
+                let Some(c) = y.as_const() else {
+                    return sw(self, pc, "compares two values made of packet bits");
+                };
+                let (cond, sh) = if matches!(a, Val::Scalar(_)) {
+                    (swap(cond), &b)
+                } else {
+                    (cond, &a)
+                };
+                self.branch_shifted(st, width, cond, sh, c, jump, fall)
+            }
             (Val::Pkt(p), Val::PktEnd) | (Val::PktEnd, Val::Pkt(p)) if width == Width::W64 => {
                 let cond = if matches!(a, Val::PktEnd) {
                     swap(cond)
@@ -1049,6 +1060,123 @@ impl Exec<'_> {
         }
     }
 
+    /// A branch on a constant shifted by packet bits against constant
+    /// `c`: the amount's bits that matter (the low 5 or 6, as the shift
+    /// takes it modulo its width) and that the path has not fixed are
+    /// enumerated, and the amounts for which the branch jumps become
+    /// ternaries on them (merged where they differ in one bit), or those
+    /// for which it falls through, whichever are fewer.
+    #[allow(clippy::too_many_arguments)]
+    fn branch_shifted(
+        &self,
+        st: &State,
+        width: Width,
+        cond: Cond,
+        sh: &Val,
+        c: u64,
+        jump: usize,
+        fall: usize,
+    ) -> Step {
+        let pc = st.pc;
+        let Val::Shifted {
+            base,
+            amount,
+            left,
+            mask,
+            w,
+        } = sh
+        else {
+            return sw(self, pc, "not a shifted value");
+        };
+        // The shift takes the low 5 or 6 bits of the amount; the rest
+        // of its low byte is enumerated too, so that each alternative is
+        // an exact header value (an exact `ip_proto` is a flower key, a
+        // ternary is not) when there are few of them.
+        let used = 8;
+        // Per amount bit: a constant, or the index of a free packet bit.
+        let mut free: Vec<Bit> = Vec::new();
+        let mut fixed = 0u64;
+        let mut which = [None; 8];
+        for (i, (slot, &bit)) in which.iter_mut().zip(amount.0.iter()).enumerate() {
+            match bit {
+                ZERO => {}
+                ONE => fixed |= 1 << i,
+                b => match literal(b).map(|(p, n)| (st.pat.bit(p).map(|v| v != n), n)) {
+                    Some((Some(true), _)) => fixed |= 1 << i,
+                    Some((Some(false), _)) => {}
+                    Some((None, true)) | None => {
+                        return sw(self, pc, "shifts by a negated or unknown bit");
+                    }
+                    Some((None, false)) => {
+                        let k = free.iter().position(|x| *x == b).unwrap_or_else(|| {
+                            free.push(b);
+                            free.len() - 1
+                        });
+                        *slot = Some(k);
+                    }
+                },
+            }
+        }
+        let jw = if width == Width::W32 { 32 } else { 64 };
+        let holds = |v: u64| -> bool {
+            let (x, y) = if jw == 32 {
+                match cond {
+                    Cond::Sgt | Cond::Sge | Cond::Slt | Cond::Sle => {
+                        (v as u32 as i32 as i64, c as u32 as i32 as i64)
+                    }
+                    _ => ((v & 0xffff_ffff) as i64, (c & 0xffff_ffff) as i64),
+                }
+            } else {
+                (v as i64, c as i64)
+            };
+            eval(cond, x, y)
+        };
+        let n = free.len();
+        let mut taken = Vec::new();
+        let mut not_taken = Vec::new();
+        for assign in 0..(1u64 << n) {
+            let mut amt = fixed;
+            for (i, k) in which.iter().enumerate().take(used) {
+                if let Some(k) = k {
+                    amt |= (assign >> k & 1) << i;
+                }
+            }
+            if holds(Val::shifted_value(*base, amt, *left, *mask, *w)) {
+                taken.push(assign);
+            } else {
+                not_taken.push(assign);
+            }
+        }
+        let full = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let cover_of = |terms: &[u64]| {
+            if terms.len() <= 32 {
+                terms.iter().map(|t| (*t, full)).collect()
+            } else {
+                merge_minterms(terms, full)
+            }
+        };
+        let (cover, to, other) = {
+            let t = cover_of(&taken);
+            let f = cover_of(&not_taken);
+            if f.len() < t.len() {
+                (f, fall, jump)
+            } else {
+                (t, jump, fall)
+            }
+        };
+        let alts = cover
+            .into_iter()
+            .map(|(v, m)| {
+                let c: Constraint = (0..n)
+                    .filter(|k| m >> k & 1 == 1)
+                    .map(|k| (free[k], v >> k & 1 == 1))
+                    .collect();
+                (c, Effect::Goto(to))
+            })
+            .collect();
+        self.fork(st, alts, Effect::Goto(other))
+    }
+
     /// The alternatives in order, then "none of them"; infeasible ones
     /// left out, and nothing after an alternative the path already implies.
     fn fork(&self, st: &State, alts: Vec<(Constraint, Effect)>, otherwise: Effect) -> Step {
@@ -1065,11 +1193,15 @@ impl Exec<'_> {
                         }
                     }
                     b => {
-                        let pos = bit_pos(b).unwrap_or(0);
+                        // A negated bit wants the opposite value.
+                        let Some((pos, neg)) = literal(b) else {
+                            feasible = false;
+                            continue;
+                        };
                         if st.pat.bit(pos).is_none() {
                             implied = false;
                         }
-                        if !s.pat.set_bit(pos, want) {
+                        if !s.pat.set_bit(pos, want != neg) {
                             feasible = false;
                         }
                     }
@@ -1077,6 +1209,9 @@ impl Exec<'_> {
             }
             if !feasible {
                 continue;
+            }
+            if !implied {
+                s.outside = crate::fields::outside_model(&s.pat);
             }
             apply(&mut s, eff);
             out.push(s);
@@ -1207,12 +1342,12 @@ impl Exec<'_> {
             match key_cell(i) {
                 // Packet bits the path already fixed are constants: a
                 // key the pattern determines is looked up directly.
-                Some(Cell::Bits(b)) => {
-                    key.push(b.map(|x| match bit_pos(x).and_then(|p| st.pat.bit(p)) {
+                Some(Cell::Bits(b)) => key.push(b.map(|x| {
+                    match literal(x).and_then(|(p, n)| st.pat.bit(p).map(|v| v != n)) {
                         Some(v) => v as Bit,
                         None => x,
-                    }))
-                }
+                    }
+                })),
                 _ => {
                     return sw(
                         self,
@@ -1424,11 +1559,58 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
     }
     if op == AluOp::Mov {
         return match b {
+            Val::Shifted {
+                base,
+                amount,
+                left,
+                mask,
+                w,
+            } if w32 => Val::Shifted {
+                base,
+                amount,
+                left,
+                mask: mask & 0xffff_ffff,
+                w,
+            },
             // A 32-bit move of a 32-bit (or narrower) affine value keeps it.
             Val::Affine { w, .. } if w32 && w <= 32 => b,
             _ if w32 => Val::Unknown,
             _ => b,
         };
+    }
+    if let Val::Shifted {
+        base,
+        amount,
+        left,
+        mask,
+        w,
+    } = &a
+    {
+        // Only masking keeps a shifted value; anything else loses it.
+        let m = if w32 { 0xffff_ffff } else { u64::MAX };
+        return match (op, b.as_const()) {
+            (AluOp::And, Some(c)) => Val::Shifted {
+                base: *base,
+                amount: amount.clone(),
+                left: *left,
+                mask: mask & c & m,
+                w: *w,
+            },
+            _ => Val::Unknown,
+        };
+    }
+    if let (AluOp::Lsh | AluOp::Rsh, Val::Scalar(x), Val::Scalar(y)) = (op, &a, &b) {
+        // A constant shifted by packet bits.
+        if let (Some(c), None) = (x.as_const(), y.as_const()) {
+            let m = if w32 { 0xffff_ffff } else { u64::MAX };
+            return Val::Shifted {
+                base: c & m,
+                amount: y.clone(),
+                left: op == AluOp::Lsh,
+                mask: m,
+                w: if w32 { 32 } else { 64 },
+            };
+        }
     }
     if let (AluOp::MovSx(n), Val::Scalar(x)) = (op, &b) {
         let v = sign_extend(x, n as u32);
@@ -1489,6 +1671,31 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
         }
         if let (Val::Pkt(x), AluOp::Sub, Val::Pkt(y)) = (&a, op, &b) {
             return Val::konst(x.wrapping_sub(*y) as u64);
+        }
+    }
+    if op == AluOp::Or && !w32 {
+        // Zero tests of ORs whose bits collide: `a | b` is 0 iff both are.
+        let part = |v: &Val| match v {
+            Val::Scalar(x) => Some(x.literals()),
+            Val::AnyOf { lits, one } => Some(((**lits).clone(), *one)),
+            _ => None,
+        };
+        let collide = match (&a, &b) {
+            (Val::Scalar(x), Val::Scalar(y)) => x.or(y).is_none(),
+            _ => true,
+        };
+        if collide {
+            if let (Some((mut l, o1)), Some((m, o2))) = (part(&a), part(&b)) {
+                for x in m {
+                    if !l.contains(&x) {
+                        l.push(x);
+                    }
+                }
+                return Val::AnyOf {
+                    lits: std::rc::Rc::new(l),
+                    one: o1 || o2,
+                };
+            }
         }
     }
     let (Val::Scalar(x), Val::Scalar(y)) = (&a, &b) else {
@@ -1684,6 +1891,53 @@ fn cond_sets(cond: Cond, c: u64, w: usize) -> (Vec<(u64, u64)>, bool) {
         Cond::Slt => (signed(Some(0), cs.checked_sub(1)), true),
         Cond::Sle => (signed(Some(0), Some(cs)), true),
     }
+}
+
+/// Minterms (values of the bits in `full`) as ternaries `(value, mask)`
+/// covering exactly them: pairs differing in one cared-for bit are
+/// merged until none are, each minterm kept in the first ternary that
+/// covers it (the ternaries may overlap; their union is exact).
+fn merge_minterms(terms: &[u64], full: u64) -> Vec<(u64, u64)> {
+    let mut cur: Vec<(u64, u64)> = terms.iter().map(|t| (*t, full)).collect();
+    let mut primes: Vec<(u64, u64)> = Vec::new();
+    while !cur.is_empty() {
+        let mut merged = vec![false; cur.len()];
+        let mut next: Vec<(u64, u64)> = Vec::new();
+        for i in 0..cur.len() {
+            for j in i + 1..cur.len() {
+                let ((a, ma), (b, mb)) = (cur[i], cur[j]);
+                let d = a ^ b;
+                if ma == mb && d.count_ones() == 1 && d & ma == d {
+                    merged[i] = true;
+                    merged[j] = true;
+                    let t = (a & !d, ma & !d);
+                    if !next.contains(&t) {
+                        next.push(t);
+                    }
+                }
+            }
+        }
+        for (i, t) in cur.iter().enumerate() {
+            if !merged[i] && !primes.contains(t) {
+                primes.push(*t);
+            }
+        }
+        cur = next;
+    }
+    // Greedy cover: the prime covering most uncovered minterms first.
+    let mut left: Vec<u64> = terms.to_vec();
+    let mut out = Vec::new();
+    while !left.is_empty() {
+        let best = primes
+            .iter()
+            .max_by_key(|(v, m)| left.iter().filter(|t| *t & m == *v).count())
+            .copied();
+        let Some((v, m)) = best else { break };
+        left.retain(|t| t & m != v);
+        out.push((v, m));
+    }
+    out.sort();
+    out
 }
 
 /// `set` (the prefixes of `ranges`, sorted, disjoint) or the prefixes

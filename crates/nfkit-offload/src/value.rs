@@ -22,9 +22,30 @@ pub fn pkt_bit(pos: u32) -> Bit {
     pos + 2
 }
 
-/// The packet bit position of `b`, if it is one.
+/// Marks a packet bit negated: `NEG | pkt_bit(p)` is NOT bit `p` (from
+/// an XOR with a constant 1).
+pub const NEG: Bit = 1 << 31;
+
+/// The packet bit position of `b`, if it is one (not negated).
 pub fn bit_pos(b: Bit) -> Option<u32> {
+    if b & NEG != 0 {
+        return None;
+    }
     b.checked_sub(2)
+}
+
+/// The packet bit `b` stands for and whether it is negated.
+pub fn literal(b: Bit) -> Option<(u32, bool)> {
+    (b & !NEG).checked_sub(2).map(|p| (p, b & NEG != 0))
+}
+
+/// NOT `b`.
+pub fn not(b: Bit) -> Bit {
+    match b {
+        ZERO => ONE,
+        ONE => ZERO,
+        b => b ^ NEG,
+    }
 }
 
 /// A 64-bit scalar, least significant bit first.
@@ -110,6 +131,7 @@ impl Bits {
                 (ZERO, _) | (_, ZERO) => ZERO,
                 (ONE, x) | (x, ONE) => x,
                 (x, y) if x == y => x,
+                (x, y) if x == not(y) => ZERO,
                 _ => return None,
             };
         }
@@ -124,24 +146,45 @@ impl Bits {
                 (ONE, _) | (_, ONE) => ONE,
                 (ZERO, x) | (x, ZERO) => x,
                 (x, y) if x == y => x,
+                (x, y) if x == not(y) => ONE,
                 _ => return None,
             };
         }
         Some(Bits(b))
     }
 
-    /// Bitwise XOR where every bit has a constant on one side that is 0
-    /// or both sides are constants.
+    /// Bitwise XOR where every bit has a constant on one side (a 1
+    /// negates the other side's bit) or both sides are one bit.
     pub fn xor(&self, o: &Bits) -> Option<Bits> {
         let mut b = [ZERO; 64];
         for i in 0..64 {
             b[i] = match (self.0[i], o.0[i]) {
                 (ZERO, x) | (x, ZERO) => x,
-                (ONE, ONE) => ZERO,
+                (ONE, x) | (x, ONE) => not(x),
+                (x, y) if x == y => ZERO,
+                (x, y) if x == not(y) => ONE,
                 _ => return None,
             };
         }
         Some(Bits(b))
+    }
+
+    /// The bits that are neither 0 nor 1, and whether some bit is 1.
+    pub fn literals(&self) -> (Vec<Bit>, bool) {
+        let mut out = Vec::new();
+        let mut one = false;
+        for &b in &self.0 {
+            match b {
+                ZERO => {}
+                ONE => one = true,
+                b => {
+                    if !out.contains(&b) {
+                        out.push(b);
+                    }
+                }
+            }
+        }
+        (out, one)
     }
 
     /// Addition, when exact in this domain: constants, or operands whose
@@ -164,6 +207,17 @@ impl Bits {
     }
 }
 
+impl Val {
+    /// The value of a [`Val::Shifted`] for a shift amount `n` (taken
+    /// modulo the width, as the VM and the kernel do).
+    pub fn shifted_value(base: u64, n: u64, left: bool, mask: u64, w: u32) -> u64 {
+        let full = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+        let s = (n % w as u64) as u32;
+        let v = if left { base << s } else { (base & full) >> s };
+        v & mask & full
+    }
+}
+
 /// What a register or a stack slot holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Val {
@@ -172,6 +226,22 @@ pub enum Val {
     /// `bits + add` modulo 2^`w` (w = 32 or 64): a header field with a
     /// constant added, as compilers emit range tests (`x - lo < n`).
     Affine { bits: Box<Bits>, add: u64, w: u32 },
+    /// `(base << amount) & mask` (`left`) or `(base >> amount) & mask`
+    /// on `w` bits (32 or 64), the amount made of packet bits: how
+    /// compilers write a set-membership test on a header field
+    /// (`1 << nexthdr & MASK`). Branching on it splits on the amount.
+    Shifted {
+        base: u64,
+        amount: Box<Bits>,
+        left: bool,
+        mask: u64,
+        w: u32,
+    },
+    /// A value that is 0 exactly when every one of `lits` is 0 (and
+    /// never when `one`): an OR of masked XORs whose bits collide (an
+    /// ACL's `(addr ^ rule) & mask | ...`). Only its zero test is
+    /// followed.
+    AnyOf { lits: Rc<Vec<Bit>>, one: bool },
     /// The XDP context pointer.
     Ctx,
     /// `data + off`.
@@ -214,6 +284,22 @@ impl Val {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xor_with_a_constant_negates() {
+        let x = Bits::packet(0, 1);
+        let y = x
+            .xor(&Bits::constant(0b101))
+            .unwrap_or_else(|| panic!("xor"));
+        assert_eq!(y.0[0], not(pkt_bit(0)));
+        assert_eq!(y.0[1], pkt_bit(1));
+        assert_eq!(literal(y.0[2]), Some((2, true)));
+        assert_eq!(bit_pos(y.0[2]), None);
+        // x ^ x = 0, x & !x = 0, x | !x = 1.
+        assert_eq!(y.xor(&y).and_then(|z| z.as_const()), Some(0));
+        assert_eq!(x.and(&y).map(|z| z.0[0]), Some(ZERO));
+        assert_eq!(x.or(&y).map(|z| z.0[2]), Some(ONE));
+    }
 
     #[test]
     fn be16_of_packet_load() {

@@ -90,3 +90,50 @@ fn loop_beyond_the_depth_budget_is_software() {
     assert_eq!(generate(&a, &RulesOptions::default()).offloaded, 1);
     assert!(equivalent(&short).disagreements.is_empty());
 }
+
+/// A set-membership test by a variable shift (`1 << proto & MASK`, how
+/// clang writes `proto == 6 || proto == 17`): split on the protocol's
+/// values, one exact `ip_proto` per alternative.
+#[test]
+fn shift_by_a_header_field_is_a_membership_test() {
+    let img = image(
+        "
+        r2 = *(u32 *)(r1 + 0)
+        r3 = *(u32 *)(r1 + 4)
+        r4 = r2
+        r4 += 34
+        r0 = 2
+        if r4 > r3 goto out
+        r5 = *(u16 *)(r2 + 12)
+        if r5 != 0x8 goto out
+        r5 = *(u8 *)(r2 + 14)
+        if r5 != 0x45 goto out
+        r5 = *(u16 *)(r2 + 20)
+        r5 &= 0xff3f
+        if r5 != 0 goto out
+        r5 = *(u8 *)(r2 + 23)
+        if r5 > 63 goto out
+        r6 = 1
+        r6 <<= r5
+        r6 &= 0x20040
+        if r6 == 0 goto out
+        r0 = 1
+    out:
+        exit
+    ",
+    );
+    let a = analyse(&img, "prog", &NoMaps, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let r = generate(&a, &RulesOptions::default());
+    let lines = r.to_tc_lines("eth0", "", &|i| format!("if{i}"));
+    assert!(
+        lines.iter().any(|l| l.contains("ip_proto tcp action drop")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("ip_proto udp action drop")),
+        "{lines:#?}"
+    );
+    let eq = equivalent(&img);
+    assert!(eq.disagreements.is_empty(), "{:?}", eq.disagreements);
+    assert!(eq.by_rules > 0);
+}

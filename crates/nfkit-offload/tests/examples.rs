@@ -160,6 +160,49 @@ fn example_frames() -> Vec<Vec<u8>> {
     out
 }
 
+/// One `nf_firewall_acl` rule (nf/firewall.c `struct nf_acl_rule`, 88
+/// bytes): addresses and masks zero (any address), a protocol, port
+/// ranges, `ACL_VALID`, the action.
+fn acl_rule(proto: u8, sport: (u16, u16), dport: (u16, u16), action: u64) -> Vec<u8> {
+    let mut v = vec![0u8; 88];
+    v[64..66].copy_from_slice(&sport.0.to_le_bytes());
+    v[66..68].copy_from_slice(&sport.1.to_le_bytes());
+    v[68..70].copy_from_slice(&dport.0.to_le_bytes());
+    v[70..72].copy_from_slice(&dport.1.to_le_bytes());
+    v[72] = proto;
+    v[73] = 1; // NF_ACL_VALID
+    v[80..88].copy_from_slice(&action.to_le_bytes());
+    v
+}
+
+/// The firewall's rule table: TCP to port 23 and UDP to port 53
+/// dropped, TCP from ports 1000-1999 passed, then a rule on a source
+/// prefix (`::ffff:10.0.0.0/104`), which the executor cannot follow
+/// (`(addr ^ rule) & mask` with a non-zero rule address): the paths
+/// reaching it stay in software.
+fn fill_acl(vm: &nfkit_vm::Vm) {
+    use nfkit_abi::verdict::Action;
+    let acl = vm
+        .map("nf_firewall_acl")
+        .unwrap_or_else(|| panic!("no nf_firewall_acl"));
+    let drop = Action::Drop.verdict(0);
+    let pass = Action::Pass.verdict(0);
+    let mut rules = vec![
+        acl_rule(6, (0, 65535), (23, 23), drop),
+        acl_rule(17, (0, 65535), (53, 53), drop),
+        acl_rule(6, (1000, 1999), (0, 65535), pass),
+    ];
+    let mut prefix = acl_rule(0, (0, 65535), (0, 65535), drop);
+    prefix[10..12].copy_from_slice(&[0xff, 0xff]);
+    prefix[12] = 10;
+    prefix[16..29].copy_from_slice(&[0xff; 13]);
+    rules.push(prefix);
+    for (i, r) in rules.iter().enumerate() {
+        acl.update(&(i as u32).to_le_bytes(), r, 0)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+}
+
 #[test]
 fn firewall_nf_standalone() {
     let frames = example_frames();
@@ -167,17 +210,58 @@ fn firewall_nf_standalone() {
     let bytes = nfkit_nf::catalogue::object("firewall", nfkit_nf::Hook::Xdp)
         .unwrap_or_else(|| panic!("no firewall object"));
     let img = image_of(bytes, "firewall.xdp.o");
-    for entry in ["xdp_acl", "xdp_conntrack"] {
-        let (_, _, eq) = check_program(
+    // Per entry: the rule table filled or not.
+    for (entry, fill) in [
+        ("xdp_acl", false),
+        ("xdp_acl", true),
+        ("xdp_conntrack", false),
+    ] {
+        let setup: &dyn Fn(&nfkit_vm::Vm) = if fill { &fill_acl } else { &|_| {} };
+        let (a, rules, eq) = check_program(
             &img,
             entry,
-            &|_| {},
+            setup,
             &frames,
             10_000,
             &RulesOptions::default(),
         );
         assert!(eq.disagreements.is_empty(), "{entry}");
         assert_eq!(eq.frames, frames.len() + 10_000);
+        let mut reasons = std::collections::BTreeMap::new();
+        for p in &a.paths {
+            if let Outcome::Software(w) = &p.outcome {
+                *reasons.entry(w.clone()).or_insert(0) += 1;
+            }
+        }
+        for (w, n) in &reasons {
+            println!("  {entry} (rules {fill}): {n} paths to software: {w}");
+        }
+        if entry == "xdp_acl" {
+            // The rule table is read only (the write scan follows the
+            // program's stores into its parse-once block): no path is
+            // software for reading it.
+            assert!(
+                !reasons.keys().any(|w| w.contains("nf_firewall_acl")),
+                "{reasons:#?}"
+            );
+            assert!(a.decided() > 0, "{reasons:#?}");
+        }
+        if entry == "xdp_acl" && fill {
+            // The port rules are decided by flower rules.
+            assert!(rules.offloaded >= 2, "{}", rules.offloaded);
+            assert!(eq.by_rules > 1000, "{}", eq.by_rules);
+            let lines = rules.to_tc_lines("eth0", "skip_sw", &|i| format!("if{i}"));
+            println!("{}", lines.join("\n"));
+            // TCP to 23 and UDP to 53, each merged with the ports just
+            // below it that earlier `pass` rules already took.
+            for want in [
+                "protocol ip flower skip_sw ip_flags nofrag ip_proto tcp dst_port 16-23 action drop",
+                "protocol ip flower skip_sw ip_flags nofrag ip_proto udp dst_port 52-53 action drop",
+                "protocol ip flower skip_sw ip_flags nofrag ip_proto tcp src_ip 10.0.0.0/8",
+            ] {
+                assert!(lines.iter().any(|l| l.contains(want)), "{want}: {lines:#?}");
+            }
+        }
     }
 }
 
@@ -255,6 +339,10 @@ fn example_chains() {
             check_at(&mut eq, &rules, (&mut alone, &mut software), f, t);
         }
         report(name, &a, &rules, &eq);
+        // The classifier no longer multiplies the paths (VLAN tags and
+        // IPv6 extension headers end in software at once, its
+        // extension-header test is followed): the analysis is complete.
+        assert!(!a.truncated, "{name}: path budget reached");
         let mut reasons = std::collections::BTreeMap::new();
         for p in &a.paths {
             if let Outcome::Software(w) = &p.outcome {

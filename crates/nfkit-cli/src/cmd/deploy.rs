@@ -494,7 +494,25 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         print_status(&shown);
         return Ok(ExitCode::SUCCESS);
     }
-    let st = nfkit_control::status::status(&Paths::from_env())?;
+    let mut st = nfkit_control::status::status(&Paths::from_env())?;
+    // Packets flower rules decided never reached the program: their
+    // folded counts go into the deployment's counters.
+    let offload_state = super::offload::state_path();
+    for ds in st.iter_mut() {
+        let d = &ds.status.deployment;
+        let add = nfkit_kernel::netns::in_netns(d.netns.as_deref(), || {
+            Ok(nfkit_offload::fold::installed_verdict_additions(
+                &offload_state,
+                &d.dev,
+                d.netns.as_deref(),
+            ))
+        });
+        match add {
+            Ok(Ok(add)) => add_folded(&mut ds.verdicts, &d.chains, &add),
+            Ok(Err(e)) => eprintln!("warning: {}: offloaded rules' counts not read: {e}", d.dev),
+            Err(e) => eprintln!("warning: {}: offloaded rules' counts not read: {e}", d.dev),
+        }
+    }
     if a.json {
         println!(
             "{}",
@@ -517,6 +535,28 @@ pub fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         .collect();
     print_status(&shown);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Adds what offloaded rules decided (`add`) to the chains' counters.
+pub fn add_folded(
+    verdicts: &mut Vec<nfkit_kernel::stats::ChainCounters>,
+    chains: &[String],
+    add: &[nfkit_offload::fold::VerdictAddition],
+) {
+    for (chain, column, packets) in nfkit_offload::fold::by_chain(add, chains) {
+        let pos = match verdicts.iter().position(|c| c.chain == chain) {
+            Some(p) => p,
+            None => {
+                verdicts.push(nfkit_kernel::stats::ChainCounters {
+                    chain,
+                    counts: Default::default(),
+                });
+                verdicts.len() - 1
+            }
+        };
+        let n = verdicts[pos].counts.entry(column).or_default();
+        *n = n.wrapping_add(packets);
+    }
 }
 
 /// One deployment as `status` prints it.

@@ -117,13 +117,8 @@ pub struct RemoveArgs {
 }
 
 /// The offload state file: `offload.json` beside nfkit's state file.
-fn state_path() -> PathBuf {
-    let paths = Paths::from_env();
-    paths
-        .state_file
-        .parent()
-        .map(|d| d.join("offload.json"))
-        .unwrap_or_else(|| PathBuf::from("/run/nfkit/offload.json"))
+pub fn state_path() -> PathBuf {
+    nfkit_offload::record::state_file_beside(&Paths::from_env().state_file)
 }
 
 /// The maps of a deployed program, opened from their pins.
@@ -680,11 +675,24 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     .filter(|f| i.prios.contains(&f.prio))
                     .map(|f| {
                         let d = flower::decode(f.protocol, &f.options, idx);
+                        // A u32 guard: its byte matches, decoded.
+                        let (u32_match, guards) = if f.kind == "u32" {
+                            let (t, m) = nfkit_offload::guard::describe_u32(&f.u32_keys, f.protocol);
+                            (Some(t), Some(m))
+                        } else {
+                            (None, None)
+                        };
+                        let pattern = match &u32_match {
+                            Some(t) => format!("match {t}"),
+                            None => d.as_ref().map(|x| x.0.to_string()).unwrap_or_default(),
+                        };
                         json!({
                             "prio": f.prio, "kind": f.kind,
                             "protocol": nfkit_offload::netlink::protocol_name(f.protocol),
                             "action": d.as_ref().map(|x| x.2.to_string()).unwrap_or_else(|e| e.to_string()),
-                            "pattern": d.as_ref().map(|x| x.0.to_string()).unwrap_or_default(),
+                            "pattern": pattern,
+                            "u32_match": u32_match,
+                            "guards": guards,
                             "packets": d.as_ref().ok().and_then(|x| x.3),
                         })
                     })
@@ -714,12 +722,16 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
             }
             for r in &rules {
                 println!(
-                    "  prio {} {} {} {} packets {}",
+                    "  prio {} {} {} {} packets {}{}",
                     r["prio"],
                     r["protocol"].as_str().unwrap_or(""),
                     r["pattern"].as_str().unwrap_or(""),
                     r["action"].as_str().unwrap_or(""),
-                    r["packets"]
+                    r["packets"],
+                    match r["guards"].as_str() {
+                        Some(g) if !g.is_empty() => format!(" (u32 guard: {g})"),
+                        _ => String::new(),
+                    }
                 );
             }
             for (c, n) in &folded {

@@ -309,9 +309,13 @@ impl Daemon {
     /// Every deployment with counters and the daemon's records.
     pub async fn list(&self) -> Result<Vec<proto::Deployment>, Status> {
         let paths = self.cfg.paths.clone();
-        let st = blocking(move || nfkit_control::status::status(&paths))
-            .await?
-            .map_err(control_error)?;
+        let st = blocking(move || {
+            let mut st = nfkit_control::status::status(&paths)?;
+            fold_offloaded(&paths, &mut st);
+            Ok(st)
+        })
+        .await?
+        .map_err(control_error)?;
         let records = self.records.lock().await.clone();
         Ok(st
             .iter()
@@ -320,6 +324,52 @@ impl Daemon {
                 convert::deployment_status(s, records.find(&d.dev, d.hook.name()))
             })
             .collect())
+    }
+}
+
+/// Adds to each deployment's counters what its offloaded flower rules
+/// decided (`nfkit offload`'s rule packets folded into the verdict
+/// counters the program would have counted them in). A failure to read
+/// them leaves the counters as they are (logged).
+fn fold_offloaded(
+    paths: &nfkit_kernel::deploy::Paths,
+    st: &mut [nfkit_control::status::DeploymentStatus],
+) {
+    let file = nfkit_offload::record::state_file_beside(&paths.state_file);
+    for ds in st.iter_mut() {
+        let d = &ds.status.deployment;
+        let add = nfkit_kernel::netns::in_netns(d.netns.as_deref(), || {
+            Ok(nfkit_offload::fold::installed_verdict_additions(
+                &file,
+                &d.dev,
+                d.netns.as_deref(),
+            ))
+        });
+        let add = match add {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => {
+                eprintln!("nfkitd: {}: offloaded rules' counts not read: {e}", d.dev);
+                continue;
+            }
+            Err(e) => {
+                eprintln!("nfkitd: {}: offloaded rules' counts not read: {e}", d.dev);
+                continue;
+            }
+        };
+        for (chain, column, packets) in nfkit_offload::fold::by_chain(&add, &d.chains) {
+            let pos = match ds.verdicts.iter().position(|c| c.chain == chain) {
+                Some(p) => p,
+                None => {
+                    ds.verdicts.push(nfkit_kernel::stats::ChainCounters {
+                        chain,
+                        counts: Default::default(),
+                    });
+                    ds.verdicts.len() - 1
+                }
+            };
+            let n = ds.verdicts[pos].counts.entry(column).or_default();
+            *n = n.wrapping_add(packets);
+        }
     }
 }
 
