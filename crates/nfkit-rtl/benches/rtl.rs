@@ -25,7 +25,6 @@ const SUITE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../../shared/conformance/bpf_conformance/tests"
 );
-const OUT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/nfkit-bench");
 /// eBPFlow's maximum frequency on the NetFPGA SUME (Virtex-7 690T).
 const EBPFLOW_MHZ: f64 = 166.67;
 
@@ -458,7 +457,5 @@ fn main() {
         synth_rows(&mut out);
     }
     print!("{out}");
-    if std::fs::create_dir_all(OUT).is_ok() {
-        let _ = std::fs::write(format!("{OUT}/rtl.md"), &out);
-    }
+    nfkit_corpus::write_bench_report("rtl.md", &out);
 }

@@ -342,13 +342,5 @@ fn main() {
             .join("; ")
     );
     print!("{md}");
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
-        })
-        .join("nfkit-bench");
-    if std::fs::create_dir_all(&dir).is_ok() {
-        let _ = std::fs::write(dir.join("switch-swap.md"), &md);
-    }
+    nfkit_corpus::write_bench_report("switch-swap.md", &md);
 }

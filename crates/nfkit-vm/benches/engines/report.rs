@@ -9,10 +9,7 @@ use std::time::Duration;
 
 /// `target/nfkit-bench` (or under `CARGO_TARGET_DIR`).
 pub fn out_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("nfkit-bench")
+    nfkit_corpus::bench_dir()
 }
 
 fn median(v: &[f64]) -> Option<f64> {

@@ -166,15 +166,7 @@ impl Vm {
         };
         let (outcome, engine) = match jit {
             Some(code) => {
-                let at = |o: usize| mem::addr(mem::PACKET, o as u64);
-                let xdp = [
-                    at(headroom),
-                    at(data_end),
-                    at(headroom),
-                    md.ingress_ifindex as u64,
-                    md.rx_queue_index as u64,
-                    md.egress_ifindex as u64,
-                ];
+                let xdp = xdp_words(headroom, data_end, md);
                 let step = code.run_xdp(&mut bufs.jit, m, (ei, e.start_op), xdp, None);
                 (step, Engine::Jit)
             }
@@ -324,15 +316,7 @@ impl Vm {
         }
         let (outcome, engine) = match jit {
             Some(code) => {
-                let at = |o: usize| mem::addr(mem::PACKET, o as u64);
-                let xdp = [
-                    at(headroom),
-                    at(data_end),
-                    at(headroom),
-                    md.ingress_ifindex as u64,
-                    md.rx_queue_index as u64,
-                    md.egress_ifindex as u64,
-                ];
+                let xdp = xdp_words(headroom, data_end, md);
                 let place = in_place.then_some((packet.as_mut_ptr(), headroom, len));
                 let step = code.run_xdp(&mut bufs.jit, m, (ei, e.start_op), xdp, place);
                 (step, Engine::Jit)
@@ -403,4 +387,19 @@ pub(super) fn copy_in(buf: &GuardedBuf, off: usize, frame: &[u8]) {
 pub(super) fn copy_out(buf: &GuardedBuf, off: usize, out: &mut [u8]) {
     // SAFETY: as in `copy_in`.
     let _ = unsafe { buf.read_unshared(off, out) };
+}
+
+/// The JIT's `xdp_md` table for a frame at `headroom` ending at
+/// `data_end` in the packet region: data, data_end, data_meta (no
+/// metadata), then the interface fields.
+fn xdp_words(headroom: usize, data_end: usize, md: XdpFields) -> [u64; 6] {
+    let at = |o: usize| mem::addr(mem::PACKET, o as u64);
+    [
+        at(headroom),
+        at(data_end),
+        at(headroom),
+        u64::from(md.ingress_ifindex),
+        u64::from(md.rx_queue_index),
+        u64::from(md.egress_ifindex),
+    ]
 }
