@@ -52,9 +52,9 @@ change() {
 change set src_prefixes 18000000c0a80100 1
 change set src_prefixes 080000000a000000 1
 change set dst_block cb007109 1
-echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n ')"
+echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n')"
 change delete src_prefixes 18000000c0a80100
-echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n ')"
+echo "OFFLOAD-WATCH-STATUS $(nfkit offload status --json | tr -d '\n')"
 wait $WATCH
 while read -r l; do echo "OFFLOAD-WATCH $l"; done </tmp/watch.out
 [ -s /tmp/watch.err ] && echo "OFFLOAD-WATCH-ERR $(tr '\n' ' ' </tmp/watch.err)"
