@@ -292,7 +292,7 @@ impl Tc {
                     _ => None,
                 })
                 .unwrap_or_default();
-            let options = f
+            let opts: Vec<&TcOption> = f
                 .attributes
                 .iter()
                 .filter_map(|a| match a {
@@ -300,6 +300,9 @@ impl Tc {
                     _ => None,
                 })
                 .flatten()
+                .collect();
+            let options = opts
+                .iter()
                 .filter_map(|o| match o {
                     TcOption::Flower(x) => Some(x.clone()),
                     // A u32 guard's actions, read like a flower rule's
@@ -315,22 +318,15 @@ impl Tc {
                 // The chain/priority header entry, not a filter.
                 continue;
             }
-            let u32_key = f.attributes.iter().any(|a| {
-                matches!(a, TcAttribute::Options(o)
-                    if o.iter().any(|x| matches!(x, TcOption::U32(TcFilterU32Option::Selector(_)))))
-            });
+            let u32_key = opts
+                .iter()
+                .any(|o| matches!(o, TcOption::U32(TcFilterU32Option::Selector(_))));
             if kind == "u32" && !u32_key {
                 // A u32 filter's hash table node, not a key.
                 continue;
             }
-            let u32_keys = f
-                .attributes
+            let u32_keys = opts
                 .iter()
-                .filter_map(|a| match a {
-                    TcAttribute::Options(o) => Some(o),
-                    _ => None,
-                })
-                .flatten()
                 .filter_map(|o| match o {
                     TcOption::U32(TcFilterU32Option::Selector(sel)) => Some(
                         sel.keys

@@ -14,6 +14,12 @@ fn image(text: &str) -> Image {
     Image::from_insns("prog", ProgType::Xdp, insns)
 }
 
+/// The `tc` lines of `img`'s rules on `eth0`, with default limits.
+fn tc_lines(img: &Image) -> Vec<String> {
+    let a = analyse(img, "prog", &NoMaps, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    generate(&a, &RulesOptions::default()).to_tc_lines("eth0", "", &|i| format!("if{i}"))
+}
+
 fn equivalent(img: &Image) -> Equivalence {
     let a = analyse(img, "prog", &NoMaps, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
     let rules = generate(&a, &RulesOptions::default());
@@ -49,9 +55,7 @@ fn call_into_a_subprogram() {
         exit
     ",
     );
-    let a = analyse(&img, "prog", &NoMaps, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
-    let r = generate(&a, &RulesOptions::default());
-    let lines = r.to_tc_lines("eth0", "", &|i| format!("if{i}"));
+    let lines = tc_lines(&img);
     assert_eq!(
         lines,
         vec!["tc filter add dev eth0 ingress prio 1 protocol ipv6 flower action drop"]
@@ -122,9 +126,7 @@ fn shift_by_a_header_field_is_a_membership_test() {
         exit
     ",
     );
-    let a = analyse(&img, "prog", &NoMaps, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
-    let r = generate(&a, &RulesOptions::default());
-    let lines = r.to_tc_lines("eth0", "", &|i| format!("if{i}"));
+    let lines = tc_lines(&img);
     assert!(
         lines.iter().any(|l| l.contains("ip_proto tcp action drop")),
         "{lines:#?}"

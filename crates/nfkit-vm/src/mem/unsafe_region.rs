@@ -89,15 +89,19 @@ impl std::fmt::Debug for GuardedBuf {
     }
 }
 
+/// A buffer body of `len` bytes (at least one) rounded up to whole pages.
+fn body_len(len: usize, page: usize) -> io::Result<usize> {
+    len.max(1)
+        .checked_add(page - 1)
+        .map(|v| v / page * page)
+        .ok_or_else(|| io::Error::other("buffer size overflows"))
+}
+
 impl GuardedBuf {
     /// Maps `len` zeroed bytes (at least one page) between two guard pages.
     pub fn new(len: usize) -> io::Result<GuardedBuf> {
         let page = page_size();
-        let body = len
-            .max(1)
-            .checked_add(page - 1)
-            .map(|v| v / page * page)
-            .ok_or_else(|| io::Error::other("buffer size overflows"))?;
+        let body = body_len(len, page)?;
         let map_len = body
             .checked_add(2 * page)
             .ok_or_else(|| io::Error::other("buffer size overflows"))?;
@@ -148,11 +152,7 @@ impl GuardedBuf {
     /// either way it returns to the pool when dropped.
     pub fn pooled(len: usize) -> io::Result<GuardedBuf> {
         let page = page_size();
-        let body = len
-            .max(1)
-            .checked_add(page - 1)
-            .map(|v| v / page * page)
-            .ok_or_else(|| io::Error::other("buffer size overflows"))?;
+        let body = body_len(len, page)?;
         if body > POOL_MAX_BODY {
             return GuardedBuf::new(len);
         }
