@@ -213,7 +213,7 @@ impl Code {
     /// per runner (made with the buffers, so a run allocates nothing);
     /// a run writes only its per-run fields. `in_place`: the packet
     /// window is the caller's buffer (first byte, offset in the packet
-    /// region, length) for this run; after it, [`Code::still_in_place`]
+    /// region, length) for this run; after it, [`Code::leave_place`]
     /// says whether it stayed there.
     #[inline(always)]
     pub(crate) fn run_xdp(
@@ -274,10 +274,17 @@ impl Code {
 
     /// Whether the last run of `kept` ended with its packet still in the
     /// caller's buffer (no hand-off to the interpreter moved it into the
-    /// runner's own).
+    /// runner's own). Forgets the caller's buffer either way, so no
+    /// pointer to it outlives the run.
     #[inline(always)]
-    pub(crate) fn still_in_place(kept: &Option<Box<Kept>>) -> bool {
-        kept.as_ref().is_some_and(|k| !k.jc.in_place.is_null())
+    pub(crate) fn leave_place(kept: &mut Option<Box<Kept>>) -> bool {
+        kept.as_mut().is_some_and(|k| {
+            let stayed = !k.jc.in_place.is_null();
+            k.jc.in_place = std::ptr::null_mut();
+            k.jc.in_place_off = 0;
+            k.jc.in_place_len = 0;
+            stayed
+        })
     }
 
     /// After native code returned `r0`: the machine's count, depth and

@@ -328,7 +328,7 @@ impl Vm {
         };
         // Still on the caller's buffer, unless the interpreter took the
         // run over (then the packet is in the runner's buffer).
-        let stayed = in_place && crate::jit::Code::still_in_place(&bufs.jit);
+        let stayed = in_place && crate::jit::Code::leave_place(&mut bufs.jit);
         if in_place {
             // The caller's buffer is the packet no longer.
             if let Some(w) = m.mem.windows_mut().get_mut(mem::PACKET as usize) {
