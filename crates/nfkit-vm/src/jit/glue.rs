@@ -291,5 +291,5 @@ unsafe fn move_home(jc: &mut JitCtx) {
     if let (Some(base), Some(w)) = (home, m.mem.windows_mut().get_mut(pkt as usize)) {
         w.base = base;
     }
-    jc.in_place = std::ptr::null_mut();
+    jc.forget_place();
 }

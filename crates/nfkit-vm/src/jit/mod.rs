@@ -278,13 +278,7 @@ impl Code {
     /// pointer to it outlives the run.
     #[inline(always)]
     pub(crate) fn leave_place(kept: &mut Option<Box<Kept>>) -> bool {
-        kept.as_mut().is_some_and(|k| {
-            let stayed = !k.jc.in_place.is_null();
-            k.jc.in_place = std::ptr::null_mut();
-            k.jc.in_place_off = 0;
-            k.jc.in_place_len = 0;
-            stayed
-        })
+        kept.as_mut().is_some_and(|k| k.jc.forget_place())
     }
 
     /// After native code returned `r0`: the machine's count, depth and

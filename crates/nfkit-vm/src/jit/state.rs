@@ -90,6 +90,18 @@ pub(crate) struct JitCtx {
 }
 
 impl JitCtx {
+    /// Forgets the caller's buffer of an in-place run (the packet is in
+    /// the runner's buffer from here on, or the run is over); says whether
+    /// the run was still there.
+    #[inline(always)]
+    pub(crate) fn forget_place(&mut self) -> bool {
+        let was = !self.in_place.is_null();
+        self.in_place = std::ptr::null_mut();
+        self.in_place_off = 0;
+        self.in_place_len = 0;
+        was
+    }
+
     /// A context with no run: null pointers, zero counts, the VM's frame
     /// limit and `may_goto` budget (what every run starts from).
     pub(crate) fn new(max_frames: u64, may_goto_budget: u64) -> JitCtx {
