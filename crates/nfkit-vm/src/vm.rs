@@ -149,6 +149,9 @@ pub struct Inner {
     pool: Mutex<Vec<Box<Buffers>>>,
     /// What the program can do to a run's memory.
     facts: Facts,
+    /// By map index: the array maps whose values have regions of their
+    /// own in `base_mem` (see [`StaticValues`]).
+    pub(crate) statics: Vec<Option<StaticValues>>,
     /// How long loading took, by stage.
     times: LoadTimes,
 }
@@ -241,6 +244,7 @@ impl Vm {
         // Frames get the runner's stack in `take_buffers`.
         base.extend((0..mem::MAX_FRAMES).map(|_| closed("stack")));
         base.extend(maps.iter().map(|m| map_region(m, &empty)));
+        let statics = static_values(&maps, &mut base);
         // Prog array slots the object fills at load (`__array(values, ...)`),
         // as libbpf does.
         for init in &image.map_inits {
@@ -287,6 +291,7 @@ impl Vm {
                 maps,
                 config,
                 base_mem: Memory::new(base),
+                statics,
                 names: RegionNames {
                     stack: "stack".into(),
                     context: "context".into(),
@@ -775,6 +780,26 @@ impl Vm {
         m.lock_held = None;
         m.reservations.clear();
         m.trace_pending = None;
+        if m.mem.statics_cpu != opts.cpu {
+            self.layout_statics(m, opts.cpu);
+        }
+    }
+
+    /// Points the static value regions of the per-CPU arrays at `cpu`'s
+    /// slots (they are laid out for one CPU at a time: a runner's runs
+    /// usually keep theirs).
+    #[cold]
+    fn layout_statics(&self, m: &mut Machine, cpu: u32) {
+        for s in self.inner.statics.iter().flatten() {
+            if s.ncpus > 1 && cpu < s.ncpus {
+                for k in 0..s.max {
+                    let off = s.offset(k, cpu);
+                    m.mem
+                        .set_window(s.first + k, off, off + s.value_size as usize);
+                }
+            }
+        }
+        m.mem.statics_cpu = cpu;
     }
 
     /// The run's outcome from the machine after `exec`; gives the
@@ -907,18 +932,91 @@ fn write_back(buf: &GuardedBuf, s: &Shape, writes: bool, out: &mut Vec<u8>) -> b
 /// top (the whole frame when the program's frame pointer escapes), so no
 /// byte of one run is readable in the next.
 #[inline(always)]
+#[allow(unsafe_code)]
 fn clear_stack(stack: &GuardedBuf, frames: usize, reach: usize) {
     let len = stack.len();
     let frames = frames.min(len / FRAME_SIZE);
+    // SAFETY (both fills): `stack` is a runner's own stack buffer
+    // (`Buffers::stack`), reached only through that runner's buffers,
+    // which the caller borrows mutably: no other thread touches it.
     if reach >= FRAME_SIZE {
         let n = frames * FRAME_SIZE;
-        let _ = stack.fill(len - n, n, 0);
+        let _ = unsafe { stack.fill_unshared(len - n, n, 0) };
     } else if reach > 0 {
         for d in 0..frames {
             let top = len - d * FRAME_SIZE;
-            let _ = stack.fill(top - reach, reach, 0);
+            let _ = unsafe { stack.fill_unshared(top - reach, reach, 0) };
         }
     }
+}
+
+/// Array values with a region of their own made at load, for all maps
+/// together at most this many (the region table is copied per runner).
+const STATIC_VALUES_MAX: u32 = 4096;
+
+/// An array map (plain or per-CPU, or global data) whose values each
+/// have a fixed region, made at load: value `k` is region `first + k`,
+/// its window exactly that value (for per-CPU arrays, the slot of the
+/// CPU the runner's regions are laid out for, `Memory::statics_cpu`).
+/// A lookup then gives `first + k`'s address at once, on every engine
+/// (the JIT computes it inline), instead of making a region per lookup;
+/// the bound is the same: one value, one CPU's slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StaticValues {
+    pub first: u32,
+    pub max: u32,
+    pub ncpus: u32,
+    pub stride: u32,
+    pub value_size: u32,
+}
+
+impl StaticValues {
+    /// Byte offset of value `k` on `cpu` in the map's buffer.
+    #[inline(always)]
+    pub fn offset(&self, k: u32, cpu: u32) -> usize {
+        (k as usize * self.ncpus as usize + cpu as usize) * self.stride as usize
+    }
+}
+
+/// Adds the static value regions (CPU 0's slots) of the array maps that
+/// fit [`STATIC_VALUES_MAX`] to `base`; by map index, what was made.
+fn static_values(maps: &Maps, base: &mut Vec<(Region, mem::Window)>) -> Vec<Option<StaticValues>> {
+    let mut out = vec![None; maps.iter().map(|m| m.index + 1).max().unwrap_or(0)];
+    let mut left = STATIC_VALUES_MAX;
+    for m in maps.iter() {
+        let (crate::maps::Store::Array(a), Some((buf, writable))) = (&*m.store, m.value_buf())
+        else {
+            continue;
+        };
+        if a.max > left || base.len() + a.max as usize >= u32::MAX as usize {
+            continue;
+        }
+        left -= a.max;
+        let s = StaticValues {
+            first: base.len() as u32,
+            max: a.max,
+            ncpus: a.ncpus,
+            stride: a.stride as u32,
+            value_size: a.value_size as u32,
+        };
+        // The name dynamic value regions get (`Memory::map_name`).
+        let name: Arc<str> = format!("map '{}'", m.name()).into();
+        for k in 0..a.max {
+            let off = s.offset(k, 0);
+            let r = Region {
+                kind: mem::RegionKind::Mem,
+                buf: buf.clone(),
+                name: name.clone(),
+                role: Role::MapValue(m.index as u32),
+                writable,
+            };
+            base.push((r, mem::Window::of(buf, off, off + a.value_size, writable)));
+        }
+        if let Some(o) = out.get_mut(m.index) {
+            *o = Some(s);
+        }
+    }
+    out
 }
 
 /// The base region of map `m`, reached by `lddw` of a map value (direct

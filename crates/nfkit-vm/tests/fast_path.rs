@@ -686,3 +686,122 @@ fn lean_runs_give_what_fresh_runs_give() {
         "{faults} faults, {written} writes"
     );
 }
+
+/// Looks a value up in array `a` (4 values of 16 bytes) or per-CPU array
+/// `pa` (2 of 8) with a key, an offset and a selector from the frame,
+/// then stores and loads at the value's pointer plus the offset (past
+/// the value's edge for some offsets: a fault), or returns the pointer.
+fn array_program() -> Vec<Insn> {
+    use nfkit_isa::{AluOp, Cond};
+    use nfkit_vm::helpers::table::id;
+    vec![
+        movr(6, 1),
+        ldx(Size::W, 2, 6, 0),
+        ldx(Size::W, 3, 6, 4),
+        movr(4, 2),
+        alu64(AluOp::Add, 4, 8),
+        jmpr(Cond::Gt, 4, 3, 29),
+        ldx(Size::B, 7, 2, 0),
+        ldx(Size::B, 8, 2, 1),
+        ldx(Size::B, 9, 2, 2),
+        stx(Size::W, 10, 7, -4),
+        movr(1, 9),
+        alu64(AluOp::And, 1, 1),
+        jmp(Cond::Ne, 1, 0, 3),
+        map_ptr(1, 1),
+        ja(2),
+        map_ptr(1, 2),
+        movr(2, 10),
+        alu64(AluOp::Add, 2, -4),
+        call(id::MAP_LOOKUP_ELEM),
+        jmp(Cond::Ne, 0, 0, 2),
+        mov(0, 100),
+        exit(),
+        alu64r(AluOp::Add, 0, 8),
+        movr(1, 9),
+        alu64(AluOp::And, 1, 2),
+        jmp(Cond::Eq, 1, 0, 1),
+        st(Size::W, 0, 0, 0x1122_3344),
+        movr(1, 9),
+        alu64(AluOp::And, 1, 4),
+        jmp(Cond::Eq, 1, 0, 1),
+        exit(),
+        ldx(Size::W, 0, 0, 0),
+        exit(),
+        mov(0, 1),
+        exit(),
+    ]
+}
+
+/// Array lookups (plain and per-CPU: the values' static regions) through
+/// one runner's fast path on both engines, on CPUs that change now and
+/// then: each run gives what a fresh interpreter run gives (r0, pointers
+/// included, or the fault and where; instructions; both arrays'
+/// contents, every CPU's slots), keys in and out of range, accesses at
+/// and past the values' edges.
+#[test]
+fn array_lookups_give_what_fresh_runs_give() {
+    let mut image = Image::from_insns("p", ProgType::Xdp, array_program());
+    image.maps = common::gen::maps();
+    let config = |engine| {
+        let mut c = VmConfig::kernel().with_engine(engine);
+        c.ncpus = 2;
+        c
+    };
+    for engine in [nfkit_vm::Engine::Jit, nfkit_vm::Engine::Interp] {
+        let vm = Vm::new(&image, config(engine)).expect("loads");
+        let reference = Vm::new(&image, config(nfkit_vm::Engine::Interp)).expect("loads");
+        if engine == nfkit_vm::Engine::Jit && cfg!(target_arch = "x86_64") {
+            assert_eq!(vm.engine(0usize), Some(&nfkit_vm::EngineUse::Jit));
+        }
+        let mut run = vm.runner();
+        let (mut faults, mut oks, mut misses) = (0, 0, 0);
+        for i in 0..400u32 {
+            let mut input = frame(80);
+            input[0] = (i % 6) as u8;
+            input[1] = ((i / 6) % 18) as u8;
+            input[2] = (i % 8) as u8 ^ ((i / 48) % 8) as u8;
+            let opts = RunOptions {
+                cpu: (i / 5) % 2,
+                ..RunOptions::default()
+            };
+            let fresh = reference.run(0usize, Context::Xdp(XdpMd::new(&input)), &opts);
+            let mut buf = input.clone();
+            let out = run.run_packet(0usize, &mut buf, PacketCtx::Xdp, &opts);
+            assert_eq!(
+                format!("{:?}", out.result),
+                format!("{:?}", fresh.result),
+                "{engine:?} run {i}"
+            );
+            assert_eq!(out.insns, fresh.insns, "{engine:?} run {i}");
+            for name in ["a", "pa"] {
+                let (a, b) = (
+                    vm.map(name).expect("map"),
+                    reference.map(name).expect("map"),
+                );
+                let (mut x, mut y) = (a.entries(), b.entries());
+                x.sort();
+                y.sort();
+                assert_eq!(x, y, "{engine:?} run {i}: map {name}");
+            }
+            match out.result {
+                Ok(100) => misses += 1,
+                Ok(_) => oks += 1,
+                Err(_) => faults += 1,
+            }
+        }
+        assert!(
+            oks > 0 && faults > 0 && misses > 0,
+            "{engine:?}: {oks} ok, {faults} faults, {misses} keys out of range"
+        );
+        // Something was stored in each CPU's slots of the per-CPU array.
+        let pa = vm.map("pa").expect("map");
+        for cpu in 0..2 {
+            let written = (0..2u32).any(|k| {
+                let v = pa.lookup_cpu(&k.to_le_bytes(), cpu);
+                v.ok().flatten().is_some_and(|v| v.iter().any(|&b| b != 0))
+            });
+            assert!(written, "{engine:?}: nothing stored on CPU {cpu}");
+        }
+    }
+}

@@ -372,6 +372,11 @@ impl Machine {
         let Some(m) = map_of(&self.vm, a1) else {
             return self.not_a_map(a1, cur, name);
         };
+        if hid as i32 == id::MAP_LOOKUP_ELEM {
+            if let Some(v) = self.static_lookup(m, a2) {
+                return Ok(v);
+            }
+        }
         let key = self.read_key(a2, m.spec.key_size as usize, cur, name)?;
         let cpu = if hid as i32 == id::MAP_LOOKUP_PERCPU_ELEM {
             if !matches!(
@@ -390,25 +395,66 @@ impl Machine {
                 .get(&key)
                 .map_or(0, |i| mem::addr(mem::MAP_HANDLES, u64::from(i))));
         }
-        Ok(if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
-            0
-        } else if matches!(
-            *m.store,
-            Store::ProgArray(_) | Store::Ringbuf(_) | Store::PerfEvents
-        ) || matches!(m.spec.map_type, MapType::Cpumap | MapType::Xskmap)
-        {
-            // An xskmap's values are sockets the VM does not have; the
-            // kernel refuses cpumap lookups from programs.
-            return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
-        } else {
-            match (m.prog_lookup(&key, cpu as u32), m.value_buf()) {
-                // A region of exactly this value (this CPU's slot).
-                (Some(off), Some((buf, writable))) => {
-                    let len = m.spec.value_size as usize;
-                    self.mem.value_addr(m.index as u32, buf, off, len, writable)
-                }
-                _ => 0,
+        if cpu >= m.ncpus() as u64 && m.ncpus() > 1 {
+            return Ok(0);
+        }
+        if let Some(s) = self.vm.statics.get(m.index).copied().flatten() {
+            // Values with regions of their own (for per-CPU arrays, the
+            // slots of the CPU the regions show).
+            if s.ncpus == 1 || cpu == u64::from(self.mem.statics_cpu) {
+                let Ok(k) = <[u8; 4]>::try_from(&key[..]).map(u32::from_le_bytes) else {
+                    return Ok(0);
+                };
+                let c = if s.ncpus == 1 { 0 } else { cpu as u32 };
+                return Ok(if k < s.max {
+                    mem::addr(s.first + k, s.offset(k, c) as u64)
+                } else {
+                    0
+                });
             }
+        }
+        Ok(
+            if matches!(
+                *m.store,
+                Store::ProgArray(_) | Store::Ringbuf(_) | Store::PerfEvents
+            ) || matches!(m.spec.map_type, MapType::Cpumap | MapType::Xskmap)
+            {
+                // An xskmap's values are sockets the VM does not have; the
+                // kernel refuses cpumap lookups from programs.
+                return self.herr(cur, name, format!("map {} cannot be looked up", m.name()));
+            } else {
+                match (m.prog_lookup(&key, cpu as u32), m.value_buf()) {
+                    // A region of exactly this value (this CPU's slot).
+                    (Some(off), Some((buf, writable))) => {
+                        let len = m.spec.value_size as usize;
+                        self.mem.value_addr(m.index as u32, buf, off, len, writable)
+                    }
+                    _ => 0,
+                }
+            },
+        )
+    }
+
+    /// `bpf_map_lookup_elem` on an array whose values have static
+    /// regions (`vm::StaticValues`) on the run's own CPU, its 4-byte key
+    /// readable at `key`: r0 without reading the key into a buffer or
+    /// going through the map's store. `None`: the general lookup decides
+    /// (and faults the same way on a key it cannot read).
+    #[inline(always)]
+    fn static_lookup(&self, m: &Map, key: u64) -> Option<u64> {
+        let s = self.vm.statics.get(m.index).copied().flatten()?;
+        if m.spec.key_size != 4
+            || (s.ncpus > 1 && (self.cpu != self.mem.statics_cpu || self.cpu >= s.ncpus))
+        {
+            return None;
+        }
+        let (buf, off) = self.mem.resolve(key, 4, false)?;
+        let k = buf.load(off, 4)? as u32;
+        let c = if s.ncpus == 1 { 0 } else { self.cpu };
+        Some(if k < s.max {
+            mem::addr(s.first + k, s.offset(k, c) as u64)
+        } else {
+            0
         })
     }
 

@@ -210,6 +210,9 @@ pub struct Memory {
     /// table) for later lookups to reuse: a lookup then takes no
     /// reference counts (their buffer and name are usually the same).
     spare: Vec<Region>,
+    /// The CPU whose slots the per-CPU arrays' static value regions show
+    /// (`vm::StaticValues`; CPU 0 as made at load).
+    pub statics_cpu: u32,
 }
 
 /// Region ids of map values by `map << 32 | offset`; regions
@@ -230,6 +233,7 @@ impl Memory {
             win,
             index: None,
             spare: Vec::new(),
+            statics_cpu: 0,
         }
     }
 
