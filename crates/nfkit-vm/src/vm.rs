@@ -271,7 +271,9 @@ impl Vm {
         }
         let t2 = std::time::Instant::now();
         let (jit, engines) = match config.engine {
-            Engine::Jit => crate::jit::compile(&checked.program, &checked.entries, &config),
+            Engine::Jit => {
+                crate::jit::compile(&checked.program, &checked.entries, &config, &statics)
+            }
             Engine::Interp => (None, vec![EngineUse::Interp; checked.entries.len()]),
         };
         let times = LoadTimes {
@@ -968,6 +970,7 @@ pub(crate) struct StaticValues {
     pub ncpus: u32,
     pub stride: u32,
     pub value_size: u32,
+    pub key_size: u32,
 }
 
 impl StaticValues {
@@ -998,6 +1001,7 @@ fn static_values(maps: &Maps, base: &mut Vec<(Region, mem::Window)>) -> Vec<Opti
             ncpus: a.ncpus,
             stride: a.stride as u32,
             value_size: a.value_size as u32,
+            key_size: m.spec.key_size,
         };
         // The name dynamic value regions get (`Memory::map_name`).
         let name: Arc<str> = format!("map '{}'", m.name()).into();

@@ -691,29 +691,51 @@ fn lean_runs_give_what_fresh_runs_give() {
 /// `pa` (2 of 8) with a key, an offset and a selector from the frame,
 /// then stores and loads at the value's pointer plus the offset (past
 /// the value's edge for some offsets: a fault), or returns the pointer.
-fn array_program() -> Vec<Insn> {
+/// `known`: each map has a call of its own, the map loaded just before
+/// it in the same block (the JIT computes such lookups inline); else one
+/// call for both, reached from either map's `lddw` (the glue's lookup).
+fn array_program(known: bool) -> Vec<Insn> {
     use nfkit_isa::{AluOp, Cond};
     use nfkit_vm::helpers::table::id;
-    vec![
+    let mut p = vec![
         movr(6, 1),
         ldx(Size::W, 2, 6, 0),
         ldx(Size::W, 3, 6, 4),
         movr(4, 2),
         alu64(AluOp::Add, 4, 8),
-        jmpr(Cond::Gt, 4, 3, 29),
+        jmpr(Cond::Gt, 4, 3, if known { 32 } else { 29 }),
         ldx(Size::B, 7, 2, 0),
         ldx(Size::B, 8, 2, 1),
         ldx(Size::B, 9, 2, 2),
         stx(Size::W, 10, 7, -4),
         movr(1, 9),
         alu64(AluOp::And, 1, 1),
-        jmp(Cond::Ne, 1, 0, 3),
-        map_ptr(1, 1),
-        ja(2),
-        map_ptr(1, 2),
-        movr(2, 10),
-        alu64(AluOp::Add, 2, -4),
-        call(id::MAP_LOOKUP_ELEM),
+    ];
+    if known {
+        p.extend([
+            jmp(Cond::Ne, 1, 0, 6),
+            map_ptr(1, 1),
+            movr(2, 10),
+            alu64(AluOp::Add, 2, -4),
+            call(id::MAP_LOOKUP_ELEM),
+            ja(5),
+            map_ptr(1, 2),
+            movr(2, 10),
+            alu64(AluOp::Add, 2, -4),
+            call(id::MAP_LOOKUP_ELEM),
+        ]);
+    } else {
+        p.extend([
+            jmp(Cond::Ne, 1, 0, 3),
+            map_ptr(1, 1),
+            ja(2),
+            map_ptr(1, 2),
+            movr(2, 10),
+            alu64(AluOp::Add, 2, -4),
+            call(id::MAP_LOOKUP_ELEM),
+        ]);
+    }
+    p.extend([
         jmp(Cond::Ne, 0, 0, 2),
         mov(0, 100),
         exit(),
@@ -730,7 +752,8 @@ fn array_program() -> Vec<Insn> {
         exit(),
         mov(0, 1),
         exit(),
-    ]
+    ]);
+    p
 }
 
 /// Array lookups (plain and per-CPU: the values' static regions) through
@@ -741,7 +764,13 @@ fn array_program() -> Vec<Insn> {
 /// and past the values' edges.
 #[test]
 fn array_lookups_give_what_fresh_runs_give() {
-    let mut image = Image::from_insns("p", ProgType::Xdp, array_program());
+    for known in [true, false] {
+        array_lookups_agree(known);
+    }
+}
+
+fn array_lookups_agree(known: bool) {
+    let mut image = Image::from_insns("p", ProgType::Xdp, array_program(known));
     image.maps = common::gen::maps();
     let config = |engine| {
         let mut c = VmConfig::kernel().with_engine(engine);
@@ -771,9 +800,9 @@ fn array_lookups_give_what_fresh_runs_give() {
             assert_eq!(
                 format!("{:?}", out.result),
                 format!("{:?}", fresh.result),
-                "{engine:?} run {i}"
+                "{engine:?} known {known} run {i}"
             );
-            assert_eq!(out.insns, fresh.insns, "{engine:?} run {i}");
+            assert_eq!(out.insns, fresh.insns, "{engine:?} known {known} run {i}");
             for name in ["a", "pa"] {
                 let (a, b) = (
                     vm.map(name).expect("map"),

@@ -443,7 +443,7 @@ impl Machine {
     #[inline(always)]
     fn static_lookup(&self, m: &Map, key: u64) -> Option<u64> {
         let s = self.vm.statics.get(m.index).copied().flatten()?;
-        if m.spec.key_size != 4
+        if s.key_size != 4
             || (s.ncpus > 1 && (self.cpu != self.mem.statics_cpu || self.cpu >= s.ncpus))
         {
             return None;

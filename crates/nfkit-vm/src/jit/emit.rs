@@ -84,6 +84,9 @@ pub(super) struct Generated {
 pub(super) struct Emitter<'p> {
     a: Assembler,
     prog: &'p Program,
+    /// By map index: arrays whose values have static regions (lookups
+    /// of a map known at the call are computed inline).
+    statics: &'p [Option<crate::vm::StaticValues>],
     labels: Vec<DynamicLabel>,
     stubs: Vec<Stub>,
     fault_exit: DynamicLabel,
@@ -103,6 +106,7 @@ impl<'p> Emitter<'p> {
         prog: &'p Program,
         may_goto_budget: u32,
         kernel_helpers: bool,
+        statics: &'p [Option<crate::vm::StaticValues>],
     ) -> Result<Emitter<'p>, Refusal> {
         let mut a = Assembler::new().map_err(|e| format!("cannot map code memory: {e}"))?;
         let labels = (0..prog.ops.len()).map(|_| a.new_dynamic_label()).collect();
@@ -110,6 +114,7 @@ impl<'p> Emitter<'p> {
         Ok(Emitter {
             a,
             prog,
+            statics,
             labels,
             stubs: Vec::new(),
             fault_exit,
@@ -822,7 +827,14 @@ impl<'p> Emitter<'p> {
                 | hid::MAP_DELETE_ELEM
         );
         if direct && map {
-            self.helper_to(glue::helper_map as *const () as usize, id, pc);
+            let inline = match (id as i32 == hid::MAP_LOOKUP_ELEM, self.map_at_call(pc)) {
+                (true, Some(i)) => self.statics.get(i).copied().flatten(),
+                _ => None,
+            };
+            match inline {
+                Some(s) if s.key_size == 4 => self.array_lookup(s, id, pc),
+                _ => self.helper_to(glue::helper_map as *const () as usize, id, pc),
+            }
             return;
         }
         if !dynamic && id != TAIL_CALL as u64 && id != LOOP as u64 {
@@ -862,6 +874,99 @@ impl<'p> Emitter<'p> {
             ; add rsp, 8
             ; =>no_loop
         );
+    }
+
+    /// The map index `r1` holds at the call at op `pc` on every path:
+    /// the last write to `r1` before it in the same basic block is an
+    /// `lddw` of a map handle (every op in between is one that writes
+    /// only its own destination register, or memory through a plain
+    /// store). `None` when that is not shown.
+    fn map_at_call(&self, pc: usize) -> Option<usize> {
+        use Code::*;
+        if self.block_len.get(pc).copied().unwrap_or(1) > 0 {
+            // The call starts a block: something jumps to it.
+            return None;
+        }
+        let mut i = pc;
+        while i > 0 {
+            i -= 1;
+            let op = self.prog.ops.get(i)?;
+            let writes_dst_only = !matches!(
+                op.code,
+                Atomic | Call | Callx | CallLocal | Exit | LdAbs | LdInd | MayGoto | Ja
+            ) && !is_branch(op.code);
+            if !writes_dst_only {
+                return None;
+            }
+            let store = matches!(
+                op.code,
+                StB | StH | StW | StDW | StxB | StxH | StxW | StxDW | Nop
+            );
+            if !store && op.dst & 15 == 1 {
+                return (op.code == Lddw && op.imm >> 32 == u64::from(mem::MAP_HANDLES))
+                    .then_some((op.imm & 0xffff_ffff) as usize);
+            }
+            if self.block_len.get(i).copied().unwrap_or(0) > 0 {
+                // The block's first op: nothing before it counts.
+                return None;
+            }
+        }
+        None
+    }
+
+    /// `bpf_map_lookup_elem` on array `s` (its values have static
+    /// regions) inline, as the interpreter's `Machine::static_lookup`
+    /// computes it: the 4-byte key read through its window, NULL past
+    /// `max_entries`, else value `k`'s region and offset (per-CPU: the
+    /// run's CPU's slot, when the regions show it). A key the window
+    /// refuses, or a run whose regions show another CPU, goes to the
+    /// glue (the general lookup, which faults the same way). r1-r5 are
+    /// left as they are, as after any helper call.
+    fn array_lookup(&mut self, s: crate::vm::StaticValues, id: u64, pc: usize) {
+        let (slow, null, done) = (
+            self.a.new_dynamic_label(),
+            self.a.new_dynamic_label(),
+            self.a.new_dynamic_label(),
+        );
+        let per_value = i64::from(s.ncpus) * i64::from(s.stride);
+        let (max, first, ncpus, stride) = (
+            s.max as i32,
+            s.first as i32,
+            s.ncpus as i32,
+            s.stride as i32,
+        );
+        self.window_check(x(2), 0, 4, false, slow);
+        dynasm!(self.a
+            ; .arch x64
+            ; mov r11d, DWORD [r11]
+            ; cmp r11, max
+            ; jae =>null
+            ; mov rax, QWORD per_value
+            ; imul rax, r11
+        );
+        if s.ncpus > 1 {
+            dynasm!(self.a
+                ; .arch x64
+                ; mov r10, [r12 + st::STATICS_CPU]
+                ; cmp r10, ncpus
+                ; jae =>slow
+                ; imul r10, r10, stride
+                ; add rax, r10
+            );
+        }
+        dynasm!(self.a
+            ; .arch x64
+            ; add r11, first
+            ; shl r11, 32
+            ; or rax, r11
+            ; jmp =>done
+            ; =>null
+            ; xor eax, eax
+            ; jmp =>done
+            ; =>slow
+        );
+        self.helper_to(glue::helper_map as *const () as usize, id, pc);
+        dynasm!(self.a ; .arch x64 ; =>done);
     }
 
     fn atomic(&mut self, op: Op, pc: usize) {

@@ -91,8 +91,9 @@ pub(crate) fn compile(
     program: &Program,
     entries: &[EntryInfo],
     config: &VmConfig,
+    statics: &[Option<crate::vm::StaticValues>],
 ) -> (Option<Code>, Vec<EngineUse>) {
-    match build(program, config) {
+    match build(program, config, statics) {
         Ok(code) => {
             let uses = entries
                 .iter()
@@ -114,9 +115,14 @@ pub(crate) fn compile(
 }
 
 #[cfg(target_arch = "x86_64")]
-fn build(program: &Program, config: &VmConfig) -> Result<Code, String> {
+fn build(
+    program: &Program,
+    config: &VmConfig,
+    statics: &[Option<crate::vm::StaticValues>],
+) -> Result<Code, String> {
     let kernel = config.profile == crate::config::Profile::Kernel;
-    let generated = emit::Emitter::new(program, config.may_goto_budget, kernel)?.generate()?;
+    let generated =
+        emit::Emitter::new(program, config.may_goto_budget, kernel, statics)?.generate()?;
     let base = generated.buf.ptr(dynasmrt::AssemblyOffset(0)) as usize;
     Ok(Code {
         enter: base + generated.enter.0,
@@ -132,7 +138,11 @@ fn build(program: &Program, config: &VmConfig) -> Result<Code, String> {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn build(_program: &Program, _config: &VmConfig) -> Result<Code, String> {
+fn build(
+    _program: &Program,
+    _config: &VmConfig,
+    _statics: &[Option<crate::vm::StaticValues>],
+) -> Result<Code, String> {
     Err("the JIT generates x86-64 code only".into())
 }
 
@@ -197,6 +207,7 @@ impl Code {
         jc.may_goto = m.may_goto as u64;
         jc.packet_base = packet_base.wrapping_sub((mem::PACKET as u64) << 32);
         jc.frame_base = stack_base.wrapping_sub((mem::STACK as u64) << 32);
+        jc.statics_cpu = state::statics_cpu(m);
         jc.regs = m.regs.as_mut_ptr();
         let win = m.mem.windows_mut();
         jc.win = win.as_mut_ptr();
@@ -260,6 +271,7 @@ impl Code {
             Some((p, off, len)) => (p, off as u64, len as u64),
             None => (std::ptr::null_mut(), 0, 0),
         };
+        jc.statics_cpu = state::statics_cpu(m);
         jc.regs = m.regs.as_mut_ptr();
         let win = m.mem.windows_mut();
         jc.win = win.as_mut_ptr();

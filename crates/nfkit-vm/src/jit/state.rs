@@ -87,6 +87,20 @@ pub(crate) struct JitCtx {
     pub in_place: *mut u8,
     pub in_place_off: u64,
     pub in_place_len: u64,
+    /// The run's CPU when the per-CPU arrays' static value regions show
+    /// its slots (`Memory::statics_cpu`), else `u64::MAX`: native code's
+    /// inline array lookups use it, and leave other runs to the glue.
+    pub statics_cpu: u64,
+}
+
+/// [`JitCtx::statics_cpu`] for a run on machine `m`.
+#[inline(always)]
+pub(crate) fn statics_cpu(m: &Machine) -> u64 {
+    if m.mem.statics_cpu == m.cpu {
+        u64::from(m.cpu)
+    } else {
+        u64::MAX
+    }
 }
 
 impl JitCtx {
@@ -138,6 +152,7 @@ impl JitCtx {
             in_place: std::ptr::null_mut(),
             in_place_off: 0,
             in_place_len: 0,
+            statics_cpu: u64::MAX,
         }
     }
 }
@@ -174,6 +189,7 @@ pub(crate) const LOOP_N: i32 = off!(loop_n);
 pub(crate) const LOOP_CB: i32 = off!(loop_cb);
 pub(crate) const LOOP_CTX: i32 = off!(loop_ctx);
 pub(crate) const LOOP_PC: i32 = off!(loop_pc);
+pub(crate) const STATICS_CPU: i32 = off!(statics_cpu);
 
 /// Offset of spilled register `r` from the spill area's address.
 pub(crate) const fn reg(r: u8) -> i32 {
