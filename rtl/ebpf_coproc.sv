@@ -24,8 +24,10 @@
 // through the data memory's ports, which the core leaves idle while a call
 // waits in EXE (the older instructions have left MEM by the second cycle,
 // when the first read goes out; the arguments were latched in the first);
-// it then searches every line of the map at once (one cycle), picks the
-// line and answers in the next (the answer is registered). Anything else (an unknown id or map, a key or value outside the
+// it searches every line of the map at once in the cycle the key's last
+// piece lands (the comparators take the landing bytes straight from the
+// data memory), picks the line and answers in the next (the answer is
+// registered). Anything else (an unknown id or map, a key or value outside the
 // packet, stack and value windows) is acknowledged with `bad`: the core
 // faults.
 module ebpf_coproc #(
@@ -253,10 +255,23 @@ module ebpf_coproc #(
   logic [31:0]            q_plen_raw, q_index;
   logic [7:0]             q_plen, data_bits_m1;
   logic [8:0]             data_bits;
-  assign q_key      = kbuf[KEY_BYTES*8-1:0];
-  assign q_plen_raw = kbuf[31:0];
-  assign q_index    = kbuf[31:0];
-  assign q_data     = kbuf[KEY_BYTES*8+31:32];
+  // The key buffer with the piece landing this cycle merged in: what the
+  // buffer holds from the next cycle on, and what the search compares in
+  // the cycle the key's last piece lands.
+  logic [KB*8-1:0] kb_next;
+  always_comb begin
+    kb_next = kbuf;
+    if (st == S_KEY && pend_v) begin
+      for (int j = 0; j < KB; j++) begin
+        if (16'(j) >= pend_off && 16'(j) < pend_off + 16'(piece_bytes(pend_sz)))
+          kb_next[j*8 +: 8] = mem_rdata[3'(16'(j) - pend_off)*8 +: 8];
+      end
+    end
+  end
+  assign q_key      = kb_next[KEY_BYTES*8-1:0];
+  assign q_plen_raw = kb_next[31:0];
+  assign q_index    = kb_next[31:0];
+  assign q_data     = kb_next[KEY_BYTES*8+31:32];
   assign data_bits  = 9'({ksize - 8'd4, 3'd0});
   assign data_bits_m1 = 8'(data_bits - 9'd1);
 
@@ -332,13 +347,7 @@ module ebpf_coproc #(
       ack <= 1'b0;
       if (st != S_IDLE) cycles <= cycles + 16'd1;
       // Pieces read for the key land in the key buffer.
-      // (Byte j of the buffer takes byte j - offset of the piece.)
-      if (st == S_KEY && pend_v) begin
-        for (int j = 0; j < KB; j++) begin
-          if (16'(j) >= pend_off && 16'(j) < pend_off + 16'(piece_bytes(pend_sz)))
-            kbuf[j*8 +: 8] <= mem_rdata[3'(16'(j) - pend_off)*8 +: 8];
-        end
-      end
+      if (st == S_KEY && pend_v) kbuf <= kb_next;
       pend_v <= nx_go || i_go;
       if (nx_go) begin
         pend_off <= issued;
@@ -443,25 +452,10 @@ module ebpf_coproc #(
             bad <= 1'b1;
             st <= S_DONE;
           end else if (issued >= len) begin
-            st <= S_SEARCH;
+            st <= S_PICK;  // searched below, with the landing piece
           end
         end
-        S_SEARCH: begin
-          // Every line of the map at once (the CAM / TCAM search).
-          for (int i = 0; i < LINES; i++) begin
-            s_in_range = 16'(i) >= base && 16'(i) < base + n;
-            s_in_map = l_valid[i] && l_map[i] == 8'(mi) && s_in_range;
-            free[i] <= !l_valid[i] && s_in_range;
-            if (t == T_LPM && op == 2'd1)
-              match[i] <= s_in_map && l_plen[i] <= q_plen && (q_data & pmask(l_plen[i])) == l_key[i];
-            else if (t == T_LPM)
-              match[i] <= s_in_map && {24'd0, l_plen[i]} == q_plen_raw
-                          && (q_data & pmask(q_plen_raw[7:0])) == l_key[i];
-            else
-              match[i] <= s_in_map && l_key[i] == q_key;
-          end
-          st <= S_PICK;
-        end
+        S_SEARCH: st <= S_PICK;  // bpf_redirect_map: searched below
         S_PICK: begin
           // The matching line (LPM: the longest prefix) and the first free one.
           h = 1'b0; f = 1'b0; bp = 8'd0; ln = '0; fl = '0;
@@ -569,6 +563,21 @@ module ebpf_coproc #(
         end
         default: st <= S_IDLE;
       endcase
+      // The search: every line of the map at once (the CAM / TCAM), in
+      // the cycle the key completes (S_KEY's last, or S_SEARCH for
+      // bpf_redirect_map's index); S_PICK reads the result.
+      if (st == S_SEARCH || (st == S_KEY && issued >= len)) for (int i = 0; i < LINES; i++) begin
+        s_in_range = 16'(i) >= base && 16'(i) < base + n;
+        s_in_map = l_valid[i] && l_map[i] == 8'(mi) && s_in_range;
+        free[i] <= !l_valid[i] && s_in_range;
+        if (t == T_LPM && op == 2'd1)
+          match[i] <= s_in_map && l_plen[i] <= q_plen && (q_data & pmask(l_plen[i])) == l_key[i];
+        else if (t == T_LPM)
+          match[i] <= s_in_map && {24'd0, l_plen[i]} == q_plen_raw
+                      && (q_data & pmask(q_plen_raw[7:0])) == l_key[i];
+        else
+          match[i] <= s_in_map && l_key[i] == q_key;
+      end
     end
   end
   /* verilator lint_on BLKSEQ */

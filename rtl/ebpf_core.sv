@@ -14,9 +14,11 @@
 //   handshake (both stall IF/ID/EXE while busy), computes and checks data
 //   addresses (the data memory takes a load's address at the EXE -> MEM
 //   edge), and resolves conditional branches: a taken one redirects IF in
-//   the same cycle and flushes the instruction in ID (one bubble). `exit`
-//   and faults flush the same way and stop fetching. `ja` and `gotol`
-//   redirect IF from ID instead (no bubble).
+//   the same cycle and flushes the instruction in ID (one bubble) when
+//   the prediction made in ID was wrong. `exit` and faults flush the same
+//   way and stop fetching. `ja` and `gotol` redirect IF from ID instead
+//   (no bubble), and so does a conditional jump the branch history table
+//   predicts taken (no bubble when it is).
 // * A load or store of packet bytes that have not arrived yet waits in
 //   EXE (the packet streams into the data memory while the program runs).
 // * MEM reads or writes the data memory (any width, any alignment); loads
@@ -117,6 +119,8 @@ module ebpf_core
   logic           idex_is_jcond, idex_is_ja, idex_is_gotol, idex_is_exit, idex_is_call;
   logic           idex_is_lddw, idex_illegal;
   logic           idex_is_atomic, idex_loads;  // idex_loads: result from MEM
+  logic           idex_pred;   // a conditional jump predicted taken in ID
+  logic [1:0]     idex_bht;    // its history counter, as read in ID
   logic [3:0]     idex_rd;
 
   logic           exmem_v;
@@ -144,6 +148,19 @@ module ebpf_core
   logic           memwb_exit;
 
   logic           halting;  // an exit or fault passed EXE: fetch no more
+
+  // ------------------------------------------------------------------
+  // Branch history table: a 2-bit saturating counter per instruction slot
+  // (taken when >= 2), read at the fetch address like the instruction
+  // memory (so its counter arrives in ID with the instruction) and written
+  // by EXE when a conditional jump resolves. It only steers fetch: a wrong
+  // guess costs the bubble every taken jump cost before, never a result.
+  // Not reset by `start`: it keeps what earlier packets taught it.
+  logic [1:0] bht [0:(1<<IAW)-1];
+  logic [1:0] bht_q;  // the counter of the slot in IF/ID
+  initial begin
+    for (int i = 0; i < (1 << IAW); i++) bht[i] = 2'b01;
+  end
 
   // ------------------------------------------------------------------
   // ID: decode.
@@ -300,13 +317,16 @@ module ebpf_core
     endcase
   end
 
-  logic           ex_taken;
+  // `ja` and `gotol` were taken in ID (below); here only conditions. A
+  // conditional jump whose outcome differs from ID's prediction redirects
+  // fetch to the target (taken) or to the next slot (not taken).
+  logic           ex_taken, ex_mispredict;
   logic [IAW-1:0] ex_target;
   logic [31:0]    ex_rel;
-  // `ja` and `gotol` were taken in ID (below); here only conditions.
-  assign ex_taken  = idex_is_jcond && taken_cond;
-  assign ex_rel    = {{16{idex_off[15]}}, idex_off};
-  assign ex_target = idex_pc + IAW'(1) + ex_rel[IAW-1:0];
+  assign ex_taken      = idex_is_jcond && taken_cond;
+  assign ex_mispredict = idex_is_jcond && (taken_cond != idex_pred);
+  assign ex_rel        = {{16{idex_off[15]}}, idex_off};
+  assign ex_target     = idex_pc + IAW'(1) + (taken_cond ? ex_rel[IAW-1:0] : IAW'(0));
 
   // Unconditional jumps redirect IF from ID: the target is fetched at
   // the edge that would have fetched the next slot, so they cost no
@@ -314,7 +334,9 @@ module ebpf_core
   logic           id_jump;
   logic [31:0]    id_rel;
   logic [IAW-1:0] id_target;
-  assign id_jump   = ifid_v && (id_is_ja || id_is_gotol);
+  logic           id_pred;
+  assign id_pred   = id_is_jcond && bht_q[1];
+  assign id_jump   = ifid_v && (id_is_ja || id_is_gotol || id_pred);
   assign id_rel    = id_is_gotol ? id_imm : {{16{ifid_insn[31]}}, ifid_insn[31:16]};
   assign id_target = ifid_pc + IAW'(1) + id_rel[IAW-1:0];
 
@@ -374,7 +396,7 @@ module ebpf_core
   assign ex_busy  = idex_v && ((idex_is_div && !div_done) || (idex_is_call && !cop_ack)
                                || ex_wait_rx);
   assign ex_stop  = idex_v && !ex_busy && (idex_is_exit || ex_fault != FAULT_NONE);
-  assign ex_flush = idex_v && !ex_busy && (ex_taken || ex_stop);
+  assign ex_flush = idex_v && !ex_busy && (ex_mispredict || ex_stop);
   assign div_start = idex_v && idex_is_div && !div_busy && !div_done;
   assign div_ack   = idex_v && idex_is_div && div_done;
 
@@ -439,7 +461,7 @@ module ebpf_core
   assign retire_pc    = memwb_pc;
   assign r0           = regs[0];
 
-  assign ev_flush          = running && ex_flush && ex_taken;
+  assign ev_flush          = running && ex_flush && ex_mispredict;
   assign ev_stall_div      = running && ex_busy && idex_is_div;
   assign ev_stall_rx       = running && ex_busy && ex_wait_rx;
   assign ev_stall_call     = running && ex_busy && idex_is_call;
@@ -456,6 +478,15 @@ module ebpf_core
     else npc = ifid_pc + ((ifid_insn[7:0] == 8'h18) ? IAW'(2) : IAW'(1));
   end
   assign imem_raddr = npc;
+
+  // The history table: read at the fetch address, updated by a resolved
+  // conditional jump (counting up when taken, down when not).
+  always_ff @(posedge clk) begin
+    bht_q <= bht[npc];
+    if (running && idex_v && idex_is_jcond && !ex_busy)
+      bht[idex_pc] <= ex_taken ? (idex_bht == 2'b11 ? 2'b11 : idex_bht + 2'b01)
+                               : (idex_bht == 2'b00 ? 2'b00 : idex_bht - 2'b01);
+  end
   assign dmem_raddr = ex_index;
 
   always_ff @(posedge clk) begin
@@ -549,6 +580,8 @@ module ebpf_core
         idex_illegal  <= id_illegal;
         idex_is_atomic <= id_is_atomic;
         idex_loads    <= id_loads;
+        idex_pred     <= id_pred;
+        idex_bht      <= bht_q;
         idex_rd       <= id_rd;
       end else begin
         // Waiting in EXE: keep the forwarded operands, as their producers

@@ -1,10 +1,11 @@
 //! `make rtl-bench` (also part of `make bench`): the RTL core's figures,
 //! measured on the Verilated model. Per workload: packets (or programs),
-//! cycles per packet, CPI, stall cycles by cause, taken-branch flushes,
-//! and packets per second per engine at eBPFlow's published clock
-//! (166.67 MHz; this core's own clock is not estimated yet). With
-//! `NFKIT_RTL_SYNTH=1` (what `make rtl-bench` sets) also one engine's
-//! resources from Yosys `synth_xilinx` beside eBPFlow's. Then the
+//! cycles per packet, CPI, stall cycles by cause, mispredicted-branch
+//! bubbles, and packets per second per engine at eBPFlow's published
+//! clock (166.67 MHz). With `NFKIT_RTL_SYNTH=1` (what `make rtl-bench`
+//! sets) also one engine's resources and clock estimate from Yosys
+//! `synth_xilinx` + `sta` beside eBPFlow's, and packets per second per
+//! engine at that estimated clock. Then the
 //! coprocessor's cycles per map operation by map kind and key size,
 //! beside eBPFlow's (lookup 13, update 19-33). The tables are printed and
 //! written to `target/nfkit-bench/rtl.md`.
@@ -27,6 +28,8 @@ const SUITE: &str = concat!(
 );
 /// eBPFlow's maximum frequency on the NetFPGA SUME (Virtex-7 690T).
 const EBPFLOW_MHZ: f64 = 166.67;
+/// This engine's estimated clock (MHz), when synthesis ran.
+static OUR_MHZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
 
 #[derive(Default)]
 struct Sum {
@@ -64,7 +67,7 @@ impl Sum {
     fn row(&self, name: &str) -> String {
         let per = self.cycles as f64 / self.runs.max(1) as f64;
         format!(
-            "| {name} | {} | {:.1} | {:.3} | {} | {} | {} | {} | {} | {:.2} |",
+            "| {name} | {} | {:.1} | {:.3} | {} | {} | {} | {} | {} | {:.2} | {} |",
             self.runs,
             per,
             self.cycles as f64 / self.retired.max(1) as f64,
@@ -73,7 +76,10 @@ impl Sum {
             self.call,
             self.rx,
             self.flushes,
-            EBPFLOW_MHZ / per
+            EBPFLOW_MHZ / per,
+            OUR_MHZ
+                .get()
+                .map_or("n/a".to_string(), |mhz| format!("{:.2}", mhz / per))
         )
     }
 }
@@ -408,9 +414,12 @@ fn map_rows(out: &mut String, workloads: &mut String) {
     let _ = writeln!(workloads, "{}", all.row("map calls (tests/progs/maps.s)"));
 }
 
-fn synth_rows(out: &mut String) {
+fn synth_rows(
+    out: &mut String,
+    synth: &Result<nfkit_rtl::synth::SynthReport, nfkit_rtl::RtlError>,
+) {
     let _ = writeln!(out, "\nOne engine, Yosys `synth_xilinx` (7-series), beside eBPFlow (whole NetFPGA SUME design, Virtex-7 690T):\n");
-    match nfkit_rtl::synth::synth_xilinx() {
+    match synth {
         Ok(r) => {
             let _ = writeln!(out, "| resource | nfkit engine | eBPFlow (published) |");
             let _ = writeln!(out, "|---|---|---|");
@@ -426,10 +435,28 @@ fn synth_rows(out: &mut String) {
             );
             let _ = writeln!(out, "| block RAM (36 Kb) | {} | n/a |", r.bram36());
             let _ = writeln!(out, "| DSP48 | {} | n/a |", r.dsps());
-            let _ = writeln!(
-                out,
-                "| clock | not estimated (no open 7-series P&R) | 166.67 MHz |"
-            );
+            match &r.timing {
+                Some(t) => {
+                    let _ = writeln!(
+                        out,
+                        "| clock | {:.1} MHz estimated ({:.2} ns: {:.2} ns of cells on the critical path + {} nets x {:.1} ns; {:.1} MHz with ideal wires) | 166.67 MHz (placed and routed) |",
+                        t.clock_mhz(),
+                        t.period_ps() as f64 / 1000.0,
+                        t.logic_ps as f64 / 1000.0,
+                        t.nets,
+                        nfkit_rtl::synth::NET_PS as f64 / 1000.0,
+                        t.logic_only_mhz()
+                    );
+                    let _ = writeln!(out, "\nCritical path: {}\n", t.cells.join(" > "));
+                    let _ = writeln!(out, "Method: {}", nfkit_rtl::synth::CLOCK_METHOD);
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "| clock | not estimated (sta gave no path) | 166.67 MHz |"
+                    );
+                }
+            }
         }
         Err(e) => {
             let _ = writeln!(out, "synthesis not run: {e}");
@@ -441,20 +468,36 @@ fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing
     // special: either way run once, quickly.
     let mut out = String::new();
+    let synth = std::env::var_os("NFKIT_RTL_SYNTH")
+        .is_some_and(|v| v != "0")
+        .then(nfkit_rtl::synth::synth_with_clock);
+    if let Some(mhz) = synth
+        .as_ref()
+        .and_then(|s| s.as_ref().ok())
+        .and_then(|r| r.timing.as_ref())
+        .map(|t| t.clock_mhz())
+    {
+        let _ = OUR_MHZ.set(mhz);
+    }
+    let ours = OUR_MHZ
+        .get()
+        .map_or("the estimated clock (synthesis not run)".to_string(), |m| {
+            format!("the estimated {m:.1} MHz")
+        });
     let _ = writeln!(out, "## RTL core (nfkit-rtl, Verilator model)\n");
     let _ = writeln!(
         out,
-        "| workload | runs | cycles/run | CPI | load-use stalls | divide stalls | call stalls | packet waits | taken branches | Mpps/engine at {EBPFLOW_MHZ} MHz |"
+        "| workload | runs | cycles/run | CPI | load-use stalls | divide stalls | call stalls | packet waits | branch bubbles (mispredicted) | Mpps/engine at {EBPFLOW_MHZ} MHz | Mpps/engine at {ours} |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     reflector_rows(&mut out);
     chain_rows(&mut out);
     conformance_rows(&mut out);
     let mut map_table = String::new();
     map_rows(&mut map_table, &mut out);
     out.push_str(&map_table);
-    if std::env::var_os("NFKIT_RTL_SYNTH").is_some_and(|v| v != "0") {
-        synth_rows(&mut out);
+    if let Some(synth) = &synth {
+        synth_rows(&mut out, synth);
     }
     print!("{out}");
     nfkit_corpus::write_bench_report("rtl.md", &out);

@@ -2,19 +2,20 @@
 
 use std::fmt;
 
-/// Stall cycles by cause, and taken-branch flushes (each costs two
-/// bubbles: the branch resolves in EXE).
+/// Stall cycles by cause, and branch bubbles: a conditional jump whose
+/// outcome the branch history table mispredicted costs one (it resolves
+/// in EXE and flushes the instruction fetched after it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stalls {
     /// A load followed by a user of its result.
     pub load_use: u64,
     /// The multi-cycle divider busy.
     pub div: u64,
-    /// A `call` draining the pipeline and waiting for the coprocessor.
+    /// A `call` waiting in EXE for the coprocessor's answer.
     pub call: u64,
     /// A packet access waiting for its bytes to stream in.
     pub rx: u64,
-    /// Taken jumps (flushes of IF/ID and ID/EX).
+    /// Mispredicted conditional jumps (each flushes IF/ID: one bubble).
     pub flushes: u64,
 }
 

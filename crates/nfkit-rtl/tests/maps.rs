@@ -213,8 +213,9 @@ fn map_operations_take_a_handful_of_cycles() {
     let (u, l, d) = (up.map_cycles[1], look.map_cycles[0], del.map_cycles[2]);
     println!("cycles: lookup {l}, update {u}, delete {d} (eBPFlow: lookup 13, update 19-33)");
     assert_eq!((up.map_ops[1], look.map_ops[0], del.map_ops[2]), (1, 1, 1));
-    // Key (2 reads) + search + pick + answer; an update copies 3 rows more.
-    assert!((4..=8).contains(&l), "lookup {l}");
-    assert!(u > l && u <= l + 5, "update {u}");
-    assert!((4..=8).contains(&d), "delete {d}");
+    // Key (2 reads, the search with the second) + pick; an update copies
+    // 3 rows more, answering with the last.
+    assert_eq!(l, 3, "lookup");
+    assert_eq!(u, l + 4, "update");
+    assert_eq!(d, 3, "delete");
 }

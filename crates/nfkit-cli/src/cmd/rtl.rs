@@ -19,7 +19,8 @@
 //! run`.
 //!
 //! `nfkit rtl synth [--json]`: Yosys `synth_xilinx` of one engine for a
-//! 7-series part: LUTs, flip-flops, block RAMs, DSPs (see
+//! 7-series part: LUTs, flip-flops, block RAMs, DSPs and a clock estimate
+//! from the critical path (see
 //! [`nfkit_rtl::synth`]).
 
 use super::hook_of;
@@ -37,7 +38,8 @@ use std::process::ExitCode;
 pub enum Command {
     /// Run a program (or chain script) on the RTL core on a pcap.
     Run(RunArgs),
-    /// Synthesise one engine with Yosys for Xilinx 7-series: resources.
+    /// Synthesise one engine with Yosys for Xilinx 7-series: resources and
+    /// a clock estimate.
     Synth(SynthArgs),
 }
 
@@ -432,7 +434,7 @@ impl Checker {
 }
 
 fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
-    let r = nfkit_rtl::synth::synth_xilinx().map_err(|e| anyhow!("{e}"))?;
+    let r = nfkit_rtl::synth::synth_with_clock().map_err(|e| anyhow!("{e}"))?;
     if a.json {
         let v = json!({
             "target": "xc7",
@@ -443,6 +445,11 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             "bram36": r.bram36(),
             "dsps": r.dsps(),
             "cells": r.cells,
+            "clock_mhz": r.timing.as_ref().map(|t| t.clock_mhz()),
+            "clock_logic_only_mhz": r.timing.as_ref().map(|t| t.logic_only_mhz()),
+            "clock_period_ns": r.timing.as_ref().map(|t| t.period_ps() as f64 / 1000.0),
+            "clock_method": nfkit_rtl::synth::CLOCK_METHOD,
+            "critical_path": r.timing.as_ref().map(|t| t.cells.clone()),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
