@@ -15,7 +15,12 @@ module ebpf_top
     parameter int NMAPS = 8,
     parameter int LINES = 4,  // the simulated model: 1024 (build.rs)
     parameter int KEY_BYTES = 16,
-    parameter int VAL_BYTES = 64
+    parameter int VAL_BYTES = 64,
+    // What bpf_get_smp_processor_id answers (the switch numbers its engines).
+    parameter logic [63:0] ENGINE_ID = 64'd0,
+    // 1: no instruction memory of its own; the fetch goes out through
+    // imem_x_* to one shared by several engines (ebpf_switch).
+    parameter bit EXT_IMEM = 1'b0
 ) (
     input  logic           clk,
     input  logic           rst,
@@ -26,6 +31,11 @@ module ebpf_top
     input  logic           imem_we,
     input  logic [IAW-1:0] imem_waddr,
     input  logic [63:0]    imem_wdata,
+    // With EXT_IMEM: the fetch address ({version, slot}) and the two slots
+    // read at it a cycle later.
+    output logic [IAW:0]   imem_x_raddr,
+    input  logic [63:0]    imem_x_rdata0,
+    input  logic [63:0]    imem_x_rdata1,
     // Host: data memory rows.
     input  logic [DAW-4:0] dmem_row,
     input  logic           dmem_we,
@@ -219,10 +229,20 @@ module ebpf_top
     else if (start_i && imem_swap) act <= !act;
   end
 
-  ebpf_imem #(.IAW(IAW + 1)) u_imem (
-      .clk(clk), .raddr({fetch_ver, i_addr}), .rdata0(i_data0), .rdata1(i_data1),
-      .we(imem_we), .waddr({!fetch_ver, imem_waddr}), .wdata(imem_wdata)
-  );
+  assign imem_x_raddr = {fetch_ver, i_addr};
+  if (EXT_IMEM) begin : g_ext_imem
+    assign i_data0 = imem_x_rdata0;
+    assign i_data1 = imem_x_rdata1;
+    logic unused_w;
+    assign unused_w = ^{imem_we, imem_waddr, imem_wdata};
+  end else begin : g_imem
+    logic unused_x;
+    assign unused_x = ^{imem_x_rdata0, imem_x_rdata1};
+    ebpf_imem #(.IAW(IAW + 1)) u_imem (
+        .clk(clk), .raddr({fetch_ver, i_addr}), .rdata0(i_data0), .rdata1(i_data1),
+        .we(imem_we), .waddr({!fetch_ver, imem_waddr}), .wdata(imem_wdata)
+    );
+  end
 
   logic [DAW-1:0] d_raddr, d_waddr;
   logic [1:0]     d_size;
@@ -279,7 +299,7 @@ module ebpf_top
   logic [31:0] pkt_avail, win_lo;
   assign pkt_avail = streaming ? pkt_lo_i + rx_bytes : pkt_hi_i;
   ebpf_coproc #(
-      .DAW(DAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES)
+      .ENGINE_ID(ENGINE_ID), .DAW(DAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES)
   ) u_cop (
       .clk(clk), .rst(rst || stop || start_i), .req(c_req), .id(c_id),
       .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),

@@ -15,6 +15,12 @@ const LINES: usize = 1024;
 /// bytes).
 const NMAPS: usize = 32;
 const KEY_BYTES: usize = 48;
+/// The switch top (`rtl/ebpf_switch.sv`), its own model: ports and
+/// engines per port (eBPFlow's 4 x 4), each engine's coprocessor at the
+/// sources' small default (the switch runs programs without maps).
+const SWITCH_TOP: &str = "ebpf_switch";
+const SWITCH_PORTS: usize = 4;
+const SWITCH_ENGINES: usize = 4;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(nfkit_rtl_model)");
@@ -23,6 +29,7 @@ fn main() {
     let rtl = manifest.join("../../rtl");
     println!("cargo:rerun-if-changed={}", rtl.display());
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/switch.cpp");
     println!("cargo:rerun-if-env-changed=NFKIT_RTL_NO_VERILATOR");
     // Rebuilt when Verilator appears or changes (a missing path makes
     // cargo rerun this script, which is cheap without Verilator).
@@ -68,6 +75,48 @@ fn main() {
     let model = out.join(format!("libv{TOP}_model.a"));
     std::fs::copy(mdir.join(format!("V{TOP}__ALL.a")), &model).expect("copying the model library");
 
+    // The switch: 16 engines, no tracing (one engine's VCD is the
+    // single-engine model's job).
+    let sdir = out.join("verilated_switch");
+    let status = Command::new("verilator")
+        .args(["--cc", "--build", "-j", "2", "--no-timing"])
+        .args([
+            "--top-module",
+            SWITCH_TOP,
+            "--prefix",
+            &format!("V{SWITCH_TOP}"),
+        ])
+        .arg(format!("-GPORTS={SWITCH_PORTS}"))
+        .arg(format!("-GENGINES={SWITCH_ENGINES}"))
+        .args(["-MAKEFLAGS", "OPT_FAST=-O2"])
+        .arg(format!("-I{}", rtl.display()))
+        .arg("--Mdir")
+        .arg(&sdir)
+        .args(&sources)
+        .status()
+        .expect("running verilator");
+    assert!(
+        status.success(),
+        "verilator failed to build the switch model"
+    );
+    std::fs::copy(
+        sdir.join(format!("V{SWITCH_TOP}__ALL.a")),
+        out.join(format!("libv{SWITCH_TOP}_model.a")),
+    )
+    .expect("copying the switch model library");
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .opt_level(2)
+        .warnings(false)
+        .define("NFKIT_SW_PORTS", SWITCH_PORTS.to_string().as_str())
+        .define("NFKIT_SW_ENGINES", SWITCH_ENGINES.to_string().as_str())
+        .include(&sdir)
+        .include(root.join("include"))
+        .include(root.join("include/vltstd"))
+        .file("csrc/switch.cpp")
+        .compile("nfkit_rtl_switch_shim");
+
     cc::Build::new()
         .cpp(true)
         .std("c++17")
@@ -88,6 +137,7 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-link-search=native={}", mdir.display());
     println!("cargo:rustc-link-lib=static=v{TOP}_model");
+    println!("cargo:rustc-link-lib=static=v{SWITCH_TOP}_model");
     println!("cargo:rustc-link-lib=pthread");
     println!("cargo:rustc-cfg=nfkit_rtl_model");
 }

@@ -98,6 +98,61 @@ fn rtl_run_equals_vm_run_on_an_xdp_object() {
         .map(|e| e["packets"].as_u64().unwrap_or(0))
         .sum();
     assert_eq!(split, packets, "round-robin over both engines");
+    assert!(rtl["switch"]["cycles"].as_u64().expect("switch cycles") > 0);
+
+    // Four engines: port 0 of the switch top, each engine a share.
+    let rtl4 = json_ok(&nfkit(&[
+        "rtl",
+        "run",
+        &obj,
+        "--pcap",
+        &pcap,
+        "-o",
+        &rtl_out,
+        "--engines",
+        "4",
+        "--json",
+        "--check",
+    ]));
+    assert_eq!(
+        vm["counts"], rtl4["counts"],
+        "same verdicts on four engines"
+    );
+    assert_eq!(
+        rtl4["vm_check"]["differ"], 0,
+        "--check: {}",
+        rtl4["vm_check"]
+    );
+    assert_eq!(
+        std::fs::read(&vm_out).expect("VM output"),
+        std::fs::read(&rtl_out).expect("RTL output"),
+        "same packets written on four engines"
+    );
+    let engines = rtl4["engines"].as_array().expect("engines");
+    assert_eq!(engines.len(), 4);
+    assert!(
+        engines
+            .iter()
+            .all(|e| e["packets"].as_u64().unwrap_or(0) > 0),
+        "every engine ran packets: {engines:?}"
+    );
+    let copies: u64 = rtl4["switch"]["outputs"]
+        .as_object()
+        .expect("copies per output")
+        .values()
+        .map(|v| v.as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        copies, packets,
+        "one copy out per packet (the reflector never floods)"
+    );
+    let e = nfkit(&["rtl", "run", &obj, "--pcap", &pcap, "--engines", "5"]);
+    assert!(!e.status.success());
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("4 engines per port"),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
 
     // The text report and a VCD of engine 0.
     let vcd = s.path("run.vcd");

@@ -464,6 +464,47 @@ fn synth_rows(
     }
 }
 
+/// The switch top on the reflector: every capture's packets offered at
+/// once, spread over `ports` ports with `engines` engines each; packets
+/// per switch cycle (FSM, run and output passes included) and the rate
+/// at eBPFlow's clock.
+fn switch_rows(out: &mut String) {
+    use nfkit_rtl::switch::{Switch, PORTS};
+    let insns = assemble(REFLECT, Some(Syntax::Llvm)).expect("reflector assembles");
+    let image = Image::from_insns("xdp_reflect", ProgType::Xdp, insns);
+    let prog = Program::from_image(&image, 0).expect("reflector within the subset");
+    let packets: Vec<Vec<u8>> = captures()
+        .iter()
+        .filter_map(|c| nfkit_pcap::read_file(c).ok())
+        .flatten()
+        .map(|p| p.data)
+        .collect();
+    let _ = writeln!(
+        out,
+        "\n| switch top, xdp_reflect on all captures | packets | switch cycles | packets/cycle | Mpps at {EBPFLOW_MHZ} MHz |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for (ports, engines) in [(1, 1), (1, 4), (PORTS, 1), (PORTS, 4)] {
+        let Ok(mut sw) = Switch::new(prog.clone()) else {
+            let _ = writeln!(out, "| (no switch model) | | | | |");
+            return;
+        };
+        sw.set_engines_per_port(engines).expect("engines per port");
+        for (i, p) in packets.iter().enumerate() {
+            sw.offer(i % ports, p, 0, 0).expect("the switch takes it");
+        }
+        let run = sw.run(100_000_000).expect("every packet leaves");
+        let ppc = run.packets.len() as f64 / run.cycles.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "| {ports} port(s) × {engines} engine(s) | {} | {} | {ppc:.4} | {:.2} |",
+            run.packets.len(),
+            run.cycles,
+            ppc * EBPFLOW_MHZ
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing
     // special: either way run once, quickly.
@@ -496,6 +537,7 @@ fn main() {
     let mut map_table = String::new();
     map_rows(&mut map_table, &mut out);
     out.push_str(&map_table);
+    switch_rows(&mut out);
     if let Some(synth) = &synth {
         synth_rows(&mut out, synth);
     }

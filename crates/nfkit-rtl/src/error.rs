@@ -51,6 +51,10 @@ pub enum RtlError {
     /// A packet the engine's port cannot take.
     #[error("port: {0}")]
     Port(String),
+    /// What the switch top cannot take (a port or engine beyond it, a
+    /// program with maps).
+    #[error("switch: {0}")]
+    Switch(String),
     /// The model failed to open the VCD file.
     #[error("cannot write the VCD trace to {0}")]
     Vcd(String),

@@ -22,6 +22,10 @@
 //! * [`action`]: the action module's settings and answer
 //!   ([`ActionConfig`], [`ActionOut`], [`Decision`]).
 //! * [`result`]: [`RunResult`], [`Stalls`], [`Fault`].
+//! * [`switch`]: [`Switch`], the switch top (ports × engines, round-robin
+//!   demux, output arbiters and crossbar, one shared double-buffered
+//!   instruction memory): packets offered on ports, their runs and the
+//!   copies leaving each output.
 //! * [`synth`]: Yosys `synth_xilinx` of one engine ([`sources`]: the RTL,
 //!   embedded): LUTs, flip-flops, block RAM, DSPs.
 //! * [`error`]: [`RtlError`], including [`RtlError::NotInstalled`] when the
@@ -38,6 +42,7 @@ pub mod program;
 pub mod result;
 pub mod sources;
 pub mod subset;
+pub mod switch;
 pub mod synth;
 
 pub use crate::action::{ActionConfig, ActionOut, Decision};
@@ -46,6 +51,7 @@ pub use error::RtlError;
 pub use maps::{MapDef, MapKind, MapOpError, MapTable};
 pub use program::Program;
 pub use result::{Fault, FaultKind, Redirect, RunResult, Stalls};
+pub use switch::{Output, Switch, SwitchOutput, SwitchPacket, SwitchRun};
 
 /// Whether this build holds the Verilated model (Verilator was installed
 /// when the crate was built).

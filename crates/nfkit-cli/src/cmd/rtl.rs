@@ -3,9 +3,14 @@
 //! on the RTL processor (`rtl/`, simulated by Verilator through
 //! [`nfkit_rtl`]) on every packet of a capture. The report is `nfkit
 //! run`'s (packets per return code, packets written) plus what the
-//! hardware adds: cycles per packet, CPI, stall cycles by cause, taken
-//! branch flushes, and per engine the packets and busy cycles (packets
-//! go to the `--engines` engines round-robin, as eBPFlow's demux does).
+//! hardware adds: cycles per packet, CPI, stall cycles by cause,
+//! mispredicted branches, and per engine the packets and busy cycles. With
+//! `--engines N` (up to 4) the packets go through the switch top
+//! (`rtl/ebpf_switch.sv`): in on port 0, dealt round-robin to its first N
+//! engines by the port's demux, out through the arbiters and the
+//! crossbar; the report adds the switch's cycles and copies per output.
+//! A program with maps (which the switch's engines do not hold) runs on
+//! N independent engines instead, packets dealt round-robin.
 //! `--trace` prints the retired pcs of every packet; `--vcd` dumps every
 //! signal of engine 0. `--stream` streams each packet in (8 bytes a
 //! cycle) while the program runs. `--check` also runs every packet in
@@ -61,7 +66,8 @@ pub struct RunArgs {
     /// Where to write the packets the program passes or transmits.
     #[arg(short = 'o', long, value_name = "OUT.pcap")]
     pub out: Option<PathBuf>,
-    /// Engines the packets are spread over, round-robin.
+    /// Engines the packets are spread over, round-robin (2-4: through the
+    /// switch top's port 0).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub engines: usize,
     /// Dump every signal of engine 0 to this VCD file.
@@ -191,12 +197,40 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let packets = nfkit_pcap::read_file(&a.pcap).map_err(super::pcap_error(&a.pcap))?;
-    let mut engines = Vec::with_capacity(a.engines);
-    for _ in 0..a.engines {
-        engines.push(Core::new(program.clone()).with_context(|| format!("loading {name}"))?);
+    if a.engines > nfkit_rtl::switch::ENGINES {
+        bail!(
+            "--engines {}: the switch top has {} engines per port (the capture comes in on one port)",
+            a.engines,
+            nfkit_rtl::switch::ENGINES
+        );
     }
-    if let Some(path) = &a.vcd {
-        engines[0].vcd(path)?;
+    // Several engines: the packets go through the switch top (port 0's
+    // round-robin demux over its first N engines), unless the program
+    // has maps, which the switch model's engines do not hold: then the
+    // engines are simulated one by one, packets dealt round-robin.
+    let mut switched = None;
+    if a.engines > 1 && program.maps.maps.is_empty() {
+        if a.trace || a.vcd.is_some() {
+            bail!("--trace and --vcd record one engine: use them with --engines 1");
+        }
+        switched = Some(
+            run_switch(&program, &packets, a.engines)
+                .with_context(|| format!("running {name} on the switch top"))?,
+        );
+    } else if a.engines > 1 && !a.json {
+        println!(
+            "note: {name} uses maps, which the switch model's engines do not hold: its {} engines run one by one, packets dealt round-robin",
+            a.engines
+        );
+    }
+    let mut engines = Vec::with_capacity(a.engines);
+    if switched.is_none() {
+        for _ in 0..a.engines {
+            engines.push(Core::new(program.clone()).with_context(|| format!("loading {name}"))?);
+        }
+        if let Some(path) = &a.vcd {
+            engines[0].vcd(path)?;
+        }
     }
 
     let mut checker = if a.check {
@@ -210,24 +244,33 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut faults = 0u64;
     let mut all = Totals::default();
     let mut per_engine: Vec<Totals> = (0..a.engines).map(|_| Totals::default()).collect();
+    let mut from_switch = switched
+        .as_mut()
+        .map(|s| std::mem::take(&mut s.runs).into_iter());
     for (i, p) in packets.iter().enumerate() {
         let n = i + 1;
-        let k = i % a.engines;
-        let input = RunInput {
-            packet: &p.data,
-            ctx: Ctx::Xdp {
-                ingress_ifindex: 1,
-                rx_queue_index: 0,
-            },
-            timestamp: p.ts_ns,
-            trace: a.trace,
-            stream: a.stream,
-            max_cycles: nfkit_rtl::core::DEFAULT_MAX_CYCLES,
-            via_port: false,
+        let (k, res) = match from_switch.as_mut().and_then(|r| r.next()) {
+            Some(done) => done,
+            None => {
+                let k = i % a.engines;
+                let input = RunInput {
+                    packet: &p.data,
+                    ctx: Ctx::Xdp {
+                        ingress_ifindex: 1,
+                        rx_queue_index: 0,
+                    },
+                    timestamp: p.ts_ns,
+                    trace: a.trace,
+                    stream: a.stream,
+                    max_cycles: nfkit_rtl::core::DEFAULT_MAX_CYCLES,
+                    via_port: false,
+                };
+                let res = engines[k]
+                    .run(&input)
+                    .with_context(|| format!("packet {n}"))?;
+                (k, res)
+            }
         };
-        let res = engines[k]
-            .run(&input)
-            .with_context(|| format!("packet {n}"))?;
         // A fault ends the run as XDP_ABORTED, as in the VM.
         let code = match &res.result {
             Ok(r0) => hook.code(*r0),
@@ -317,6 +360,11 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             "engines": per_engine.iter().enumerate().map(|(k, t)| json!({
                 "engine": k, "packets": t.packets, "cycles": t.cycles, "cpi": t.cpi(),
             })).collect::<Vec<_>>(),
+            "switch": switched.as_ref().map(|s| json!({
+                "cycles": s.cycles,
+                "packets_per_cycle": packets.len() as f64 / s.cycles.max(1) as f64,
+                "outputs": s.outputs,
+            })),
             "results": results,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -341,7 +389,7 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             all.cpi()
         );
         println!(
-            "stall cycles: load-use {}, divide {}, call {}, packet wait {}; taken-branch flushes {} (one bubble each)",
+            "stall cycles: load-use {}, divide {}, call {}, packet wait {}; mispredicted branches {} (one bubble each)",
             all.stalls.load_use,
             all.stalls.div,
             all.stalls.call,
@@ -355,6 +403,16 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
                     t.packets, t.cycles
                 );
             }
+        }
+        if let Some(s) = &switched {
+            let outs: Vec<String> = s.outputs.iter().map(|(o, k)| format!("{o} {k}")).collect();
+            println!(
+                "switch top ({} engines on port 0): {} cycles, {:.4} packets per cycle; copies out: {}",
+                a.engines,
+                s.cycles,
+                packets.len() as f64 / s.cycles.max(1) as f64,
+                outs.join(", ")
+            );
         }
         if let Some(c) = &checker {
             println!(
@@ -371,6 +429,73 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The capture's run through the switch top.
+struct Switched {
+    /// Per packet, in capture order: the engine (its index on port 0) and
+    /// the run, with the bytes of its first copy out.
+    runs: Vec<(usize, RunResult)>,
+    /// Switch cycles from the first packet in to the last copy out.
+    cycles: u64,
+    /// Copies out per output (`port0`.., `controller`, `discard`).
+    outputs: BTreeMap<String, u64>,
+}
+
+/// Offers every packet on port 0 of the switch top (back to back, as
+/// fast as the port takes them, its first `engines` engines enabled) and
+/// collects the runs.
+fn run_switch(program: &Program, packets: &[Packet], engines: usize) -> anyhow::Result<Switched> {
+    let mut sw = nfkit_rtl::Switch::new(program.clone())?;
+    sw.set_engines_per_port(engines)?;
+    for (i, p) in packets.iter().enumerate() {
+        sw.offer(0, &p.data, p.ts_ns, 0)
+            .with_context(|| format!("packet {}", i + 1))?;
+    }
+    let budget = (packets.len() as u64 + 1) * nfkit_rtl::core::DEFAULT_MAX_CYCLES;
+    let run = sw.run(budget)?;
+    let mut outputs: BTreeMap<String, u64> = BTreeMap::new();
+    let mut bytes: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for o in run.outputs {
+        let name = match o.output {
+            nfkit_rtl::Output::Port(p) => format!("port{p}"),
+            nfkit_rtl::Output::Controller => "controller".to_string(),
+            nfkit_rtl::Output::Discard => "discard".to_string(),
+        };
+        *outputs.entry(name).or_default() += 1;
+        bytes.entry(o.id).or_insert(o.bytes);
+    }
+    let runs = run
+        .packets
+        .into_iter()
+        .map(|p| {
+            let packet = bytes.remove(&p.id).unwrap_or_default();
+            let r = RunResult {
+                result: p.result,
+                packet,
+                cycles: p.cycles,
+                retired: p.retired,
+                version: p.version,
+                stalls: p.stalls,
+                trace: Vec::new(),
+                map_ops: [0; 3],
+                map_cycles: [0; 3],
+                out_port: match p.redirect {
+                    Some(nfkit_rtl::Redirect::Port(n)) => Some(n),
+                    _ => None,
+                },
+                redirect: p.redirect,
+                action: p.action,
+                fsm_cycles: 0,
+            };
+            (p.engine % nfkit_rtl::switch::ENGINES, r)
+        })
+        .collect();
+    Ok(Switched {
+        runs,
+        cycles: run.cycles,
+        outputs,
+    })
 }
 
 /// `--check`: the same packets in nfkit's VM, compared run by run.
