@@ -40,6 +40,9 @@ struct Row {
     stat: Option<f64>,
     calls: Option<f64>,
     dynamic: Option<f64>,
+    /// Dynamic with the NFs' shared entries (the build before per-site
+    /// entries).
+    shared: Option<f64>,
     tail: Option<f64>,
 }
 
@@ -87,6 +90,7 @@ struct Subjects {
     stat: Vec<(usize, Subject)>,
     calls: Vec<(usize, Subject)>,
     dynamic: Vec<(usize, Subject)>,
+    shared: Vec<(usize, Subject)>,
     tail: Option<Tail>,
 }
 
@@ -189,6 +193,7 @@ fn measure_rows(subjects: &mut Subjects, frame: &[u8]) -> Vec<Row> {
             stat: None,
             calls: None,
             dynamic: None,
+            shared: None,
             tail: None,
         })
         .collect();
@@ -205,6 +210,11 @@ fn measure_rows(subjects: &mut Subjects, frame: &[u8]) -> Vec<Row> {
     for (n, s) in subjects.dynamic.iter_mut() {
         if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
             r.dynamic = measure(s, frame);
+        }
+    }
+    for (n, s) in subjects.shared.iter_mut() {
+        if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
+            r.shared = measure(s, frame);
         }
     }
     if let Some(t) = subjects.tail.as_mut() {
@@ -233,6 +243,7 @@ fn print_summary(rows: &[Row]) {
                 f(r.stat),
                 f(r.calls),
                 f(r.dynamic),
+                f(r.shared),
                 f(r.tail),
                 ratio(r.stat, r.tail),
                 ratio(r.dynamic, r.tail),
@@ -251,11 +262,13 @@ fn print_summary(rows: &[Row]) {
         per_call(&|r| r.dynamic),
         per_call(&|r| r.tail),
     );
+    let psh = per_call(&|r| r.shared);
     table.push(vec![
         "per call".into(),
         f(ps),
         f(pc),
         f(pd),
+        f(psh),
         f(pt),
         ratio(ps, pt),
         ratio(pd, pt),
@@ -268,6 +281,7 @@ fn print_summary(rows: &[Row]) {
             "static chain",
             "static, calls",
             "dynamic chain",
+            "dynamic, shared entries",
             "tail calls",
             "static/tail",
             "dynamic/tail",
@@ -292,6 +306,7 @@ fn main() {
         stat: load_chains("static", compile_static),
         calls: load_chains("static-calls", compile_static_calls),
         dynamic: load_chains("dynamic", compile_dynamic),
+        shared: load_chains("dynamic-shared", compile_dynamic_shared),
         tail: Tail::load(),
     };
     run_criterion(&mut c, &mut subjects, &frame);

@@ -139,11 +139,19 @@ fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
     ))
 }
 
-fn dynamic_chain() -> Res<Variant> {
+fn dynamic_chain(shared: bool) -> Res<Variant> {
     let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
-    let (image, entry, writes) = compile_dynamic("ddos.py", &src)?;
+    let (image, entry, writes) = if shared {
+        compile_dynamic_shared("ddos.py", &src)?
+    } else {
+        compile_dynamic("ddos.py", &src)?
+    };
     Ok(variant(
-        "dynamic chain",
+        if shared {
+            "dynamic, shared entries"
+        } else {
+            "dynamic chain"
+        },
         timed(|| load_compiled(&image, &writes))?,
         &entry,
     ))
@@ -244,7 +252,8 @@ fn load_variants() -> (Vec<Variant>, Vec<String>) {
         ("hand C", hand_c()),
         ("static chain", static_chain(nfkit_lang::link::Inline::On)),
         ("static, calls", static_chain(nfkit_lang::link::Inline::Off)),
-        ("dynamic chain", dynamic_chain()),
+        ("dynamic chain", dynamic_chain(false)),
+        ("dynamic, shared entries", dynamic_chain(true)),
         ("tail calls", tail_calls()),
     ] {
         match v {

@@ -496,12 +496,26 @@ pub fn compile_static_with(
 /// in one Image, `nfkit_progs` filled by its map inits): the Image, the
 /// dynamic classifier to run and the control-plane writes.
 pub fn compile_dynamic(file: &str, src: &str) -> Res<Program> {
+    compile_dynamic_with(file, src, false)
+}
+
+/// [`compile_dynamic`] with every call site tail-calling the NFs' shared
+/// dynamic entries, calls not inlined (`DynSlots::shared_entries`: the
+/// dynamic build before per-site entries, docs/cost.md).
+pub fn compile_dynamic_shared(file: &str, src: &str) -> Res<Program> {
+    compile_dynamic_with(file, src, true)
+}
+
+fn compile_dynamic_with(file: &str, src: &str, shared: bool) -> Res<Program> {
     let opts = nfkit_lang::Options {
         search: nfkit_nf::SearchPath::new(vec![nf_dir()]),
         ..nfkit_lang::Options::default()
     };
-    let d = nfkit_lang::compile_dynamic(file, src, &opts, &nfkit_lang::DynSlots::default())
-        .map_err(|e| format!("{e}"))?;
+    let slots = nfkit_lang::DynSlots {
+        shared_entries: shared,
+        ..nfkit_lang::DynSlots::default()
+    };
+    let d = nfkit_lang::compile_dynamic(file, src, &opts, &slots).map_err(|e| format!("{e}"))?;
     let writes = d.control_plane();
     Ok((d.image, d.entry, writes))
 }

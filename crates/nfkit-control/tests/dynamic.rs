@@ -149,8 +149,8 @@ every_packet(sum_ports)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         dy.segments().len(),
-        2,
-        "one tail-called NF call: two segments"
+        3,
+        "one tail-called NF call: two segments and the call site's entry"
     );
     let (_, input) = example("port_stats");
     let input: Vec<(u64, Vec<u8>)> = input.into_iter().take(6).collect();
@@ -245,4 +245,90 @@ fn frames_and_slots_that_do_not_fit_are_errors() {
         err.contains("no free slot in nfkit_progs for NF nf_"),
         "{err}"
     );
+}
+
+/// The programs of a dynamic image by name: (insns, the first slot).
+fn entry_code<'i>(image: &'i nfkit_object::Image, name: &str) -> Vec<(usize, &'i nfkit_isa::Insn)> {
+    let Some(e) = image.entry(name) else {
+        return Vec::new();
+    };
+    let f = &image.functions[e.function];
+    let slots = nfkit_isa::slot_offsets(&image.insns);
+    image
+        .insns
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (f.start..f.start + f.len).contains(&slots[*i]))
+        .collect()
+}
+
+#[test]
+fn every_nf_call_site_has_its_own_entry_and_every_tail_call_a_constant_key() {
+    use nfkit_isa::{AluOp, CallKind, Insn, Operand, Reg, Width};
+    for name in EXAMPLES {
+        let (src, _) = example(name);
+        let dy = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let segs = dy.segments();
+        // Names: c<id>s<k>_<chain> (segments), c<id>n<k>_<nf> (the entry
+        // of call site k).
+        let kind = |s: &str| {
+            let p = s.split('_').next().unwrap_or("");
+            if p.contains('n') {
+                'n'
+            } else if p.ends_with("s0") {
+                '0'
+            } else {
+                's'
+            }
+        };
+        let sites = segs.iter().filter(|(s, _)| kind(s) == 'n').count();
+        let later = segs.iter().filter(|(s, _)| kind(s) == 's').count();
+        assert_eq!(sites, later, "{name}: one entry per call site ({segs:?})");
+        let placed = |slot: i32| {
+            dy.image
+                .map_inits
+                .iter()
+                .find(|m| m.slot as i32 == slot)
+                .map(|m| dy.image.entries[m.entry].name.clone())
+        };
+        for (seg, _) in &segs {
+            let code = entry_code(&dy.image, seg);
+            assert!(!code.is_empty(), "{name}: {seg} not in the image");
+            for w in code.windows(2) {
+                if let Insn::Call {
+                    kind: CallKind::Helper,
+                    imm: 12,
+                } = w[1].1
+                {
+                    let key = match w[0].1 {
+                        Insn::Alu {
+                            width: Width::W64,
+                            op: AluOp::Mov,
+                            dst: Reg::R3,
+                            src: Operand::Imm(k),
+                        } => *k,
+                        other => panic!("{name}: {seg}: tail call key from {other:?}"),
+                    };
+                    let to =
+                        placed(key).unwrap_or_else(|| panic!("{name}: {seg}: slot {key} empty"));
+                    assert!(
+                        segs.iter().any(|(s, k)| *s == to && *k as i32 == key),
+                        "{name}: {seg} tail-calls {to}, not a segment or a call site's entry"
+                    );
+                }
+            }
+            // The NF and nfkit_dyn_finish are inlined.
+            assert!(
+                !code.iter().any(|(_, x)| matches!(
+                    x,
+                    Insn::Call {
+                        kind: CallKind::Local,
+                        ..
+                    }
+                )),
+                "{name}: {seg} keeps a call"
+            );
+        }
+    }
 }

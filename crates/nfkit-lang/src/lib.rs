@@ -228,13 +228,21 @@ pub fn compile_dynamic(
     };
     let generated = codegen::generate_dynamic(&checked.program, checked.hook.ctx_hook(), slots)
         .map_err(gen_err)?;
-    let (mut image, _) =
-        link::link_dynamic(&checked.program, &generated, checked.hook, &opts.search).map_err(
-            |e| CompileError::Link {
-                file: file.to_string(),
-                cause: Box::new(e),
-            },
-        )?;
+    let (mut image, _) = link::link_dynamic(
+        &checked.program,
+        &generated,
+        checked.hook,
+        &opts.search,
+        if slots.shared_entries {
+            link::Inline::Off
+        } else {
+            link::Inline::On
+        },
+    )
+    .map_err(|e| CompileError::Link {
+        file: file.to_string(),
+        cause: Box::new(e),
+    })?;
     patterns::install(&checked.program.patterns, &mut image).map_err(|e| {
         CompileError::Patterns {
             file: file.to_string(),

@@ -489,9 +489,9 @@ fn roots_by_module(
 }
 
 /// Dynamic mode (docs/abi.md §5): the dynamic classifier
-/// `dyn_<classifier>`, the chains' segments (entry programs) with
-/// `nfkit_dyn_finish`, and the dynamic entry `dyn_<name>` of every NF
-/// they call, in one Image whose `map_inits` fill `nfkit_progs`: NFs,
+/// `dyn_<classifier>`, the chains' segments and the entries of their NF
+/// call sites (entry programs, calls inlined) with `nfkit_dyn_finish`,
+/// and the dynamic entry `dyn_<name>` of every NF they call, in one Image whose `map_inits` fill `nfkit_progs`: NFs,
 /// then later segments, then each chain's first segment at its chain id
 /// (last, so that filling the slots in order switches each chain in one
 /// update). Loading it whole gives a working dynamic program (tests, the
@@ -501,6 +501,7 @@ pub fn link_dynamic(
     gen: &Generated,
     hook: Hook,
     search: &SearchPath,
+    inline: Inline,
 ) -> Result<(Image, Object), LinkError> {
     let chains = chain_object(prog, gen, hook);
     let mut objects = Vec::new();
@@ -519,7 +520,17 @@ pub fn link_dynamic(
     for (m, roots) in &roots_by_module(prog, |nf| format!("dyn_{}", nf.name)) {
         objects.push(module_object(search, m, hook, roots)?);
     }
-    let mut image = nfkit_object::link(&objects)?;
+    // Each program's calls inlined (the NF into its call sites'
+    // entries, `nfkit_dyn_finish` into the segments): a call costs a
+    // return thunk here (docs/cost.md). Not the per-program passes of
+    // static builds: the info block is shared between the programs of
+    // one packet, so its stores are not dead when this program does not
+    // read them.
+    let linked = nfkit_object::link(&objects)?;
+    let mut image = match inline {
+        Inline::On => nfkit_object::inline_calls(&linked, |_| true, false)?.0,
+        Inline::Off => linked,
+    };
     check_stack(&image)?;
     let progs = image
         .maps

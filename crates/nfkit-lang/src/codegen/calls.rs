@@ -8,8 +8,8 @@ use crate::ir::{Expr, ExprKind};
 use nfkit_isa::{CallKind, Cond, Insn, Operand, Reg, Size};
 
 /// An NF argument: a constant, or the stack temporary it was evaluated into.
-#[derive(Clone, Copy)]
-enum Arg {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Arg {
     Const(u64),
     Slot(i16),
 }
@@ -18,15 +18,15 @@ impl Gen<'_> {
     /// A call of NF `nf` (a tail call in dynamic mode); a verdict or a
     /// fault (bit 63 set) ends the whole chain.
     pub(super) fn call_nf(&mut self, nf: usize, args: &[Expr]) {
-        // Static mode: constants go straight into their registers (the
-        // inlined NF sees them; the verifier then drops its dead
-        // branches), the rest through stack temporaries.
-        let direct = self.dynamic.is_none();
+        // Constants go straight into their registers (the inlined NF
+        // sees them; the verifier then drops its dead branches; in
+        // dynamic mode the call site's own entry loads them), the rest
+        // through stack temporaries.
         let mut slots = Vec::new();
         let mut spilled = 0;
         for a in args {
             match a.kind {
-                ExprKind::Const(v) if direct => slots.push(Arg::Const(v)),
+                ExprKind::Const(v) => slots.push(Arg::Const(v)),
                 _ => {
                     slots.push(Arg::Slot(self.spill_expr(a)));
                     spilled += 1;
@@ -34,14 +34,7 @@ impl Gen<'_> {
             }
         }
         if self.dynamic.is_some() {
-            let offs: Vec<i16> = slots
-                .iter()
-                .filter_map(|a| match a {
-                    Arg::Slot(o) => Some(*o),
-                    Arg::Const(_) => None,
-                })
-                .collect();
-            self.tail_call_nf(nf, &offs);
+            self.tail_call_nf(nf, &slots);
         } else {
             let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
             for (i, r) in regs.into_iter().enumerate() {

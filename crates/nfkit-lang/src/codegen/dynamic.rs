@@ -3,6 +3,7 @@
 //! tail-call the NFs' dynamic entries and resume through the per-CPU
 //! call frame.
 
+use super::calls::Arg;
 use super::emit::{ldx, local_off, mov_imm, mov_reg, stx};
 use super::{Gen, GenError, GenFunc, Generated, Label, ObjMap, Ref};
 use crate::check::BPF_LOOP_ABOVE;
@@ -22,6 +23,7 @@ pub const DYN_FINISH: &str = "nfkit_dyn_finish";
 /// slots a chain can keep across an NF call.
 const FRAME_RESULT: i16 = 32;
 const FRAME_CONT: i16 = 40;
+const FRAME_CALLS: i16 = 44;
 const FRAME_LOCALS: i16 = 56;
 pub const FRAME_SLOTS: i32 = 56;
 
@@ -44,6 +46,11 @@ pub struct DynSlots {
     /// Slots of segments after the first of each chain: `seg_first..seg_end`.
     pub seg_first: u32,
     pub seg_end: u32,
+    /// Every call site tail-calls the NF's shared dynamic entry
+    /// `dyn_<name>`, which returns through a variable-key tail call, and
+    /// calls are not inlined: the build before each call site had its own
+    /// entry, kept to measure against (`--bench ddos`, `--bench calls`).
+    pub shared_entries: bool,
 }
 
 /// Generates the dispatched chains of `prog` for dynamic mode
@@ -91,14 +98,15 @@ pub fn generate_dynamic(
             next_seg,
             seg_end: slots.seg_end,
             sites: Vec::new(),
+            shared: slots.shared_entries,
             entry: 0,
             body: 0,
             error: None,
         });
         g.chain_function(ci)?;
         let cbs = std::mem::take(&mut g.callbacks);
-        let segs = g.segments(id as u32)?;
-        next_seg += segs.len() as u32 - 1;
+        let (segs, next) = g.segments(id as u32)?;
+        next_seg = next.max(next_seg);
         funcs.extend(segs);
         callbacks.extend(cbs);
     }
@@ -160,6 +168,8 @@ pub(super) struct DynGen {
     next_seg: u32,
     seg_end: u32,
     sites: Vec<Site>,
+    /// [`DynSlots::shared_entries`].
+    shared: bool,
     /// Target of the first instruction (a `ja`): where a segment starts.
     entry: Label,
     /// The chain's own start (segment 0).
@@ -180,6 +190,12 @@ pub(super) struct Site {
     bounds: Vec<(u32, i16)>,
     /// The next segment's slot.
     slot: u32,
+    /// The slot of this call site's entry ([`site_entry`]).
+    entry: u32,
+    /// The NF called, its arguments, the script line of the call.
+    nf: usize,
+    args: Vec<Arg>,
+    line: u32,
 }
 
 impl Gen<'_> {
@@ -220,14 +236,15 @@ impl Gen<'_> {
     }
 
     /// Dynamic mode: the chain (chain id `id`) as its segments, segment 0
-    /// first (at slot `id`), then one per NF call site.
-    pub(super) fn segments(mut self, id: u32) -> Result<Vec<GenFunc>, GenError> {
+    /// first (at slot `id`), then one per NF call site, then the entry of
+    /// each call site; and the first segment slot left free.
+    pub(super) fn segments(mut self, id: u32) -> Result<(Vec<GenFunc>, u32), GenError> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
         self.check_frame()?;
         let Some(d) = self.dynamic.take() else {
-            return Ok(vec![self.finish()?]);
+            return Ok((vec![self.finish()?], 0));
         };
         if let Some(e) = d.error {
             return Err(e);
@@ -245,7 +262,17 @@ impl Gen<'_> {
                 Some(site.slot),
             )?);
         }
-        Ok(out)
+        for (k, site) in d.sites.iter().enumerate().filter(|_| !d.shared) {
+            let nf: String = self.prog.nfs[site.nf].name.chars().take(8).collect();
+            out.push(site_entry(
+                self.prog,
+                self.hook,
+                &mut *self.maps,
+                format!("c{id}n{}_{nf}", k + 1),
+                site,
+            )?);
+        }
+        Ok((out, d.next_seg))
     }
 
     /// Dynamic mode: the start of each segment after the first: ctx into
@@ -286,14 +313,14 @@ impl Gen<'_> {
         self.used = used;
     }
 
-    /// Dynamic mode: the NF call ends this segment. The arguments (in
-    /// stack slots `args`) and every stack slot in use go to the call
-    /// frame, the continuation is the next segment's slot, and the NF's
-    /// dynamic entry is tail-called; the next segment resumes right
-    /// after (r0 = the NF's value: a verdict never comes back).
-    pub(super) fn tail_call_nf(&mut self, nf: usize, args: &[i16]) {
+    /// Dynamic mode: the NF call ends this segment. The arguments that
+    /// are not constants (in stack slots) and every stack slot in use go
+    /// to the call frame, and the call site's own entry (slot `entry`,
+    /// [`site_entry`]) is tail-called with a constant key; the next
+    /// segment resumes right after (r0 = the NF's value: a verdict never
+    /// comes back).
+    pub(super) fn tail_call_nf(&mut self, nf: usize, args: &[Arg]) {
         let saved = self.used;
-        let sym = &self.prog.nfs[nf].symbol;
         let line = self.lines.last().map_or(0, |l| l.1);
         let resume = self.label();
         let start = self.label();
@@ -301,8 +328,15 @@ impl Gen<'_> {
         let Some(d) = self.dynamic.as_mut() else {
             return;
         };
-        let nf_slot = d.nf_slots.get(sym).copied().unwrap_or(0);
-        let slot = d.next_seg;
+        // Two slots per call site: its entry, then the next segment (or
+        // the NF's shared entry and one slot).
+        let shared = d.shared;
+        let (entry, slot) = if shared {
+            let sym = &self.prog.nfs[nf].symbol;
+            (d.nf_slots.get(sym).copied().unwrap_or(0), d.next_seg)
+        } else {
+            (d.next_seg, d.next_seg.saturating_add(1))
+        };
         if d.error.is_none() {
             if saved > FRAME_SLOTS * 8 {
                 d.error = Some(GenError::DynFrame {
@@ -316,7 +350,7 @@ impl Gen<'_> {
                 });
             }
         }
-        d.next_seg += 1;
+        d.next_seg = d.next_seg.saturating_add(if shared { 1 } else { 2 });
         let bounds = self
             .frames
             .iter()
@@ -331,20 +365,31 @@ impl Gen<'_> {
             saved,
             bounds,
             slot,
+            entry,
+            nf,
+            args: args.to_vec(),
+            line,
         });
         self.percpu_slot(ObjMap::Frame);
-        for i in 0..4i16 {
-            match args.get(i as usize) {
-                Some(&o) => {
+        for i in 0..4usize {
+            match args.get(i) {
+                Some(&Arg::Slot(o)) => {
                     self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
-                    self.emit(stx(Size::DW, Reg::R0, 8 * i, Reg::R1));
+                    self.emit(stx(Size::DW, Reg::R0, 8 * i as i16, Reg::R1));
                 }
-                None => self.emit(Insn::St {
+                // The call site's entry loads constants itself; the
+                // shared entry reads every argument from the frame.
+                Some(&Arg::Const(v)) if shared => {
+                    self.konst(Reg::R1, v);
+                    self.emit(stx(Size::DW, Reg::R0, 8 * i as i16, Reg::R1));
+                }
+                None if shared => self.emit(Insn::St {
                     size: Size::DW,
                     dst: Reg::R0,
-                    off: 8 * i,
+                    off: 8 * i as i16,
                     imm: 0,
                 }),
+                _ => {}
             }
         }
         for j in 0..(saved / 8).min(FRAME_SLOTS) {
@@ -359,13 +404,85 @@ impl Gen<'_> {
         });
         self.emit(mov_reg(Reg::R1, Reg::R9));
         self.load_map(Reg::R2, ObjMap::Progs);
-        self.emit(mov_imm(Reg::R3, nf_slot as i32));
+        self.emit(mov_imm(Reg::R3, entry as i32));
         self.call_helper(TAIL_CALL);
         // Only a failed tail call comes back: a fault.
         let fault = self.fault;
         self.jmp(fault);
         self.bind(resume);
     }
+}
+
+/// Dynamic mode: the entry program of one NF call site (docs/abi.md
+/// §5), at slot `site.entry`: ctx into r9, the arguments (constants
+/// as immediates, the rest from the frame), the NF called (inlined
+/// when linking), a verdict or fault to `nfkit_dyn_finish`, a value
+/// into the frame's `result` and a tail call of the next segment
+/// with a constant key (the kernel makes it a direct jump; one entry
+/// shared by every call site would need a variable key, an indirect
+/// jump through a retpoline here).
+fn site_entry(
+    prog: &Program,
+    hook: Hook,
+    maps: &mut Vec<ObjMap>,
+    name: String,
+    site: &Site,
+) -> Result<GenFunc, GenError> {
+    let mut e = Gen::new(prog, hook, maps, &name);
+    e.lines.push((0, site.line, 0));
+    e.emit(mov_reg(Reg::R9, Reg::R1));
+    e.percpu_slot(ObjMap::Frame);
+    e.emit(mov_reg(Reg::R6, Reg::R0));
+    let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
+    for (i, r) in regs.into_iter().enumerate() {
+        match site.args.get(i) {
+            Some(&Arg::Const(v)) => e.konst(r, v),
+            Some(&Arg::Slot(_)) => e.emit(ldx(Size::DW, r, Reg::R6, 8 * i as i16)),
+            None => e.emit(mov_imm(r, 0)),
+        }
+    }
+    e.emit(mov_reg(Reg::R1, Reg::R9));
+    let sym = prog.nfs[site.nf].symbol.clone();
+    e.refs.push((e.insns.len(), Ref::Nf(sym)));
+    e.emit(Insn::Call {
+        kind: CallKind::Local,
+        imm: -1,
+    });
+    let exit = e.exit;
+    e.jcond(Cond::Slt, Reg::R0, Operand::Imm(0), exit);
+    e.emit(stx(Size::DW, Reg::R6, FRAME_RESULT, Reg::R0));
+    e.emit(ldx(Size::W, Reg::R1, Reg::R6, FRAME_CALLS));
+    e.emit(Insn::Alu {
+        width: nfkit_isa::Width::W32,
+        op: nfkit_isa::AluOp::Add,
+        dst: Reg::R1,
+        src: Operand::Imm(1),
+    });
+    e.emit(stx(Size::W, Reg::R6, FRAME_CALLS, Reg::R1));
+    e.emit(mov_reg(Reg::R1, Reg::R9));
+    e.load_map(Reg::R2, ObjMap::Progs);
+    e.emit(mov_imm(Reg::R3, site.slot as i32));
+    e.call_helper(TAIL_CALL);
+    let fault = e.fault;
+    e.jmp(fault);
+    e.bind(e.exit);
+    e.emit(mov_reg(Reg::R2, Reg::R0));
+    e.emit(mov_reg(Reg::R1, Reg::R9));
+    for r in [Reg::R3, Reg::R4, Reg::R5] {
+        e.emit(mov_imm(r, 0));
+    }
+    e.refs
+        .push((e.insns.len(), Ref::Nf(DYN_FINISH.to_string())));
+    e.emit(Insn::Call {
+        kind: CallKind::Local,
+        imm: -1,
+    });
+    e.emit(Insn::Exit);
+    e.bind(e.fault);
+    e.emit(mov_imm(Reg::R0, -1));
+    e.jmp(exit);
+    e.check_frame()?;
+    e.code(name, None, Some(site.entry))
 }
 
 impl Default for DynSlots {
@@ -376,6 +493,7 @@ impl Default for DynSlots {
             nf_end: 256,
             seg_first: 256,
             seg_end: 640,
+            shared_entries: false,
         }
     }
 }
