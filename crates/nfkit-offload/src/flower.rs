@@ -96,6 +96,12 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerErr
             u32_guard: Some((v, m, flags, action(RuleAction::Pass, dev))),
         });
     }
+    if let Some(rw) = &rule.rewrite {
+        return Err(FlowerError(format!(
+            "rule prio {}: its header rewrite ({rw}) needs pedit and csum actions, which nfkit does not encode through netlink yet (--dry-run prints them)",
+            rule.prio
+        )));
+    }
     fields::express(p)?;
     let mut o = Vec::new();
     if let Some((v, m)) = val_mask(p, 0..6) {

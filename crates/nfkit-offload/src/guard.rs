@@ -87,6 +87,7 @@ fn guard(ethertype: [u8; 2], val: u8, mask: u8) -> Rule {
         ranges: Vec::new(),
         counts: Vec::new(),
         u32_guard: true,
+        rewrite: None,
     }
 }
 

@@ -91,7 +91,7 @@ pub fn hoist_cached(
         let Outcome::Action(act) = p.outcome else {
             continue;
         };
-        if act == XdpAction::Pass {
+        if act == XdpAction::Pass || p.rewrite.is_some() {
             continue;
         }
         let u = region(&p.pattern);
@@ -111,6 +111,7 @@ pub fn hoist_cached(
                     outcome,
                     steps,
                     counts: p.counts.clone(),
+                    rewrite: None,
                 });
             }
         }
@@ -275,7 +276,7 @@ fn summarise(within: &Analysis) -> Summary {
     within
         .paths
         .iter()
-        .all(|q| q.outcome == first.outcome && sorted(q) == counts)
+        .all(|q| q.outcome == first.outcome && sorted(q) == counts && q.rewrite.is_none())
         .then(|| {
             let steps = within.paths.iter().map(|q| q.steps).max().unwrap_or(0);
             (first.outcome.clone(), counts, steps)

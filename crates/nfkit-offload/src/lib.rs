@@ -14,6 +14,9 @@
 //!   analyses kept across map syncs.
 //! * [`derive`]: [`Deriver`], map sync's timed derivation (analysis,
 //!   regions from the cache, rules).
+//! * [`rewrite`]: header rewrites (pedit edits, `csum` fix-ups) a
+//!   path makes before its TX or redirect; [`csum`]: the checksum sums
+//!   the executor follows to prove a fix-up.
 //! * [`fields`]: the header field model: which pattern bits name flower
 //!   keys.
 //! * [`fold`]: rule hit counts folded into the program's verdict
@@ -38,6 +41,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod csum;
 pub mod derive;
 pub mod error;
 pub mod fields;
@@ -49,6 +53,7 @@ pub mod model;
 pub mod netlink;
 pub mod pattern;
 pub mod record;
+pub mod rewrite;
 pub mod rules;
 pub mod source;
 pub mod switch;
@@ -63,6 +68,7 @@ pub use model::{Decision, Equivalence};
 pub use netlink::{NetlinkError, Tc};
 pub use pattern::Pattern;
 pub use record::{Installed, OffloadState, RecordError};
+pub use rewrite::{Edit, Rewrite};
 pub use rules::{generate, Rule, RuleAction, RuleSet, RulesOptions};
 pub use source::MapSource;
 pub use switch::{SwitchError, SwitchPlan};

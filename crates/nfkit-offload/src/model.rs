@@ -38,12 +38,27 @@ pub fn decision_of(res: &RunResult) -> Decision {
             2 => Decision::Pass,
             3 => Decision::Tx,
             4 => match &res.redirect {
-                Some(Redirect::Ifindex { ifindex, .. }) => Decision::Redirect(*ifindex),
+                Some(Redirect::Ifindex { ifindex, .. })
+                | Some(Redirect::Map {
+                    ifindex: Some(ifindex),
+                    ..
+                }) => Decision::Redirect(*ifindex),
                 other => Decision::Other(format!("redirect {other:?}")),
             },
             c => Decision::Other(format!("return {c}")),
         },
     }
+}
+
+/// Runs XDP entry `entry` of `vm` on `frame`: the decision and the
+/// packet as the program left it.
+pub fn run_xdp_bytes(vm: &Vm, entry: &str, frame: &[u8]) -> (Decision, Vec<u8>) {
+    let r = vm.run(
+        entry,
+        Context::Xdp(XdpMd::new(frame)),
+        &RunOptions::default(),
+    );
+    (decision_of(&r), r.packet)
 }
 
 /// Runs XDP entry `entry` of `vm` on `frame`.
@@ -55,6 +70,9 @@ pub fn run_xdp(vm: &Vm, entry: &str, frame: &[u8]) -> Decision {
     ))
 }
 
+/// A run giving the decision and the packet afterwards.
+pub type RunBytes<'a> = dyn FnMut(&[u8]) -> (Decision, Vec<u8>) + 'a;
+
 /// A frame on which the two sides disagree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Disagreement {
@@ -63,6 +81,9 @@ pub struct Disagreement {
     pub rule: Option<u32>,
     pub with_rules: Decision,
     pub alone: Decision,
+    /// With [`Equivalence::check_bytes`], when the decisions agree but
+    /// the frames sent out differ: (with the rules, alone).
+    pub bytes: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Counts of an equivalence run.
@@ -72,6 +93,14 @@ pub struct Equivalence {
     /// Frames a rule decided without the program.
     pub by_rules: usize,
     pub disagreements: Vec<Disagreement>,
+    /// With [`Equivalence::check_bytes`]: frames a rule rewrote.
+    pub rewritten: usize,
+    /// Of those, frames whose IPv4 header checksum was wrong on arrival
+    /// and whose rule's `csum ip4h` stands for an incremental update
+    /// ([`Rewrite::assumes_valid_csum`](crate::Rewrite)): outside the
+    /// assumption, so the checksum bytes are not compared (every other
+    /// byte is).
+    pub bad_csum: usize,
 }
 
 impl Equivalence {
@@ -102,6 +131,65 @@ impl Equivalence {
                 rule: rule.map(|r| r.prio),
                 with_rules: got,
                 alone: want,
+                bytes: None,
+            });
+        }
+    }
+
+    /// [`check`](Equivalence::check), and for frames sent on (TX,
+    /// redirect) the bytes too: a rule's rewrite applied as pedit and
+    /// csum do must give the frame the program sends. The runs give the
+    /// decision and the packet afterwards.
+    pub fn check_bytes(
+        &mut self,
+        rules: &RuleSet,
+        frame: &[u8],
+        alone: &mut RunBytes,
+        software: &mut RunBytes,
+    ) {
+        self.frames += 1;
+        let (want, want_bytes) = alone(frame);
+        let rule = rules.first_match(frame);
+        let (got, mut got_bytes) = match rule.map(|r| r.action) {
+            Some(RuleAction::Drop) => (Decision::Drop, frame.to_vec()),
+            Some(RuleAction::Tx) => (Decision::Tx, frame.to_vec()),
+            Some(RuleAction::Redirect(i)) => (Decision::Redirect(i), frame.to_vec()),
+            Some(RuleAction::Pass) | None => software(frame),
+        };
+        let mut mask_csum = false;
+        if let Some(rw) = rule
+            .filter(|r| r.action != RuleAction::Pass)
+            .and_then(|r| r.rewrite.as_ref())
+        {
+            self.rewritten += 1;
+            rw.apply(&mut got_bytes);
+            if rw.csum_ip4h && rw.assumes_valid_csum && !crate::rewrite::ipv4_checksum_ok(frame) {
+                self.bad_csum += 1;
+                mask_csum = true;
+            }
+        }
+        if rule.is_some_and(|r| r.action != RuleAction::Pass) {
+            self.by_rules += 1;
+        }
+        let sent = matches!(want, Decision::Tx | Decision::Redirect(_));
+        let same_bytes = !sent || {
+            let (mut a, mut b) = (got_bytes.clone(), want_bytes.clone());
+            if mask_csum {
+                for x in [&mut a, &mut b] {
+                    if let Some(c) = x.get_mut(24..26) {
+                        c.fill(0);
+                    }
+                }
+            }
+            a == b
+        };
+        if got != want || !same_bytes {
+            self.disagreements.push(Disagreement {
+                frame: frame.to_vec(),
+                rule: rule.map(|r| r.prio),
+                with_rules: got,
+                alone: want,
+                bytes: (!same_bytes).then_some((got_bytes, want_bytes)),
             });
         }
     }

@@ -154,6 +154,19 @@ impl Tc {
             })
     }
 
+    /// Whether a device with `ifindex` exists in this namespace.
+    pub fn link_exists(&mut self, ifindex: u32) -> bool {
+        use netlink_packet_route::link::LinkMessage;
+        let mut m = LinkMessage::default();
+        m.header.index = ifindex;
+        self.request("find interface", RouteNetlinkMessage::GetLink(m), NLM_F_ACK)
+            .is_ok_and(|r| {
+                r.iter().any(
+                    |x| matches!(x, RouteNetlinkMessage::NewLink(l) if l.header.index == ifindex),
+                )
+            })
+    }
+
     /// Adds a clsact qdisc to `ifindex`; false when one (or an ingress
     /// qdisc) is there already.
     pub fn ensure_clsact(&mut self, ifindex: u32) -> Result<bool, NetlinkError> {

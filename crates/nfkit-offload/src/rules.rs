@@ -13,6 +13,7 @@
 
 use crate::fields::{self, FlowerMatch};
 use crate::pattern::Pattern;
+use crate::rewrite::Rewrite;
 use crate::symbolic::{Analysis, Count, Outcome, XdpAction};
 use std::fmt;
 
@@ -57,6 +58,8 @@ pub struct Rule {
     /// A `u32` guard ([`crate::guard`]) rather than a flower rule: its
     /// pattern is matched on the frame's bytes where they are.
     pub u32_guard: bool,
+    /// The header rewrite (pedit, csum) before a TX or redirect.
+    pub rewrite: Option<Rewrite>,
 }
 
 /// A big-endian 16-bit field at `at` (34: source port, 36: destination
@@ -160,12 +163,13 @@ struct Cand {
     paths: Vec<usize>,
     ranges: Vec<PortRange>,
     counts: Vec<Count>,
+    rewrite: Option<Rewrite>,
 }
 
 impl Cand {
-    /// Same action and same counter additions: interchangeable.
+    /// Same action, counter additions and rewrite: interchangeable.
     fn same(&self, o: &Cand) -> bool {
-        self.action == o.action && self.counts == o.counts
+        self.action == o.action && self.counts == o.counts && self.rewrite == o.rewrite
     }
 }
 
@@ -202,6 +206,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             paths: vec![i],
             ranges: Vec::new(),
             counts: Vec::new(),
+            rewrite: None,
         };
         let act = match &p.outcome {
             Outcome::Software(why) => {
@@ -225,6 +230,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
                 paths: vec![i],
                 ranges: Vec::new(),
                 counts: p.counts.clone(),
+                rewrite: p.rewrite.clone(),
             }),
             Err(why) => {
                 fallbacks.push((i, Fallback::Inexpressible(why)));
@@ -253,6 +259,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
                 .map(|(i, _)| i);
             let Some(v) = victim else { break };
             cands[v].action = RuleAction::Pass;
+            cands[v].rewrite = None;
             for &p in &cands[v].paths {
                 fallbacks.push((p, Fallback::OverBudget));
             }
@@ -275,6 +282,11 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             action: c.action,
             paths: c.paths,
             ranges: c.ranges,
+            rewrite: if c.action == RuleAction::Pass {
+                None
+            } else {
+                c.rewrite
+            },
             counts: if c.action == RuleAction::Pass {
                 Vec::new()
             } else {
@@ -502,6 +514,39 @@ impl RuleSet {
         self.rules.iter().find(|r| r.matches(frame))
     }
 
+    /// Redirect rules whose target `exists` does not know become `pass`
+    /// (the program then redirects, or not, itself): flower cannot send
+    /// to a device that is not there. Their paths are reported as
+    /// inexpressible; the ifindexes are returned.
+    pub fn demote_missing_targets(&mut self, exists: &dyn Fn(u32) -> bool) -> Vec<u32> {
+        let mut gone = Vec::new();
+        for r in &mut self.rules {
+            let RuleAction::Redirect(i) = r.action else {
+                continue;
+            };
+            if exists(i) {
+                continue;
+            }
+            r.action = RuleAction::Pass;
+            r.rewrite = None;
+            r.counts.clear();
+            self.offloaded -= r.paths.len().min(self.offloaded);
+            for &p in &r.paths {
+                self.fallbacks.push((
+                    p,
+                    Fallback::Inexpressible(format!(
+                        "redirects to ifindex {i}, which no device here has"
+                    )),
+                ));
+            }
+            if !gone.contains(&i) {
+                gone.push(i);
+            }
+        }
+        self.fallbacks.sort_by_key(|f| f.0);
+        gone
+    }
+
     /// Rules that drop, transmit or redirect.
     pub fn offloading_rules(&self) -> usize {
         self.rules
@@ -530,6 +575,14 @@ impl RuleSet {
                         protocol: "all".into(),
                         keys: Vec::new(),
                     });
+                let rewrite = match &r.rewrite {
+                    Some(rw) => {
+                        let et = fields::exact(&r.pattern, 12..14)
+                            .map_or(0, |t| u16::from_be_bytes([t[0], t[1]]));
+                        rw.tc_actions(et).unwrap_or_else(|e| format!("# {e} # "))
+                    }
+                    None => String::new(),
+                };
                 let action = match r.action {
                     RuleAction::Drop => "drop".to_string(),
                     RuleAction::Pass => "pass".to_string(),
@@ -550,6 +603,7 @@ impl RuleSet {
                     line.push_str(k);
                 }
                 line.push_str(" action ");
+                line.push_str(&rewrite);
                 line.push_str(&action);
                 line
             })

@@ -12,6 +12,7 @@
 
 use crate::error::OffloadError;
 use crate::pattern::Pattern;
+use crate::rewrite::{PCell, Rewrite};
 use crate::source::MapSource;
 use crate::value::{literal, Bit, Bits, Val, ONE, ZERO};
 use nfkit_isa::{
@@ -66,6 +67,9 @@ pub struct Path {
     /// Counter additions along it (statistics no decision reads): a
     /// rule standing for the path adds its packet count times these.
     pub counts: Vec<Count>,
+    /// The header rewrite a TX or redirect makes first (stores into the
+    /// packet that flower can make: `pedit`, `csum`).
+    pub rewrite: Option<Rewrite>,
 }
 
 /// `add` added atomically to the `size`-byte counter at `off` in the
@@ -157,6 +161,7 @@ const MAX_FRAMES: usize = 8;
 const HELPER_MAP_LOOKUP: i32 = 1;
 const HELPER_REDIRECT: i32 = 23;
 const HELPER_KTIME: i32 = 5;
+const HELPER_REDIRECT_MAP: i32 = 51;
 /// Helpers that only return a value (the clock, the CPU number); random
 /// numbers are not among them: their sequence is state.
 const VALUE_HELPERS: [i32; 3] = [5, 8, 125];
@@ -193,6 +198,8 @@ struct State {
     /// Run-local scratch bytes this run wrote (see [`SCRATCH_MAPS`]):
     /// `(map, key, offset)`.
     scratch: BTreeMap<(usize, Rc<[u8]>, i64), Cell>,
+    /// Bytes this run stored into the packet, by offset.
+    pkt: BTreeMap<i64, PCell>,
     /// Set when the pattern left the field model for good
     /// ([`crate::fields::outside_model`]): the path ends in software at
     /// its next step.
@@ -294,6 +301,7 @@ pub fn analyse_within(
         reads: Vec::new(),
         counts: Vec::new(),
         scratch: BTreeMap::new(),
+        pkt: BTreeMap::new(),
         outside: None,
     };
     let mut work = vec![start];
@@ -313,6 +321,7 @@ pub fn analyse_within(
                 )),
                 steps: st.steps,
                 counts: st.counts,
+                rewrite: None,
             });
             reads.push(st.reads);
             continue;
@@ -326,6 +335,7 @@ pub fn analyse_within(
                     break;
                 }
                 Step::Done(outcome) => {
+                    let (outcome, rewrite) = ex.rewrite_of(&st, outcome);
                     early_software |= matches!(outcome, Outcome::Software(_));
                     reads.push(std::mem::take(&mut st.reads));
                     paths.push(Path {
@@ -333,6 +343,7 @@ pub fn analyse_within(
                         outcome,
                         steps: st.steps,
                         counts: std::mem::take(&mut st.counts),
+                        rewrite,
                     });
                     break;
                 }
@@ -366,7 +377,7 @@ pub fn analyse_within(
     // a write some explored path made, or, when some path stopped early,
     // one the pointer-provenance scan cannot rule out in the code those
     // paths did not reach.
-    let statics = early_software.then(|| crate::writes::written_maps(image, e.function));
+    let statics = early_software.then(|| crate::writes::written_maps_cached(image, e.function));
     let scan_lost = matches!(statics, Some(crate::writes::Writes::All(_)));
     let may_write = |m: usize| statics.as_ref().is_some_and(|w| w.may_write(m));
     let mut live_maps: Vec<String> = Vec::new();
@@ -534,7 +545,11 @@ impl Exec<'_> {
                 } else if width == Width::W32 {
                     self.clock_arithmetic(&b);
                 }
-                st.regs[dst.num() as usize] = alu(width, op, a, b);
+                let r = match alu(width, op, a.clone(), b.clone()) {
+                    Val::Unknown => lin_alu(width, op, &a, &b, &st.pat).unwrap_or(Val::Unknown),
+                    r => r,
+                };
+                st.regs[dst.num() as usize] = r;
                 st.pc = next;
             }
             Insn::Endian { order, bits, dst } => {
@@ -546,6 +561,13 @@ impl Exec<'_> {
                             ByteOrder::Be | ByteOrder::Swap => b.bswap(bits as usize),
                         };
                         Val::Scalar(Box::new(b))
+                    }
+                    Val::Lin(l) if bits == 16 => {
+                        let l = match order {
+                            ByteOrder::Le => l.truncate(2),
+                            ByteOrder::Be | ByteOrder::Swap => l.bswap16(),
+                        };
+                        l.map_or(Val::Unknown, |l| Val::Lin(Rc::new(l)))
                     }
                     _ => Val::Unknown,
                 };
@@ -752,8 +774,121 @@ impl Exec<'_> {
                 }
                 Ok(())
             }
+            Val::Pkt(a) => {
+                let at = a.wrapping_add(off);
+                if at < 0 || (at as usize).saturating_add(n) > st.pat.min_len {
+                    return Err(format!(
+                        "writes packet bytes {at}..{} beyond the checked length {}",
+                        at + n as i64,
+                        st.pat.min_len
+                    ));
+                }
+                let id = crate::csum::Lin::store_id();
+                for i in 0..n {
+                    let cell = match &v {
+                        Val::Scalar(b) => PCell::Bits(b.byte(i)),
+                        Val::Lin(_) | Val::Affine { .. } if n <= 2 => PCell::Val {
+                            v: v.clone(),
+                            k: i as u8,
+                            n: n as u8,
+                            at,
+                            id,
+                        },
+                        _ => PCell::Unknown,
+                    };
+                    st.pkt.insert(at + i as i64, cell);
+                }
+                Ok(())
+            }
             base => store(st, base, off, size, v),
         }
+    }
+
+    /// The outcome of a finished path with what it stored into the
+    /// packet: a TX or redirect takes the rewrite along (or goes to
+    /// software when flower cannot make it); a drop makes stores moot;
+    /// a pass hands the packet to the program, which makes them.
+    fn rewrite_of(&self, st: &State, outcome: Outcome) -> (Outcome, Option<Rewrite>) {
+        if st.pkt.is_empty() {
+            return (outcome, None);
+        }
+        match outcome {
+            Outcome::Action(a @ (XdpAction::Tx | XdpAction::Redirect(_))) => {
+                match crate::rewrite::classify(&st.pkt, &st.pat) {
+                    Ok(rw) => (Outcome::Action(a), rw),
+                    Err(why) => (
+                        Outcome::Software(format!(
+                            "{} (slot {}): {why}",
+                            self.image.describe_slot(st.pc),
+                            st.pc
+                        )),
+                        None,
+                    ),
+                }
+            }
+            o => (o, None),
+        }
+    }
+
+    /// A load of packet bytes some of which this run stored: their
+    /// bits, a stored 16-bit sum read back whole, or a word of bytes
+    /// that are each bits or a one-byte sum; else unknown.
+    fn load_written(&self, st: &State, at: i64, n: usize) -> Val {
+        let cells: Vec<Option<&PCell>> = (0..n as i64).map(|i| st.pkt.get(&(at + i))).collect();
+        if cells
+            .iter()
+            .all(|c| matches!(c, None | Some(PCell::Bits(_))))
+        {
+            let mut b = Bits::packet(at as u32, n);
+            for (i, c) in cells.iter().enumerate() {
+                if let Some(PCell::Bits(x)) = c {
+                    b.0[i * 8..i * 8 + 8].copy_from_slice(x);
+                }
+            }
+            return Val::Scalar(Box::new(b));
+        }
+        if n == 2 {
+            if let (
+                Some(PCell::Val {
+                    v, k: 0, n: 2, id, ..
+                }),
+                Some(PCell::Val {
+                    k: 1, n: 2, id: i2, ..
+                }),
+            ) = (cells[0], cells[1])
+            {
+                if id == i2 {
+                    return match crate::rewrite::lin_of(v, &st.pat).and_then(|l| l.truncate(2)) {
+                        Some(l) => Val::Lin(Rc::new(l)),
+                        None => Val::Unknown,
+                    };
+                }
+            }
+            let byte = |i: usize| -> Option<crate::csum::Lin> {
+                let fixed = |p: u32| st.pat.bit(p);
+                match cells[i] {
+                    None => {
+                        crate::csum::Lin::of_bits(&Bits::packet((at + i as i64) as u32, 1), &fixed)
+                    }
+                    Some(PCell::Bits(x)) => {
+                        let mut b = Bits::constant(0);
+                        b.0[..8].copy_from_slice(x);
+                        crate::csum::Lin::of_bits(&b, &fixed)
+                    }
+                    Some(PCell::Val { k: 0, n: 1, id, .. }) => {
+                        Some(crate::csum::Lin::stored_byte(*id))
+                    }
+                    _ => None,
+                }
+            };
+            let word = byte(0)
+                .zip(byte(1))
+                .and_then(|(lo, hi)| lo.add(&hi.shift_bytes(1)?));
+            if let Some(l) = word {
+                return Val::Lin(Rc::new(l));
+            }
+        }
+        Val::Unknown
     }
 
     /// An error unless `at..at + n` lies in a value of scratch map `m`.
@@ -818,6 +953,9 @@ impl Exec<'_> {
                         at + n as i64,
                         st.pat.min_len
                     ));
+                }
+                if (0..n as i64).any(|i| st.pkt.contains_key(&(at + i))) {
+                    return Ok(self.load_written(st, at, n));
                 }
                 Ok(Val::Scalar(Box::new(Bits::packet(at as u32, n))))
             }
@@ -1290,6 +1428,7 @@ impl Exec<'_> {
                 st.pc = next;
                 Step::Next
             }
+            HELPER_REDIRECT_MAP => self.redirect_map(st, next),
             _ => {
                 for r in 1..=5 {
                     if let Val::Map(m) | Val::MapValue { map: m, .. } = st.regs[r] {
@@ -1308,6 +1447,75 @@ impl Exec<'_> {
                 )
             }
         }
+    }
+
+    /// `bpf_redirect_map(devmap, key, flags)` with a constant key and
+    /// flags (no broadcast): the entry's ifindex as known now, or the
+    /// verdict in the flags' low bits when the key has no entry, as the
+    /// kernel's `__bpf_xdp_redirect_map` does. Other maps (cpumap,
+    /// xskmap), packet-derived keys and broadcasts: software.
+    fn redirect_map(&self, st: &mut State, next: usize) -> Step {
+        const ACTIONS: u64 = 3;
+        let pc = st.pc;
+        let Val::Map(m) = st.regs[1] else {
+            return sw(self, pc, "bpf_redirect_map on a map not known now");
+        };
+        let Some(spec) = self.image.maps.get(m) else {
+            return sw(self, pc, format!("map index {m} out of range"));
+        };
+        if !matches!(spec.map_type, MapType::Devmap | MapType::DevmapHash) {
+            return sw(
+                self,
+                pc,
+                format!(
+                    "bpf_redirect_map on {} map {} (not a devmap)",
+                    spec.map_type.name(),
+                    spec.name
+                ),
+            );
+        }
+        let (Some(key), Some(flags)) = (st.regs[2].as_const(), st.regs[3].as_const()) else {
+            return sw(
+                self,
+                pc,
+                format!(
+                    "bpf_redirect_map on {} with a key or flags not known now",
+                    spec.name
+                ),
+            );
+        };
+        if flags & !ACTIONS != 0 {
+            return sw(
+                self,
+                pc,
+                format!("bpf_redirect_map on {} with flags {flags:#x}", spec.name),
+            );
+        }
+        if !st.reads.contains(&m) {
+            st.reads.push(m);
+        }
+        let k = (key as u32).to_le_bytes();
+        let r0 = match self.maps.lookup(&spec.name, &k) {
+            Ok(Some(v)) => {
+                let Some(b) = v.get(..4) else {
+                    return sw(
+                        self,
+                        pc,
+                        format!("devmap {} value shorter than 4 bytes", spec.name),
+                    );
+                };
+                st.redirect = Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                XDP_REDIRECT
+            }
+            Ok(None) => flags & ACTIONS,
+            Err(e) => return sw(self, pc, format!("map {}: {e}", spec.name)),
+        };
+        st.regs[0] = Val::konst(r0);
+        for r in 1..=5 {
+            st.regs[r] = Val::Unknown;
+        }
+        st.pc = next;
+        Step::Next
     }
 
     /// `bpf_map_lookup_elem`: expanded from the map's current entries.
@@ -1763,6 +1971,56 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
     }
 }
 
+/// Arithmetic [`alu`] leaves unknown that a checksum sum follows
+/// ([`crate::csum::Lin`]): additions of packet-bit values, folds
+/// (`& 0xffff`, `>> 16`), complements (`^ 0xffff`, `^ -1`) and moves.
+fn lin_alu(width: Width, op: AluOp, a: &Val, b: &Val, pat: &Pattern) -> Option<Val> {
+    use crate::rewrite::lin_of;
+    let w = if width == Width::W32 { 32 } else { 64 };
+    let wrap = |l: crate::csum::Lin| -> Option<Val> {
+        if w == 32 && !l.fits32() {
+            return None;
+        }
+        Some(match (l.lo == l.hi && !l.low16, l.form.terms.is_empty()) {
+            (true, true) => Val::konst(l.lo),
+            _ => Val::Lin(Rc::new(l)),
+        })
+    };
+    let lin = |v: &Val| -> Option<crate::csum::Lin> {
+        match v {
+            Val::Lin(_) | Val::Scalar(_) | Val::Affine { .. } => lin_of(v, pat),
+            _ => None,
+        }
+    };
+    let interesting = matches!(a, Val::Lin(_))
+        || matches!(b, Val::Lin(_))
+        || (op == AluOp::Add && b.as_const().is_none());
+    if !interesting {
+        return None;
+    }
+    let c = b.as_const();
+    let all = if w == 32 { u32::MAX as u64 } else { u64::MAX };
+    match op {
+        AluOp::Mov => match b {
+            Val::Lin(l) => wrap((**l).clone()),
+            _ => None,
+        },
+        AluOp::Add => {
+            let x = lin(a)?;
+            match c {
+                Some(c) => wrap(x.add_const(c, w)?),
+                None => wrap(x.add(&lin(b)?)?),
+            }
+        }
+        AluOp::Sub => wrap(lin(a)?.add_const(c?.wrapping_neg(), w)?),
+        AluOp::Rsh if c == Some(16) => wrap(lin(a)?.hi16()?),
+        AluOp::And if c == Some(0xffff) => wrap(lin(a)?.lo16()),
+        AluOp::Xor if c == Some(0xffff) => wrap(lin(a)?.not16(false)?),
+        AluOp::Xor if c.map(|c| c & all) == Some(all) => wrap(lin(a)?.not16(true)?),
+        _ => None,
+    }
+}
+
 fn konst_alu(op: AluOp, p: u64, q: u64, w32: bool) -> Option<u64> {
     let (p, q) = if w32 {
         (p & 0xffff_ffff, q & 0xffff_ffff)
@@ -2044,7 +2302,7 @@ fn store(st: &mut State, base: Val, off: i64, size: Size, v: Val) -> Result<(), 
             }
             Ok(())
         }
-        Val::Pkt(_) => Err("writes the packet (header rewrites are not offloaded yet)".into()),
+        Val::Pkt(_) => Err("writes the packet".into()),
         Val::MapValue { .. } => Err("writes a map value (state)".into()),
         other => Err(format!("store through {other:?}")),
     }

@@ -242,6 +242,10 @@ pub enum Val {
     /// ACL's `(addr ^ rule) & mask | ...`). Only its zero test is
     /// followed.
     AnyOf { lits: Rc<Vec<Bit>>, one: bool },
+    /// A sum of packet bits followed modulo 0xffff, for checksum
+    /// fix-ups ([`crate::csum`]): fine to carry and store, not to branch
+    /// on.
+    Lin(Rc<crate::csum::Lin>),
     /// The XDP context pointer.
     Ctx,
     /// `data + off`.

@@ -15,6 +15,8 @@
 use nfkit_isa::{AluOp, AtomicOp, CallKind, Insn, LddwKind, Operand, Size};
 use nfkit_object::Image;
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 
 /// The maps code may write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,6 +162,57 @@ struct Scan<'a> {
     loose_store: bool,
     /// Per function start slot: its join of r0 at `exit`.
     ret: BTreeMap<usize, Prov>,
+}
+
+/// Scans kept per image, so that the analyses of one program (the whole
+/// program, each uniform region, each map sync) scan it once.
+static SCANS: Mutex<Vec<(u64, usize, Writes)>> = Mutex::new(Vec::new());
+
+/// Scans [`SCANS`] keeps (the oldest goes first).
+const KEPT_SCANS: usize = 32;
+
+/// What the scan of an image depends on, hashed: its instructions, its
+/// functions and its maps (names and kinds: the reasons name them).
+fn fingerprint(image: &Image) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    image.insns.hash(&mut h);
+    for f in &image.functions {
+        (&f.name, f.start, f.len).hash(&mut h);
+    }
+    for m in &image.maps {
+        (
+            &m.name,
+            m.map_type.name(),
+            m.key_size,
+            m.value_size,
+            m.flags,
+        )
+            .hash(&mut h);
+    }
+    for l in &image.line_info {
+        (l.slot, &l.file, l.line).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// [`written_maps`], computed once per image (by content) and function
+/// and then taken from a small process-wide cache: the scan is the same
+/// for every analysis of a program, whatever its maps hold.
+pub fn written_maps_cached(image: &Image, f: usize) -> Writes {
+    let key = fingerprint(image);
+    if let Ok(kept) = SCANS.lock() {
+        if let Some((_, _, w)) = kept.iter().find(|(k, g, _)| *k == key && *g == f) {
+            return w.clone();
+        }
+    }
+    let w = written_maps(image, f);
+    if let Ok(mut kept) = SCANS.lock() {
+        if kept.len() >= KEPT_SCANS {
+            kept.remove(0);
+        }
+        kept.push((key, f, w.clone()));
+    }
+    w
 }
 
 /// The maps code reachable from function `f` of `image` may write.
@@ -818,5 +871,35 @@ mod tests {
             Insn::Exit,
         ]);
         assert_eq!(written_maps(&image(p, 2), 0), Writes::Maps(0b10));
+    }
+
+    /// The cache answers per image content: an image that differs in
+    /// one instruction is scanned again, the same content is not.
+    #[test]
+    fn cache_is_per_image_content() {
+        let mut p = lookup(1);
+        p[4] = Insn::Call {
+            kind: CallKind::Helper,
+            imm: 2,
+        };
+        p.extend([
+            Insn::Alu {
+                width: Width::W64,
+                op: AluOp::Mov,
+                dst: Reg::R0,
+                src: Operand::Imm(2),
+            },
+            Insn::Exit,
+        ]);
+        let a = image(p.clone(), 2);
+        assert_eq!(written_maps_cached(&a, 0), written_maps(&a, 0));
+        assert_eq!(written_maps_cached(&a, 0), Writes::Maps(0b10));
+        // The same program on map 0: another image, another answer.
+        let mut q = lookup(0);
+        q[4] = p[4];
+        q.extend(p[p.len() - 2..].iter().copied());
+        let b = image(q, 2);
+        assert_eq!(written_maps_cached(&b, 0), Writes::Maps(0b01));
+        assert_eq!(written_maps_cached(&a, 0), Writes::Maps(0b10));
     }
 }

@@ -163,6 +163,7 @@ fn frame_aimed_at<'a>(rng: &mut Rng, rules: impl Iterator<Item = &'a Rule>) -> V
                 outcome: nfkit_offload::Outcome::Software(String::new()),
                 steps: 0,
                 counts: Vec::new(),
+                rewrite: None,
             })
             .collect(),
         truncated: false,

@@ -198,6 +198,7 @@ fn absent_headers_read_as_zero() {
         ranges: Vec::new(),
         counts: Vec::new(),
         u32_guard: false,
+        rewrite: None,
     };
     let mut cut = vec![0u8; 27];
     cut[12] = 8;

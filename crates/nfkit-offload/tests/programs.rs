@@ -304,3 +304,39 @@ fn scratch_byte_from_an_earlier_packet_stays_software() {
         );
     }
 }
+
+/// `bpf_redirect_map` with constant keys: slot 0's ifindex (7) becomes
+/// a mirred redirect; slot 1 has no entry, so its flags' fallback
+/// (XDP_DROP) is the verdict; the model agrees on every frame.
+#[test]
+fn devmap_redirect_with_constant_key() {
+    let img = build_prog("devmap");
+    let fill = |vm: &nfkit_vm::Vm| {
+        vm.map("tx_ports")
+            .unwrap_or_else(|| panic!("no tx_ports"))
+            .update(&0u32.to_le_bytes(), &7u32.to_le_bytes(), 0)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    };
+    let (a, r, eq) = check_program(&img, "devmap", &fill, &[], RANDOM, &RulesOptions::default());
+    assert!(eq.disagreements.is_empty());
+    assert!(a
+        .paths
+        .iter()
+        .any(|p| p.outcome == Outcome::Action(XdpAction::Redirect(7))));
+    let lines = r.to_tc_lines("eth0", "skip_sw", &|i| format!("if{i}"));
+    for l in &lines {
+        println!("{l}");
+    }
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("ip_proto udp dst_port 4789 action mirred egress redirect dev if7")));
+    // Slot 1 has no entry: the flags' fallback, XDP_DROP, decided (its
+    // path checked 8 bytes of the TCP header, fewer than flower's TCP
+    // keys imply, so it is not offloaded).
+    assert!(a
+        .paths
+        .iter()
+        .any(|p| p.outcome == Outcome::Action(XdpAction::Drop)
+            && p.pattern.value.get(37) == Some(&179)));
+    assert!(eq.by_rules > 100, "{}", eq.by_rules);
+}

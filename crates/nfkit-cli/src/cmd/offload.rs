@@ -390,7 +390,39 @@ fn derive(
         }
     };
     let derivation = derivation.map_err(|e| anyhow!("{shown}: {e}"))?;
-    Ok((derivation.rules, maps_from))
+    let mut rules = derivation.rules;
+    // Flower redirects only to a device that is there (a devmap entry
+    // or a bpf_redirect target may name one that is not): those rules
+    // pass, the program decides.
+    let targets: Vec<u32> = rules
+        .rules
+        .iter()
+        .filter_map(|r| match r.action {
+            nfkit_offload::RuleAction::Redirect(i) => Some(i),
+            _ => None,
+        })
+        .collect();
+    if !targets.is_empty() {
+        let present = in_netns(a.netns.as_deref(), || {
+            Ok(Tc::open()
+                .map(|mut tc| {
+                    targets
+                        .iter()
+                        .filter(|i| tc.link_exists(**i))
+                        .copied()
+                        .collect::<Vec<u32>>()
+                })
+                .ok())
+        })
+        .ok()
+        .flatten();
+        if let Some(present) = present {
+            for i in rules.demote_missing_targets(&|i| present.contains(&i)) {
+                eprintln!("warning: ifindex {i} (a redirect target) is no device here: its rules pass to the program");
+            }
+        }
+    }
+    Ok((rules, maps_from))
 }
 
 fn unix_ns() -> u64 {

@@ -248,6 +248,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         ranges: Vec::new(),
         counts: Vec::new(),
         u32_guard: false,
+        rewrite: None,
     };
     let cleanup = |tc: &mut Tc| {
         for p in 1..=last {

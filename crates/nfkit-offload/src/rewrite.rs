@@ -1,0 +1,431 @@
+//! Header rewrites: what a path stored into the packet, as `pedit` edits
+//! and `csum` fix-ups that flower applies before its terminal action.
+//!
+//! The executor keeps every byte a path stores into the packet
+//! ([`PCell`]). At a TX or redirect the bytes become a [`Rewrite`] when
+//! each is a constant (some of its bits, the rest kept: `set ... retain`),
+//! the byte it was plus a constant (`add`, as a TTL decrement), or, for
+//! the IPv4 header checksum, a value proven to be the header's checksum
+//! after the other edits ([`crate::csum`]): `action csum ip4h`.
+//! Anything else (a byte copied from elsewhere in the packet, a sum the
+//! forms cannot follow, a fix-up of an L4 checksum) leaves the path to
+//! software, with the reason.
+
+use crate::csum::{Form, Lin};
+use crate::pattern::Pattern;
+use crate::value::{literal, Bit, Bits, Val, ONE, ZERO};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One byte a path stored into the packet.
+#[derive(Clone, Debug)]
+pub enum PCell {
+    /// Constants and packet bits (as the packet arrived).
+    Bits([Bit; 8]),
+    /// Byte `k` of an `n`-byte store at `at` of a sum or a field plus a
+    /// constant; `id` names the store ([`crate::csum::Var::Stored`]).
+    Val {
+        v: Val,
+        k: u8,
+        n: u8,
+        at: i64,
+        id: u64,
+    },
+    /// Anything else (a pointer, an unknown value).
+    Unknown,
+}
+
+/// A change flower makes to one byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Edit {
+    /// The bits of `mask` set to those of `val`, the others kept.
+    Set { at: usize, val: u8, mask: u8 },
+    /// The byte plus `add`, modulo 256 (pedit's `add` on one byte).
+    Add { at: usize, add: u8 },
+}
+
+impl Edit {
+    pub fn at(&self) -> usize {
+        match self {
+            Edit::Set { at, .. } | Edit::Add { at, .. } => *at,
+        }
+    }
+}
+
+/// The header rewrite of a path: byte edits, then the checksums redone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Rewrite {
+    /// By offset in the frame, at most one per byte.
+    pub edits: Vec<Edit>,
+    /// The IPv4 header checksum recomputed (`action csum ip4h`).
+    pub csum_ip4h: bool,
+    /// The program's fix-up is incremental (RFC 1624): it equals the
+    /// recomputed checksum for frames whose IPv4 header checksum was
+    /// right, and keeps a wrong one wrong by the same amount.
+    pub assumes_valid_csum: bool,
+}
+
+/// IPv4 header checksum bytes in an untagged frame.
+const CSUM4: std::ops::Range<usize> = 24..26;
+/// The IPv4 header (no options) in an untagged frame.
+const IP4: std::ops::Range<usize> = 14..34;
+
+impl Rewrite {
+    /// The frame after the rewrite, as pedit and csum leave it.
+    pub fn apply(&self, frame: &mut [u8]) {
+        for e in &self.edits {
+            match *e {
+                Edit::Set { at, val, mask } => {
+                    if let Some(b) = frame.get_mut(at) {
+                        *b = (*b & !mask) | (val & mask);
+                    }
+                }
+                Edit::Add { at, add } => {
+                    if let Some(b) = frame.get_mut(at) {
+                        *b = b.wrapping_add(add);
+                    }
+                }
+            }
+        }
+        if self.csum_ip4h {
+            fix_ipv4_checksum(frame);
+        }
+    }
+
+    /// The `tc` action words for `ethertype` (0x0800, 0x86dd or other),
+    /// ending in `pipe` before the terminal action: `pedit ex munge ip
+    /// ttl add 0xff pipe action csum ip4h pipe`.
+    pub fn tc_actions(&self, ethertype: u16) -> Result<String, String> {
+        let mut munges: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < self.edits.len() {
+            let e = self.edits[i];
+            // A whole MAC or IPv4 address set at once.
+            let run = |start: usize, len: usize| -> Option<Vec<u8>> {
+                (0..len)
+                    .map(|j| match self.edits.get(i + j) {
+                        Some(Edit::Set {
+                            at,
+                            val,
+                            mask: 0xff,
+                        }) if *at == start + j => Some(*val),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let at = e.at();
+            if at == 0 || at == 6 {
+                let Some(mac) = run(at, 6) else {
+                    return Err(format!(
+                        "a partial rewrite of the {} MAC address",
+                        if at == 0 { "destination" } else { "source" }
+                    ));
+                };
+                let m: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
+                let f = if at == 0 { "dst" } else { "src" };
+                munges.push(format!("munge eth {f} set {}", m.join(":")));
+                i += 6;
+                continue;
+            }
+            if at < 14 {
+                return Err(format!(
+                    "a rewrite of frame byte {at} (inside a MAC address or the EtherType)"
+                ));
+            }
+            if ethertype == 0x0800 && (at == 26 || at == 30) {
+                if let Some(a) = run(at, 4) {
+                    let f = if at == 26 { "src" } else { "dst" };
+                    munges.push(format!(
+                        "munge ip {f} set {}.{}.{}.{}",
+                        a[0], a[1], a[2], a[3]
+                    ));
+                    i += 4;
+                    continue;
+                }
+            }
+            let named = match (ethertype, at) {
+                (0x0800, 15) => Some("ip tos"),
+                (0x0800, 22) => Some("ip ttl"),
+                (0x86dd, 21) => Some("ip6 hoplimit"),
+                _ => None,
+            };
+            let field = match named {
+                Some(n) => n.to_string(),
+                None => format!("offset {} u8", at - 14),
+            };
+            munges.push(match e {
+                Edit::Set {
+                    val, mask: 0xff, ..
+                } => format!("munge {field} set {val}"),
+                Edit::Set { val, mask, .. } => {
+                    format!("munge {field} set {:#04x} retain {mask:#04x}", val & mask)
+                }
+                Edit::Add { add, .. } => format!("munge {field} add {add:#04x}"),
+            });
+            i += 1;
+        }
+        let mut out = String::new();
+        if !munges.is_empty() {
+            out.push_str("pedit ex ");
+            out.push_str(&munges.join(" "));
+            out.push_str(" pipe action ");
+        }
+        if self.csum_ip4h {
+            out.push_str("csum ip4h pipe action ");
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for Rewrite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e: Vec<String> = self
+            .edits
+            .iter()
+            .map(|e| match e {
+                Edit::Set { at, val, mask } => format!("[{at}] = {val:#04x}/{mask:#04x}"),
+                Edit::Add { at, add } => format!("[{at}] += {add:#04x}"),
+            })
+            .collect();
+        write!(f, "{}", e.join(", "))?;
+        if self.csum_ip4h {
+            write!(f, ", csum ip4h")?;
+        }
+        Ok(())
+    }
+}
+
+/// Recomputes the IPv4 header checksum of an untagged IPv4 frame, as
+/// `act_csum` does (`ip_send_check`: over IHL words, the field zeroed).
+pub fn fix_ipv4_checksum(frame: &mut [u8]) {
+    if frame.get(12..14) != Some(&[8, 0]) || frame.len() < 34 {
+        return;
+    }
+    let ihl = (frame[14] & 0xf) as usize * 4;
+    if ihl < 20 || frame.len() < 14 + ihl {
+        return;
+    }
+    frame[24] = 0;
+    frame[25] = 0;
+    let c = !fold(&frame[14..14 + ihl]);
+    frame[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Whether an untagged IPv4 frame's header checksum is right (frames
+/// that are not IPv4 count as right).
+pub fn ipv4_checksum_ok(frame: &[u8]) -> bool {
+    if frame.get(12..14) != Some(&[8, 0]) || frame.len() < 34 {
+        return true;
+    }
+    let ihl = (frame[14] & 0xf) as usize * 4;
+    if ihl < 20 || frame.len() < 14 + ihl {
+        return true;
+    }
+    fold(&frame[14..14 + ihl]) == 0xffff
+}
+
+/// The ones'-complement sum of big-endian 16-bit words, folded.
+fn fold(b: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for w in b.chunks(2) {
+        s += u32::from(w[0]) << 8 | u32::from(*w.get(1).unwrap_or(&0));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// The bits of `b` with the pattern's fixed bits as constants.
+fn fixed_bits(b: &[Bit; 8], pat: &Pattern) -> [Bit; 8] {
+    b.map(
+        |x| match literal(x).and_then(|(p, n)| pat.bit(p).map(|v| v != n)) {
+            Some(v) => v as Bit,
+            None => x,
+        },
+    )
+}
+
+/// The value `v` as a [`Lin`] with the pattern's bits fixed.
+pub fn lin_of(v: &Val, pat: &Pattern) -> Option<Lin> {
+    let fixed = |p: u32| pat.bit(p);
+    match v {
+        Val::Scalar(b) => Lin::of_bits(b, &fixed),
+        Val::Lin(l) => Some((**l).clone()),
+        Val::Affine { bits, add, w } => Lin::of_bits(bits, &fixed)?.add_const(*add, *w),
+        _ => None,
+    }
+}
+
+/// The rewrite `pkt` (stored bytes by offset) makes of a frame matching
+/// `pat`; `None` when no byte changes. Errors say what flower cannot do.
+pub fn classify(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<Option<Rewrite>, String> {
+    let mut edits = Vec::new();
+    let mut csum = None;
+    let ipv4 = pat.value.get(12..14) == Some(&[8, 0])
+        && pat.mask.get(12..14) == Some(&[0xff; 2])
+        && pat.mask.get(14).is_some_and(|m| m & 0x0f == 0x0f)
+        && pat.value.get(14).is_some_and(|v| v & 0x0f == 5);
+    for (&at, cell) in pkt {
+        let at = usize::try_from(at).map_err(|_| format!("writes packet byte {at}"))?;
+        if ipv4 && CSUM4.contains(&at) {
+            if let PCell::Val { .. } = cell {
+                csum = Some(());
+                continue;
+            }
+        }
+        let edit = match cell {
+            PCell::Bits(b) => {
+                let b = fixed_bits(b, pat);
+                let (mut val, mut mask) = (0u8, 0u8);
+                for (i, &x) in b.iter().enumerate() {
+                    match x {
+                        ZERO => mask |= 1 << i,
+                        ONE => {
+                            mask |= 1 << i;
+                            val |= 1 << i;
+                        }
+                        x if literal(x) == Some(((at * 8 + i) as u32, false)) => {}
+                        _ => {
+                            return Err(format!(
+                                "writes packet byte {at} with bits of the packet that the rule does not fix (not a constant rewrite)"
+                            ))
+                        }
+                    }
+                }
+                (mask != 0).then_some(Edit::Set { at, val, mask })
+            }
+            PCell::Val {
+                v: Val::Affine { bits, add, .. },
+                k: 0,
+                n: 1,
+                ..
+            } if *bits.as_ref() == Bits::packet(at as u32, 1) => {
+                let add = (*add & 0xff) as u8;
+                (add != 0).then_some(Edit::Add { at, add })
+            }
+            PCell::Val { .. } => {
+                return Err(format!(
+                    "writes packet byte {at} with a value computed from the packet (not a constant, nor the byte plus a constant)"
+                ))
+            }
+            PCell::Unknown => {
+                return Err(format!("writes packet byte {at} with a value not known now"));
+            }
+        };
+        edits.extend(edit);
+    }
+    let mut rw = Rewrite {
+        edits,
+        csum_ip4h: false,
+        assumes_valid_csum: false,
+    };
+    if csum.is_some() {
+        let relies = proven_ipv4_checksum(pkt, pat)?;
+        // The checksum bytes themselves are csum's to write.
+        rw.edits.retain(|e| !CSUM4.contains(&e.at()));
+        rw.csum_ip4h = true;
+        rw.assumes_valid_csum = relies;
+    }
+    if rw.edits.is_empty() && !rw.csum_ip4h {
+        return Ok(None);
+    }
+    Ok(Some(rw))
+}
+
+/// The checksum store at bytes 24..26 is the IPv4 header's checksum
+/// after the other stores: `Ok(false)` for every frame, `Ok(true)` for
+/// frames whose checksum was right (an incremental update); else why
+/// not.
+fn proven_ipv4_checksum(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<bool, String> {
+    let fixed = |p: u32| pat.bit(p);
+    let no = |why: &str| Err(format!("IPv4 header checksum fix-up not recognised: {why}"));
+    // The stored checksum: one 16-bit store at 24.
+    let stored = match (pkt.get(&24), pkt.get(&25)) {
+        (
+            Some(PCell::Val {
+                v,
+                k: 0,
+                n: 2,
+                at: 24,
+                id,
+            }),
+            Some(PCell::Val {
+                k: 1,
+                n: 2,
+                at: 24,
+                id: i2,
+                ..
+            }),
+        ) if id == i2 => v,
+        _ => return no("not one 16-bit store of a sum"),
+    };
+    let Some(c) = lin_of(stored, pat).and_then(|l| l.truncate(2)) else {
+        return no("a value the checksum forms cannot follow");
+    };
+    if c.hi > 0xfffe {
+        return no("the stored value may be 0xffff, which a recomputed checksum never is");
+    }
+    // As the wire has it (the store is little-endian): times 2^8.
+    let wire = c.form.scale(256).substitute(&fixed);
+    // The header words after the stores, and as they arrived.
+    let mut sum_new = Form::default();
+    let mut sum_old = Form::default();
+    for j in 0..10usize {
+        let at = IP4.start + 2 * j;
+        let old =
+            Lin::of_bits(&Bits::packet(at as u32, 2).bswap(16), &fixed).ok_or("header word")?;
+        sum_old = sum_old.add(&old.form);
+        if at == CSUM4.start {
+            continue;
+        }
+        let word = match (pkt.get(&(at as i64)), pkt.get(&(at as i64 + 1))) {
+            // One little-endian 16-bit store of the word: the wire has
+            // it byte-swapped, times 2^8.
+            (
+                Some(PCell::Val {
+                    v, k: 0, n: 2, id, ..
+                }),
+                Some(PCell::Val {
+                    k: 1, n: 2, id: i2, ..
+                }),
+            ) if id == i2 => lin_of(v, pat)
+                .and_then(|l| l.truncate(2))
+                .map(|l| l.form.scale(256)),
+            (hi, lo) => byte_form(hi, at, pat)
+                .zip(byte_form(lo, at + 1, pat))
+                .map(|(h, l)| h.scale(256).add(&l)),
+        };
+        let Some(word) = word else {
+            return no(&format!(
+                "header bytes {at}..{} hold a value the forms cannot follow",
+                at + 2
+            ));
+        };
+        sum_new = sum_new.add(&word);
+    }
+    let total = wire.add(&sum_new).substitute(&fixed);
+    if total.is_zero() {
+        return Ok(false);
+    }
+    if total.sub(&sum_old.substitute(&fixed)).is_zero() {
+        return Ok(true);
+    }
+    no("the stored value is not the header's checksum after the rewrite")
+}
+
+/// Byte `at` after the stores (`cell`, or the byte as it arrived) as a
+/// form, when it is one.
+fn byte_form(cell: Option<&PCell>, at: usize, pat: &Pattern) -> Option<Form> {
+    let fixed = |p: u32| pat.bit(p);
+    match cell {
+        None => Lin::of_bits(&Bits::packet(at as u32, 1), &fixed).map(|l| l.form),
+        Some(PCell::Bits(x)) => {
+            let mut bits = Bits::constant(0);
+            bits.0[..8].copy_from_slice(x);
+            Lin::of_bits(&bits, &fixed).map(|l| l.form)
+        }
+        Some(PCell::Val { k: 0, n: 1, id, .. }) => Some(Lin::stored_byte(*id).form),
+        Some(_) => None,
+    }
+}
