@@ -36,13 +36,6 @@
 //! (`kernel.bpf_stats_enabled` switched on for the run, the entry
 //! program's run_time_ns / run_cnt, which include its tail calls).
 //!
-//! Old and new code in one run: with `NFKIT_DDOS_SAVE=DIR` the static
-//! chain (inlined) is also written to DIR (`static.o`, its entry and the
-//! control plane's writes); a later run with `NFKIT_DDOS_BASELINE=DIR`
-//! loads it as one more variant, "static, saved", measured in the same
-//! interleaved rounds as the others. `NFKIT_DDOS_ROUNDS` sets the rounds
-//! of the per-packet table (15).
-//!
 //! Needs root; skipped otherwise.
 
 use criterion::{BenchmarkId, Criterion};
@@ -135,65 +128,12 @@ fn hand_c() -> Res<Variant> {
 fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
     let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
     let (image, entry, writes) = compile_static_with("ddos.py", &src, inline)?;
-    if let (Ok(dir), nfkit_lang::link::Inline::On) = (std::env::var("NFKIT_DDOS_SAVE"), inline) {
-        save_static(std::path::Path::new(&dir), &image, &entry, &writes)?;
-    }
     let name = match inline {
         nfkit_lang::link::Inline::On => "static chain",
         nfkit_lang::link::Inline::Off => "static, calls",
     };
     Ok(variant(
         name,
-        timed(|| load_compiled(&image, &writes))?,
-        &entry,
-    ))
-}
-
-/// Writes a compiled static chain into `dir` for [`saved_static`].
-fn save_static(
-    dir: &std::path::Path,
-    image: &nfkit_object::Image,
-    entry: &str,
-    writes: &MapWrites,
-) -> Res<()> {
-    std::fs::create_dir_all(dir).map_err(err("NFKIT_DDOS_SAVE"))?;
-    let elf = nfkit_object::write_object(image).map_err(err("writing the static chain"))?;
-    std::fs::write(dir.join("static.o"), elf).map_err(err("static.o"))?;
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let mut text = format!("{entry}\n");
-    for (m, k, v) in writes {
-        text.push_str(&format!("{m} {} {}\n", hex(k), hex(v)));
-    }
-    std::fs::write(dir.join("static.writes"), text).map_err(err("static.writes"))
-}
-
-/// The static chain a run with `NFKIT_DDOS_SAVE=dir` wrote.
-fn saved_static(dir: &std::path::Path) -> Res<Variant> {
-    let elf = std::fs::read(dir.join("static.o")).map_err(err("static.o"))?;
-    let image = nfkit_object::Image::from_elf(&elf, "static.o").map_err(err("static.o"))?;
-    let text = std::fs::read_to_string(dir.join("static.writes")).map_err(err("static.writes"))?;
-    let mut lines = text.lines();
-    let entry = lines.next().ok_or("static.writes: no entry")?.to_string();
-    let unhex = |s: &str| -> Res<Vec<u8>> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| {
-                s.get(i..i + 2)
-                    .and_then(|b| u8::from_str_radix(b, 16).ok())
-                    .ok_or_else(|| format!("static.writes: bad hex `{s}`"))
-            })
-            .collect()
-    };
-    let mut writes: MapWrites = Vec::new();
-    for l in lines {
-        let f: Vec<&str> = l.split(' ').collect();
-        let [m, k, v] = f[..] else {
-            return Err(format!("static.writes: bad line `{l}`"));
-        };
-        writes.push((m.to_string(), unhex(k)?, unhex(v)?));
-    }
-    Ok(variant(
-        "static, saved",
         timed(|| load_compiled(&image, &writes))?,
         &entry,
     ))
@@ -321,12 +261,6 @@ fn load_variants() -> (Vec<Variant>, Vec<String>) {
             Err(e) => missing.push(format!("{name}: {e}")),
         }
     }
-    if let Ok(dir) = std::env::var("NFKIT_DDOS_BASELINE") {
-        match saved_static(std::path::Path::new(&dir)) {
-            Ok(v) => variants.insert(variants.len().min(2), v),
-            Err(e) => missing.push(format!("static, saved: {e}")),
-        }
-    }
     (variants, missing)
 }
 
@@ -369,11 +303,7 @@ fn measure_cost(variants: &mut [Variant]) -> Vec<(&'static str, [Cell; 2])> {
         // Interleaved rounds: every variant once per round, so that a
         // slow spell of the machine hits them all alike.
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
-        let rounds = std::env::var("NFKIT_DDOS_ROUNDS")
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(COST_ROUNDS);
-        for _ in 0..rounds {
+        for _ in 0..COST_ROUNDS {
             for (vi, v) in variants.iter_mut().enumerate() {
                 if !ok[vi] {
                     continue;
@@ -420,7 +350,7 @@ fn print_cost(cost: &[(&str, [Cell; 2])]) {
         })
         .collect();
     print_table(
-        "DDoS example, ns per packet (BPF_PROG_TEST_RUN, median of interleaved rounds (15) of 100k runs; \
+        "DDoS example, ns per packet (BPF_PROG_TEST_RUN, median of 15 interleaved rounds of 100k runs; \
          verdict of the last run; ratio = variant / hand C; loss = 1 - hand C / variant)",
         &["variant", "legit", "/hand C", "loss", "flood", "/hand C", "loss"],
         &table,

@@ -166,20 +166,18 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 	__u16 proto;
 	__u8 l4 = 0;
 
-	/* The flags are gathered in a register and stored once, at the end. */
-	__u8 fl = NF_PI_VALID | keep;
-
 	__builtin_memset(pi, 0, sizeof(*pi));
 	pi->rand_state = rs;
 	pi->now_ns = now;
+	pi->flags = NF_PI_VALID | keep;
 #if NF_HOOK_ID == NF_HOOKID_XDP
 	pi->pkt_len = ctx->data_end - ctx->data;
 	pi->ifindex = ctx->ingress_ifindex;
 	{
 		struct ethhdr eb, *eth = nf__hdr(ctx, 0, &eb);
 		if (!eth) {
-			fl |= NF_PI_TRUNC;
-			goto out;
+			pi->flags |= NF_PI_TRUNC;
+			return 0;
 		}
 		proto = eth->h_proto;
 		off = sizeof(struct ethhdr);
@@ -190,8 +188,8 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 	{
 		struct ethhdr eb, *eth = nf__hdr(ctx, 0, &eb);
 		if (!eth) {
-			fl |= NF_PI_TRUNC;
-			goto out;
+			pi->flags |= NF_PI_TRUNC;
+			return 0;
 		}
 		proto = eth->h_proto;
 		off = sizeof(struct ethhdr);
@@ -208,13 +206,13 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 			break;
 		struct nf__vlan vb, *vh = nf__hdr(ctx, off, &vb);
 		if (!vh) {
-			fl |= NF_PI_TRUNC;
+			pi->flags |= NF_PI_TRUNC;
 			pi->eth_proto = bpf_ntohs(proto);
-			goto out;
+			return 0;
 		}
-		if (!(fl & NF_PI_VLAN))
+		if (!(pi->flags & NF_PI_VLAN))
 			pi->vlan_id = bpf_ntohs(vh->tci) & 0x0fff;
-		fl |= NF_PI_VLAN;
+		pi->flags |= NF_PI_VLAN;
 		proto = vh->proto;
 		off += sizeof(struct nf__vlan);
 	}
@@ -225,8 +223,8 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr ib, *ip = nf__hdr(ctx, off, &ib);
 		if (!ip || ip->version != 4 || ip->ihl < 5) {
-			fl |= NF_PI_TRUNC;
-			goto out;
+			pi->flags |= NF_PI_TRUNC;
+			return 0;
 		}
 		pi->ip_version = 4;
 		pi->tos = ip->tos;
@@ -236,16 +234,16 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 		l4 = ip->protocol;
 		pi->l4_proto = l4;
 		if (ip->frag_off & bpf_htons(0x3fff)) {
-			fl |= NF_PI_FRAG;
+			pi->flags |= NF_PI_FRAG;
 			if (ip->frag_off & bpf_htons(0x1fff))
-				goto out; /* not the first fragment: no L4 header */
+				return 0; /* not the first fragment: no L4 header */
 		}
 		off += ip->ihl * 4;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ib, *ip6 = nf__hdr(ctx, off, &ib);
 		if (!ip6 || ip6->version != 6) {
-			fl |= NF_PI_TRUNC;
-			goto out;
+			pi->flags |= NF_PI_TRUNC;
+			return 0;
 		}
 		pi->ip_version = 6;
 		pi->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
@@ -261,15 +259,15 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 				break;
 			struct nf__ext eb, *e = nf__hdr(ctx, off, &eb);
 			if (!e) {
-				fl |= NF_PI_TRUNC;
+				pi->flags |= NF_PI_TRUNC;
 				pi->l4_proto = l4;
-				goto out;
+				return 0;
 			}
 			if (l4 == IPPROTO_FRAGMENT) {
-				fl |= NF_PI_FRAG;
+				pi->flags |= NF_PI_FRAG;
 				if (e->frag & bpf_htons(0xfff8)) {
 					pi->l4_proto = e->nexthdr;
-					goto out;
+					return 0;
 				}
 				off += 8;
 			} else if (l4 == IPPROTO_AH) {
@@ -281,38 +279,36 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 		}
 		pi->l4_proto = l4;
 	} else {
-		goto out;
+		return 0;
 	}
 	if (off > 0x7ff) { /* keeps offsets in the verifier's packet range */
-		fl |= NF_PI_TRUNC;
-		goto out;
+		pi->flags |= NF_PI_TRUNC;
+		return 0;
 	}
 	if (l4 == IPPROTO_TCP) {
 		struct nf__tcp tb, *t = nf__hdr(ctx, off, &tb);
 		if (!t) {
-			fl |= NF_PI_TRUNC;
-			goto out;
+			pi->flags |= NF_PI_TRUNC;
+			return 0;
 		}
 		pi->sport = bpf_ntohs(t->sport);
 		pi->dport = bpf_ntohs(t->dport);
 		pi->tcp_flags = t->flags;
 		pi->l4_off = off;
-		fl |= NF_PI_L4;
+		pi->flags |= NF_PI_L4;
 	} else if (l4 == IPPROTO_UDP || l4 == IPPROTO_SCTP) {
 		struct { __be16 sport; __be16 dport; __u32 w1; } ub, *u = nf__hdr(ctx, off, &ub);
 		if (!u) {
-			fl |= NF_PI_TRUNC;
-			goto out;
+			pi->flags |= NF_PI_TRUNC;
+			return 0;
 		}
 		pi->sport = bpf_ntohs(u->sport);
 		pi->dport = bpf_ntohs(u->dport);
 		pi->l4_off = off;
-		fl |= NF_PI_L4;
+		pi->flags |= NF_PI_L4;
 	} else {
 		pi->l4_off = off;
 	}
-out:
-	pi->flags = fl;
 	return 0;
 }
 
