@@ -853,10 +853,9 @@ mod tests {
         assert!(matches!(written_maps(&image(p, 2), 0), Writes::All(_)));
     }
 
-    /// `bpf_map_update_elem` writes the map it is handed.
-    #[test]
-    fn update_helper_writes_its_map() {
-        let mut p = lookup(1);
+    /// `bpf_map_update_elem` on `map` (the lookup's set-up), then XDP_PASS.
+    fn update(map: i32) -> Vec<Insn> {
+        let mut p = lookup(map);
         p[4] = Insn::Call {
             kind: CallKind::Helper,
             imm: 2,
@@ -870,35 +869,24 @@ mod tests {
             },
             Insn::Exit,
         ]);
-        assert_eq!(written_maps(&image(p, 2), 0), Writes::Maps(0b10));
+        p
+    }
+
+    /// `bpf_map_update_elem` writes the map it is handed.
+    #[test]
+    fn update_helper_writes_its_map() {
+        assert_eq!(written_maps(&image(update(1), 2), 0), Writes::Maps(0b10));
     }
 
     /// The cache answers per image content: an image that differs in
     /// one instruction is scanned again, the same content is not.
     #[test]
     fn cache_is_per_image_content() {
-        let mut p = lookup(1);
-        p[4] = Insn::Call {
-            kind: CallKind::Helper,
-            imm: 2,
-        };
-        p.extend([
-            Insn::Alu {
-                width: Width::W64,
-                op: AluOp::Mov,
-                dst: Reg::R0,
-                src: Operand::Imm(2),
-            },
-            Insn::Exit,
-        ]);
-        let a = image(p.clone(), 2);
+        let a = image(update(1), 2);
         assert_eq!(written_maps_cached(&a, 0), written_maps(&a, 0));
         assert_eq!(written_maps_cached(&a, 0), Writes::Maps(0b10));
         // The same program on map 0: another image, another answer.
-        let mut q = lookup(0);
-        q[4] = p[4];
-        q.extend(p[p.len() - 2..].iter().copied());
-        let b = image(q, 2);
+        let b = image(update(0), 2);
         assert_eq!(written_maps_cached(&b, 0), Writes::Maps(0b01));
         assert_eq!(written_maps_cached(&a, 0), Writes::Maps(0b10));
     }

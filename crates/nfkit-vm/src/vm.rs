@@ -979,6 +979,18 @@ impl StaticValues {
     pub fn offset(&self, k: u32, cpu: u32) -> usize {
         (k as usize * self.ncpus as usize + cpu as usize) * self.stride as usize
     }
+
+    /// What a lookup of key `k` gives on `cpu` (ignored for a plain
+    /// array): the address of value `k`'s region, or 0 past `max`.
+    #[inline(always)]
+    pub fn lookup(&self, k: u32, cpu: u32) -> u64 {
+        let c = if self.ncpus == 1 { 0 } else { cpu };
+        if k < self.max {
+            mem::addr(self.first + k, self.offset(k, c) as u64)
+        } else {
+            0
+        }
+    }
 }
 
 /// Adds the static value regions (CPU 0's slots) of the array maps that

@@ -3,9 +3,9 @@
 //! own frame of locals.
 
 use super::emit::{ldx, local_off, mov_imm, mov_reg, stx};
-use super::{Frame, Gen, Ref};
+use super::{Frame, Gen};
 use crate::ir::{Expr, ExprKind};
-use nfkit_isa::{CallKind, Cond, Insn, Operand, Reg, Size};
+use nfkit_isa::{Cond, Insn, Operand, Reg, Size};
 
 /// An NF argument: a constant, or the stack temporary it was evaluated into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,11 +46,7 @@ impl Gen<'_> {
             }
             self.emit(mov_reg(Reg::R1, Reg::R9));
             let sym = self.prog.nfs[nf].symbol.clone();
-            self.refs.push((self.insns.len(), Ref::Nf(sym)));
-            self.emit(Insn::Call {
-                kind: CallKind::Local,
-                imm: -1,
-            });
+            self.call_local(sym);
         }
         self.free(8 * spilled);
         // A verdict or a fault ends the whole chain.

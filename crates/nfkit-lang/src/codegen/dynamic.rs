@@ -9,7 +9,7 @@ use super::{Gen, GenError, GenFunc, Generated, Label, ObjMap, Ref};
 use crate::check::BPF_LOOP_ABOVE;
 use crate::ir::walk::{walk_block, walk_expr, walk_stmt, Visit};
 use crate::ir::{Expr, ExprKind, Program, Stmt, StmtKind};
-use nfkit_isa::{CallKind, Cond, Insn, Operand, Reg, Size};
+use nfkit_isa::{Cond, Insn, Operand, Reg, Size};
 use nfkit_nf::Hook;
 use std::collections::BTreeMap;
 
@@ -212,26 +212,28 @@ impl Gen<'_> {
         }
     }
 
-    /// The chain's end (r0 = its result): the classifier object counts
-    /// the result and turns it into the hook's return code; then the
-    /// fault path and the prologues of the later segments.
-    pub(super) fn dyn_end(&mut self) {
+    /// r0 (a verdict, a fault or the chain's result) to
+    /// `nfkit_dyn_finish`, which the program returns; then the fault
+    /// path (r0 = -1, back to the call above).
+    fn finish_or_fault(&mut self) {
         self.emit(mov_reg(Reg::R2, Reg::R0));
         self.emit(mov_reg(Reg::R1, Reg::R9));
         for r in [Reg::R3, Reg::R4, Reg::R5] {
             self.emit(mov_imm(r, 0));
         }
-        self.refs
-            .push((self.insns.len(), Ref::Nf(DYN_FINISH.to_string())));
-        self.emit(Insn::Call {
-            kind: CallKind::Local,
-            imm: -1,
-        });
+        self.call_local(DYN_FINISH.to_string());
         self.emit(Insn::Exit);
         self.bind(self.fault);
         self.emit(mov_imm(Reg::R0, -1));
         let exit = self.exit;
         self.jmp(exit);
+    }
+
+    /// The chain's end (r0 = its result): the classifier object counts
+    /// the result and turns it into the hook's return code; then the
+    /// fault path and the prologues of the later segments.
+    pub(super) fn dyn_end(&mut self) {
+        self.finish_or_fault();
         self.resume_prologues();
     }
 
@@ -442,12 +444,7 @@ fn site_entry(
         }
     }
     e.emit(mov_reg(Reg::R1, Reg::R9));
-    let sym = prog.nfs[site.nf].symbol.clone();
-    e.refs.push((e.insns.len(), Ref::Nf(sym)));
-    e.emit(Insn::Call {
-        kind: CallKind::Local,
-        imm: -1,
-    });
+    e.call_local(prog.nfs[site.nf].symbol.clone());
     let exit = e.exit;
     e.jcond(Cond::Slt, Reg::R0, Operand::Imm(0), exit);
     e.emit(stx(Size::DW, Reg::R6, FRAME_RESULT, Reg::R0));
@@ -466,21 +463,7 @@ fn site_entry(
     let fault = e.fault;
     e.jmp(fault);
     e.bind(e.exit);
-    e.emit(mov_reg(Reg::R2, Reg::R0));
-    e.emit(mov_reg(Reg::R1, Reg::R9));
-    for r in [Reg::R3, Reg::R4, Reg::R5] {
-        e.emit(mov_imm(r, 0));
-    }
-    e.refs
-        .push((e.insns.len(), Ref::Nf(DYN_FINISH.to_string())));
-    e.emit(Insn::Call {
-        kind: CallKind::Local,
-        imm: -1,
-    });
-    e.emit(Insn::Exit);
-    e.bind(e.fault);
-    e.emit(mov_imm(Reg::R0, -1));
-    e.jmp(exit);
+    e.finish_or_fault();
     e.check_frame()?;
     e.code(name, None, Some(site.entry))
 }

@@ -134,6 +134,16 @@ impl Gen<'_> {
         });
     }
 
+    /// A call of local function `sym` (an NF or the classifier's
+    /// `nfkit_dyn_finish`), relocated when linking.
+    pub(super) fn call_local(&mut self, sym: String) {
+        self.refs.push((self.insns.len(), Ref::Nf(sym)));
+        self.emit(Insn::Call {
+            kind: CallKind::Local,
+            imm: -1,
+        });
+    }
+
     /// A call of helper `id`.
     pub(super) fn call_helper(&mut self, id: i32) {
         self.emit(Insn::Call {

@@ -405,12 +405,7 @@ impl Machine {
                 let Ok(k) = <[u8; 4]>::try_from(&key[..]).map(u32::from_le_bytes) else {
                     return Ok(0);
                 };
-                let c = if s.ncpus == 1 { 0 } else { cpu as u32 };
-                return Ok(if k < s.max {
-                    mem::addr(s.first + k, s.offset(k, c) as u64)
-                } else {
-                    0
-                });
+                return Ok(s.lookup(k, cpu as u32));
             }
         }
         Ok(
@@ -450,12 +445,7 @@ impl Machine {
         }
         let (buf, off) = self.mem.resolve(key, 4, false)?;
         let k = buf.load(off, 4)? as u32;
-        let c = if s.ncpus == 1 { 0 } else { self.cpu };
-        Some(if k < s.max {
-            mem::addr(s.first + k, s.offset(k, c) as u64)
-        } else {
-            0
-        })
+        Some(s.lookup(k, self.cpu))
     }
 
     /// `bpf_map_update_elem(map, key, value, flags)`: 0 or a negative errno.
