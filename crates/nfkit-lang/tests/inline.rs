@@ -82,14 +82,16 @@ fn every_example_inlines_into_one_function_per_entry() {
         // classifier and again by the NFs: once is enough.
         println!("{name}: {} lookups removed", report.lookups_removed);
         println!(
-            "{name}: {} info-block stores, {} instructions removed as dead",
-            report.dead_info_stores, report.dead_removed
+            "{name}: {} info-block stores, {} stack stores, {} instructions removed as dead",
+            report.dead_info_stores, report.dead_stack_stores, report.dead_removed
         );
         if name == "ddos.py" {
             assert!(report.lookups_removed >= 2, "{name}: {report:?}");
             // The chain's NFs never read rand_state, pkt_len, ifindex,
             // the offsets or tos/ttl: their stores went.
             assert!(report.dead_info_stores >= 5, "{name}: {report:?}");
+            // The keys of the lookups done once are stored no more.
+            assert!(report.dead_stack_stores >= 2, "{name}: {report:?}");
         }
         // The NFs were inlined into the chains that call them.
         for nf in &on.program.nfs {

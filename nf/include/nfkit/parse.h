@@ -166,18 +166,20 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 	__u16 proto;
 	__u8 l4 = 0;
 
+	/* The flags are gathered in a register and stored once, at the end. */
+	__u8 fl = NF_PI_VALID | keep;
+
 	__builtin_memset(pi, 0, sizeof(*pi));
 	pi->rand_state = rs;
 	pi->now_ns = now;
-	pi->flags = NF_PI_VALID | keep;
 #if NF_HOOK_ID == NF_HOOKID_XDP
 	pi->pkt_len = ctx->data_end - ctx->data;
 	pi->ifindex = ctx->ingress_ifindex;
 	{
 		struct ethhdr eb, *eth = nf__hdr(ctx, 0, &eb);
 		if (!eth) {
-			pi->flags |= NF_PI_TRUNC;
-			return 0;
+			fl |= NF_PI_TRUNC;
+			goto out;
 		}
 		proto = eth->h_proto;
 		off = sizeof(struct ethhdr);
@@ -188,8 +190,8 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 	{
 		struct ethhdr eb, *eth = nf__hdr(ctx, 0, &eb);
 		if (!eth) {
-			pi->flags |= NF_PI_TRUNC;
-			return 0;
+			fl |= NF_PI_TRUNC;
+			goto out;
 		}
 		proto = eth->h_proto;
 		off = sizeof(struct ethhdr);
@@ -206,13 +208,13 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 			break;
 		struct nf__vlan vb, *vh = nf__hdr(ctx, off, &vb);
 		if (!vh) {
-			pi->flags |= NF_PI_TRUNC;
+			fl |= NF_PI_TRUNC;
 			pi->eth_proto = bpf_ntohs(proto);
-			return 0;
+			goto out;
 		}
-		if (!(pi->flags & NF_PI_VLAN))
+		if (!(fl & NF_PI_VLAN))
 			pi->vlan_id = bpf_ntohs(vh->tci) & 0x0fff;
-		pi->flags |= NF_PI_VLAN;
+		fl |= NF_PI_VLAN;
 		proto = vh->proto;
 		off += sizeof(struct nf__vlan);
 	}
@@ -223,8 +225,8 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr ib, *ip = nf__hdr(ctx, off, &ib);
 		if (!ip || ip->version != 4 || ip->ihl < 5) {
-			pi->flags |= NF_PI_TRUNC;
-			return 0;
+			fl |= NF_PI_TRUNC;
+			goto out;
 		}
 		pi->ip_version = 4;
 		pi->tos = ip->tos;
@@ -234,16 +236,16 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 		l4 = ip->protocol;
 		pi->l4_proto = l4;
 		if (ip->frag_off & bpf_htons(0x3fff)) {
-			pi->flags |= NF_PI_FRAG;
+			fl |= NF_PI_FRAG;
 			if (ip->frag_off & bpf_htons(0x1fff))
-				return 0; /* not the first fragment: no L4 header */
+				goto out; /* not the first fragment: no L4 header */
 		}
 		off += ip->ihl * 4;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ib, *ip6 = nf__hdr(ctx, off, &ib);
 		if (!ip6 || ip6->version != 6) {
-			pi->flags |= NF_PI_TRUNC;
-			return 0;
+			fl |= NF_PI_TRUNC;
+			goto out;
 		}
 		pi->ip_version = 6;
 		pi->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
@@ -259,15 +261,15 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 				break;
 			struct nf__ext eb, *e = nf__hdr(ctx, off, &eb);
 			if (!e) {
-				pi->flags |= NF_PI_TRUNC;
+				fl |= NF_PI_TRUNC;
 				pi->l4_proto = l4;
-				return 0;
+				goto out;
 			}
 			if (l4 == IPPROTO_FRAGMENT) {
-				pi->flags |= NF_PI_FRAG;
+				fl |= NF_PI_FRAG;
 				if (e->frag & bpf_htons(0xfff8)) {
 					pi->l4_proto = e->nexthdr;
-					return 0;
+					goto out;
 				}
 				off += 8;
 			} else if (l4 == IPPROTO_AH) {
@@ -279,36 +281,38 @@ static __always_inline int nf_parse(NF_CTX *ctx, struct nf_pkt_info *pi)
 		}
 		pi->l4_proto = l4;
 	} else {
-		return 0;
+		goto out;
 	}
 	if (off > 0x7ff) { /* keeps offsets in the verifier's packet range */
-		pi->flags |= NF_PI_TRUNC;
-		return 0;
+		fl |= NF_PI_TRUNC;
+		goto out;
 	}
 	if (l4 == IPPROTO_TCP) {
 		struct nf__tcp tb, *t = nf__hdr(ctx, off, &tb);
 		if (!t) {
-			pi->flags |= NF_PI_TRUNC;
-			return 0;
+			fl |= NF_PI_TRUNC;
+			goto out;
 		}
 		pi->sport = bpf_ntohs(t->sport);
 		pi->dport = bpf_ntohs(t->dport);
 		pi->tcp_flags = t->flags;
 		pi->l4_off = off;
-		pi->flags |= NF_PI_L4;
+		fl |= NF_PI_L4;
 	} else if (l4 == IPPROTO_UDP || l4 == IPPROTO_SCTP) {
 		struct { __be16 sport; __be16 dport; __u32 w1; } ub, *u = nf__hdr(ctx, off, &ub);
 		if (!u) {
-			pi->flags |= NF_PI_TRUNC;
-			return 0;
+			fl |= NF_PI_TRUNC;
+			goto out;
 		}
 		pi->sport = bpf_ntohs(u->sport);
 		pi->dport = bpf_ntohs(u->dport);
 		pi->l4_off = off;
-		pi->flags |= NF_PI_L4;
+		fl |= NF_PI_L4;
 	} else {
 		pi->l4_off = off;
 	}
+out:
+	pi->flags = fl;
 	return 0;
 }
 

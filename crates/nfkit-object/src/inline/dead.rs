@@ -10,6 +10,8 @@
 //! * instructions without side effects whose result no one reads (the
 //!   loads feeding those stores, the key set-up of lookups that
 //!   `lookups.rs` turned into loads, argument registers no callee reads);
+//! * stores into the program's own stack that nothing reads
+//!   (`stack.rs`);
 //! * jumps to the next instruction.
 //!
 //! The block is per-packet scratch (docs/abi.md 3): a static entry
@@ -99,15 +101,16 @@ const LOOKUP: i32 = 1;
 const UPDATE: i32 = 2;
 const DELETE: i32 = 3;
 
-/// Bytes of the info block the body reads and its stores into the block
-/// at known offsets (instruction, first byte, bytes); `None` when the
-/// pointer goes where the analysis cannot follow it.
+/// Bytes of the info block live after each instruction of the body (read
+/// later on some path before being overwritten) and its stores into the
+/// block at known offsets (instruction, first byte, bytes); `None` when
+/// the pointer goes where the analysis cannot follow it.
 #[allow(clippy::type_complexity)]
 fn pi_accesses(
     b: &Body,
     maps: &[MapSpec],
     pi_map: usize,
-) -> Option<(Vec<bool>, Vec<(usize, i64, i64)>)> {
+) -> Option<(Vec<u128>, Vec<(usize, i64, i64)>)> {
     let size = maps.get(pi_map)?.value_size as usize;
     let n = b.insns.len();
     let mut at: Vec<Option<State>> = vec![None; n];
@@ -118,14 +121,11 @@ fn pi_accesses(
     entry.regs[10] = V::Fp(0);
     at[0] = Some(entry);
     let mut work = vec![0usize];
-    let mut read = vec![false; size];
-    let mut mark = |lo: i64, len: i64| -> Option<()> {
+    // A read of the block must be inside it (else: give up).
+    let mark = |lo: i64, len: i64| -> Option<()> {
         let hi = lo.checked_add(len)?;
         if lo < 0 || hi > size as i64 {
             return None;
-        }
-        for x in &mut read[lo as usize..hi as usize] {
-            *x = true;
         }
         Some(())
     };
@@ -336,19 +336,90 @@ fn pi_accesses(
             }
         }
     }
+    // Every access is at a known offset inside the block (the forward
+    // pass gave up otherwise): per instruction, the bytes it reads and
+    // the ones it overwrites.
+    if size > 128 {
+        return None;
+    }
+    let bits = |lo: i64, len: i64| -> u128 {
+        (lo.max(0)..(lo + len).min(size as i64)).fold(0, |m, x| m | 1u128 << x)
+    };
     let mut stores = Vec::new();
+    let mut rw = vec![(0u128, 0u128); n];
     for (k, insn) in b.insns.iter().enumerate() {
-        let (dst, off, len) = match *insn {
-            Insn::Stx { size, dst, off, .. } | Insn::St { size, dst, off, .. } => {
-                (dst, off, size.bytes() as i64)
-            }
-            _ => continue,
+        let Some(s) = at[k].as_ref() else { continue };
+        let pi = |r: Reg| match s.regs[r.num() as usize] {
+            V::Pi(Some(o)) => Some(o),
+            _ => None,
         };
-        if let Some(V::Pi(Some(o))) = at[k].as_ref().map(|s| s.regs[dst.num() as usize]) {
-            stores.push((k, o + off as i64, len));
+        rw[k] = match *insn {
+            Insn::Stx { size, dst, off, .. } | Insn::St { size, dst, off, .. } => match pi(dst) {
+                Some(o) => {
+                    let len = size.bytes() as i64;
+                    stores.push((k, o + off as i64, len));
+                    (0, bits(o + off as i64, len))
+                }
+                None => (0, 0),
+            },
+            Insn::Ldx { size, src, off, .. } => match pi(src) {
+                Some(o) => (bits(o + off as i64, size.bytes() as i64), 0),
+                None => (0, 0),
+            },
+            Insn::Atomic { size, dst, off, .. } => match pi(dst) {
+                Some(o) => (bits(o + off as i64, size.bytes() as i64), 0),
+                None => (0, 0),
+            },
+            Insn::Call {
+                kind: CallKind::Helper,
+                imm,
+            } => {
+                let map = match s.regs[1] {
+                    V::Map(m) => maps.get(m),
+                    _ => None,
+                };
+                let mut r = 0;
+                if let (Some(o), Some(m)) = (pi(Reg::R2), map) {
+                    if matches!(imm, LOOKUP | UPDATE | DELETE) {
+                        r |= bits(o, m.key_size as i64);
+                    }
+                }
+                if let (Some(o), Some(m), UPDATE) = (pi(Reg::R3), map, imm) {
+                    r |= bits(o, m.value_size as i64);
+                }
+                (r, 0)
+            }
+            _ => (0, 0),
+        };
+    }
+    // Bytes live after each instruction; none at the end (the block is
+    // the packet's scratch).
+    let mut live_in = vec![0u128; n];
+    let mut live_out = vec![0u128; n];
+    loop {
+        let mut changed = false;
+        for k in (0..n).rev() {
+            let insn = &b.insns[k];
+            let mut o = 0;
+            let falls = !insn.ends_block() || matches!(insn, Insn::MayGoto { .. });
+            if falls && k + 1 < n {
+                o |= live_in[k + 1];
+            }
+            if let Some(t) = b.jump[k] {
+                o |= live_in[t];
+            }
+            let i = rw[k].0 | (o & !rw[k].1);
+            if o != live_out[k] || i != live_in[k] {
+                live_out[k] = o;
+                live_in[k] = i;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
         }
     }
-    Some((read, stores))
+    Some((live_out, stores))
 }
 
 /// Registers each instruction reads and writes, helper calls reading
@@ -415,11 +486,52 @@ fn compact(b: &mut Body, del: &[bool]) {
     *b = out;
 }
 
+/// Keeps every line record of `b` when `del` removes instructions: a
+/// removed instruction's record moves to the next instruction kept, and
+/// where that one already gets a record (its own or a later removed
+/// one's), the removed instruction stays as a `ja +0` holding its record
+/// instead (the kernel's verifier drops such no-ops at load time, after
+/// moving their line records itself). Without this a function whose first
+/// instruction was dead lost the script line of its `def`. Returns how
+/// many instructions became no-ops.
+fn keep_lines(b: &mut Body, del: &mut [bool]) -> usize {
+    let n = b.insns.len();
+    let mut has = vec![false; n];
+    for (k, _) in &b.lines {
+        if let Some(h) = has.get_mut(*k) {
+            *h = true;
+        }
+    }
+    let mut nops = 0;
+    // Whether the next instruction kept after `k` already gets a record.
+    let mut taken = false;
+    for k in (0..n).rev() {
+        if !del[k] {
+            taken = has[k];
+        } else if has[k] {
+            if taken {
+                del[k] = false;
+                if b.insns[k] != (Insn::Ja { off: 0 }) || b.jump[k] != Some(k + 1) {
+                    nops += 1;
+                }
+                b.insns[k] = Insn::Ja { off: 0 };
+                b.jump[k] = Some(k + 1);
+                b.call[k] = None;
+                b.core.retain(|(c, _)| *c != k);
+            }
+            taken = true;
+        }
+    }
+    nops
+}
+
 /// What [`remove_dead`] removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Removed {
     /// Stores of info-block bytes no one reads.
     pub pi_stores: usize,
+    /// Stores into the program's stack no one reads (`stack.rs`).
+    pub stack_stores: usize,
     /// Instructions in all (those stores included).
     pub insns: usize,
 }
@@ -431,14 +543,22 @@ pub(super) fn remove_dead(b: &mut Body, maps: &[MapSpec]) -> Removed {
     loop {
         let n = b.insns.len();
         let mut del = vec![false; n];
-        if let Some((read, stores)) = pi_map.and_then(|m| pi_accesses(b, maps, m)) {
+        if let Some((live, stores)) = pi_map.and_then(|m| pi_accesses(b, maps, m)) {
+            let size = pi_map
+                .and_then(|m| maps.get(m))
+                .map_or(0, |m| m.value_size as i64);
             for (k, lo, len) in stores {
-                let unread =
-                    (lo.max(0)..(lo + len).min(read.len() as i64)).all(|x| !read[x as usize]);
-                if lo >= 0 && lo + len <= read.len() as i64 && unread {
+                let mask = (lo.max(0)..(lo + len).min(size)).fold(0u128, |m, x| m | 1u128 << x);
+                if lo >= 0 && lo + len <= size && live[k] & mask == 0 {
                     del[k] = true;
                     removed.pi_stores += 1;
                 }
+            }
+        }
+        for k in super::stack::dead_stack_stores(b, maps) {
+            if !del[k] {
+                del[k] = true;
+                removed.stack_stores += 1;
             }
         }
         let live = live_out(b);
@@ -458,8 +578,9 @@ pub(super) fn remove_dead(b: &mut Body, maps: &[MapSpec]) -> Removed {
         if let Some(last) = del.last_mut() {
             *last = false;
         }
+        let nops = keep_lines(b, &mut del);
         let count = del.iter().filter(|&&d| d).count();
-        if count == 0 {
+        if count == 0 && nops == 0 {
             return removed;
         }
         removed.insns += count;
@@ -470,7 +591,7 @@ pub(super) fn remove_dead(b: &mut Body, maps: &[MapSpec]) -> Removed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::MapType;
+    use crate::image::{LineInfo, MapType};
     use crate::inline::testkit::{declared_map, ldx, lookup_at, mov, stx};
     use nfkit_isa::Size;
 
@@ -532,6 +653,49 @@ mod tests {
             declared_map("nfkit_pktinfo", MapType::PercpuArray, 4, 80),
             declared_map("m", MapType::Hash, 16, 8),
         ]
+    }
+
+    fn line(slot: usize, text: &str) -> LineInfo {
+        LineInfo {
+            slot,
+            file: "t.py".into(),
+            line: slot as u32 + 1,
+            col: 0,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_removed_instruction_keeps_its_line_record() {
+        // 0: dead (r2 never read), the `def`'s line; 1: its own line.
+        let p = vec![
+            mov(Reg::R2, Operand::Imm(5)),
+            mov(Reg::R0, Operand::Imm(0)),
+            Insn::Exit,
+        ];
+        let mut b = body(p, vec![None; 3]);
+        b.lines = vec![(0, line(0, "def f():")), (1, line(1, "return 0"))];
+        remove_dead(&mut b, &maps());
+        assert_eq!(b.insns[0], Insn::Ja { off: 0 }, "{:?}", b.insns);
+        assert_eq!(b.jump[0], Some(1));
+        let texts: Vec<(usize, &str)> =
+            b.lines.iter().map(|(k, l)| (*k, l.text.as_str())).collect();
+        assert_eq!(texts, vec![(0, "def f():"), (1, "return 0")]);
+
+        // Without a record of its own, the next instruction takes the
+        // removed one's and nothing stays in its place.
+        let p = vec![
+            mov(Reg::R2, Operand::Imm(5)),
+            mov(Reg::R0, Operand::Imm(0)),
+            Insn::Exit,
+        ];
+        let mut b = body(p, vec![None; 3]);
+        b.lines = vec![(0, line(0, "def f():"))];
+        let r = remove_dead(&mut b, &maps());
+        assert_eq!(r.insns, 1);
+        assert_eq!(b.insns.len(), 2, "{:?}", b.insns);
+        assert_eq!(b.lines.len(), 1);
+        assert_eq!(b.lines[0].0, 0);
     }
 
     #[test]
@@ -598,5 +762,69 @@ mod tests {
         // then the r1 it tested.
         assert_eq!(b.insns, vec![mov(Reg::R0, Operand::Imm(0)), Insn::Exit]);
         assert_eq!(b.jump, vec![None, None]);
+    }
+
+    /// Looks the block up into r6, clears its 8 bytes at 64, runs
+    /// `between` (which sets r7), stores the byte at 67 and returns it
+    /// plus r7.
+    fn clear_then_byte(between: Insn) -> Vec<Insn> {
+        let mut p = vec![Insn::St {
+            size: Size::W,
+            dst: Reg::FP,
+            off: -4,
+            imm: 0,
+        }];
+        p.extend(lookup_at(0, -4));
+        p.extend([
+            mov(Reg::R6, Operand::Reg(Reg::R0)),
+            mov(Reg::R1, Operand::Imm(0)),
+            stx(Size::DW, Reg::R6, Reg::R1, 64),
+            between,
+            mov(Reg::R1, Operand::Imm(1)),
+            stx(Size::B, Reg::R6, Reg::R1, 67),
+            ldx(Size::B, Reg::R0, Reg::R6, 67),
+            Insn::Alu {
+                width: Width::W64,
+                op: AluOp::Add,
+                dst: Reg::R0,
+                src: Operand::Reg(Reg::R7),
+            },
+            Insn::Exit,
+        ]);
+        p
+    }
+
+    fn stores_at(b: &Body) -> Vec<i16> {
+        b.insns
+            .iter()
+            .filter_map(|i| match *i {
+                Insn::Stx {
+                    dst: Reg::R6, off, ..
+                } => Some(off),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_clear_overwritten_before_its_byte_is_read_goes() {
+        let p = clear_then_byte(mov(Reg::R7, Operand::Imm(0)));
+        let n = p.len();
+        let mut b = body(p, vec![None; n]);
+        let r = remove_dead(&mut b, &maps());
+        assert_eq!(r.pi_stores, 1, "{:?}", b.insns);
+        assert_eq!(stores_at(&b), vec![67]);
+    }
+
+    #[test]
+    fn a_clear_whose_byte_is_read_before_the_overwrite_stays() {
+        // r7 = the byte at 65, read after the clear and before the store
+        // at 67: the clear gives it its value.
+        let p = clear_then_byte(ldx(Size::B, Reg::R7, Reg::R6, 65));
+        let n = p.len();
+        let mut b = body(p, vec![None; n]);
+        let r = remove_dead(&mut b, &maps());
+        assert_eq!(r.pi_stores, 0, "{:?}", b.insns);
+        assert_eq!(stores_at(&b), vec![64, 67]);
     }
 }

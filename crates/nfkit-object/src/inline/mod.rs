@@ -23,14 +23,16 @@
 //! reaches any more are dropped. Last, in each entry program, an array
 //! element looked up several times with a constant key (the info block,
 //! the configuration) is looked up once (`lookups.rs`), and dead code
-//! is removed: stores of info-block bytes no one reads, instructions
-//! whose result no one reads (`dead.rs`).
+//! is removed: stores of info-block bytes no one reads, stores into the
+//! stack no one reads (`stack.rs`), instructions whose result no one
+//! reads (`dead.rs`).
 
 mod body;
 mod dead;
 mod frame;
 mod lookups;
 mod rodata;
+mod stack;
 #[cfg(test)]
 mod testkit;
 
@@ -68,6 +70,9 @@ pub struct InlineReport {
     /// Stores of info-block bytes the program never reads, removed
     /// (`dead.rs`).
     pub dead_info_stores: usize,
+    /// Stores into the entry's own stack no one reads (the keys of the
+    /// lookups done once, spills whose restore went), removed (`stack.rs`).
+    pub dead_stack_stores: usize,
     /// Instructions removed as dead in all (those stores included).
     pub dead_removed: usize,
 }
@@ -183,6 +188,7 @@ pub fn inline_calls(
         }
         let d = remove_dead(&mut bodies[r], &image.maps);
         report.dead_info_stores += d.pi_stores;
+        report.dead_stack_stores += d.stack_stores;
         report.dead_removed += d.insns;
     }
     let out = assemble(image, &bodies, &roots)?;
