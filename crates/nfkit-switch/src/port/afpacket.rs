@@ -135,13 +135,33 @@ impl PacketTx {
     }
 }
 
+/// How long one batch may wait for a device that refuses frames for now
+/// (`EAGAIN`: the socket's send buffer is full; `ENOBUFS`: the veth
+/// peer's backlog is full and the frame was dropped) before the rest of
+/// the batch is dropped and counted. A worker that waits applies
+/// back-pressure to its receive ring (128 ms of tolerance) instead of
+/// losing frames to a next hop that is busy for a moment.
+const TX_PATIENCE: Duration = Duration::from_millis(20);
+/// The pause between attempts while waiting.
+const TX_PAUSE: Duration = Duration::from_micros(50);
+
 impl TxQueue for PacketTx {
     fn send(&mut self, frames: &[OutFrame<'_>]) -> Result<usize, PortError> {
         let mut done = 0;
+        let mut since: Option<std::time::Instant> = None;
         while done < frames.len() {
             match sys::send_frames(&self.fd, &frames[done..]) {
+                Ok(0)
+                    if since.get_or_insert_with(std::time::Instant::now).elapsed()
+                        < TX_PATIENCE =>
+                {
+                    std::thread::sleep(TX_PAUSE);
+                }
                 Ok(0) => break,
-                Ok(n) => done += n,
+                Ok(n) => {
+                    done += n;
+                    since = None;
+                }
                 // A frame the device refuses (too long, too short) is
                 // dropped and counted; the rest go on.
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EMSGSIZE | libc::EINVAL)) => {
