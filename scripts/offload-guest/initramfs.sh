@@ -52,14 +52,14 @@ add_mod() {
     esac
     echo "/lib/modules/$KVER/$rel" >>"$R/modules.order"
 }
-for m in veth sch_ingress cls_flower cls_u32 act_gact act_mirred; do
+for m in veth sch_ingress cls_flower cls_u32 act_gact act_mirred act_pedit act_csum; do
     rel=$(grep -oE "^[^:]*/$m\.ko(\.xz|\.zst)?:" "$M/modules.dep" | tr -d :)
     add_mod "$rel"
 done
 
 # The test programs (the offload crate's), the DDoS example and pcaps.
 PROGS="$ROOT/crates/nfkit-offload/tests/progs"
-for p in acl tcpflags v6frag ethertype blacklist; do
+for p in acl tcpflags v6frag ethertype blacklist rewrite; do
     clang -O2 -g -target bpf -mcpu=v3 -I"$PROGS" -I"$ROOT/corpus" -I"/usr/include/$(uname -m)-linux-gnu" \
         -c "$PROGS/$p.c" -o "$R/work/$p.o"
 done

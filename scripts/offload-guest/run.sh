@@ -74,11 +74,11 @@ python3 - "$OUT/results.jsonl" "$((END - START)) s ($ACCEL)" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 bad = 0
-print(f"{'program':<14} {'rules':>5} {'frames':>6} {'by flower':>9} {'disagree':>8} {'unlike model':>12} {'lost':>4} {'ms':>7}  outside assumptions: frames, disagree, unlike model")
+print(f"{'program':<14} {'rules':>5} {'frames':>6} {'by flower':>9} {'disagree':>8} {'unlike model':>12} {'bytes checked':>13} {'bytes differ':>12} {'lost':>4} {'ms':>7}  outside assumptions: frames, disagree, unlike model")
 for r in rows:
     name = r["source"].rsplit("/", 1)[-1]
-    print(f"{name:<14} {r['rules']:>5} {r['frames']:>6} {r['by_rules']:>9} {r['disagreements']:>8} {r['model_mismatches']:>12} {r['lost']:>4} {r['ms']:>7}  {r['outside_assumptions']}, {r['outside_disagreements']}, {r['outside_model_mismatches']}")
-    for d in r["first_disagreements"] + r["first_model_mismatches"]:
+    print(f"{name:<14} {r['rules']:>5} {r['frames']:>6} {r['by_rules']:>9} {r['disagreements']:>8} {r['model_mismatches']:>12} {r['bytes_checked']:>13} {r['byte_mismatches']:>12} {r['lost']:>4} {r['ms']:>7}  {r['outside_assumptions']}, {r['outside_disagreements']}, {r['outside_model_mismatches']}")
+    for d in r["first_disagreements"] + r["first_model_mismatches"] + r["first_byte_mismatches"]:
         print("   ", d)
     for d in r["first_outside"][:2]:
         print("    (outside)", d)

@@ -5,6 +5,8 @@
 
 use crate::fields;
 use crate::pattern::Pattern;
+use crate::pedit;
+use crate::rewrite::Rewrite;
 use crate::rules::{PortRange, Rule, RuleAction};
 use netlink_packet_core::{DefaultNla, Emitable, Nla};
 use netlink_packet_route::tc::{
@@ -40,9 +42,19 @@ impl From<&str> for FlowerError {
     }
 }
 
-/// A decoded filter: its match (with the length its fields imply), port
-/// ranges, action and packet count (when the dump carried one).
-pub type Decoded = (Pattern, Vec<PortRange>, RuleAction, Option<u64>);
+/// A decoded filter.
+#[derive(Clone, Debug)]
+pub struct Decoded {
+    /// Its match, with the length its fields imply.
+    pub pattern: Pattern,
+    pub ranges: Vec<PortRange>,
+    /// The terminal action.
+    pub action: RuleAction,
+    /// The packet count, when the dump carried one.
+    pub packets: Option<u64>,
+    /// The `pedit` and `csum` actions before the terminal one.
+    pub rewrite: Option<Rewrite>,
+}
 
 /// A rule in flower's terms: the filter's protocol (`tcm_info`'s low
 /// half) and its options.
@@ -95,12 +107,6 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerErr
             options: Vec::new(),
             u32_guard: Some((v, m, flags, action(RuleAction::Pass, dev))),
         });
-    }
-    if let Some(rw) = &rule.rewrite {
-        return Err(FlowerError(format!(
-            "rule prio {}: its header rewrite ({rw}) needs pedit and csum actions, which nfkit does not encode through netlink yet (--dry-run prints them)",
-            rule.prio
-        )));
     }
     fields::express(p)?;
     let mut o = Vec::new();
@@ -210,7 +216,16 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerErr
     if flags != 0 {
         o.push(F::Flags(flags));
     }
-    o.push(F::Actions(vec![action(rule.action, dev)]));
+    // The rewrite's pedit and csum (`pipe`), then the terminal action.
+    let mut acts = match &rule.rewrite {
+        Some(rw) => pedit::actions(rw, protocol, 1)
+            .map_err(|e| format!("rule prio {}: its header rewrite ({rw}): {e}", rule.prio))?,
+        None => Vec::new(),
+    };
+    let mut last = action(rule.action, dev);
+    last.tab = acts.len() as u16 + 1;
+    acts.push(last);
+    o.push(F::Actions(acts));
     Ok(FlowerRule {
         prio: rule.prio,
         protocol,
@@ -315,6 +330,8 @@ pub fn decode(protocol: u16, options: &[F], dev: u32) -> Result<Decoded, FlowerE
     let mut ranges = Vec::new();
     let mut act = None;
     let mut packets = None;
+    let mut keys: Vec<pedit::Key> = Vec::new();
+    let mut csum_ip4h = false;
     let (mut tos, mut ttl, mut flags) = ((0u8, 0u8), (0u8, 0u8), (None, None));
     let mut proto = None;
     for o in options {
@@ -375,7 +392,11 @@ pub fn decode(protocol: u16, options: &[F], dev: u32) -> Result<Decoded, FlowerE
             F::Flags(_) | F::InHwCount(_) | F::ClassId(_) => {}
             F::Actions(acts) => {
                 for a in acts {
-                    act = Some(decode_action(a, dev)?);
+                    match decode_action(a, dev)? {
+                        Act::Pedit(k) => keys.extend(k),
+                        Act::Csum => csum_ip4h = true,
+                        Act::Last(x) => act = Some(x),
+                    }
                     packets = packets.or_else(|| action_packets(a));
                 }
             }
@@ -407,7 +428,22 @@ pub fn decode(protocol: u16, options: &[F], dev: u32) -> Result<Decoded, FlowerE
     } else {
         14
     };
-    Ok((p, ranges, act, packets))
+    let rewrite = if keys.is_empty() && !csum_ip4h {
+        None
+    } else {
+        Some(Rewrite {
+            edits: pedit::edits_of(&keys)?,
+            csum_ip4h,
+            assumes_valid_csum: false,
+        })
+    };
+    Ok(Decoded {
+        pattern: p,
+        ranges,
+        action: act,
+        packets,
+        rewrite,
+    })
 }
 
 fn src4(o: &[F]) -> [u8; 4] {
@@ -446,7 +482,14 @@ fn port(o: &[F], src: bool) -> u16 {
         .unwrap_or(0)
 }
 
-fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, FlowerError> {
+/// One action of a filter as nfkit writes them.
+enum Act {
+    Pedit(Vec<pedit::Key>),
+    Csum,
+    Last(RuleAction),
+}
+
+fn decode_action(a: &TcAction, dev: u32) -> Result<Act, FlowerError> {
     let kind = a.attributes.iter().find_map(|x| match x {
         TcActionAttribute::Kind(k) => Some(k.as_str()),
         _ => None,
@@ -467,8 +510,8 @@ fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, FlowerError> {
                             .get(8..12)
                             .map(|x| i32::from_ne_bytes([x[0], x[1], x[2], x[3]]));
                         return match code {
-                            Some(2) => Ok(RuleAction::Drop),
-                            Some(0) => Ok(RuleAction::Pass),
+                            Some(2) => Ok(Act::Last(RuleAction::Drop)),
+                            Some(0) => Ok(Act::Last(RuleAction::Pass)),
                             c => Err(format!("a gact action with code {c:?}").into()),
                         };
                     }
@@ -482,14 +525,19 @@ fn decode_action(a: &TcAction, dev: u32) -> Result<RuleAction, FlowerError> {
                     if m.eaction != TcMirrorActionType::EgressRedir {
                         return Err(format!("a mirred action {:?}", m.eaction).into());
                     }
-                    return Ok(if m.ifindex == dev {
+                    return Ok(Act::Last(if m.ifindex == dev {
                         RuleAction::Tx
                     } else {
                         RuleAction::Redirect(m.ifindex)
-                    });
+                    }));
                 }
             }
             Err("a mirred action without parameters".into())
+        }
+        Some("pedit") => Ok(Act::Pedit(pedit::decode_pedit(opts)?)),
+        Some("csum") => {
+            pedit::decode_csum(opts)?;
+            Ok(Act::Csum)
         }
         k => Err(format!("action {k:?}, which nfkit does not write").into()),
     }

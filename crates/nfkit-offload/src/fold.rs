@@ -125,7 +125,7 @@ pub fn installed_verdict_additions(
         .filter(|f| i.prios.contains(&f.prio))
         .filter_map(|f| {
             let d = crate::flower::decode(f.protocol, &f.options, i.ifindex).ok()?;
-            Some((f.prio, d.3?))
+            Some((f.prio, d.packets?))
         })
         .collect();
     Ok(verdict_additions(i, &|p| {

@@ -16,7 +16,8 @@
 //!   regions from the cache, rules).
 //! * [`rewrite`]: header rewrites (pedit edits, `csum` fix-ups) a
 //!   path makes before its TX or redirect; [`csum`]: the checksum sums
-//!   the executor follows to prove a fix-up.
+//!   the executor follows to prove a fix-up; [`pedit`]: a rewrite as
+//!   tc's `pedit` and `csum` actions (netlink) and back.
 //! * [`fields`]: the header field model: which pattern bits name flower
 //!   keys.
 //! * [`fold`]: rule hit counts folded into the program's verdict
@@ -52,6 +53,7 @@ pub mod hoist;
 pub mod model;
 pub mod netlink;
 pub mod pattern;
+pub mod pedit;
 pub mod record;
 pub mod rewrite;
 pub mod rules;

@@ -96,74 +96,10 @@ impl Rewrite {
     /// ending in `pipe` before the terminal action: `pedit ex munge ip
     /// ttl add 0xff pipe action csum ip4h pipe`.
     pub fn tc_actions(&self, ethertype: u16) -> Result<String, String> {
-        let mut munges: Vec<String> = Vec::new();
-        let mut i = 0;
-        while i < self.edits.len() {
-            let e = self.edits[i];
-            // A whole MAC or IPv4 address set at once.
-            let run = |start: usize, len: usize| -> Option<Vec<u8>> {
-                (0..len)
-                    .map(|j| match self.edits.get(i + j) {
-                        Some(Edit::Set {
-                            at,
-                            val,
-                            mask: 0xff,
-                        }) if *at == start + j => Some(*val),
-                        _ => None,
-                    })
-                    .collect()
-            };
-            let at = e.at();
-            if at == 0 || at == 6 {
-                let Some(mac) = run(at, 6) else {
-                    return Err(format!(
-                        "a partial rewrite of the {} MAC address",
-                        if at == 0 { "destination" } else { "source" }
-                    ));
-                };
-                let m: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
-                let f = if at == 0 { "dst" } else { "src" };
-                munges.push(format!("munge eth {f} set {}", m.join(":")));
-                i += 6;
-                continue;
-            }
-            if at < 14 {
-                return Err(format!(
-                    "a rewrite of frame byte {at} (inside a MAC address or the EtherType)"
-                ));
-            }
-            if ethertype == 0x0800 && (at == 26 || at == 30) {
-                if let Some(a) = run(at, 4) {
-                    let f = if at == 26 { "src" } else { "dst" };
-                    munges.push(format!(
-                        "munge ip {f} set {}.{}.{}.{}",
-                        a[0], a[1], a[2], a[3]
-                    ));
-                    i += 4;
-                    continue;
-                }
-            }
-            let named = match (ethertype, at) {
-                (0x0800, 15) => Some("ip tos"),
-                (0x0800, 22) => Some("ip ttl"),
-                (0x86dd, 21) => Some("ip6 hoplimit"),
-                _ => None,
-            };
-            let field = match named {
-                Some(n) => n.to_string(),
-                None => format!("offset {} u8", at - 14),
-            };
-            munges.push(match e {
-                Edit::Set {
-                    val, mask: 0xff, ..
-                } => format!("munge {field} set {val}"),
-                Edit::Set { val, mask, .. } => {
-                    format!("munge {field} set {:#04x} retain {mask:#04x}", val & mask)
-                }
-                Edit::Add { add, .. } => format!("munge {field} add {add:#04x}"),
-            });
-            i += 1;
-        }
+        let munges: Vec<String> = crate::pedit::munges(self, ethertype)?
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
         let mut out = String::new();
         if !munges.is_empty() {
             out.push_str("pedit ex ");

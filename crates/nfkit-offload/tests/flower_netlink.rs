@@ -93,8 +93,17 @@ fn roundtrip(name: &str, setup: &dyn Fn(&Vm)) -> usize {
             "{name} prio {}: options survive the wire",
             r.prio
         );
-        let (p, ranges, act, _) =
+        let d =
             decode(proto, &opts, 1000).unwrap_or_else(|e| panic!("{name} prio {}: {e}", r.prio));
+        let (p, ranges, act) = (d.pattern, d.ranges, d.action);
+        let rw =
+            |w: &Option<nfkit_offload::Rewrite>| w.as_ref().map(|w| (w.edits.clone(), w.csum_ip4h));
+        assert_eq!(
+            rw(&d.rewrite),
+            rw(&r.rewrite),
+            "{name} prio {}: rewrite",
+            r.prio
+        );
         let want = keyable(&r.pattern);
         assert_eq!(
             (p.mask.clone(), p.value.clone()),
@@ -162,10 +171,14 @@ fn tx_is_a_redirect_to_the_device_itself() {
     tx.action = RuleAction::Tx;
     let f = encode(&tx, 0, 9).unwrap_or_else(|e| panic!("{e}"));
     assert!(!f.options.iter().any(|o| matches!(o, F::Flags(_))));
-    let (_, _, act, _) = decode(f.protocol, &f.options, 9).unwrap_or_else(|e| panic!("{e}"));
+    let act = decode(f.protocol, &f.options, 9)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .action;
     assert_eq!(act, RuleAction::Tx);
     // Seen from another device, it is a redirect to ifindex 9.
-    let (_, _, act, _) = decode(f.protocol, &f.options, 4).unwrap_or_else(|e| panic!("{e}"));
+    let act = decode(f.protocol, &f.options, 4)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .action;
     assert_eq!(act, RuleAction::Redirect(9));
     // A key nfkit never writes is refused, not ignored.
     let mut opts = f.options.clone();

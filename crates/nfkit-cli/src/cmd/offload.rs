@@ -716,16 +716,16 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                         };
                         let pattern = match &u32_match {
                             Some(t) => format!("match {t}"),
-                            None => d.as_ref().map(|x| x.0.to_string()).unwrap_or_default(),
+                            None => d.as_ref().map(|x| x.pattern.to_string()).unwrap_or_default(),
                         };
                         json!({
                             "prio": f.prio, "kind": f.kind,
                             "protocol": nfkit_offload::netlink::protocol_name(f.protocol),
-                            "action": d.as_ref().map(|x| x.2.to_string()).unwrap_or_else(|e| e.to_string()),
+                            "action": d.as_ref().map(|x| x.action.to_string()).unwrap_or_else(|e| e.to_string()),
                             "pattern": pattern,
                             "u32_match": u32_match,
                             "guards": guards,
-                            "packets": d.as_ref().ok().and_then(|x| x.3),
+                            "packets": d.as_ref().ok().and_then(|x| x.packets),
                         })
                     })
                     .collect(),

@@ -149,7 +149,7 @@ fn counts(tc: &mut Tc, ifindex: u32) -> anyhow::Result<HashMap<u32, u64>> {
         .map(|f| {
             let n = flower::decode(f.protocol, &f.options, ifindex)
                 .ok()
-                .and_then(|d| d.3)
+                .and_then(|d| d.packets)
                 .unwrap_or(0);
             (f.prio, n)
         })
@@ -204,14 +204,15 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         Ok(l)
     };
     let (alone, software) = (load()?, load()?);
-    let run_of = |l: &nfkit_kernel::Loaded, ts: u64, f: &[u8]| -> anyhow::Result<u32> {
+    let run_of = |l: &nfkit_kernel::Loaded, ts: u64, f: &[u8]| -> anyhow::Result<(u32, Vec<u8>)> {
         if let Some(cfg) = l.map("nfkit_config") {
             pin_clock(&cfg, ts)?;
         }
         let p = l
             .prog(&prog.entry)
             .ok_or_else(|| anyhow!("{shown}: {} not loaded", prog.entry))?;
-        Ok(p.test_run(&TestRun::packet(f))?.retval)
+        let out = p.test_run(&TestRun::packet(f))?;
+        Ok((out.retval, out.data))
     };
     // Frames: the pcaps', then random ones; at least 14 bytes (no
     // shorter frame reaches a filter) and at most the MTU.
@@ -272,7 +273,10 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
     );
     cleanup(&mut tc);
     let s = result?;
-    let ok = s.disagreements.is_empty() && s.model_mismatches.is_empty() && s.lost == 0;
+    let ok = s.disagreements.is_empty()
+        && s.model_mismatches.is_empty()
+        && s.byte_mismatches.is_empty()
+        && s.lost == 0;
     let summary = json!({
         "source": shown, "entry": prog.entry, "dev": a.dev,
         "paths": rules.paths, "offloaded": rules.offloaded, "rules": rules.rules.len(),
@@ -285,26 +289,36 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         "outside_disagreements": s.outside_disagreements.len(),
         "outside_model_mismatches": s.outside_mismatches.len(),
         "first_outside": s.outside_disagreements.iter().chain(&s.outside_mismatches).take(5).collect::<Vec<_>>(),
+        "bytes_checked": s.bytes_checked, "byte_mismatches": s.byte_mismatches.len(),
+        "first_byte_mismatches": s.byte_mismatches.iter().take(5).collect::<Vec<_>>(),
         "ms": s.ms, "agree": ok,
     });
     if a.json {
         println!("{summary}");
     } else {
         println!(
-            "{shown} ({}): {} rules, {} frames, {} decided by flower, {} disagreements with the program alone, {} rule choices unlike the model, {} lost, {} ms; {} frames outside the model's assumptions ({} disagreements, {} rule choices unlike the model)",
+            "{shown} ({}): {} rules, {} frames, {} decided by flower, {} disagreements with the program alone, {} rule choices unlike the model, {} of {} frames sent on not as the program sends them, {} lost, {} ms; {} frames outside the model's assumptions ({} disagreements, {} rule choices unlike the model)",
             prog.entry,
             rules.rules.len(),
             frames.len(),
             s.by_rules,
             s.disagreements.len(),
             s.model_mismatches.len(),
+            s.byte_mismatches.len(),
+            s.bytes_checked,
             s.lost,
             s.ms,
             s.outside,
             s.outside_disagreements.len(),
             s.outside_mismatches.len()
         );
-        for d in s.disagreements.iter().chain(&s.model_mismatches).take(5) {
+        for d in s
+            .disagreements
+            .iter()
+            .chain(&s.model_mismatches)
+            .chain(&s.byte_mismatches)
+            .take(5)
+        {
             println!("  {d}");
         }
     }
@@ -315,8 +329,9 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// One test run of a loaded instance on a frame at a time: its code.
-type RunOf<'a> = dyn Fn(&nfkit_kernel::Loaded, u64, &[u8]) -> anyhow::Result<u32> + 'a;
+/// One test run of a loaded instance on a frame at a time: its code and
+/// the frame it leaves.
+type RunOf<'a> = dyn Fn(&nfkit_kernel::Loaded, u64, &[u8]) -> anyhow::Result<(u32, Vec<u8>)> + 'a;
 
 struct Sent {
     by_rules: usize,
@@ -328,7 +343,70 @@ struct Sent {
     outside: usize,
     outside_disagreements: Vec<String>,
     outside_mismatches: Vec<String>,
+    /// Frames a rule sent on (TX, redirect to a veth) whose bytes were
+    /// compared with the program's, and those not seen as it sends them.
+    bytes_checked: usize,
+    byte_mismatches: Vec<String>,
     ms: u64,
+}
+
+/// Where a frame a rule sends on with `action` can be read as it left:
+/// TX goes back to `peer`; a redirect out of a veth arrives at the
+/// veth's other end (its `iflink`). None for anything else.
+fn wire_end(action: RuleAction, peer: &str) -> Option<String> {
+    match action {
+        RuleAction::Tx => Some(peer.to_string()),
+        RuleAction::Redirect(i) => {
+            let name_of = |idx: u32| -> Option<String> {
+                std::fs::read_dir("/sys/class/net")
+                    .ok()?
+                    .flatten()
+                    .find_map(|e| {
+                        let n = std::fs::read_to_string(e.path().join("ifindex")).ok()?;
+                        (n.trim().parse::<u32>().ok()? == idx)
+                            .then(|| e.file_name().to_string_lossy().into_owned())
+                    })
+            };
+            let dev = name_of(i)?;
+            let link = std::fs::read_to_string(format!("/sys/class/net/{dev}/iflink")).ok()?;
+            let link: u32 = link.trim().parse().ok()?;
+            (link != i).then(|| name_of(link)).flatten()
+        }
+        _ => None,
+    }
+}
+
+/// A frame the program sends on, and whether its IPv4 header checksum
+/// bytes are left out of the comparison: a rule whose checksum fix-up
+/// is incremental ([`nfkit_offload::Rewrite::assumes_valid_csum`]) on a
+/// frame that arrived with a wrong checksum (`csum ip4h` recomputes it,
+/// the program keeps it wrong), as the model compares them.
+type Expected = (Vec<u8>, bool);
+
+fn same(w: &Expected, g: &[u8]) -> bool {
+    if !w.1 {
+        return w.0 == g;
+    }
+    w.0.len() == g.len()
+        && w.0
+            .iter()
+            .zip(g)
+            .enumerate()
+            .all(|(i, (a, b))| a == b || (24..26).contains(&i))
+}
+
+/// Each frame of `want` found, in order, among `got` (which may hold
+/// other frames too: what was sent, the host's own); those not found.
+fn missing_in_order(want: &[Expected], got: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for w in want {
+        match got[at..].iter().position(|g| same(w, g)) {
+            Some(k) => at += k + 1,
+            None => out.push(w.0.clone()),
+        }
+    }
+    out
 }
 
 /// Pins the program's clock to `ts` (the classifier's `nfkit_config`:
@@ -389,6 +467,24 @@ fn send_all(
 ) -> anyhow::Result<Sent> {
     let sender = nfkit_traffic::send::FrameSender::open(&a.peer, None)
         .map_err(|e| anyhow!("sending on {}: {e}", a.peer))?;
+    // A capture at the far end of every device a rule sends frames out
+    // of, and the frames the program alone sends there, in order.
+    let mut wires: HashMap<String, (nfkit_traffic::recv::Capture, Vec<Expected>)> = HashMap::new();
+    let mut wire_of: HashMap<u32, String> = HashMap::new();
+    for r in &rules.rules {
+        if let Some(dev) = wire_end(r.action, &a.peer) {
+            if !wires.contains_key(&dev) {
+                let cap = nfkit_traffic::recv::Capture::start(
+                    &dev,
+                    a.netns.as_deref(),
+                    2 * frames.len() + 10_000,
+                )
+                .map_err(|e| anyhow!("capturing on {dev}: {e}"))?;
+                wires.insert(dev.clone(), (cap, Vec::new()));
+            }
+            wire_of.insert(r.prio, dev);
+        }
+    }
     let mut s = Sent {
         by_rules: 0,
         lost: 0,
@@ -397,6 +493,8 @@ fn send_all(
         outside: 0,
         outside_disagreements: Vec::new(),
         outside_mismatches: Vec::new(),
+        bytes_checked: 0,
+        byte_mismatches: Vec::new(),
         ms: 0,
     };
     let t0 = Instant::now();
@@ -406,7 +504,7 @@ fn send_all(
         if outside {
             s.outside += 1;
         }
-        let want = run_of(alone, *ts, f)?;
+        let (want, sent_as) = run_of(alone, *ts, f)?;
         sender
             .send(f)
             .map_err(|e| anyhow!("sending on {}: {e}", a.peer))?;
@@ -446,11 +544,24 @@ fn send_all(
             .find(|r| r.prio == prio)
             .map_or(RuleAction::Pass, |r| r.action);
         let got = if action == RuleAction::Pass {
-            run_of(software, *ts, f)?
+            run_of(software, *ts, f)?.0
         } else {
             s.by_rules += 1;
             code(action)
         };
+        if got == want {
+            if let Some(w) = wire_of.get(&prio).and_then(|d| wires.get_mut(d)) {
+                let incremental = rules
+                    .rules
+                    .iter()
+                    .find(|r| r.prio == prio)
+                    .and_then(|r| r.rewrite.as_ref())
+                    .is_some_and(|rw| rw.assumes_valid_csum);
+                let skip_csum = incremental && !nfkit_offload::rewrite::ipv4_checksum_ok(f);
+                w.1.push((sent_as, skip_csum));
+                s.bytes_checked += 1;
+            }
+        }
         if got != want {
             dis.push(format!(
                 "frame {}: flower prio {prio} then program: {got}, program alone: {want}",
@@ -459,6 +570,19 @@ fn send_all(
         }
     }
     s.ms = t0.elapsed().as_millis() as u64;
+    // The last frames' way to the captures.
+    std::thread::sleep(Duration::from_millis(200));
+    for (dev, (cap, want)) in wires {
+        let got = cap
+            .finish()
+            .map_err(|e| anyhow!("capturing on {dev}: {e}"))?;
+        for m in missing_in_order(&want, &got) {
+            s.byte_mismatches.push(format!(
+                "frame {}: not seen on {dev} as the program sends it",
+                hex(&m)
+            ));
+        }
+    }
     if frames.is_empty() {
         bail!("no frames to send");
     }
