@@ -11,7 +11,9 @@
 //! prepare, publish, switch). The table goes to standard output and
 //! `target/nfkit-bench/switch-swap.md`. NFKIT_BENCH_QUICK=1: fewer
 //! updates; NFKIT_SWAP_PRIORITY=N: updates applied at SCHED_FIFO N (0:
-//! at the bench thread's own priority; default 1).
+//! at the bench thread's own priority; default 1); NFKIT_SWAP_OBJECTS=N:
+//! only the object rows, N updates each (the stage-level bench, also
+//! what a profiler runs).
 
 use nfkit_lang::Compiled;
 use nfkit_switch::port::{Batch, OpenPort, OutFrame, PortError, PortStats, RxQueue, TxQueue};
@@ -267,12 +269,18 @@ fn main() {
         return;
     }
     let quick = std::env::var_os("NFKIT_BENCH_QUICK").is_some();
-    let updates = if quick { 100 } else { 500 };
+    let objects_only: Option<usize> = std::env::var("NFKIT_SWAP_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let updates = objects_only.unwrap_or(if quick { 100 } else { 500 });
     let rate = 200; // frames per ms: 0.2 Mpps through the switch
     let mut rows = Vec::new();
     for nice in [None, Some(-10)] {
         for (w, q) in [(1, 1), (2, 2), (2, 1)] {
             for carry in [Carry::Source, Carry::Object] {
+                if objects_only.is_some() && carry == Carry::Source {
+                    continue;
+                }
                 rows.push(run(carry, w, q, nice, rate, updates));
             }
         }
@@ -332,7 +340,7 @@ fn main() {
         md,
         "\ntotal p50, object relative to source: {}",
         rows.chunks(2)
-            .filter(|c| c.len() == 2)
+            .filter(|c| c.len() == 2 && c[0].code != c[1].code)
             .map(|c| format!(
                 "{}: {:.2}x",
                 c[0].label,
@@ -342,5 +350,7 @@ fn main() {
             .join("; ")
     );
     print!("{md}");
-    nfkit_corpus::write_bench_report("switch-swap.md", &md);
+    if objects_only.is_none() {
+        nfkit_corpus::write_bench_report("switch-swap.md", &md);
+    }
 }

@@ -972,40 +972,49 @@ enum How {
     Write,
 }
 
+/// One memory access: base register, offset, bytes, how.
+type Access = (u8, i16, usize, How);
+
 /// The memory op `i` touches (with `regs` before it): base register,
-/// offset, bytes, how. Map helpers read their key (and
+/// offset, bytes, how (at most two, in an array: this runs for every op
+/// of every analysis). Map helpers read their key (and
 /// `bpf_map_update_elem` its value) through pointer arguments: the kernel
 /// reports those as reads.
-fn accesses(cx: &Ctx, i: usize, regs: &Regs) -> Vec<(u8, i16, usize, How)> {
+fn accesses(cx: &Ctx, i: usize, regs: &Regs) -> [Option<Access>; 2] {
     match cx.image.insns[i] {
-        Insn::Ldx { size, src, off, .. } => vec![(src.num(), off, size.bytes(), How::Read)],
+        Insn::Ldx { size, src, off, .. } => [Some((src.num(), off, size.bytes(), How::Read)), None],
         Insn::St { size, dst, off, .. } | Insn::Stx { size, dst, off, .. } => {
-            vec![(dst.num(), off, size.bytes(), How::Write)]
+            [Some((dst.num(), off, size.bytes(), How::Write)), None]
         }
-        Insn::Atomic { size, dst, off, .. } => vec![(dst.num(), off, size.bytes(), How::Read)],
+        Insn::Atomic { size, dst, off, .. } => {
+            [Some((dst.num(), off, size.bytes(), How::Read)), None]
+        }
         Insn::Call {
             kind: CallKind::Helper,
             imm,
         } => {
             let Val::Map(m) = regs[1] else {
-                return Vec::new();
+                return [None, None];
             };
             let Some(spec) = cx.image.maps.get(m as usize) else {
-                return Vec::new();
+                return [None, None];
             };
             let key = (2, 0, spec.key_size as usize, How::Read);
-            let mut v = match imm {
+            let value = (3, 0, spec.value_size as usize, How::Read);
+            let [a, b] = match imm {
                 // lookup, update, delete, lookup_percpu
-                1..=3 | 195 => vec![key],
-                _ => Vec::new(),
+                2 if plain_values(spec.map_type) => [Some(key), Some(value)],
+                1..=3 | 195 => [Some(key), None],
+                _ => [None, None],
             };
-            if imm == 2 && plain_values(spec.map_type) {
-                v.push((3, 0, spec.value_size as usize, How::Read));
+            // Empty accesses are none (the first kept first).
+            let keep = |x: Option<Access>| x.filter(|a| a.2 > 0);
+            match (keep(a), keep(b)) {
+                (None, b) => [b, None],
+                (a, b) => [a, b],
             }
-            v.retain(|a| a.2 > 0);
-            v
         }
-        _ => Vec::new(),
+        _ => [None, None],
     }
 }
 
@@ -1014,6 +1023,7 @@ fn accesses(cx: &Ctx, i: usize, regs: &Regs) -> Vec<(u8, i16, usize, How)> {
 fn access_error(cx: &Ctx, i: usize, regs: &Regs) -> Option<LoadError> {
     accesses(cx, i, regs)
         .into_iter()
+        .flatten()
         .find_map(|(reg, off, size, how)| out_of_bounds(cx, i, regs, reg, off, size, how))
 }
 

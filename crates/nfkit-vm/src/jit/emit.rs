@@ -1,5 +1,6 @@
 //! The code generator: one pass over the pre-decoded ops, x86-64 through
-//! `dynasmrt` (encodings, labels, a W^X buffer).
+//! `dynasmrt` (encodings, labels), assembled into plain memory for the
+//! address it will run at (`super::pages` makes it executable).
 //!
 //! # Conventions
 //!
@@ -29,8 +30,8 @@ use super::state::{self as st};
 use crate::config::FRAME_SIZE;
 use crate::mem::{self, WIN_BASE, WIN_HI, WIN_LO, WIN_SHIFT, WIN_WHI};
 use crate::prog::{Code, Op, Program};
-use dynasmrt::x64::Assembler;
-use dynasmrt::{dynasm, AssemblyOffset, DynamicLabel, DynasmApi, DynasmLabelApi};
+use dynasmrt::x64::X64Relocation;
+use dynasmrt::{dynasm, AssemblyOffset, DynamicLabel, DynasmApi, DynasmLabelApi, VecAssembler};
 
 /// x86 register of each eBPF register.
 const MAP: [u8; 11] = [0, 7, 6, 2, 1, 8, 3, 13, 14, 15, 5];
@@ -74,7 +75,8 @@ enum Stub {
 
 /// Result of code generation.
 pub(super) struct Generated {
-    pub buf: dynasmrt::ExecutableBuffer,
+    /// The machine code, for the address `Emitter::new` was given.
+    pub code: Vec<u8>,
     /// Offset of the entry stub.
     pub enter: AssemblyOffset,
     /// Native offset of each function's first op, by op.
@@ -82,7 +84,7 @@ pub(super) struct Generated {
 }
 
 pub(super) struct Emitter<'p> {
-    a: Assembler,
+    a: VecAssembler<X64Relocation>,
     prog: &'p Program,
     /// By map index: arrays whose values have static regions (lookups
     /// of a map known at the call are computed inline).
@@ -102,23 +104,33 @@ pub(super) struct Emitter<'p> {
 pub(super) type Refusal = String;
 
 impl<'p> Emitter<'p> {
+    /// An emitter for code that will run at address `base` (relocations
+    /// are resolved for it), `block_len` [`blocks`] of `prog`, `capacity`
+    /// the bytes to reserve (the size of the last program is a good
+    /// guess).
     pub(super) fn new(
         prog: &'p Program,
         may_goto_budget: u32,
         kernel_helpers: bool,
         statics: &'p [Option<crate::vm::StaticValues>],
+        base: usize,
+        block_len: Vec<u32>,
+        capacity: usize,
     ) -> Result<Emitter<'p>, Refusal> {
-        let mut a = Assembler::new().map_err(|e| format!("cannot map code memory: {e}"))?;
-        let labels = (0..prog.ops.len()).map(|_| a.new_dynamic_label()).collect();
+        let n = prog.ops.len();
+        // Every op has a label; stubs add a few more, and about as many
+        // references as there are ops.
+        let mut a = VecAssembler::new_with_capacity(base, capacity, 0, 4, 2 * n + 8, 4, 2 * n + 8);
+        let labels = (0..n).map(|_| a.new_dynamic_label()).collect();
         let fault_exit = a.new_dynamic_label();
         Ok(Emitter {
             a,
             prog,
             statics,
             labels,
-            stubs: Vec::new(),
+            stubs: Vec::with_capacity(n),
             fault_exit,
-            block_len: blocks(prog),
+            block_len,
             may_goto_budget,
             kernel_helpers,
         })
@@ -151,11 +163,11 @@ impl<'p> Emitter<'p> {
         }
         self.emit_stubs();
         self.loop_runner();
-        let buf = self
+        let code = self
             .a
             .finalize()
-            .map_err(|_| "cannot make the code executable".to_string())?;
-        Ok(Generated { buf, enter, funcs })
+            .map_err(|e| format!("cannot assemble the code: {e}"))?;
+        Ok(Generated { code, enter, funcs })
     }
 
     /// `extern "sysv64" fn(jc: *mut JitCtx, target: usize) -> u64`: saves
@@ -1248,7 +1260,7 @@ impl<'p> Emitter<'p> {
 /// Length of the basic block starting at each op (0 where no block
 /// starts). Blocks start at function starts, jump targets and after every
 /// jump, call and exit.
-fn blocks(prog: &Program) -> Vec<u32> {
+pub(super) fn blocks(prog: &Program) -> Vec<u32> {
     use Code::*;
     let n = prog.ops.len();
     let mut leader = vec![false; n + 1];
@@ -1337,8 +1349,7 @@ fn is_branch(code: Code) -> bool {
 
 /// Index one past the last op of the block containing each op (for the
 /// exact instruction count of a run that faults mid-block).
-pub(super) fn block_ends(prog: &Program) -> Vec<u32> {
-    let lens = blocks(prog);
+pub(super) fn block_ends(lens: &[u32]) -> Vec<u32> {
     let mut ends = vec![0u32; lens.len()];
     let mut end = 0u32;
     for pc in 0..lens.len() {

@@ -8,17 +8,22 @@
 //!   reaches through `r12`.
 //! * `glue`: the Rust functions native code calls (helpers, context
 //!   fields, faults, atomics).
+//! * `pages`: the executable memory code is copied to, kept across
+//!   program versions.
 //!
 //! Safety: native code touches memory only at `base + off` of a window
 //! whose check passed (or r10-relative inside the live frame), windows lie
 //! inside guard-paged buffers, and code pages are written, then made
-//! read+execute (`dynasmrt`'s W^X buffers) before they run.
+//! read+execute before they run, never writable and executable at once
+//! (`pages`).
 
 #![allow(unsafe_code)]
 
 #[cfg(target_arch = "x86_64")]
 mod emit;
 mod glue;
+#[cfg(target_arch = "x86_64")]
+mod pages;
 mod state;
 
 use crate::check::EntryInfo;
@@ -68,7 +73,7 @@ fn no_code(start: usize) -> Stop {
 pub(crate) struct Code {
     /// The code (kept alive: `enter` and `funcs` point into it).
     #[cfg(target_arch = "x86_64")]
-    _buf: dynasmrt::ExecutableBuffer,
+    _pages: pages::CodePages,
     /// Address of the entry stub in `buf` (the buffer never moves).
     enter: usize,
     /// `(first op, address)` of every function, by op.
@@ -114,6 +119,11 @@ pub(crate) fn compile(
     }
 }
 
+/// Native bytes per op the first mapping is sized for (the switch's
+/// test programs take about 127).
+#[cfg(target_arch = "x86_64")]
+const CODE_BYTES_PER_OP: usize = 160;
+
 #[cfg(target_arch = "x86_64")]
 fn build(
     program: &Program,
@@ -121,9 +131,34 @@ fn build(
     statics: &[Option<crate::vm::StaticValues>],
 ) -> Result<Code, String> {
     let kernel = config.profile == crate::config::Profile::Kernel;
-    let generated =
-        emit::Emitter::new(program, config.may_goto_budget, kernel, statics)?.generate()?;
-    let base = generated.buf.ptr(dynasmrt::AssemblyOffset(0)) as usize;
+    let block_len = emit::blocks(program);
+    let block_end = emit::block_ends(&block_len);
+    // Code is assembled for the address it runs at: a mapping is taken
+    // first (of a size most programs fit), and a program that outgrows
+    // it is assembled again for a larger one.
+    let guess = program.ops.len() * CODE_BYTES_PER_OP + 4096;
+    let map_err = |e: std::io::Error| format!("cannot map code memory: {e}");
+    let mut pages = pages::CodePages::take(guess).map_err(map_err)?;
+    let generated = loop {
+        let g = emit::Emitter::new(
+            program,
+            config.may_goto_budget,
+            kernel,
+            statics,
+            pages.addr(),
+            block_len.clone(),
+            guess,
+        )?
+        .generate()?;
+        if g.code.len() <= pages.capacity() {
+            break g;
+        }
+        pages = pages::CodePages::take(g.code.len()).map_err(map_err)?;
+    };
+    pages
+        .write(&generated.code)
+        .map_err(|e| format!("cannot make the code executable: {e}"))?;
+    let base = pages.addr();
     Ok(Code {
         enter: base + generated.enter.0,
         funcs: generated
@@ -131,8 +166,8 @@ fn build(
             .iter()
             .map(|&(op, o)| (op, base + o.0))
             .collect(),
-        _buf: generated.buf,
-        block_end: emit::block_ends(program),
+        _pages: pages,
+        block_end,
         proofs: program.packet_proven.iter().any(|&p| p) || program.ctx_field.iter().any(|&p| p),
     })
 }

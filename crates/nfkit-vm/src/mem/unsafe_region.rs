@@ -148,8 +148,9 @@ impl GuardedBuf {
     }
 
     /// [`GuardedBuf::new`] from the pool of dropped pooled buffers where
-    /// one of the same page count is there (zeroed now), else mapped;
-    /// either way it returns to the pool when dropped.
+    /// one of the same page count is there (its first `len` bytes, all
+    /// that can be read through it, zeroed now), else mapped; either way
+    /// it returns to the pool when dropped.
     pub fn pooled(len: usize) -> io::Result<GuardedBuf> {
         let page = page_size();
         let body = body_len(len, page)?;
@@ -171,10 +172,13 @@ impl GuardedBuf {
         // SAFETY: `spare` is a mapping of `map_len` bytes made by `new`
         // (guard page, body read+write, guard page) whose owner was
         // dropped; taken out of the pool above, nothing else refers to
-        // it, so writing its whole body is exclusive.
+        // it, so writing its body is exclusive. Only `len` bytes are
+        // zeroed: nothing reads past `len` (every access is checked
+        // against it), and a later owner with a larger `len` zeroes its
+        // own. (A small map in a whole page costs a few bytes, not 4 kB.)
         let data = unsafe {
             let data = (map as *mut u8).add(page);
-            std::ptr::write_bytes(data, 0, body);
+            std::ptr::write_bytes(data, 0, len.min(body));
             data
         };
         Ok(GuardedBuf {

@@ -171,7 +171,8 @@ impl<'a> SectionRefs<'a> {
     fn relative_ref(&self, i: usize) -> Result<Option<Found>, ReadError> {
         let cs = self.cs;
         let insn = &cs.insns[i];
-        let loc = Location::at(&cs.name, cs.slots[i] as u64 * 8);
+        // Made only for an error (most instructions make no reference).
+        let loc = || Location::at(&cs.name, cs.slots[i] as u64 * 8);
         let target = match insn {
             Insn::Call {
                 kind: CallKind::Local,
@@ -188,7 +189,7 @@ impl<'a> SectionRefs<'a> {
                     .and_then(|t| self.func_at_slot(cs.index, t))
                     .ok_or_else(|| {
                         bad_rel(
-                            loc.clone(),
+                            loc(),
                             format!(
                                 "call target {t} is not the start of a function in this section"
                             ),
@@ -205,7 +206,7 @@ impl<'a> SectionRefs<'a> {
                 imm,
             } => {
                 return Err(err(
-                    loc,
+                    loc(),
                     ReadErrorKind::Unsupported(format!(
                         "kfunc call (kernel BTF id {imm}) without a relocation"
                     )),
@@ -213,7 +214,7 @@ impl<'a> SectionRefs<'a> {
             }
             Insn::Lddw { kind, .. } if *kind != LddwKind::Imm64 => {
                 return Err(bad_rel(
-                    loc,
+                    loc(),
                     format!(
                         "lddw with pseudo source {} has no relocation",
                         cs.raw[i].src
