@@ -122,8 +122,11 @@ impl Vm {
         clear_stack(&bufs.stack, bufs.stack_dirty, inner.facts.stack_reach);
         bufs.stack_dirty = 0;
         let jit_direct = !opts.interp && matches!(inner.engines.get(ei), Some(EngineUse::Jit));
-        if inner.facts.calls_nothing || (jit_direct && inner.jit.is_some()) {
-            return self.run_xdp_lean(bufs, (ei, e), packet, md, opts);
+        if inner.facts.calls_nothing {
+            return self.run_xdp_lean::<false>(bufs, (ei, e), packet, md, opts);
+        }
+        if jit_direct && inner.jit.is_some() {
+            return self.run_xdp_lean::<true>(bufs, (ei, e), packet, md, opts);
         }
         let pb = &bufs.packet;
         if inner.facts.moves_head {
@@ -225,7 +228,8 @@ impl Vm {
     /// only what a run reads is set: registers, count and budget, the
     /// context and the packet's pointers; for one that calls helpers the
     /// helper state is reset too, each part only where the last run left
-    /// something (`Vm::reset_helper_state`). On the JIT a program without
+    /// something (`Vm::reset_helper_state`; `HELPERS`: the program calls
+    /// something). On the JIT a program without
     /// atomics runs on the caller's buffer in place: the packet window's
     /// base is the caller's bytes for the run (the same offsets, headroom
     /// and bounds as in the runner's buffer), so nothing is copied in or
@@ -242,7 +246,7 @@ impl Vm {
     /// as on any other run. The window points back at the runner's buffer
     /// before this returns.
     #[inline(always)]
-    fn run_xdp_lean(
+    fn run_xdp_lean<const HELPERS: bool>(
         &self,
         bufs: &mut Buffers,
         (ei, e): (usize, &crate::check::EntryInfo),
@@ -259,7 +263,8 @@ impl Vm {
             _ => None,
         };
         let budget = opts.budget.unwrap_or(inner.config.budget);
-        let helpers = !inner.facts.calls_nothing;
+        // (A constant: the call-free run compiles without the helpers' part.)
+        let helpers = HELPERS;
         let in_place = jit.is_some() && !inner.facts.atomics;
         let own = bufs.packet.host_addr();
         if helpers && inner.facts.moves_head {
@@ -352,20 +357,20 @@ impl Vm {
                 w.base = own;
             }
         }
-        let (result, head_delta, redirect) = if helpers {
+        let result = if helpers {
             // Locks and reservations a helper left, as any run's end.
-            let result = self.result_of(m, outcome, e);
-            let delta = m.pkt.data as i64 - headroom as i64;
-            (result, delta, m.redirect.take())
+            self.result_of(m, outcome, e)
         } else {
-            let result = match outcome {
+            match outcome {
                 Ok(v) | Err(Stop::Exit(v)) => Ok(v),
                 Err(Stop::Fault { pc, kind }) => {
                     Err(self.fault(pc, kind, nfkit_abi::hook::XDP_ABORTED as u64))
                 }
-            };
-            (result, 0, None)
+            }
         };
+        // (Only helpers move the head or redirect.)
+        let head_delta = m.pkt.data as i64 - headroom as i64;
+        let redirect = if helpers { m.redirect.take() } else { None };
         for d in 1..=m.deepest {
             m.mem.close_frame(d);
         }
