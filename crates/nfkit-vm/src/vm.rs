@@ -733,6 +733,29 @@ impl Vm {
         // The entry's frame pointer: the top of its frame, at the top of
         // the stack.
         m.regs[10] = mem::addr(mem::STACK, (inner.config.max_frames * FRAME_SIZE) as u64);
+        self.reset_helper_state(m, opts);
+        let pkt = l.shape.pkt;
+        m.count = 0;
+        m.budget = opts.budget.unwrap_or(inner.config.budget);
+        m.cpu = opts.cpu;
+        m.prog_type = e.prog_type;
+        m.may_goto = inner.config.may_goto_budget;
+        m.ctx = std::mem::replace(&mut l.ctx, CtxState::None);
+        m.pkt = pkt;
+        m.pkt_min = ctx::XDP_FRAME_SIZE.min(pkt.meta);
+        m.pkt_max = pkt.data_end + l.tailroom;
+        m.mac = l.shape.headroom;
+        m.deepest = 0;
+    }
+
+    /// Resets what only helpers change (side effects, the network state,
+    /// tail calls, redirect, the clock and random overrides, locks,
+    /// reservations, the per-CPU static regions' CPU), each only where
+    /// the last run left something or the options differ: no reference
+    /// count is taken when the options give the same clock, generator,
+    /// routes or tunnel key as the last run.
+    #[inline(always)]
+    pub(crate) fn reset_helper_state(&self, m: &mut Machine, opts: &RunOptions) {
         // The last run's side effects go (they stay in the machine, not
         // swapped in and out: that cost a sixth of a short run).
         if !m.printk.is_empty() {
@@ -748,7 +771,7 @@ impl Vm {
         if !net.clones.is_empty() {
             net.clones.clear();
         }
-        if net.fib.is_some() || opts.fib.is_some() {
+        if !same_arc(&net.fib, &opts.fib) {
             net.fib = opts.fib.clone();
         }
         if net.tunnel.is_some() || opts.tunnel_key.is_some() {
@@ -757,26 +780,14 @@ impl Vm {
         net.encapsulated = false;
         net.mac_len = ctx::ETH_HLEN;
         net.csum_unnecessary = None;
-        let pkt = l.shape.pkt;
-        m.count = 0;
-        m.budget = opts.budget.unwrap_or(inner.config.budget);
-        m.cpu = opts.cpu;
-        m.prog_type = e.prog_type;
         m.tail_calls = 0;
-        m.may_goto = inner.config.may_goto_budget;
-        m.ctx = std::mem::replace(&mut l.ctx, CtxState::None);
-        m.pkt = pkt;
-        m.pkt_min = ctx::XDP_FRAME_SIZE.min(pkt.meta);
-        m.pkt_max = pkt.data_end + l.tailroom;
-        m.mac = l.shape.headroom;
-        m.deepest = 0;
         m.redirect = None;
         // Overrides cost a reference count; the VM's own clock and
-        // generator none.
-        if m.clock.is_some() || opts.clock.is_some() {
+        // generator none, and the same override as the last run's none.
+        if !same_arc(&m.clock, &opts.clock) {
             m.clock = opts.clock.clone();
         }
-        if m.rng.is_some() || opts.rng.is_some() {
+        if !same_arc(&m.rng, &opts.rng) {
             m.rng = opts.rng.clone();
         }
         m.lock_held = None;
@@ -927,6 +938,17 @@ fn write_back(buf: &GuardedBuf, s: &Shape, writes: bool, out: &mut Vec<u8>) -> b
     out.resize(p.data_end.saturating_sub(p.data), 0);
     fast::copy_out(buf, p.data, out);
     true
+}
+
+/// Whether two optional shared values are the same one (both absent, or
+/// the same allocation).
+#[inline(always)]
+fn same_arc<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+        _ => false,
+    }
 }
 
 /// Zeroes what the last run may have written to the stack: in each of

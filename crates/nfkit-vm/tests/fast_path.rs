@@ -834,3 +834,238 @@ fn array_lookups_agree(known: bool) {
         }
     }
 }
+
+/// Writes the packet in place, then has `bpf_csum_diff` read it (a
+/// helper reading packet memory: the packet must have moved into the
+/// runner's buffer with the write), then writes it again after the call.
+const CSUM: &str = "
+    r6 = r1
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r0 = 1
+    r4 = r2
+    r4 += 16
+    if r4 > r3 goto out
+    *(u8 *)(r2 + 0) = 0x77
+    r1 = r2
+    r2 = 8
+    r3 = 0
+    r4 = 0
+    r5 = 0
+    call 28
+    r7 = r0
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r4 = r2
+    r4 += 16
+    if r4 > r3 goto out
+    *(u32 *)(r2 + 4) = r7
+    r0 = 3
+out:
+    exit
+";
+
+/// `bpf_xdp_store_bytes` from the stack into the packet (or `-EFAULT`
+/// past its end), then a native load of what it wrote.
+const STORE_BYTES: &str = "
+    r6 = r1
+    r2 = 0x0a0b0c0d
+    *(u32 *)(r10 - 4) = r2
+    r1 = r6
+    r2 = 2
+    r3 = r10
+    r3 += -4
+    r4 = 4
+    call 190
+    r7 = r0
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r0 = 2
+    r4 = r2
+    r4 += 8
+    if r4 > r3 goto out
+    r0 = *(u32 *)(r2 + 2)
+    r0 += r7
+out:
+    exit
+";
+
+/// The clock (a helper that touches no memory: the run stays on the
+/// caller's buffer) written into the packet; with `redirect`, then
+/// `bpf_redirect(3, 0)`.
+fn clock_program(redirect: bool) -> String {
+    let tail = if redirect {
+        "r1 = 3\nr2 = 0\ncall 23\n"
+    } else {
+        "r0 = 3\n"
+    };
+    format!(
+        "r6 = r1\ncall 5\nr7 = r0\nr2 = *(u32 *)(r6 + 0)\nr3 = *(u32 *)(r6 + 4)\nr0 = 2\n\
+         r4 = r2\nr4 += 8\nif r4 > r3 goto out\n*(u64 *)(r2 + 0) = r7\n{tail}out:\nexit\n"
+    )
+}
+
+/// Map helpers whose keys and values are packet bytes: a hash update
+/// keyed by bytes 26..30 with bytes 18..34 as the value, a lookup keyed
+/// by the packet whose value goes back into the packet, and an array
+/// lookup (computed inline by the JIT) keyed by a word the program wrote
+/// into the packet just before (`0x1234 ll` marks the maps' handles:
+/// hash `h`, then array `a`).
+const MAPS: &str = "
+    r6 = r1
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r0 = 2
+    r4 = r2
+    r4 += 40
+    if r4 > r3 goto out
+    r1 = 0x1234 ll
+    r3 = r2
+    r3 += 18
+    r2 += 26
+    r4 = 0
+    call 2
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r4 = r2
+    r4 += 40
+    if r4 > r3 goto out
+    r1 = 0x1234 ll
+    r2 += 26
+    call 1
+    r7 = 0
+    if r0 == 0 goto skip
+    r7 = *(u64 *)(r0 + 8)
+skip:
+    r2 = *(u32 *)(r6 + 0)
+    r3 = *(u32 *)(r6 + 4)
+    r4 = r2
+    r4 += 40
+    if r4 > r3 goto out
+    *(u64 *)(r2 + 0) = r7
+    r5 = *(u8 *)(r2 + 14)
+    r5 &= 7
+    *(u32 *)(r2 + 36) = r5
+    r1 = 0x1235 ll
+    r2 += 36
+    call 1
+    if r0 == 0 goto none
+    r0 = *(u32 *)(r0 + 0)
+    r0 += 1
+    exit
+none:
+    r0 = 9
+out:
+    exit
+";
+
+/// `text` assembled, its `0x1234 ll` / `0x1235 ll` loads turned into
+/// the handles of maps 0 and 1.
+fn with_maps(text: &str) -> Vec<Insn> {
+    asm(text)
+        .into_iter()
+        .map(|i| match i {
+            Insn::Lddw { dst, imm, .. } if imm == 0x1234 || imm == 0x1235 => {
+                map_ptr(dst.num(), imm - 0x1234)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+/// The direct run of programs that call helpers (`run_packet`'s fast
+/// path; on the JIT on the caller's buffer in place until a helper that
+/// reaches program memory moves the packet into the runner's buffer):
+/// helpers that read the packet, write it, move its head, redirect, read
+/// the clock, and map helpers keyed by packet bytes; frames of several
+/// sizes and headrooms, budgets that stop runs early, run after run on
+/// one runner (the maps carry over). Each run gives what a fresh
+/// interpreter run gives (r0 or the fault, instructions, the packet, the
+/// head's move, the redirect, the maps), and no byte of the caller's
+/// allocation past the frame changes.
+#[test]
+fn direct_runs_with_helpers_give_what_fresh_runs_give() {
+    use std::sync::Arc;
+    const SPARE: usize = 4096;
+    let mut progs: Vec<(String, Vec<Insn>)> = [PUSH, CSUM, STORE_BYTES]
+        .iter()
+        .map(|t| (t.to_string(), asm(t)))
+        .collect();
+    for r in [false, true] {
+        let t = clock_program(r);
+        progs.push((t.clone(), asm(&t)));
+    }
+    progs.push((MAPS.to_string(), with_maps(MAPS)));
+    let (mut moved, mut redirected, mut faults, mut written, mut hits) = (0, 0, 0, 0, 0);
+    for (text, insns) in &progs {
+        let mut image = Image::from_insns("p", ProgType::Xdp, insns.clone());
+        image.maps = common::gen::maps();
+        for engine in [nfkit_vm::Engine::Jit, nfkit_vm::Engine::Interp] {
+            let interp = VmConfig::kernel().with_engine(nfkit_vm::Engine::Interp);
+            let reference = Vm::new(&image, interp).expect("loads");
+            let vm = Vm::new(&image, VmConfig::kernel().with_engine(engine)).expect("loads");
+            if engine == nfkit_vm::Engine::Jit && cfg!(target_arch = "x86_64") {
+                assert_eq!(vm.engine(0usize), Some(&nfkit_vm::EngineUse::Jit), "{text}");
+            }
+            let mut run = vm.runner();
+            let clock = Arc::new(nfkit_vm::FixedClock::new(0x1122_3344_5566));
+            for round in 0..3 {
+                for (i, len) in [60usize, 14, 0, 1500, 61, 40, 39].into_iter().enumerate() {
+                    let input: Vec<u8> = (0..len).map(|k| (k * 13 + i + round) as u8).collect();
+                    let md = XdpMd {
+                        ingress_ifindex: 2 + i as u32,
+                        headroom: 192 + 64 * (i % 3),
+                        ..XdpMd::new(&input)
+                    };
+                    for budget in [None, Some(4), Some(13)] {
+                        let opts = RunOptions {
+                            budget,
+                            clock: Some(Arc::clone(&clock) as Arc<dyn nfkit_vm::Clock>),
+                            ..RunOptions::default()
+                        };
+                        let fresh = reference.run(0usize, Context::Xdp(md.clone()), &opts);
+                        let mut buf = Vec::with_capacity(len + SPARE);
+                        buf.extend_from_slice(&input);
+                        buf.resize(len + SPARE, 0xa5);
+                        buf.truncate(len);
+                        let out = run.run_packet(0usize, &mut buf, PacketCtx::XdpWith(&md), &opts);
+                        let what = format!("{engine:?} len {len} budget {budget:?}\n{text}");
+                        assert_eq!(out.result, fresh.result, "{what}");
+                        assert_eq!(out.insns, fresh.insns, "{what}");
+                        assert_eq!(buf, fresh.packet, "{what}");
+                        assert_eq!(out.head_delta, fresh.head_delta, "{what}");
+                        assert_eq!(out.redirect, fresh.redirect, "{what}");
+                        if !out.packet_written {
+                            assert_eq!(buf, input, "{what}: unwritten, unchanged");
+                        }
+                        for name in ["h", "a"] {
+                            let (a, b) = (vm.map(name).expect("map"), reference.map(name));
+                            let (mut x, mut y) = (a.entries(), b.expect("map").entries());
+                            x.sort();
+                            y.sort();
+                            assert_eq!(x, y, "{what}: map {name}");
+                        }
+                        moved += usize::from(out.head_delta != 0);
+                        redirected += usize::from(out.redirect.is_some());
+                        faults += usize::from(out.result.is_err());
+                        written += usize::from(buf != input);
+                        hits += usize::from(matches!(out.result, Ok(v) if v != 2 && v != 9));
+                        // Past the packet as it is now (a pushed head
+                        // makes it longer) to the end of the pattern.
+                        let rest = (len + SPARE).saturating_sub(buf.len());
+                        let spare = &buf.spare_capacity_mut()[..rest];
+                        // SAFETY: these bytes were written (0xa5) before
+                        // the truncation; nothing may have written them.
+                        let intact = spare.iter().all(|b| unsafe { b.assume_init() } == 0xa5);
+                        assert!(intact, "{what}: a byte past the frame changed");
+                    }
+                }
+            }
+        }
+    }
+    // Every kind of ending and effect happened for real.
+    assert!(
+        moved > 10 && redirected > 10 && faults > 10 && written > 50 && hits > 10,
+        "{moved} moved, {redirected} redirected, {faults} faults, {written} written, {hits} hits"
+    );
+}

@@ -320,6 +320,9 @@ impl<'p> Emitter<'p> {
             Atomic => self.atomic(op, pc),
             Lddw => dynasm!(self.a ; .arch x64 ; mov Rq(d), QWORD imm as i64),
             LdAbs | LdInd => self.ld_abs(op, pc),
+            // A jump to the next op (chain code has many) is the fall
+            // through: no code, and it ends no block (`blocks`).
+            Ja if op.off as usize == pc + 1 => {}
             Ja => {
                 let l = self.label(op.off as usize)?;
                 dynasm!(self.a ; .arch x64 ; jmp =>l);
@@ -1259,7 +1262,7 @@ impl<'p> Emitter<'p> {
 
 /// Length of the basic block starting at each op (0 where no block
 /// starts). Blocks start at function starts, jump targets and after every
-/// jump, call and exit.
+/// jump (but a `goto` to the next op, which falls through), call and exit.
 pub(super) fn blocks(prog: &Program) -> Vec<u32> {
     use Code::*;
     let n = prog.ops.len();
@@ -1271,6 +1274,11 @@ pub(super) fn blocks(prog: &Program) -> Vec<u32> {
         }
     }
     for (pc, op) in prog.ops.iter().enumerate() {
+        // `goto` the next op falls through: the block goes on (its
+        // count includes the `goto`, as the interpreter's does).
+        if op.code == Ja && op.off as usize == pc + 1 {
+            continue;
+        }
         let branch = is_branch(op.code);
         if branch || matches!(op.code, Call | CallLocal | Callx | Exit) {
             leader[pc + 1] = true;

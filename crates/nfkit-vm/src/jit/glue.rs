@@ -105,6 +105,8 @@ pub(crate) fn fill_ctx(jc: &mut JitCtx) {
 /// `regs[0]`. A tail call sets `jump`; `bpf_loop` sets `loop_*` for
 /// native code to run the callbacks.
 pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic: u64) -> u64 {
+    // SAFETY: called by native code with its live context.
+    unsafe { move_home(&mut *jc) };
     // SAFETY: called by native code with its live context; `regs` is
     // the machine's register file, 11 registers long.
     let (code, hid) = unsafe {
@@ -183,6 +185,8 @@ pub(crate) extern "sysv64" fn helper(jc: *mut JitCtx, id: u64, pc: u64, dynamic:
 pub(crate) extern "sysv64" fn helper_plain(jc: *mut JitCtx, id: u64, pc: u64) -> u64 {
     let pc = pc as usize;
     // SAFETY: called by native code with its live context.
+    unsafe { move_home(&mut *jc) };
+    // SAFETY: called by native code with its live context.
     let _ = unsafe {
         with_machine(jc, |m| match m.helper(id as i64, pc, pc + 1)? {
             next if next == pc + 1 => Ok(()),
@@ -214,6 +218,8 @@ pub(crate) extern "sysv64" fn helper_pure(jc: *mut JitCtx, id: u64) -> u64 {
 /// stays valid.
 pub(crate) extern "sysv64" fn helper_map(jc: *mut JitCtx, id: u64, pc: u64) -> u64 {
     // SAFETY: called by native code with its live context.
+    unsafe { move_home(&mut *jc) };
+    // SAFETY: as above.
     let ctx_ok = unsafe { (*jc).ctx_ok };
     let _ = unsafe {
         with_machine(jc, |m| {
@@ -234,6 +240,8 @@ pub(crate) extern "sysv64" fn atomic(jc: *mut JitCtx, info: u64, off: u64) -> u6
     let aux = ((info >> 8) & 0xff) as u8;
     let (d, s) = (((info >> 4) & 15) as usize, (info & 15) as usize);
     // SAFETY: called by native code with its live context.
+    unsafe { move_home(&mut *jc) };
+    // SAFETY: as above.
     let _ = unsafe { with_machine(jc, |m| m.atomic(d, s, aux, off as i32, size, pc)) };
     0
 }
@@ -242,6 +250,8 @@ pub(crate) extern "sysv64" fn atomic(jc: *mut JitCtx, info: u64, off: u64) -> u6
 pub(crate) extern "sysv64" fn ld_abs(jc: *mut JitCtx, info: u64, k: u64) -> u64 {
     let (pc, size, _) = unpack(info);
     // SAFETY: called by native code with its live context.
+    unsafe { move_home(&mut *jc) };
+    // SAFETY: as above.
     let _ = unsafe { with_machine(jc, |m| m.ld_abs(size, k as i64, pc)) };
     0
 }
@@ -266,10 +276,14 @@ pub(crate) extern "sysv64" fn budget_out(jc: *mut JitCtx, pc: u64) -> u64 {
     0
 }
 
-/// A run on the caller's buffer in place that the interpreter takes
-/// over: the packet moves into the runner's buffer (where the
-/// interpreter's memory code reaches it) and the packet window points
-/// there again; the run ends there and is copied back by the caller.
+/// A run on the caller's buffer in place that reaches the interpreter's
+/// code (the interpreter takes the run over, or a helper, an atomic or a
+/// legacy packet load runs): the packet moves into the runner's buffer
+/// (where the interpreter's memory code and the helpers reach it), the
+/// packet window and `packet_base` point there again, and the run goes
+/// on there and is copied back by the caller. A no-op once moved (or
+/// when the run was never in place), so every glue entry that reaches
+/// program memory through the machine calls it first.
 ///
 /// # Safety
 /// `jc` is the live context of a run; `in_place`, when not null, is the
@@ -290,6 +304,9 @@ unsafe fn move_home(jc: &mut JitCtx) {
     });
     if let (Some(base), Some(w)) = (home, m.mem.windows_mut().get_mut(pkt as usize)) {
         w.base = base;
+        // Proven accesses after this (native code goes on after a
+        // helper) reach the runner's buffer too.
+        jc.packet_base = (base as u64).wrapping_sub((pkt as u64) << 32);
     }
     jc.forget_place();
 }

@@ -121,8 +121,12 @@ impl Vm {
         let data_end = headroom + len;
         clear_stack(&bufs.stack, bufs.stack_dirty, inner.facts.stack_reach);
         bufs.stack_dirty = 0;
+        let jit_direct = !opts.interp && matches!(inner.engines.get(ei), Some(EngineUse::Jit));
         if inner.facts.calls_nothing {
-            return self.run_xdp_lean(bufs, (ei, e), packet, md, opts);
+            return self.run_xdp_lean::<false>(bufs, (ei, e), packet, md, opts);
+        }
+        if jit_direct && inner.jit.is_some() {
+            return self.run_xdp_lean::<true>(bufs, (ei, e), packet, md, opts);
         }
         let pb = &bufs.packet;
         if inner.facts.moves_head {
@@ -216,25 +220,33 @@ fn not_fast() -> RunOutcome {
 }
 
 impl Vm {
-    /// The fast run of a program that calls nothing (`Facts::calls_nothing`):
-    /// no helper can have changed the machine's helper state (network
-    /// state, clock/random overrides, locks, reservations, side effects,
-    /// dynamic regions) in any run of this program, so only what a run
-    /// reads is set: registers, count and budget, the context and the
-    /// packet's pointers. On the JIT a program without atomics runs on
-    /// the caller's buffer in place: the packet window's base is the
-    /// caller's bytes for the run (the same offsets, headroom and bounds
-    /// as in the runner's buffer), so nothing is copied in or out. Native
-    /// code reaches the packet only through its inline window checks and
-    /// the checker's proofs, both bounded by that window; an access the
-    /// window refuses goes to the interpreter's code, which refuses it
-    /// the same way; when the budget runs out mid-block and the
-    /// interpreter takes the run over, the packet first moves into the
-    /// runner's buffer (`glue::move_home`) and is copied back at the end
+    /// The lean run: of a program that calls nothing (`Facts::calls_nothing`)
+    /// on either engine, and the direct run of any program on the JIT.
+    /// For a program that calls nothing no helper can have changed the
+    /// machine's helper state (network state, clock/random overrides,
+    /// locks, reservations, side effects, dynamic regions) in any run, so
+    /// only what a run reads is set: registers, count and budget, the
+    /// context and the packet's pointers; for one that calls helpers the
+    /// helper state is reset too, each part only where the last run left
+    /// something (`Vm::reset_helper_state`; `HELPERS`: the program calls
+    /// something). On the JIT a program without
+    /// atomics runs on the caller's buffer in place: the packet window's
+    /// base is the caller's bytes for the run (the same offsets, headroom
+    /// and bounds as in the runner's buffer), so nothing is copied in or
+    /// out. Native code reaches the packet only through its inline window
+    /// checks, the checker's proofs and its inline array lookups (whose
+    /// key read is a window check), all bounded by that window; an access
+    /// the window refuses goes to the interpreter's code, which refuses it
+    /// the same way. Anything that reaches program memory through the
+    /// interpreter's code (a helper but the clock/random/CPU ones, an
+    /// atomic, a legacy packet load, the interpreter taking over when the
+    /// budget runs out mid-block) first moves the packet into the
+    /// runner's buffer (`glue::move_home`: the window and the proofs'
+    /// base point there from then on), and the run's end copies it back
     /// as on any other run. The window points back at the runner's buffer
     /// before this returns.
     #[inline(always)]
-    fn run_xdp_lean(
+    fn run_xdp_lean<const HELPERS: bool>(
         &self,
         bufs: &mut Buffers,
         (ei, e): (usize, &crate::check::EntryInfo),
@@ -251,8 +263,15 @@ impl Vm {
             _ => None,
         };
         let budget = opts.budget.unwrap_or(inner.config.budget);
+        // (A constant: the call-free run compiles without the helpers' part.)
+        let helpers = HELPERS;
         let in_place = jit.is_some() && !inner.facts.atomics;
         let own = bufs.packet.host_addr();
+        if helpers && inner.facts.moves_head {
+            // The headroom a helper may move `data` into (in the runner's
+            // buffer, where the helper runs) holds nothing of an earlier run.
+            let _ = bufs.packet.fill(0, headroom, 0);
+        }
         if !in_place {
             copy_in(&bufs.packet, headroom, packet);
         }
@@ -260,6 +279,9 @@ impl Vm {
             return not_fast();
         };
         m.mem.reset(inner.base_mem.len());
+        if helpers {
+            self.reset_helper_state(m, opts);
+        }
         let base = if in_place {
             (packet.as_mut_ptr() as usize).wrapping_sub(headroom)
         } else {
@@ -335,19 +357,29 @@ impl Vm {
                 w.base = own;
             }
         }
-        let result = match outcome {
-            Ok(v) | Err(Stop::Exit(v)) => Ok(v),
-            Err(Stop::Fault { pc, kind }) => {
-                Err(self.fault(pc, kind, nfkit_abi::hook::XDP_ABORTED as u64))
+        let result = if helpers {
+            // Locks and reservations a helper left, as any run's end.
+            self.result_of(m, outcome, e)
+        } else {
+            match outcome {
+                Ok(v) | Err(Stop::Exit(v)) => Ok(v),
+                Err(Stop::Fault { pc, kind }) => {
+                    Err(self.fault(pc, kind, nfkit_abi::hook::XDP_ABORTED as u64))
+                }
             }
         };
+        // (Only helpers move the head or redirect.)
+        let head_delta = m.pkt.data as i64 - headroom as i64;
+        let redirect = if helpers { m.redirect.take() } else { None };
         for d in 1..=m.deepest {
             m.mem.close_frame(d);
         }
         let insns = m.count;
         bufs.stack_dirty = m.deepest + 1;
         let shape = Shape {
-            pkt,
+            // A helper may have moved the packet's ends (only after it
+            // moved the packet home: a run that stayed has them as set).
+            pkt: m.pkt,
             headroom,
             len,
             has_pkt: true,
@@ -361,9 +393,9 @@ impl Vm {
         };
         RunOutcome {
             result,
-            head_delta: 0,
+            head_delta,
             packet_written,
-            redirect: None,
+            redirect,
             skb: None,
             insns,
             engine,
