@@ -7,7 +7,9 @@
 //! * static, calls: the same without inlining (bpf-to-bpf calls to the
 //!   dispatcher, the chain and each NF), the "before" of docs/cost.md;
 //! * dynamic chain: the script compiled for dynamic mode (segments and NF
-//!   dynamic entries joined by tail calls through `nfkit_progs`);
+//!   dynamic entries joined by tail calls through `nfkit_progs`); also
+//!   with the per-program passes after inlining ("passes") and
+//!   with the NFs' shared entries, not inlined ("shared entries");
 //! * tail calls: `c/ddos_tail.c`, the logic by hand as a classic
 //!   tail-call pipeline (parse, blacklist, destination bucket, pair bucket).
 //!
@@ -139,6 +141,7 @@ fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
     let name = match inline {
         nfkit_lang::link::Inline::On => "static chain",
         nfkit_lang::link::Inline::Off => "static, calls",
+        nfkit_lang::link::Inline::NoPasses => "static, no passes",
     };
     Ok(variant(
         name,
@@ -187,19 +190,30 @@ fn static_object(label: &str, path: Option<&str>) -> Res<Variant> {
     Ok(variant(&format!("static, {label}"), loaded?, &entry))
 }
 
-fn dynamic_chain(shared: bool) -> Res<Variant> {
+/// The dynamic builds compared (`--bench ddos`).
+#[derive(Clone, Copy)]
+enum Dyn {
+    /// This tree's: per-call-site entries, calls inlined.
+    Chain,
+    /// The same with the per-program passes after inlining.
+    Passes,
+    /// The NFs' shared entries, no inlining.
+    Shared,
+}
+
+/// A compiler of the bench's library for one dynamic build.
+type Compile = fn(&str, &str) -> Res<Program>;
+
+fn dynamic_chain(kind: Dyn) -> Res<Variant> {
     let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
-    let (image, entry, writes) = if shared {
-        compile_dynamic_shared("ddos.py", &src)?
-    } else {
-        compile_dynamic("ddos.py", &src)?
+    let (compile, name): (Compile, &str) = match kind {
+        Dyn::Chain => (compile_dynamic, "dynamic chain"),
+        Dyn::Passes => (compile_dynamic_passes, "dynamic, passes"),
+        Dyn::Shared => (compile_dynamic_shared, "dynamic, shared entries"),
     };
+    let (image, entry, writes) = compile("ddos.py", &src)?;
     Ok(variant(
-        if shared {
-            "dynamic, shared entries"
-        } else {
-            "dynamic chain"
-        },
+        name,
         timed(|| load_compiled(&image, &writes))?,
         &entry,
     ))
@@ -330,8 +344,9 @@ fn load_variants() -> (Vec<Variant>, Vec<String>) {
             "static, calls".into(),
             static_chain(nfkit_lang::link::Inline::Off),
         ),
-        ("dynamic chain".into(), dynamic_chain(false)),
-        ("dynamic, shared entries".into(), dynamic_chain(true)),
+        ("dynamic chain".into(), dynamic_chain(Dyn::Chain)),
+        ("dynamic, passes".into(), dynamic_chain(Dyn::Passes)),
+        ("dynamic, shared entries".into(), dynamic_chain(Dyn::Shared)),
         ("tail calls".into(), tail_calls()),
     ]) {
         match v {
