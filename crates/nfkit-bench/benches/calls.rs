@@ -11,8 +11,11 @@
 //! nfkit's classifier (parse once into the info block, statistics),
 //! which the bare tail-call programs do not have, so the summary also
 //! gives the cost per call: (t(N) - t(0)) / N for the largest N
-//! measured (16; 8 for the tail calls, which have 8 no-op programs). Needs root (skipped
-//! otherwise).
+//! measured (16; 8 for the tail calls, which have 8 no-op programs).
+//! The summary's rounds are interleaved: each round runs every subject
+//! once (200k runs), so the machine's slow spells hit all alike;
+//! `NFKIT_CALLS_ROUNDS=N` sets their number (9), `NFKIT_CALLS_QUICK=1`
+//! leaves the criterion groups out. Needs root (skipped otherwise).
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
@@ -169,9 +172,21 @@ fn run_criterion(c: &mut Criterion, subjects: &mut Subjects, frame: &[u8]) {
     c.final_summary();
 }
 
-/// Median ns per packet of 7 rounds of 200k runs, after checking that the
-/// variant takes the whole path (N calls, then PASS); `None` if it doesn't.
-fn measure(s: &mut Subject, frame: &[u8]) -> Option<f64> {
+/// Rounds of the summary (each: 200k runs of every subject), unless
+/// `NFKIT_CALLS_ROUNDS` says otherwise.
+const ROUNDS: usize = 9;
+
+fn rounds() -> usize {
+    std::env::var("NFKIT_CALLS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(ROUNDS)
+}
+
+/// Whether `s` takes the whole path (N calls, then PASS); says so when
+/// it does not.
+fn takes_path(s: &mut Subject, frame: &[u8]) -> bool {
     let code = s.run_batches(frame, 1, 1).map(|(_, c)| c).ok();
     if code != Some(2) {
         println!(
@@ -179,12 +194,36 @@ fn measure(s: &mut Subject, frame: &[u8]) -> Option<f64> {
             s.name,
             code.map_or("an error", xdp_code)
         );
-        return None;
+        return false;
     }
-    s.ns_per_packet(frame, 7, 1, 200_000).ok()
+    true
 }
 
-/// The summary measurements, one row per N.
+/// A column of the summary.
+#[derive(Clone, Copy)]
+enum Col {
+    Stat,
+    Calls,
+    Dynamic,
+    Shared,
+    Tail,
+}
+
+impl Row {
+    fn cell(&mut self, c: Col) -> &mut Option<f64> {
+        match c {
+            Col::Stat => &mut self.stat,
+            Col::Calls => &mut self.calls,
+            Col::Dynamic => &mut self.dynamic,
+            Col::Shared => &mut self.shared,
+            Col::Tail => &mut self.tail,
+        }
+    }
+}
+
+/// The summary measurements, one row per N: every subject (and the tail
+/// calls at every N) once per round, rounds interleaved so that a slow
+/// spell of the machine hits all variants alike; the median per cell.
 fn measure_rows(subjects: &mut Subjects, frame: &[u8]) -> Vec<Row> {
     let mut rows: Vec<Row> = NS
         .iter()
@@ -197,31 +236,53 @@ fn measure_rows(subjects: &mut Subjects, frame: &[u8]) -> Vec<Row> {
             tail: None,
         })
         .collect();
-    for (n, s) in subjects.stat.iter_mut() {
-        if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
-            r.stat = measure(s, frame);
-        }
-    }
-    for (n, s) in subjects.calls.iter_mut() {
-        if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
-            r.calls = measure(s, frame);
-        }
-    }
-    for (n, s) in subjects.dynamic.iter_mut() {
-        if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
-            r.dynamic = measure(s, frame);
-        }
-    }
-    for (n, s) in subjects.shared.iter_mut() {
-        if let Some(r) = rows.iter_mut().find(|r| r.n == *n) {
-            r.shared = measure(s, frame);
-        }
-    }
-    if let Some(t) = subjects.tail.as_mut() {
-        for r in rows.iter_mut() {
-            if t.set_n(r.n).is_ok() {
-                r.tail = measure(&mut t.subject, frame);
+    // (column, N, subject) of each chain that takes the whole path.
+    let mut chains: Vec<(Col, usize, &mut Subject)> = Vec::new();
+    for (col, list) in [
+        (Col::Stat, &mut subjects.stat),
+        (Col::Calls, &mut subjects.calls),
+        (Col::Dynamic, &mut subjects.dynamic),
+        (Col::Shared, &mut subjects.shared),
+    ] {
+        for (n, s) in list.iter_mut() {
+            if takes_path(s, frame) {
+                chains.push((col, *n, s));
             }
+        }
+    }
+    let mut tail_ns: Vec<usize> = Vec::new();
+    if let Some(t) = subjects.tail.as_mut() {
+        for n in NS {
+            if t.set_n(n).is_ok() && takes_path(&mut t.subject, frame) {
+                tail_ns.push(n);
+            }
+        }
+    }
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); chains.len() + tail_ns.len()];
+    for _ in 0..rounds() {
+        for (i, (_, _, s)) in chains.iter_mut().enumerate() {
+            if let Ok(ns) = s.ns_per_packet(frame, 1, 1, 200_000) {
+                samples[i].push(ns);
+            }
+        }
+        if let Some(t) = subjects.tail.as_mut() {
+            for (j, &n) in tail_ns.iter().enumerate() {
+                if t.set_n(n).is_err() {
+                    continue;
+                }
+                if let Ok(ns) = t.subject.ns_per_packet(frame, 1, 1, 200_000) {
+                    samples[chains.len() + j].push(ns);
+                }
+            }
+        }
+    }
+    let cells = chains
+        .iter()
+        .map(|(c, n, _)| (*c, *n))
+        .chain(tail_ns.iter().map(|&n| (Col::Tail, n)));
+    for ((col, n), v) in cells.zip(samples.iter_mut()) {
+        if let Some(r) = rows.iter_mut().find(|r| r.n == n) {
+            *r.cell(col) = (!v.is_empty()).then(|| median(v));
         }
     }
     rows
@@ -274,8 +335,11 @@ fn print_summary(rows: &[Row]) {
         ratio(pd, pt),
     ]);
     print_table(
-        "N calls to a no-op NF: ns per packet (BPF_PROG_TEST_RUN, median of 7 x 200k runs; \
-         per call = (t(N) - t(0)) / N, N = 16, tail calls 8)",
+        &format!(
+            "N calls to a no-op NF: ns per packet (BPF_PROG_TEST_RUN, median of {} interleaved \
+             rounds of 200k runs; per call = (t(N) - t(0)) / N, N = 16, tail calls 8)",
+            rounds()
+        ),
         &[
             "N",
             "static chain",
@@ -309,8 +373,11 @@ fn main() {
         shared: load_chains("dynamic-shared", compile_dynamic_shared),
         tail: Tail::load(),
     };
-    run_criterion(&mut c, &mut subjects, &frame);
-    // Summary: medians of 7 rounds of 200k runs each.
+    // NFKIT_CALLS_QUICK=1: the summary only.
+    if !std::env::var("NFKIT_CALLS_QUICK").is_ok_and(|v| v == "1") {
+        run_criterion(&mut c, &mut subjects, &frame);
+    }
+    // Summary: medians of interleaved rounds of 200k runs each.
     let rows = measure_rows(&mut subjects, &frame);
     print_summary(&rows);
 }

@@ -7,7 +7,9 @@
 //! * static, calls: the same without inlining (bpf-to-bpf calls to the
 //!   dispatcher, the chain and each NF), the "before" of docs/cost.md;
 //! * dynamic chain: the script compiled for dynamic mode (segments and NF
-//!   dynamic entries joined by tail calls through `nfkit_progs`);
+//!   dynamic entries joined by tail calls through `nfkit_progs`); also
+//!   with the per-program passes after inlining ("passes") and
+//!   with the NFs' shared entries, not inlined ("shared entries");
 //! * tail calls: `c/ddos_tail.c`, the logic by hand as a classic
 //!   tail-call pipeline (parse, blacklist, destination bucket, pair bucket).
 //!
@@ -37,6 +39,18 @@
 //! program's run_time_ns / run_cnt, which include its tail calls).
 //!
 //! Needs root; skipped otherwise.
+//!
+//! Environment (to compare builds of other trees in one run):
+//! * `NFKIT_DDOS_SAVE=PATH`: writes the static chain's object (the
+//!   inlined Image as an ELF file) to PATH and exits without measuring;
+//! * `NFKIT_DDOS_BASELINE=LABEL=PATH[,LABEL=PATH...]`: loads each saved
+//!   object (libbpf, the control-plane writes of this tree's compile) as
+//!   a variant `static, LABEL`, and this tree's static chain through the
+//!   same object path as `static, this tree (object)`, so that the rows
+//!   differ in their code only;
+//! * `NFKIT_DDOS_QUICK=1`: the per-packet cost and code tables only (no
+//!   criterion groups, no veth throughput);
+//! * `NFKIT_DDOS_ROUNDS=N`: interleaved rounds of the cost table (15).
 
 use criterion::{BenchmarkId, Criterion};
 use nfkit_bench::*;
@@ -81,18 +95,14 @@ impl Buckets {
 }
 
 struct Variant {
-    name: &'static str,
+    name: String,
     subject: Subject,
     buckets: Buckets,
     /// Wall time of loading (verification included), ms.
     load_ms: f64,
 }
 
-fn variant(
-    name: &'static str,
-    (loaded, load_ms): (nfkit_kernel::Loaded, f64),
-    entry: &str,
-) -> Variant {
+fn variant(name: &str, (loaded, load_ms): (nfkit_kernel::Loaded, f64), entry: &str) -> Variant {
     let buckets = if let Some(m) = loaded.map("nf_meter_tb_dst") {
         Buckets::Nfkit(m)
     } else if let Some(m) = loaded.map("dst_buckets") {
@@ -101,7 +111,7 @@ fn variant(
         Buckets::Unknown
     };
     Variant {
-        name,
+        name: name.to_string(),
         subject: Subject {
             name: name.to_string(),
             loaded,
@@ -131,6 +141,7 @@ fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
     let name = match inline {
         nfkit_lang::link::Inline::On => "static chain",
         nfkit_lang::link::Inline::Off => "static, calls",
+        nfkit_lang::link::Inline::NoPasses => "static, no passes",
     };
     Ok(variant(
         name,
@@ -139,19 +150,70 @@ fn static_chain(inline: nfkit_lang::link::Inline) -> Res<Variant> {
     ))
 }
 
-fn dynamic_chain(shared: bool) -> Res<Variant> {
+/// The static chain of this tree as an ELF object (`NFKIT_DDOS_SAVE`).
+fn save_static(path: &str) -> Res<()> {
     let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
-    let (image, entry, writes) = if shared {
-        compile_dynamic_shared("ddos.py", &src)?
-    } else {
-        compile_dynamic("ddos.py", &src)?
+    let (image, _, _) = compile_static_with("ddos.py", &src, nfkit_lang::link::Inline::On)?;
+    let bytes = nfkit_object::write_object(&image).map_err(err("write object"))?;
+    std::fs::write(path, bytes).map_err(err(path))
+}
+
+/// A saved static chain object (`NFKIT_DDOS_BASELINE`), or this tree's
+/// own written to a temporary file when `path` is None, loaded through
+/// libbpf with this tree's control-plane writes.
+fn static_object(label: &str, path: Option<&str>) -> Res<Variant> {
+    let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
+    let (image, entry, writes) =
+        compile_static_with("ddos.py", &src, nfkit_lang::link::Inline::On)?;
+    let tmp = std::env::temp_dir().join(format!("nfkit-ddos-{}.o", std::process::id()));
+    let file = match path {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            let bytes = nfkit_object::write_object(&image).map_err(err("write object"))?;
+            std::fs::write(&tmp, bytes).map_err(err("temporary object"))?;
+            tmp.clone()
+        }
     };
+    let loaded = timed(|| {
+        let l = load_c(&file, None)?;
+        for (m, k, v) in &writes {
+            let map = l
+                .map(m)
+                .ok_or_else(|| format!("control plane: no map `{m}`"))?;
+            map.update(k, v, 0).map_err(err(m))?;
+        }
+        Ok(l)
+    });
+    if path.is_none() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok(variant(&format!("static, {label}"), loaded?, &entry))
+}
+
+/// The dynamic builds compared (`--bench ddos`).
+#[derive(Clone, Copy)]
+enum Dyn {
+    /// This tree's: per-call-site entries, calls inlined.
+    Chain,
+    /// The same with the per-program passes after inlining.
+    Passes,
+    /// The NFs' shared entries, no inlining.
+    Shared,
+}
+
+/// A compiler of the bench's library for one dynamic build.
+type Compile = fn(&str, &str) -> Res<Program>;
+
+fn dynamic_chain(kind: Dyn) -> Res<Variant> {
+    let src = std::fs::read_to_string(examples_dir().join("ddos.py")).map_err(err("ddos.py"))?;
+    let (compile, name): (Compile, &str) = match kind {
+        Dyn::Chain => (compile_dynamic, "dynamic chain"),
+        Dyn::Passes => (compile_dynamic_passes, "dynamic, passes"),
+        Dyn::Shared => (compile_dynamic_shared, "dynamic, shared entries"),
+    };
+    let (image, entry, writes) = compile("ddos.py", &src)?;
     Ok(variant(
-        if shared {
-            "dynamic, shared entries"
-        } else {
-            "dynamic chain"
-        },
+        name,
         timed(|| load_compiled(&image, &writes))?,
         &entry,
     ))
@@ -219,8 +281,17 @@ fn print_code(variants: &[Variant]) {
 /// A measured path: (ns per packet, XDP code of the last run).
 type Cell = Option<(f64, u32)>;
 
-/// Rounds of the per-packet cost table (each: 100k runs of every variant).
+/// Rounds of the per-packet cost table (each: 100k runs of every
+/// variant), unless `NFKIT_DDOS_ROUNDS` says otherwise.
 const COST_ROUNDS: usize = 15;
+
+fn cost_rounds() -> usize {
+    std::env::var("NFKIT_DDOS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(COST_ROUNDS)
+}
 
 const LEGIT_DST: [u8; 4] = [198, 18, 2, 1];
 
@@ -248,14 +319,36 @@ fn prepare(v: &mut Variant, path: &str, frame: &[u8]) -> Res<()> {
 fn load_variants() -> (Vec<Variant>, Vec<String>) {
     let mut variants: Vec<Variant> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
-    for (name, v) in [
-        ("hand C", hand_c()),
-        ("static chain", static_chain(nfkit_lang::link::Inline::On)),
-        ("static, calls", static_chain(nfkit_lang::link::Inline::Off)),
-        ("dynamic chain", dynamic_chain(false)),
-        ("dynamic, shared entries", dynamic_chain(true)),
-        ("tail calls", tail_calls()),
-    ] {
+    let mut loads: Vec<(String, Res<Variant>)> = vec![
+        ("hand C".into(), hand_c()),
+        (
+            "static chain".into(),
+            static_chain(nfkit_lang::link::Inline::On),
+        ),
+    ];
+    if let Ok(list) = std::env::var("NFKIT_DDOS_BASELINE") {
+        loads.push((
+            "static, this tree (object)".into(),
+            static_object("this tree (object)", None),
+        ));
+        for item in list.split(',').filter(|s| !s.is_empty()) {
+            let v = match item.split_once('=') {
+                Some((label, path)) => static_object(label, Some(path)),
+                None => Err(format!("NFKIT_DDOS_BASELINE: `{item}` is not LABEL=PATH")),
+            };
+            loads.push((format!("baseline {item}"), v));
+        }
+    }
+    for (name, v) in loads.into_iter().chain([
+        (
+            "static, calls".into(),
+            static_chain(nfkit_lang::link::Inline::Off),
+        ),
+        ("dynamic chain".into(), dynamic_chain(Dyn::Chain)),
+        ("dynamic, passes".into(), dynamic_chain(Dyn::Passes)),
+        ("dynamic, shared entries".into(), dynamic_chain(Dyn::Shared)),
+        ("tail calls".into(), tail_calls()),
+    ]) {
         match v {
             Ok(v) => variants.push(v),
             Err(e) => missing.push(format!("{name}: {e}")),
@@ -273,7 +366,7 @@ fn run_criterion(c: &mut Criterion, variants: &mut [Variant]) {
                 println!("ddos: {} {path}: {e}", v.name);
                 continue;
             }
-            g.bench_with_input(BenchmarkId::new(v.name, path), &path, |b, _| {
+            g.bench_with_input(BenchmarkId::new(v.name.as_str(), path), &path, |b, _| {
                 b.iter_custom(|iters| {
                     let r = v
                         .subject
@@ -289,9 +382,12 @@ fn run_criterion(c: &mut Criterion, variants: &mut [Variant]) {
 
 /// Per-packet cost of each variant on both paths: medians of 7 rounds of
 /// 100k runs, with the verdict of one more run.
-fn measure_cost(variants: &mut [Variant]) -> Vec<(&'static str, [Cell; 2])> {
-    let mut cost: Vec<(&str, [Cell; 2])> =
-        variants.iter().map(|v| (v.name, [None, None])).collect();
+fn measure_cost(variants: &mut [Variant]) -> Vec<(String, [Cell; 2])> {
+    let mut cost: Vec<(String, [Cell; 2])> = variants
+        .iter()
+        .map(|v| (v.name.clone(), [None, None]))
+        .collect();
+    let rounds = cost_rounds();
     for (i, (path, frame)) in paths().iter().enumerate() {
         let mut ok = vec![false; variants.len()];
         for (vi, v) in variants.iter_mut().enumerate() {
@@ -303,7 +399,7 @@ fn measure_cost(variants: &mut [Variant]) -> Vec<(&'static str, [Cell; 2])> {
         // Interleaved rounds: every variant once per round, so that a
         // slow spell of the machine hits them all alike.
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
-        for _ in 0..COST_ROUNDS {
+        for _ in 0..rounds {
             for (vi, v) in variants.iter_mut().enumerate() {
                 if !ok[vi] {
                     continue;
@@ -325,10 +421,10 @@ fn measure_cost(variants: &mut [Variant]) -> Vec<(&'static str, [Cell; 2])> {
 }
 
 /// Prints the per-packet cost table, ratios against hand C.
-fn print_cost(cost: &[(&str, [Cell; 2])]) {
+fn print_cost(cost: &[(String, [Cell; 2])]) {
     let base = |i: usize| {
         cost.iter()
-            .find(|(n, _)| *n == "hand C")
+            .find(|(n, _)| n == "hand C")
             .and_then(|(_, r)| r[i].map(|x| x.0))
     };
     let table: Vec<Vec<String>> = cost
@@ -350,8 +446,11 @@ fn print_cost(cost: &[(&str, [Cell; 2])]) {
         })
         .collect();
     print_table(
-        "DDoS example, ns per packet (BPF_PROG_TEST_RUN, median of 15 interleaved rounds of 100k runs; \
-         verdict of the last run; ratio = variant / hand C; loss = 1 - hand C / variant)",
+        &format!(
+            "DDoS example, ns per packet (BPF_PROG_TEST_RUN, median of {} interleaved rounds of 100k runs; \
+             verdict of the last run; ratio = variant / hand C; loss = 1 - hand C / variant)",
+            cost_rounds()
+        ),
         &["variant", "legit", "/hand C", "loss", "flood", "/hand C", "loss"],
         &table,
     );
@@ -403,7 +502,7 @@ fn measure_throughput(variants: &[Variant]) -> Vec<RateRow> {
     }
     for v in variants.iter() {
         match blast_through(&tb, v, &flows) {
-            Ok((r, ns)) => rates.push((v.name.to_string(), r, ns)),
+            Ok((r, ns)) => rates.push((v.name.clone(), r, ns)),
             Err(e) => println!("ddos: throughput of {}: {e}", v.name),
         }
     }
@@ -450,16 +549,28 @@ fn main() {
         .measurement_time(Duration::from_secs(1))
         .sample_size(20)
         .configure_from_args();
+    if let Ok(path) = std::env::var("NFKIT_DDOS_SAVE") {
+        match save_static(&path) {
+            Ok(()) => println!("ddos: static chain written to {path}"),
+            Err(e) => println!("ddos: NFKIT_DDOS_SAVE: {e}"),
+        }
+        return;
+    }
     if !is_root() {
         println!("ddos: skipped (the kernel benchmarks need root)");
         return;
     }
+    let quick = std::env::var("NFKIT_DDOS_QUICK").is_ok_and(|v| v == "1");
     let _ = nfkit_kernel::pin_thread_to_cpu(0);
     let (mut variants, missing) = load_variants();
-    run_criterion(&mut c, &mut variants);
+    if !quick {
+        run_criterion(&mut c, &mut variants);
+    }
     print_cost(&measure_cost(&mut variants));
     print_code(&variants);
-    print_throughput(&measure_throughput(&variants));
+    if !quick {
+        print_throughput(&measure_throughput(&variants));
+    }
     for m in &missing {
         println!("{m}");
     }

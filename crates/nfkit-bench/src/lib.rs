@@ -496,23 +496,30 @@ pub fn compile_static_with(
 /// in one Image, `nfkit_progs` filled by its map inits): the Image, the
 /// dynamic classifier to run and the control-plane writes.
 pub fn compile_dynamic(file: &str, src: &str) -> Res<Program> {
-    compile_dynamic_with(file, src, false)
+    compile_dynamic_with(file, src, false, false)
+}
+
+/// [`compile_dynamic`] with the per-program passes after inlining
+/// (`DynSlots::passes`: lookups once, dead code; docs/cost.md).
+pub fn compile_dynamic_passes(file: &str, src: &str) -> Res<Program> {
+    compile_dynamic_with(file, src, false, true)
 }
 
 /// [`compile_dynamic`] with every call site tail-calling the NFs' shared
 /// dynamic entries, calls not inlined (`DynSlots::shared_entries`: the
 /// dynamic build before per-site entries, docs/cost.md).
 pub fn compile_dynamic_shared(file: &str, src: &str) -> Res<Program> {
-    compile_dynamic_with(file, src, true)
+    compile_dynamic_with(file, src, true, false)
 }
 
-fn compile_dynamic_with(file: &str, src: &str, shared: bool) -> Res<Program> {
+fn compile_dynamic_with(file: &str, src: &str, shared: bool, passes: bool) -> Res<Program> {
     let opts = nfkit_lang::Options {
         search: nfkit_nf::SearchPath::new(vec![nf_dir()]),
         ..nfkit_lang::Options::default()
     };
     let slots = nfkit_lang::DynSlots {
         shared_entries: shared,
+        passes,
         ..nfkit_lang::DynSlots::default()
     };
     let d = nfkit_lang::compile_dynamic(file, src, &opts, &slots).map_err(|e| format!("{e}"))?;

@@ -332,3 +332,89 @@ fn every_nf_call_site_has_its_own_entry_and_every_tail_call_a_constant_key() {
         }
     }
 }
+
+/// Helper calls to `bpf_map_lookup_elem` and stores outside the stack
+/// (into maps, the info block, the packet) of entry `name`.
+fn lookups_and_memory_stores(image: &nfkit_object::Image, name: &str) -> (usize, usize) {
+    use nfkit_isa::{CallKind, Insn, Reg};
+    let code = entry_code(image, name);
+    let lookups = code
+        .iter()
+        .filter(|(_, i)| {
+            matches!(
+                i,
+                Insn::Call {
+                    kind: CallKind::Helper,
+                    imm: 1
+                }
+            )
+        })
+        .count();
+    let stores = code
+        .iter()
+        .filter(|(_, i)| match i {
+            Insn::St { dst, .. } | Insn::Stx { dst, .. } | Insn::Atomic { dst, .. } => {
+                *dst != Reg::FP
+            }
+            _ => false,
+        })
+        .count();
+    (lookups, stores)
+}
+
+/// The passes after inlining that are sound per program
+/// (`DynSlots::passes`, off by default: lookups once, dead registers and
+/// stack stores) run on every program of a dynamic build: no program makes more map
+/// lookups than without them, the DDoS chain's programs make fewer, and
+/// not one store outside the stack goes (the info block is shared by
+/// the programs of one packet: a store this program does not read back
+/// may be read by the next); in the VM it gives the static build's
+/// verdicts, statistics and maps.
+#[test]
+fn dynamic_programs_look_elements_up_once_and_keep_every_memory_store() {
+    let mut fewer = 0;
+    for name in EXAMPLES {
+        let (src, _) = example(name);
+        let on_slots = DynSlots {
+            passes: true,
+            ..DynSlots::default()
+        };
+        let on = compile_dynamic(name, &src, &Options::default(), &on_slots)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let off = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // In the VM the build with the passes gives what the static
+        // build gives, packet by packet.
+        let (_, input) = example(name);
+        let st = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let want = run_capture(&st, &input, false).expect("static run");
+        let mut vm = ScriptVm::new_dynamic(&on).expect("dynamic load");
+        for (i, (ts, data)) in input.iter().enumerate() {
+            let (o, _) = vm.run(data, *ts, false).expect("run");
+            assert_eq!(o.error, None, "{name}: packet {}", i + 1);
+            assert_eq!(o.code, want.lines[i].code, "{name}: packet {}", i + 1);
+            assert_eq!(
+                o.redirect,
+                want.lines[i].redirect,
+                "{name}: packet {}",
+                i + 1
+            );
+        }
+        assert_eq!(vm.stats(), want.stats, "{name}: statistics");
+        assert_eq!(vm.maps(&on.program), want.maps, "{name}: maps");
+        for e in &on.image.entries {
+            let (l_on, s_on) = lookups_and_memory_stores(&on.image, &e.name);
+            let (l_off, s_off) = lookups_and_memory_stores(&off.image, &e.name);
+            assert!(
+                l_on <= l_off,
+                "{name}: {}: {l_on} lookups, {l_off} without the passes",
+                e.name
+            );
+            assert_eq!(s_on, s_off, "{name}: {}: stores outside the stack", e.name);
+            if name == "ddos" && l_on < l_off {
+                fewer += 1;
+            }
+        }
+    }
+    assert!(fewer > 0, "no program of the DDoS chain lost a lookup");
+}

@@ -235,6 +235,8 @@ pub fn compile_dynamic(
         &opts.search,
         if slots.shared_entries {
             link::Inline::Off
+        } else if !slots.passes {
+            link::Inline::NoPasses
         } else {
             link::Inline::On
         },

@@ -451,7 +451,11 @@ pub fn link_program(
         check_stack(&image)?;
         return Ok((image, chains, None));
     }
-    let (inlined, report) = nfkit_object::inline_calls(&image, |_| true, true)?;
+    let passes = match inline {
+        Inline::NoPasses => nfkit_object::Passes::None,
+        _ => nfkit_object::Passes::Static,
+    };
+    let (inlined, report) = nfkit_object::inline_calls(&image, |_| true, passes)?;
     check_stack(&inlined)?;
     Ok((inlined, chains, Some(report)))
 }
@@ -465,6 +469,10 @@ pub enum Inline {
     On,
     /// Calls stay calls (NFs verified as global functions, one each).
     Off,
+    /// Calls inlined as with `On`, without the passes that follow
+    /// (lookups once, dead code): kept to measure them against
+    /// (`--bench ddos`).
+    NoPasses,
 }
 
 /// The NF modules `prog` calls, each with the functions to keep from it
@@ -522,13 +530,19 @@ pub fn link_dynamic(
     }
     // Each program's calls inlined (the NF into its call sites'
     // entries, `nfkit_dyn_finish` into the segments): a call costs a
-    // return thunk here (docs/cost.md). Not the per-program passes of
-    // static builds: the info block is shared between the programs of
-    // one packet, so its stores are not dead when this program does not
-    // read them.
+    // return thunk here (docs/cost.md). Then the passes sound for one
+    // program (lookups once, dead registers and stack stores), not the
+    // removal of info-block stores of static builds: the info block is
+    // shared between the programs of one packet, so its stores are not
+    // dead when this program does not read them.
     let linked = nfkit_object::link(&objects)?;
     let mut image = match inline {
-        Inline::On => nfkit_object::inline_calls(&linked, |_| true, false)?.0,
+        Inline::On => {
+            nfkit_object::inline_calls(&linked, |_| true, nfkit_object::Passes::PerProgram)?.0
+        }
+        Inline::NoPasses => {
+            nfkit_object::inline_calls(&linked, |_| true, nfkit_object::Passes::None)?.0
+        }
         Inline::Off => linked,
     };
     check_stack(&image)?;

@@ -35,7 +35,7 @@ pub use image::{
     CoreSite, Entry, Function, Image, InnerMaps, InnerSlot, LineInfo, MapInit, MapKind, MapSpec,
     MapType, ProgType,
 };
-pub use inline::{arrays_to_rodata, inline_calls, InlineError, InlineReport, RodataReport};
+pub use inline::{arrays_to_rodata, inline_calls, InlineError, InlineReport, Passes, RodataReport};
 pub use link::{link, link_files, link_with_target};
 pub use object::Object;
 pub use read::{

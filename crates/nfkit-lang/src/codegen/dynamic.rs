@@ -51,6 +51,13 @@ pub struct DynSlots {
     /// calls are not inlined: the build before each call site had its own
     /// entry, kept to measure against (`--bench ddos`, `--bench calls`).
     pub shared_entries: bool,
+    /// After inlining, the passes sound per program (lookups once, dead
+    /// registers and stack stores: `nfkit_object::Passes::PerProgram`).
+    /// Off by default: measured on the DDoS example they cost 2-6 ns on
+    /// the legitimate path (the lookups done once at each program's
+    /// start, on every path, where the kernel inlines an array lookup
+    /// in a few instructions) and saved 1-2 ns flooding (docs/cost.md).
+    pub passes: bool,
 }
 
 /// Generates the dispatched chains of `prog` for dynamic mode
@@ -477,6 +484,7 @@ impl Default for DynSlots {
             seg_first: 256,
             seg_end: 640,
             shared_entries: false,
+            passes: false,
         }
     }
 }

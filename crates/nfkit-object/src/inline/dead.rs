@@ -536,9 +536,14 @@ pub(super) struct Removed {
     pub insns: usize,
 }
 
-/// Removes the dead code of entry body `b` (see the module doc).
-pub(super) fn remove_dead(b: &mut Body, maps: &[MapSpec]) -> Removed {
-    let pi_map = maps.iter().position(|m| m.name == "nfkit_pktinfo");
+/// Removes the dead code of entry body `b` (see the module doc); the
+/// info block's stores only when `private_info` (the program is the
+/// packet's whole run, so no one else reads the block).
+pub(super) fn remove_dead(b: &mut Body, maps: &[MapSpec], private_info: bool) -> Removed {
+    let pi_map = maps
+        .iter()
+        .position(|m| m.name == "nfkit_pktinfo")
+        .filter(|_| private_info);
     let mut removed = Removed::default();
     loop {
         let n = b.insns.len();
@@ -675,7 +680,7 @@ mod tests {
         ];
         let mut b = body(p, vec![None; 3]);
         b.lines = vec![(0, line(0, "def f():")), (1, line(1, "return 0"))];
-        remove_dead(&mut b, &maps());
+        remove_dead(&mut b, &maps(), true);
         assert_eq!(b.insns[0], Insn::Ja { off: 0 }, "{:?}", b.insns);
         assert_eq!(b.jump[0], Some(1));
         let texts: Vec<(usize, &str)> =
@@ -691,7 +696,7 @@ mod tests {
         ];
         let mut b = body(p, vec![None; 3]);
         b.lines = vec![(0, line(0, "def f():"))];
-        let r = remove_dead(&mut b, &maps());
+        let r = remove_dead(&mut b, &maps(), true);
         assert_eq!(r.insns, 1);
         assert_eq!(b.insns.len(), 2, "{:?}", b.insns);
         assert_eq!(b.lines.len(), 1);
@@ -704,7 +709,7 @@ mod tests {
         let p = program(5);
         let n = p.len();
         let mut b = body(p, vec![None; n]);
-        let r = remove_dead(&mut b, &maps());
+        let r = remove_dead(&mut b, &maps(), true);
         assert_eq!(r.pi_stores, 1, "{:?}", b.insns);
         let stores: Vec<i16> = b
             .insns
@@ -727,7 +732,7 @@ mod tests {
         let p = program(113);
         let n = p.len();
         let mut b = body(p, vec![None; n]);
-        let r = remove_dead(&mut b, &maps());
+        let r = remove_dead(&mut b, &maps(), true);
         assert_eq!(r.pi_stores, 0);
         let stores = b
             .insns
@@ -757,7 +762,7 @@ mod tests {
         ];
         let jump = vec![None, Some(3), None, None, None, None];
         let mut b = body(insns, jump);
-        remove_dead(&mut b, &maps());
+        remove_dead(&mut b, &maps(), true);
         // The dead moves went, then the jump to the next instruction,
         // then the r1 it tested.
         assert_eq!(b.insns, vec![mov(Reg::R0, Operand::Imm(0)), Insn::Exit]);
@@ -811,7 +816,7 @@ mod tests {
         let p = clear_then_byte(mov(Reg::R7, Operand::Imm(0)));
         let n = p.len();
         let mut b = body(p, vec![None; n]);
-        let r = remove_dead(&mut b, &maps());
+        let r = remove_dead(&mut b, &maps(), true);
         assert_eq!(r.pi_stores, 1, "{:?}", b.insns);
         assert_eq!(stores_at(&b), vec![67]);
     }
@@ -823,7 +828,7 @@ mod tests {
         let p = clear_then_byte(ldx(Size::B, Reg::R7, Reg::R6, 65));
         let n = p.len();
         let mut b = body(p, vec![None; n]);
-        let r = remove_dead(&mut b, &maps());
+        let r = remove_dead(&mut b, &maps(), true);
         assert_eq!(r.pi_stores, 0, "{:?}", b.insns);
         assert_eq!(stores_at(&b), vec![64, 67]);
     }

@@ -20,12 +20,12 @@
 //! when inlining it would exceed the verifier's limits (512 bytes of
 //! stack along a call path, 8 frames, the 16-bit jump range) or when the
 //! callee uses `r10` other than as a base address. Functions no entry
-//! reaches any more are dropped. Last, in each entry program, an array
-//! element looked up several times with a constant key (the info block,
-//! the configuration) is looked up once (`lookups.rs`), and dead code
-//! is removed: stores of info-block bytes no one reads, stores into the
-//! stack no one reads (`stack.rs`), instructions whose result no one
-//! reads (`dead.rs`).
+//! reaches any more are dropped. Last ([`Passes`]), in each entry
+//! program, an array element looked up several times with a constant key
+//! (the info block, the configuration) is looked up once (`lookups.rs`),
+//! and dead code is removed: stores of info-block bytes no one reads
+//! (static builds only), stores into the stack no one reads
+//! (`stack.rs`), instructions whose result no one reads (`dead.rs`).
 
 mod body;
 mod dead;
@@ -100,17 +100,34 @@ pub enum InlineError {
     Layout(String),
 }
 
+/// The passes [`inline_calls`] runs on each entry program after
+/// inlining.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passes {
+    /// None: the calls inlined only.
+    None,
+    /// What is sound for any program (one program run stays on one CPU):
+    /// repeated constant-key array lookups done once, and the dead code
+    /// in registers and in the program's own stack removed. The info
+    /// block is left alone: for dynamic builds, whose programs (segments,
+    /// call-site entries, NFs) share it for one packet, a byte this
+    /// program does not read may be read by the next one.
+    PerProgram,
+    /// [`Passes::PerProgram`] and the stores of info-block bytes the
+    /// program never reads removed: each entry's run is the packet's
+    /// whole run (static builds).
+    Static,
+}
+
 /// Inlines every call it can in `image` (see the module doc); calls of
-/// functions for which `may_inline(name)` is false are kept. With
-/// `lookups_once`, repeated constant-key array lookups of each entry
-/// program are done once (for kernel programs: one program run stays on
-/// one CPU) and its dead code is removed, info-block stores no one reads
-/// included (each entry's run is the packet's whole run: static builds).
+/// functions for which `may_inline(name)` is false are kept; then runs
+/// `passes` on each entry program.
 pub fn inline_calls(
     image: &Image,
     may_inline: impl Fn(&str) -> bool,
-    lookups_once: bool,
+    passes: Passes,
 ) -> Result<(Image, InlineReport), InlineError> {
+    let lookups_once = passes != Passes::None;
     let mut bodies = decode(image)?;
     let mut report = InlineReport {
         slots_before: image.slot_count(),
@@ -186,7 +203,7 @@ pub fn inline_calls(
         if called.contains(&r) || r >= bodies.len() {
             continue;
         }
-        let d = remove_dead(&mut bodies[r], &image.maps);
+        let d = remove_dead(&mut bodies[r], &image.maps, passes == Passes::Static);
         report.dead_info_stores += d.pi_stores;
         report.dead_stack_stores += d.stack_stores;
         report.dead_removed += d.insns;
