@@ -453,10 +453,10 @@ mod tests {
     /// A random rewrite of an IPv4 or IPv6 frame that the munges can
     /// express: whole MACs, whole IPv4 addresses, named fields and
     /// single bytes, set (some bits or all) or added to.
-    pub(crate) fn random_rewrite(rng: &mut Rng, v6: bool) -> Rewrite {
+    fn random_rewrite(rng: &mut Rng, v6: bool) -> Rewrite {
         let mut edits: Vec<Edit> = Vec::new();
         let mut used = [false; 64];
-        let mut whole =
+        let whole =
             |edits: &mut Vec<Edit>, used: &mut [bool; 64], at: usize, n: usize, rng: &mut Rng| {
                 if used[at..at + n].iter().any(|&u| u) {
                     return;
