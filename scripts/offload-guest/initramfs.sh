@@ -52,7 +52,9 @@ add_mod() {
     esac
     echo "/lib/modules/$KVER/$rel" >>"$R/modules.order"
 }
-for m in veth sch_ingress cls_flower cls_u32 act_gact act_mirred act_pedit act_csum; do
+# crc32c_generic before act_csum: its libcrc32c asks the crypto API for
+# crc32c at load, and the guest has no modprobe to fetch it then.
+for m in veth sch_ingress cls_flower cls_u32 act_gact act_mirred act_pedit crc32c_generic act_csum; do
     rel=$(grep -oE "^[^:]*/$m\.ko(\.xz|\.zst)?:" "$M/modules.dep" | tr -d :)
     add_mod "$rel"
 done

@@ -84,7 +84,11 @@ for r in rows:
         print("    (outside)", d)
     bad += not r["agree"]
 print(f"{len(rows)} programs, {sum(r['frames'] for r in rows)} frames, {sum(r['by_rules'] for r in rows)} decided by flower, guest run {sys.argv[2]}")
-sys.exit(1 if bad or not rows else 0)
+# A program that gave no result (its check failed to start) fails too.
+errors = [l for l in open(sys.argv[1].replace("results.jsonl", "results.txt")) if l.startswith("OFFLOAD-ERROR")]
+for l in errors:
+    print(l.rstrip())
+sys.exit(1 if bad or not rows or errors else 0)
 PY
 # Map-driven sync: each map change, the rule change it caused, latency.
 python3 - "$OUT/results.txt" <<'PY'
