@@ -11,7 +11,7 @@
 //! word that holds those bytes.
 
 use crate::rewrite::{Edit, Rewrite};
-use netlink_packet_core::{DefaultNla, Emitable, Nla, NLA_F_NESTED};
+use netlink_packet_core::{DefaultNla, Emitable, Nla, NLA_F_NESTED, NLA_TYPE_MASK};
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionOption, TcActionType,
 };
@@ -280,13 +280,14 @@ fn value(n: &DefaultNla) -> Vec<u8> {
     b
 }
 
-/// The NLAs in `b` (a nested attribute's value).
+/// The NLAs in `b` (a nested attribute's value), by type (flags masked
+/// off), in order.
 fn children(b: &[u8]) -> Result<Vec<(u16, Vec<u8>)>, String> {
     let mut out = Vec::new();
     let mut at = 0;
     while at + 4 <= b.len() {
         let len = usize::from(u16::from_ne_bytes([b[at], b[at + 1]]));
-        let kind = u16::from_ne_bytes([b[at + 2], b[at + 3]]) & !NLA_F_NESTED;
+        let kind = u16::from_ne_bytes([b[at + 2], b[at + 3]]) & NLA_TYPE_MASK;
         if len < 4 || at + len > b.len() {
             return Err(format!(
                 "a truncated attribute at byte {at} of a pedit key list"
@@ -592,21 +593,6 @@ mod tests {
         assert!(e.contains("frame byte 2"), "{e}");
     }
 
-    /// The netlink values of the attributes in `b`, by type (flags
-    /// masked off), in order.
-    fn nlas(b: &[u8]) -> Vec<(u16, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut at = 0;
-        while at + 4 <= b.len() {
-            let len = usize::from(u16::from_ne_bytes([b[at], b[at + 1]]));
-            let kind = u16::from_ne_bytes([b[at + 2], b[at + 3]]) & 0x3fff;
-            assert!(len >= 4 && at + len <= b.len(), "a bad attribute at {at}");
-            out.push((kind, b[at + 4..at + len].to_vec()));
-            at += (len + 3) & !3;
-        }
-        out
-    }
-
     /// `\xNN` escapes (strace -xx) as bytes.
     fn unescape(s: &str) -> Vec<u8> {
         s.split("\\x")
@@ -673,7 +659,8 @@ mod tests {
                     + "nla_type=TCA_OPTIONS}, \"".len();
                 let end = start + l[start..].find('"').unwrap_or_else(|| panic!("{l}"));
                 let opts = unescape(&l[start..end]);
-                nlas(&opts)
+                children(&opts)
+                    .unwrap_or_else(|e| panic!("{e}: {l}"))
                     .into_iter()
                     .find(|(k, _)| *k == 3)
                     .unwrap_or_else(|| panic!("no TCA_FLOWER_ACT in {l}"))
@@ -689,7 +676,7 @@ mod tests {
     /// before `drop`, `pass` and a redirect.
     #[test]
     fn actions_are_what_tc_sends() {
-        if !nix_root() {
+        if !nfkit_kernel::is_root() {
             eprintln!("skipped: needs root (a network namespace)");
             return;
         }
@@ -748,14 +735,5 @@ mod tests {
         for (case, (m, t)) in mine.iter().zip(&theirs).enumerate() {
             assert_eq!(m, t, "case {case}: {}", cmds[case]);
         }
-    }
-
-    fn nix_root() -> bool {
-        std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-                .unwrap_or(false)
-        })
     }
 }

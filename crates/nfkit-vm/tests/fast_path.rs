@@ -620,7 +620,6 @@ fn hostile_programs() -> Vec<String> {
 /// Hostile programs reach before, after and far from the frame.
 #[test]
 fn lean_runs_give_what_fresh_runs_give() {
-    const SPARE: usize = 4096;
     let mut texts: Vec<String> = [PARSE, SWAP, LOOP_SUM]
         .iter()
         .map(|s| s.to_string())
@@ -651,10 +650,7 @@ fn lean_runs_give_what_fresh_runs_give() {
                         ..RunOptions::default()
                     };
                     let fresh = reference.run(0usize, Context::Xdp(md.clone()), &opts);
-                    let mut buf = Vec::with_capacity(len + SPARE);
-                    buf.extend_from_slice(&input);
-                    buf.resize(len + SPARE, 0xa5);
-                    buf.truncate(len);
+                    let mut buf = framed(&input);
                     let out = run.run_packet(0usize, &mut buf, PacketCtx::XdpWith(&md), &opts);
                     let what = format!("{engine:?} len {len} budget {budget:?}\n{text}");
                     assert_eq!(out.result, fresh.result, "{what}");
@@ -666,10 +662,7 @@ fn lean_runs_give_what_fresh_runs_give() {
                     }
                     faults += usize::from(out.result.is_err());
                     written += usize::from(buf != input);
-                    let spare = &buf.spare_capacity_mut()[..SPARE];
-                    // SAFETY: these bytes were written (0xa5) before the
-                    // truncation; nothing may have written them since.
-                    let intact = spare.iter().all(|b| unsafe { b.assume_init() } == 0xa5);
+                    let intact = spare_intact(&mut buf, len);
                     assert!(intact, "{what}: a byte past the frame changed");
                 }
             }
@@ -986,7 +979,6 @@ fn with_maps(text: &str) -> Vec<Insn> {
 #[test]
 fn direct_runs_with_helpers_give_what_fresh_runs_give() {
     use std::sync::Arc;
-    const SPARE: usize = 4096;
     let mut progs: Vec<(String, Vec<Insn>)> = [PUSH, CSUM, STORE_BYTES]
         .iter()
         .map(|t| (t.to_string(), asm(t)))
@@ -1024,10 +1016,7 @@ fn direct_runs_with_helpers_give_what_fresh_runs_give() {
                             ..RunOptions::default()
                         };
                         let fresh = reference.run(0usize, Context::Xdp(md.clone()), &opts);
-                        let mut buf = Vec::with_capacity(len + SPARE);
-                        buf.extend_from_slice(&input);
-                        buf.resize(len + SPARE, 0xa5);
-                        buf.truncate(len);
+                        let mut buf = framed(&input);
                         let out = run.run_packet(0usize, &mut buf, PacketCtx::XdpWith(&md), &opts);
                         let what = format!("{engine:?} len {len} budget {budget:?}\n{text}");
                         assert_eq!(out.result, fresh.result, "{what}");
@@ -1050,13 +1039,7 @@ fn direct_runs_with_helpers_give_what_fresh_runs_give() {
                         faults += usize::from(out.result.is_err());
                         written += usize::from(buf != input);
                         hits += usize::from(matches!(out.result, Ok(v) if v != 2 && v != 9));
-                        // Past the packet as it is now (a pushed head
-                        // makes it longer) to the end of the pattern.
-                        let rest = (len + SPARE).saturating_sub(buf.len());
-                        let spare = &buf.spare_capacity_mut()[..rest];
-                        // SAFETY: these bytes were written (0xa5) before
-                        // the truncation; nothing may have written them.
-                        let intact = spare.iter().all(|b| unsafe { b.assume_init() } == 0xa5);
+                        let intact = spare_intact(&mut buf, len);
                         assert!(intact, "{what}: a byte past the frame changed");
                     }
                 }
@@ -1068,4 +1051,28 @@ fn direct_runs_with_helpers_give_what_fresh_runs_give() {
         moved > 10 && redirected > 10 && faults > 10 && written > 50 && hits > 10,
         "{moved} moved, {redirected} redirected, {faults} faults, {written} written, {hits} hits"
     );
+}
+
+/// Room past the frame in the caller's buffers of the in-place tests.
+const SPARE: usize = 4096;
+
+/// `input` in a buffer whose spare capacity holds [`SPARE`] bytes of
+/// 0xa5: a run in place must leave them as they are.
+fn framed(input: &[u8]) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(input.len() + SPARE);
+    buf.extend_from_slice(input);
+    buf.resize(input.len() + SPARE, 0xa5);
+    buf.truncate(input.len());
+    buf
+}
+
+/// Whether the pattern [`framed`] put past a `len`-byte frame is intact,
+/// from the end of the packet as it is now (a pushed head makes it
+/// longer) to the end of the pattern.
+fn spare_intact(buf: &mut Vec<u8>, len: usize) -> bool {
+    let rest = (len + SPARE).saturating_sub(buf.len());
+    let spare = &buf.spare_capacity_mut()[..rest];
+    // SAFETY: these bytes were written (0xa5) before the truncation;
+    // nothing may have written them since.
+    spare.iter().all(|b| unsafe { b.assume_init() } == 0xa5)
 }

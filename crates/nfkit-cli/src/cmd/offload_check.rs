@@ -538,11 +538,8 @@ fn send_all(
                 hex(f)
             ));
         }
-        let action = rules
-            .rules
-            .iter()
-            .find(|r| r.prio == prio)
-            .map_or(RuleAction::Pass, |r| r.action);
+        let rule = rules.rules.iter().find(|r| r.prio == prio);
+        let action = rule.map_or(RuleAction::Pass, |r| r.action);
         let got = if action == RuleAction::Pass {
             run_of(software, *ts, f)?.0
         } else {
@@ -551,10 +548,7 @@ fn send_all(
         };
         if got == want {
             if let Some(w) = wire_of.get(&prio).and_then(|d| wires.get_mut(d)) {
-                let incremental = rules
-                    .rules
-                    .iter()
-                    .find(|r| r.prio == prio)
+                let incremental = rule
                     .and_then(|r| r.rewrite.as_ref())
                     .is_some_and(|rw| rw.assumes_valid_csum);
                 let skip_csum = incremental && !nfkit_offload::rewrite::ipv4_checksum_ok(f);
