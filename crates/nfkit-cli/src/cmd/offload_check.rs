@@ -352,10 +352,13 @@ struct Sent {
 
 /// Where a frame a rule sends on with `action` can be read as it left:
 /// TX goes back to `peer`; a redirect out of a veth arrives at the
-/// veth's other end (its `iflink`). None for anything else.
-fn wire_end(action: RuleAction, peer: &str) -> Option<String> {
+/// veth's other end (its `iflink`, read from sysfs, which shows the
+/// namespace it was mounted in: not asked when the check runs in
+/// another one). None for anything else.
+fn wire_end(action: RuleAction, peer: &str, other_netns: bool) -> Option<String> {
     match action {
         RuleAction::Tx => Some(peer.to_string()),
+        RuleAction::Redirect(_) if other_netns => None,
         RuleAction::Redirect(i) => {
             let name_of = |idx: u32| -> Option<String> {
                 std::fs::read_dir("/sys/class/net")
@@ -472,7 +475,7 @@ fn send_all(
     let mut wires: HashMap<String, (nfkit_traffic::recv::Capture, Vec<Expected>)> = HashMap::new();
     let mut wire_of: HashMap<u32, String> = HashMap::new();
     for r in &rules.rules {
-        if let Some(dev) = wire_end(r.action, &a.peer) {
+        if let Some(dev) = wire_end(r.action, &a.peer, a.netns.is_some()) {
             if !wires.contains_key(&dev) {
                 let cap = nfkit_traffic::recv::Capture::start(
                     &dev,
