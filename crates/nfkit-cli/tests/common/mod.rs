@@ -241,6 +241,23 @@ pub fn send_frames(ns: &Netns, dev: &str, frame: Vec<u8>, count: u64) {
     assert_eq!(r.sent, count, "frames sent");
 }
 
+/// Sends `frames` once each, in order, from `dev` in `ns`, in one run of
+/// the sender (paced by it, not by the test's thread): frames a
+/// time-driven NF (a token bucket) sees keep the spacing they were
+/// meant to have even on a loaded machine.
+pub fn send_frames_in_order(ns: &Netns, dev: &str, frames: Vec<Vec<u8>>) {
+    use nfkit_traffic::send::{send, SendOptions, Source};
+    let count = frames.len() as u64;
+    let opts = SendOptions {
+        dev: dev.to_string(),
+        netns: Some(ns.name().to_string()),
+        count: Some(count),
+        ..SendOptions::default()
+    };
+    let r = send(&Source::Frames(frames), &opts).expect("send frames");
+    assert_eq!(r.sent, count, "frames sent");
+}
+
 /// A namespace with one veth pair (its other end in a second one).
 pub struct Bed {
     pub ns: String,
