@@ -25,7 +25,7 @@ lint: deps
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 test: deps lint
-	$(CARGO) test --workspace --release -- --test-threads=2
+	@CARGO="$(CARGO)" bash scripts/run-tests.sh
 	@bash scripts/test-summary.sh
 
 # Every crate's benches; among them nfkit-vm's `engines` (every VM engine,

@@ -3,11 +3,12 @@
 # the BPF toolchain (clang, llvm, bpftool, libbpf headers), the libraries the
 # vendored libbpf links against (libelf, zlib), iproute2 for the testbeds, strace (to
 # read what `tc` itself sends, against which the offload's pedit encoding is tested),
-# Verilator, Yosys and g++ for the RTL core (rtl/, nfkit-rtl), and Rust with
+# Verilator, Yosys and g++ for the RTL core (rtl/, nfkit-rtl), mold (a fast linker
+# for the suite's ~190 test binaries, scripts/link-cc), and Rust with
 # rustfmt and clippy.
 set -euo pipefail
 
-PKGS=(clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config iproute2 make gcc linux-libc-dev verilator yosys g++ strace)
+PKGS=(clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config iproute2 make gcc linux-libc-dev verilator yosys g++ strace mold)
 # `--bench`: also the peers `make bench` measures against (DPDK's rte_bpf).
 if [ "${1:-}" = "--bench" ]; then
     PKGS+=(libdpdk-dev)
