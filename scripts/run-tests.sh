@@ -10,9 +10,7 @@ SYNTH_TEST=one_engine_synthesises_into_block_ram_dsps_and_a_few_thousand_luts
 
 $CARGO test --workspace --release --no-run || exit $?
 
-out="${CARGO_TARGET_DIR:-target}/nfkit-test-summary"
-mkdir -p "$out"
-synth_log="$out/synth-run.log"
+synth_log=$(mktemp)
 $CARGO test --workspace --release --test synth -- --exact "$SYNTH_TEST" >"$synth_log" 2>&1 &
 synth_pid=$!
 
