@@ -11,6 +11,11 @@
 //! the other 15 values of the nibble), for IPv6 version ≠ 6. They are
 //! added only in front of rule sets that decide IPv4 (IPv6) frames on
 //! more than their EtherType.
+//!
+//! One guard is a flower rule: for rule sets that decide TCP frames on
+//! their ports or flags, `ip_proto tcp tcp_flags 0/0xff action pass`
+//! hands TCP frames cut short of their 20-byte header (whose ports the
+//! dissector reads but whose flags it leaves zero) to the program.
 
 use crate::pattern::Pattern;
 use crate::rules::{Rule, RuleAction};
@@ -142,7 +147,90 @@ pub fn guards_forced(rules: &[Rule], v4: bool, v6: bool) -> Vec<Rule> {
             out.push(guard([0x86, 0xdd], v, m));
         }
     }
+    for et in [[8, 0], [0x86, 0xdd]] {
+        if rules.iter().any(|r| reads_tcp_ports(r, et)) {
+            out.push(tcp_cut_guard(et));
+        }
+    }
     out
+}
+
+/// Whether `r` decides TCP frames of EtherType `et` on their L4 header
+/// (ports, flags, port ranges).
+fn reads_tcp_ports(r: &Rule, et: [u8; 2]) -> bool {
+    if r.action == RuleAction::Pass || r.u32_guard {
+        return false;
+    }
+    if crate::fields::exact(&r.pattern, 12..14).as_deref() != Some(&et[..]) {
+        return false;
+    }
+    match crate::fields::l4_proto(&r.pattern) {
+        Some((l4, 6)) => !r.ranges.is_empty() || r.pattern.mask.iter().skip(l4).any(|&m| m != 0),
+        _ => false,
+    }
+}
+
+/// Whether `r` is the guard [`tcp_cut_guard`] makes (as generated, or
+/// as read back from the kernel).
+pub fn is_tcp_cut_guard(r: &Rule) -> bool {
+    if r.u32_guard || r.action != RuleAction::Pass || !r.ranges.is_empty() || r.rewrite.is_some() {
+        return false;
+    }
+    let g = |et| tcp_cut_guard(et).pattern;
+    let keyed = |p: &Pattern| {
+        let mut p = p.clone();
+        p.min_len = 0;
+        for b in 0..8 {
+            p.clear_bit(14 * 8 + b);
+        }
+        p.trim();
+        p
+    };
+    let mine = keyed(&r.pattern);
+    [[8, 0], [0x86, 0xdd]]
+        .into_iter()
+        .any(|et| keyed(&g(et)).mask == mine.mask && keyed(&g(et)).value == mine.value)
+}
+
+/// The flower guard for TCP headers cut short: `ip_proto tcp tcp_flags
+/// 0/0xff action pass`. The kernel's flow dissector reads the ports
+/// from the first 4 bytes of the L4 header but the flags only when all
+/// 20 bytes are there (with a data offset of at least 5), else it
+/// leaves them zero; a TCP path of the program needs the whole header.
+/// So a frame holding the ports but not the whole TCP header would meet
+/// the port rules with keys the program never read: the guard, before
+/// them, hands every TCP frame whose flags key is zero (those, and the
+/// rare segment with no flags at all) to the program.
+fn tcp_cut_guard(et: [u8; 2]) -> Rule {
+    let v6 = et == [0x86, 0xdd];
+    let mut p = Pattern::any();
+    let set = |p: &mut Pattern, at: usize, v: u8, bits: std::ops::Range<u32>| {
+        for bit in bits {
+            p.set_bit(at as u32 * 8 + bit, v >> bit & 1 == 1);
+        }
+    };
+    set(&mut p, 12, et[0], 0..8);
+    set(&mut p, 13, et[1], 0..8);
+    if v6 {
+        set(&mut p, 14, 0x60, 4..8);
+        set(&mut p, 20, 6, 0..8);
+        set(&mut p, 67, 0, 0..8);
+    } else {
+        set(&mut p, 14, 0x45, 0..8);
+        set(&mut p, 23, 6, 0..8);
+        set(&mut p, 47, 0, 0..8);
+    }
+    p.min_len = crate::fields::header_len(&p);
+    Rule {
+        prio: 0,
+        pattern: p,
+        action: RuleAction::Pass,
+        paths: Vec::new(),
+        ranges: Vec::new(),
+        counts: Vec::new(),
+        u32_guard: false,
+        rewrite: None,
+    }
 }
 
 /// `rules` with their guards first, priorities renumbered from 1.

@@ -94,6 +94,12 @@ impl PortRange {
 }
 
 impl Rule {
+    /// Whether the rule is a guard ([`crate::guard`]): a `u32` one, or
+    /// the flower guard for TCP headers cut short.
+    pub fn is_guard(&self) -> bool {
+        self.u32_guard || crate::guard::is_tcp_cut_guard(self)
+    }
+
     /// Whether `frame` matches the rule, as flower matches it: a header
     /// the frame lacks reads as zeros ([`fields::absent_view`]).
     pub fn matches(&self, frame: &[u8]) -> bool {
@@ -126,7 +132,7 @@ impl Rule {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RulesOptions {
     /// At most this many rules; the least specific offloaded paths go
-    /// to software beyond it.
+    /// to software beyond it. The guards ([`crate::guard`]) come on top.
     pub max_rules: Option<usize>,
 }
 

@@ -255,6 +255,8 @@ fn firewall_nf_standalone() {
             // TCP to 23 and UDP to 53, each merged with the ports just
             // below it that earlier `pass` rules already took.
             for want in [
+                // TCP headers cut short go to the program first.
+                "protocol ip flower skip_sw ip_proto tcp tcp_flags 0x00/0xff action pass",
                 "protocol ip flower skip_sw ip_flags nofrag ip_proto tcp dst_port 16-23 action drop",
                 "protocol ip flower skip_sw ip_flags nofrag ip_proto udp dst_port 52-53 action drop",
                 "protocol ip flower skip_sw ip_flags nofrag ip_proto tcp src_ip 10.0.0.0/8",

@@ -111,3 +111,71 @@ fn guards_keep_frames_outside_the_model_from_flower() {
         "without guards no frame was decided differently: the test frames miss the case"
     );
 }
+
+/// TCP frames cut inside their header (they hold the ports, 4 to 19 of
+/// the 20 header bytes): flower reads their ports, and its flags key is
+/// zero. The ACL's TCP port rules would take some of them, which the
+/// program passes (it needs the whole header); the flags guard hands
+/// them all to the program.
+#[test]
+fn tcp_cut_guard_keeps_short_tcp_headers_from_port_rules() {
+    let name = "acl";
+    let img = build_prog(name);
+    let vm = || Vm::new(&img, VmConfig::kernel()).unwrap_or_else(|e| panic!("{e}"));
+    let (alone, software, bare_sw) = (vm(), vm(), vm());
+    let a = analyse(&img, name, &alone, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let rules = generate(&a, &RulesOptions::default());
+    assert_eq!(
+        rules
+            .rules
+            .iter()
+            .filter(|r| nfkit_offload::guard::is_tcp_cut_guard(r))
+            .count(),
+        1,
+        "{:#?}",
+        rules.rules
+    );
+    let lines = rules.to_tc_lines("eth0", "skip_hw", &|i| format!("if{i}"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("ip_proto tcp tcp_flags 0x00/0xff action pass")),
+        "{lines:#?}"
+    );
+    let mut bare = rules.clone();
+    bare.rules
+        .retain(|r| !nfkit_offload::guard::is_tcp_cut_guard(r));
+    let mut rng = Rng(0xc07);
+    let (mut with, mut without) = (Equivalence::default(), Equivalence::default());
+    while with.frames < 3000 {
+        let mut f = random_frame(&mut rng, &a);
+        if f.len() < 54 || f[12..14] != [8, 0] || f[14] != 0x45 || f[23] != 6 {
+            continue;
+        }
+        f[20..22].fill(0);
+        f.truncate(38 + rng.below(16) as usize);
+        with.check(&rules, &f, &mut |x| run_xdp(&alone, name, x), &mut |x| {
+            run_xdp(&software, name, x)
+        });
+        without.check(&bare, &f, &mut |x| run_xdp(&alone, name, x), &mut |x| {
+            run_xdp(&bare_sw, name, x)
+        });
+    }
+    println!(
+        "{} TCP frames cut inside the header: disagreements with the guard {}, without {}",
+        with.frames,
+        with.disagreements.len(),
+        without.disagreements.len()
+    );
+    assert_eq!(
+        with.disagreements.len(),
+        0,
+        "{:?}",
+        with.disagreements.first()
+    );
+    assert!(
+        without.disagreements.len() > 10,
+        "{}",
+        without.disagreements.len()
+    );
+}

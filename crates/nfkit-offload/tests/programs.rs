@@ -88,8 +88,8 @@ fn protocol_and_port_acl() {
         2000,
         &RulesOptions { max_rules: Some(3) },
     );
-    // The budget counts flower rules; the u32 guards come on top.
-    assert!(small.rules.iter().filter(|r| !r.u32_guard).count() <= 3);
+    // The budget counts flower rules; the guards come on top.
+    assert!(small.rules.iter().filter(|r| !r.is_guard()).count() <= 3);
     assert!(small.fallbacks.iter().any(|f| f.1 == Fallback::OverBudget));
     assert!(eq2.disagreements.is_empty());
 }
