@@ -51,15 +51,25 @@ fn build_obj(name: &str, dir: &std::path::Path) -> PathBuf {
     out
 }
 
-/// One `tc filter add ... flower` line, parsed (or a `u32` guard:
-/// `match u8 V M at 0`, the network header's first byte).
+/// One `tc filter add ... flower` line, parsed, or a `u32` one: its
+/// `match u8|u16|u32 V M at OFF` keys as (width in bytes, value, mask,
+/// offset from the network header).
 #[derive(Debug)]
 struct Filter {
     prio: u32,
     protocol: Option<u16>,
     keys: Vec<(String, String)>,
     action: Act,
-    u8_at_0: Option<(u8, u8)>,
+    u32_keys: Option<Vec<(usize, u32, u32, i64)>>,
+}
+
+fn parse_action(w: &[&str], l: &str) -> Act {
+    match w {
+        ["drop"] => Act::Drop,
+        ["pass"] => Act::Pass,
+        ["mirred", "egress", "redirect", "dev", d] => Act::Redirect(d.to_string()),
+        other => panic!("action {other:?} in {l}"),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,15 +93,27 @@ fn parse_line(l: &str) -> Filter {
         x => Some(u16::from_str_radix(x.trim_start_matches("0x"), 16).unwrap()),
     };
     if w[10] == "u32" {
-        let j = if w[11].starts_with("skip_") { 12 } else { 11 };
-        assert_eq!(&w[j..j + 2], &["match", "u8"], "{l}");
-        assert_eq!(&w[j + 4..], &["at", "0", "action", "pass"], "{l}");
+        let mut j = if w[11].starts_with("skip_") { 12 } else { 11 };
+        let mut keys = Vec::new();
+        while w[j] == "match" {
+            let width = match w[j + 1] {
+                "u8" => 1,
+                "u16" => 2,
+                "u32" => 4,
+                x => panic!("match {x} in {l}"),
+            };
+            assert_eq!(w[j + 4], "at", "{l}");
+            let off: i64 = w[j + 5].parse().unwrap();
+            keys.push((width, num(w[j + 2]), num(w[j + 3]), off));
+            j += 6;
+        }
+        assert_eq!(w[j], "action", "{l}");
         return Filter {
             prio,
             protocol,
             keys: Vec::new(),
-            action: Act::Pass,
-            u8_at_0: Some((num(w[j + 2]) as u8, num(w[j + 3]) as u8)),
+            action: parse_action(&w[j + 1..], l),
+            u32_keys: Some(keys),
         };
     }
     assert_eq!(w[10], "flower", "{l}");
@@ -105,18 +127,13 @@ fn parse_line(l: &str) -> Filter {
         keys.push((w[i].to_string(), w[i + 1].to_string()));
         i += 2;
     }
-    let action = match &w[i + 1..] {
-        ["drop"] => Act::Drop,
-        ["pass"] => Act::Pass,
-        ["mirred", "egress", "redirect", "dev", d] => Act::Redirect(d.to_string()),
-        other => panic!("action {other:?} in {l}"),
-    };
+    let action = parse_action(&w[i + 1..], l);
     Filter {
         prio,
         protocol,
         keys,
         action,
-        u8_at_0: None,
+        u32_keys: None,
     }
 }
 
@@ -258,12 +275,26 @@ fn key_matches(x: &Fields, k: &str, v: &str) -> bool {
 }
 
 fn filter_matches(fl: &Filter, frame: &[u8]) -> bool {
-    if let Some((v, m)) = fl.u8_at_0 {
-        // u32 reads the whole 32-bit word at the network header.
+    if let Some(keys) = &fl.u32_keys {
+        // u32 reads the whole aligned 32-bit word holding a key (tc packs
+        // u8 and u16 matches into one), counted from the network header;
+        // a word the frame does not hold is no match.
         let eth = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
-        return frame.len() >= 18
-            && fl.protocol.is_none_or(|p| Some(p) == eth)
-            && frame[14] & m == v;
+        if fl.protocol.is_some_and(|p| Some(p) != eth) {
+            return false;
+        }
+        return keys.iter().all(|&(width, v, m, off)| {
+            let word = off.div_euclid(4) * 4;
+            if (frame.len() as i64) < 14 + word + 4 {
+                return false;
+            }
+            (0..width).all(|k| {
+                let shift = 8 * (width - 1 - k);
+                let (bv, bm) = ((v >> shift) as u8, (m >> shift) as u8);
+                let at = 14 + off + k as i64;
+                at >= 0 && frame[at as usize] & bm == bv & bm
+            })
+        });
     }
     let Some(x) = fields(frame) else { return false };
     if fl.protocol.is_some_and(|p| p != x.eth) {

@@ -457,8 +457,9 @@ pub fn matches_absent_header(p: &Pattern) -> Option<&'static str> {
 /// from its first 4 bytes whenever the frame holds them (the dissector
 /// ignores the IP total length and the rest of the header); the TCP
 /// flags only when the frame holds all 20 bytes of the TCP header and
-/// its data offset is at least 5, else they read as zero. A UDP header
-/// cut short reads as zeros here (see below). `None` when
+/// its data offset is at least 5, else they read as zero. (Rules that
+/// decide UDP frames on their ports are `u32` filters, which match only
+/// frames holding the whole header: [`crate::u32match`].) `None` when
 /// the view is the frame itself (then the pattern's own length check
 /// applies).
 pub fn absent_view(p: &Pattern, frame: &[u8]) -> Option<Vec<u8>> {
@@ -481,11 +482,7 @@ pub fn absent_view(p: &Pattern, frame: &[u8]) -> Option<Vec<u8>> {
         changed = true;
     } else if used > l4 {
         let frag = !v6 && u16::from_be_bytes([frame[20], frame[21]]) & 0x3fff != 0;
-        // Not the kernel's reading for UDP: it reads the ports of a UDP
-        // header cut short too, which no flower key tells apart (the
-        // open gap in docs/offload.md, "What remains"); the model keeps
-        // such a header absent.
-        if frag || frame.len() < l4 + 4 || (proto != Some(6) && frame.len() < l4 + l4_need) {
+        if frag || frame.len() < l4 + 4 {
             view.resize(view.len().max(used), 0);
             for b in &mut view[l4..] {
                 *b = 0;

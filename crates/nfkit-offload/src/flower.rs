@@ -63,9 +63,18 @@ pub struct FlowerRule {
     pub prio: u32,
     pub protocol: u16,
     pub options: Vec<F>,
-    /// A `u32` guard instead ([`crate::guard`]): byte 0 of the network
-    /// header as `(value, mask)`, the skip flags, and its `pass` action.
-    pub u32_guard: Option<(u8, u8, u32, TcAction)>,
+    /// A `u32` filter instead (a guard of [`crate::guard`], or a rule
+    /// of [`crate::u32match`]): `options` is then empty.
+    pub u32_filter: Option<U32Filter>,
+}
+
+/// A `u32` filter's keys ([`crate::u32match::Key`]), skip flags and
+/// actions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct U32Filter {
+    pub keys: Vec<crate::u32match::Key>,
+    pub flags: u32,
+    pub actions: Vec<TcAction>,
 }
 
 fn val_mask(p: &Pattern, r: std::ops::Range<usize>) -> Option<(Vec<u8>, Vec<u8>)> {
@@ -99,13 +108,25 @@ fn be16(b: &[u8]) -> u16 {
 /// take (the rule generator only makes rules it can).
 pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerError> {
     let p = &rule.pattern;
-    if rule.u32_guard {
-        let (t, v, m) = crate::guard::key(rule);
+    if rule.u32_filter {
+        let protocol = fields::exact(p, 12..14)
+            .map(|t| be16(&t))
+            .ok_or_else(|| format!("rule prio {}: a u32 filter needs an EtherType", rule.prio))?;
+        let keys = crate::u32match::keys(p).ok_or_else(|| {
+            format!(
+                "rule prio {}: its length ({} bytes) is not whole words past the Ethernet header",
+                rule.prio, p.min_len
+            )
+        })?;
         return Ok(FlowerRule {
             prio: rule.prio,
-            protocol: t,
+            protocol,
             options: Vec::new(),
-            u32_guard: Some((v, m, flags, action(RuleAction::Pass, dev))),
+            u32_filter: Some(U32Filter {
+                keys,
+                flags,
+                actions: actions(rule, protocol, dev)?,
+            }),
         });
     }
     fields::express(p)?;
@@ -216,7 +237,17 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerErr
     if flags != 0 {
         o.push(F::Flags(flags));
     }
-    // The rewrite's pedit and csum (`pipe`), then the terminal action.
+    o.push(F::Actions(actions(rule, protocol, dev)?));
+    Ok(FlowerRule {
+        prio: rule.prio,
+        protocol,
+        options: o,
+        u32_filter: None,
+    })
+}
+
+/// The rewrite's pedit and csum (`pipe`), then the terminal action.
+fn actions(rule: &Rule, protocol: u16, dev: u32) -> Result<Vec<TcAction>, FlowerError> {
     let mut acts = match &rule.rewrite {
         Some(rw) => pedit::actions(rw, protocol, 1)
             .map_err(|e| format!("rule prio {}: its header rewrite ({rw}): {e}", rule.prio))?,
@@ -225,13 +256,7 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerErr
     let mut last = action(rule.action, dev);
     last.tab = acts.len() as u16 + 1;
     acts.push(last);
-    o.push(F::Actions(acts));
-    Ok(FlowerRule {
-        prio: rule.prio,
-        protocol,
-        options: o,
-        u32_guard: None,
-    })
+    Ok(acts)
 }
 
 fn action(a: RuleAction, dev: u32) -> TcAction {

@@ -91,7 +91,7 @@ fn guard(ethertype: [u8; 2], val: u8, mask: u8) -> Rule {
         paths: Vec::new(),
         ranges: Vec::new(),
         counts: Vec::new(),
-        u32_guard: true,
+        u32_filter: true,
         rewrite: None,
     }
 }
@@ -158,7 +158,7 @@ pub fn guards_forced(rules: &[Rule], v4: bool, v6: bool) -> Vec<Rule> {
 /// Whether `r` decides TCP frames of EtherType `et` on their L4 header
 /// (ports, flags, port ranges).
 fn reads_tcp_ports(r: &Rule, et: [u8; 2]) -> bool {
-    if r.action == RuleAction::Pass || r.u32_guard {
+    if r.action == RuleAction::Pass || r.u32_filter {
         return false;
     }
     if crate::fields::exact(&r.pattern, 12..14).as_deref() != Some(&et[..]) {
@@ -173,7 +173,7 @@ fn reads_tcp_ports(r: &Rule, et: [u8; 2]) -> bool {
 /// Whether `r` is the guard [`tcp_cut_guard`] makes (as generated, or
 /// as read back from the kernel).
 pub fn is_tcp_cut_guard(r: &Rule) -> bool {
-    if r.u32_guard || r.action != RuleAction::Pass || !r.ranges.is_empty() || r.rewrite.is_some() {
+    if r.u32_filter || r.action != RuleAction::Pass || !r.ranges.is_empty() || r.rewrite.is_some() {
         return false;
     }
     let g = |et| tcp_cut_guard(et).pattern;
@@ -228,7 +228,7 @@ fn tcp_cut_guard(et: [u8; 2]) -> Rule {
         paths: Vec::new(),
         ranges: Vec::new(),
         counts: Vec::new(),
-        u32_guard: false,
+        u32_filter: false,
         rewrite: None,
     }
 }

@@ -30,6 +30,8 @@
 //!   (netlink attributes) and back.
 //! * [`netlink`]: [`Tc`], the rtnetlink socket: clsact qdisc, flower
 //!   filters added, listed with their counts, deleted.
+//! * [`u32match`]: rules flower cannot match exactly (UDP ports) as
+//!   `u32` filters, whose keys match the frame's bytes where they are.
 //! * [`record`]: [`Installed`], what `nfkit offload` installed where
 //!   (the offload state file).
 //! * [`switch`]: replacing installed rules at fresh priorities so that
@@ -60,6 +62,7 @@ pub mod rules;
 pub mod source;
 pub mod switch;
 pub mod symbolic;
+pub mod u32match;
 pub mod value;
 pub mod writes;
 

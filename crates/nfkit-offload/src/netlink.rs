@@ -210,23 +210,30 @@ impl Tc {
         let mut m = TcMessage::with_index(ifindex as i32);
         m.header.parent = INGRESS_PARENT;
         m.header.info = (rule.prio << 16) | u32::from(rule.protocol.to_be());
-        if let Some((v, mask, flags, act)) = &rule.u32_guard {
-            // One key on the 32-bit word at the network header's start
-            // (`match u8 V M at 0`), terminal, then `pass`.
+        if let Some(u) = &rule.u32_filter {
+            // Its keys on 32-bit words from the network header, terminal,
+            // then its actions.
             let mut sel = TcU32Selector::default();
             sel.flags = TcU32SelectorFlags::Terminal;
-            sel.nkeys = 1;
-            let mut key = TcU32Key::default();
-            key.val = u32::from(*v) << 24;
-            key.mask = u32::from(*mask) << 24;
-            sel.keys = vec![key];
+            sel.nkeys = u.keys.len() as u8;
+            sel.keys = u
+                .keys
+                .iter()
+                .map(|&(v, mask, off)| {
+                    let mut key = TcU32Key::default();
+                    key.val = v;
+                    key.mask = mask;
+                    key.off = off;
+                    key
+                })
+                .collect();
             let mut o = vec![TcFilterU32Option::Selector(sel)];
-            if *flags != 0 {
+            if u.flags != 0 {
                 o.push(TcFilterU32Option::Flags(
-                    TcU32OptionFlags::from_bits_retain(*flags),
+                    TcU32OptionFlags::from_bits_retain(u.flags),
                 ));
             }
-            o.push(TcFilterU32Option::Action(vec![act.clone()]));
+            o.push(TcFilterU32Option::Action(u.actions.clone()));
             m.attributes.push(TcAttribute::Kind("u32".into()));
             m.attributes.push(TcAttribute::Options(
                 o.into_iter().map(TcOption::U32).collect(),
@@ -237,8 +244,8 @@ impl Tc {
                 rule.options.iter().cloned().map(TcOption::Flower).collect(),
             ));
         }
-        let kind = if rule.u32_guard.is_some() {
-            "u32 guard"
+        let kind = if rule.u32_filter.is_some() {
+            "u32 filter"
         } else {
             "flower rule"
         };

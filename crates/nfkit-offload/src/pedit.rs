@@ -716,7 +716,7 @@ mod tests {
                 paths: Vec::new(),
                 ranges: Vec::new(),
                 counts: Vec::new(),
-                u32_guard: false,
+                u32_filter: false,
                 rewrite: Some(rw),
             };
             let f =

@@ -55,9 +55,11 @@ pub struct Rule {
     /// these times the rule's packets (empty for `pass`: the program
     /// counts those itself).
     pub counts: Vec<Count>,
-    /// A `u32` guard ([`crate::guard`]) rather than a flower rule: its
-    /// pattern is matched on the frame's bytes where they are.
-    pub u32_guard: bool,
+    /// A `u32` filter rather than a flower rule: its pattern is matched
+    /// on the frame's bytes where they are. The guards of
+    /// [`crate::guard`] (no paths, `pass`) and the rules flower cannot
+    /// match exactly ([`crate::u32match`]).
+    pub u32_filter: bool,
     /// The header rewrite (pedit, csum) before a TX or redirect.
     pub rewrite: Option<Rewrite>,
 }
@@ -97,13 +99,13 @@ impl Rule {
     /// Whether the rule is a guard ([`crate::guard`]): a `u32` one, or
     /// the flower guard for TCP headers cut short.
     pub fn is_guard(&self) -> bool {
-        self.u32_guard || crate::guard::is_tcp_cut_guard(self)
+        (self.u32_filter && self.paths.is_empty()) || crate::guard::is_tcp_cut_guard(self)
     }
 
     /// Whether `frame` matches the rule, as flower matches it: a header
     /// the frame lacks reads as zeros ([`fields::absent_view`]).
     pub fn matches(&self, frame: &[u8]) -> bool {
-        if self.u32_guard {
+        if self.u32_filter {
             return self.pattern.matches(frame);
         }
         // Flower finds the L4 header after any IPv4 options and has no
@@ -247,8 +249,16 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
     prune(&mut cands);
     let before_merge = cands.len();
     merge(&mut cands);
+    // A UDP port rule becomes one u32 filter per prefix of its ranges.
+    let size = |c: &Cand| {
+        if crate::u32match::needs_u32(&c.pattern, &c.ranges, c.action) {
+            crate::u32match::expanded_len(&c.ranges)
+        } else {
+            1
+        }
+    };
     if let Some(max) = opts.max_rules {
-        while cands.len() > max {
+        while cands.iter().map(size).sum::<usize>() > max {
             // A rule that no later offloaded rule overlaps frees its slot
             // when demoted (its `pass` is pruned); among those, and then
             // among the rest, the least specific goes first.
@@ -298,7 +308,17 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             } else {
                 c.counts
             },
-            u32_guard: false,
+            u32_filter: false,
+        })
+        .collect();
+    let rules: Vec<Rule> = rules
+        .into_iter()
+        .flat_map(|r| {
+            if crate::u32match::needs_u32(&r.pattern, &r.ranges, r.action) {
+                crate::u32match::expand(&r)
+            } else {
+                vec![r]
+            }
         })
         .collect();
     let after_merge = rules.len();
@@ -573,14 +593,29 @@ impl RuleSet {
         self.rules
             .iter()
             .map(|r| {
-                if r.u32_guard {
+                if r.u32_filter && r.is_guard() {
                     return crate::guard::tc_line(r, dev, skip);
                 }
-                let FlowerMatch { protocol, keys } =
+                let FlowerMatch { protocol, keys } = if r.u32_filter {
+                    let protocol = match fields::exact(&r.pattern, 12..14).as_deref() {
+                        Some([8, 0]) => "ip".to_string(),
+                        Some([0x86, 0xdd]) => "ipv6".to_string(),
+                        Some(t) => format!("0x{:02x}{:02x}", t[0], t[1]),
+                        None => "all".to_string(),
+                    };
+                    let text = crate::u32match::keys(&r.pattern)
+                        .map(|k| crate::u32match::tc_text(&k))
+                        .unwrap_or_else(|| "# no u32 keys #".into());
+                    FlowerMatch {
+                        protocol,
+                        keys: vec![text],
+                    }
+                } else {
                     fields::express(&r.pattern).unwrap_or_else(|_| FlowerMatch {
                         protocol: "all".into(),
                         keys: Vec::new(),
-                    });
+                    })
+                };
                 let rewrite = match &r.rewrite {
                     Some(rw) => {
                         let et = fields::exact(&r.pattern, 12..14)
@@ -596,8 +631,9 @@ impl RuleSet {
                     RuleAction::Redirect(i) => format!("mirred egress redirect dev {}", ifname(i)),
                 };
                 let mut line = format!(
-                    "tc filter add dev {dev} ingress prio {} protocol {protocol} flower",
-                    r.prio
+                    "tc filter add dev {dev} ingress prio {} protocol {protocol} {}",
+                    r.prio,
+                    if r.u32_filter { "u32" } else { "flower" }
                 );
                 let ranges: Vec<String> = r.ranges.iter().map(PortRange::key).collect();
                 for k in std::iter::once(skip)

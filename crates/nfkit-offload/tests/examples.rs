@@ -258,7 +258,9 @@ fn firewall_nf_standalone() {
                 // TCP headers cut short go to the program first.
                 "protocol ip flower skip_sw ip_proto tcp tcp_flags 0x00/0xff action pass",
                 "protocol ip flower skip_sw ip_flags nofrag ip_proto tcp dst_port 16-23 action drop",
-                "protocol ip flower skip_sw ip_flags nofrag ip_proto udp dst_port 52-53 action drop",
+                // UDP's as u32 filters (flower would read the ports of a
+                // UDP header cut short).
+                "protocol ip u32 skip_sw match u8 0x45 0xff at 0 match u16 0x0000 0x3fff at 6 match u8 0x11 0xff at 9 match u16 0x0034 0xfffe at 22 match u32 0x00000000 0x00000000 at 24 action drop",
                 "protocol ip flower skip_sw ip_flags nofrag ip_proto tcp src_ip 10.0.0.0/8",
             ] {
                 assert!(lines.iter().any(|l| l.contains(want)), "{want}: {lines:#?}");

@@ -66,23 +66,43 @@ fn wire(protocol: u16, options: Vec<F>) -> (u16, Vec<F>) {
     (u16::from_be((f.header.info & 0xffff) as u16), opts)
 }
 
-fn roundtrip(name: &str, setup: &dyn Fn(&Vm)) -> usize {
+/// (rules, of them u32 rules) of `name`, each through the netlink form.
+fn roundtrip(name: &str, setup: &dyn Fn(&Vm)) -> (usize, usize) {
     let img = build_prog(name);
     let vm = Vm::new(&img, VmConfig::kernel()).unwrap_or_else(|e| panic!("{e}"));
     setup(&vm);
     let a = analyse(&img, name, &vm, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
     let rules = generate(&a, &RulesOptions::default());
     assert!(!rules.rules.is_empty(), "{name}: no rules");
+    let mut u32_rules = 0;
     for r in &rules.rules {
         let f = encode(r, SKIP_HW, 1000).unwrap_or_else(|e| panic!("{name} prio {}: {e}", r.prio));
-        if r.u32_guard {
-            // A u32 filter: byte 14's value and mask, skip flags kept.
-            let (t, v, m) = nfkit_offload::guard::key(r);
-            assert_eq!(f.protocol, t);
-            assert!(f
-                .u32_guard
+        if r.u32_filter {
+            let u = f
+                .u32_filter
                 .as_ref()
-                .is_some_and(|g| (g.0, g.1, g.2) == (v, m, SKIP_HW)));
+                .unwrap_or_else(|| panic!("{name} prio {}: not a u32 filter", r.prio));
+            assert_eq!(u.flags, SKIP_HW);
+            if r.is_guard() {
+                // A guard: byte 14's value and mask.
+                let (t, v, m) = nfkit_offload::guard::key(r);
+                assert_eq!(f.protocol, t);
+                assert_eq!(u.keys, vec![(u32::from(v) << 24, u32::from(m) << 24, 0)]);
+            } else {
+                // A rule: its keys give back its pattern.
+                let back = nfkit_offload::u32match::pattern(&u.keys, f.protocol);
+                assert_eq!(
+                    (back.mask.clone(), back.value.clone(), back.min_len),
+                    (
+                        r.pattern.mask.clone(),
+                        r.pattern.value.clone(),
+                        r.pattern.min_len
+                    ),
+                    "{name} prio {}: u32 keys",
+                    r.prio
+                );
+                u32_rules += 1;
+            }
             continue;
         }
         assert!(f.options.contains(&F::Flags(SKIP_HW)));
@@ -121,7 +141,7 @@ fn roundtrip(name: &str, setup: &dyn Fn(&Vm)) -> usize {
         assert_eq!(ranges, r.ranges, "{name} prio {}", r.prio);
         assert_eq!(act, r.action, "{name} prio {}", r.prio);
     }
-    rules.rules.len()
+    (rules.rules.len(), u32_rules)
 }
 
 fn fill_blacklist(vm: &Vm) {
@@ -144,16 +164,18 @@ fn fill_blacklist(vm: &Vm) {
 #[test]
 fn rules_survive_the_netlink_form() {
     let none = |_: &Vm| {};
-    let n: usize = [
+    let all = [
         roundtrip("acl", &none),
         roundtrip("tcpflags", &none),
         roundtrip("v6frag", &none),
         roundtrip("ethertype", &none),
         roundtrip("blacklist", &fill_blacklist),
-    ]
-    .iter()
-    .sum();
-    println!("{n} rules through the netlink form and back");
+    ];
+    let n: usize = all.iter().map(|x| x.0).sum();
+    let u: usize = all.iter().map(|x| x.1).sum();
+    println!("{n} rules through the netlink form and back, {u} of them u32 rules");
+    // The ACL's and v6frag's UDP port rules.
+    assert!(all[0].1 > 0 && all[2].1 > 0, "{all:?}");
 }
 
 #[test]
@@ -210,7 +232,7 @@ fn absent_headers_read_as_zero() {
         paths: vec![0],
         ranges: Vec::new(),
         counts: Vec::new(),
-        u32_guard: false,
+        u32_filter: false,
         rewrite: None,
     };
     let mut cut = vec![0u8; 27];

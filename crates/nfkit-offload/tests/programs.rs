@@ -49,7 +49,7 @@ fn protocol_and_port_acl() {
     }
     assert!(lines
         .iter()
-        .any(|l| l.contains("ip_proto udp dst_port 53 action drop")));
+        .any(|l| l.contains("protocol ip u32 skip_sw match u8 0x05 0x0f at 0 match u8 0x11 0xff at 9 match u16 0x0035 0xffff at 22 match u32 0x00000000 0x00000000 at 24 action drop")));
     assert!(lines
         .iter()
         .any(|l| l.contains("mirred egress redirect dev if3")));
@@ -214,10 +214,10 @@ fn ipv6_and_fragment_bits() {
         nfkit_offload::rules::Fallback::Inexpressible(w) if w.contains("only zero bits"))));
     assert!(lines
         .iter()
-        .any(|l| l.contains("ip_proto udp src_ip 2001:db8::/32 dst_port 53 action drop")));
+        .any(|l| l.contains("protocol ipv6 u32 skip_sw match u8 0x11 0xff at 6 match u32 0x20010db8 0xffffffff at 8 match u16 0x0035 0xffff at 42 match u32 0x00000000 0x00000000 at 44 action drop")));
     assert!(lines
         .iter()
-        .any(|l| l.contains("ip_flags nofrag ip_proto udp dst_port 5353 action drop")));
+        .any(|l| l.contains("match u16 0x0000 0x3fff at 6 match u8 0x11 0xff at 9 match u16 0x14e9 0xffff at 22 match u32 0x00000000 0x00000000 at 24 action drop")));
 }
 
 fn fill_adjacent_prefixes(vm: &nfkit_vm::Vm) {
@@ -329,7 +329,7 @@ fn devmap_redirect_with_constant_key() {
     }
     assert!(lines
         .iter()
-        .any(|l| l.contains("ip_proto udp dst_port 4789 action mirred egress redirect dev if7")));
+        .any(|l| l.contains("match u8 0x11 0xff at 9 match u16 0x12b5 0xffff at 22 match u32 0x00000000 0x00000000 at 24 action mirred egress redirect dev if7")));
     // Slot 1 has no entry: the flags' fallback, XDP_DROP, decided (its
     // path checked 8 bytes of the TCP header, fewer than flower's TCP
     // keys imply, so it is not offloaded).

@@ -710,7 +710,10 @@ fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
                         // A u32 guard: its byte matches, decoded.
                         let (u32_match, guards) = if f.kind == "u32" {
                             let (t, m) = nfkit_offload::guard::describe_u32(&f.u32_keys, f.protocol);
-                            (Some(t), Some(m))
+                            // A guard keys byte 0 alone; a rule's keys
+                            // are its pattern's ([`u32match`]).
+                            let guard = f.u32_keys.iter().all(|k| k.2 == 0);
+                            (Some(t), Some(if guard { m } else { String::new() }))
                         } else {
                             (None, None)
                         };

@@ -264,7 +264,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
         paths: Vec::new(),
         ranges: Vec::new(),
         counts: Vec::new(),
-        u32_guard: false,
+        u32_filter: false,
         rewrite: None,
     };
     let cleanup = |tc: &mut Tc| {
@@ -440,30 +440,17 @@ fn pin_clock(cfg: &nfkit_kernel::KMap, ts: u64) -> anyhow::Result<()> {
 }
 
 /// A frame the field model assumes away (docs/offload.md): an IP
-/// version other than its EtherType's, IPv4 options (IHL not 5), or a
-/// UDP header cut short after the ports (flower reads ports from 4
-/// bytes; the program's path checked the whole header). A TCP header cut
-/// so is in the model: the flower guard `tcp_flags 0/0xff` takes it.
+/// version other than its EtherType's, or IPv4 options (IHL not 5). An
+/// L4 header cut short after the ports is in the model: the flower
+/// guard `tcp_flags 0/0xff` takes a TCP one, and UDP port rules are u32
+/// filters, which need the whole UDP header.
 fn outside_assumptions(f: &[u8]) -> bool {
     let et = u16::from_be_bytes([f[12], f[13]]);
-    let (l4, proto) = match et {
-        0x0800 if f.len() > 14 => {
-            if f[14] >> 4 != 4 || f[14] & 0x0f != 5 {
-                return true;
-            }
-            (34, f.get(23).copied())
-        }
-        0x86dd if f.len() > 14 => {
-            if f[14] >> 4 != 6 {
-                return true;
-            }
-            (54, f.get(20).copied())
-        }
-        _ => return false,
-    };
-    // A TCP header cut short is in the model (its flags guard); a UDP
-    // one is not (docs/offload.md, "What remains").
-    proto == Some(17) && f.len() >= l4 + 4 && f.len() < l4 + 8
+    match et {
+        0x0800 if f.len() > 14 => f[14] >> 4 != 4 || f[14] & 0x0f != 5,
+        0x86dd if f.len() > 14 => f[14] >> 4 != 6,
+        _ => false,
+    }
 }
 
 fn hex(f: &[u8]) -> String {
