@@ -28,7 +28,7 @@ i=0
 while [ $i -lt 50 ] && ! ip link show ofl0 | grep -q 'state UP'; do sleep 0.1; i=$((i+1)); done
 cd /work
 PCAPS="--pcap ddos.pcap --pcap dscp_dispatch.pcap --pcap flow_limiter.pcap --pcap port_stats.pcap --pcap tcp_options.pcap"
-for p in acl.o tcpflags.o v6frag.o ethertype.o rewrite.o ddos.py; do
+for p in acl.o tcpflags.o v6frag.o ethertype.o rewrite.o tcpnat.o ddos.py; do
     out=$(nfkit offload check "$p" --dev ofl0 --peer ofl1 $PCAPS --random @RANDOM@ --json 2>/tmp/err)
     rc=$?
     if [ -n "$out" ]; then

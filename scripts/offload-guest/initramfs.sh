@@ -61,7 +61,7 @@ done
 
 # The test programs (the offload crate's), the DDoS example and pcaps.
 PROGS="$ROOT/crates/nfkit-offload/tests/progs"
-for p in acl tcpflags v6frag ethertype blacklist rewrite; do
+for p in acl tcpflags v6frag ethertype blacklist rewrite tcpnat; do
     clang -O2 -g -target bpf -mcpu=v3 -I"$PROGS" -I"$ROOT/corpus" -I"/usr/include/$(uname -m)-linux-gnu" \
         -c "$PROGS/$p.c" -o "$R/work/$p.o"
 done

@@ -75,6 +75,9 @@ pub struct U32Filter {
     pub keys: Vec<crate::u32match::Key>,
     pub flags: u32,
     pub actions: Vec<TcAction>,
+    /// The total-length check before the actions
+    /// ([`crate::u32match::total_length_nodes`]).
+    pub total_length: bool,
 }
 
 fn val_mask(p: &Pattern, r: std::ops::Range<usize>) -> Option<(Vec<u8>, Vec<u8>)> {
@@ -126,6 +129,7 @@ pub fn encode(rule: &Rule, flags: u32, dev: u32) -> Result<FlowerRule, FlowerErr
                 keys,
                 flags,
                 actions: actions(rule, protocol, dev)?,
+                total_length: rule.rewrite.as_ref().is_some_and(|rw| rw.csum_tcp),
             }),
         });
     }
@@ -357,6 +361,7 @@ pub fn decode(protocol: u16, options: &[F], dev: u32) -> Result<Decoded, FlowerE
     let mut packets = None;
     let mut keys: Vec<pedit::Key> = Vec::new();
     let mut csum_ip4h = false;
+    let mut csum_tcp = false;
     let (mut tos, mut ttl, mut flags) = ((0u8, 0u8), (0u8, 0u8), (None, None));
     let mut proto = None;
     for o in options {
@@ -419,7 +424,10 @@ pub fn decode(protocol: u16, options: &[F], dev: u32) -> Result<Decoded, FlowerE
                 for a in acts {
                     match decode_action(a, dev)? {
                         Act::Pedit(k) => keys.extend(k),
-                        Act::Csum => csum_ip4h = true,
+                        Act::Csum(ip, tcp) => {
+                            csum_ip4h |= ip;
+                            csum_tcp |= tcp;
+                        }
                         Act::Last(x) => act = Some(x),
                     }
                     packets = packets.or_else(|| action_packets(a));
@@ -453,12 +461,13 @@ pub fn decode(protocol: u16, options: &[F], dev: u32) -> Result<Decoded, FlowerE
     } else {
         14
     };
-    let rewrite = if keys.is_empty() && !csum_ip4h {
+    let rewrite = if keys.is_empty() && !csum_ip4h && !csum_tcp {
         None
     } else {
         Some(Rewrite {
             edits: pedit::edits_of(&keys)?,
             csum_ip4h,
+            csum_tcp,
             assumes_valid_csum: false,
         })
     };
@@ -510,7 +519,7 @@ fn port(o: &[F], src: bool) -> u16 {
 /// One action of a filter as nfkit writes them.
 enum Act {
     Pedit(Vec<pedit::Key>),
-    Csum,
+    Csum(bool, bool),
     Last(RuleAction),
 }
 
@@ -561,8 +570,8 @@ fn decode_action(a: &TcAction, dev: u32) -> Result<Act, FlowerError> {
         }
         Some("pedit") => Ok(Act::Pedit(pedit::decode_pedit(opts)?)),
         Some("csum") => {
-            pedit::decode_csum(opts)?;
-            Ok(Act::Csum)
+            let (ip, tcp) = pedit::decode_csum(opts)?;
+            Ok(Act::Csum(ip, tcp))
         }
         k => Err(format!("action {k:?}, which nfkit does not write").into()),
     }

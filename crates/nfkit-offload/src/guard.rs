@@ -152,7 +152,52 @@ pub fn guards_forced(rules: &[Rule], v4: bool, v6: bool) -> Vec<Rule> {
             out.push(tcp_cut_guard(et));
         }
     }
+    if rules
+        .iter()
+        .any(|r| r.rewrite.as_ref().is_some_and(|rw| rw.csum_tcp))
+    {
+        out.extend(short_tcp_guards());
+    }
     out
+}
+
+/// `u32` guards for IPv4 TCP frames whose total length does not cover
+/// a 20-byte IP and a 20-byte TCP header (act_csum drops those, the
+/// program may not): total length below 40, as the two ternaries
+/// `& 0xffe0 = 0` and `& 0xfff8 = 0x20`. Added when a rule fixes up a
+/// TCP checksum (`csum tcp`).
+fn short_tcp_guards() -> Vec<Rule> {
+    [(0x00u8, 0xe0u8), (0x20, 0xf8)]
+        .into_iter()
+        .map(|(v, m)| {
+            let mut p = Pattern::any();
+            let set = |p: &mut Pattern, at: usize, v: u8, m: u8| {
+                for bit in 0..8 {
+                    if m >> bit & 1 == 1 {
+                        p.set_bit(at as u32 * 8 + bit, v >> bit & 1 == 1);
+                    }
+                }
+            };
+            set(&mut p, 12, 8, 0xff);
+            set(&mut p, 13, 0, 0xff);
+            set(&mut p, 14, 0x45, 0xff);
+            set(&mut p, 16, 0, 0xff);
+            set(&mut p, 17, v, m);
+            set(&mut p, 23, 6, 0xff);
+            // The words u32 reads: 14..18 and 22..26.
+            p.min_len = 26;
+            Rule {
+                prio: 0,
+                pattern: p,
+                action: RuleAction::Pass,
+                paths: Vec::new(),
+                ranges: Vec::new(),
+                counts: Vec::new(),
+                u32_filter: true,
+                rewrite: None,
+            }
+        })
+        .collect()
 }
 
 /// Whether `r` decides TCP frames of EtherType `et` on their L4 header

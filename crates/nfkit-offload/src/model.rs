@@ -97,9 +97,10 @@ pub struct Equivalence {
     pub rewritten: usize,
     /// Of those, frames whose IPv4 header checksum was wrong on arrival
     /// and whose rule's `csum ip4h` stands for an incremental update
-    /// ([`Rewrite::assumes_valid_csum`](crate::Rewrite)): outside the
-    /// assumption, so the checksum bytes are not compared (every other
-    /// byte is).
+    /// ([`Rewrite::assumes_valid_csum`](crate::Rewrite)), or whose TCP
+    /// checksum was wrong and whose rule has `csum tcp` (always an
+    /// incremental update): outside the assumption, so those checksum
+    /// bytes are not compared (every other byte is).
     pub bad_csum: usize,
 }
 
@@ -156,16 +157,25 @@ impl Equivalence {
             Some(RuleAction::Redirect(i)) => (Decision::Redirect(i), frame.to_vec()),
             Some(RuleAction::Pass) | None => software(frame),
         };
+        let mut got = got;
         let mut mask_csum = false;
+        let mut mask_tcp = false;
         if let Some(rw) = rule
             .filter(|r| r.action != RuleAction::Pass)
             .and_then(|r| r.rewrite.as_ref())
         {
             self.rewritten += 1;
-            rw.apply(&mut got_bytes);
+            if !rw.apply(&mut got_bytes) {
+                // act_csum dropped it.
+                got = Decision::Drop;
+            }
             if rw.csum_ip4h && rw.assumes_valid_csum && !crate::rewrite::ipv4_checksum_ok(frame) {
                 self.bad_csum += 1;
                 mask_csum = true;
+            }
+            if rw.csum_tcp && !crate::rewrite::tcp_checksum_ok(frame) {
+                self.bad_csum += 1;
+                mask_tcp = true;
             }
         }
         if rule.is_some_and(|r| r.action != RuleAction::Pass) {
@@ -174,9 +184,12 @@ impl Equivalence {
         let sent = matches!(want, Decision::Tx | Decision::Redirect(_));
         let same_bytes = !sent || {
             let (mut a, mut b) = (got_bytes.clone(), want_bytes.clone());
-            if mask_csum {
+            for (on, r) in [(mask_csum, 24..26), (mask_tcp, crate::rewrite::CSUM_TCP)] {
+                if !on {
+                    continue;
+                }
                 for x in [&mut a, &mut b] {
-                    if let Some(c) = x.get_mut(24..26) {
+                    if let Some(c) = x.get_mut(r.clone()) {
                         c.fill(0);
                     }
                 }

@@ -211,29 +211,10 @@ impl Tc {
         m.header.parent = INGRESS_PARENT;
         m.header.info = (rule.prio << 16) | u32::from(rule.protocol.to_be());
         if let Some(u) = &rule.u32_filter {
-            // Its keys on 32-bit words from the network header, terminal,
-            // then its actions.
-            let mut sel = TcU32Selector::default();
-            sel.flags = TcU32SelectorFlags::Terminal;
-            sel.nkeys = u.keys.len() as u8;
-            sel.keys = u
-                .keys
-                .iter()
-                .map(|&(v, mask, off)| {
-                    let mut key = TcU32Key::default();
-                    key.val = v;
-                    key.mask = mask;
-                    key.off = off;
-                    key
-                })
-                .collect();
-            let mut o = vec![TcFilterU32Option::Selector(sel)];
-            if u.flags != 0 {
-                o.push(TcFilterU32Option::Flags(
-                    TcU32OptionFlags::from_bits_retain(u.flags),
-                ));
+            if u.total_length {
+                return self.add_u32_total_length(ifindex, rule, u);
             }
-            o.push(TcFilterU32Option::Action(u.actions.clone()));
+            let o = u32_options(&u.keys, u.flags, None, Some(&u.actions), None);
             m.attributes.push(TcAttribute::Kind("u32".into()));
             m.attributes.push(TcAttribute::Options(
                 o.into_iter().map(TcOption::U32).collect(),
@@ -270,6 +251,79 @@ impl Tc {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A `u32` rule that matches only frames holding their IPv4 total
+    /// length ([`crate::u32match::total_length_nodes`]): a hash table of
+    /// its own, one node in it per `tot_len & 3` that checks a mask-0 key
+    /// ending at the total length (found through the variable offset)
+    /// and runs the actions, then the root node with the rule's keys
+    /// that links to it.
+    fn add_u32_total_length(
+        &mut self,
+        ifindex: u32,
+        rule: &FlowerRule,
+        u: &crate::flower::U32Filter,
+    ) -> Result<(), NetlinkError> {
+        let ht = crate::u32match::table_id(rule.prio);
+        let send = |tc: &mut Tc, what: String, handle: u32, o: Vec<TcFilterU32Option>| {
+            let mut m = TcMessage::with_index(ifindex as i32);
+            m.header.parent = INGRESS_PARENT;
+            m.header.info = (rule.prio << 16) | u32::from(rule.protocol.to_be());
+            m.header.handle = TcHandle {
+                major: (handle >> 16) as u16,
+                minor: handle as u16,
+            };
+            m.attributes.push(TcAttribute::Kind("u32".into()));
+            m.attributes.push(TcAttribute::Options(
+                o.into_iter().map(TcOption::U32).collect(),
+            ));
+            tc.request(
+                &what,
+                RouteNetlinkMessage::NewTrafficFilter(m),
+                NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+            )
+            .map(|_| ())
+        };
+        send(
+            self,
+            format!("add u32 hash table {:#x} prio {}", ht >> 20, rule.prio),
+            ht,
+            vec![TcFilterU32Option::Divisor(1)],
+        )?;
+        for (i, (keys, nexthdr)) in crate::u32match::total_length_nodes().iter().enumerate() {
+            let mut o = u32_options(keys, u.flags, None, Some(&u.actions), Some(ht));
+            if let Some(TcFilterU32Option::Selector(sel)) = o
+                .iter_mut()
+                .find(|x| matches!(x, TcFilterU32Option::Selector(_)))
+            {
+                // A mask-0 key at `nexthdr+N`: off2 added (offmask all ones).
+                let mut key = TcU32Key::default();
+                key.off = *nexthdr;
+                key.offmask = -1;
+                sel.keys.push(key);
+                sel.nkeys += 1;
+            }
+            send(
+                self,
+                format!("add u32 total-length node {i} prio {}", rule.prio),
+                ht | (i as u32 + 1),
+                o,
+            )?;
+        }
+        let mut o = u32_options(&u.keys, u.flags, Some(ht), None, None);
+        if let Some(TcFilterU32Option::Selector(sel)) = o
+            .iter_mut()
+            .find(|x| matches!(x, TcFilterU32Option::Selector(_)))
+        {
+            // off2 = (0 + 3 + tot_len) & ~3, read at network byte 2.
+            sel.flags = TcU32SelectorFlags::VarOffset;
+            sel.offoff = 2;
+            sel.offmask = 0xffff;
+            sel.offshift = 0;
+            sel.off = 0;
+        }
+        send(self, format!("add u32 rule prio {}", rule.prio), 0, o)
     }
 
     /// Deletes the filters of priority `prio` at the ingress of `ifindex`.
@@ -404,4 +458,48 @@ pub fn protocol_name(p: u16) -> String {
         0x86dd => "ipv6".into(),
         p => format!("0x{p:04x}"),
     }
+}
+
+/// A `u32` node's options: a selector with `keys` (terminal unless it
+/// links to a table), the skip flags, the link, the actions, and the
+/// table it goes in.
+fn u32_options(
+    keys: &[crate::u32match::Key],
+    flags: u32,
+    link: Option<u32>,
+    actions: Option<&Vec<netlink_packet_route::tc::TcAction>>,
+    hash: Option<u32>,
+) -> Vec<TcFilterU32Option> {
+    let mut sel = TcU32Selector::default();
+    if link.is_none() {
+        sel.flags = TcU32SelectorFlags::Terminal;
+    }
+    sel.nkeys = keys.len() as u8;
+    sel.keys = keys
+        .iter()
+        .map(|&(v, mask, off)| {
+            let mut key = TcU32Key::default();
+            key.val = v;
+            key.mask = mask;
+            key.off = off;
+            key
+        })
+        .collect();
+    let mut o = Vec::new();
+    if let Some(h) = hash {
+        o.push(TcFilterU32Option::Hash(h));
+    }
+    o.push(TcFilterU32Option::Selector(sel));
+    if let Some(l) = link {
+        o.push(TcFilterU32Option::Link(l));
+    }
+    if flags != 0 {
+        o.push(TcFilterU32Option::Flags(
+            TcU32OptionFlags::from_bits_retain(flags),
+        ));
+    }
+    if let Some(a) = actions {
+        o.push(TcFilterU32Option::Action(a.clone()));
+    }
+    o
 }

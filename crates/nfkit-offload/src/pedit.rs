@@ -24,6 +24,8 @@ const TCA_PEDIT_KEY_EX_CMD: u16 = 2;
 const TCA_CSUM_PARMS: u16 = 1;
 /// `TCA_CSUM_UPDATE_FLAG_IPV4HDR`.
 const CSUM_IPV4HDR: u32 = 1;
+/// `TCA_CSUM_UPDATE_FLAG_TCP`.
+const CSUM_TCP: u32 = 8;
 /// `struct tc_pedit_key`: mask, val, off, at, offmask, shift.
 const KEY_LEN: usize = 24;
 /// `tc_gen` (index, capab, action, refcnt, bindcnt) in a parameter
@@ -261,10 +263,12 @@ pub fn actions(rw: &Rewrite, ethertype: u16, tab: u16) -> Result<Vec<TcAction>, 
             ],
         ));
     }
-    if rw.csum_ip4h {
+    if rw.csum_ip4h || rw.csum_tcp {
+        let flags =
+            if rw.csum_ip4h { CSUM_IPV4HDR } else { 0 } | if rw.csum_tcp { CSUM_TCP } else { 0 };
         let mut p = vec![0u8; GEN_LEN + 4];
         pipe_gen(&mut p);
-        p[GEN_LEN..].copy_from_slice(&CSUM_IPV4HDR.to_ne_bytes());
+        p[GEN_LEN..].copy_from_slice(&flags.to_ne_bytes());
         out.push(act(
             tab + out.len() as u16,
             "csum",
@@ -353,9 +357,9 @@ pub fn decode_pedit(opts: &[TcActionOption]) -> Result<Vec<Key>, String> {
     Ok(keys)
 }
 
-/// Whether an installed `csum` action redoes the IPv4 header checksum
-/// (and nothing nfkit does not write).
-pub fn decode_csum(opts: &[TcActionOption]) -> Result<(), String> {
+/// What an installed `csum` action redoes: (the IPv4 header checksum,
+/// the TCP checksum); an error for anything nfkit does not write.
+pub fn decode_csum(opts: &[TcActionOption]) -> Result<(bool, bool), String> {
     let p = opts
         .iter()
         .find_map(|o| match o {
@@ -367,10 +371,10 @@ pub fn decode_csum(opts: &[TcActionOption]) -> Result<(), String> {
         .get(GEN_LEN..GEN_LEN + 4)
         .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         .ok_or("a short csum parameter block")?;
-    if flags != CSUM_IPV4HDR {
+    if flags & !(CSUM_IPV4HDR | CSUM_TCP) != 0 || flags == 0 {
         return Err(format!("a csum action with update flags {flags:#x}"));
     }
-    Ok(())
+    Ok((flags & CSUM_IPV4HDR != 0, flags & CSUM_TCP != 0))
 }
 
 /// The byte edits of `keys`, by frame offset (an untagged frame), in
@@ -516,6 +520,7 @@ mod tests {
         Rewrite {
             edits,
             csum_ip4h: !v6 && rng.below(2) == 0,
+            csum_tcp: false,
             assumes_valid_csum: false,
         }
     }
@@ -579,6 +584,7 @@ mod tests {
                 mask: 0xff,
             }],
             csum_ip4h: false,
+            csum_tcp: false,
             assumes_valid_csum: false,
         };
         let e = munges(&rw, 0x0800).unwrap_err();

@@ -59,6 +59,14 @@ pub struct Rewrite {
     pub edits: Vec<Edit>,
     /// The IPv4 header checksum recomputed (`action csum ip4h`).
     pub csum_ip4h: bool,
+    /// The TCP checksum recomputed (`action csum ... tcp`), standing for
+    /// the program's incremental fix-up of an IPv4 TCP segment's
+    /// checksum after address or port edits: equal for segments whose
+    /// checksum was right on arrival. act_csum drops a frame shorter
+    /// than its IPv4 total length and leaves fragments alone, so such a
+    /// rule is a `u32` filter that matches only unfragmented frames
+    /// holding their total length ([`crate::u32match`]).
+    pub csum_tcp: bool,
     /// The program's fix-up is incremental (RFC 1624): it equals the
     /// recomputed checksum for frames whose IPv4 header checksum was
     /// right, and keeps a wrong one wrong by the same amount.
@@ -67,12 +75,15 @@ pub struct Rewrite {
 
 /// IPv4 header checksum bytes in an untagged frame.
 const CSUM4: std::ops::Range<usize> = 24..26;
+/// TCP checksum bytes after an IPv4 header without options.
+pub const CSUM_TCP: std::ops::Range<usize> = 50..52;
 /// The IPv4 header (no options) in an untagged frame.
 const IP4: std::ops::Range<usize> = 14..34;
 
 impl Rewrite {
-    /// The frame after the rewrite, as pedit and csum leave it.
-    pub fn apply(&self, frame: &mut [u8]) {
+    /// The frame after the rewrite, as pedit and csum leave it; `false`
+    /// when act_csum drops it instead (a TCP checksum it cannot redo).
+    pub fn apply(&self, frame: &mut [u8]) -> bool {
         for e in &self.edits {
             match *e {
                 Edit::Set { at, val, mask } => {
@@ -87,9 +98,13 @@ impl Rewrite {
                 }
             }
         }
+        if self.csum_tcp && !fix_tcp_checksum(frame) {
+            return false;
+        }
         if self.csum_ip4h {
             fix_ipv4_checksum(frame);
         }
+        true
     }
 
     /// The `tc` action words for `ethertype` (0x0800, 0x86dd or other),
@@ -106,8 +121,11 @@ impl Rewrite {
             out.push_str(&munges.join(" "));
             out.push_str(" pipe action ");
         }
-        if self.csum_ip4h {
-            out.push_str("csum ip4h pipe action ");
+        match (self.csum_ip4h, self.csum_tcp) {
+            (true, true) => out.push_str("csum iph and tcp pipe action "),
+            (true, false) => out.push_str("csum ip4h pipe action "),
+            (false, true) => out.push_str("csum tcp pipe action "),
+            (false, false) => {}
         }
         Ok(out)
     }
@@ -127,6 +145,9 @@ impl fmt::Display for Rewrite {
         if self.csum_ip4h {
             write!(f, ", csum ip4h")?;
         }
+        if self.csum_tcp {
+            write!(f, ", csum tcp")?;
+        }
         Ok(())
     }
 }
@@ -145,6 +166,64 @@ pub fn fix_ipv4_checksum(frame: &mut [u8]) {
     frame[25] = 0;
     let c = !fold(&frame[14..14 + ihl]);
     frame[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The TCP checksum as act_csum redoes it in an untagged IPv4 frame
+/// (`tcf_csum_ipv4_tcp`): none for a fragment with a non-zero offset or
+/// a protocol other than TCP; else over the IP payload as the total
+/// length gives it (padding ignored), with the pseudo-header. `false`
+/// when act_csum drops the frame: it does not hold its total length, or
+/// the total length does not cover the TCP header.
+pub fn fix_tcp_checksum(frame: &mut [u8]) -> bool {
+    if frame.get(12..14) != Some(&[8, 0]) || frame.len() < 34 {
+        return true;
+    }
+    let ihl = (frame[14] & 0xf) as usize * 4;
+    if u16::from_be_bytes([frame[20], frame[21]]) & 0x1fff != 0 || frame[23] != 6 {
+        return true;
+    }
+    let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+    if frame.len() < 14 + total || total < ihl + 20 {
+        return false;
+    }
+    let l4 = 14 + ihl;
+    frame[l4 + 16] = 0;
+    frame[l4 + 17] = 0;
+    let c = !tcp_sum(frame, l4, total - ihl);
+    frame[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+/// The folded sum of the TCP pseudo-header and the `len` bytes at `l4`.
+fn tcp_sum(frame: &[u8], l4: usize, len: usize) -> u16 {
+    let mut pseudo = [0u8; 12];
+    pseudo[..8].copy_from_slice(&frame[26..34]);
+    pseudo[9] = 6;
+    pseudo[10..12].copy_from_slice(&(len as u16).to_be_bytes());
+    let a = fold(&pseudo);
+    let b = fold(&frame[l4..l4 + len]);
+    let mut s = u32::from(a) + u32::from(b);
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// Whether an unfragmented IPv4 TCP frame that holds its total length
+/// has a right TCP checksum (any other frame counts as right).
+pub fn tcp_checksum_ok(frame: &[u8]) -> bool {
+    if frame.get(12..14) != Some(&[8, 0]) || frame.len() < 34 || frame[23] != 6 {
+        return true;
+    }
+    let ihl = (frame[14] & 0xf) as usize * 4;
+    let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+    if u16::from_be_bytes([frame[20], frame[21]]) & 0x1fff != 0
+        || frame.len() < 14 + total
+        || total < ihl + 20
+    {
+        return true;
+    }
+    tcp_sum(frame, 14 + ihl, total - ihl) == 0xffff
 }
 
 /// Whether an untagged IPv4 frame's header checksum is right (frames
@@ -198,15 +277,23 @@ pub fn lin_of(v: &Val, pat: &Pattern) -> Option<Lin> {
 pub fn classify(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<Option<Rewrite>, String> {
     let mut edits = Vec::new();
     let mut csum = None;
+    let mut csum_tcp = false;
     let ipv4 = pat.value.get(12..14) == Some(&[8, 0])
         && pat.mask.get(12..14) == Some(&[0xff; 2])
         && pat.mask.get(14).is_some_and(|m| m & 0x0f == 0x0f)
         && pat.value.get(14).is_some_and(|v| v & 0x0f == 5);
+    let tcp = ipv4 && crate::fields::exact(pat, 23..24).as_deref() == Some(&[6]);
     for (&at, cell) in pkt {
         let at = usize::try_from(at).map_err(|_| format!("writes packet byte {at}"))?;
         if ipv4 && CSUM4.contains(&at) {
             if let PCell::Val { .. } = cell {
                 csum = Some(());
+                continue;
+            }
+        }
+        if tcp && CSUM_TCP.contains(&at) {
+            if let PCell::Val { .. } = cell {
+                csum_tcp = true;
                 continue;
             }
         }
@@ -254,6 +341,7 @@ pub fn classify(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<Option<Rewr
     let mut rw = Rewrite {
         edits,
         csum_ip4h: false,
+        csum_tcp: false,
         assumes_valid_csum: false,
     };
     if csum.is_some() {
@@ -263,10 +351,98 @@ pub fn classify(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<Option<Rewr
         rw.csum_ip4h = true;
         rw.assumes_valid_csum = relies;
     }
-    if rw.edits.is_empty() && !rw.csum_ip4h {
+    if csum_tcp {
+        proven_tcp_checksum(pkt, pat)?;
+        rw.edits.retain(|e| !CSUM_TCP.contains(&e.at()));
+        rw.csum_tcp = true;
+    }
+    if rw.edits.is_empty() && !rw.csum_ip4h && !rw.csum_tcp {
         return Ok(None);
     }
     Ok(Some(rw))
+}
+
+/// The checksum store at bytes 50..52 is the incremental update of the
+/// TCP checksum for the other stores: for a segment whose checksum was
+/// right, the checksum act_csum recomputes. The stores may change only
+/// what the checksum covers and the sum can follow: the addresses (the
+/// pseudo-header) and the TCP header, not the protocol, the total
+/// length nor the payload.
+fn proven_tcp_checksum(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<(), String> {
+    let fixed = |p: u32| pat.bit(p);
+    let no = |why: &str| Err(format!("TCP checksum fix-up not recognised: {why}"));
+    for &at in pkt.keys() {
+        if (16..18).contains(&at) || at == 23 || at >= 54 {
+            return no(&format!(
+                "it also writes byte {at} (total length, protocol or payload), which an incremental update over the header does not cover"
+            ));
+        }
+    }
+    let stored = match (pkt.get(&50), pkt.get(&51)) {
+        (
+            Some(PCell::Val {
+                v,
+                k: 0,
+                n: 2,
+                at: 50,
+                id,
+            }),
+            Some(PCell::Val {
+                k: 1,
+                n: 2,
+                at: 50,
+                id: i2,
+                ..
+            }),
+        ) if id == i2 => v,
+        _ => return no("not one 16-bit store of a sum"),
+    };
+    let Some(c) = lin_of(stored, pat).and_then(|l| l.truncate(2)) else {
+        return no("a value the checksum forms cannot follow");
+    };
+    if c.hi > 0xfffe {
+        return no("the stored value may be 0xffff, which a recomputed TCP checksum never is");
+    }
+    let wire = c.form.scale(256).substitute(&fixed);
+    // The words the update covers: the addresses, the TCP header but its
+    // checksum (after the stores, and as they arrived, the checksum too).
+    let mut sum_new = Form::default();
+    let mut sum_old = Form::default();
+    for at in (26..34).step_by(2).chain((34..54).step_by(2)) {
+        let old =
+            Lin::of_bits(&Bits::packet(at as u32, 2).bswap(16), &fixed).ok_or("header word")?;
+        sum_old = sum_old.add(&old.form);
+        if at == CSUM_TCP.start {
+            continue;
+        }
+        let word = match (pkt.get(&(at as i64)), pkt.get(&(at as i64 + 1))) {
+            (
+                Some(PCell::Val {
+                    v, k: 0, n: 2, id, ..
+                }),
+                Some(PCell::Val {
+                    k: 1, n: 2, id: i2, ..
+                }),
+            ) if id == i2 => lin_of(v, pat)
+                .and_then(|l| l.truncate(2))
+                .map(|l| l.form.scale(256)),
+            (hi, lo) => byte_form(hi, at, pat)
+                .zip(byte_form(lo, at + 1, pat))
+                .map(|(h, l)| h.scale(256).add(&l)),
+        };
+        let Some(word) = word else {
+            return no(&format!(
+                "bytes {at}..{} hold a value the forms cannot follow",
+                at + 2
+            ));
+        };
+        sum_new = sum_new.add(&word);
+    }
+    let total = wire.add(&sum_new).substitute(&fixed);
+    if total.sub(&sum_old.substitute(&fixed)).is_zero() {
+        return Ok(());
+    }
+    no("the stored value is not the incremental update of the checksum for the rewrite")
 }
 
 /// The checksum store at bytes 24..26 is the IPv4 header's checksum

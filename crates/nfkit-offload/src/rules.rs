@@ -106,7 +106,9 @@ impl Rule {
     /// the frame lacks reads as zeros ([`fields::absent_view`]).
     pub fn matches(&self, frame: &[u8]) -> bool {
         if self.u32_filter {
-            return self.pattern.matches(frame);
+            let csum_tcp = self.rewrite.as_ref().is_some_and(|rw| rw.csum_tcp);
+            return self.pattern.matches(frame)
+                && (!csum_tcp || crate::u32match::holds_total_length(frame));
         }
         // Flower finds the L4 header after any IPv4 options and has no
         // key for the IP version nor the IHL.
@@ -231,7 +233,24 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
             Outcome::Action(XdpAction::Tx) => RuleAction::Tx,
             Outcome::Action(XdpAction::Redirect(d)) => RuleAction::Redirect(*d),
         };
-        match exact(&p.pattern) {
+        let exact_nofrag = |pat: &Pattern| {
+            let mut pat = exact(pat)?;
+            if p.rewrite.as_ref().is_some_and(|rw| rw.csum_tcp) {
+                // act_csum leaves a later fragment's checksum alone and
+                // redoes a first fragment's over that fragment only.
+                for b in 0..14u32 {
+                    let pos = if b < 8 { 21 * 8 + b } else { 20 * 8 + b - 8 };
+                    if !pat.set_bit(pos, false) {
+                        return Err(
+                            "a TCP checksum fix-up on a fragment, which act_csum would not redo the same way"
+                                .to_string(),
+                        );
+                    }
+                }
+            }
+            Ok(pat)
+        };
+        match exact_nofrag(&p.pattern) {
             Ok(pattern) => cands.push(Cand {
                 pattern,
                 action: act,
@@ -251,7 +270,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
     merge(&mut cands);
     // A UDP port rule becomes one u32 filter per prefix of its ranges.
     let size = |c: &Cand| {
-        if crate::u32match::needs_u32(&c.pattern, &c.ranges, c.action) {
+        if crate::u32match::needs_u32(&c.pattern, &c.ranges, c.action, c.rewrite.as_ref()) {
             crate::u32match::expanded_len(&c.ranges)
         } else {
             1
@@ -314,7 +333,7 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
     let rules: Vec<Rule> = rules
         .into_iter()
         .flat_map(|r| {
-            if crate::u32match::needs_u32(&r.pattern, &r.ranges, r.action) {
+            if crate::u32match::needs_u32(&r.pattern, &r.ranges, r.action, r.rewrite.as_ref()) {
                 crate::u32match::expand(&r)
             } else {
                 vec![r]
@@ -592,10 +611,7 @@ impl RuleSet {
     ) -> Vec<String> {
         self.rules
             .iter()
-            .map(|r| {
-                if r.u32_filter && r.is_guard() {
-                    return crate::guard::tc_line(r, dev, skip);
-                }
+            .flat_map(|r| {
                 let FlowerMatch { protocol, keys } = if r.u32_filter {
                     let protocol = match fields::exact(&r.pattern, 12..14).as_deref() {
                         Some([8, 0]) => "ip".to_string(),
@@ -630,6 +646,19 @@ impl RuleSet {
                     RuleAction::Tx => format!("mirred egress redirect dev {dev}"),
                     RuleAction::Redirect(i) => format!("mirred egress redirect dev {}", ifname(i)),
                 };
+                if r.rewrite.as_ref().is_some_and(|rw| rw.csum_tcp) && r.u32_filter {
+                    let head = format!(
+                        "tc filter add dev {dev} ingress prio {} protocol {protocol}",
+                        r.prio
+                    );
+                    return crate::u32match::total_length_lines(
+                        &head,
+                        r.prio,
+                        skip,
+                        &keys.join(" "),
+                        &format!("{rewrite}{action}"),
+                    );
+                }
                 let mut line = format!(
                     "tc filter add dev {dev} ingress prio {} protocol {protocol} {}",
                     r.prio,
@@ -647,7 +676,7 @@ impl RuleSet {
                 line.push_str(" action ");
                 line.push_str(&rewrite);
                 line.push_str(&action);
-                line
+                vec![line]
             })
             .collect()
     }

@@ -545,9 +545,13 @@ impl Exec<'_> {
                 } else if width == Width::W32 {
                     self.clock_arithmetic(&b);
                 }
-                let r = match alu(width, op, a.clone(), b.clone()) {
-                    Val::Unknown => lin_alu(width, op, &a, &b, &st.pat).unwrap_or(Val::Unknown),
-                    r => r,
+                let sum = op == AluOp::Add && b.as_const().is_some() && complemented(&a);
+                let r = match sum.then(|| lin_alu(width, op, &a, &b, &st.pat)).flatten() {
+                    Some(r) => r,
+                    None => match alu(width, op, a.clone(), b.clone()) {
+                        Val::Unknown => lin_alu(width, op, &a, &b, &st.pat).unwrap_or(Val::Unknown),
+                        r => r,
+                    },
                 };
                 st.regs[dst.num() as usize] = r;
                 st.pc = next;
@@ -1974,6 +1978,20 @@ fn alu(width: Width, op: AluOp, a: Val, b: Val) -> Val {
 /// Arithmetic [`alu`] leaves unknown that a checksum sum follows
 /// ([`crate::csum::Lin`]): additions of packet-bit values, folds
 /// (`& 0xffff`, `>> 16`), complements (`^ 0xffff`, `^ -1`) and moves.
+/// Whether `v` holds a complemented packet bit: a complemented field
+/// plus a constant is a ones'-complement sum (`~check + (~m + m')` with
+/// the constants folded by the compiler), not the `x - c` of a range
+/// test, which adds to the field itself.
+fn complemented(v: &Val) -> bool {
+    match v {
+        Val::Scalar(bits) => bits
+            .0
+            .iter()
+            .any(|&x| crate::value::literal(x).is_some_and(|(_, neg)| neg)),
+        _ => false,
+    }
+}
+
 fn lin_alu(width: Width, op: AluOp, a: &Val, b: &Val, pat: &Pattern) -> Option<Val> {
     use crate::rewrite::lin_of;
     let w = if width == Width::W32 { 32 } else { 64 };
@@ -1994,7 +2012,8 @@ fn lin_alu(width: Width, op: AluOp, a: &Val, b: &Val, pat: &Pattern) -> Option<V
     };
     let interesting = matches!(a, Val::Lin(_))
         || matches!(b, Val::Lin(_))
-        || (op == AluOp::Add && b.as_const().is_none());
+        || (op == AluOp::Add && b.as_const().is_none())
+        || (op == AluOp::Add && complemented(a));
     if !interesting {
         return None;
     }

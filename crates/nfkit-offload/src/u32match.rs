@@ -90,6 +90,36 @@ pub fn pattern(keys: &[Key], ethertype: u16) -> Pattern {
     p
 }
 
+/// `tc` commands for a rule with the total-length check at `prio`
+/// (`head`: `tc filter add dev D ingress prio P protocol ip`, `skip`,
+/// its keys' text and its action words), in order.
+pub fn total_length_lines(
+    head: &str,
+    prio: u32,
+    skip: &str,
+    keys: &str,
+    action: &str,
+) -> Vec<String> {
+    let ht = table_id(prio) >> 20;
+    let skip = if skip.is_empty() {
+        String::new()
+    } else {
+        format!(" {skip}")
+    };
+    let mut out = vec![format!("{head} handle {ht:x}: u32 divisor 1")];
+    for (i, (k, nexthdr)) in total_length_nodes().iter().enumerate() {
+        out.push(format!(
+            "{head} handle {ht:x}:0:{} u32{skip} ht {ht:x}: {} match u32 0 0 at nexthdr+{nexthdr} action {action}",
+            i + 1,
+            tc_text(k)
+        ));
+    }
+    out.push(format!(
+        "{head} u32{skip} {keys} offset at 2 mask 0xffff shift 0 link {ht:x}:"
+    ));
+    out
+}
+
 /// `tc`'s words for the keys: `match u8 V M at N` for a key on one
 /// byte, `match u16` for two aligned ones, else `match u32 V M at N`.
 pub fn tc_text(keys: &[Key]) -> String {
@@ -124,12 +154,45 @@ pub fn tc_text(keys: &[Key]) -> String {
     out.join(" ")
 }
 
+/// The hash table (its handle, `NNN:`) of the total-length check of the
+/// rule at `prio`: one per priority, in 1..0x800 (the kernel numbers
+/// the tables it makes for priorities from 0x800 up).
+pub fn table_id(prio: u32) -> u32 {
+    (1 + prio % 0x7ff) << 20
+}
+
+/// The nodes of the total-length check, one per `tot_len & 3 = r`: its
+/// key on the total length's low bits, and the offset of a mask-0 key
+/// after `nexthdr` that ends exactly at the total length. The root node
+/// sets the variable offset to `(3 + tot_len) & ~3` (u32 rounds it to
+/// a word), so the key sits at that minus 4 minus `(4 - r) % 4`; a
+/// frame that does not hold the word matches nothing.
+pub fn total_length_nodes() -> Vec<(Vec<Key>, i32)> {
+    (0..4u32)
+        .map(|r| (vec![(r, 3, 0)], -4 - ((4 - r as i32) % 4)))
+        .collect()
+}
+
+/// Whether an untagged IPv4 frame holds its total length (what the
+/// total-length check of a `csum tcp` rule tests).
+pub fn holds_total_length(frame: &[u8]) -> bool {
+    frame.len() >= 18 && frame.len() >= 14 + usize::from(u16::from_be_bytes([frame[16], frame[17]]))
+}
+
 /// Whether a rule must be a `u32` filter: it decides (a `pass` sends
 /// its frames to the program, which is always right) UDP frames on
-/// their ports.
-pub fn needs_u32(pattern: &Pattern, ranges: &[PortRange], action: RuleAction) -> bool {
+/// their ports, or its TCP checksum fix-up needs the total-length check.
+pub fn needs_u32(
+    pattern: &Pattern,
+    ranges: &[PortRange],
+    action: RuleAction,
+    rewrite: Option<&crate::Rewrite>,
+) -> bool {
     if action == RuleAction::Pass {
         return false;
+    }
+    if rewrite.is_some_and(|rw| rw.csum_tcp) {
+        return true;
     }
     match crate::fields::l4_proto(pattern) {
         Some((l4, 17)) => !ranges.is_empty() || pattern.mask.iter().skip(l4).any(|&m| m != 0),

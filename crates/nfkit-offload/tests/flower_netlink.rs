@@ -83,8 +83,14 @@ fn roundtrip(name: &str, setup: &dyn Fn(&Vm)) -> (usize, usize) {
                 .as_ref()
                 .unwrap_or_else(|| panic!("{name} prio {}: not a u32 filter", r.prio));
             assert_eq!(u.flags, SKIP_HW);
-            if r.is_guard() {
-                // A guard: byte 14's value and mask.
+            assert_eq!(
+                u.total_length,
+                r.rewrite.as_ref().is_some_and(|w| w.csum_tcp),
+                "{name} prio {}",
+                r.prio
+            );
+            if r.is_guard() && r.pattern.bytes_used() <= 15 {
+                // A version/IHL guard: byte 14's value and mask.
                 let (t, v, m) = nfkit_offload::guard::key(r);
                 assert_eq!(f.protocol, t);
                 assert_eq!(u.keys, vec![(u32::from(v) << 24, u32::from(m) << 24, 0)]);
@@ -170,12 +176,13 @@ fn rules_survive_the_netlink_form() {
         roundtrip("v6frag", &none),
         roundtrip("ethertype", &none),
         roundtrip("blacklist", &fill_blacklist),
+        roundtrip("tcpnat", &none),
     ];
     let n: usize = all.iter().map(|x| x.0).sum();
     let u: usize = all.iter().map(|x| x.1).sum();
     println!("{n} rules through the netlink form and back, {u} of them u32 rules");
-    // The ACL's and v6frag's UDP port rules.
-    assert!(all[0].1 > 0 && all[2].1 > 0, "{all:?}");
+    // The ACL's and v6frag's UDP port rules, tcpnat's checksum rule.
+    assert!(all[0].1 > 0 && all[2].1 > 0 && all[5].1 > 0, "{all:?}");
 }
 
 #[test]
