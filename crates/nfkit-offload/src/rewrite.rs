@@ -4,12 +4,13 @@
 //! The executor keeps every byte a path stores into the packet
 //! ([`PCell`]). At a TX or redirect the bytes become a [`Rewrite`] when
 //! each is a constant (some of its bits, the rest kept: `set ... retain`),
-//! the byte it was plus a constant (`add`, as a TTL decrement), or, for
-//! the IPv4 header checksum, a value proven to be the header's checksum
-//! after the other edits ([`crate::csum`]): `action csum ip4h`.
-//! Anything else (a byte copied from elsewhere in the packet, a sum the
-//! forms cannot follow, a fix-up of an L4 checksum) leaves the path to
-//! software, with the reason.
+//! the byte it was plus a constant (`add`, as a TTL decrement), for the
+//! IPv4 header checksum a value proven to be the header's checksum
+//! after the other edits ([`crate::csum`]): `action csum ip4h`, or for
+//! the TCP checksum of an IPv4 segment a value proven to be its
+//! incremental update: `csum tcp`. Anything else (a byte copied from
+//! elsewhere in the packet, a sum the forms cannot follow, a UDP
+//! checksum fix-up) leaves the path to software, with the reason.
 
 use crate::csum::{Form, Lin};
 use crate::pattern::Pattern;
@@ -77,6 +78,8 @@ pub struct Rewrite {
 const CSUM4: std::ops::Range<usize> = 24..26;
 /// TCP checksum bytes after an IPv4 header without options.
 pub const CSUM_TCP: std::ops::Range<usize> = 50..52;
+/// UDP checksum bytes after an IPv4 header without options.
+const CSUM_UDP: std::ops::Range<usize> = 40..42;
 /// The IPv4 header (no options) in an untagged frame.
 const IP4: std::ops::Range<usize> = 14..34;
 
@@ -283,6 +286,7 @@ pub fn classify(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<Option<Rewr
         && pat.mask.get(14).is_some_and(|m| m & 0x0f == 0x0f)
         && pat.value.get(14).is_some_and(|v| v & 0x0f == 5);
     let tcp = ipv4 && crate::fields::exact(pat, 23..24).as_deref() == Some(&[6]);
+    let udp = ipv4 && crate::fields::exact(pat, 23..24).as_deref() == Some(&[17]);
     for (&at, cell) in pkt {
         let at = usize::try_from(at).map_err(|_| format!("writes packet byte {at}"))?;
         if ipv4 && CSUM4.contains(&at) {
@@ -295,6 +299,14 @@ pub fn classify(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<Option<Rewr
             if let PCell::Val { .. } = cell {
                 csum_tcp = true;
                 continue;
+            }
+        }
+        if udp && CSUM_UDP.contains(&at) {
+            if let PCell::Val { .. } = cell {
+                return Err(
+                    "fixes up the UDP checksum: act_csum zeroes the checksum of a datagram whose UDP length differs from the IP payload's, and neither flower nor u32 can compare the two fields, so no rule can do it exactly"
+                        .into(),
+                );
             }
         }
         let edit = match cell {

@@ -2,7 +2,8 @@
  * gets destination 198.18.0.2 port 80, with both checksums updated
  * incrementally (RFC 1624: the IPv4 header's for the address, the TCP
  * checksum for the address in its pseudo-header and the port), and is
- * sent back out (TX). Everything else passes. */
+ * sent back out (TX). The same for UDP to port 5353 (the UDP checksum
+ * fix-up stays in software). Everything else passes. */
 #include "common.h"
 
 static __always_inline __u16 csum_fold(__u32 s)
@@ -25,6 +26,20 @@ int tcpnat(struct xdp_md *ctx)
 	struct iphdr *ip = (void *)(eth + 1);
 	if (!IN_PKT(ip, sizeof(*ip), end) || ip->ihl != 5)
 		return XDP_PASS;
+	if (ip->protocol == IPPROTO_UDP) {
+		/* The same NAT for UDP to port 5353 (-> 53): its checksum
+		 * fix-up has no exact flower/u32 form (software). */
+		struct udphdr *udp = (void *)(ip + 1);
+		if (!IN_PKT(udp, sizeof(*udp), end))
+			return XDP_PASS;
+		if (ip->daddr != bpf_htonl(0xc6120001) ||
+		    udp->dest != bpf_htons(5353) || !udp->check)
+			return XDP_PASS;
+		__u16 o = bpf_htons(5353), n = bpf_htons(53);
+		udp->dest = n;
+		udp->check = csum_fold((__u16)~udp->check + (__u16)~o + n);
+		return XDP_TX;
+	}
 	if (ip->protocol != IPPROTO_TCP)
 		return XDP_PASS;
 	struct tcphdr *tcp = (void *)(ip + 1);
