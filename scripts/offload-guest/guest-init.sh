@@ -37,6 +37,20 @@ for p in acl.o tcpflags.o v6frag.o ethertype.o rewrite.o tcpnat.o ddos.py; do
         echo "OFFLOAD-ERROR $p rc=$rc $(tr '\n' ' ' </tmp/err)"
     fi
 done
+# The firewall NF's xdp_acl with its rule table filled (as the offload
+# crate's firewall_nf_standalone test fills it): TCP to 23 and UDP to 53
+# dropped, TCP from 1000-1999 passed, a source-prefix drop rule.
+ACL="--map-set nf_firewall_acl:00000000:000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000ffff1700170006010000000000000000000001000080"
+ACL="$ACL --map-set nf_firewall_acl:01000000:000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000ffff3500350011010000000000000000000001000080"
+ACL="$ACL --map-set nf_firewall_acl:02000000:00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000e803cf070000ffff06010000000000000000000002000080"
+ACL="$ACL --map-set nf_firewall_acl:03000000:00000000000000000000ffff0a000000ffffffffffffffffffffffffff00000000000000000000000000000000000000000000000000000000000000000000000000ffff0000ffff00010000000000000000000001000080"
+out=$(nfkit offload check firewall.o --section xdp_acl $ACL --dev ofl0 --peer ofl1 $PCAPS --random @RANDOM@ --json 2>/tmp/err)
+rc=$?
+if [ -n "$out" ]; then
+    echo "OFFLOAD-RESULT $out"
+else
+    echo "OFFLOAD-ERROR firewall.o rc=$rc $(tr '\n' ' ' </tmp/err)"
+fi
 # Map-driven sync on the kernel's flower: the blacklist deployed on ofl2,
 # its rules watched (10 ms polling) while its maps are filled and emptied.
 export NFKIT_STATE_DIR=/run/nfkit NFKIT_PIN_ROOT=/sys/fs/bpf/nfkit

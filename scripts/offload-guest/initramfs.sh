@@ -65,6 +65,10 @@ for p in acl tcpflags v6frag ethertype blacklist rewrite tcpnat; do
     clang -O2 -g -target bpf -mcpu=v3 -I"$PROGS" -I"$ROOT/corpus" -I"/usr/include/$(uname -m)-linux-gnu" \
         -c "$PROGS/$p.c" -o "$R/work/$p.o"
 done
+# The catalogue's firewall NF built as nfkit-nf's build does for XDP: its
+# standalone `xdp_acl` export, checked with a filled rule table.
+clang -O2 -g -target bpf -mcpu=v3 -DNF_HOOK_XDP -I "$ROOT/nf/include" \
+    -I"/usr/include/$(uname -m)-linux-gnu" -c "$ROOT/nf/firewall.c" -o "$R/work/firewall.o"
 cp "$ROOT/examples/ddos.py" "$R/work/"
 for p in ddos dscp_dispatch flow_limiter port_stats tcp_options; do
     cp "$ROOT/examples/$p.pcap" "$R/work/"

@@ -48,6 +48,31 @@ pub struct CheckArgs {
     section: Option<String>,
     #[arg(long = "type", value_enum)]
     prog_type: Option<super::RunType>,
+    /// A map entry set before the analysis and in both loaded
+    /// instances: `MAP:KEY:VALUE`, key and value in hex (repeatable).
+    #[arg(long = "map-set", value_name = "MAP:KEY:VALUE")]
+    map_set: Vec<String>,
+}
+
+/// `MAP:KEY:VALUE` with hex key and value.
+fn parse_map_set(s: &str) -> anyhow::Result<(String, Vec<u8>, Vec<u8>)> {
+    let mut it = s.splitn(3, ':');
+    let (Some(m), Some(k), Some(v)) = (it.next(), it.next(), it.next()) else {
+        bail!("--map-set {s}: expected MAP:KEY:VALUE (hex key and value)");
+    };
+    let hex = |x: &str, what: &str| -> anyhow::Result<Vec<u8>> {
+        if !x.len().is_multiple_of(2) {
+            bail!("--map-set {s}: the {what} has an odd number of hex digits");
+        }
+        (0..x.len())
+            .step_by(2)
+            .map(|i| {
+                u8::from_str_radix(&x[i..i + 2], 16)
+                    .map_err(|_| anyhow!("--map-set {s}: the {what} is not hex at digit {}", i + 1))
+            })
+            .collect()
+    };
+    Ok((m.to_string(), hex(k, "key")?, hex(v, "value")?))
 }
 
 /// xorshift64*.
@@ -187,6 +212,17 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
     };
     // The analysis sees the initial state, as the loaded programs do.
     let vm = prog.initial_vm(&shown)?;
+    let sets = a
+        .map_set
+        .iter()
+        .map(|x| parse_map_set(x))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for (m, k, v) in &sets {
+        vm.map(m)
+            .ok_or_else(|| anyhow!("{shown}: no map {m}"))?
+            .update(k, v, 0)
+            .map_err(|e| anyhow!("{shown}: map {m}: {e:?}"))?;
+    }
     let t0 = Instant::now();
     let analysis = analyse(&prog.image, &prog.entry, &vm, &Limits::default())
         .map_err(|e| anyhow!("{shown}: {e}"))?;
@@ -213,7 +249,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<ExitCode> {
             },
         )
         .map_err(|e| anyhow!("{shown}: {e}"))?;
-        for (m, k, v) in &writes {
+        for (m, k, v) in writes.iter().chain(&sets) {
             let map = l.map(m).ok_or_else(|| anyhow!("no map {m}"))?;
             map.update(k, v, 0)?;
         }
