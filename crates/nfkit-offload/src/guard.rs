@@ -300,22 +300,6 @@ pub fn key(r: &Rule) -> (u16, u8, u8) {
     (t, get(&r.pattern.value, 14), get(&r.pattern.mask, 14))
 }
 
-/// `tc filter add dev DEV ingress prio N protocol ip u32 [SKIP] match u8
-/// V M at 0 action pass`.
-pub fn tc_line(r: &Rule, dev: &str, skip: &str) -> String {
-    let (t, v, m) = key(r);
-    let proto = if t == 0x86dd { "ipv6" } else { "ip" };
-    let skip = if skip.is_empty() {
-        String::new()
-    } else {
-        format!(" {skip}")
-    };
-    format!(
-        "tc filter add dev {dev} ingress prio {} protocol {proto} u32{skip} match u8 {v:#04x} {m:#04x} at 0 action pass",
-        r.prio
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
