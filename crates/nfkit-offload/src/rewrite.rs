@@ -381,80 +381,23 @@ pub fn classify(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<Option<Rewr
 /// pseudo-header) and the TCP header, not the protocol, the total
 /// length nor the payload.
 fn proven_tcp_checksum(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<(), String> {
-    let fixed = |p: u32| pat.bit(p);
-    let no = |why: &str| Err(format!("TCP checksum fix-up not recognised: {why}"));
+    let no = |why: &str| format!("TCP checksum fix-up not recognised: {why}");
     for &at in pkt.keys() {
         if (16..18).contains(&at) || at == 23 || at >= 54 {
-            return no(&format!(
+            return Err(no(&format!(
                 "it also writes byte {at} (total length, protocol or payload), which an incremental update over the header does not cover"
-            ));
+            )));
         }
     }
-    let stored = match (pkt.get(&50), pkt.get(&51)) {
-        (
-            Some(PCell::Val {
-                v,
-                k: 0,
-                n: 2,
-                at: 50,
-                id,
-            }),
-            Some(PCell::Val {
-                k: 1,
-                n: 2,
-                at: 50,
-                id: i2,
-                ..
-            }),
-        ) if id == i2 => v,
-        _ => return no("not one 16-bit store of a sum"),
-    };
-    let Some(c) = lin_of(stored, pat).and_then(|l| l.truncate(2)) else {
-        return no("a value the checksum forms cannot follow");
-    };
-    if c.hi > 0xfffe {
-        return no("the stored value may be 0xffff, which a recomputed TCP checksum never is");
-    }
-    let wire = c.form.scale(256).substitute(&fixed);
-    // The words the update covers: the addresses, the TCP header but its
-    // checksum (after the stores, and as they arrived, the checksum too).
-    let mut sum_new = Form::default();
-    let mut sum_old = Form::default();
-    for at in (26..34).step_by(2).chain((34..54).step_by(2)) {
-        let old =
-            Lin::of_bits(&Bits::packet(at as u32, 2).bswap(16), &fixed).ok_or("header word")?;
-        sum_old = sum_old.add(&old.form);
-        if at == CSUM_TCP.start {
-            continue;
-        }
-        let word = match (pkt.get(&(at as i64)), pkt.get(&(at as i64 + 1))) {
-            (
-                Some(PCell::Val {
-                    v, k: 0, n: 2, id, ..
-                }),
-                Some(PCell::Val {
-                    k: 1, n: 2, id: i2, ..
-                }),
-            ) if id == i2 => lin_of(v, pat)
-                .and_then(|l| l.truncate(2))
-                .map(|l| l.form.scale(256)),
-            (hi, lo) => byte_form(hi, at, pat)
-                .zip(byte_form(lo, at + 1, pat))
-                .map(|(h, l)| h.scale(256).add(&l)),
-        };
-        let Some(word) = word else {
-            return no(&format!(
-                "bytes {at}..{} hold a value the forms cannot follow",
-                at + 2
-            ));
-        };
-        sum_new = sum_new.add(&word);
-    }
-    let total = wire.add(&sum_new).substitute(&fixed);
-    if total.sub(&sum_old.substitute(&fixed)).is_zero() {
+    // The addresses (the pseudo-header) and the TCP header.
+    let words = (26..34).step_by(2).chain((34..54).step_by(2));
+    let (total, old) = checksum_balance(pkt, pat, CSUM_TCP.start, words).map_err(|w| no(&w))?;
+    if total.sub(&old).is_zero() {
         return Ok(());
     }
-    no("the stored value is not the incremental update of the checksum for the rewrite")
+    Err(no(
+        "the stored value is not the incremental update of the checksum for the rewrite",
+    ))
 }
 
 /// The checksum store at bytes 24..26 is the IPv4 header's checksum
@@ -462,45 +405,69 @@ fn proven_tcp_checksum(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<(), 
 /// frames whose checksum was right (an incremental update); else why
 /// not.
 fn proven_ipv4_checksum(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<bool, String> {
+    let no = |why: &str| format!("IPv4 header checksum fix-up not recognised: {why}");
+    let words = (0..10).map(|j| IP4.start + 2 * j);
+    let (total, old) = checksum_balance(pkt, pat, CSUM4.start, words).map_err(|w| no(&w))?;
+    if total.is_zero() {
+        return Ok(false);
+    }
+    if total.sub(&old).is_zero() {
+        return Ok(true);
+    }
+    Err(no(
+        "the stored value is not the header's checksum after the rewrite",
+    ))
+}
+
+/// The sums a checksum proof compares, for the checksum stored at
+/// `csum` and the 16-bit words at `words` it covers (the checksum's
+/// own among them): the stored checksum as the wire has it plus the
+/// other words after the stores, and every word as it arrived, both
+/// with the pattern's bits fixed. Equal totals (`total - old` zero) is
+/// an incremental update, `total` zero one from scratch. Errors say
+/// what the forms cannot follow.
+fn checksum_balance(
+    pkt: &BTreeMap<i64, PCell>,
+    pat: &Pattern,
+    csum: usize,
+    words: impl Iterator<Item = usize>,
+) -> Result<(Form, Form), String> {
     let fixed = |p: u32| pat.bit(p);
-    let no = |why: &str| Err(format!("IPv4 header checksum fix-up not recognised: {why}"));
-    // The stored checksum: one 16-bit store at 24.
-    let stored = match (pkt.get(&24), pkt.get(&25)) {
+    let at = csum as i64;
+    let stored = match (pkt.get(&at), pkt.get(&(at + 1))) {
         (
             Some(PCell::Val {
                 v,
                 k: 0,
                 n: 2,
-                at: 24,
+                at: a1,
                 id,
             }),
             Some(PCell::Val {
                 k: 1,
                 n: 2,
-                at: 24,
+                at: a2,
                 id: i2,
                 ..
             }),
-        ) if id == i2 => v,
-        _ => return no("not one 16-bit store of a sum"),
+        ) if id == i2 && *a1 == at && *a2 == at => v,
+        _ => return Err("not one 16-bit store of a sum".into()),
     };
     let Some(c) = lin_of(stored, pat).and_then(|l| l.truncate(2)) else {
-        return no("a value the checksum forms cannot follow");
+        return Err("a value the checksum forms cannot follow".into());
     };
     if c.hi > 0xfffe {
-        return no("the stored value may be 0xffff, which a recomputed checksum never is");
+        return Err("the stored value may be 0xffff, which a recomputed checksum never is".into());
     }
     // As the wire has it (the store is little-endian): times 2^8.
     let wire = c.form.scale(256).substitute(&fixed);
-    // The header words after the stores, and as they arrived.
     let mut sum_new = Form::default();
     let mut sum_old = Form::default();
-    for j in 0..10usize {
-        let at = IP4.start + 2 * j;
+    for at in words {
         let old =
-            Lin::of_bits(&Bits::packet(at as u32, 2).bswap(16), &fixed).ok_or("header word")?;
+            Lin::of_bits(&Bits::packet(at as u32, 2).bswap(16), &fixed).ok_or("a header word")?;
         sum_old = sum_old.add(&old.form);
-        if at == CSUM4.start {
+        if at == csum {
             continue;
         }
         let word = match (pkt.get(&(at as i64)), pkt.get(&(at as i64 + 1))) {
@@ -521,21 +488,17 @@ fn proven_ipv4_checksum(pkt: &BTreeMap<i64, PCell>, pat: &Pattern) -> Result<boo
                 .map(|(h, l)| h.scale(256).add(&l)),
         };
         let Some(word) = word else {
-            return no(&format!(
-                "header bytes {at}..{} hold a value the forms cannot follow",
+            return Err(format!(
+                "bytes {at}..{} hold a value the forms cannot follow",
                 at + 2
             ));
         };
         sum_new = sum_new.add(&word);
     }
-    let total = wire.add(&sum_new).substitute(&fixed);
-    if total.is_zero() {
-        return Ok(false);
-    }
-    if total.sub(&sum_old.substitute(&fixed)).is_zero() {
-        return Ok(true);
-    }
-    no("the stored value is not the header's checksum after the rewrite")
+    Ok((
+        wire.add(&sum_new).substitute(&fixed),
+        sum_old.substitute(&fixed),
+    ))
 }
 
 /// Byte `at` after the stores (`cell`, or the byte as it arrived) as a
