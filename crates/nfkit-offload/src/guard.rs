@@ -72,26 +72,25 @@ fn other_than(v: u8, high: bool) -> Vec<(u8, u8)> {
 
 fn guard(ethertype: [u8; 2], val: u8, mask: u8) -> Rule {
     let mut p = Pattern::any();
-    for (i, b) in ethertype.iter().enumerate() {
-        for bit in 0..8 {
-            p.set_bit((12 + i as u32) * 8 + bit, b >> bit & 1 == 1);
-        }
-    }
-    for bit in 0..8 {
-        if mask >> bit & 1 == 1 {
-            p.set_bit(14 * 8 + bit, val >> bit & 1 == 1);
-        }
-    }
+    p.set_byte(12, ethertype[0], 0xff);
+    p.set_byte(13, ethertype[1], 0xff);
+    p.set_byte(14, val, mask);
     // u32 reads the 32-bit word holding the byte.
     p.min_len = 18;
+    pass_guard(p, true)
+}
+
+/// A guard: `pattern` handed to the program (`pass`), as a `u32`
+/// filter or a flower rule.
+fn pass_guard(pattern: Pattern, u32_filter: bool) -> Rule {
     Rule {
         prio: 0,
-        pattern: p,
+        pattern,
         action: RuleAction::Pass,
         paths: Vec::new(),
         ranges: Vec::new(),
         counts: Vec::new(),
-        u32_filter: true,
+        u32_filter,
         rewrite: None,
     }
 }
@@ -171,31 +170,15 @@ fn short_tcp_guards() -> Vec<Rule> {
         .into_iter()
         .map(|(v, m)| {
             let mut p = Pattern::any();
-            let set = |p: &mut Pattern, at: usize, v: u8, m: u8| {
-                for bit in 0..8 {
-                    if m >> bit & 1 == 1 {
-                        p.set_bit(at as u32 * 8 + bit, v >> bit & 1 == 1);
-                    }
-                }
-            };
-            set(&mut p, 12, 8, 0xff);
-            set(&mut p, 13, 0, 0xff);
-            set(&mut p, 14, 0x45, 0xff);
-            set(&mut p, 16, 0, 0xff);
-            set(&mut p, 17, v, m);
-            set(&mut p, 23, 6, 0xff);
+            p.set_byte(12, 8, 0xff);
+            p.set_byte(13, 0, 0xff);
+            p.set_byte(14, 0x45, 0xff);
+            p.set_byte(16, 0, 0xff);
+            p.set_byte(17, v, m);
+            p.set_byte(23, 6, 0xff);
             // The words u32 reads: 14..18 and 22..26.
             p.min_len = 26;
-            Rule {
-                prio: 0,
-                pattern: p,
-                action: RuleAction::Pass,
-                paths: Vec::new(),
-                ranges: Vec::new(),
-                counts: Vec::new(),
-                u32_filter: true,
-                rewrite: None,
-            }
+            pass_guard(p, true)
         })
         .collect()
 }
@@ -221,7 +204,6 @@ pub fn is_tcp_cut_guard(r: &Rule) -> bool {
     if r.u32_filter || r.action != RuleAction::Pass || !r.ranges.is_empty() || r.rewrite.is_some() {
         return false;
     }
-    let g = |et| tcp_cut_guard(et).pattern;
     let keyed = |p: &Pattern| {
         let mut p = p.clone();
         p.min_len = 0;
@@ -232,9 +214,10 @@ pub fn is_tcp_cut_guard(r: &Rule) -> bool {
         p
     };
     let mine = keyed(&r.pattern);
-    [[8, 0], [0x86, 0xdd]]
-        .into_iter()
-        .any(|et| keyed(&g(et)).mask == mine.mask && keyed(&g(et)).value == mine.value)
+    [[8, 0], [0x86, 0xdd]].into_iter().any(|et| {
+        let g = keyed(&tcp_cut_guard(et).pattern);
+        g.mask == mine.mask && g.value == mine.value
+    })
 }
 
 /// The flower guard for TCP headers cut short: `ip_proto tcp tcp_flags
@@ -249,33 +232,19 @@ pub fn is_tcp_cut_guard(r: &Rule) -> bool {
 fn tcp_cut_guard(et: [u8; 2]) -> Rule {
     let v6 = et == [0x86, 0xdd];
     let mut p = Pattern::any();
-    let set = |p: &mut Pattern, at: usize, v: u8, bits: std::ops::Range<u32>| {
-        for bit in bits {
-            p.set_bit(at as u32 * 8 + bit, v >> bit & 1 == 1);
-        }
-    };
-    set(&mut p, 12, et[0], 0..8);
-    set(&mut p, 13, et[1], 0..8);
+    p.set_byte(12, et[0], 0xff);
+    p.set_byte(13, et[1], 0xff);
     if v6 {
-        set(&mut p, 14, 0x60, 4..8);
-        set(&mut p, 20, 6, 0..8);
-        set(&mut p, 67, 0, 0..8);
+        p.set_byte(14, 0x60, 0xf0);
+        p.set_byte(20, 6, 0xff);
+        p.set_byte(67, 0, 0xff);
     } else {
-        set(&mut p, 14, 0x45, 0..8);
-        set(&mut p, 23, 6, 0..8);
-        set(&mut p, 47, 0, 0..8);
+        p.set_byte(14, 0x45, 0xff);
+        p.set_byte(23, 6, 0xff);
+        p.set_byte(47, 0, 0xff);
     }
     p.min_len = crate::fields::header_len(&p);
-    Rule {
-        prio: 0,
-        pattern: p,
-        action: RuleAction::Pass,
-        paths: Vec::new(),
-        ranges: Vec::new(),
-        counts: Vec::new(),
-        u32_filter: false,
-        rewrite: None,
-    }
+    pass_guard(p, false)
 }
 
 /// `rules` with their guards first, priorities renumbered from 1.

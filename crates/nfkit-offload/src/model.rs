@@ -151,13 +151,12 @@ impl Equivalence {
         self.frames += 1;
         let (want, want_bytes) = alone(frame);
         let rule = rules.first_match(frame);
-        let (got, mut got_bytes) = match rule.map(|r| r.action) {
+        let (mut got, mut got_bytes) = match rule.map(|r| r.action) {
             Some(RuleAction::Drop) => (Decision::Drop, frame.to_vec()),
             Some(RuleAction::Tx) => (Decision::Tx, frame.to_vec()),
             Some(RuleAction::Redirect(i)) => (Decision::Redirect(i), frame.to_vec()),
             Some(RuleAction::Pass) | None => software(frame),
         };
-        let mut got = got;
         let mut mask_csum = false;
         let mut mask_tcp = false;
         if let Some(rw) = rule

@@ -207,14 +207,18 @@ impl Tc {
 
     /// Adds `rule` at the ingress of `ifindex`.
     pub fn add_flower(&mut self, ifindex: u32, rule: &FlowerRule) -> Result<(), NetlinkError> {
-        let mut m = TcMessage::with_index(ifindex as i32);
-        m.header.parent = INGRESS_PARENT;
-        m.header.info = (rule.prio << 16) | u32::from(rule.protocol.to_be());
+        let mut m = filter_message(ifindex, rule, 0);
         if let Some(u) = &rule.u32_filter {
             if u.total_length {
                 return self.add_u32_total_length(ifindex, rule, u);
             }
-            let o = u32_options(&u.keys, u.flags, None, Some(&u.actions), None);
+            let o = u32_options(
+                selector(&u.keys, true),
+                u.flags,
+                None,
+                Some(&u.actions),
+                None,
+            );
             m.attributes.push(TcAttribute::Kind("u32".into()));
             m.attributes.push(TcAttribute::Options(
                 o.into_iter().map(TcOption::U32).collect(),
@@ -267,13 +271,7 @@ impl Tc {
     ) -> Result<(), NetlinkError> {
         let ht = crate::u32match::table_id(rule.prio);
         let send = |tc: &mut Tc, what: String, handle: u32, o: Vec<TcFilterU32Option>| {
-            let mut m = TcMessage::with_index(ifindex as i32);
-            m.header.parent = INGRESS_PARENT;
-            m.header.info = (rule.prio << 16) | u32::from(rule.protocol.to_be());
-            m.header.handle = TcHandle {
-                major: (handle >> 16) as u16,
-                minor: handle as u16,
-            };
+            let mut m = filter_message(ifindex, rule, handle);
             m.attributes.push(TcAttribute::Kind("u32".into()));
             m.attributes.push(TcAttribute::Options(
                 o.into_iter().map(TcOption::U32).collect(),
@@ -292,18 +290,14 @@ impl Tc {
             vec![TcFilterU32Option::Divisor(1)],
         )?;
         for (i, (keys, nexthdr)) in crate::u32match::total_length_nodes().iter().enumerate() {
-            let mut o = u32_options(keys, u.flags, None, Some(&u.actions), Some(ht));
-            if let Some(TcFilterU32Option::Selector(sel)) = o
-                .iter_mut()
-                .find(|x| matches!(x, TcFilterU32Option::Selector(_)))
-            {
-                // A mask-0 key at `nexthdr+N`: off2 added (offmask all ones).
-                let mut key = TcU32Key::default();
-                key.off = *nexthdr;
-                key.offmask = -1;
-                sel.keys.push(key);
-                sel.nkeys += 1;
-            }
+            let mut sel = selector(keys, true);
+            // A mask-0 key at `nexthdr+N`: off2 added (offmask all ones).
+            let mut key = TcU32Key::default();
+            key.off = *nexthdr;
+            key.offmask = -1;
+            sel.keys.push(key);
+            sel.nkeys += 1;
+            let o = u32_options(sel, u.flags, None, Some(&u.actions), Some(ht));
             send(
                 self,
                 format!("add u32 total-length node {i} prio {}", rule.prio),
@@ -311,18 +305,14 @@ impl Tc {
                 o,
             )?;
         }
-        let mut o = u32_options(&u.keys, u.flags, Some(ht), None, None);
-        if let Some(TcFilterU32Option::Selector(sel)) = o
-            .iter_mut()
-            .find(|x| matches!(x, TcFilterU32Option::Selector(_)))
-        {
-            // off2 = (0 + 3 + tot_len) & ~3, read at network byte 2.
-            sel.flags = TcU32SelectorFlags::VarOffset;
-            sel.offoff = 2;
-            sel.offmask = 0xffff;
-            sel.offshift = 0;
-            sel.off = 0;
-        }
+        let mut sel = selector(&u.keys, false);
+        // off2 = (0 + 3 + tot_len) & ~3, read at network byte 2.
+        sel.flags = TcU32SelectorFlags::VarOffset;
+        sel.offoff = 2;
+        sel.offmask = 0xffff;
+        sel.offshift = 0;
+        sel.off = 0;
+        let o = u32_options(sel, u.flags, Some(ht), None, None);
         send(self, format!("add u32 rule prio {}", rule.prio), 0, o)
     }
 
@@ -460,18 +450,24 @@ pub fn protocol_name(p: u16) -> String {
     }
 }
 
-/// A `u32` node's options: a selector with `keys` (terminal unless it
-/// links to a table), the skip flags, the link, the actions, and the
-/// table it goes in.
-fn u32_options(
-    keys: &[crate::u32match::Key],
-    flags: u32,
-    link: Option<u32>,
-    actions: Option<&Vec<netlink_packet_route::tc::TcAction>>,
-    hash: Option<u32>,
-) -> Vec<TcFilterU32Option> {
+/// A new filter at the ingress of `ifindex` with `rule`'s priority and
+/// protocol, and `handle` (0: the kernel picks it).
+fn filter_message(ifindex: u32, rule: &FlowerRule, handle: u32) -> TcMessage {
+    let mut m = TcMessage::with_index(ifindex as i32);
+    m.header.parent = INGRESS_PARENT;
+    m.header.info = (rule.prio << 16) | u32::from(rule.protocol.to_be());
+    m.header.handle = TcHandle {
+        major: (handle >> 16) as u16,
+        minor: handle as u16,
+    };
+    m
+}
+
+/// A `u32` selector with `keys`, terminal (its node runs its actions)
+/// or not (it links to a table).
+fn selector(keys: &[crate::u32match::Key], terminal: bool) -> TcU32Selector {
     let mut sel = TcU32Selector::default();
-    if link.is_none() {
+    if terminal {
         sel.flags = TcU32SelectorFlags::Terminal;
     }
     sel.nkeys = keys.len() as u8;
@@ -485,6 +481,18 @@ fn u32_options(
             key
         })
         .collect();
+    sel
+}
+
+/// A `u32` node's options: its selector, the skip flags, the link, the
+/// actions, and the table it goes in.
+fn u32_options(
+    sel: TcU32Selector,
+    flags: u32,
+    link: Option<u32>,
+    actions: Option<&Vec<netlink_packet_route::tc::TcAction>>,
+    hash: Option<u32>,
+) -> Vec<TcFilterU32Option> {
     let mut o = Vec::new();
     if let Some(h) = hash {
         o.push(TcFilterU32Option::Hash(h));

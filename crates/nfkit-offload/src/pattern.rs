@@ -53,6 +53,16 @@ impl Pattern {
         }
     }
 
+    /// Requires the bits of byte `at` that `mask` has to be those of
+    /// `val`; `false` when one was already required otherwise.
+    pub fn set_byte(&mut self, at: usize, val: u8, mask: u8) -> bool {
+        let mut ok = true;
+        for bit in (0..8).filter(|bit| mask >> bit & 1 == 1) {
+            ok &= self.set_bit(at as u32 * 8 + bit, val >> bit & 1 == 1);
+        }
+        ok
+    }
+
     /// Clears bit `pos` from the pattern (any value matches there).
     pub fn clear_bit(&mut self, pos: u32) {
         let (byte, bit) = ((pos / 8) as usize, pos % 8);

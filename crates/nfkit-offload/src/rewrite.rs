@@ -178,23 +178,48 @@ pub fn fix_ipv4_checksum(frame: &mut [u8]) {
 /// when act_csum drops the frame: it does not hold its total length, or
 /// the total length does not cover the TCP header.
 pub fn fix_tcp_checksum(frame: &mut [u8]) -> bool {
+    match tcp_segment(frame) {
+        TcpSegment::Untouched => true,
+        TcpSegment::Dropped => false,
+        TcpSegment::At { l4, len } => {
+            frame[l4 + 16] = 0;
+            frame[l4 + 17] = 0;
+            let c = !tcp_sum(frame, l4, len);
+            frame[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+            true
+        }
+    }
+}
+
+/// What act_csum (`tcf_csum_ipv4`) makes of an untagged frame's TCP
+/// checksum.
+enum TcpSegment {
+    /// Not IPv4 TCP, or a fragment with a non-zero offset: left alone.
+    Untouched,
+    /// The frame does not hold its total length, or the total length
+    /// does not cover the TCP header: dropped.
+    Dropped,
+    /// Recomputed over the `len` bytes at `l4` (the IP payload as the
+    /// total length gives it).
+    At { l4: usize, len: usize },
+}
+
+fn tcp_segment(frame: &[u8]) -> TcpSegment {
     if frame.get(12..14) != Some(&[8, 0]) || frame.len() < 34 {
-        return true;
+        return TcpSegment::Untouched;
+    }
+    if u16::from_be_bytes([frame[20], frame[21]]) & 0x1fff != 0 || frame[23] != 6 {
+        return TcpSegment::Untouched;
     }
     let ihl = (frame[14] & 0xf) as usize * 4;
-    if u16::from_be_bytes([frame[20], frame[21]]) & 0x1fff != 0 || frame[23] != 6 {
-        return true;
-    }
     let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
     if frame.len() < 14 + total || total < ihl + 20 {
-        return false;
+        return TcpSegment::Dropped;
     }
-    let l4 = 14 + ihl;
-    frame[l4 + 16] = 0;
-    frame[l4 + 17] = 0;
-    let c = !tcp_sum(frame, l4, total - ihl);
-    frame[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
-    true
+    TcpSegment::At {
+        l4: 14 + ihl,
+        len: total - ihl,
+    }
 }
 
 /// The folded sum of the TCP pseudo-header and the `len` bytes at `l4`.
@@ -203,30 +228,17 @@ fn tcp_sum(frame: &[u8], l4: usize, len: usize) -> u16 {
     pseudo[..8].copy_from_slice(&frame[26..34]);
     pseudo[9] = 6;
     pseudo[10..12].copy_from_slice(&(len as u16).to_be_bytes());
-    let a = fold(&pseudo);
-    let b = fold(&frame[l4..l4 + len]);
-    let mut s = u32::from(a) + u32::from(b);
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
+    let (a, b) = (fold(&pseudo), fold(&frame[l4..l4 + len]));
+    fold(&[a.to_be_bytes(), b.to_be_bytes()].concat())
 }
 
-/// Whether an unfragmented IPv4 TCP frame that holds its total length
-/// has a right TCP checksum (any other frame counts as right).
+/// Whether a frame whose TCP checksum act_csum would recompute has a
+/// right one (any other frame counts as right).
 pub fn tcp_checksum_ok(frame: &[u8]) -> bool {
-    if frame.get(12..14) != Some(&[8, 0]) || frame.len() < 34 || frame[23] != 6 {
-        return true;
+    match tcp_segment(frame) {
+        TcpSegment::At { l4, len } => tcp_sum(frame, l4, len) == 0xffff,
+        TcpSegment::Untouched | TcpSegment::Dropped => true,
     }
-    let ihl = (frame[14] & 0xf) as usize * 4;
-    let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
-    if u16::from_be_bytes([frame[20], frame[21]]) & 0x1fff != 0
-        || frame.len() < 14 + total
-        || total < ihl + 20
-    {
-        return true;
-    }
-    tcp_sum(frame, 14 + ihl, total - ihl) == 0xffff
 }
 
 /// Whether an untagged IPv4 frame's header checksum is right (frames

@@ -235,18 +235,16 @@ pub fn generate(a: &Analysis, opts: &RulesOptions) -> RuleSet {
         };
         let exact_nofrag = |pat: &Pattern| {
             let mut pat = exact(pat)?;
-            if p.rewrite.as_ref().is_some_and(|rw| rw.csum_tcp) {
-                // act_csum leaves a later fragment's checksum alone and
-                // redoes a first fragment's over that fragment only.
-                for b in 0..14u32 {
-                    let pos = if b < 8 { 21 * 8 + b } else { 20 * 8 + b - 8 };
-                    if !pat.set_bit(pos, false) {
-                        return Err(
-                            "a TCP checksum fix-up on a fragment, which act_csum would not redo the same way"
-                                .to_string(),
-                        );
-                    }
-                }
+            // act_csum leaves a later fragment's checksum alone and
+            // redoes a first fragment's over that fragment only: the
+            // fragment bits (0x3fff of bytes 20..22) must be 0.
+            if p.rewrite.as_ref().is_some_and(|rw| rw.csum_tcp)
+                && !(pat.set_byte(20, 0, 0x3f) & pat.set_byte(21, 0, 0xff))
+            {
+                return Err(
+                    "a TCP checksum fix-up on a fragment, which act_csum would not redo the same way"
+                        .to_string(),
+                );
             }
             Ok(pat)
         };

@@ -64,11 +64,9 @@ pub fn keys(p: &Pattern) -> Option<Vec<Key>> {
 /// matches (the inverse of [`keys`]).
 pub fn pattern(keys: &[Key], ethertype: u16) -> Pattern {
     let mut p = Pattern::any();
-    for (i, b) in ethertype.to_be_bytes().iter().enumerate() {
-        for bit in 0..8 {
-            p.set_bit((12 + i as u32) * 8 + bit, b >> bit & 1 == 1);
-        }
-    }
+    let [e0, e1] = ethertype.to_be_bytes();
+    p.set_byte(12, e0, 0xff);
+    p.set_byte(13, e1, 0xff);
     let mut len = 0i32;
     for &(v, m, off) in keys {
         len = len.max(NET + off + 4);
@@ -76,13 +74,8 @@ pub fn pattern(keys: &[Key], ethertype: u16) -> Pattern {
             let at = NET + off + k;
             let shift = 8 * (3 - k) as u32;
             let (bv, bm) = ((v >> shift) as u8, (m >> shift) as u8);
-            if at < 0 || bm == 0 {
-                continue;
-            }
-            for bit in 0..8 {
-                if bm >> bit & 1 == 1 {
-                    p.set_bit(at as u32 * 8 + bit, bv >> bit & 1 == 1);
-                }
+            if at >= 0 {
+                p.set_byte(at as usize, bv, bm);
             }
         }
     }
@@ -288,18 +281,17 @@ mod tests {
     #[test]
     fn keys_round_trip_and_reach_the_length() {
         let mut p = Pattern::any();
-        let mut set = |at: usize, v: u8| {
-            for bit in 0..8 {
-                p.set_bit(at as u32 * 8 + bit, v >> bit & 1 == 1);
-            }
-        };
-        set(12, 8);
-        set(13, 0);
-        set(14, 0x45);
-        set(23, 17);
-        set(36, 0);
-        set(37, 53);
-        set(0, 0x02);
+        for (at, v) in [
+            (12, 8),
+            (13, 0),
+            (14, 0x45),
+            (23, 17),
+            (36, 0),
+            (37, 53),
+            (0, 0x02),
+        ] {
+            p.set_byte(at, v, 0xff);
+        }
         p.min_len = 42;
         let k = keys(&p).unwrap_or_else(|| panic!("keys"));
         // dst MAC byte 0 at -16, version/IHL at 0, protocol at 8, the
