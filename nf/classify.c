@@ -60,6 +60,14 @@ NF_FUNC __u64 nfkit_dyn_finish(NF_CTX *ctx, __u64 r, __u64 _a2, __u64 _a3, __u64
 	return nf_finish(ctx, f ? f->chain_id : NF_NO_CHAIN, r);
 }
 
+/* Dynamic mode with per-call-site segments: the same end, the chain id a
+ * constant of the segment (the slot the classifier tail-called), so the
+ * frame is not looked up again. */
+NF_FUNC __u64 nfkit_dyn_end(NF_CTX *ctx, __u64 r, __u64 chain_id, __u64 _a3, __u64 _a4)
+{
+	return nf_finish(ctx, (__u32)chain_id, r);
+}
+
 static __always_inline __u32 nf__cls(struct nf_cls_entry *e)
 {
 	return (e && (e->flags & NF_CLS_VALID) && e->chain_id < NF_MAX_CHAINS) ? e->chain_id : NF_NO_CHAIN;

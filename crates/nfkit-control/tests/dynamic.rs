@@ -98,31 +98,81 @@ from nf.monitor import count
 from nf.classify import every_packet
 
 def many() -> u64:
-    for i in range(20):
+    for i in range(40):
         count(1)
     return PASS
 
 every_packet(many)
 ";
-    // Static mode compiles it; dynamic mode names the chain and the count.
+    // Static mode compiles it; dynamic mode names the chain, the count
+    // and the limit.
     compile("many.py", src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
-    match compile_dynamic("many.py", src, &Options::default(), &DynSlots::default()) {
+    let refused = |src: &str, slots: &DynSlots, calls: &str, limit: &str| match compile_dynamic(
+        "many.py",
+        src,
+        &Options::default(),
+        slots,
+    ) {
         Err(CompileError::Gen { cause: source, .. }) => {
             let m = source.to_string();
-            assert!(m.contains("'many'") && m.contains("20 NF calls"), "{m}");
+            assert!(
+                m.contains("'many'") && m.contains(calls) && m.contains(limit),
+                "{m}"
+            );
         }
         Err(e) => panic!("unexpected error: {e}"),
-        Ok(_) => panic!("20 NF calls compiled in dynamic mode"),
-    }
-    // 16 calls fit (1 + 2 * 16 = 33 tail calls).
-    let ok = src.replace("range(20)", "range(16)");
-    compile_dynamic("ok.py", &ok, &Options::default(), &DynSlots::default())
+        Ok(_) => panic!("{calls} compiled in dynamic mode"),
+    };
+    refused(src, &DynSlots::default(), "40 NF calls", "allow 32");
+    // 32 calls fit: one tail call into the chain, one per NF call, 33
+    // in all, the kernel's limit; in the kernel the chain runs to its
+    // end (a 34th tail call would fail and fault).
+    let ok = src.replace("range(40)", "range(32)");
+    let dy = compile_dynamic("ok.py", &ok, &Options::default(), &DynSlots::default())
         .unwrap_or_else(|e| panic!("{e}"));
+    refused(
+        &src.replace("range(40)", "range(33)"),
+        &DynSlots::default(),
+        "33 NF calls",
+        "allow 32",
+    );
+    // With the NFs' shared entries two tail calls per NF call: 16.
+    let shared = DynSlots {
+        shared_entries: true,
+        ..DynSlots::default()
+    };
+    refused(
+        &src.replace("range(40)", "range(17)"),
+        &shared,
+        "17 NF calls",
+        "allow 16",
+    );
+    compile_dynamic(
+        "ok.py",
+        &src.replace("range(40)", "range(16)"),
+        &Options::default(),
+        &shared,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (_, input) = example("port_stats");
+    let input: Vec<(u64, Vec<u8>)> = input.into_iter().take(3).collect();
+    let mut vm = ScriptVm::new_dynamic(&dy).expect("dynamic load");
+    for (ts, data) in &input {
+        let (o, _) = vm.run(data, *ts, false).expect("run");
+        assert_eq!((o.error, o.code), (None, 2), "32 NF calls in the VM");
+    }
+    if is_root() {
+        let k = kernel_run_image(&dy.image, &dy.entry, &dy.control_plane(), &input)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for (i, (code, _)) in k.iter().enumerate() {
+            assert_eq!(*code, 2, "kernel packet {}: 32 NF calls", i + 1);
+        }
+    }
 }
 
 #[test]
 fn bpf_loop_bodies_call_nfs_directly_in_dynamic_mode() {
-    // 5000 NF calls per packet: far beyond 16 tail calls, but the loop
+    // 5000 NF calls per packet: far beyond 32 tail calls, but the loop
     // runs through bpf_loop, whose callback calls the NF directly; the
     // NF call before the loop is a tail call.
     let src = "\
@@ -149,8 +199,8 @@ every_packet(sum_ports)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         dy.segments().len(),
-        3,
-        "one tail-called NF call: two segments and the call site's entry"
+        2,
+        "one tail-called NF call: two segments"
     );
     let (_, input) = example("port_stats");
     let input: Vec<(u64, Vec<u8>)> = input.into_iter().take(6).collect();
@@ -262,29 +312,26 @@ fn entry_code<'i>(image: &'i nfkit_object::Image, name: &str) -> Vec<(usize, &'i
         .collect()
 }
 
+/// One tail call per NF call: segment k ends with a constant-key tail
+/// call of segment k+1, which runs call site k's NF (inlined) and then
+/// the chain on; no program is left for a call site alone, and no local
+/// call is left anywhere.
 #[test]
-fn every_nf_call_site_has_its_own_entry_and_every_tail_call_a_constant_key() {
+fn every_nf_call_runs_in_the_next_segment_and_every_tail_call_a_constant_key() {
     use nfkit_isa::{AluOp, CallKind, Insn, Operand, Reg, Width};
     for name in EXAMPLES {
         let (src, _) = example(name);
         let dy = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let segs = dy.segments();
-        // Names: c<id>s<k>_<chain> (segments), c<id>n<k>_<nf> (the entry
-        // of call site k).
-        let kind = |s: &str| {
-            let p = s.split('_').next().unwrap_or("");
-            if p.contains('n') {
-                'n'
-            } else if p.ends_with("s0") {
-                '0'
-            } else {
-                's'
-            }
-        };
-        let sites = segs.iter().filter(|(s, _)| kind(s) == 'n').count();
-        let later = segs.iter().filter(|(s, _)| kind(s) == 's').count();
-        assert_eq!(sites, later, "{name}: one entry per call site ({segs:?})");
+        // Names: c<id>s<k>_<chain>; no c<id>n<k>_<nf> (a call site's
+        // own entry, the build before this one).
+        assert!(
+            segs.iter()
+                .all(|(s, _)| !s.split('_').next().unwrap_or("").contains('n')),
+            "{name}: a call site has a program of its own ({segs:?})"
+        );
+        let mut targets = std::collections::BTreeSet::new();
         let placed = |slot: i32| {
             dy.image
                 .map_inits
@@ -313,9 +360,11 @@ fn every_nf_call_site_has_its_own_entry_and_every_tail_call_a_constant_key() {
                     let to =
                         placed(key).unwrap_or_else(|| panic!("{name}: {seg}: slot {key} empty"));
                     assert!(
-                        segs.iter().any(|(s, k)| *s == to && *k as i32 == key),
-                        "{name}: {seg} tail-calls {to}, not a segment or a call site's entry"
+                        segs.iter()
+                            .any(|(s, k)| *s == to && *k as i32 == key && s.contains("s")),
+                        "{name}: {seg} tail-calls {to}, not a segment"
                     );
+                    targets.insert(to);
                 }
             }
             // The NF and nfkit_dyn_finish are inlined.
@@ -329,6 +378,12 @@ fn every_nf_call_site_has_its_own_entry_and_every_tail_call_a_constant_key() {
                 )),
                 "{name}: {seg} keeps a call"
             );
+        }
+        for (seg, _) in segs
+            .iter()
+            .filter(|(s, _)| !s.split('_').next().unwrap_or("").ends_with("s0"))
+        {
+            assert!(targets.contains(seg), "{name}: no tail call reaches {seg}");
         }
     }
 }

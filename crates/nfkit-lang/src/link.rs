@@ -498,7 +498,8 @@ fn roots_by_module(
 
 /// Dynamic mode (docs/abi.md §5): the dynamic classifier
 /// `dyn_<classifier>`, the chains' segments and the entries of their NF
-/// call sites (entry programs, calls inlined) with `nfkit_dyn_finish`,
+/// NF calls (calls inlined) with `nfkit_dyn_end` (`nfkit_dyn_finish`
+/// with shared entries),
 /// and the dynamic entry `dyn_<name>` of every NF they call, in one Image whose `map_inits` fill `nfkit_progs`: NFs,
 /// then later segments, then each chain's first segment at its chain id
 /// (last, so that filling the slots in order switches each chain in one
@@ -522,14 +523,18 @@ pub fn link_dynamic(
         search,
         "nf.classify",
         hook,
-        &[cls, crate::codegen::DYN_FINISH.to_string()],
+        &[
+            cls,
+            crate::codegen::DYN_FINISH.to_string(),
+            crate::codegen::DYN_END.to_string(),
+        ],
     )?);
     objects.push(chains.clone());
     for (m, roots) in &roots_by_module(prog, |nf| format!("dyn_{}", nf.name)) {
         objects.push(module_object(search, m, hook, roots)?);
     }
-    // Each program's calls inlined (the NF into its call sites'
-    // entries, `nfkit_dyn_finish` into the segments): a call costs a
+    // Each program's calls inlined (the NF into the segment after its
+    // call site, `nfkit_dyn_end` into the segments): a call costs a
     // return thunk here (docs/cost.md). Then the passes sound for one
     // program (lookups once, dead registers and stack stores), not the
     // removal of info-block stores of static builds: the info block is

@@ -16,22 +16,27 @@ use std::collections::BTreeMap;
 /// Helper id of `bpf_tail_call`.
 const TAIL_CALL: i32 = 12;
 
-/// The classifier object's end of a dynamic chain (docs/abi.md §5).
+/// The classifier object's end of a dynamic chain (docs/abi.md §5),
+/// which finds the chain's id in the call frame (shared entries).
 pub const DYN_FINISH: &str = "nfkit_dyn_finish";
+/// The same, given the chain's id (per-call-site segments: a constant).
+pub const DYN_END: &str = "nfkit_dyn_end";
 
 /// `struct nf_frame` (docs/abi.md §5): offsets and the number of stack
 /// slots a chain can keep across an NF call.
 const FRAME_RESULT: i16 = 32;
 const FRAME_CONT: i16 = 40;
-const FRAME_CALLS: i16 = 44;
 const FRAME_LOCALS: i16 = 56;
 pub const FRAME_SLOTS: i32 = 56;
 
 /// Tail calls the kernel allows per packet, and the NF calls that fit:
-/// one tail call into the chain, then two per NF call (into the NF's
-/// dynamic entry and back to the chain's next segment).
+/// one tail call into the chain, then one per NF call (into the next
+/// segment, which runs the NF first).
 pub const TAIL_CALL_LIMIT: u64 = 33;
-pub const DYN_MAX_NF_CALLS: u64 = (TAIL_CALL_LIMIT - 1) / 2;
+pub const DYN_MAX_NF_CALLS: u64 = TAIL_CALL_LIMIT - 1;
+/// With shared entries ([`DynSlots::shared_entries`]) two tail calls per
+/// NF call (into the NF's dynamic entry and back to the next segment).
+pub const DYN_MAX_NF_CALLS_SHARED: u64 = (TAIL_CALL_LIMIT - 1) / 2;
 
 /// Slots of `nfkit_progs` for a dynamic build (docs/abi.md §5): the NFs'
 /// dynamic entries already placed, where new NFs go, and the bank the
@@ -91,10 +96,16 @@ pub fn generate_dynamic(
     for (id, &ci) in prog.dispatched().iter().enumerate() {
         let chain = &prog.chains[ci];
         let calls = nf_calls_block(prog, &chain.body, 0);
-        if calls > DYN_MAX_NF_CALLS {
+        let limit = if slots.shared_entries {
+            DYN_MAX_NF_CALLS_SHARED
+        } else {
+            DYN_MAX_NF_CALLS
+        };
+        if calls > limit {
             return Err(GenError::TailCalls {
                 chain: chain.name.clone(),
                 calls,
+                limit,
             });
         }
         let mut g = Gen::new(prog, hook, &mut maps, &chain.name);
@@ -106,6 +117,7 @@ pub fn generate_dynamic(
             seg_end: slots.seg_end,
             sites: Vec::new(),
             shared: slots.shared_entries,
+            chain_id: id as u32,
             entry: 0,
             body: 0,
             error: None,
@@ -177,6 +189,8 @@ pub(super) struct DynGen {
     sites: Vec<Site>,
     /// [`DynSlots::shared_entries`].
     shared: bool,
+    /// The chain's id (the slot of its first segment).
+    chain_id: u32,
     /// Target of the first instruction (a `ja`): where a segment starts.
     entry: Label,
     /// The chain's own start (segment 0).
@@ -197,12 +211,12 @@ pub(super) struct Site {
     bounds: Vec<(u32, i16)>,
     /// The next segment's slot.
     slot: u32,
-    /// The slot of this call site's entry ([`site_entry`]).
-    entry: u32,
     /// The NF called, its arguments, the script line of the call.
     nf: usize,
     args: Vec<Arg>,
     line: u32,
+    /// Whether the call passes anything through the call frame.
+    frame: bool,
 }
 
 impl Gen<'_> {
@@ -225,10 +239,20 @@ impl Gen<'_> {
     fn finish_or_fault(&mut self) {
         self.emit(mov_reg(Reg::R2, Reg::R0));
         self.emit(mov_reg(Reg::R1, Reg::R9));
-        for r in [Reg::R3, Reg::R4, Reg::R5] {
+        let (shared, id) = self
+            .dynamic
+            .as_ref()
+            .map_or((true, 0), |d| (d.shared, d.chain_id));
+        let (end, r3) = if shared {
+            (DYN_FINISH, 0)
+        } else {
+            (DYN_END, id as i32)
+        };
+        self.emit(mov_imm(Reg::R3, r3));
+        for r in [Reg::R4, Reg::R5] {
             self.emit(mov_imm(r, 0));
         }
-        self.call_local(DYN_FINISH.to_string());
+        self.call_local(end.to_string());
         self.emit(Insn::Exit);
         self.bind(self.fault);
         self.emit(mov_imm(Reg::R0, -1));
@@ -245,8 +269,9 @@ impl Gen<'_> {
     }
 
     /// Dynamic mode: the chain (chain id `id`) as its segments, segment 0
-    /// first (at slot `id`), then one per NF call site, then the entry of
-    /// each call site; and the first segment slot left free.
+    /// first (at slot `id`), then one per NF call site (segment k+1 runs
+    /// call site k's NF, then the chain on); and the first segment slot
+    /// left free.
     pub(super) fn segments(mut self, id: u32) -> Result<(Vec<GenFunc>, u32), GenError> {
         if let Some(e) = self.error.take() {
             return Err(e);
@@ -271,63 +296,70 @@ impl Gen<'_> {
                 Some(site.slot),
             )?);
         }
-        for (k, site) in d.sites.iter().enumerate().filter(|_| !d.shared) {
-            let nf: String = self.prog.nfs[site.nf].name.chars().take(8).collect();
-            out.push(site_entry(
-                self.prog,
-                self.hook,
-                &mut *self.maps,
-                format!("c{id}n{}_{nf}", k + 1),
-                site,
-            )?);
-        }
         Ok((out, d.next_seg))
     }
 
     /// Dynamic mode: the start of each segment after the first: ctx into
-    /// r9, the stack slots back from the frame, the NF's result into r0,
-    /// then on after the call site.
+    /// r9; with per-site code the call site's NF first (its arguments
+    /// as immediates or from the frame, the NF inlined when linking, its
+    /// value in r0); with shared entries the NF's value from the frame's
+    /// `result`; then the stack slots back from the frame and on after
+    /// the call site (where a verdict or fault in r0 ends the chain).
     fn resume_prologues(&mut self) {
-        let sites: Vec<Site> = self
+        let (sites, shared) = self
             .dynamic
             .as_ref()
-            .map(|d| d.sites.clone())
+            .map(|d| (d.sites.clone(), d.shared))
             .unwrap_or_default();
         let used = self.used;
-        for Site {
-            start,
-            resume,
-            saved,
-            bounds,
-            ..
-        } in sites
-        {
-            self.bind(start);
+        for site in sites {
+            self.bind(site.start);
             self.emit(mov_reg(Reg::R9, Reg::R1));
-            self.used = saved;
-            self.percpu_slot(ObjMap::Frame);
-            for j in 0..(saved / 8).min(FRAME_SLOTS) {
-                self.emit(ldx(Size::DW, Reg::R1, Reg::R0, FRAME_LOCALS + 8 * j as i16));
+            self.used = site.saved;
+            if site.frame {
+                self.percpu_slot(ObjMap::Frame);
+            }
+            if !shared {
+                self.lines.push((self.insns.len(), site.line, 0));
+                if site.frame {
+                    self.emit(mov_reg(Reg::R6, Reg::R0));
+                }
+                let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
+                for (i, r) in regs.into_iter().enumerate() {
+                    match site.args.get(i) {
+                        Some(&Arg::Const(v)) => self.konst(r, v),
+                        Some(&Arg::Slot(_)) => self.emit(ldx(Size::DW, r, Reg::R6, 8 * i as i16)),
+                        None => self.emit(mov_imm(r, 0)),
+                    }
+                }
+                self.emit(mov_reg(Reg::R1, Reg::R9));
+                self.call_local(self.prog.nfs[site.nf].symbol.clone());
+            }
+            let frame = if shared { Reg::R0 } else { Reg::R6 };
+            for j in 0..(site.saved / 8).min(FRAME_SLOTS) {
+                self.emit(ldx(Size::DW, Reg::R1, frame, FRAME_LOCALS + 8 * j as i16));
                 self.emit(stx(Size::DW, Reg::FP, local_off(0, j as usize), Reg::R1));
             }
-            self.emit(ldx(Size::DW, Reg::R0, Reg::R0, FRAME_RESULT));
+            if shared {
+                self.emit(ldx(Size::DW, Reg::R0, Reg::R0, FRAME_RESULT));
+            }
             // Loop counters came back as unknown values: bound them again.
             let fault = self.fault;
-            for (n, off) in bounds {
+            for (n, off) in site.bounds {
                 self.emit(ldx(Size::DW, Reg::R1, Reg::FP, off));
                 self.jcond(Cond::Gt, Reg::R1, Operand::Imm(n as i32), fault);
             }
-            self.jmp(resume);
+            self.jmp(site.resume);
         }
         self.used = used;
     }
 
     /// Dynamic mode: the NF call ends this segment. The arguments that
     /// are not constants (in stack slots) and every stack slot in use go
-    /// to the call frame, and the call site's own entry (slot `entry`,
-    /// [`site_entry`]) is tail-called with a constant key; the next
-    /// segment resumes right after (r0 = the NF's value: a verdict never
-    /// comes back).
+    /// to the call frame, and the next segment (which runs the NF with
+    /// the constant arguments as immediates, then resumes right after
+    /// the call, r0 = the NF's value) is tail-called with a constant key:
+    /// one tail call per NF call, which the kernel makes a direct jump.
     pub(super) fn tail_call_nf(&mut self, nf: usize, args: &[Arg]) {
         let saved = self.used;
         let line = self.lines.last().map_or(0, |l| l.1);
@@ -337,14 +369,16 @@ impl Gen<'_> {
         let Some(d) = self.dynamic.as_mut() else {
             return;
         };
-        // Two slots per call site: its entry, then the next segment (or
-        // the NF's shared entry and one slot).
+        // One slot per call site: the next segment, which runs the NF
+        // first (with shared entries the call site tail-calls the NF's
+        // entry, which tail-calls the next segment through `cont`).
         let shared = d.shared;
-        let (entry, slot) = if shared {
+        let slot = d.next_seg;
+        let entry = if shared {
             let sym = &self.prog.nfs[nf].symbol;
-            (d.nf_slots.get(sym).copied().unwrap_or(0), d.next_seg)
+            d.nf_slots.get(sym).copied().unwrap_or(0)
         } else {
-            (d.next_seg, d.next_seg.saturating_add(1))
+            slot
         };
         if d.error.is_none() {
             if saved > FRAME_SLOTS * 8 {
@@ -359,7 +393,7 @@ impl Gen<'_> {
                 });
             }
         }
-        d.next_seg = d.next_seg.saturating_add(if shared { 1 } else { 2 });
+        d.next_seg = d.next_seg.saturating_add(1);
         let bounds = self
             .frames
             .iter()
@@ -368,26 +402,31 @@ impl Gen<'_> {
         let Some(d) = self.dynamic.as_mut() else {
             return;
         };
+        // Per-site segments need the frame only for what they pass
+        // through it: arguments that are not constants and stack slots.
+        let frame = shared || saved > 0 || args.iter().any(|a| matches!(a, Arg::Slot(_)));
         d.sites.push(Site {
             resume,
             start,
             saved,
             bounds,
             slot,
-            entry,
             nf,
             args: args.to_vec(),
             line,
+            frame,
         });
-        self.percpu_slot(ObjMap::Frame);
+        if frame {
+            self.percpu_slot(ObjMap::Frame);
+        }
         for i in 0..4usize {
             match args.get(i) {
                 Some(&Arg::Slot(o)) => {
                     self.emit(ldx(Size::DW, Reg::R1, Reg::FP, o));
                     self.emit(stx(Size::DW, Reg::R0, 8 * i as i16, Reg::R1));
                 }
-                // The call site's entry loads constants itself; the
-                // shared entry reads every argument from the frame.
+                // The next segment loads constants itself; the shared
+                // entry reads every argument from the frame.
                 Some(&Arg::Const(v)) if shared => {
                     self.konst(Reg::R1, v);
                     self.emit(stx(Size::DW, Reg::R0, 8 * i as i16, Reg::R1));
@@ -405,12 +444,15 @@ impl Gen<'_> {
             self.emit(ldx(Size::DW, Reg::R1, Reg::FP, local_off(0, j as usize)));
             self.emit(stx(Size::DW, Reg::R0, FRAME_LOCALS + 8 * j as i16, Reg::R1));
         }
-        self.emit(Insn::St {
-            size: Size::W,
-            dst: Reg::R0,
-            off: FRAME_CONT,
-            imm: slot as i32,
-        });
+        if shared {
+            // The shared entry tail-calls the continuation it reads here.
+            self.emit(Insn::St {
+                size: Size::W,
+                dst: Reg::R0,
+                off: FRAME_CONT,
+                imm: slot as i32,
+            });
+        }
         self.emit(mov_reg(Reg::R1, Reg::R9));
         self.load_map(Reg::R2, ObjMap::Progs);
         self.emit(mov_imm(Reg::R3, entry as i32));
@@ -420,59 +462,6 @@ impl Gen<'_> {
         self.jmp(fault);
         self.bind(resume);
     }
-}
-
-/// Dynamic mode: the entry program of one NF call site (docs/abi.md
-/// §5), at slot `site.entry`: ctx into r9, the arguments (constants
-/// as immediates, the rest from the frame), the NF called (inlined
-/// when linking), a verdict or fault to `nfkit_dyn_finish`, a value
-/// into the frame's `result` and a tail call of the next segment
-/// with a constant key (the kernel makes it a direct jump; one entry
-/// shared by every call site would need a variable key, an indirect
-/// jump through a retpoline here).
-fn site_entry(
-    prog: &Program,
-    hook: Hook,
-    maps: &mut Vec<ObjMap>,
-    name: String,
-    site: &Site,
-) -> Result<GenFunc, GenError> {
-    let mut e = Gen::new(prog, hook, maps, &name);
-    e.lines.push((0, site.line, 0));
-    e.emit(mov_reg(Reg::R9, Reg::R1));
-    e.percpu_slot(ObjMap::Frame);
-    e.emit(mov_reg(Reg::R6, Reg::R0));
-    let regs = [Reg::R2, Reg::R3, Reg::R4, Reg::R5];
-    for (i, r) in regs.into_iter().enumerate() {
-        match site.args.get(i) {
-            Some(&Arg::Const(v)) => e.konst(r, v),
-            Some(&Arg::Slot(_)) => e.emit(ldx(Size::DW, r, Reg::R6, 8 * i as i16)),
-            None => e.emit(mov_imm(r, 0)),
-        }
-    }
-    e.emit(mov_reg(Reg::R1, Reg::R9));
-    e.call_local(prog.nfs[site.nf].symbol.clone());
-    let exit = e.exit;
-    e.jcond(Cond::Slt, Reg::R0, Operand::Imm(0), exit);
-    e.emit(stx(Size::DW, Reg::R6, FRAME_RESULT, Reg::R0));
-    e.emit(ldx(Size::W, Reg::R1, Reg::R6, FRAME_CALLS));
-    e.emit(Insn::Alu {
-        width: nfkit_isa::Width::W32,
-        op: nfkit_isa::AluOp::Add,
-        dst: Reg::R1,
-        src: Operand::Imm(1),
-    });
-    e.emit(stx(Size::W, Reg::R6, FRAME_CALLS, Reg::R1));
-    e.emit(mov_reg(Reg::R1, Reg::R9));
-    e.load_map(Reg::R2, ObjMap::Progs);
-    e.emit(mov_imm(Reg::R3, site.slot as i32));
-    e.call_helper(TAIL_CALL);
-    let fault = e.fault;
-    e.jmp(fault);
-    e.bind(e.exit);
-    e.finish_or_fault();
-    e.check_frame()?;
-    e.code(name, None, Some(site.entry))
 }
 
 impl Default for DynSlots {

@@ -56,7 +56,8 @@ mod bpf_loop;
 mod dynamic;
 
 pub use dynamic::{
-    generate_dynamic, DynSlots, DYN_FINISH, DYN_MAX_NF_CALLS, FRAME_SLOTS, TAIL_CALL_LIMIT,
+    generate_dynamic, DynSlots, DYN_END, DYN_FINISH, DYN_MAX_NF_CALLS, DYN_MAX_NF_CALLS_SHARED,
+    FRAME_SLOTS, TAIL_CALL_LIMIT,
 };
 pub use maps::map_size;
 pub use module::generate;
@@ -137,8 +138,12 @@ pub enum GenError {
         bytes: u32,
         line: u32,
     },
-    #[error("chain '{chain}' (dynamic mode) can make {calls} NF calls on one packet; tail calls allow {DYN_MAX_NF_CALLS} (use static mode, or fewer calls in loops)")]
-    TailCalls { chain: String, calls: u64 },
+    #[error("chain '{chain}' (dynamic mode) can make {calls} NF calls on one packet; tail calls allow {limit} (use static mode, or fewer calls in loops)")]
+    TailCalls {
+        chain: String,
+        calls: u64,
+        limit: u64,
+    },
     #[error("dynamic mode: no free slot in nfkit_progs for {what}")]
     NoSlot { what: String },
     #[error("chain '{chain}', line {line}: a loop compiled to bpf_loop inside the body of another bpf_loop (through a chain call) is not supported; give one of them a cap of at most {BPF_LOOP_ABOVE}")]
