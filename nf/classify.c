@@ -13,10 +13,10 @@
  * nfkit_dispatch(ctx, chain_id, 0, 0, 0), which the chain compiler defines
  * when it links chains, NFs and this object into one program (the weak
  * fallback here returns a plain value, so the object loads alone and
- * applies the default action); the dynamic one (program dyn_<name>) sets
- * up the packet's call frame in nfkit_frame (chain_id, calls = 0) and
- * tail-calls the chain's entry at nfkit_progs[chain_id]; a missing entry
- * is a fault.
+ * applies the default action); the dynamic one (program dyn_<name>)
+ * tail-calls the chain's entry at nfkit_progs[chain_id] (the chain's
+ * segments use the call frame nfkit_frame only for what they pass
+ * through it, abi.md 5); a missing entry is a fault.
  *
  * The module is built once more for the software switch
  * (-DNF_HOOK_SWITCH): an XDP context, and its programs return the
@@ -133,21 +133,12 @@ static __always_inline __u32 cls_by_dscp(struct nf_pkt_info *pi)
 	SEC(NF_CLS_SEC) NF_RET dyn_##name(NF_CTX *ctx)                        \
 	{                                                                     \
 		struct nf_pkt_info *pi = nf_enter(ctx);                       \
-		struct nf_frame *f;                                           \
-		__u32 c, slot;                                                \
+		__u32 c;                                                      \
 		if (!pi)                                                      \
 			return nf_action(ctx, NF_FAULT);                      \
 		c = cls_##name(pi);                                           \
 		if (c == NF_NO_CHAIN)                                         \
 			return nf_finish(ctx, NF_NO_CHAIN, 0);                \
-		slot = nf__slot();                                            \
-		f = bpf_map_lookup_elem(&nfkit_frame, &slot);                 \
-		if (!f)                                                       \
-			return nf_finish(ctx, c, NF_FAULT);                   \
-		f->chain_id = c;                                              \
-		f->calls = 0;                                                 \
-		f->cont = 0;                                                  \
-		f->result = 0;                                                \
 		bpf_tail_call(ctx, &nfkit_progs, c);                          \
 		return nf_finish(ctx, c, NF_FAULT);                           \
 	}

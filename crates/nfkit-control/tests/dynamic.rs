@@ -10,12 +10,31 @@ use common::*;
 use nfkit_control::runner::{run_capture, ScriptVm};
 use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
 
+/// The default build and the one through the NFs' shared entries
+/// (`DynSlots::shared_entries`, kept for the benchmarks).
+fn builds() -> [(&'static str, DynSlots); 2] {
+    [
+        ("", DynSlots::default()),
+        (
+            " (shared entries)",
+            DynSlots {
+                shared_entries: true,
+                ..DynSlots::default()
+            },
+        ),
+    ]
+}
+
 #[test]
 fn examples_run_the_same_in_dynamic_mode_in_the_vm() {
-    for name in EXAMPLES {
-        let (src, input) = example(name);
-        let st = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
-        let dy = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
+    for (example_name, (build, slots)) in
+        EXAMPLES.iter().flat_map(|n| builds().map(move |b| (*n, b)))
+    {
+        let (src, input) = example(example_name);
+        let name = format!("{example_name}{build}");
+        let name = name.as_str();
+        let st = compile(example_name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let dy = compile_dynamic(example_name, &src, &Options::default(), &slots)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(dy.entry.starts_with("dyn_"), "{name}: entry {}", dy.entry);
         // Every chain has a first segment at its chain id, one more per
@@ -59,11 +78,15 @@ fn examples_give_the_same_verdicts_in_the_kernel_in_dynamic_mode() {
         eprintln!("skipped: needs root");
         return;
     }
-    for name in EXAMPLES {
-        let (src, input) = example(name);
-        let st = compile(name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    for (example_name, (build, slots)) in
+        EXAMPLES.iter().flat_map(|n| builds().map(move |b| (*n, b)))
+    {
+        let (src, input) = example(example_name);
+        let name = format!("{example_name}{build}");
+        let name = name.as_str();
+        let st = compile(example_name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
         let want = run_capture(&st, &input, false).expect("static run");
-        let dy = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
+        let dy = compile_dynamic(example_name, &src, &Options::default(), &slots)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let k = kernel_run_image(&dy.image, &dy.entry, &dy.control_plane(), &input)
             .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -92,9 +92,9 @@ fn standalone_exports_take_their_arguments_from_nf_args() {
 }
 
 /// The dynamic classifier `dyn_by_dscp` linked with `module`: DSCP 0 picks
-/// chain 5, whose entry in nfkit_progs is `dyn_<name>`; the classifier sets
-/// the frame's continuation to slot 0, which holds `dyn_drop` (standing in
-/// for the chain's next segment).
+/// chain 5, whose entry in nfkit_progs is `dyn_<name>`; the frame holds
+/// the arguments, chain id 5 and the continuation slot 0, which holds
+/// `dyn_drop` (standing in for the chain's next segment).
 fn dynamic(module: &str, name: &str, args: [u64; 4]) -> (Vm, u32) {
     let cls = nfkit_object::read_object(
         nfkit_nf::object("nf.classify", Hook::Xdp).unwrap(),
@@ -130,7 +130,11 @@ fn dynamic(module: &str, name: &str, args: [u64; 4]) -> (Vm, u32) {
     for (i, a) in args.iter().enumerate() {
         frame[i * 8..i * 8 + 8].copy_from_slice(&a.to_le_bytes());
     }
-    frame[40..44].copy_from_slice(&77u32.to_le_bytes()); // reset by the classifier
+    // What a chain's segment 0 and its call site leave there (with the
+    // NFs' shared entries, abi.md 5): the continuation (slot 0) and the
+    // chain's id; the classifier itself leaves the frame alone.
+    frame[40..44].copy_from_slice(&0u32.to_le_bytes());
+    frame[48..52].copy_from_slice(&5u32.to_le_bytes());
     vm.map("nfkit_frame")
         .unwrap()
         .update(&0u32.to_le_bytes(), &frame, 0)

@@ -26,6 +26,8 @@ pub const DYN_END: &str = "nfkit_dyn_end";
 /// slots a chain can keep across an NF call.
 const FRAME_RESULT: i16 = 32;
 const FRAME_CONT: i16 = 40;
+const FRAME_CALLS: i16 = 44;
+const FRAME_CHAIN: i16 = 48;
 const FRAME_LOCALS: i16 = 56;
 pub const FRAME_SLOTS: i32 = 56;
 
@@ -227,9 +229,30 @@ impl Gen<'_> {
         let body = self.label();
         self.jmp(entry);
         self.bind(body);
-        if let Some(d) = self.dynamic.as_mut() {
-            d.entry = entry;
-            d.body = body;
+        let Some(d) = self.dynamic.as_mut() else {
+            return;
+        };
+        d.entry = entry;
+        d.body = body;
+        if d.shared {
+            // The NFs' shared entries count their calls in the frame and
+            // end the chain with the frame's chain id: segment 0 sets both.
+            let id = d.chain_id as i32;
+            self.emit(mov_reg(Reg::R9, Reg::R1));
+            self.percpu_slot(ObjMap::Frame);
+            self.emit(Insn::St {
+                size: Size::W,
+                dst: Reg::R0,
+                off: FRAME_CHAIN,
+                imm: id,
+            });
+            self.emit(Insn::St {
+                size: Size::W,
+                dst: Reg::R0,
+                off: FRAME_CALLS,
+                imm: 0,
+            });
+            self.emit(mov_reg(Reg::R1, Reg::R9));
         }
     }
 
