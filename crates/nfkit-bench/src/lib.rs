@@ -496,13 +496,13 @@ pub fn compile_static_with(
 /// in one Image, `nfkit_progs` filled by its map inits): the Image, the
 /// dynamic classifier to run and the control-plane writes.
 pub fn compile_dynamic(file: &str, src: &str) -> Res<Program> {
-    compile_dynamic_with(file, src, false, false)
+    compile_dynamic_with(file, src, false, true)
 }
 
-/// [`compile_dynamic`] with the per-program passes after inlining
-/// (`DynSlots::passes`: lookups once, dead code; docs/cost.md).
-pub fn compile_dynamic_passes(file: &str, src: &str) -> Res<Program> {
-    compile_dynamic_with(file, src, false, true)
+/// [`compile_dynamic`] without the per-program passes after inlining (`DynSlots::passes`
+/// off: no lookups once, no dead code removal; docs/cost.md).
+pub fn compile_dynamic_no_passes(file: &str, src: &str) -> Res<Program> {
+    compile_dynamic_with(file, src, false, false)
 }
 
 /// [`compile_dynamic`] with every call site tail-calling the NFs' shared

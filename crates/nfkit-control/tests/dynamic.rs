@@ -441,7 +441,7 @@ fn lookups_and_memory_stores(image: &nfkit_object::Image, name: &str) -> (usize,
 }
 
 /// The passes after inlining that are sound per program
-/// (`DynSlots::passes`, off by default: lookups once, dead registers and
+/// (`DynSlots::passes`, on by default: lookups once, dead registers and
 /// stack stores) run on every program of a dynamic build: no program makes more map
 /// lookups than without them, the DDoS chain's programs make fewer, and
 /// not one store outside the stack goes (the info block is shared by
@@ -459,7 +459,11 @@ fn dynamic_programs_look_elements_up_once_and_keep_every_memory_store() {
         };
         let on = compile_dynamic(name, &src, &Options::default(), &on_slots)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let off = compile_dynamic(name, &src, &Options::default(), &DynSlots::default())
+        let off_slots = DynSlots {
+            passes: false,
+            ..DynSlots::default()
+        };
+        let off = compile_dynamic(name, &src, &Options::default(), &off_slots)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         // In the VM the build with the passes gives what the static
         // build gives, packet by packet.

@@ -60,10 +60,11 @@ pub struct DynSlots {
     pub shared_entries: bool,
     /// After inlining, the passes sound per program (lookups once, dead
     /// registers and stack stores: `nfkit_object::Passes::PerProgram`).
-    /// Off by default: measured on the DDoS example they cost 2-6 ns on
-    /// the legitimate path (the lookups done once at each program's
-    /// start, on every path, where the kernel inlines an array lookup
-    /// in a few instructions) and saved 1-2 ns flooding (docs/cost.md).
+    /// On by default since one tail call per NF call (segments run the
+    /// NFs themselves): over seven runs of `--bench ddos` on the DDoS
+    /// example they took 1-2 ns off both paths (docs/cost.md); with the
+    /// per-call-site entries before, they cost 2-6 ns on the legitimate
+    /// path.
     pub passes: bool,
 }
 
@@ -496,7 +497,7 @@ impl Default for DynSlots {
             seg_first: 256,
             seg_end: 640,
             shared_entries: false,
-            passes: false,
+            passes: true,
         }
     }
 }
