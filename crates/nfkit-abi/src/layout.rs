@@ -226,13 +226,14 @@ abi_struct! {
     /// The per-CPU call frame of dynamic mode (`struct nf_frame`,
     /// docs/abi.md 5).
     NfFrame = "nf_frame", size 504 {
-        /// Arguments of the NF being called.
+        /// Arguments of the NF being called (those that are not
+        /// constants of the call site).
         args: [u64; 4],
-        /// Its result.
+        /// Its result (the NFs' shared entries only, as the next three).
         result: u64,
         /// `nfkit_progs` index of the continuation.
         cont: u32,
-        /// Tail calls so far in this packet.
+        /// NF calls so far in this packet.
         calls: u32,
         /// The chain being run.
         chain_id: u32,

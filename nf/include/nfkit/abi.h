@@ -209,10 +209,10 @@ enum nf_clock_mode {
 
 struct nf_frame {
 	__u64 args[4];    /*   0 arguments of the NF being called */
-	__u64 result;     /*  32 its result */
-	__u32 cont;       /*  40 nfkit_progs index of the continuation */
-	__u32 calls;      /*  44 tail calls so far in this packet */
-	__u32 chain_id;   /*  48 the chain being run */
+	__u64 result;     /*  32 its result (NFs' shared entries) */
+	__u32 cont;       /*  40 nfkit_progs index of the continuation (shared entries) */
+	__u32 calls;      /*  44 NF calls so far in this packet (shared entries) */
+	__u32 chain_id;   /*  48 the chain being run (shared entries) */
 	__u32 pad;        /*  52 */
 	__u64 locals[NF_FRAME_LOCALS]; /*  56 the chain's stack slots live across an NF call */
 };
