@@ -232,6 +232,21 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// The mean of the middle half of `v` (NaN when empty): robust like the
+/// median, but it averages, so it resolves differences finer than the
+/// samples' own step (the kernel gives a test run's time per run in
+/// whole ns).
+pub fn interquartile_mean(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    let (lo, hi) = (n / 4, n - n / 4);
+    let mid = &v[lo..hi.max(lo)];
+    if mid.is_empty() {
+        return f64::NAN;
+    }
+    mid.iter().sum::<f64>() / mid.len() as f64
+}
+
 /// XDP return codes by name.
 pub fn xdp_code(code: u32) -> &'static str {
     match code {
