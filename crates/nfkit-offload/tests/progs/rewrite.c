@@ -5,13 +5,7 @@
  *   scratch over the header, sent back (TX);
  * - TTL <= 1: dropped; IP options and everything else pass. */
 #include "common.h"
-
-static __always_inline __u16 csum_fold(__u32 s)
-{
-	s = (s >> 16) + (s & 0xffff);
-	s += s >> 16;
-	return (__u16)~s;
-}
+#include "csum.h"
 
 SEC("xdp")
 int rewrite(struct xdp_md *ctx)

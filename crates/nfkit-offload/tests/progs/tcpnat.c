@@ -5,13 +5,7 @@
  * sent back out (TX). The same for UDP to port 5353 (the UDP checksum
  * fix-up stays in software). Everything else passes. */
 #include "common.h"
-
-static __always_inline __u16 csum_fold(__u32 s)
-{
-	s = (s >> 16) + (s & 0xffff);
-	s += s >> 16;
-	return (__u16)~s;
-}
+#include "csum.h"
 
 SEC("xdp")
 int tcpnat(struct xdp_md *ctx)
