@@ -10,32 +10,51 @@ use common::*;
 use nfkit_control::runner::{run_capture, ScriptVm};
 use nfkit_lang::{compile, compile_dynamic, CompileError, DynSlots, Options};
 
-/// The default build and the one through the NFs' shared entries
-/// (`DynSlots::shared_entries`, kept for the benchmarks).
-fn builds() -> [(&'static str, DynSlots); 2] {
-    [
-        ("", DynSlots::default()),
-        (
-            " (shared entries)",
-            DynSlots {
-                shared_entries: true,
-                ..DynSlots::default()
-            },
-        ),
-    ]
+/// One example in one dynamic build: its name (with the build's), its
+/// packets, the static build and the dynamic one.
+struct Built {
+    name: String,
+    input: Vec<(u64, Vec<u8>)>,
+    st: nfkit_lang::Compiled,
+    dy: nfkit_lang::DynCompiled,
+}
+
+/// Every example in the default dynamic build and in the one through
+/// the NFs' shared entries (`DynSlots::shared_entries`, kept for the
+/// benchmarks), each beside its static build.
+fn examples_in_both_builds() -> impl Iterator<Item = Built> {
+    let shared = DynSlots {
+        shared_entries: true,
+        ..DynSlots::default()
+    };
+    let builds = [("", DynSlots::default()), (" (shared entries)", shared)];
+    EXAMPLES.iter().flat_map(move |&example_name| {
+        let (src, input) = example(example_name);
+        let st = compile(example_name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        builds.clone().map(|(build, slots)| {
+            let name = format!("{example_name}{build}");
+            let dy = compile_dynamic(example_name, &src, &Options::default(), &slots)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            Built {
+                name,
+                input: input.clone(),
+                st: st.clone(),
+                dy,
+            }
+        })
+    })
 }
 
 #[test]
 fn examples_run_the_same_in_dynamic_mode_in_the_vm() {
-    for (example_name, (build, slots)) in
-        EXAMPLES.iter().flat_map(|n| builds().map(move |b| (*n, b)))
+    for Built {
+        name,
+        input,
+        st,
+        dy,
+    } in examples_in_both_builds()
     {
-        let (src, input) = example(example_name);
-        let name = format!("{example_name}{build}");
         let name = name.as_str();
-        let st = compile(example_name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
-        let dy = compile_dynamic(example_name, &src, &Options::default(), &slots)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(dy.entry.starts_with("dyn_"), "{name}: entry {}", dy.entry);
         // Every chain has a first segment at its chain id, one more per
         // NF call site; every NF a slot of its own.
@@ -78,16 +97,15 @@ fn examples_give_the_same_verdicts_in_the_kernel_in_dynamic_mode() {
         eprintln!("skipped: needs root");
         return;
     }
-    for (example_name, (build, slots)) in
-        EXAMPLES.iter().flat_map(|n| builds().map(move |b| (*n, b)))
+    for Built {
+        name,
+        input,
+        st,
+        dy,
+    } in examples_in_both_builds()
     {
-        let (src, input) = example(example_name);
-        let name = format!("{example_name}{build}");
         let name = name.as_str();
-        let st = compile(example_name, &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
         let want = run_capture(&st, &input, false).expect("static run");
-        let dy = compile_dynamic(example_name, &src, &Options::default(), &slots)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let k = kernel_run_image(&dy.image, &dy.entry, &dy.control_plane(), &input)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(k.len(), input.len());
