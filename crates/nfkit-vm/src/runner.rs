@@ -89,6 +89,15 @@ impl Runner {
         self.machine().and_then(|m| m.net.tunnel.as_ref())
     }
 
+    /// Whether the last run left the runner armed: the next
+    /// [`Runner::run_packet`] of the same entry, context shape and options
+    /// runs without resetting the machine (tests use it to know that the
+    /// armed path ran).
+    #[doc(hidden)]
+    pub fn armed(&self) -> bool {
+        self.bufs.as_ref().is_some_and(|b| b.armed.is_some())
+    }
+
     /// The machine of the last run, which keeps its side effects.
     fn machine(&self) -> Option<&crate::interp::Machine> {
         self.bufs.as_ref().and_then(|b| b.machine.as_deref())

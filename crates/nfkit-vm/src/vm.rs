@@ -72,6 +72,9 @@ pub(crate) struct Buffers {
     pub(crate) machine: Option<Box<Machine>>,
     /// The native code's run context the XDP fast path keeps.
     pub(crate) jit: Option<Box<crate::jit::Kept>>,
+    /// Set when the last run left everything as the next run of its
+    /// shape needs it (`fast::Armed`); taken by every run.
+    pub(crate) armed: Option<fast::Armed>,
 }
 
 /// The region table runs use: the machine's once it exists (it keeps
@@ -406,6 +409,7 @@ impl Vm {
                 // The machine holds the VM: a pooled one would keep it
                 // alive forever. Its region table and frames go back to
                 // the buffers.
+                bufs.armed = None;
                 if let Some(m) = bufs.machine.take() {
                     let m = *m;
                     bufs.mem = m.mem;
@@ -443,6 +447,7 @@ impl Vm {
             last_shape: Shape::default(),
             placed: None,
             machine: None,
+            armed: None,
             jit: self
                 .inner
                 .jit
@@ -542,6 +547,34 @@ impl Vm {
             crate::ctx::PacketCtx::XdpWith(md) => fast::XdpFields::of(md),
             _ => None,
         };
+        if let Some(a) = &bufs.armed {
+            let admitted = match (&fields, entry.entry_index(self)) {
+                (Some(f), Some(ei)) => {
+                    a.admits(ei, packet.len(), f, opts, self.inner.config.budget)
+                }
+                _ => None,
+            };
+            match admitted {
+                Some(tailroom) => return self.run_armed(bufs, packet, tailroom, opts),
+                None => bufs.armed = None,
+            }
+        }
+        self.run_unarmed(bufs, entry, packet, ctx, opts, fields)
+    }
+
+    /// `run_on` when the runner is not armed for the run: the lean and
+    /// fast paths, else the general one. (Not inlined, so the armed run
+    /// does not pay this one's frame.)
+    #[inline(never)]
+    fn run_unarmed(
+        &self,
+        bufs: &mut Buffers,
+        entry: impl EntryRef,
+        packet: &mut Vec<u8>,
+        ctx: crate::ctx::PacketCtx,
+        opts: &RunOptions,
+        fields: Option<fast::XdpFields>,
+    ) -> RunOutcome {
         if let (Some(f), Some(ei)) = (fields, entry.entry_index(self)) {
             if self.fast_ok(bufs, ei, packet.len(), &f, opts) {
                 return self.run_xdp_fast(bufs, ei, packet, f, opts);
@@ -602,6 +635,7 @@ impl Vm {
         opts: &RunOptions,
     ) -> Result<(&EntryInfo, Layout), RunErrorKind> {
         let inner = &*self.inner;
+        bufs.armed = None;
         let Some(ei) = entry.entry_index(self) else {
             return Err(RunErrorKind::Setup("no such entry program".into()));
         };

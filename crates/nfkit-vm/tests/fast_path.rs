@@ -1076,3 +1076,137 @@ fn spare_intact(buf: &mut Vec<u8>, len: usize) -> bool {
     // nothing may have written them since.
     spare.iter().all(|b| unsafe { b.assume_init() } == 0xa5)
 }
+
+/// Reads a context field with a one-byte load on long frames only: the
+/// JIT leaves such loads to the interpreter's code (a glue call that
+/// succeeds), so the run cannot leave its runner armed.
+const NARROW_ON_LONG: &str = "
+    r2 = *(u32 *)(r1 + 0)
+    r3 = *(u32 *)(r1 + 4)
+    r0 = 2
+    r4 = r2
+    r4 += 100
+    if r4 > r3 goto out
+    r0 = *(u8 *)(r1 + 12)
+    r0 += 1000
+out:
+    exit
+";
+
+/// Runs of one shape in a row, where the runner is armed by a clean
+/// run and the next runs skip the machine's reset (`vm::fast::Armed`),
+/// broken up by everything that must disarm it: another frame shape
+/// (ingress, headroom), other options (budget, CPU, trace, the
+/// interpreter on a JIT runner), the general API (`Runner::run`), faults (hostile
+/// programs on short frames), budget hand-offs and glue calls that
+/// succeed; on both engines. Every run equals a fresh interpreter run
+/// (r0 or the fault, the count, the packet), writes nothing past the
+/// frame, and the armed path demonstrably ran.
+#[test]
+fn armed_runs_give_what_fresh_runs_give() {
+    let mut texts: Vec<(String, VmConfig)> = [PARSE, SWAP, LOOP_SUM]
+        .iter()
+        .map(|s| (s.to_string(), VmConfig::kernel()))
+        .collect();
+    texts.push((FIELDS.replace("call 7\n", ""), VmConfig::kernel()));
+    texts.push((NARROW_ON_LONG.to_string(), VmConfig::default()));
+    texts.extend(
+        hostile_programs()
+            .into_iter()
+            .step_by(3)
+            .map(|t| (t, VmConfig::kernel())),
+    );
+    let lens = [60usize, 60, 14, 1500, 0, 61, 60, 1500, 1, 60, 200, 38];
+    let (mut armed_runs, mut loaded, mut faults, mut glued_ok) = (0usize, 0usize, 0usize, 0usize);
+    for (text, config) in &texts {
+        let image = Image::from_insns("p", ProgType::Xdp, asm(text));
+        let Ok(reference) = Vm::new(&image, config.clone().with_engine(nfkit_vm::Engine::Interp))
+        else {
+            continue;
+        };
+        loaded += 1;
+        for engine in [nfkit_vm::Engine::Jit, nfkit_vm::Engine::Interp] {
+            let vm = Vm::new(&image, config.clone().with_engine(engine)).expect("loads");
+            let mut run = vm.runner();
+            for step in 0..60usize {
+                let len = lens[step % lens.len()];
+                let input: Vec<u8> = (0..len).map(|k| (k * 11 + step) as u8).collect();
+                let base = XdpMd::new(&input);
+                let md = match step % 17 {
+                    5 => XdpMd {
+                        ingress_ifindex: 9,
+                        ..base
+                    },
+                    11 => XdpMd {
+                        headroom: 320,
+                        ..base
+                    },
+                    _ => base,
+                };
+                let opts = match step % 13 {
+                    3 => RunOptions {
+                        budget: Some(5),
+                        ..RunOptions::default()
+                    },
+                    6 => RunOptions {
+                        cpu: 1,
+                        ..RunOptions::default()
+                    },
+                    8 => RunOptions {
+                        interp: true,
+                        ..RunOptions::default()
+                    },
+                    10 => RunOptions {
+                        trace: true,
+                        ..RunOptions::default()
+                    },
+                    _ => RunOptions::default(),
+                };
+                let what = format!("{engine:?} step {step} len {len}\n{text}");
+                let fresh = reference.run(0usize, Context::Xdp(md.clone()), &opts);
+                if step % 19 == 7 {
+                    // The general API in between.
+                    let r = run.run(0usize, Context::Xdp(md.clone()), &opts);
+                    assert_eq!(r.result, fresh.result, "{what} (run)");
+                    assert!(!run.armed(), "{what}: the general run leaves no arm");
+                    continue;
+                }
+                let was_armed = run.armed();
+                let mut buf = framed(&input);
+                let out = run.run_packet(0usize, &mut buf, PacketCtx::XdpWith(&md), &opts);
+                assert_eq!(out.result, fresh.result, "{what}");
+                assert_eq!(out.insns, fresh.insns, "{what}");
+                assert_eq!(buf, fresh.packet, "{what}");
+                assert_eq!(out.head_delta, 0, "{what}");
+                assert!(
+                    spare_intact(&mut buf, len),
+                    "{what}: a byte past the frame changed"
+                );
+                if !out.packet_written {
+                    assert_eq!(buf, input, "{what}: unwritten, unchanged");
+                }
+                let plain = step % 13 == 0 || ![3, 6, 8, 10].contains(&(step % 13));
+                let same_md = ![5, 11].contains(&(step % 17));
+                armed_runs += usize::from(was_armed && plain && same_md);
+                faults += usize::from(out.result.is_err());
+                glued_ok += usize::from(out.r0().is_some_and(|r| r >= 1000));
+                if out.result.is_err() || opts.trace {
+                    assert!(!run.armed(), "{what}: armed after a fault or a traced run");
+                }
+            }
+        }
+    }
+    assert!(
+        loaded * 10 >= texts.len() * 8,
+        "{loaded} of {} loaded",
+        texts.len()
+    );
+    if cfg!(target_arch = "x86_64") {
+        assert!(armed_runs > 1000, "{armed_runs} armed runs");
+        assert!(
+            glued_ok > 5,
+            "{glued_ok} runs through the glue that ended well"
+        );
+    }
+    assert!(faults > 100, "{faults} faults");
+}

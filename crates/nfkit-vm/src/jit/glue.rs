@@ -22,6 +22,7 @@ unsafe fn with_machine<T>(jc: *mut JitCtx, f: impl FnOnce(&mut Machine) -> Step<
     let m = unsafe { &mut *jc.machine };
     m.count = jc.budget.saturating_sub(jc.count);
     jc.ctx_ok = 0;
+    jc.glued = 1;
     m.may_goto = jc.may_goto as u32;
     let r = f(m);
     jc.may_goto = m.may_goto as u64;

@@ -302,6 +302,7 @@ impl Code {
         jc.ctx_ok = 1;
         jc.stop = None;
         jc.handed_off = false;
+        jc.glued = 0;
         (jc.in_place, jc.in_place_off, jc.in_place_len) = match in_place {
             Some((p, off, len)) => (p, off as u64, len as u64),
             None => (std::ptr::null_mut(), 0, 0),
@@ -317,6 +318,65 @@ impl Code {
         let r0 = self.enter(jc, k.target);
         // SAFETY: native code has returned; `m` was not used meanwhile.
         self.conclude(unsafe { &mut *machine }, jc, r0, budget)
+    }
+
+    /// The armed run of the XDP fast path (`vm::fast::Armed`): `kept` is
+    /// as the last clean run of the same entry on the same runner left it
+    /// (no glue reached, no fault, nothing moved: depth, `native_fault`,
+    /// `jump`, `stop`, the context table and its validity, the target are
+    /// as [`Code::run_xdp`] sets them), so only what differs between two
+    /// such runs is written: the count and `may_goto` budget, the packet
+    /// (its base, its end in the context table, the caller's buffer) and
+    /// the machine's pointers. `Ok((r0, instructions))`: the run reached
+    /// an `exit` without the glue, the machine untouched; `Err(r0)`: it reached the glue or
+    /// faulted, and [`Code::conclude_kept`] ends it as any other run.
+    #[inline(always)]
+    pub(crate) fn run_armed(
+        &self,
+        k: &mut Kept,
+        m: &mut Machine,
+        budget: u64,
+        (packet_base, data_end): (u64, u64),
+        (p, off, len): (*mut u8, usize, usize),
+    ) -> Result<(u64, u64), u64> {
+        let jc = &mut k.jc;
+        jc.count = budget;
+        jc.may_goto = jc.may_goto_budget;
+        jc.packet_base = packet_base;
+        jc.ctx_vals[1] = data_end;
+        (jc.in_place, jc.in_place_off, jc.in_place_len) = (p, off as u64, len as u64);
+        jc.regs = m.regs.as_mut_ptr();
+        let win = m.mem.windows_mut();
+        jc.win = win.as_mut_ptr();
+        jc.nwin = win.len() as u64;
+        jc.machine = m;
+        let r0 = self.enter(jc, k.target);
+        if jc.native_fault == state::FAULT_NONE && jc.glued == 0 {
+            // No pointer to the caller's buffer outlives the run.
+            jc.forget_place();
+            Ok((r0, budget.saturating_sub(jc.count)))
+        } else {
+            Err(r0)
+        }
+    }
+
+    /// Ends an armed run that reached the glue or faulted
+    /// ([`Code::run_armed`] gave `Err(r0)`), as [`Code::run_xdp`] ends
+    /// every run.
+    pub(crate) fn conclude_kept(
+        &self,
+        m: &mut Machine,
+        k: &mut Kept,
+        r0: u64,
+        budget: u64,
+    ) -> Step<u64> {
+        self.conclude(m, &mut k.jc, r0, budget)
+    }
+
+    /// Whether the last run of `kept` reached no glue function.
+    #[inline(always)]
+    pub(crate) fn unglued(kept: &Option<Box<Kept>>) -> bool {
+        kept.as_ref().is_some_and(|k| k.jc.glued == 0)
     }
 
     /// Whether the last run of `kept` ended with its packet still in the

@@ -91,6 +91,11 @@ pub(crate) struct JitCtx {
     /// its slots (`Memory::statics_cpu`), else `u64::MAX`: native code's
     /// inline array lookups use it, and leave other runs to the glue.
     pub statics_cpu: u64,
+    /// A glue function ran in this run (set by every glue entry that
+    /// works on the machine): the machine is no longer as the run
+    /// started it, so the run cannot leave its runner armed
+    /// (`vm::fast::Armed`).
+    pub glued: u64,
 }
 
 /// [`JitCtx::statics_cpu`] for a run on machine `m`.
@@ -153,6 +158,7 @@ impl JitCtx {
             in_place_off: 0,
             in_place_len: 0,
             statics_cpu: u64::MAX,
+            glued: 0,
         }
     }
 }
