@@ -992,6 +992,10 @@ fn same_arc<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
 #[inline(always)]
 #[allow(unsafe_code)]
 fn clear_stack(stack: &GuardedBuf, frames: usize, reach: usize) {
+    if reach == 0 {
+        // (The common case of straight programs: nothing to clear.)
+        return;
+    }
     let len = stack.len();
     let frames = frames.min(len / FRAME_SIZE);
     // SAFETY (both fills): `stack` is a runner's own stack buffer
