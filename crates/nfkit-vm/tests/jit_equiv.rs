@@ -186,6 +186,8 @@ struct Stats {
     /// Kernel-profile programs that call nothing, also run through
     /// `Runner::run_packet`'s lean run on both engines.
     lean: u64,
+    /// Of those runs (one per engine), the ones that then ran armed.
+    armed: u64,
 }
 
 /// The profiles a case is loaded in.
@@ -294,18 +296,22 @@ fn check_setup(
                 interp: on_interp,
                 ..interp_opts.clone()
             };
-            let (out, fast_insns) = run_packet_twice(&vm, data, &opts, &initial);
-            if out != interp {
-                return Err(format!(
-                    "{setup:?}: the fast path (lean: the program calls nothing; interp {on_interp}) \
-                     disagrees with a fresh interpreter run\n  fast:   {out:?}\n  interp: {interp:?}"
-                ));
-            }
-            if out.verdict != Verdict::Budget && fast_insns != insns {
-                return Err(format!(
-                    "{setup:?}: the fast path (interp {on_interp}) ran {fast_insns} instructions, \
-                     a fresh interpreter run {insns}"
-                ));
+            let (runs, armed) = run_packet_warm(&vm, data, &opts, &initial);
+            stats.armed += u64::from(armed);
+            for (path, (out, fast_insns)) in ["lean", "armed or lean"].iter().zip(runs) {
+                if out != interp {
+                    return Err(format!(
+                        "{setup:?}: the fast path ({path}: the program calls nothing; interp \
+                         {on_interp}) disagrees with a fresh interpreter run\n  fast:   {out:?}\n  \
+                         interp: {interp:?}"
+                    ));
+                }
+                if out.verdict != Verdict::Budget && fast_insns != insns {
+                    return Err(format!(
+                        "{setup:?}: the fast path ({path}, interp {on_interp}) ran {fast_insns} \
+                         instructions, a fresh interpreter run {insns}"
+                    ));
+                }
             }
         }
     }
@@ -344,38 +350,46 @@ fn calls_nothing(img: &Image) -> bool {
 /// time on one runner (the first run sets the runner up on the general
 /// path, the second takes the fast one), maps put back to `initial`
 /// after each; and its instruction count.
-fn run_packet_twice(
+fn run_packet_warm(
     vm: &Vm,
     data: &[u8],
     opts: &RunOptions,
     initial: &[MapState],
-) -> (Outcome, u64) {
+) -> (Vec<(Outcome, u64)>, bool) {
     let mut runner = vm.runner();
     let mut warm = data.to_vec();
     let _ = runner.run_packet(0usize, &mut warm, PacketCtx::Xdp, opts);
     restore_maps(vm, initial);
-    let mut packet = data.to_vec();
-    let out = runner.run_packet(0usize, &mut packet, PacketCtx::Xdp, opts);
-    let verdict = match &out.result {
-        Ok(v) => Verdict::Ok(*v),
-        Err(e) if matches!(e.kind, RunErrorKind::Budget { .. }) => Verdict::Budget,
-        Err(e) => Verdict::Fault {
-            kind: kind_name(&e.kind),
-            slot: e.slot,
-        },
-    };
-    let mut meta = Vec::new();
-    runner.meta(&mut meta);
-    let after = (verdict != Verdict::Budget).then(|| After {
-        packet,
-        meta,
-        head_delta: out.head_delta,
-        redirect: out.redirect.clone(),
-        printk: runner.printk().to_vec(),
-        maps: map_states(vm),
-    });
-    restore_maps(vm, initial);
-    (Outcome { verdict, after }, out.insns)
+    let mut runs = Vec::new();
+    let mut armed = false;
+    for _ in 0..2 {
+        // The second run finds the runner armed when the first ended
+        // clean (`vm::fast::Armed`).
+        armed = runner.armed();
+        let mut packet = data.to_vec();
+        let out = runner.run_packet(0usize, &mut packet, PacketCtx::Xdp, opts);
+        let verdict = match &out.result {
+            Ok(v) => Verdict::Ok(*v),
+            Err(e) if matches!(e.kind, RunErrorKind::Budget { .. }) => Verdict::Budget,
+            Err(e) => Verdict::Fault {
+                kind: kind_name(&e.kind),
+                slot: e.slot,
+            },
+        };
+        let mut meta = Vec::new();
+        runner.meta(&mut meta);
+        let after = (verdict != Verdict::Budget).then(|| After {
+            packet,
+            meta,
+            head_delta: out.head_delta,
+            redirect: out.redirect.clone(),
+            printk: runner.printk().to_vec(),
+            maps: map_states(vm),
+        });
+        restore_maps(vm, initial);
+        runs.push((Outcome { verdict, after }, out.insns));
+    }
+    (runs, armed)
 }
 
 /// Runs one case in both setups.
@@ -563,7 +577,7 @@ fn run_property(
     eprintln!(
         "{name} (seed {seed}): {PROGRAMS} programs, and {} that do not decode; loads: {} refused, {} accepted; \
          engines: {} jit, {} interp, fallbacks {:?}; verdicts {:?}; {} calling nothing also run \
-         through run_packet's lean run",
+         through run_packet's lean run, then armed in {} of {} runs (both engines)",
         stats.undecodable,
         stats.refused,
         stats.accepted,
@@ -571,7 +585,17 @@ fn run_property(
         stats.interp,
         stats.fallbacks,
         stats.verdicts,
-        stats.lean
+        stats.lean,
+        stats.armed,
+        2 * stats.lean
+    );
+    // Clean call-free runs arm their runner: the armed path must be
+    // exercised by a good share of them.
+    assert!(
+        stats.lean == 0 || stats.armed * 10 >= stats.lean,
+        "{name}: only {} of {} call-free runs found their runner armed",
+        stats.armed,
+        2 * stats.lean
     );
     eprintln!("{name}: features of accepted programs {:?}", stats.features);
     eprintln!("{name}: refusals {:?}", stats.refusals);
