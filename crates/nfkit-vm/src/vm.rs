@@ -73,7 +73,8 @@ pub(crate) struct Buffers {
     /// The native code's run context the XDP fast path keeps.
     pub(crate) jit: Option<Box<crate::jit::Kept>>,
     /// Set when the last run left everything as the next run of its
-    /// shape needs it (`fast::Armed`); taken by every run.
+    /// shape needs it (`fast::Armed`); cleared by every run it does not
+    /// fit.
     pub(crate) armed: Option<fast::Armed>,
 }
 

@@ -362,8 +362,8 @@ impl Vm {
     /// The end of a lean run (and of an armed run that reached the glue
     /// or faulted): the outcome, the packet copied back unless the run
     /// stayed in place, the buffers' record of the run. A call-free run
-    /// on the JIT that stayed in place, reached no glue and ended at an
-    /// `exit` arms the runner for the next ([`Armed`]).
+    /// that ended at an `exit` (on the JIT: in place and clear of the
+    /// glue) arms the runner for the next ([`Armed`]).
     #[inline(always)]
     fn lean_end<const HELPERS: bool>(
         &self,
@@ -493,15 +493,17 @@ struct Lean<'a> {
 /// A runner armed by a clean run: the machine, the region table and the
 /// native code's kept context are exactly as the next run of the same
 /// entry, on a packet of the same shape with the same options, would
-/// set them, but for the packet. Set by the end of a lean run of a
-/// program that calls nothing, on the JIT, in place, that reached no
-/// glue and ended at an `exit` (so no glue touched the machine, no
-/// region was added, no frame opened, registers are as a reset leaves
-/// them); cleared by every other run (`Vm::run_on` takes it, the
-/// general path's `prepare` clears it, pooled buffers lose it). Such a
-/// run ([`Vm::run_armed`]) writes only the packet's window and ends, the
-/// count and the caller's buffer: about a fifth of the lean run's
-/// host instructions.
+/// set them, but for the packet (and, on the interpreter, registers,
+/// count and `may_goto` budget, which every run changes). Set by the
+/// end of a lean run of a program that calls nothing that ended at an
+/// `exit`: on the JIT one in place that reached no glue (so no glue
+/// touched the machine, no region was added, no frame opened, registers
+/// are as a reset leaves them), on the interpreter any such run.
+/// Cleared by every other run (`Vm::run_on` when it does not admit the
+/// run, the general path's `prepare`, a fault or glue in the armed run;
+/// pooled buffers lose it). Such a run ([`Vm::run_armed`]) on the JIT
+/// writes only the packet's window and ends, the count and the caller's
+/// buffer: about half the lean run's host instructions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Armed {
     ei: usize,
