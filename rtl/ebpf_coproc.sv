@@ -37,7 +37,14 @@ module ebpf_coproc #(
     parameter int NMAPS = 8,
     parameter int LINES = 4,  // the simulated model: 1024 (build.rs)
     parameter int KEY_BYTES = 16,
-    parameter int VAL_BYTES = 64
+    parameter int VAL_BYTES = 64,
+    // 1: one coprocessor serves the maps of several engines (the
+    // switch's, ebpf_switch): the packet window's low end comes from the
+    // engine it serves (`win_lo_in`) instead of its own register.
+    parameter bit SHARED = 1'b0,
+    // Bytes of the value region: the lines' slots, then (SHARED) one more
+    // copy of every slot per further engine for the per-CPU arrays.
+    parameter int VALUE_SPAN = LINES * VAL_BYTES
 ) (
     input  logic           clk,
     input  logic           rst,
@@ -52,6 +59,12 @@ module ebpf_coproc #(
     input  logic [31:0]    pkt_lo,
     input  logic [31:0]    pkt_hi,
     input  logic [31:0]    pkt_avail,
+    input  logic [31:0]    win_lo_in,
+    // The engine the call comes from: a per-CPU array's entries are its
+    // own copy, LINES slots further per engine (0 on a single engine).
+    input  logic [7:0]     engine,
+    // The call is taken this cycle (its first; `req` while idle).
+    output logic           accept,
     output logic           ack,
     output logic           bad,
     // With `bad`: a map sized down by the host ran out of lines.
@@ -76,12 +89,15 @@ module ebpf_coproc #(
     output logic           redir_excl,
     output logic [7:0]     redir_map,
     output logic [31:0]    redir_arg,
+    // With `ack`: this call set the redirect above.
+    output logic           redir_set,
     // The packet window's low end (data_meta; pkt_lo until adjust_meta).
     output logic [31:0]    win_lo,
     // Host side (between runs): map configuration and lines.
     input  logic           cfg_we,
     input  logic [7:0]     cfg_map,
-    input  logic [2:0]     cfg_type,      // 0 none, 1 exact match, 2 LPM, 3 array, 4 devmap
+    input  logic [2:0]     cfg_type,      // 0 none, 1 exact match, 2 LPM, 3 array, 4 devmap,
+                                          // 5 per-CPU array
     input  logic [7:0]     cfg_key_size,  // bytes of the key (LPM: 4 + data)
     input  logic [15:0]    cfg_value_size,
     input  logic [15:0]    cfg_base,
@@ -106,7 +122,6 @@ module ebpf_coproc #(
   localparam int LW = $clog2(LINES);
   localparam int STACK_BASE = 8192 - STACK_BYTES;
   localparam int VALUE_BASE = 1 << (DAW - 1);
-  localparam int VALUE_SPAN = LINES * VAL_BYTES;
   localparam int PKT_BASE = META_BYTES;
   localparam logic [31:0] HELPER_MAP_LOOKUP = 32'd1;
   localparam logic [31:0] HELPER_MAP_UPDATE = 32'd2;
@@ -122,6 +137,7 @@ module ebpf_coproc #(
   localparam logic [31:0] XDP_FRAME_SIZE = 32'd40;
   localparam logic [63:0] XDP_ABORTED = 64'd0, XDP_REDIRECT = 64'd4;
   localparam logic [2:0] T_LPM = 3'd2, T_ARRAY = 3'd3, T_DEV = 3'd4;  // 1: exact match
+  localparam logic [2:0] T_PCPU = 3'd5;  // a per-CPU array: an array per engine
   localparam logic [63:0] ENOENT = -64'd2, E2BIG = -64'd7, EEXIST = -64'd17,
                           EINVAL = -64'd22, ENOSPC = -64'd28, EACCES = -64'd13;
 
@@ -173,6 +189,7 @@ module ebpf_coproc #(
   logic [15:0] pend_off;
   logic [1:0]  pend_sz;
   logic [LW-1:0] line;  // the line an update writes / an op found
+  logic [31:0]   eoff;  // a per-CPU array: the engine's copy, bytes past the lines' slots
 
   function automatic logic [1:0] piece(input logic [7:0] left);
     if (left >= 8'd8) piece = SZ_DW;
@@ -192,10 +209,12 @@ module ebpf_coproc #(
   // A piece's address checked against the packet, stack and value
   // windows: {bad, wait (its packet bytes have not arrived yet), its
   // data memory index}.
+  logic [31:0] lo;
+  assign lo = SHARED ? win_lo_in : win_lo;
   function automatic logic [DAW+1:0] place(input logic [63:0] a, input logic [7:0] nb);
     logic [32:0] e;
     e = {1'b0, a[31:0]} + {25'd0, nb};
-    if (a[63:32] == REGION_PACKET && a[31:0] >= win_lo && e <= {1'b0, pkt_hi})
+    if (a[63:32] == REGION_PACKET && a[31:0] >= lo && e <= {1'b0, pkt_hi})
       place = {1'b0, e > {1'b0, pkt_avail}, DAW'(PKT_BASE) + a[DAW-1:0]};
     else if (a[63:32] == REGION_STACK && e <= 33'(STACK_BYTES))
       place = {2'b00, DAW'(STACK_BASE) + a[DAW-1:0]};
@@ -238,10 +257,11 @@ module ebpf_coproc #(
     i_go = st == S_IDLE && req && !ack && i_map && !i_bad && !i_wait;
   end
   assign mem_raddr = i_go ? i_index : nx_index;
+  assign accept    = st == S_IDLE && req && !ack;
 
   // An update's value lands in its line's slot.
   logic [DAW-1:0] slot_index;
-  assign slot_index = DAW'(VALUE_BASE) + DAW'(line) * DAW'(VAL_BYTES);
+  assign slot_index = DAW'(VALUE_BASE) + DAW'(line) * DAW'(VAL_BYTES) + DAW'(eoff);
   assign busy      = (st != S_IDLE && st != S_WAIT) || i_go;
   // adjust_meta writes data_meta (metadata offset 8) in S_META.
   assign mem_we    = (st == S_VAL && pend_v) || st == S_META;
@@ -339,12 +359,14 @@ module ebpf_coproc #(
       redir_excl <= 1'b0;
       redir_map <= 8'd0;
       redir_arg <= 32'd0;
+      redir_set <= 1'b0;
       win_lo <= pkt_lo;
       op_kind <= 2'd0;
       op_cycles <= 16'd0;
       pend_v <= 1'b0;
     end else begin
       ack <= 1'b0;
+      redir_set <= 1'b0;
       if (st != S_IDLE) cycles <= cycles + 16'd1;
       // Pieces read for the key land in the key buffer.
       if (st == S_KEY && pend_v) kbuf <= kb_next;
@@ -366,7 +388,9 @@ module ebpf_coproc #(
           a_1 <= arg1;
           mi <= arg1[$clog2(NMAPS)-1:0];
           rmap <= id == HELPER_REDIRECT_MAP;
-          t <= m_type[arg1[$clog2(NMAPS)-1:0]];
+          t <= m_type[arg1[$clog2(NMAPS)-1:0]] == T_PCPU ? T_ARRAY : m_type[arg1[$clog2(NMAPS)-1:0]];
+          eoff <= m_type[arg1[$clog2(NMAPS)-1:0]] == T_PCPU
+                  ? 32'(engine) * 32'(LINES * VAL_BYTES) : 32'd0;
           ksize <= m_ksize[arg1[$clog2(NMAPS)-1:0]];
           vsize <= m_vsize[arg1[$clog2(NMAPS)-1:0]];
           trunc <= m_trunc[arg1[$clog2(NMAPS)-1:0]];
@@ -438,6 +462,7 @@ module ebpf_coproc #(
               default:                 result <= 64'd0;
             endcase
             if (hid == HELPER_REDIRECT && src == 64'd0) begin
+              redir_set <= 1'b1;
               redir_kind <= 2'd1;
               redir_arg <= a_1[31:0];
             end
@@ -488,11 +513,13 @@ module ebpf_coproc #(
             if ((a_flags & ~64'd27) != 64'd0) result <= XDP_ABORTED;
             else if (a_flags[3]) begin
               result <= XDP_REDIRECT;
+              redir_set <= 1'b1;
               redir_kind <= 2'd3;
               redir_excl <= a_flags[4];
               redir_map <= 8'(mi);
             end else if (h) begin
               result <= XDP_REDIRECT;
+              redir_set <= 1'b1;
               redir_kind <= 2'd2;
               redir_map <= 8'(mi);
               redir_arg <= q_key[31:0];
@@ -508,7 +535,7 @@ module ebpf_coproc #(
             bad <= 1'b1;
             cap <= 1'b1;
           end else if (op == 2'd1) begin
-            result <= h ? {REGION_VALUE, 32'(ln) * 32'(VAL_BYTES)} : 64'd0;
+            result <= h ? {REGION_VALUE, 32'(ln) * 32'(VAL_BYTES) + eoff} : 64'd0;
           end else if (op == 2'd3) begin
             if (t == T_ARRAY) result <= EINVAL;
             else if (h) begin

@@ -34,7 +34,15 @@ module ebpf_core
 #(
     parameter int IAW = 12,   // instruction memory: 2**IAW slots
     parameter int DAW = 17,   // data memory: 2**DAW bytes (values in the upper half)
-    parameter int VALUE_SPAN = 65536  // bytes of map value slots
+    parameter int VALUE_SPAN = 65536,  // bytes of map value slots
+    // 1: map values live outside the engine (the switch's shared value
+    // memory, ebpf_switch): a value access asks for the value port in
+    // EXE (`val_req`) and waits there until granted (`val_gnt`, at most
+    // one engine a cycle); the memory takes the granted address at that
+    // edge like the data memory, its bytes come back in MEM
+    // (`val_rdata`), and a store or atomic writes them from MEM through
+    // `val_we`, the cycle after the grant.
+    parameter bit EXT_VAL = 1'b0
 ) (
     input  logic           clk,
     input  logic           rst,
@@ -65,6 +73,16 @@ module ebpf_core
     output logic           dmem_we,
     output logic [63:0]    dmem_wdata,
     input  logic [63:0]    dmem_rdata,
+    // With EXT_VAL: the shared value memory (byte offsets in the value
+    // region; unused otherwise).
+    output logic           val_req,
+    output logic [31:0]    val_raddr,
+    input  logic           val_gnt,
+    input  logic [63:0]    val_rdata,
+    output logic           val_we,
+    output logic [31:0]    val_waddr,
+    output logic [1:0]     val_wsize,
+    output logic [63:0]    val_wdata,
     // Coprocessor: `cop_req` is held until `cop_ack`.
     output logic           cop_req,
     output logic [31:0]    cop_id,
@@ -138,6 +156,8 @@ module ebpf_core
   logic           exmem_atomic;
   logic [3:0]     exmem_aop;   // the atomic's imm[7:4]
   logic [63:0]    exmem_cmp;   // cmpxchg: r0
+  logic           exmem_val;   // EXT_VAL: the access went to the value memory
+  logic [31:0]    exmem_voff;  // its offset there
 
   logic           memwb_v;
   logic [IAW-1:0] memwb_pc;
@@ -392,9 +412,15 @@ module ebpf_core
   logic ex_wait_rx;
   assign ex_wait_rx = ex_mem_op && ex_in_pkt && ex_end > {1'b0, pkt_avail};
 
+  // A value access outside the engine waits for its grant.
+  logic ex_ext_val;
+  assign ex_ext_val = EXT_VAL && idex_v && ex_mem_op && ex_in_val && ex_fault == FAULT_NONE;
+  assign val_req    = ex_ext_val;
+  assign val_raddr  = ex_aoff;
+
   logic ex_busy, ex_flush, ex_stop;
   assign ex_busy  = idex_v && ((idex_is_div && !div_done) || (idex_is_call && !cop_ack)
-                               || ex_wait_rx);
+                               || ex_wait_rx || (ex_ext_val && !val_gnt));
   assign ex_stop  = idex_v && !ex_busy && (idex_is_exit || ex_fault != FAULT_NONE);
   assign ex_flush = idex_v && !ex_busy && (ex_mispredict || ex_stop);
   assign div_start = idex_v && idex_is_div && !div_busy && !div_done;
@@ -423,13 +449,14 @@ module ebpf_core
   assign dmem_addr  = exmem_addr;
   assign dmem_size  = exmem_size;
 
-  logic [63:0] mem_load;
+  logic [63:0] mem_rd, mem_load;
+  assign mem_rd = (EXT_VAL && exmem_val) ? val_rdata : dmem_rdata;
   always_comb begin
     unique case (exmem_size)
-      SZ_B:    mem_load = exmem_sx ? {{56{dmem_rdata[7]}}, dmem_rdata[7:0]} : {56'd0, dmem_rdata[7:0]};
-      SZ_H:    mem_load = exmem_sx ? {{48{dmem_rdata[15]}}, dmem_rdata[15:0]} : {48'd0, dmem_rdata[15:0]};
-      SZ_W:    mem_load = exmem_sx ? {{32{dmem_rdata[31]}}, dmem_rdata[31:0]} : {32'd0, dmem_rdata[31:0]};
-      default: mem_load = dmem_rdata;
+      SZ_B:    mem_load = exmem_sx ? {{56{mem_rd[7]}}, mem_rd[7:0]} : {56'd0, mem_rd[7:0]};
+      SZ_H:    mem_load = exmem_sx ? {{48{mem_rd[15]}}, mem_rd[15:0]} : {48'd0, mem_rd[15:0]};
+      SZ_W:    mem_load = exmem_sx ? {{32{mem_rd[31]}}, mem_rd[31:0]} : {32'd0, mem_rd[31:0]};
+      default: mem_load = mem_rd;
     endcase
   end
 
@@ -452,8 +479,14 @@ module ebpf_core
     endcase
   end
 
-  assign dmem_we    = exmem_v && (exmem_store || exmem_atomic) && exmem_fault == FAULT_NONE;
+  logic mem_writes;
+  assign mem_writes = exmem_v && (exmem_store || exmem_atomic) && exmem_fault == FAULT_NONE;
+  assign dmem_we    = mem_writes && !(EXT_VAL && exmem_val);
   assign dmem_wdata = exmem_atomic ? mem_new : exmem_wdata;
+  assign val_we     = mem_writes && EXT_VAL && exmem_val;
+  assign val_waddr  = exmem_voff;
+  assign val_wsize  = exmem_size;
+  assign val_wdata  = dmem_wdata;
 
   // ------------------------------------------------------------------
   // WB and outputs.
@@ -550,6 +583,8 @@ module ebpf_core
       exmem_fault  <= ex_fault;
       exmem_exit   <= idex_is_exit;
       exmem_ctx_ptr <= ex_ctx_ptr;
+      exmem_val    <= ex_ext_val;
+      exmem_voff   <= ex_aoff;
 
       // ID -> EXE.
       if (ex_flush) begin

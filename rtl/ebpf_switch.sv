@@ -28,14 +28,26 @@
 //   grant the same engine in the same cycle share the pass (one read of
 //   the engine's data memory feeds them all). The engine is free again
 //   once every output of its packet has had it.
-// * Maps: each engine has its own coprocessor (eBPFlow: one per engine),
-//   configured and filled by the host for all engines at once.
+// * Maps: one coprocessor for all engines, as eBPFlow shares one between
+//   its groups. An engine's map call (lookup, update, delete,
+//   bpf_redirect_map, spin lock and unlock) waits in its EXE stage until
+//   the coprocessor's round-robin arbiter takes it; the coprocessor reads
+//   the key through that engine's data memory and answers it alone. Map
+//   values are in one value memory: a core's load, store or atomic on a
+//   value asks for its port and waits in EXE until granted (one engine a
+//   cycle, round-robin, none while the coprocessor works), so every
+//   access, atomics included, is one indivisible read-then-write on the
+//   one copy. A spin lock is held for real: a lock call on a value word
+//   another engine holds waits until that engine unlocks it (or its run
+//   ends). The other helpers (time, processor id, bpf_redirect,
+//   adjust_meta) stay on each engine's own coprocessor.
 module ebpf_switch
 #(
     parameter int PORTS = 4,
     parameter int ENGINES = 4,  // per port
     parameter int IAW = 12,
     parameter int DAW = 17,
+    // The shared coprocessor's maps (the simulated model: build.rs).
     parameter int NMAPS = 8,
     parameter int LINES = 4,
     parameter int KEY_BYTES = 16,
@@ -83,6 +95,11 @@ module ebpf_switch
     input  logic [7:0]             dmem_mask,
     input  logic [63:0]            dmem_wdata,
     output logic [63:0]            dmem_rdata,
+    // Host: rows of the shared value memory (8 bytes each: value offset
+    // / 8), only while no packet is in the switch.
+    input  logic [23:0]            vmem_row,
+    input  logic                   vmem_we,
+    output logic [63:0]            vmem_rdata,
     // Host: map configuration and lines (writes to every engine).
     input  logic                   cfg_we,
     input  logic [7:0]             cfg_map,
@@ -248,15 +265,29 @@ module ebpf_switch
   logic [E-1:0]   e_afault;
   logic [7:0]     e_oport [E], e_omask [E];
   logic [63:0]    e_hrdata [E];
-  logic [E-1:0]   e_lrvalid;
-  logic [7:0]     e_lrmap [E], e_lrplen [E];
-  logic [KEY_BYTES*8-1:0] e_lrkey [E];
   logic [RW-1:0]  s_row [E];        // the pass's next row
   logic [O-1:0]   s_outs [E];       // the outputs of the pass
   logic [E-1:0]   e_stop;
   logic [O-1:0]   e_dest [E];
   logic           quiet;            // no packet in the switch: the host's rows
   assign quiet = eng_busy == '0;
+  // The engines' calls to the shared coprocessor and their value accesses.
+  logic [E-1:0]   x_req, x_ack, v_req, v_gnt, v_we;
+  logic [31:0]    x_id [E], x_plo [E], x_phi [E], x_avail [E], x_wlo [E];
+  logic [319:0]   x_args [E];
+  logic [63:0]    x_ts [E], x_rdata [E];
+  logic [31:0]    v_raddr [E], v_waddr [E];
+  logic [1:0]     v_wsize [E];
+  logic [63:0]    v_wdata [E];
+  logic           m_bad, m_cap, m_rset, m_rexcl, m_busy;
+  logic [63:0]    m_res;
+  logic [1:0]     m_op, m_rkind;
+  logic [15:0]    m_cycles;
+  logic [7:0]     m_rmap;
+  logic [31:0]    m_rarg;
+  logic [XDAW-1:0] m_raddr;
+  logic [EW-1:0]  m_sel;
+  logic [63:0]    vm_rdata;
 
   for (genvar e = 0; e < E; e++) begin : g_eng
     localparam int P = e / ENGINES;
@@ -302,9 +333,12 @@ module ebpf_switch
     logic [IAW-1:0] unused_rpc;
     logic           unused_rv, unused_ready, unused_ivo;
     logic [191:0]   unused_ops, unused_mcyc;
+    logic [7:0]     unused_lrmap, unused_lrplen;
+    logic           unused_lrvalid;
+    logic [63:0]    unused_lrkey;
     ebpf_top #(
-        .IAW(IAW), .DAW(DAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES),
-        .VAL_BYTES(VAL_BYTES), .EXT_IMEM(1'b1)
+        .IAW(IAW), .DAW(DAW), .NMAPS(2), .LINES(4), .KEY_BYTES(8),
+        .VAL_BYTES(VAL_BYTES), .EXT_IMEM(1'b1), .SHARED_MAPS(1'b1), .MAP_LINES(E * LINES)
     ) u_eng (
         .clk(clk), .rst(rst), .stop(e_stop[e]),
         .imem_swap(cur != e_ver[e]), .imem_version(e_ver[e]), .imem_we(1'b0),
@@ -329,13 +363,20 @@ module ebpf_switch
         .act_fault_verdict(act_fault_verdict), .act_hosts(act_hosts), .act_host_n(act_host_n),
         .act_action(e_action[e]), .act_arg(e_aarg[e]), .act_fault(e_afault[e]),
         .act_decision(e_decision[e]), .act_out_port(e_oport[e]), .act_out_mask(e_omask[e]),
-        .cfg_we(cfg_we && quiet), .cfg_map(cfg_map), .cfg_type(cfg_type),
-        .cfg_key_size(cfg_key_size), .cfg_value_size(cfg_value_size), .cfg_base(cfg_base),
-        .cfg_n(cfg_n), .cfg_trunc(cfg_trunc),
-        .line_we(line_we && quiet), .line_idx(line_idx), .line_wvalid(line_wvalid),
-        .line_wmap(line_wmap), .line_wplen(line_wplen), .line_wkey(line_wkey),
-        .line_rvalid(e_lrvalid[e]), .line_rmap(e_lrmap[e]), .line_rplen(e_lrplen[e]),
-        .line_rkey(e_lrkey[e])
+        .cfg_we(1'b0), .cfg_map(8'd0), .cfg_type(3'd0), .cfg_key_size(8'd0),
+        .cfg_value_size(16'd0), .cfg_base(16'd0), .cfg_n(16'd0), .cfg_trunc(1'b0),
+        .line_we(1'b0), .line_idx(16'd0), .line_wvalid(1'b0), .line_wmap(8'd0),
+        .line_wplen(8'd0), .line_wkey(64'd0),
+        .line_rvalid(unused_lrvalid), .line_rmap(unused_lrmap), .line_rplen(unused_lrplen),
+        .line_rkey(unused_lrkey),
+        .x_req(x_req[e]), .x_id(x_id[e]), .x_args(x_args[e]), .x_ts(x_ts[e]),
+        .x_pkt_lo(x_plo[e]), .x_pkt_hi(x_phi[e]), .x_avail(x_avail[e]), .x_win_lo(x_wlo[e]),
+        .x_ack(x_ack[e]), .x_bad(m_bad), .x_cap(m_cap), .x_res(m_res), .x_op(m_op),
+        .x_cycles(m_cycles), .x_redir_set(m_rset), .x_redir_kind(m_rkind),
+        .x_redir_excl(m_rexcl), .x_redir_map(m_rmap), .x_redir_arg(m_rarg),
+        .x_busy(m_busy && m_sel == EW'(e)), .x_raddr(m_raddr[DAW-1:0]), .x_rdata(x_rdata[e]),
+        .v_req(v_req[e]), .v_raddr(v_raddr[e]), .v_gnt(v_gnt[e]), .v_rdata(vm_rdata),
+        .v_we(v_we[e]), .v_waddr(v_waddr[e]), .v_wsize(v_wsize[e]), .v_wdata(v_wdata[e])
     );
     assign e_pin[e] = p_take[P] && int'(p_pick[P]) == e - P * ENGINES;
     // The engine's state: busy from the handoff until every output has
@@ -400,6 +441,142 @@ module ebpf_switch
     assign eng_fin[e] = fin[e];
   end
 
+
+  // ------------------------------------------------------------------
+  // The shared coprocessor and its arbiter: while none is being served,
+  // the first requesting engine from m_rr on is presented (a lock call
+  // only when no other engine holds that word); the coprocessor takes it
+  // that cycle (`accept`) and serves it until its `ack`.
+  // The value memory: the lines' slots, then a copy of them per further
+  // engine for its per-CPU arrays. The coprocessor's index space (XDAW
+  // bits) reaches it above the engines' data memories.
+  localparam int VSPAN = E * LINES * VAL_BYTES;
+  localparam int VAW = $clog2(VSPAN);
+  localparam int XDAW = VAW + 1 > DAW ? VAW + 1 : DAW;
+  logic           m_own_v, m_accept, m_ack, m_has;
+  logic [EW-1:0]  m_own, m_rr, m_pick;
+  logic [E-1:0]   lk_v, x_elig;
+  logic [31:0]    lk_addr [E];
+  for (genvar e = 0; e < E; e++) begin : g_elig_x
+    always_comb begin
+      x_elig[e] = x_req[e];
+      if (x_id[e] == 32'd93)
+        for (int k = 0; k < E; k++)
+          if (k != e && lk_v[k] && lk_addr[k] == x_args[e][31:0]) x_elig[e] = 1'b0;
+    end
+  end
+  always_comb begin
+    m_has = 1'b0;
+    m_pick = '0;
+    for (int i = E - 1; i >= 0; i--) begin
+      if (x_elig[(int'(m_rr) + i) % E]) begin
+        m_has = 1'b1;
+        m_pick = EW'((int'(m_rr) + i) % E);
+      end
+    end
+  end
+  assign m_sel = m_own_v ? m_own : m_pick;
+  logic           m_we;
+  logic [XDAW-1:0] m_waddr;
+  logic [1:0]     m_wsize;
+  logic [63:0]    m_wdata, m_rdata;
+  logic           m_rd_val_q;       // the coprocessor's last read went to the values
+  logic [EW-1:0]  m_rd_eng_q;       // ... or to this engine's data memory
+  assign m_rdata = m_rd_val_q ? vm_rdata : x_rdata[m_rd_eng_q];
+  logic [31:0]    unused_wlo;
+  ebpf_coproc #(
+      .DAW(XDAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES),
+      .SHARED(1'b1), .VALUE_SPAN(VSPAN)
+  ) u_maps (
+      .clk(clk), .rst(rst), .req(m_own_v ? x_req[m_own] : m_has), .id(x_id[m_sel]),
+      .arg1(x_args[m_sel][63:0]), .arg2(x_args[m_sel][127:64]), .arg3(x_args[m_sel][191:128]),
+      .arg4(x_args[m_sel][255:192]), .arg5(x_args[m_sel][319:256]),
+      .timestamp(x_ts[m_sel]), .pkt_lo(x_plo[m_sel]), .pkt_hi(x_phi[m_sel]),
+      .pkt_avail(x_avail[m_sel]), .win_lo_in(x_wlo[m_sel]), .engine(8'(m_sel)),
+      .accept(m_accept),
+      .ack(m_ack), .bad(m_bad), .cap(m_cap), .result(m_res),
+      .busy(m_busy), .mem_raddr(m_raddr), .mem_rdata(m_rdata), .mem_we(m_we),
+      .mem_waddr(m_waddr), .mem_wsize(m_wsize), .mem_wdata(m_wdata),
+      .op_kind(m_op), .op_cycles(m_cycles), .redir_kind(m_rkind), .redir_excl(m_rexcl),
+      .redir_map(m_rmap), .redir_arg(m_rarg), .redir_set(m_rset), .win_lo(unused_wlo),
+      .cfg_we(cfg_we && quiet), .cfg_map(cfg_map), .cfg_type(cfg_type),
+      .cfg_key_size(cfg_key_size), .cfg_value_size(cfg_value_size), .cfg_base(cfg_base),
+      .cfg_n(cfg_n), .cfg_trunc(cfg_trunc),
+      .line_we(line_we && quiet), .line_idx(line_idx), .line_wvalid(line_wvalid),
+      .line_wmap(line_wmap), .line_wplen(line_wplen), .line_wkey(line_wkey),
+      .line_rvalid(line_rvalid), .line_rmap(line_rmap), .line_rplen(line_rplen),
+      .line_rkey(line_rkey)
+  );
+  for (genvar e = 0; e < E; e++) begin : g_xack
+    assign x_ack[e] = m_ack && m_own_v && m_own == EW'(e);
+  end
+  always_ff @(posedge clk) begin
+    m_rd_val_q <= m_raddr[XDAW-1];
+    m_rd_eng_q <= m_sel;
+    if (rst) begin
+      m_own_v <= 1'b0;
+      m_rr <= '0;
+      lk_v <= '0;
+    end else begin
+      if (m_accept) begin
+        m_own_v <= 1'b1;
+        m_own <= m_pick;
+        m_rr <= EW'((int'(m_pick) + 1) % E);
+      end else if (m_ack) begin
+        m_own_v <= 1'b0;
+      end
+      for (int e = 0; e < E; e++) begin
+        if (!e_running[e]) lk_v[e] <= 1'b0;
+      end
+      if (m_ack && m_own_v && !m_bad) begin
+        if (x_id[m_own] == 32'd93) begin
+          lk_v[m_own] <= 1'b1;
+          lk_addr[m_own] <= x_args[m_own][31:0];
+        end else if (x_id[m_own] == 32'd94) begin
+          lk_v[m_own] <= 1'b0;
+        end
+      end
+    end
+  end
+
+  // The value memory: the granted core's read, the previous grant's
+  // write from its MEM stage (or the coprocessor's, which works alone),
+  // the host's rows while the switch is empty.
+  logic           v_has;
+  logic [EW-1:0]  v_rr, v_pick, v_wsel;
+  always_comb begin
+    v_has = 1'b0;
+    v_pick = '0;
+    for (int i = E - 1; i >= 0; i--) begin
+      if (v_req[(int'(v_rr) + i) % E]) begin
+        v_has = 1'b1;
+        v_pick = EW'((int'(v_rr) + i) % E);
+      end
+    end
+    v_wsel = '0;
+    for (int k = 0; k < E; k++) if (v_we[k]) v_wsel = EW'(k);
+  end
+  for (genvar e = 0; e < E; e++) begin : g_vgnt
+    assign v_gnt[e] = v_has && !m_busy && v_pick == EW'(e);
+  end
+  always_ff @(posedge clk) begin
+    if (rst) v_rr <= '0;
+    else if (v_has && !m_busy) v_rr <= EW'((int'(v_pick) + 1) % E);
+  end
+  logic           vm_host;
+  assign vm_host = quiet && !m_busy;
+  ebpf_dmem #(.DAW(VAW)) u_values (
+      .clk(clk),
+      .raddr(m_busy ? m_raddr[VAW-1:0] : v_raddr[v_pick][VAW-1:0]),
+      .rdata(vm_rdata),
+      .waddr(m_we ? m_waddr[VAW-1:0] : v_waddr[v_wsel][VAW-1:0]),
+      .wsize(m_we ? m_wsize : v_wsize[v_wsel]),
+      .we(m_we || v_we != '0),
+      .wdata(m_we ? m_wdata : v_wdata[v_wsel]),
+      .host_sel(vm_host), .host_row(vmem_row[VAW-4:0]), .host_we(vmem_we && quiet),
+      .host_mask(dmem_mask), .host_wdata(dmem_wdata), .host_rdata(vmem_rdata)
+  );
+
   // ------------------------------------------------------------------
   // The crossbar: each output streams the rows of the engine it granted,
   // a cycle after their read.
@@ -442,10 +619,6 @@ module ebpf_switch
   logic [EW-1:0] se;
   assign se = EW'(sel_eng);
   assign dmem_rdata = e_hrdata[se];
-  assign line_rvalid = e_lrvalid[se];
-  assign line_rmap = e_lrmap[se];
-  assign line_rplen = e_lrplen[se];
-  assign line_rkey = e_lrkey[se];
   assign sel_r0 = e_r0[se];
   assign sel_fault = e_fault[se];
   assign sel_fault_pc = e_fault_pc[se];

@@ -20,7 +20,17 @@ module ebpf_top
     parameter logic [63:0] ENGINE_ID = 64'd0,
     // 1: no instruction memory of its own; the fetch goes out through
     // imem_x_* to one shared by several engines (ebpf_switch).
-    parameter bit EXT_IMEM = 1'b0
+    parameter bit EXT_IMEM = 1'b0,
+    // 1: the maps are not the engine's own (ebpf_switch): map calls
+    // (lookup, update, delete, bpf_redirect_map, spin lock and unlock) go
+    // out through x_* to one coprocessor shared by the engines, which
+    // reads their keys through this engine's data memory (x_raddr while
+    // `x_busy`), and the core's value accesses through v_* to the shared
+    // value memory; the other helpers stay on the engine's coprocessor.
+    parameter bit SHARED_MAPS = 1'b0,
+    // Lines behind the value region (the shared coprocessor's with
+    // SHARED_MAPS): the core's value window is MAP_LINES * VAL_BYTES.
+    parameter int MAP_LINES = LINES
 ) (
     input  logic           clk,
     input  logic           rst,
@@ -133,7 +143,41 @@ module ebpf_top
     output logic           line_rvalid,
     output logic [7:0]     line_rmap,
     output logic [7:0]     line_rplen,
-    output logic [KEY_BYTES*8-1:0] line_rkey
+    output logic [KEY_BYTES*8-1:0] line_rkey,
+    // With SHARED_MAPS: the call to the shared coprocessor (held until
+    // `x_ack`) with what it needs of the engine, its answer, and its
+    // reads of this engine's data memory.
+    output logic           x_req,
+    output logic [31:0]    x_id,
+    output logic [319:0]   x_args,      // r1..r5, 64 bits each from bit 0
+    output logic [63:0]    x_ts,
+    output logic [31:0]    x_pkt_lo,
+    output logic [31:0]    x_pkt_hi,
+    output logic [31:0]    x_avail,
+    output logic [31:0]    x_win_lo,
+    input  logic           x_ack,
+    input  logic           x_bad,
+    input  logic           x_cap,
+    input  logic [63:0]    x_res,
+    input  logic [1:0]     x_op,
+    input  logic [15:0]    x_cycles,
+    input  logic           x_redir_set,
+    input  logic [1:0]     x_redir_kind,
+    input  logic           x_redir_excl,
+    input  logic [7:0]     x_redir_map,
+    input  logic [31:0]    x_redir_arg,
+    input  logic           x_busy,
+    input  logic [DAW-1:0] x_raddr,
+    output logic [63:0]    x_rdata,
+    // With SHARED_MAPS: the core's port to the shared value memory.
+    output logic           v_req,
+    output logic [31:0]    v_raddr,
+    input  logic           v_gnt,
+    input  logic [63:0]    v_rdata,
+    output logic           v_we,
+    output logic [31:0]    v_waddr,
+    output logic [1:0]     v_wsize,
+    output logic [63:0]    v_wdata
 );
   `include "ebpf_defs.svh"
   localparam int HEADROOM = 256;  // the kernel's XDP headroom, as the VM's
@@ -260,7 +304,8 @@ module ebpf_top
   logic [1:0]     c_wsize;
   logic [63:0]    c_wdata;
   logic [DAW-1:0] core_raddr;
-  assign d_raddr  = c_busy ? c_raddr : core_raddr;
+  assign d_raddr  = c_busy ? c_raddr : (SHARED_MAPS && x_busy) ? x_raddr : core_raddr;
+  assign x_rdata  = d_rdata;
   assign rx_ready = running && streaming && !d_we && !c_we;
   assign rx_take  = rx_valid && rx_ready;
   always_ff @(posedge clk) begin
@@ -289,26 +334,52 @@ module ebpf_top
       .host_mask(h_mask), .host_wdata(h_wdata), .host_rdata(dmem_rdata)
   );
 
-  logic        c_req, c_ack, c_bad, c_cap;
+  // The core's call, the engine's coprocessor (l_*) and the shared one
+  // (x_*): a call is answered by the one it went to.
+  logic        c_req, c_ack, c_bad, c_cap, l_ack, l_bad, l_cap, l_accept, l_redir_set;
   logic [31:0] c_id;
-  logic [63:0] c_a1, c_a2, c_a3, c_a4, c_a5, c_res;
-  logic [1:0]  c_op;
-  logic [15:0] c_cycles;
+  logic [63:0] c_a1, c_a2, c_a3, c_a4, c_a5, c_res, l_res;
+  logic [1:0]  c_op, l_op;
+  logic [15:0] c_cycles, l_cycles;
   logic [1:0]  c_op_i;
-  assign c_op_i = c_op - 2'd1;
+  logic        c_shared;
+  assign c_op_i   = c_op - 2'd1;
+  assign c_shared = SHARED_MAPS && (c_id == 32'd1 || c_id == 32'd2 || c_id == 32'd3
+                                    || c_id == 32'd51 || c_id == 32'd93 || c_id == 32'd94);
+  assign x_req    = c_req && c_shared;
+  assign x_id     = c_id;
+  assign x_args   = {c_a5, c_a4, c_a3, c_a2, c_a1};
+  assign x_ts     = timestamp_i;
+  assign x_pkt_lo = pkt_lo_i;
+  assign x_pkt_hi = pkt_hi_i;
+  assign x_avail  = pkt_avail;
+  assign x_win_lo = win_lo;
+  logic x_ack_i;
+  assign x_ack_i  = SHARED_MAPS && x_ack;
+  assign c_ack    = l_ack || x_ack_i;
+  assign c_bad    = x_ack_i ? x_bad : l_bad;
+  assign c_cap    = x_ack_i ? x_cap : l_cap;
+  assign c_res    = x_ack_i ? x_res : l_res;
+  assign c_op     = x_ack_i ? x_op : l_op;
+  assign c_cycles = x_ack_i ? x_cycles : l_cycles;
+  logic [1:0]  l_rkind;
+  logic        l_rexcl;
+  logic [7:0]  l_rmap;
+  logic [31:0] l_rarg;
   logic [31:0] pkt_avail, win_lo;
   assign pkt_avail = streaming ? pkt_lo_i + rx_bytes : pkt_hi_i;
   ebpf_coproc #(
       .ENGINE_ID(ENGINE_ID), .DAW(DAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES)
   ) u_cop (
-      .clk(clk), .rst(rst || stop || start_i), .req(c_req), .id(c_id),
+      .clk(clk), .rst(rst || stop || start_i), .req(c_req && !c_shared), .id(c_id),
       .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),
       .timestamp(timestamp_i), .pkt_lo(pkt_lo_i), .pkt_hi(pkt_hi_i), .pkt_avail(pkt_avail),
-      .ack(c_ack), .bad(c_bad), .cap(c_cap), .result(c_res),
+      .win_lo_in(32'd0), .engine(8'd0), .accept(l_accept),
+      .ack(l_ack), .bad(l_bad), .cap(l_cap), .result(l_res),
       .busy(c_busy), .mem_raddr(c_raddr), .mem_rdata(d_rdata), .mem_we(c_we),
       .mem_waddr(c_waddr), .mem_wsize(c_wsize), .mem_wdata(c_wdata),
-      .op_kind(c_op), .op_cycles(c_cycles), .redir_kind(redir_kind), .redir_excl(redir_excl),
-      .redir_map(redir_map), .redir_arg(redir_arg), .win_lo(win_lo),
+      .op_kind(l_op), .op_cycles(l_cycles), .redir_kind(l_rkind), .redir_excl(l_rexcl),
+      .redir_map(l_rmap), .redir_arg(l_rarg), .redir_set(l_redir_set), .win_lo(win_lo),
       .cfg_we(cfg_we), .cfg_map(cfg_map), .cfg_type(cfg_type), .cfg_key_size(cfg_key_size),
       .cfg_value_size(cfg_value_size), .cfg_base(cfg_base), .cfg_n(cfg_n),
       .cfg_trunc(cfg_trunc),
@@ -317,14 +388,50 @@ module ebpf_top
       .line_rmap(line_rmap), .line_rplen(line_rplen), .line_rkey(line_rkey)
   );
 
+  // The run's redirect: the engine's coprocessor's, or with SHARED_MAPS
+  // the last one either coprocessor set.
+  if (SHARED_MAPS) begin : g_redir
+    always_ff @(posedge clk) begin
+      if (rst || stop || start_i) begin
+        redir_kind <= 2'd0;
+        redir_excl <= 1'b0;
+        redir_map <= 8'd0;
+        redir_arg <= 32'd0;
+      end else if (l_ack && l_redir_set) begin
+        redir_kind <= l_rkind;
+        redir_excl <= l_rexcl;
+        redir_map <= l_rmap;
+        redir_arg <= l_rarg;
+      end else if (x_ack && x_redir_set) begin
+        redir_kind <= x_redir_kind;
+        redir_excl <= x_redir_excl;
+        redir_map <= x_redir_map;
+        redir_arg <= x_redir_arg;
+      end
+    end
+  end else begin : g_redir_own
+    assign redir_kind = l_rkind;
+    assign redir_excl = l_rexcl;
+    assign redir_map  = l_rmap;
+    assign redir_arg  = l_rarg;
+    logic unused_x;
+    assign unused_x = ^{x_ack, x_bad, x_cap, x_res, x_op, x_cycles, x_redir_set, x_redir_kind,
+                       x_redir_excl, x_redir_map, x_redir_arg, x_busy, x_raddr, v_gnt, v_rdata,
+                       l_redir_set};
+  end
+  logic unused_acc;
+  assign unused_acc = l_accept;
+
   logic ev_lu, ev_div, ev_call, ev_rx, ev_flush;
-  ebpf_core #(.IAW(IAW), .DAW(DAW), .VALUE_SPAN(LINES * VAL_BYTES)) u_core (
+  ebpf_core #(.IAW(IAW), .DAW(DAW), .VALUE_SPAN(MAP_LINES * VAL_BYTES), .EXT_VAL(SHARED_MAPS)) u_core (
       .clk(clk), .rst(rst || stop), .start(start_i), .arg1(arg1_i), .arg2(arg2_i),
       .pkt_lo(win_lo), .pkt_hi(pkt_hi_i), .pkt_avail(pkt_avail),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
       .imem_raddr(i_addr), .imem_data0(i_data0), .imem_data1(i_data1),
       .dmem_raddr(core_raddr), .dmem_addr(d_waddr), .dmem_size(d_size), .dmem_we(d_we), .dmem_wdata(d_wdata),
       .dmem_rdata(d_rdata),
+      .val_req(v_req), .val_raddr(v_raddr), .val_gnt(v_gnt), .val_rdata(v_rdata),
+      .val_we(v_we), .val_waddr(v_waddr), .val_wsize(v_wsize), .val_wdata(v_wdata),
       .cop_req(c_req), .cop_id(c_id), .cop_arg1(c_a1), .cop_arg2(c_a2), .cop_arg3(c_a3),
       .cop_arg4(c_a4), .cop_arg5(c_a5), .cop_ack(c_ack), .cop_bad(c_bad), .cop_cap(c_cap),
       .cop_result(c_res),

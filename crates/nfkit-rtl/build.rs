@@ -16,8 +16,8 @@ const LINES: usize = 1024;
 const NMAPS: usize = 32;
 const KEY_BYTES: usize = 48;
 /// The switch top (`rtl/ebpf_switch.sv`), its own model: ports and
-/// engines per port (eBPFlow's 4 x 4), each engine's coprocessor at the
-/// sources' small default (the switch runs programs without maps).
+/// engines per port (eBPFlow's 4 x 4) and one coprocessor for the maps
+/// of all engines, with the single engine's map parameters.
 const SWITCH_TOP: &str = "ebpf_switch";
 const SWITCH_PORTS: usize = 4;
 const SWITCH_ENGINES: usize = 4;
@@ -88,6 +88,9 @@ fn main() {
         ])
         .arg(format!("-GPORTS={SWITCH_PORTS}"))
         .arg(format!("-GENGINES={SWITCH_ENGINES}"))
+        .arg(format!("-GLINES={LINES}"))
+        .arg(format!("-GNMAPS={NMAPS}"))
+        .arg(format!("-GKEY_BYTES={KEY_BYTES}"))
         .args(["-MAKEFLAGS", "OPT_FAST=-O2"])
         .arg(format!("-I{}", rtl.display()))
         .arg("--Mdir")
@@ -111,6 +114,9 @@ fn main() {
         .warnings(false)
         .define("NFKIT_SW_PORTS", SWITCH_PORTS.to_string().as_str())
         .define("NFKIT_SW_ENGINES", SWITCH_ENGINES.to_string().as_str())
+        .define("NFKIT_NMAPS", NMAPS.to_string().as_str())
+        .define("NFKIT_LINES", LINES.to_string().as_str())
+        .define("NFKIT_KEY_WORDS", (KEY_BYTES / 4).to_string().as_str())
         .include(&sdir)
         .include(root.join("include"))
         .include(root.join("include/vltstd"))

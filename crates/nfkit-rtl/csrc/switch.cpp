@@ -53,6 +53,22 @@ static uint64_t get(const VlWide<N> &sig, unsigned lsb, unsigned width) {
     return v;
 }
 
+#ifndef NFKIT_KEY_WORDS
+#define NFKIT_KEY_WORDS 4
+#endif
+#ifndef NFKIT_NMAPS
+#define NFKIT_NMAPS 8
+#endif
+#ifndef NFKIT_LINES
+#define NFKIT_LINES 4
+#endif
+
+// One map line of the shared coprocessor (as the engine shim's).
+struct NfkitSwLine {
+    uint32_t valid, map, plen, pad;
+    uint32_t key[NFKIT_KEY_WORDS];
+};
+
 // One engine's finished run.
 struct NfkitSwResult {
     uint64_t id, r0, cycles, retired, stall_load_use, stall_div, stall_call, stall_rx, flushes,
@@ -112,6 +128,10 @@ static void edge(NfkitSw *m) {
 
 extern "C" {
 
+void nfkit_sw_map_config(NfkitSw *m, uint32_t map, uint32_t type, uint32_t key_size,
+                         uint32_t value_size, uint32_t base, uint32_t n, uint32_t trunc);
+void nfkit_sw_line_write(NfkitSw *m, uint32_t idx, const NfkitSwLine *l);
+
 NfkitSw *nfkit_sw_new(void) {
     NfkitSw *m = new NfkitSw();
     m->top.rst = 1;
@@ -123,8 +143,91 @@ NfkitSw *nfkit_sw_new(void) {
     m->top.budget = 10000000;
     m->top.eng_en = (uint16_t)((1ull << ENGINES) - 1);
     edge(m);
+    // No maps, every line free.
+    NfkitSwLine empty = {};
+    for (uint32_t i = 0; i < NFKIT_NMAPS; i++) nfkit_sw_map_config(m, i, 0, 0, 0, 0, 0, 0);
+    for (uint32_t i = 0; i < NFKIT_LINES; i++) nfkit_sw_line_write(m, i, &empty);
     m->now = 0;
     return m;
+}
+
+// The shared coprocessor's maps and lines and the data memory rows
+// (written to every engine and, in the value area, to the shared value
+// memory; read from engine 0 or the value memory), between streams only.
+void nfkit_sw_map_config(NfkitSw *m, uint32_t map, uint32_t type, uint32_t key_size,
+                         uint32_t value_size, uint32_t base, uint32_t n, uint32_t trunc) {
+    m->top.cfg_map = map;
+    m->top.cfg_type = type;
+    m->top.cfg_key_size = key_size;
+    m->top.cfg_value_size = value_size;
+    m->top.cfg_base = base;
+    m->top.cfg_n = n;
+    m->top.cfg_trunc = trunc;
+    m->top.cfg_we = 1;
+    m->top.eval();
+    edge(m);
+    m->top.cfg_we = 0;
+}
+
+void nfkit_sw_line_write(NfkitSw *m, uint32_t idx, const NfkitSwLine *l) {
+    m->top.line_idx = idx;
+    m->top.line_wvalid = l->valid ? 1 : 0;
+    m->top.line_wmap = l->map;
+    m->top.line_wplen = l->plen;
+    for (int w = 0; w < NFKIT_KEY_WORDS; w++) m->top.line_wkey[w] = l->key[w];
+    m->top.line_we = 1;
+    m->top.eval();
+    edge(m);
+    m->top.line_we = 0;
+}
+
+void nfkit_sw_line_read(NfkitSw *m, uint32_t idx, NfkitSwLine *l) {
+    m->top.line_idx = idx;
+    m->top.eval();
+    l->valid = m->top.line_rvalid;
+    l->map = m->top.line_rmap;
+    l->plen = m->top.line_rplen;
+    for (int w = 0; w < NFKIT_KEY_WORDS; w++) l->key[w] = m->top.line_rkey[w];
+}
+
+void nfkit_sw_dmem_write(NfkitSw *m, uint32_t row, uint64_t word, uint8_t mask) {
+    m->top.dmem_row = row;
+    m->top.dmem_wdata = word;
+    m->top.dmem_mask = mask;
+    m->top.dmem_we = 1;
+    m->top.eval();
+    edge(m);
+    m->top.dmem_we = 0;
+}
+
+// Rows of the shared value memory (value offset / 8).
+void nfkit_sw_vmem_write(NfkitSw *m, uint32_t row, uint64_t word, uint8_t mask) {
+    m->top.vmem_row = row;
+    m->top.dmem_wdata = word;
+    m->top.dmem_mask = mask;
+    m->top.vmem_we = 1;
+    m->top.eval();
+    edge(m);
+    m->top.vmem_we = 0;
+}
+
+uint64_t nfkit_sw_vmem_read(NfkitSw *m, uint32_t row) {
+    m->top.vmem_row = row;
+    m->top.vmem_we = 0;
+    m->top.eval();
+    edge(m);
+    m->top.eval();
+    return m->top.vmem_rdata;
+}
+
+uint64_t nfkit_sw_dmem_read(NfkitSw *m, uint32_t row) {
+    m->top.dmem_row = row;
+    m->top.dmem_we = 0;
+    m->top.sel_eng = 0;
+    m->top.eval();
+    edge(m);
+    m->top.eval();
+    return m->top.dmem_rdata;
 }
 
 void nfkit_sw_free(NfkitSw *m) {

@@ -6,6 +6,7 @@ use crate::error::RtlError;
 use crate::layout::{
     addr, meta, META_BYTES, PKT_BASE, PKT_MAX, REGION_META, REGION_PACKET, XDP_HEADROOM,
 };
+use crate::maps::MapOps;
 use crate::model::{Model, RunIn};
 use crate::program::Program;
 use crate::result::{Fault, FaultKind, RunResult, Stalls};

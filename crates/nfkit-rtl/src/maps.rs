@@ -66,9 +66,20 @@ pub struct MapDef {
     /// Initial values of an array (a global section's data; a declared
     /// array's entries back to back).
     pub init: Option<Vec<u8>>,
+    /// A per-CPU array: each engine of a switch has its own copy (the
+    /// host side reads and writes engine 0's, a single engine's only one).
+    pub percpu: bool,
 }
 
 impl MapDef {
+    /// The coprocessor's map type code.
+    fn code(&self) -> u32 {
+        match self.kind {
+            MapKind::Array if self.percpu => 5,
+            k => k.code(),
+        }
+    }
+
     /// Lines one entry takes: an array's value wider than a line's slot
     /// spans consecutive lines.
     pub fn stride(&self) -> u32 {
@@ -226,6 +237,7 @@ impl MapTable {
                     base: table.lines_used(),
                     lru: false,
                     init: None,
+                    percpu: false,
                 });
                 continue;
             }
@@ -297,6 +309,7 @@ impl MapTable {
             base,
             lru: matches!(map_type, MapType::LruHash | MapType::LruPercpuHash),
             init: None,
+            percpu: map_type == MapType::PercpuArray,
         };
         if (base + def.lines()) as usize > LINES {
             return Err(refuse(format!(
@@ -433,10 +446,43 @@ fn line_key(m: &MapDef, key: &[u8]) -> Result<(u32, [u32; KEY_WORDS]), MapOpErro
     }
 }
 
-impl Core {
+/// A model whose coprocessor holds maps, as the host reaches it: the
+/// maps' configuration and lines, and data memory bytes (the values).
+pub(crate) trait MapHost {
+    fn map_table(&self) -> &MapTable;
+    fn host_map_config(&mut self, map: u32, c: [u32; 6]);
+    fn host_line_write(&mut self, idx: u32, line: &Line);
+    fn host_line_read(&mut self, idx: u32) -> Line;
+    fn host_write_bytes(&mut self, at: usize, bytes: &[u8]);
+    fn host_read_bytes(&mut self, at: usize, len: usize) -> Vec<u8>;
+}
+
+impl MapHost for Core {
+    fn map_table(&self) -> &MapTable {
+        &self.program().maps
+    }
+    fn host_map_config(&mut self, map: u32, c: [u32; 6]) {
+        self.model.map_config(map, c);
+    }
+    fn host_line_write(&mut self, idx: u32, line: &Line) {
+        self.model.line_write(idx, line);
+    }
+    fn host_line_read(&mut self, idx: u32) -> Line {
+        self.model.line_read(idx)
+    }
+    fn host_write_bytes(&mut self, at: usize, bytes: &[u8]) {
+        self.write_bytes(at, bytes);
+    }
+    fn host_read_bytes(&mut self, at: usize, len: usize) -> Vec<u8> {
+        self.read_bytes(at, len)
+    }
+}
+
+/// The host side of the maps on any [`MapHost`] (the engine's `Core`,
+/// the `Switch`'s shared coprocessor), behind their `map_*` methods.
+pub(crate) trait MapOps: MapHost {
     fn map_def(&self, map: usize) -> Result<MapDef, RtlError> {
-        self.program()
-            .maps
+        self.map_table()
             .maps
             .get(map)
             .cloned()
@@ -447,11 +493,11 @@ impl Core {
     }
 
     /// Writes the map table into the coprocessor and clears every line.
-    pub(crate) fn configure_maps(&mut self, table: &MapTable) {
+    fn configure_maps(&mut self, table: &MapTable) {
         for i in 0..NMAPS {
             let c = match table.maps.get(i) {
                 Some(m) => [
-                    m.kind.code(),
+                    m.code(),
                     m.key_size,
                     m.value_size,
                     m.base,
@@ -460,11 +506,11 @@ impl Core {
                 ],
                 None => [0; 6],
             };
-            self.model.map_config(i as u32, c);
+            self.host_map_config(i as u32, c);
         }
         for i in 0..LINES {
-            if self.model.line_read(i as u32).valid != 0 {
-                self.model.line_write(i as u32, &Line::default());
+            if self.host_line_read(i as u32).valid != 0 {
+                self.host_line_write(i as u32, &Line::default());
             }
         }
         // Values start zeroed, as the VM's.
@@ -490,24 +536,23 @@ impl Core {
     }
 
     fn write_value(&mut self, line: u32, value: &[u8]) {
-        self.write_bytes(VALUE_BASE + line as usize * VAL_BYTES, value);
+        self.host_write_bytes(VALUE_BASE + line as usize * VAL_BYTES, value);
     }
 
     fn read_value(&mut self, line: u32, len: u32) -> Vec<u8> {
-        self.read_bytes(VALUE_BASE + line as usize * VAL_BYTES, len as usize)
+        self.host_read_bytes(VALUE_BASE + line as usize * VAL_BYTES, len as usize)
     }
 
     /// The line of `key` in map `m` (exact: the LPM entry of that prefix).
     fn find(&mut self, m: &MapDef, plen: u32, words: &[u32; KEY_WORDS]) -> Option<u32> {
         (m.base..m.base + m.max_entries).find(|&i| {
-            let l = self.model.line_read(i);
+            let l = self.host_line_read(i);
             l.valid != 0 && l.map as usize == self.index_of(m) && l.plen == plen && l.key == *words
         })
     }
 
     fn index_of(&self, m: &MapDef) -> usize {
-        self.program()
-            .maps
+        self.map_table()
             .maps
             .iter()
             .position(|d| d.name == m.name && d.base == m.base)
@@ -515,7 +560,7 @@ impl Core {
     }
 
     /// The value of `key` in map `map` (an LPM map: of that exact prefix).
-    pub fn map_lookup(&mut self, map: usize, key: &[u8]) -> Result<Option<Vec<u8>>, RtlError> {
+    fn map_lookup(&mut self, map: usize, key: &[u8]) -> Result<Option<Vec<u8>>, RtlError> {
         let m = self.map_def(map)?;
         if m.kind == MapKind::Array {
             let idx = array_index(key)?;
@@ -530,7 +575,7 @@ impl Core {
     }
 
     /// Sets `key` to `value` in map `map` (flags as `bpf_map_update_elem`).
-    pub fn map_update(
+    fn map_update(
         &mut self,
         map: usize,
         key: &[u8],
@@ -572,7 +617,7 @@ impl Core {
             None if flags == 2 => return Err(op(&m, MapOpError::NotFound)),
             None => {
                 let free =
-                    (m.base..m.base + m.max_entries).find(|&i| self.model.line_read(i).valid == 0);
+                    (m.base..m.base + m.max_entries).find(|&i| self.host_line_read(i).valid == 0);
                 let Some(line) = free else {
                     let e = if m.kind == MapKind::Lpm {
                         MapOpError::NoSpace
@@ -588,7 +633,7 @@ impl Core {
                     pad: 0,
                     key: words,
                 };
-                self.model.line_write(line, &l);
+                self.host_line_write(line, &l);
                 line
             }
         };
@@ -597,7 +642,7 @@ impl Core {
     }
 
     /// Deletes `key` from map `map`.
-    pub fn map_delete(&mut self, map: usize, key: &[u8]) -> Result<(), RtlError> {
+    fn map_delete(&mut self, map: usize, key: &[u8]) -> Result<(), RtlError> {
         let m = self.map_def(map)?;
         if !m.kind.keyed() {
             return Err(op(&m, MapOpError::Invalid));
@@ -606,13 +651,13 @@ impl Core {
         let line = self
             .find(&m, plen, &words)
             .ok_or_else(|| op(&m, MapOpError::NotFound))?;
-        self.model.line_write(line, &Line::default());
+        self.host_line_write(line, &Line::default());
         Ok(())
     }
 
     /// Every entry of map `map` as `(key, value)`, sorted by key (arrays:
     /// every index; LPM keys: prefix length then the masked data).
-    pub fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
+    fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
         let m = self.map_def(map)?;
         let mut out = Vec::new();
         for e in 0..m.max_entries {
@@ -623,7 +668,7 @@ impl Core {
             let key = match m.kind {
                 MapKind::Array => e.to_le_bytes().to_vec(),
                 _ => {
-                    let l = self.model.line_read(line);
+                    let l = self.host_line_read(line);
                     if l.valid == 0 {
                         continue;
                     }
@@ -643,6 +688,37 @@ impl Core {
         }
         out.sort();
         Ok(out)
+    }
+}
+
+impl<T: MapHost + ?Sized> MapOps for T {}
+
+impl Core {
+    /// The value of `key` in map `map` (an LPM map: of that exact prefix).
+    pub fn map_lookup(&mut self, map: usize, key: &[u8]) -> Result<Option<Vec<u8>>, RtlError> {
+        MapOps::map_lookup(self, map, key)
+    }
+
+    /// Sets `key` to `value` in map `map` (flags as `bpf_map_update_elem`).
+    pub fn map_update(
+        &mut self,
+        map: usize,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+    ) -> Result<(), RtlError> {
+        MapOps::map_update(self, map, key, value, flags)
+    }
+
+    /// Deletes `key` from map `map`.
+    pub fn map_delete(&mut self, map: usize, key: &[u8]) -> Result<(), RtlError> {
+        MapOps::map_delete(self, map, key)
+    }
+
+    /// Every entry of map `map` as `(key, value)`, sorted by key (arrays:
+    /// every index; LPM keys: prefix length then the masked data).
+    pub fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
+        MapOps::map_entries(self, map)
     }
 }
 

@@ -6,13 +6,19 @@
 //! answers, per packet, the engine that ran it, its result and where it
 //! went, and per output the packets in the order they left.
 //!
-//! Each engine has its own coprocessor (eBPFlow's design); this model's
-//! engines are built with the sources' small map parameters and the
-//! switch takes programs without maps (refused by name otherwise).
+//! One coprocessor serves the maps of all engines (eBPFlow's groups share
+//! theirs), with the single engine's map parameters: a program's maps are
+//! placed as on a [`crate::Core`], one copy for the whole switch, and the
+//! host reads and writes them between runs ([`Switch::map_lookup`], ...).
+//! Engines take turns at it and at the one value memory (see
+//! `rtl/ebpf_switch.sv`), so updates from engines running at once are
+//! serialised, atomics and spin locks included.
 
 use crate::action::{ActionConfig, ActionOut, MAX_HOSTS};
 use crate::error::RtlError;
-use crate::layout::{IMEM_SLOTS, PKT_MAX, XDP_HEADROOM};
+use crate::layout::{IMEM_SLOTS, PKT_MAX, VALUE_BASE, XDP_HEADROOM};
+use crate::maps::{Entry, MapHost, MapOps, MapTable};
+use crate::model::Line;
 use crate::program::Program;
 use crate::result::{Fault, FaultKind, Redirect, Stalls};
 
@@ -110,14 +116,6 @@ pub struct Switch {
 
 /// Refuses what the switch's engines cannot run.
 fn check(program: &Program) -> Result<(), RtlError> {
-    if !program.maps.maps.is_empty() {
-        let names: Vec<&str> = program.maps.maps.iter().map(|m| m.name.as_str()).collect();
-        return Err(RtlError::Switch(format!(
-            "{} uses maps ({}); the switch model's engines run programs without maps (one engine: `Core`)",
-            program.name,
-            names.join(", ")
-        )));
-    }
     if program.words.len() > IMEM_SLOTS {
         return Err(RtlError::TooLarge {
             slots: program.words.len(),
@@ -134,6 +132,7 @@ impl Switch {
         check(&program)?;
         let mut model = ffi_model::SwModel::new()?;
         model.load(&program.words);
+        let table = program.maps.clone();
         let mut sw = Switch {
             model,
             program,
@@ -148,6 +147,7 @@ impl Switch {
             budget: DEFAULT_BUDGET,
         };
         sw.apply();
+        sw.configure_maps(&table);
         Ok(sw)
     }
 
@@ -249,6 +249,17 @@ impl Switch {
     /// Several staged programs follow one another in order.
     pub fn stage(&mut self, program: Program) -> Result<(), RtlError> {
         check(&program)?;
+        // The maps stay as they are across a swap: the new version must
+        // see them where the old one placed them.
+        let current = self.staged.back().unwrap_or(&self.program);
+        if program.maps != current.maps {
+            return Err(RtlError::Switch(format!(
+                "{} places its maps ({}) unlike the version before it ({}): a swap keeps the maps",
+                program.name,
+                map_names(&program.maps),
+                map_names(&current.maps)
+            )));
+        }
         self.model.stage(&program.words);
         self.staged.push_back(program);
         Ok(())
@@ -308,6 +319,34 @@ impl Switch {
         })
     }
 
+    /// The value of `key` in map `map` (between runs; as
+    /// [`crate::Core::map_lookup`]).
+    pub fn map_lookup(&mut self, map: usize, key: &[u8]) -> Result<Option<Vec<u8>>, RtlError> {
+        MapOps::map_lookup(self, map, key)
+    }
+
+    /// Sets `key` to `value` in map `map` (flags as `bpf_map_update_elem`).
+    pub fn map_update(
+        &mut self,
+        map: usize,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+    ) -> Result<(), RtlError> {
+        MapOps::map_update(self, map, key, value, flags)
+    }
+
+    /// Deletes `key` from map `map`.
+    pub fn map_delete(&mut self, map: usize, key: &[u8]) -> Result<(), RtlError> {
+        MapOps::map_delete(self, map, key)
+    }
+
+    /// Every entry of map `map`, sorted by key (as
+    /// [`crate::Core::map_entries`]).
+    pub fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
+        MapOps::map_entries(self, map)
+    }
+
     fn packet(&self, r: &ffi_model::SwResult) -> SwitchPacket {
         let base = self.program.base_slot;
         let result = if r.budget != 0 {
@@ -352,9 +391,69 @@ impl Switch {
     }
 }
 
+fn map_names(t: &MapTable) -> String {
+    let v: Vec<&str> = t.maps.iter().map(|m| m.name.as_str()).collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+impl MapHost for Switch {
+    fn map_table(&self) -> &MapTable {
+        &self.program.maps
+    }
+    fn host_map_config(&mut self, map: u32, c: [u32; 6]) {
+        self.model.map_config(map, c);
+    }
+    fn host_line_write(&mut self, idx: u32, line: &Line) {
+        self.model.line_write(idx, line);
+    }
+    fn host_line_read(&mut self, idx: u32) -> Line {
+        self.model.line_read(idx)
+    }
+    fn host_write_bytes(&mut self, at: usize, bytes: &[u8]) {
+        let mut i = 0;
+        while i < bytes.len() {
+            let pos = at + i;
+            let (row, lane) = (pos / 8, pos % 8);
+            let n = (8 - lane).min(bytes.len() - i);
+            let mut word = [0u8; 8];
+            word[lane..lane + n].copy_from_slice(&bytes[i..i + n]);
+            let mask = (((1u16 << n) - 1) << lane) as u8;
+            let word = u64::from_le_bytes(word);
+            // Values are in the shared value memory, the rest in every
+            // engine's data memory.
+            match pos.checked_sub(VALUE_BASE) {
+                Some(v) => self.model.vmem_write((v / 8) as u32, word, mask),
+                None => self.model.dmem_write(row as u32, word, mask),
+            }
+            i += n;
+        }
+    }
+    fn host_read_bytes(&mut self, at: usize, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        let mut pos = at;
+        while out.len() < len {
+            let (row, lane) = (pos / 8, pos % 8);
+            let word = match pos.checked_sub(VALUE_BASE) {
+                Some(v) => self.model.vmem_read((v / 8) as u32),
+                None => self.model.dmem_read(row as u32),
+            }
+            .to_le_bytes();
+            let n = (8 - lane).min(len - out.len());
+            out.extend_from_slice(&word[lane..lane + n]);
+            pos += n;
+        }
+        out
+    }
+}
+
 /// The C ABI of `csrc/switch.cpp` (or a stand-in without Verilator).
 mod ffi_model {
     use crate::error::RtlError;
+    use crate::model::Line;
 
     /// The shim's `NfkitSwResult`.
     #[repr(C)]
@@ -400,7 +499,7 @@ mod ffi_model {
 
     #[cfg(nfkit_rtl_model)]
     mod sys {
-        use super::{SwOut, SwResult};
+        use super::{Line, SwOut, SwResult};
         #[repr(C)]
         pub struct NfkitSw {
             _private: [u8; 0],
@@ -444,6 +543,23 @@ mod ffi_model {
                 cap: u64,
             );
             pub fn nfkit_sw_out_clear(m: *mut NfkitSw);
+            #[allow(clippy::too_many_arguments)]
+            pub fn nfkit_sw_map_config(
+                m: *mut NfkitSw,
+                map: u32,
+                ty: u32,
+                key_size: u32,
+                value_size: u32,
+                base: u32,
+                n: u32,
+                trunc: u32,
+            );
+            pub fn nfkit_sw_line_write(m: *mut NfkitSw, idx: u32, l: *const Line);
+            pub fn nfkit_sw_line_read(m: *mut NfkitSw, idx: u32, l: *mut Line);
+            pub fn nfkit_sw_dmem_write(m: *mut NfkitSw, row: u32, word: u64, mask: u8);
+            pub fn nfkit_sw_dmem_read(m: *mut NfkitSw, row: u32) -> u64;
+            pub fn nfkit_sw_vmem_write(m: *mut NfkitSw, row: u32, word: u64, mask: u8);
+            pub fn nfkit_sw_vmem_read(m: *mut NfkitSw, row: u32) -> u64;
         }
     }
 
@@ -561,6 +677,47 @@ mod ffi_model {
             }
         }
 
+        /// Map `map`'s configuration: type, key and value sizes, first
+        /// line, lines, sized down.
+        pub fn map_config(&mut self, map: u32, c: [u32; 6]) {
+            // SAFETY: the model is live; plain integers.
+            unsafe {
+                sys::nfkit_sw_map_config(self.ptr.as_ptr(), map, c[0], c[1], c[2], c[3], c[4], c[5])
+            }
+        }
+
+        pub fn line_write(&mut self, idx: u32, line: &Line) {
+            // SAFETY: the model is live; `line` is the shim's layout.
+            unsafe { sys::nfkit_sw_line_write(self.ptr.as_ptr(), idx, line) }
+        }
+
+        pub fn line_read(&mut self, idx: u32) -> Line {
+            let mut l = Line::default();
+            // SAFETY: the model is live; `l` is the shim's layout.
+            unsafe { sys::nfkit_sw_line_read(self.ptr.as_ptr(), idx, &mut l) };
+            l
+        }
+
+        pub fn dmem_write(&mut self, row: u32, word: u64, mask: u8) {
+            // SAFETY: the model is live; plain integers.
+            unsafe { sys::nfkit_sw_dmem_write(self.ptr.as_ptr(), row, word, mask) }
+        }
+
+        pub fn dmem_read(&mut self, row: u32) -> u64 {
+            // SAFETY: the model is live.
+            unsafe { sys::nfkit_sw_dmem_read(self.ptr.as_ptr(), row) }
+        }
+
+        pub fn vmem_write(&mut self, row: u32, word: u64, mask: u8) {
+            // SAFETY: the model is live; plain integers.
+            unsafe { sys::nfkit_sw_vmem_write(self.ptr.as_ptr(), row, word, mask) }
+        }
+
+        pub fn vmem_read(&mut self, row: u32) -> u64 {
+            // SAFETY: the model is live.
+            unsafe { sys::nfkit_sw_vmem_read(self.ptr.as_ptr(), row) }
+        }
+
         pub fn take_outputs(&mut self) -> Vec<(SwOut, Vec<u8>)> {
             // SAFETY: the model is live.
             let n = unsafe { sys::nfkit_sw_out_count(self.ptr.as_ptr()) };
@@ -625,6 +782,19 @@ mod ffi_model {
         }
         pub fn take_outputs(&mut self) -> Vec<(SwOut, Vec<u8>)> {
             Vec::new()
+        }
+        pub fn map_config(&mut self, _: u32, _: [u32; 6]) {}
+        pub fn line_write(&mut self, _: u32, _: &Line) {}
+        pub fn line_read(&mut self, _: u32) -> Line {
+            Line::default()
+        }
+        pub fn dmem_write(&mut self, _: u32, _: u64, _: u8) {}
+        pub fn dmem_read(&mut self, _: u32) -> u64 {
+            0
+        }
+        pub fn vmem_write(&mut self, _: u32, _: u64, _: u8) {}
+        pub fn vmem_read(&mut self, _: u32) -> u64 {
+            0
         }
     }
 }
