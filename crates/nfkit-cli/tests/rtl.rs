@@ -205,6 +205,37 @@ fn rtl_run_runs_the_ddos_chain_and_refuses_what_the_core_lacks_by_name() {
             "{verdict} {n}: {out}"
         );
     }
+    // On four engines of the switch top, sharing the chain's maps: every
+    // engine runs packets, every packet gets a verdict, the legitimate
+    // sources' 30 packets all pass and the flooder is still dropped.
+    let o = nfkit(&[
+        "rtl",
+        "run",
+        &script,
+        "--pcap",
+        &pcap,
+        "--map-lines",
+        "128",
+        "--engines",
+        "4",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    assert!(v["switch"]["cycles"].as_u64().unwrap_or(0) > 0, "{v}");
+    let engines = v["engines"].as_array().expect("engines");
+    assert_eq!(engines.len(), 4);
+    assert!(engines
+        .iter()
+        .all(|e| e["packets"].as_u64().unwrap_or(0) > 0));
+    let counts = &v["counts"];
+    let n = |k: &str| counts[k].as_u64().unwrap_or(0);
+    assert_eq!(
+        n("XDP_DROP") + n("XDP_PASS") + n("XDP_REDIRECT"),
+        330,
+        "{counts}"
+    );
+    assert!(n("XDP_PASS") >= 30 && n("XDP_DROP") > 200, "{counts}");
+    assert_eq!(v["faults"].as_u64(), Some(0));
     // The DPI NF needs helpers the core lacks: refused by name.
     let dir = Scratch::new("dpi");
     let dpi = dir.path("dpi.py");

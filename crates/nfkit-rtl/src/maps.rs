@@ -657,6 +657,23 @@ pub(crate) trait MapOps: MapHost {
 
     /// Every entry of map `map` as `(key, value)`, sorted by key (arrays:
     /// every index; LPM keys: prefix length then the masked data).
+    /// Engine `engine`'s copy of a per-CPU array, as `map_entries` (other
+    /// maps have one copy: `map_entries`).
+    fn map_entries_of(&mut self, map: usize, engine: usize) -> Result<Vec<Entry>, RtlError> {
+        let m = self.map_def(map)?;
+        if !m.percpu {
+            return self.map_entries(map);
+        }
+        let copy = VALUE_BASE + engine * LINES * VAL_BYTES;
+        Ok((0..m.max_entries)
+            .map(|e| {
+                let at = copy + m.array_line(e) as usize * VAL_BYTES;
+                let value = self.host_read_bytes(at, m.value_size as usize);
+                (e.to_le_bytes().to_vec(), value)
+            })
+            .collect())
+    }
+
     fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
         let m = self.map_def(map)?;
         let mut out = Vec::new();

@@ -347,6 +347,18 @@ impl Switch {
         MapOps::map_entries(self, map)
     }
 
+    /// Engine `engine`'s own copy of a per-CPU array (index from 0, as
+    /// [`SwitchPacket::engine`]); any other map's one copy.
+    pub fn map_entries_of(&mut self, map: usize, engine: usize) -> Result<Vec<Entry>, RtlError> {
+        if engine >= PORTS * ENGINES {
+            return Err(RtlError::Switch(format!(
+                "engine {engine} (the switch has {})",
+                PORTS * ENGINES
+            )));
+        }
+        MapOps::map_entries_of(self, map, engine)
+    }
+
     fn packet(&self, r: &ffi_model::SwResult) -> SwitchPacket {
         let base = self.program.base_slot;
         let result = if r.budget != 0 {

@@ -9,8 +9,10 @@
 //! (`rtl/ebpf_switch.sv`): in on port 0, dealt round-robin to its first N
 //! engines by the port's demux, out through the arbiters and the
 //! crossbar; the report adds the switch's cycles and copies per output.
-//! A program with maps (which the switch's engines do not hold) runs on
-//! N independent engines instead, packets dealt round-robin.
+//! The switch's engines share one copy of the maps (per-CPU arrays: one
+//! per engine), so with several engines a packet may see the map updates
+//! of packets that arrived after it but finished first, as on a
+//! multi-core host; `--check` compares with the VM's one-at-a-time run.
 //! `--trace` prints the retired pcs of every packet; `--vcd` dumps every
 //! signal of engine 0. `--stream` streams each packet in (8 bytes a
 //! cycle) while the program runs. `--check` also runs every packet in
@@ -205,22 +207,15 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     // Several engines: the packets go through the switch top (port 0's
-    // round-robin demux over its first N engines), unless the program
-    // has maps, which the switch model's engines do not hold: then the
-    // engines are simulated one by one, packets dealt round-robin.
+    // round-robin demux over its first N engines, maps shared).
     let mut switched = None;
-    if a.engines > 1 && program.maps.maps.is_empty() {
+    if a.engines > 1 {
         if a.trace || a.vcd.is_some() {
             bail!("--trace and --vcd record one engine: use them with --engines 1");
         }
         switched = Some(
             run_switch(&program, &packets, a.engines)
                 .with_context(|| format!("running {name} on the switch top"))?,
-        );
-    } else if a.engines > 1 && !a.json {
-        println!(
-            "note: {name} uses maps, which the switch model's engines do not hold: its {} engines run one by one, packets dealt round-robin",
-            a.engines
         );
     }
     let mut engines = Vec::with_capacity(a.engines);
