@@ -42,8 +42,8 @@ module ebpf_coproc #(
     // switch's, ebpf_switch): the packet window's low end comes from the
     // engine it serves (`win_lo_in`) instead of its own register.
     parameter bit SHARED = 1'b0,
-    // Bytes of the value region: the lines' slots, then (SHARED) one more
-    // copy of every slot per further engine for the per-CPU arrays.
+    // Bytes of the value region: the lines' slots, then (SHARED) the
+    // calling engine's own copy of them, which holds its per-CPU arrays.
     parameter int VALUE_SPAN = LINES * VAL_BYTES
 ) (
     input  logic           clk,
@@ -60,9 +60,6 @@ module ebpf_coproc #(
     input  logic [31:0]    pkt_hi,
     input  logic [31:0]    pkt_avail,
     input  logic [31:0]    win_lo_in,
-    // The engine the call comes from: a per-CPU array's entries are its
-    // own copy, LINES slots further per engine (0 on a single engine).
-    input  logic [7:0]     engine,
     // The call is taken this cycle (its first; `req` while idle).
     output logic           accept,
     output logic           ack,
@@ -138,6 +135,9 @@ module ebpf_coproc #(
   localparam logic [63:0] XDP_ABORTED = 64'd0, XDP_REDIRECT = 64'd4;
   localparam logic [2:0] T_LPM = 3'd2, T_ARRAY = 3'd3, T_DEV = 3'd4;  // 1: exact match
   localparam logic [2:0] T_PCPU = 3'd5;  // a per-CPU array: an array per engine
+  // Where a per-CPU array's entries are: the lines' slots on one engine,
+  // the engine's own copy after them when shared.
+  localparam logic [31:0] PCPU_OFF = SHARED ? 32'(LINES * VAL_BYTES) : 32'd0;
   localparam logic [63:0] ENOENT = -64'd2, E2BIG = -64'd7, EEXIST = -64'd17,
                           EINVAL = -64'd22, ENOSPC = -64'd28, EACCES = -64'd13;
 
@@ -189,7 +189,7 @@ module ebpf_coproc #(
   logic [15:0] pend_off;
   logic [1:0]  pend_sz;
   logic [LW-1:0] line;  // the line an update writes / an op found
-  logic [31:0]   eoff;  // a per-CPU array: the engine's copy, bytes past the lines' slots
+  logic [31:0]   eoff;  // a per-CPU array: PCPU_OFF
 
   function automatic logic [1:0] piece(input logic [7:0] left);
     if (left >= 8'd8) piece = SZ_DW;
@@ -389,8 +389,7 @@ module ebpf_coproc #(
           mi <= arg1[$clog2(NMAPS)-1:0];
           rmap <= id == HELPER_REDIRECT_MAP;
           t <= m_type[arg1[$clog2(NMAPS)-1:0]] == T_PCPU ? T_ARRAY : m_type[arg1[$clog2(NMAPS)-1:0]];
-          eoff <= m_type[arg1[$clog2(NMAPS)-1:0]] == T_PCPU
-                  ? 32'(engine) * 32'(LINES * VAL_BYTES) : 32'd0;
+          eoff <= m_type[arg1[$clog2(NMAPS)-1:0]] == T_PCPU ? PCPU_OFF : 32'd0;
           ksize <= m_ksize[arg1[$clog2(NMAPS)-1:0]];
           vsize <= m_vsize[arg1[$clog2(NMAPS)-1:0]];
           trunc <= m_trunc[arg1[$clog2(NMAPS)-1:0]];

@@ -42,7 +42,11 @@ module ebpf_core
     // edge like the data memory, its bytes come back in MEM
     // (`val_rdata`), and a store or atomic writes them from MEM through
     // `val_we`, the cycle after the grant.
-    parameter bit EXT_VAL = 1'b0
+    parameter bit EXT_VAL = 1'b0,
+    // With EXT_VAL: value offsets from SHARED_SPAN on are the engine's
+    // own (its per-CPU arrays), in its data memory's value area at
+    // offset - SHARED_SPAN, without asking for the shared port.
+    parameter int SHARED_SPAN = VALUE_SPAN
 ) (
     input  logic           clk,
     input  logic           rst,
@@ -102,6 +106,7 @@ module ebpf_core
     output logic           ev_stall_div,
     output logic           ev_stall_call,
     output logic           ev_stall_rx,
+    output logic           ev_stall_val,   // waiting for the shared value port
     output logic           ev_flush
 );
   `include "ebpf_defs.svh"
@@ -385,6 +390,8 @@ module ebpf_core
     ex_in_val   = ex_region == REGION_VALUE && ex_end <= 33'(VALUE_SPAN);
     if (ex_in_pkt) ex_index = DAW'(PKT_BASE) + ex_aoff[DAW-1:0];
     else if (ex_in_stack) ex_index = DAW'(STACK_BASE) + ex_aoff[DAW-1:0];
+    else if (ex_in_val && EXT_VAL && ex_aoff >= 32'(SHARED_SPAN))
+      ex_index = DAW'(VALUE_BASE) + DAW'(ex_aoff - 32'(SHARED_SPAN));
     else if (ex_in_val) ex_index = DAW'(VALUE_BASE) + ex_aoff[DAW-1:0];
     else ex_index = ex_aoff[DAW-1:0];
   end
@@ -414,7 +421,8 @@ module ebpf_core
 
   // A value access outside the engine waits for its grant.
   logic ex_ext_val;
-  assign ex_ext_val = EXT_VAL && idex_v && ex_mem_op && ex_in_val && ex_fault == FAULT_NONE;
+  assign ex_ext_val = EXT_VAL && idex_v && ex_mem_op && ex_in_val && ex_fault == FAULT_NONE
+                      && ex_aoff < 32'(SHARED_SPAN);
   assign val_req    = ex_ext_val;
   assign val_raddr  = ex_aoff;
 
@@ -498,6 +506,7 @@ module ebpf_core
   assign ev_stall_div      = running && ex_busy && idex_is_div;
   assign ev_stall_rx       = running && ex_busy && ex_wait_rx;
   assign ev_stall_call     = running && ex_busy && idex_is_call;
+  assign ev_stall_val      = running && ex_busy && ex_ext_val && !val_gnt;
   assign ev_stall_load_use = running && !ex_busy && !ex_flush && id_load_use;
 
   // IF: the next pc, presented to the instruction memory at the edge.

@@ -134,6 +134,7 @@ module ebpf_switch
     output logic [63:0]            sel_stall_div,
     output logic [63:0]            sel_stall_call,
     output logic [63:0]            sel_stall_rx,
+    output logic [63:0]            sel_stall_val,
     output logic [63:0]            sel_flush,
     output logic [63:0]            sel_redirect,  // kind << 48 | excl << 47 | map << 32 | arg
     output logic [31:0]            sel_action,    // action | decision << 8 | fault << 16 | port << 24
@@ -255,7 +256,7 @@ module ebpf_switch
   logic [2:0]     e_fault [E];
   logic [IAW-1:0] e_fault_pc [E];
   logic [63:0]    e_cycles [E], e_retired [E], e_lu [E], e_div [E], e_call [E], e_rx [E],
-                  e_flush [E];
+                  e_val [E], e_flush [E];
   logic [1:0]     e_rkind [E];
   logic [E-1:0]   e_rexcl;
   logic [7:0]     e_rmap [E];
@@ -338,7 +339,7 @@ module ebpf_switch
     logic [63:0]    unused_lrkey;
     ebpf_top #(
         .IAW(IAW), .DAW(DAW), .NMAPS(2), .LINES(4), .KEY_BYTES(8),
-        .VAL_BYTES(VAL_BYTES), .EXT_IMEM(1'b1), .SHARED_MAPS(1'b1), .MAP_LINES(E * LINES)
+        .VAL_BYTES(VAL_BYTES), .EXT_IMEM(1'b1), .SHARED_MAPS(1'b1), .MAP_LINES(LINES)
     ) u_eng (
         .clk(clk), .rst(rst), .stop(e_stop[e]),
         .imem_swap(cur != e_ver[e]), .imem_version(e_ver[e]), .imem_we(1'b0),
@@ -356,6 +357,7 @@ module ebpf_switch
         .retire_valid(unused_rv), .retire_pc(unused_rpc),
         .cnt_cycles(e_cycles[e]), .cnt_retired(e_retired[e]), .cnt_stall_load_use(e_lu[e]),
         .cnt_stall_div(e_div[e]), .cnt_stall_call(e_call[e]), .cnt_stall_rx(e_rx[e]),
+        .cnt_stall_val(e_val[e]),
         .cnt_flush(e_flush[e]), .cnt_map_ops(unused_ops), .cnt_map_cycles(unused_mcyc),
         .redir_kind(e_rkind[e]), .redir_excl(e_rexcl[e]), .redir_map(e_rmap[e]),
         .redir_arg(e_rarg[e]),
@@ -374,7 +376,9 @@ module ebpf_switch
         .x_ack(x_ack[e]), .x_bad(m_bad), .x_cap(m_cap), .x_res(m_res), .x_op(m_op),
         .x_cycles(m_cycles), .x_redir_set(m_rset), .x_redir_kind(m_rkind),
         .x_redir_excl(m_rexcl), .x_redir_map(m_rmap), .x_redir_arg(m_rarg),
-        .x_busy(m_busy && m_sel == EW'(e)), .x_raddr(m_raddr[DAW-1:0]), .x_rdata(x_rdata[e]),
+        .x_busy(m_busy && m_sel == EW'(e)), .x_raddr(m_eraddr), .x_rdata(x_rdata[e]),
+        .x_we(m_we && m_wlocal && m_sel == EW'(e)), .x_waddr(m_ewaddr), .x_wsize(m_wsize),
+        .x_wdata(m_wdata),
         .v_req(v_req[e]), .v_raddr(v_raddr[e]), .v_gnt(v_gnt[e]), .v_rdata(vm_rdata),
         .v_we(v_we[e]), .v_waddr(v_waddr[e]), .v_wsize(v_wsize[e]), .v_wdata(v_wdata[e])
     );
@@ -447,12 +451,15 @@ module ebpf_switch
   // the first requesting engine from m_rr on is presented (a lock call
   // only when no other engine holds that word); the coprocessor takes it
   // that cycle (`accept`) and serves it until its `ack`.
-  // The value memory: the lines' slots, then a copy of them per further
-  // engine for its per-CPU arrays. The coprocessor's index space (XDAW
-  // bits) reaches it above the engines' data memories.
-  localparam int VSPAN = E * LINES * VAL_BYTES;
-  localparam int VAW = $clog2(VSPAN);
-  localparam int XDAW = VAW + 1 > DAW ? VAW + 1 : DAW;
+  // The value region: the lines' slots (the shared value memory), then
+  // the calling engine's own copy of them (its data memory's value area:
+  // its per-CPU arrays). The coprocessor's index space (XDAW bits)
+  // reaches both above the engines' data memories.
+  localparam int SSPAN = LINES * VAL_BYTES;
+  localparam int VSPAN = 2 * SSPAN;
+  localparam int VAW = $clog2(SSPAN);
+  localparam int XDAW = $clog2(VSPAN) + 1 > DAW ? $clog2(VSPAN) + 1 : DAW;
+  localparam int EVB = 1 << (DAW - 1);  // an engine's value area
   logic           m_own_v, m_accept, m_ack, m_has;
   logic [EW-1:0]  m_own, m_rr, m_pick;
   logic [E-1:0]   lk_v, x_elig;
@@ -483,6 +490,19 @@ module ebpf_switch
   logic           m_rd_val_q;       // the coprocessor's last read went to the values
   logic [EW-1:0]  m_rd_eng_q;       // ... or to this engine's data memory
   assign m_rdata = m_rd_val_q ? vm_rdata : x_rdata[m_rd_eng_q];
+  // Where a coprocessor index goes: the shared values, the served
+  // engine's own values, or its data memory's other regions.
+  function automatic logic [DAW+1:0] route(input logic [XDAW-1:0] idx);
+    logic [XDAW-2:0] off;
+    off = idx[XDAW-2:0];
+    if (idx[XDAW-1] && int'(off) < SSPAN) route = {2'b10, DAW'(0)};
+    else if (idx[XDAW-1]) route = {2'b01, DAW'(EVB) + DAW'(int'(off) - SSPAN)};
+    else route = {2'b00, idx[DAW-1:0]};
+  endfunction
+  logic           m_rshared, m_wshared, m_rlocal, m_wlocal;
+  logic [DAW-1:0] m_eraddr, m_ewaddr;
+  assign {m_rshared, m_rlocal, m_eraddr} = route(m_raddr);
+  assign {m_wshared, m_wlocal, m_ewaddr} = route(m_waddr);
   logic [31:0]    unused_wlo;
   ebpf_coproc #(
       .DAW(XDAW), .NMAPS(NMAPS), .LINES(LINES), .KEY_BYTES(KEY_BYTES), .VAL_BYTES(VAL_BYTES),
@@ -492,8 +512,7 @@ module ebpf_switch
       .arg1(x_args[m_sel][63:0]), .arg2(x_args[m_sel][127:64]), .arg3(x_args[m_sel][191:128]),
       .arg4(x_args[m_sel][255:192]), .arg5(x_args[m_sel][319:256]),
       .timestamp(x_ts[m_sel]), .pkt_lo(x_plo[m_sel]), .pkt_hi(x_phi[m_sel]),
-      .pkt_avail(x_avail[m_sel]), .win_lo_in(x_wlo[m_sel]), .engine(8'(m_sel)),
-      .accept(m_accept),
+      .pkt_avail(x_avail[m_sel]), .win_lo_in(x_wlo[m_sel]), .accept(m_accept),
       .ack(m_ack), .bad(m_bad), .cap(m_cap), .result(m_res),
       .busy(m_busy), .mem_raddr(m_raddr), .mem_rdata(m_rdata), .mem_we(m_we),
       .mem_waddr(m_waddr), .mem_wsize(m_wsize), .mem_wdata(m_wdata),
@@ -511,7 +530,7 @@ module ebpf_switch
     assign x_ack[e] = m_ack && m_own_v && m_own == EW'(e);
   end
   always_ff @(posedge clk) begin
-    m_rd_val_q <= m_raddr[XDAW-1];
+    m_rd_val_q <= m_rshared;
     m_rd_eng_q <= m_sel;
     if (rst) begin
       m_own_v <= 1'b0;
@@ -571,7 +590,7 @@ module ebpf_switch
       .rdata(vm_rdata),
       .waddr(m_we ? m_waddr[VAW-1:0] : v_waddr[v_wsel][VAW-1:0]),
       .wsize(m_we ? m_wsize : v_wsize[v_wsel]),
-      .we(m_we || v_we != '0),
+      .we((m_we && m_wshared) || v_we != '0),
       .wdata(m_we ? m_wdata : v_wdata[v_wsel]),
       .host_sel(vm_host), .host_row(vmem_row[VAW-4:0]), .host_we(vmem_we && quiet),
       .host_mask(dmem_mask), .host_wdata(dmem_wdata), .host_rdata(vmem_rdata)
@@ -632,6 +651,7 @@ module ebpf_switch
   assign sel_stall_div = e_div[se];
   assign sel_stall_call = e_call[se];
   assign sel_stall_rx = e_rx[se];
+  assign sel_stall_val = e_val[se];
   assign sel_flush = e_flush[se];
   assign sel_redirect = {14'd0, e_rkind[se], e_rexcl[se], 7'd0, e_rmap[se], e_rarg[se]};
   assign sel_action = {e_oport[se], 7'd0, e_afault[se], 5'd0, e_decision[se], 5'd0,

@@ -28,8 +28,9 @@ module ebpf_top
     // `x_busy`), and the core's value accesses through v_* to the shared
     // value memory; the other helpers stay on the engine's coprocessor.
     parameter bit SHARED_MAPS = 1'b0,
-    // Lines behind the value region (the shared coprocessor's with
-    // SHARED_MAPS): the core's value window is MAP_LINES * VAL_BYTES.
+    // With SHARED_MAPS: the shared coprocessor's lines. The core's value
+    // window is their slots (the shared value memory) and then as many
+    // of its own (this data memory's value area: the per-CPU arrays).
     parameter int MAP_LINES = LINES
 ) (
     input  logic           clk,
@@ -98,6 +99,7 @@ module ebpf_top
     output logic [63:0]    cnt_stall_div,
     output logic [63:0]    cnt_stall_call,
     output logic [63:0]    cnt_stall_rx,
+    output logic [63:0]    cnt_stall_val,
     output logic [63:0]    cnt_flush,
     // Map operations and their cycles, 64 bits each: lookup, update, delete
     // from bit 0 up.
@@ -169,6 +171,12 @@ module ebpf_top
     input  logic           x_busy,
     input  logic [DAW-1:0] x_raddr,
     output logic [63:0]    x_rdata,
+    // ... and its writes of this engine's per-CPU values (while it
+    // serves this engine).
+    input  logic           x_we,
+    input  logic [DAW-1:0] x_waddr,
+    input  logic [1:0]     x_wsize,
+    input  logic [63:0]    x_wdata,
     // With SHARED_MAPS: the core's port to the shared value memory.
     output logic           v_req,
     output logic [31:0]    v_raddr,
@@ -306,7 +314,9 @@ module ebpf_top
   logic [DAW-1:0] core_raddr;
   assign d_raddr  = c_busy ? c_raddr : (SHARED_MAPS && x_busy) ? x_raddr : core_raddr;
   assign x_rdata  = d_rdata;
-  assign rx_ready = running && streaming && !d_we && !c_we;
+  logic xw;
+  assign xw       = SHARED_MAPS && x_we;
+  assign rx_ready = running && streaming && !d_we && !c_we && !xw;
   assign rx_take  = rx_valid && rx_ready;
   always_ff @(posedge clk) begin
     if (rst || start_i) begin
@@ -323,10 +333,10 @@ module ebpf_top
   logic [DAW-1:0] m_waddr;
   logic [1:0]     m_size;
   logic [63:0]    m_wdata;
-  assign m_we    = d_we || c_we || rx_take;
-  assign m_waddr = d_we ? d_waddr : c_we ? c_waddr : {rx_row, 3'd0};
-  assign m_size  = d_we ? d_size : c_we ? c_wsize : 2'd3;
-  assign m_wdata = d_we ? d_wdata : c_we ? c_wdata : rx_data;
+  assign m_we    = d_we || c_we || xw || rx_take;
+  assign m_waddr = d_we ? d_waddr : c_we ? c_waddr : xw ? x_waddr : {rx_row, 3'd0};
+  assign m_size  = d_we ? d_size : c_we ? c_wsize : xw ? x_wsize : 2'd3;
+  assign m_wdata = d_we ? d_wdata : c_we ? c_wdata : xw ? x_wdata : rx_data;
 
   ebpf_dmem #(.DAW(DAW)) u_dmem (
       .clk(clk), .raddr(d_raddr), .rdata(d_rdata), .waddr(m_waddr), .wsize(m_size), .we(m_we),
@@ -374,7 +384,7 @@ module ebpf_top
       .clk(clk), .rst(rst || stop || start_i), .req(c_req && !c_shared), .id(c_id),
       .arg1(c_a1), .arg2(c_a2), .arg3(c_a3), .arg4(c_a4), .arg5(c_a5),
       .timestamp(timestamp_i), .pkt_lo(pkt_lo_i), .pkt_hi(pkt_hi_i), .pkt_avail(pkt_avail),
-      .win_lo_in(32'd0), .engine(8'd0), .accept(l_accept),
+      .win_lo_in(32'd0), .accept(l_accept),
       .ack(l_ack), .bad(l_bad), .cap(l_cap), .result(l_res),
       .busy(c_busy), .mem_raddr(c_raddr), .mem_rdata(d_rdata), .mem_we(c_we),
       .mem_waddr(c_waddr), .mem_wsize(c_wsize), .mem_wdata(c_wdata),
@@ -417,13 +427,16 @@ module ebpf_top
     logic unused_x;
     assign unused_x = ^{x_ack, x_bad, x_cap, x_res, x_op, x_cycles, x_redir_set, x_redir_kind,
                        x_redir_excl, x_redir_map, x_redir_arg, x_busy, x_raddr, v_gnt, v_rdata,
-                       l_redir_set};
+                       l_redir_set, x_we, x_waddr, x_wsize, x_wdata};
   end
   logic unused_acc;
   assign unused_acc = l_accept;
 
-  logic ev_lu, ev_div, ev_call, ev_rx, ev_flush;
-  ebpf_core #(.IAW(IAW), .DAW(DAW), .VALUE_SPAN(MAP_LINES * VAL_BYTES), .EXT_VAL(SHARED_MAPS)) u_core (
+  logic ev_lu, ev_div, ev_call, ev_rx, ev_val, ev_flush;
+  ebpf_core #(
+      .IAW(IAW), .DAW(DAW), .VALUE_SPAN((SHARED_MAPS ? 2 * MAP_LINES : LINES) * VAL_BYTES),
+      .EXT_VAL(SHARED_MAPS), .SHARED_SPAN((SHARED_MAPS ? MAP_LINES : LINES) * VAL_BYTES)
+  ) u_core (
       .clk(clk), .rst(rst || stop), .start(start_i), .arg1(arg1_i), .arg2(arg2_i),
       .pkt_lo(win_lo), .pkt_hi(pkt_hi_i), .pkt_avail(pkt_avail),
       .running(running), .done(done), .fault(fault), .fault_pc(fault_pc), .r0(r0),
@@ -437,7 +450,7 @@ module ebpf_top
       .cop_result(c_res),
       .retire_valid(retire_valid), .retire_pc(retire_pc),
       .ev_stall_load_use(ev_lu), .ev_stall_div(ev_div), .ev_stall_call(ev_call),
-      .ev_stall_rx(ev_rx),
+      .ev_stall_rx(ev_rx), .ev_stall_val(ev_val),
       .ev_flush(ev_flush)
   );
 
@@ -449,6 +462,7 @@ module ebpf_top
       cnt_stall_div <= 64'd0;
       cnt_stall_call <= 64'd0;
       cnt_stall_rx <= 64'd0;
+      cnt_stall_val <= 64'd0;
       cnt_flush <= 64'd0;
       for (int k = 0; k < 3; k++) begin
         cnt_map_ops[k*64 +: 64] <= 64'd0;
@@ -461,6 +475,7 @@ module ebpf_top
       if (ev_div) cnt_stall_div <= cnt_stall_div + 64'd1;
       if (ev_call) cnt_stall_call <= cnt_stall_call + 64'd1;
       if (ev_rx) cnt_stall_rx <= cnt_stall_rx + 64'd1;
+      if (ev_val) cnt_stall_val <= cnt_stall_val + 64'd1;
       if (ev_flush) cnt_flush <= cnt_flush + 64'd1;
       if (c_ack && c_op != 2'd0) begin
         cnt_map_ops[c_op_i*64 +: 64] <= cnt_map_ops[c_op_i*64 +: 64] + 64'd1;

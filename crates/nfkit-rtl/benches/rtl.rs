@@ -505,6 +505,74 @@ fn switch_rows(out: &mut String) {
     }
 }
 
+/// The switch top on the DDoS chain (maps shared by the engines, tables
+/// sized to 128 lines) over examples/ddos.pcap: packets per switch cycle
+/// and what the engines waited for the shared coprocessor (call stall
+/// cycles per packet; one engine: the coprocessor's own cycles only) and
+/// the shared value memory.
+fn switch_map_rows(out: &mut String) {
+    use nfkit_rtl::switch::{Switch, PORTS};
+    let Ok(src) = std::fs::read_to_string(format!("{EXAMPLES}/ddos.py")) else {
+        return;
+    };
+    let Ok(c) = nfkit_lang::compile("ddos.py", &src, &nfkit_lang::Options::default()) else {
+        return;
+    };
+    let Some(entry) = c
+        .entry()
+        .and_then(|n| c.image.entries.iter().position(|e| e.name == n))
+    else {
+        return;
+    };
+    let Ok(prog) = Program::from_image_sized(&c.image, entry, Some(128)) else {
+        return;
+    };
+    let Ok(packets) = nfkit_pcap::read_file(format!("{EXAMPLES}/ddos.pcap")) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\n| switch top, ddos.py chain (shared maps) on ddos.pcap | packets | switch cycles | packets/cycle | Mpps at {EBPFLOW_MHZ} MHz | cycles/packet on its engine | call stalls/packet | value-port waits/packet | PASS / DROP / REDIRECT |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    for (ports, engines) in [(1, 1), (1, 4), (PORTS, 1), (PORTS, 4)] {
+        let Ok(mut sw) = Switch::new(prog.clone()) else {
+            let _ = writeln!(out, "| (no switch model) | | | | | | | | |");
+            return;
+        };
+        sw.set_engines_per_port(engines).expect("engines per port");
+        for (i, p) in packets.iter().enumerate() {
+            sw.offer(i % ports, &p.data, p.ts_ns, 0)
+                .expect("the switch takes it");
+        }
+        let run = sw.run(100_000_000).expect("every packet leaves");
+        let n = run.packets.len().max(1) as f64;
+        let ppc = run.packets.len() as f64 / run.cycles.max(1) as f64;
+        let cyc: u64 = run.packets.iter().map(|p| p.cycles).sum();
+        let stall: u64 = run.packets.iter().map(|p| p.stalls.call).sum();
+        let vwait: u64 = run.packets.iter().map(|p| p.stalls.values).sum();
+        let mut v = [0u64; 5];
+        for p in &run.packets {
+            if let Ok(r0) = p.result {
+                v[(r0 as u32 as usize).min(4)] += 1;
+            }
+        }
+        let _ = writeln!(
+            out,
+            "| {ports} port(s) × {engines} engine(s) | {} | {} | {ppc:.4} | {:.2} | {:.1} | {:.1} | {:.1} | {} / {} / {} |",
+            run.packets.len(),
+            run.cycles,
+            ppc * EBPFLOW_MHZ,
+            cyc as f64 / n,
+            stall as f64 / n,
+            vwait as f64 / n,
+            v[2],
+            v[1],
+            v[4]
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing
     // special: either way run once, quickly.
@@ -538,6 +606,7 @@ fn main() {
     map_rows(&mut map_table, &mut out);
     out.push_str(&map_table);
     switch_rows(&mut out);
+    switch_map_rows(&mut out);
     if let Some(synth) = &synth {
         synth_rows(&mut out, synth);
     }

@@ -71,8 +71,8 @@ struct NfkitSwLine {
 
 // One engine's finished run.
 struct NfkitSwResult {
-    uint64_t id, r0, cycles, retired, stall_load_use, stall_div, stall_call, stall_rx, flushes,
-        redirect;
+    uint64_t id, r0, cycles, retired, stall_load_use, stall_div, stall_call, stall_rx, stall_val,
+        flushes, redirect;
     uint64_t t_in, t_done;  // cycles: the handoff to the engine, the run's end
     uint32_t fault, fault_pc, budget, version, engine, port;
     uint32_t action, action_arg, action_mask, dest, len, pad;
@@ -220,10 +220,10 @@ uint64_t nfkit_sw_vmem_read(NfkitSw *m, uint32_t row) {
     return m->top.vmem_rdata;
 }
 
-uint64_t nfkit_sw_dmem_read(NfkitSw *m, uint32_t row) {
+uint64_t nfkit_sw_dmem_read(NfkitSw *m, uint32_t row, uint32_t engine) {
     m->top.dmem_row = row;
     m->top.dmem_we = 0;
-    m->top.sel_eng = 0;
+    m->top.sel_eng = engine;
     m->top.eval();
     edge(m);
     m->top.eval();
@@ -309,6 +309,7 @@ static void read_result(NfkitSw *m, uint32_t e) {
     r.stall_div = m->top.sel_stall_div;
     r.stall_call = m->top.sel_stall_call;
     r.stall_rx = m->top.sel_stall_rx;
+    r.stall_val = m->top.sel_stall_val;
     r.flushes = m->top.sel_flush;
     r.redirect = m->top.sel_redirect;
     r.t_in = m->eng_t_in[e];

@@ -306,6 +306,7 @@ impl Core {
             retired: out.retired,
             version: out.version as u8,
             stalls: Stalls {
+                values: 0,
                 load_use: out.stall_load_use,
                 div: out.stall_div,
                 call: out.stall_call,

@@ -95,7 +95,7 @@ impl MapDef {
     }
 
     /// The line of an array's entry `idx`.
-    fn array_line(&self, idx: u32) -> u32 {
+    pub(crate) fn array_line(&self, idx: u32) -> u32 {
         self.base + idx * self.stride()
     }
 
@@ -455,6 +455,14 @@ pub(crate) trait MapHost {
     fn host_line_read(&mut self, idx: u32) -> Line;
     fn host_write_bytes(&mut self, at: usize, bytes: &[u8]);
     fn host_read_bytes(&mut self, at: usize, len: usize) -> Vec<u8>;
+    /// Map `m`'s value slot `line` (a per-CPU array's: every engine's
+    /// copy written, engine 0's read).
+    fn host_write_value(&mut self, _m: &MapDef, line: u32, value: &[u8]) {
+        self.host_write_bytes(VALUE_BASE + line as usize * VAL_BYTES, value);
+    }
+    fn host_read_value(&mut self, _m: &MapDef, line: u32, len: usize) -> Vec<u8> {
+        self.host_read_bytes(VALUE_BASE + line as usize * VAL_BYTES, len)
+    }
 }
 
 impl MapHost for Core {
@@ -521,26 +529,26 @@ pub(crate) trait MapOps: MapHost {
                     MapKind::Array => m.array_line(e),
                     _ => m.base + e,
                 };
-                self.write_value(line, &zero);
+                self.write_value(m, line, &zero);
             }
             // Initial values (a global section; a declared array's
             // entries 0, 1, ... back to back).
             if let (MapKind::Array, Some(data)) = (m.kind, m.init.as_ref()) {
                 for (e, chunk) in data.chunks(m.value_size as usize).enumerate() {
                     if (e as u32) < m.max_entries {
-                        self.write_value(m.array_line(e as u32), chunk);
+                        self.write_value(m, m.array_line(e as u32), chunk);
                     }
                 }
             }
         }
     }
 
-    fn write_value(&mut self, line: u32, value: &[u8]) {
-        self.host_write_bytes(VALUE_BASE + line as usize * VAL_BYTES, value);
+    fn write_value(&mut self, m: &MapDef, line: u32, value: &[u8]) {
+        self.host_write_value(m, line, value);
     }
 
-    fn read_value(&mut self, line: u32, len: u32) -> Vec<u8> {
-        self.host_read_bytes(VALUE_BASE + line as usize * VAL_BYTES, len as usize)
+    fn read_value(&mut self, m: &MapDef, line: u32, len: u32) -> Vec<u8> {
+        self.host_read_value(m, line, len as usize)
     }
 
     /// The line of `key` in map `m` (exact: the LPM entry of that prefix).
@@ -565,13 +573,13 @@ pub(crate) trait MapOps: MapHost {
         if m.kind == MapKind::Array {
             let idx = array_index(key)?;
             return Ok(
-                (idx < m.max_entries).then(|| self.read_value(m.array_line(idx), m.value_size))
+                (idx < m.max_entries).then(|| self.read_value(&m, m.array_line(idx), m.value_size))
             );
         }
         let (plen, words) = line_key(&m, key).map_err(|e| op(&m, e))?;
         Ok(self
             .find(&m, plen, &words)
-            .map(|line| self.read_value(line, m.value_size)))
+            .map(|line| self.read_value(&m, line, m.value_size)))
     }
 
     /// Sets `key` to `value` in map `map` (flags as `bpf_map_update_elem`).
@@ -594,7 +602,7 @@ pub(crate) trait MapOps: MapHost {
             if flags == 1 {
                 return Err(op(&m, MapOpError::Exists));
             }
-            self.write_value(m.array_line(idx), value);
+            self.write_value(&m, m.array_line(idx), value);
             return Ok(());
         }
         if m.kind == MapKind::Unused {
@@ -637,7 +645,7 @@ pub(crate) trait MapOps: MapHost {
                 line
             }
         };
-        self.write_value(line, value);
+        self.write_value(&m, line, value);
         Ok(())
     }
 
@@ -657,23 +665,6 @@ pub(crate) trait MapOps: MapHost {
 
     /// Every entry of map `map` as `(key, value)`, sorted by key (arrays:
     /// every index; LPM keys: prefix length then the masked data).
-    /// Engine `engine`'s copy of a per-CPU array, as `map_entries` (other
-    /// maps have one copy: `map_entries`).
-    fn map_entries_of(&mut self, map: usize, engine: usize) -> Result<Vec<Entry>, RtlError> {
-        let m = self.map_def(map)?;
-        if !m.percpu {
-            return self.map_entries(map);
-        }
-        let copy = VALUE_BASE + engine * LINES * VAL_BYTES;
-        Ok((0..m.max_entries)
-            .map(|e| {
-                let at = copy + m.array_line(e) as usize * VAL_BYTES;
-                let value = self.host_read_bytes(at, m.value_size as usize);
-                (e.to_le_bytes().to_vec(), value)
-            })
-            .collect())
-    }
-
     fn map_entries(&mut self, map: usize) -> Result<Vec<Entry>, RtlError> {
         let m = self.map_def(map)?;
         let mut out = Vec::new();
@@ -700,7 +691,7 @@ pub(crate) trait MapOps: MapHost {
                     }
                 }
             };
-            let value = self.read_value(line, m.value_size);
+            let value = self.read_value(&m, line, m.value_size);
             out.push((key, value));
         }
         out.sort();

@@ -15,6 +15,9 @@ pub struct Stalls {
     pub call: u64,
     /// A packet access waiting for its bytes to stream in.
     pub rx: u64,
+    /// A map value access waiting for the switch's shared value memory
+    /// (0 on a single engine, whose values are its own).
+    pub values: u64,
     /// Mispredicted conditional jumps (each flushes IF/ID: one bubble).
     pub flushes: u64,
 }

@@ -16,8 +16,9 @@
 
 use crate::action::{ActionConfig, ActionOut, MAX_HOSTS};
 use crate::error::RtlError;
+use crate::layout::VAL_BYTES;
 use crate::layout::{IMEM_SLOTS, PKT_MAX, VALUE_BASE, XDP_HEADROOM};
-use crate::maps::{Entry, MapHost, MapOps, MapTable};
+use crate::maps::{Entry, MapDef, MapHost, MapOps, MapTable};
 use crate::model::Line;
 use crate::program::Program;
 use crate::result::{Fault, FaultKind, Redirect, Stalls};
@@ -356,7 +357,53 @@ impl Switch {
                 PORTS * ENGINES
             )));
         }
-        MapOps::map_entries_of(self, map, engine)
+        let m = MapOps::map_def(self, map)?;
+        if !m.percpu {
+            return self.map_entries(map);
+        }
+        Ok((0..m.max_entries)
+            .map(|e| {
+                let at = VALUE_BASE + m.array_line(e) as usize * VAL_BYTES;
+                let value = self.engine_bytes(at, m.value_size as usize, engine as u32);
+                (e.to_le_bytes().to_vec(), value)
+            })
+            .collect())
+    }
+
+    /// Bytes of engine `engine`'s data memory.
+    fn engine_bytes(&mut self, at: usize, len: usize, engine: u32) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        let mut pos = at;
+        while out.len() < len {
+            let (row, lane) = (pos / 8, pos % 8);
+            let word = self.model.dmem_read(row as u32, engine).to_le_bytes();
+            let n = (8 - lane).min(len - out.len());
+            out.extend_from_slice(&word[lane..lane + n]);
+            pos += n;
+        }
+        out
+    }
+
+    /// Writes `bytes` at `at` of every engine's data memory (`shared`:
+    /// of the shared value memory, `at` a value-region index).
+    fn write_rows(&mut self, at: usize, bytes: &[u8], shared: bool) {
+        let mut i = 0;
+        while i < bytes.len() {
+            let pos = at + i;
+            let (row, lane) = (pos / 8, pos % 8);
+            let n = (8 - lane).min(bytes.len() - i);
+            let mut word = [0u8; 8];
+            word[lane..lane + n].copy_from_slice(&bytes[i..i + n]);
+            let mask = (((1u16 << n) - 1) << lane) as u8;
+            let word = u64::from_le_bytes(word);
+            if shared {
+                let v = pos - VALUE_BASE;
+                self.model.vmem_write((v / 8) as u32, word, mask);
+            } else {
+                self.model.dmem_write(row as u32, word, mask);
+            }
+            i += n;
+        }
     }
 
     fn packet(&self, r: &ffi_model::SwResult) -> SwitchPacket {
@@ -388,6 +435,7 @@ impl Switch {
             cycles: r.cycles,
             retired: r.retired,
             stalls: Stalls {
+                values: r.stall_val,
                 load_use: r.stall_load_use,
                 div: r.stall_div,
                 call: r.stall_call,
@@ -426,23 +474,9 @@ impl MapHost for Switch {
         self.model.line_read(idx)
     }
     fn host_write_bytes(&mut self, at: usize, bytes: &[u8]) {
-        let mut i = 0;
-        while i < bytes.len() {
-            let pos = at + i;
-            let (row, lane) = (pos / 8, pos % 8);
-            let n = (8 - lane).min(bytes.len() - i);
-            let mut word = [0u8; 8];
-            word[lane..lane + n].copy_from_slice(&bytes[i..i + n]);
-            let mask = (((1u16 << n) - 1) << lane) as u8;
-            let word = u64::from_le_bytes(word);
-            // Values are in the shared value memory, the rest in every
-            // engine's data memory.
-            match pos.checked_sub(VALUE_BASE) {
-                Some(v) => self.model.vmem_write((v / 8) as u32, word, mask),
-                None => self.model.dmem_write(row as u32, word, mask),
-            }
-            i += n;
-        }
+        // Values are in the shared value memory, the rest in every
+        // engine's data memory.
+        self.write_rows(at, bytes, at >= VALUE_BASE);
     }
     fn host_read_bytes(&mut self, at: usize, len: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(len);
@@ -451,7 +485,7 @@ impl MapHost for Switch {
             let (row, lane) = (pos / 8, pos % 8);
             let word = match pos.checked_sub(VALUE_BASE) {
                 Some(v) => self.model.vmem_read((v / 8) as u32),
-                None => self.model.dmem_read(row as u32),
+                None => self.model.dmem_read(row as u32, 0),
             }
             .to_le_bytes();
             let n = (8 - lane).min(len - out.len());
@@ -459,6 +493,19 @@ impl MapHost for Switch {
             pos += n;
         }
         out
+    }
+    // A per-CPU array's slots are in each engine's own value area.
+    fn host_write_value(&mut self, m: &MapDef, line: u32, value: &[u8]) {
+        let at = VALUE_BASE + line as usize * VAL_BYTES;
+        self.write_rows(at, value, !m.percpu);
+    }
+    fn host_read_value(&mut self, m: &MapDef, line: u32, len: usize) -> Vec<u8> {
+        let at = VALUE_BASE + line as usize * VAL_BYTES;
+        if m.percpu {
+            self.engine_bytes(at, len, 0)
+        } else {
+            self.host_read_bytes(at, len)
+        }
     }
 }
 
@@ -479,6 +526,7 @@ mod ffi_model {
         pub stall_div: u64,
         pub stall_call: u64,
         pub stall_rx: u64,
+        pub stall_val: u64,
         pub flushes: u64,
         pub redirect: u64,
         pub t_in: u64,
@@ -569,7 +617,7 @@ mod ffi_model {
             pub fn nfkit_sw_line_write(m: *mut NfkitSw, idx: u32, l: *const Line);
             pub fn nfkit_sw_line_read(m: *mut NfkitSw, idx: u32, l: *mut Line);
             pub fn nfkit_sw_dmem_write(m: *mut NfkitSw, row: u32, word: u64, mask: u8);
-            pub fn nfkit_sw_dmem_read(m: *mut NfkitSw, row: u32) -> u64;
+            pub fn nfkit_sw_dmem_read(m: *mut NfkitSw, row: u32, engine: u32) -> u64;
             pub fn nfkit_sw_vmem_write(m: *mut NfkitSw, row: u32, word: u64, mask: u8);
             pub fn nfkit_sw_vmem_read(m: *mut NfkitSw, row: u32) -> u64;
         }
@@ -715,9 +763,9 @@ mod ffi_model {
             unsafe { sys::nfkit_sw_dmem_write(self.ptr.as_ptr(), row, word, mask) }
         }
 
-        pub fn dmem_read(&mut self, row: u32) -> u64 {
+        pub fn dmem_read(&mut self, row: u32, engine: u32) -> u64 {
             // SAFETY: the model is live.
-            unsafe { sys::nfkit_sw_dmem_read(self.ptr.as_ptr(), row) }
+            unsafe { sys::nfkit_sw_dmem_read(self.ptr.as_ptr(), row, engine) }
         }
 
         pub fn vmem_write(&mut self, row: u32, word: u64, mask: u8) {
@@ -801,7 +849,7 @@ mod ffi_model {
             Line::default()
         }
         pub fn dmem_write(&mut self, _: u32, _: u64, _: u8) {}
-        pub fn dmem_read(&mut self, _: u32) -> u64 {
+        pub fn dmem_read(&mut self, _: u32, _: u32) -> u64 {
             0
         }
         pub fn vmem_write(&mut self, _: u32, _: u64, _: u8) {}

@@ -216,6 +216,8 @@ fn counters_and_hash_entries_equal_the_vm_with_sixteen_engines_at_once() {
         calls_waited += pkt.stalls.call;
     }
     assert!(calls_waited > 0);
+    let value_waits: u64 = run.packets.iter().map(|p| p.stalls.values).sum();
+    assert!(value_waits > 0, "the value port was never contended");
     // The shared maps hold what the VM's one-at-a-time run left.
     let totals = sw.map_entries(0).expect("entries");
     assert_eq!(totals, vm_entries(&vm, "totals"));

@@ -164,6 +164,7 @@ impl Totals {
         self.stalls.div += r.stalls.div;
         self.stalls.call += r.stalls.call;
         self.stalls.rx += r.stalls.rx;
+        self.stalls.values += r.stalls.values;
         self.stalls.flushes += r.stalls.flushes;
         self.min = Some(self.min.map_or(r.cycles, |m| m.min(r.cycles)));
         self.max = self.max.max(r.cycles);
@@ -324,6 +325,7 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             "div": t.stalls.div,
             "call": t.stalls.call,
             "packet_wait": t.stalls.rx,
+            "shared_value_wait": t.stalls.values,
             "branch_flushes": t.stalls.flushes,
         })
     };
@@ -384,11 +386,12 @@ fn run_capture(a: RunArgs) -> anyhow::Result<ExitCode> {
             all.cpi()
         );
         println!(
-            "stall cycles: load-use {}, divide {}, call {}, packet wait {}; mispredicted branches {} (one bubble each)",
+            "stall cycles: load-use {}, divide {}, call {}, packet wait {}, shared-value wait {}; mispredicted branches {} (one bubble each)",
             all.stalls.load_use,
             all.stalls.div,
             all.stalls.call,
             all.stalls.rx,
+            all.stalls.values,
             all.stalls.flushes
         );
         if a.engines > 1 {
